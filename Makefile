@@ -1,0 +1,131 @@
+# vGPU assemblies for Xen: the whole build, in one non-recursive make.
+#
+#   make            libcuda.so.1 (the frontend), vgpud, vgpu-run, vgpuctl under build/
+#   make demo       start vgpud and run a CUDA program through a vGPU (GPU if present, else emu)
+#   make check      unit and host-mode integration tests, built with ASan+UBSan (no GPU needed)
+#   make check-gpu  the integration programs on a real GPU, compared with native runs
+#   make bench-gpu  native vs vGPU benchmarks on a real GPU
+#   make deps       install the Debian packages the build needs
+#   make SAN=1 ...  the same targets built with AddressSanitizer and UndefinedBehaviorSanitizer
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+PYTHON ?= python3
+CC ?= gcc
+PREFIX ?= /usr/local
+SAN ?= 0
+# The GPU architecture the GPU tests and benchmarks are built for (sm_90: H100).
+GPU_ARCH ?= 90
+
+ifeq ($(SAN),1)
+O ?= build/san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else
+O ?= build
+SANFLAGS :=
+endif
+
+DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev
+PKGS := libzstd liblz4
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
+	-Iinclude -Icommon -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
+DEPFLAGS = -MMD -MP
+
+.PHONY: all deps demo check check-unit check-host check-gpu bench-gpu clean install help
+.DEFAULT_GOAL := all
+
+# ------------------------------------------------------------------------------------------ sources
+COMMON_SRC := $(sort $(wildcard common/*.c))
+FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
+BACKEND_SRC := $(sort $(wildcard backend/*.c))
+GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/obj/%.o)
+FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o
+BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
+
+LIBCOMMON := $(O)/lib/libvgpucommon.a
+FRONTEND := $(O)/lib/libcuda.so.1
+VGPUD := $(O)/bin/vgpud
+VGPU_RUN := $(O)/bin/vgpu-run
+VGPUCTL := $(O)/bin/vgpuctl
+
+all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL)
+
+help:
+	@sed -n '2,11p' Makefile
+
+# ------------------------------------------------------------------------------------------ rules
+$(O)/obj/%.o: %.c | $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# The frontend defines the driver's exported names exactly (cuMemAlloc_v2, cuCtxSynchronize_v2,
+# ...), so it sees cuda.h the way the driver itself is built: every name declared as itself.
+$(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
+
+$(O)/obj/gen/%.o: $(O)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
+
+# The driver API surface (exported names, versioned cuGetProcAddress table, enums) comes from the
+# toolkit's headers.
+$(GEN) &: frontend/gen_driver_api.py $(CUDA_HOME)/include/cuda.h $(CUDA_HOME)/include/cudaTypedefs.h
+	@mkdir -p $(O)/gen
+	$(PYTHON) frontend/gen_driver_api.py --cuda-include $(CUDA_HOME)/include --out $(O)/gen
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# The frontend is a drop-in libcuda.so.1: unversioned exports like the real one, and internal
+# references bound inside the library so that an application's symbols cannot divert them.
+$(FRONTEND): $(FRONTEND_OBJ) $(LIBCOMMON) frontend/exports.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=frontend/exports.map \
+		-o $@ $(FRONTEND_OBJ) $(LIBCOMMON) \
+		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
+	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
+
+$(VGPUD): $(BACKEND_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl
+
+$(O)/bin/%: $(O)/obj/tools/%.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+
+$(VGPU_RUN): $(O)/obj/tools/vgpu-run.o $(LIBCOMMON)
+$(VGPUCTL): $(O)/obj/tools/vgpuctl.o $(LIBCOMMON)
+
+# ------------------------------------------------------------------------------------------ deps
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@test -x $(NVCC) || echo "note: $(NVCC) not found; tests that build CUDA images need the CUDA toolkit"
+
+include tests/tests.mk
+include benchmarks/benchmarks.mk
+include examples/examples.mk
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu
+	install -m 755 $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(FRONTEND) $(DESTDIR)$(PREFIX)/lib/vgpu/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

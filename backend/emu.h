@@ -1,0 +1,178 @@
+/* Internals of the emu executor (see executor.h). */
+#ifndef VGPU_EMU_H
+#define VGPU_EMU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cubin.h"
+#include "executor.h"
+#include "vgpu/emu_kernel.h"
+
+struct emu_device {
+    int index;
+    uint64_t total_mem;
+    _Atomic uint64_t used;
+    struct vgpu_device_info info;
+};
+
+struct emu_exec {
+    struct vgpu_exec base;
+    int device_count;
+    struct emu_device *devices;
+};
+
+/* One allocation of device memory (host memory standing in for it). */
+struct emu_alloc {
+    uint64_t base, size, map_size;
+};
+
+struct emu_stream;
+struct emu_event;
+struct emu_module;
+
+/* A context owns its streams, events, modules and allocations. One mutex and condition variable
+ * per context order everything inside it; workers sleep on the condition variable. */
+struct emu_ctx {
+    struct emu_exec *x;
+    struct emu_device *dev;
+    unsigned flags;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct emu_stream *null_stream; /* the legacy default stream */
+    struct emu_stream **streams;     /* every live stream except the null stream */
+    size_t stream_count, stream_cap;
+    struct emu_alloc *allocs;        /* sorted by base */
+    size_t alloc_count, alloc_cap;
+    struct emu_module *modules;      /* linked list */
+    struct emu_event *events;        /* live events (doubly linked) */
+    uint64_t limits[16];
+};
+
+enum emu_op_kind { EMU_OP_COPY, EMU_OP_MEMSET, EMU_OP_KERNEL, EMU_OP_RECORD, EMU_OP_CALLBACK, EMU_OP_NOTHING };
+
+/* Something an op must wait for before it runs. */
+struct emu_dep {
+    struct emu_stream *stream; /* wait until stream->done >= seq */
+    uint64_t seq;
+    struct emu_event *event;   /* or until event->done_gen >= gen */
+    uint64_t gen;
+};
+
+struct emu_function;
+
+struct emu_op {
+    struct emu_op *next;
+    enum emu_op_kind kind;
+    struct emu_dep *deps;
+    size_t dep_count;
+    union {
+        struct {
+            void *dst;
+            const void *src;
+            uint64_t n;
+            void *owned; /* a private copy of a transient source */
+        } copy;
+        struct {
+            void *dst;
+            uint32_t value;
+            unsigned elem;
+            uint64_t count;
+        } memset;
+        struct {
+            const struct emu_function *fn;
+            uint32_t grid[3], block[3], shared;
+            void *params; /* aligned copy of the packed parameters */
+        } kernel;
+        struct {
+            struct emu_event *event;
+            uint64_t gen;
+        } record;
+        struct {
+            vgpu_exec_callback fn;
+            void *arg;
+        } callback;
+    } u;
+};
+
+struct emu_stream {
+    struct emu_ctx *ctx;
+    unsigned flags; /* CU_STREAM_NON_BLOCKING */
+    int priority;
+    bool is_null;
+    bool destroyed;  /* the client let go of it; freed once drained and unreferenced */
+    bool stop;       /* the worker must exit */
+    unsigned refs;   /* deps of queued ops pointing here, plus the owner */
+    uint64_t enq, done;
+    struct emu_op *head, *tail;
+    pthread_t thread;
+    bool thread_started;
+};
+
+struct emu_event {
+    struct emu_ctx *ctx;
+    struct emu_event *prev, *next; /* the context's live events */
+    unsigned flags;
+    unsigned refs;       /* queued ops using it, plus the owner until destroyed; freed at 0 */
+    bool destroyed;
+    uint64_t rec_gen;    /* records issued */
+    uint64_t done_gen;   /* records completed */
+    int64_t time_ns;     /* when the last completed record ran */
+};
+
+struct emu_function {
+    const struct vgpu_emu_kernel *kernel;
+    uint32_t offsets[VGPU_MAX_KERNEL_PARAMS];
+    uint32_t param_bytes;
+    uint32_t param_align;
+    struct emu_function *next;
+};
+
+struct emu_global {
+    char *name;
+    uint64_t dptr, size;
+};
+
+struct emu_module {
+    struct emu_module *next;
+    void *dl;                  /* an emu module: dlopen handle */
+    struct emu_function *functions;
+    struct vgpu_module_desc desc; /* a CUDA image: what it declares */
+    bool cuda_image;
+    struct emu_global *globals;
+    size_t global_count;
+};
+
+/* emu_device.c */
+int emu_devices_init(struct emu_exec *x, int count, uint64_t memory);
+void emu_fill_device_info(struct emu_device *d);
+CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr);
+CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr);
+void emu_mem_free_all(struct emu_ctx *c);
+/* True if [p, p+n) lies inside one allocation of the context. */
+bool emu_mem_contains(struct emu_ctx *c, uint64_t p, uint64_t n);
+
+/* emu_stream.c */
+CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is_null, struct emu_stream **out);
+/* The client is done with the stream: queued work still runs, then it goes away. */
+void emu_stream_release(struct emu_stream *s);
+/* Queue an op on s (NULL: the null stream), adding the implicit dependencies of the legacy default
+ * stream. Takes ownership of op. Caller holds c->mu. */
+void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op);
+/* Wait (c->mu held) until s has completed everything queued so far. */
+void emu_wait_stream_locked(struct emu_ctx *c, struct emu_stream *s);
+void emu_wait_all_locked(struct emu_ctx *c);
+/* Stop every worker and free every stream (context teardown; c->mu not held). */
+void emu_streams_shutdown(struct emu_ctx *c);
+struct emu_op *emu_op_new(enum emu_op_kind kind);
+void emu_event_put_locked(struct emu_event *e);
+
+/* emu_module.c */
+CUresult emu_module_load(struct emu_ctx *c, const void *image, size_t size, bool host_code, struct emu_module **out);
+void emu_module_free(struct emu_ctx *c, struct emu_module *m, bool free_memory);
+CUresult emu_module_function(struct emu_module *m, const char *name, struct emu_function **out);
+CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size);
+
+#endif

@@ -1,0 +1,196 @@
+/* Emu devices: their description (a profile shaped like a compute capability 9.0 part, so that
+ * programs see familiar limits) and their memory (host mappings standing in for device memory). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "emu.h"
+#include "log.h"
+
+/* Attributes the emu profile sets; every other attribute the headers know reads as 0. */
+static const struct {
+    CUdevice_attribute attr;
+    int value;
+} emu_profile[] = {
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+    {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+    {CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1000000},
+    {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512},
+    {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1},
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 4},
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT},
+    {CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 1000000},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 64},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 4 << 20},
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+    {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+    {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+    {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536},
+    {CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, 2},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+    {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32},
+    {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_NUMA_ID, -1},
+    {CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1},
+};
+
+void emu_fill_device_info(struct emu_device *d)
+{
+    struct vgpu_device_info *info = &d->info;
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "vGPU emu device %d", d->index);
+    /* A stable identity per host and index, so that two emu devices never look alike. */
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = host; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    h ^= (uint64_t)d->index * 0x9e3779b97f4a7c15ull;
+    memcpy(info->uuid, "vGPUemu-", 8);
+    memcpy(info->uuid + 8, &h, 8);
+    info->total_mem = d->total_mem;
+    for (unsigned a = 1; a < VGPU_ATTR_SLOTS && a < CU_DEVICE_ATTRIBUTE_MAX; a++)
+        info->attr_valid[a] = 1;
+    for (size_t i = 0; i < sizeof emu_profile / sizeof emu_profile[0]; i++)
+        info->attr[emu_profile[i].attr] = emu_profile[i].value;
+    info->attr[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] = 0;
+    info->attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] = 0xe0 + d->index;
+    info->attr[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID] = 0;
+}
+
+_Static_assert(CU_DEVICE_ATTRIBUTE_MAX <= VGPU_ATTR_SLOTS, "attributes fit the wire array");
+
+int emu_devices_init(struct emu_exec *x, int count, uint64_t memory)
+{
+    if (count < 1 || count > (int)VGPU_MAX_DEVICES)
+        return -EINVAL;
+    x->devices = calloc((size_t)count, sizeof *x->devices);
+    if (!x->devices)
+        return -ENOMEM;
+    x->device_count = count;
+    for (int i = 0; i < count; i++) {
+        x->devices[i].index = i;
+        x->devices[i].total_mem = memory;
+        atomic_init(&x->devices[i].used, 0);
+        emu_fill_device_info(&x->devices[i]);
+    }
+    return 0;
+}
+
+/* Allocations are kept sorted by base so that range checks are a binary search. */
+static size_t alloc_find(const struct emu_ctx *c, uint64_t p)
+{
+    size_t lo = 0, hi = c->alloc_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->allocs[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo; /* index of the first allocation above p */
+}
+
+CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    if (size > UINT64_MAX - page)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t map_size = (size + page - 1) & ~(page - 1);
+    uint64_t used = atomic_fetch_add(&c->dev->used, map_size);
+    if (used + map_size > c->dev->total_mem || used + map_size < used) {
+        atomic_fetch_sub(&c->dev->used, map_size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        atomic_fetch_sub(&c->dev->used, map_size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->alloc_count == c->alloc_cap) {
+        size_t cap = c->alloc_cap ? c->alloc_cap * 2 : 64;
+        struct emu_alloc *a = realloc(c->allocs, cap * sizeof *a);
+        if (!a) {
+            pthread_mutex_unlock(&c->mu);
+            munmap(p, map_size);
+            atomic_fetch_sub(&c->dev->used, map_size);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        c->allocs = a;
+        c->alloc_cap = cap;
+    }
+    size_t at = alloc_find(c, (uint64_t)(uintptr_t)p);
+    memmove(&c->allocs[at + 1], &c->allocs[at], (c->alloc_count - at) * sizeof c->allocs[0]);
+    c->allocs[at] = (struct emu_alloc){(uint64_t)(uintptr_t)p, size, map_size};
+    c->alloc_count++;
+    pthread_mutex_unlock(&c->mu);
+    *dptr = (uint64_t)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr)
+{
+    pthread_mutex_lock(&c->mu);
+    /* Like the driver, freeing waits for work that may still use the memory. */
+    emu_wait_all_locked(c);
+    size_t at = alloc_find(c, dptr);
+    if (at == 0 || c->allocs[at - 1].base != dptr) {
+        pthread_mutex_unlock(&c->mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct emu_alloc a = c->allocs[at - 1];
+    memmove(&c->allocs[at - 1], &c->allocs[at], (c->alloc_count - at) * sizeof c->allocs[0]);
+    c->alloc_count--;
+    pthread_mutex_unlock(&c->mu);
+    munmap((void *)(uintptr_t)a.base, a.map_size);
+    atomic_fetch_sub(&c->dev->used, a.map_size);
+    return CUDA_SUCCESS;
+}
+
+void emu_mem_free_all(struct emu_ctx *c)
+{
+    for (size_t i = 0; i < c->alloc_count; i++) {
+        munmap((void *)(uintptr_t)c->allocs[i].base, c->allocs[i].map_size);
+        atomic_fetch_sub(&c->dev->used, c->allocs[i].map_size);
+    }
+    free(c->allocs);
+    c->allocs = NULL;
+    c->alloc_count = c->alloc_cap = 0;
+}
+
+bool emu_mem_contains(struct emu_ctx *c, uint64_t p, uint64_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t at = alloc_find(c, p);
+    bool ok = at > 0 && p - c->allocs[at - 1].base <= c->allocs[at - 1].size &&
+              n <= c->allocs[at - 1].size - (p - c->allocs[at - 1].base);
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}

@@ -1,0 +1,329 @@
+/* Emu streams: ordered queues of operations, each run by its own worker thread.
+ *
+ * Ordering between streams follows CUDA's rules through explicit dependencies on each queued op:
+ * work on the legacy default (null) stream waits for everything queued before it on blocking
+ * streams, work on a blocking stream waits for earlier null-stream work, and a stream waiting on
+ * an event waits for the event's latest record. Events complete by generation: a record bumps
+ * rec_gen when queued and sets done_gen when it runs. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bell.h"
+#include "emu.h"
+#include "log.h"
+
+struct emu_op *emu_op_new(enum emu_op_kind kind)
+{
+    struct emu_op *op = calloc(1, sizeof *op);
+    if (op)
+        op->kind = kind;
+    return op;
+}
+
+static void op_release_deps_locked(struct emu_op *op)
+{
+    for (size_t i = 0; i < op->dep_count; i++) {
+        if (op->deps[i].stream)
+            op->deps[i].stream->refs--;
+        if (op->deps[i].event)
+            emu_event_put_locked(op->deps[i].event);
+    }
+    if (op->kind == EMU_OP_RECORD)
+        emu_event_put_locked(op->u.record.event);
+}
+
+static void op_free(struct emu_op *op)
+{
+    free(op->deps);
+    if (op->kind == EMU_OP_COPY)
+        free(op->u.copy.owned);
+    if (op->kind == EMU_OP_KERNEL)
+        free(op->u.kernel.params);
+    free(op);
+}
+
+void emu_event_put_locked(struct emu_event *e)
+{
+    if (--e->refs == 0)
+        free(e);
+}
+
+static bool deps_ready(const struct emu_op *op)
+{
+    for (size_t i = 0; i < op->dep_count; i++) {
+        const struct emu_dep *d = &op->deps[i];
+        if (d->stream && d->stream->done < d->seq)
+            return false;
+        if (d->event && d->event->done_gen < d->gen)
+            return false;
+    }
+    return true;
+}
+
+static void run_kernel(struct emu_op *op)
+{
+    const struct emu_function *fn = op->u.kernel.fn;
+    uint32_t count = fn->kernel->param_count;
+    void **ptrs = count ? calloc(count, sizeof *ptrs) : NULL;
+    if (count && !ptrs)
+        return;
+    for (uint32_t i = 0; i < count; i++)
+        ptrs[i] = (uint8_t *)op->u.kernel.params + fn->offsets[i];
+    void *shared = op->u.kernel.shared ? calloc(1, op->u.kernel.shared) : NULL;
+    struct vgpu_emu_block b = {
+        .grid_dim = {op->u.kernel.grid[0], op->u.kernel.grid[1], op->u.kernel.grid[2]},
+        .block_dim = {op->u.kernel.block[0], op->u.kernel.block[1], op->u.kernel.block[2]},
+        .shared = shared,
+        .shared_size = op->u.kernel.shared,
+    };
+    for (b.block_idx.z = 0; b.block_idx.z < b.grid_dim.z; b.block_idx.z++)
+        for (b.block_idx.y = 0; b.block_idx.y < b.grid_dim.y; b.block_idx.y++)
+            for (b.block_idx.x = 0; b.block_idx.x < b.grid_dim.x; b.block_idx.x++)
+                fn->kernel->run(&b, ptrs);
+    free(shared);
+    free(ptrs);
+}
+
+static void run_op(struct emu_op *op)
+{
+    switch (op->kind) {
+    case EMU_OP_COPY:
+        memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+        break;
+    case EMU_OP_MEMSET: {
+        uint8_t *d = op->u.memset.dst;
+        uint64_t n = op->u.memset.count;
+        if (op->u.memset.elem == 1) {
+            memset(d, (int)(op->u.memset.value & 0xff), n);
+        } else if (op->u.memset.elem == 2) {
+            uint16_t v = (uint16_t)op->u.memset.value;
+            for (uint64_t i = 0; i < n; i++)
+                memcpy(d + 2 * i, &v, 2);
+        } else {
+            uint32_t v = op->u.memset.value;
+            for (uint64_t i = 0; i < n; i++)
+                memcpy(d + 4 * i, &v, 4);
+        }
+        break;
+    }
+    case EMU_OP_KERNEL:
+        run_kernel(op);
+        break;
+    case EMU_OP_CALLBACK:
+        op->u.callback.fn(op->u.callback.arg, CUDA_SUCCESS);
+        break;
+    case EMU_OP_RECORD:
+    case EMU_OP_NOTHING:
+        break;
+    }
+}
+
+static void *stream_worker(void *arg)
+{
+    struct emu_stream *s = arg;
+    struct emu_ctx *c = s->ctx;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!s->head && !s->stop && !s->destroyed)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (s->stop || !s->head)
+            break;
+        struct emu_op *op = s->head;
+        while (!deps_ready(op) && !s->stop)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (s->stop)
+            break;
+        pthread_mutex_unlock(&c->mu);
+        run_op(op);
+        pthread_mutex_lock(&c->mu);
+        if (op->kind == EMU_OP_RECORD) {
+            struct emu_event *e = op->u.record.event;
+            if (e->done_gen < op->u.record.gen) {
+                e->done_gen = op->u.record.gen;
+                e->time_ns = vgpu_now_ns();
+            }
+        }
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->done++;
+        op_release_deps_locked(op);
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        op_free(op);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Free streams the client destroyed once nothing refers to them any more (c->mu held). */
+static void reap_streams_locked(struct emu_ctx *c)
+{
+    for (size_t i = 0; i < c->stream_count;) {
+        struct emu_stream *s = c->streams[i];
+        if (s->destroyed && !s->head && s->refs == 0) {
+            if (s->thread_started) {
+                /* The worker leaves its loop once destroyed and drained; wait for it to go. */
+                pthread_mutex_unlock(&c->mu);
+                pthread_join(s->thread, NULL);
+                pthread_mutex_lock(&c->mu);
+            }
+            c->streams[i] = c->streams[--c->stream_count];
+            free(s);
+            continue;
+        }
+        i++;
+    }
+}
+
+CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is_null, struct emu_stream **out)
+{
+    struct emu_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ctx = c;
+    s->flags = flags;
+    s->priority = priority;
+    s->is_null = is_null;
+    if (!is_null) {
+        pthread_mutex_lock(&c->mu);
+        reap_streams_locked(c);
+        if (c->stream_count == c->stream_cap) {
+            size_t cap = c->stream_cap ? 2 * c->stream_cap : 16;
+            struct emu_stream **a = realloc(c->streams, cap * sizeof *a);
+            if (!a) {
+                pthread_mutex_unlock(&c->mu);
+                free(s);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            c->streams = a;
+            c->stream_cap = cap;
+        }
+        c->streams[c->stream_count++] = s;
+        pthread_mutex_unlock(&c->mu);
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+void emu_stream_release(struct emu_stream *s)
+{
+    struct emu_ctx *c = s->ctx;
+    pthread_mutex_lock(&c->mu);
+    s->destroyed = true;
+    pthread_cond_broadcast(&c->cv);
+    reap_streams_locked(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int add_dep(struct emu_op *op, struct emu_stream *s, uint64_t seq, struct emu_event *e, uint64_t gen)
+{
+    struct emu_dep *d = realloc(op->deps, (op->dep_count + 1) * sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    op->deps = d;
+    d[op->dep_count++] = (struct emu_dep){s, seq, e, gen};
+    if (s)
+        s->refs++;
+    if (e)
+        e->refs++;
+    return 0;
+}
+
+void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
+{
+    if (!s)
+        s = c->null_stream;
+    /* The legacy default stream's implicit synchronization. Allocation failures here only lose an
+     * ordering edge under memory exhaustion; the op itself still runs in stream order. */
+    if (s->is_null) {
+        for (size_t i = 0; i < c->stream_count; i++) {
+            struct emu_stream *t = c->streams[i];
+            if (!(t->flags & CU_STREAM_NON_BLOCKING) && t->enq > t->done)
+                (void)add_dep(op, t, t->enq, NULL, 0);
+        }
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        struct emu_stream *n = c->null_stream;
+        if (n->enq > n->done)
+            (void)add_dep(op, n, n->enq, NULL, 0);
+    }
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    s->enq++;
+    if (!s->thread_started) {
+        if (pthread_create(&s->thread, NULL, stream_worker, s) == 0) {
+            s->thread_started = true;
+        } else {
+            /* No thread: run the queue inline so that nothing waits forever. */
+            LOG_ERROR("emu: cannot start a stream worker; running inline");
+            while (s->head) {
+                struct emu_op *h = s->head;
+                run_op(h);
+                s->head = h->next;
+                s->done++;
+                op_release_deps_locked(h);
+                op_free(h);
+            }
+            s->tail = NULL;
+        }
+    }
+    pthread_cond_broadcast(&c->cv);
+}
+
+void emu_wait_stream_locked(struct emu_ctx *c, struct emu_stream *s)
+{
+    if (!s)
+        s = c->null_stream;
+    uint64_t target = s->enq;
+    while (s->done < target)
+        pthread_cond_wait(&c->cv, &c->mu);
+}
+
+void emu_wait_all_locked(struct emu_ctx *c)
+{
+    emu_wait_stream_locked(c, c->null_stream);
+    for (size_t i = 0; i < c->stream_count; i++) {
+        struct emu_stream *s = c->streams[i];
+        uint64_t target = s->enq;
+        while (s->done < target)
+            pthread_cond_wait(&c->cv, &c->mu);
+    }
+}
+
+void emu_streams_shutdown(struct emu_ctx *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->null_stream->stop = true;
+    for (size_t i = 0; i < c->stream_count; i++)
+        c->streams[i]->stop = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i <= c->stream_count; i++) {
+        struct emu_stream *s = i == 0 ? c->null_stream : c->streams[i - 1];
+        if (s->thread_started)
+            pthread_join(s->thread, NULL);
+        while (s->head) {
+            struct emu_op *op = s->head;
+            s->head = op->next;
+            /* A staging-slot callback must still learn that its copy will never happen. */
+            if (op->kind == EMU_OP_CALLBACK)
+                op->u.callback.fn(op->u.callback.arg, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+            op_release_deps_locked(op);
+            op_free(op);
+        }
+        if (i > 0)
+            free(s);
+    }
+    free(c->null_stream);
+    free(c->streams);
+    c->null_stream = NULL;
+    c->streams = NULL;
+    c->stream_count = c->stream_cap = 0;
+}

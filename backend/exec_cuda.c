@@ -1,0 +1,615 @@
+/* The cuda executor: the real driver API, loaded by absolute path so that vgpud can never pick up
+ * the project's own libcuda.so.1 (which a test environment may put on the library path).
+ *
+ * Each client context is a real context of its own (isolation: one client's kernels cannot reach
+ * another's memory, and a fault in one leaves the others running). Host registrations use a
+ * per-device service context (the daemon's primary context) with CU_MEMHOSTREGISTER_PORTABLE, so
+ * that registered data areas are pinned for every client context on the device. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "log.h"
+
+/* Every driver entry point vgpud uses, by its exported name. */
+#define CUDA_FUNCS(X)                                                                                  \
+    X(cuInit)                                                                                          \
+    X(cuDriverGetVersion)                                                                              \
+    X(cuGetErrorName)                                                                                  \
+    X(cuDeviceGetCount)                                                                                \
+    X(cuDeviceGet)                                                                                     \
+    X(cuDeviceGetName)                                                                                 \
+    X(cuDeviceTotalMem_v2)                                                                             \
+    X(cuDeviceGetAttribute)                                                                            \
+    X(cuDeviceGetUuid_v2)                                                                              \
+    X(cuDevicePrimaryCtxRetain)                                                                        \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                    \
+    X(cuCtxCreate_v4)                                                                                  \
+    X(cuCtxDestroy_v2)                                                                                 \
+    X(cuCtxSetCurrent)                                                                                 \
+    X(cuCtxSynchronize)                                                                                \
+    X(cuCtxGetLimit)                                                                                   \
+    X(cuCtxSetLimit)                                                                                   \
+    X(cuCtxGetStreamPriorityRange)                                                                     \
+    X(cuMemGetInfo_v2)                                                                                 \
+    X(cuMemAlloc_v2)                                                                                   \
+    X(cuMemFree_v2)                                                                                    \
+    X(cuMemHostRegister_v2)                                                                            \
+    X(cuMemHostUnregister)                                                                             \
+    X(cuMemHostGetDevicePointer_v2)                                                                    \
+    X(cuMemcpyHtoDAsync_v2)                                                                            \
+    X(cuMemcpyDtoHAsync_v2)                                                                            \
+    X(cuMemcpyDtoDAsync_v2)                                                                            \
+    X(cuMemsetD8Async)                                                                                 \
+    X(cuMemsetD16Async)                                                                                \
+    X(cuMemsetD32Async)                                                                                \
+    X(cuLaunchHostFunc)                                                                                \
+    X(cuModuleLoadData)                                                                                \
+    X(cuModuleUnload)                                                                                  \
+    X(cuModuleGetFunction)                                                                             \
+    X(cuModuleGetGlobal_v2)                                                                            \
+    X(cuFuncGetParamInfo)                                                                              \
+    X(cuFuncGetAttribute)                                                                              \
+    X(cuFuncSetAttribute)                                                                              \
+    X(cuFuncSetCacheConfig)                                                                            \
+    X(cuLaunchKernel)                                                                                  \
+    X(cuStreamCreateWithPriority)                                                                      \
+    X(cuStreamDestroy_v2)                                                                              \
+    X(cuStreamSynchronize)                                                                             \
+    X(cuStreamQuery)                                                                                   \
+    X(cuStreamWaitEvent)                                                                               \
+    X(cuEventCreate)                                                                                   \
+    X(cuEventDestroy_v2)                                                                               \
+    X(cuEventRecordWithFlags)                                                                          \
+    X(cuEventSynchronize)                                                                              \
+    X(cuEventQuery)                                                                                    \
+    X(cuEventElapsedTime_v2)
+
+struct cuda_api {
+#define X(name) __typeof__(name) *name;
+    CUDA_FUNCS(X)
+#undef X
+};
+
+struct cuda_exec {
+    struct vgpu_exec base;
+    void *lib;
+    struct cuda_api api;
+    int driver_version;
+    int device_count;
+    CUdevice *devices;
+    CUcontext *service; /* per device: the daemon's primary context */
+};
+
+#define CX(x) ((struct cuda_exec *)(x))
+#define API(x) (&CX(x)->api)
+
+/* The context current on this thread, so that switching costs nothing when it does not change. */
+static _Thread_local CUcontext bound_ctx;
+
+static CUresult bind(struct vgpu_exec *x, CUcontext ctx)
+{
+    if (bound_ctx == ctx)
+        return CUDA_SUCCESS;
+    CUresult r = API(x)->cuCtxSetCurrent(ctx);
+    if (r == CUDA_SUCCESS)
+        bound_ctx = ctx;
+    return r;
+}
+
+#define BIND(x, ctx)                                                                                   \
+    do {                                                                                               \
+        CUresult bind_r_ = bind((x), (CUcontext)(ctx));                                                \
+        if (bind_r_ != CUDA_SUCCESS)                                                                   \
+            return bind_r_;                                                                            \
+    } while (0)
+
+static const char *const driver_paths[] = {
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+    "/lib/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+};
+
+static void *open_driver(const char *explicit_path, const char **why)
+{
+    const char *env = getenv("VGPU_CUDA_DRIVER");
+    const char *want = explicit_path ? explicit_path : env;
+    if (want) {
+        if (want[0] != '/') {
+            *why = "the driver path must be absolute";
+            return NULL;
+        }
+        void *h = dlopen(want, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            *why = "the driver named could not be loaded";
+        return h;
+    }
+    for (size_t i = 0; i < sizeof driver_paths / sizeof driver_paths[0]; i++) {
+        if (access(driver_paths[i], R_OK) != 0)
+            continue;
+        void *h = dlopen(driver_paths[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            continue;
+        /* Never drive a GPU through the project's own frontend. */
+        if (dlsym(h, "vgpu_frontend_version")) {
+            dlclose(h);
+            continue;
+        }
+        LOG_INFO("cuda: driver %s", driver_paths[i]);
+        return h;
+    }
+    *why = "no NVIDIA driver (libcuda.so.1) found";
+    return NULL;
+}
+
+static int cuda_device_count(struct vgpu_exec *x) { return CX(x)->device_count; }
+
+static int cuda_driver_version(struct vgpu_exec *x) { return CX(x)->driver_version; }
+
+static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_device_info *info)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUdevice d = CX(x)->devices[dev];
+    memset(info, 0, sizeof *info);
+    CUresult r = API(x)->cuDeviceGetName(info->name, (int)sizeof info->name - 1, d);
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuDeviceGetUuid_v2((CUuuid *)info->uuid, d);
+    size_t total = 0;
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuDeviceTotalMem_v2(&total, d);
+    info->total_mem = total;
+    for (int a = 1; a < (int)VGPU_ATTR_SLOTS; a++) {
+        int v = 0;
+        if (API(x)->cuDeviceGetAttribute(&v, (CUdevice_attribute)a, d) == CUDA_SUCCESS) {
+            info->attr[a] = v;
+            info->attr_valid[a] = 1;
+        }
+    }
+    return r;
+}
+
+static uint64_t cuda_device_used(struct vgpu_exec *x, int dev)
+{
+    if (dev < 0 || dev >= CX(x)->device_count || bind(x, CX(x)->service[dev]) != CUDA_SUCCESS)
+        return 0;
+    size_t free_b = 0, total = 0;
+    if (API(x)->cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS)
+        return 0;
+    return total - free_b;
+}
+
+static CUresult cuda_ctx_create(struct vgpu_exec *x, int dev, unsigned flags, void **ctx)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    const unsigned allowed = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX;
+    CUcontext c = NULL;
+    CUresult r = API(x)->cuCtxCreate_v4(&c, NULL, flags & allowed, CX(x)->devices[dev]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    bound_ctx = c; /* creation makes it current */
+    *ctx = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_ctx_destroy(struct vgpu_exec *x, void *ctx)
+{
+    if (bound_ctx == ctx)
+        bound_ctx = NULL;
+    return API(x)->cuCtxDestroy_v2(ctx);
+}
+
+static CUresult cuda_ctx_synchronize(struct vgpu_exec *x, void *ctx)
+{
+    BIND(x, ctx);
+    return API(x)->cuCtxSynchronize();
+}
+
+static CUresult cuda_ctx_get_limit(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value)
+{
+    BIND(x, ctx);
+    size_t v = 0;
+    CUresult r = API(x)->cuCtxGetLimit(&v, (CUlimit)limit);
+    *value = v;
+    return r;
+}
+
+static CUresult cuda_ctx_set_limit(struct vgpu_exec *x, void *ctx, int limit, uint64_t value)
+{
+    BIND(x, ctx);
+    return API(x)->cuCtxSetLimit((CUlimit)limit, (size_t)value);
+}
+
+static CUresult cuda_ctx_stream_priority_range(struct vgpu_exec *x, void *ctx, int *least, int *greatest)
+{
+    BIND(x, ctx);
+    return API(x)->cuCtxGetStreamPriorityRange(least, greatest);
+}
+
+static CUresult cuda_mem_get_info(struct vgpu_exec *x, void *ctx, uint64_t *free_bytes, uint64_t *total)
+{
+    BIND(x, ctx);
+    size_t f = 0, t = 0;
+    CUresult r = API(x)->cuMemGetInfo_v2(&f, &t);
+    *free_bytes = f;
+    *total = t;
+    return r;
+}
+
+static CUresult cuda_mem_alloc(struct vgpu_exec *x, void *ctx, uint64_t size, uint64_t *dptr)
+{
+    BIND(x, ctx);
+    CUdeviceptr p = 0;
+    CUresult r = API(x)->cuMemAlloc_v2(&p, (size_t)size);
+    *dptr = p;
+    return r;
+}
+
+static CUresult cuda_mem_free(struct vgpu_exec *x, void *ctx, uint64_t dptr)
+{
+    BIND(x, ctx);
+    return API(x)->cuMemFree_v2((CUdeviceptr)dptr);
+}
+
+static CUresult cuda_host_register(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    BIND(x, CX(x)->service[dev]);
+    unsigned allowed = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
+    CUresult r = API(x)->cuMemHostRegister_v2(p, (size_t)size, (flags & allowed) | CU_MEMHOSTREGISTER_PORTABLE);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *dptr = 0;
+    if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+        CUdeviceptr d = 0;
+        if (API(x)->cuMemHostGetDevicePointer_v2(&d, p, 0) == CUDA_SUCCESS)
+            *dptr = d;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    BIND(x, CX(x)->service[dev]);
+    return API(x)->cuMemHostUnregister(p);
+}
+
+static CUresult finish(struct vgpu_exec *x, void *stream, unsigned flags, CUresult r)
+{
+    if (r == CUDA_SUCCESS && (flags & VGPU_XFER_SYNC))
+        r = API(x)->cuStreamSynchronize(stream);
+    return r;
+}
+
+/* An asynchronous copy from pageable memory returns once the driver has staged the source, which
+ * is what a transient source needs. */
+static CUresult cuda_copy_htod(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
+                               unsigned flags)
+{
+    BIND(x, ctx);
+    return finish(x, stream, flags, API(x)->cuMemcpyHtoDAsync_v2(dst, src, n, stream));
+}
+
+static CUresult cuda_copy_dtoh(struct vgpu_exec *x, void *ctx, void *stream, void *dst, uint64_t src, uint64_t n,
+                               unsigned flags)
+{
+    BIND(x, ctx);
+    return finish(x, stream, flags, API(x)->cuMemcpyDtoHAsync_v2(dst, src, n, stream));
+}
+
+static CUresult cuda_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t src, uint64_t n,
+                               unsigned flags)
+{
+    BIND(x, ctx);
+    return finish(x, stream, flags, API(x)->cuMemcpyDtoDAsync_v2(dst, src, n, stream));
+}
+
+static CUresult cuda_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
+                            unsigned elem_size, uint64_t count, unsigned flags)
+{
+    BIND(x, ctx);
+    CUresult r;
+    switch (elem_size) {
+    case 1:
+        r = API(x)->cuMemsetD8Async(dst, (unsigned char)value, count, stream);
+        break;
+    case 2:
+        r = API(x)->cuMemsetD16Async(dst, (unsigned short)value, count, stream);
+        break;
+    case 4:
+        r = API(x)->cuMemsetD32Async(dst, value, count, stream);
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return finish(x, stream, flags, r);
+}
+
+struct host_call {
+    vgpu_exec_callback fn;
+    void *arg;
+};
+
+static void CUDA_CB run_host_call(void *p)
+{
+    struct host_call hc = *(struct host_call *)p;
+    free(p);
+    hc.fn(hc.arg, CUDA_SUCCESS);
+}
+
+static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+{
+    BIND(x, ctx);
+    struct host_call *hc = malloc(sizeof *hc);
+    if (!hc)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    hc->fn = fn;
+    hc->arg = arg;
+    CUresult r = API(x)->cuLaunchHostFunc(stream, run_host_call, hc);
+    if (r != CUDA_SUCCESS)
+        free(hc);
+    return r;
+}
+
+static CUresult cuda_module_load(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
+                                 void **mod)
+{
+    (void)size;
+    (void)host_code;
+    BIND(x, ctx);
+    return API(x)->cuModuleLoadData((CUmodule *)mod, image);
+}
+
+static CUresult cuda_module_unload(struct vgpu_exec *x, void *ctx, void *mod)
+{
+    BIND(x, ctx);
+    return API(x)->cuModuleUnload(mod);
+}
+
+static CUresult cuda_module_get_function(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn)
+{
+    BIND(x, ctx);
+    return API(x)->cuModuleGetFunction((CUfunction *)fn, mod, name);
+}
+
+static CUresult cuda_module_get_global(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
+                                       uint64_t *size)
+{
+    BIND(x, ctx);
+    CUdeviceptr p = 0;
+    size_t s = 0;
+    CUresult r = API(x)->cuModuleGetGlobal_v2(&p, &s, mod, name);
+    *dptr = p;
+    *size = s;
+    return r;
+}
+
+static CUresult cuda_func_param_info(struct vgpu_exec *x, void *ctx, void *fn, uint32_t index, uint32_t *offset,
+                                     uint32_t *size)
+{
+    BIND(x, ctx);
+    size_t o = 0, s = 0;
+    CUresult r = API(x)->cuFuncGetParamInfo(fn, index, &o, &s);
+    *offset = (uint32_t)o;
+    *size = (uint32_t)s;
+    return r;
+}
+
+static CUresult cuda_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int *value)
+{
+    BIND(x, ctx);
+    return API(x)->cuFuncGetAttribute(value, (CUfunction_attribute)attrib, fn);
+}
+
+static CUresult cuda_func_set_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int value)
+{
+    BIND(x, ctx);
+    return API(x)->cuFuncSetAttribute(fn, (CUfunction_attribute)attrib, value);
+}
+
+static CUresult cuda_func_set_cache_config(struct vgpu_exec *x, void *ctx, void *fn, int config)
+{
+    BIND(x, ctx);
+    return API(x)->cuFuncSetCacheConfig(fn, (CUfunc_cache)config);
+}
+
+static CUresult cuda_launch(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
+                            const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size)
+{
+    BIND(x, ctx);
+    size_t size = param_size;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    return API(x)->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem, stream,
+                                  NULL, param_size ? extra : NULL);
+}
+
+static CUresult cuda_stream_create(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamCreateWithPriority((CUstream *)stream, flags, priority);
+}
+
+static CUresult cuda_stream_destroy(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamDestroy_v2(stream);
+}
+
+static CUresult cuda_stream_synchronize(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamSynchronize(stream);
+}
+
+static CUresult cuda_stream_query(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamQuery(stream);
+}
+
+static CUresult cuda_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamWaitEvent(stream, event, flags);
+}
+
+static CUresult cuda_event_create(struct vgpu_exec *x, void *ctx, unsigned flags, void **event)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventCreate((CUevent *)event, flags);
+}
+
+static CUresult cuda_event_destroy(struct vgpu_exec *x, void *ctx, void *event)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventDestroy_v2(event);
+}
+
+static CUresult cuda_event_record(struct vgpu_exec *x, void *ctx, void *event, void *stream, unsigned flags)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventRecordWithFlags(event, stream, flags);
+}
+
+static CUresult cuda_event_synchronize(struct vgpu_exec *x, void *ctx, void *event)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventSynchronize(event);
+}
+
+static CUresult cuda_event_query(struct vgpu_exec *x, void *ctx, void *event)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventQuery(event);
+}
+
+static CUresult cuda_event_elapsed(struct vgpu_exec *x, void *ctx, void *start, void *end, float *ms)
+{
+    BIND(x, ctx);
+    return API(x)->cuEventElapsedTime_v2(ms, start, end);
+}
+
+static void cuda_destroy(struct vgpu_exec *x)
+{
+    struct cuda_exec *c = CX(x);
+    for (int i = 0; i < c->device_count; i++)
+        if (c->service && c->service[i])
+            c->api.cuDevicePrimaryCtxRelease_v2(c->devices[i]);
+    free(c->service);
+    free(c->devices);
+    /* The driver stays loaded: its threads may outlive this object. */
+    free(c);
+}
+
+static const struct vgpu_exec_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .device_count = cuda_device_count,
+    .device_info = cuda_device_info,
+    .driver_version = cuda_driver_version,
+    .device_used = cuda_device_used,
+    .ctx_create = cuda_ctx_create,
+    .ctx_destroy = cuda_ctx_destroy,
+    .ctx_synchronize = cuda_ctx_synchronize,
+    .ctx_get_limit = cuda_ctx_get_limit,
+    .ctx_set_limit = cuda_ctx_set_limit,
+    .ctx_stream_priority_range = cuda_ctx_stream_priority_range,
+    .mem_get_info = cuda_mem_get_info,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .copy_htod = cuda_copy_htod,
+    .copy_dtoh = cuda_copy_dtoh,
+    .copy_dtod = cuda_copy_dtod,
+    .memset = cuda_memset,
+    .stream_callback = cuda_stream_callback,
+    .module_load = cuda_module_load,
+    .module_unload = cuda_module_unload,
+    .module_get_function = cuda_module_get_function,
+    .module_get_global = cuda_module_get_global,
+    .func_param_info = cuda_func_param_info,
+    .func_get_attribute = cuda_func_get_attribute,
+    .func_set_attribute = cuda_func_set_attribute,
+    .func_set_cache_config = cuda_func_set_cache_config,
+    .launch = cuda_launch,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_synchronize = cuda_stream_synchronize,
+    .stream_query = cuda_stream_query,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_synchronize = cuda_event_synchronize,
+    .event_query = cuda_event_query,
+    .event_elapsed = cuda_event_elapsed,
+};
+
+struct vgpu_exec *vgpu_exec_cuda_create(const struct vgpu_exec_config *cfg, const char **why)
+{
+    void *lib = open_driver(cfg->cuda_driver, why);
+    if (!lib)
+        return NULL;
+    struct cuda_exec *c = calloc(1, sizeof *c);
+    if (!c) {
+        *why = "out of memory";
+        return NULL;
+    }
+    c->base.ops = &cuda_ops;
+    c->lib = lib;
+#define X(name)                                                                                        \
+    c->api.name = (__typeof__(name) *)dlsym(lib, #name);                                               \
+    if (!c->api.name) {                                                                                \
+        *why = "the driver lacks " #name;                                                              \
+        free(c);                                                                                       \
+        return NULL;                                                                                   \
+    }
+    CUDA_FUNCS(X)
+#undef X
+    CUresult r = c->api.cuInit(0);
+    if (r == CUDA_SUCCESS)
+        r = c->api.cuDriverGetVersion(&c->driver_version);
+    if (r == CUDA_SUCCESS)
+        r = c->api.cuDeviceGetCount(&c->device_count);
+    if (r != CUDA_SUCCESS || c->device_count <= 0) {
+        const char *name = "?";
+        c->api.cuGetErrorName(r, &name);
+        LOG_INFO("cuda: cuInit/device query gave %s, %d device(s)", name, c->device_count);
+        *why = r != CUDA_SUCCESS ? "the driver failed to initialise" : "no CUDA device";
+        free(c);
+        return NULL;
+    }
+    if (c->device_count > (int)VGPU_MAX_DEVICES)
+        c->device_count = (int)VGPU_MAX_DEVICES;
+    c->devices = calloc((size_t)c->device_count, sizeof *c->devices);
+    c->service = calloc((size_t)c->device_count, sizeof *c->service);
+    if (!c->devices || !c->service) {
+        *why = "out of memory";
+        cuda_destroy(&c->base);
+        return NULL;
+    }
+    for (int i = 0; i < c->device_count; i++) {
+        if (c->api.cuDeviceGet(&c->devices[i], i) != CUDA_SUCCESS ||
+            c->api.cuDevicePrimaryCtxRetain(&c->service[i], c->devices[i]) != CUDA_SUCCESS) {
+            *why = "a device could not be opened";
+            cuda_destroy(&c->base);
+            return NULL;
+        }
+    }
+    LOG_INFO("cuda executor: driver %d, %d device(s)", c->driver_version, c->device_count);
+    return &c->base;
+}

@@ -1,0 +1,607 @@
+/* The emu executor: the executor interface on the CPU. Contexts, memory and modules live in
+ * emu_device.c and emu_module.c, ordering in emu_stream.c; this file is the glue. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu.h"
+#include "log.h"
+
+#define EMU(x) ((struct emu_exec *)(x))
+#define CTX(c) ((struct emu_ctx *)(c))
+
+/* Version reported to clients: the toolkit this was built against. */
+static int emu_driver_version(struct vgpu_exec *x)
+{
+    (void)x;
+    return CUDA_VERSION;
+}
+
+static int emu_device_count(struct vgpu_exec *x) { return EMU(x)->device_count; }
+
+static CUresult emu_device_info(struct vgpu_exec *x, int dev, struct vgpu_device_info *info)
+{
+    if (dev < 0 || dev >= EMU(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *info = EMU(x)->devices[dev].info;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t emu_device_used(struct vgpu_exec *x, int dev)
+{
+    if (dev < 0 || dev >= EMU(x)->device_count)
+        return 0;
+    return atomic_load(&EMU(x)->devices[dev].used);
+}
+
+static CUresult emu_ctx_create(struct vgpu_exec *x, int dev, unsigned flags, void **out)
+{
+    if (dev < 0 || dev >= EMU(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct emu_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->x = EMU(x);
+    c->dev = &EMU(x)->devices[dev];
+    c->flags = flags;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+    c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+    c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+    if (emu_stream_new(c, 0, 0, true, &c->null_stream) != CUDA_SUCCESS) {
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_ctx_destroy(struct vgpu_exec *x, void *ctx)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    emu_streams_shutdown(c);
+    while (c->modules) {
+        struct emu_module *m = c->modules;
+        c->modules = m->next;
+        emu_module_free(c, m, false);
+    }
+    while (c->events) {
+        struct emu_event *e = c->events;
+        c->events = e->next;
+        free(e);
+    }
+    emu_mem_free_all(c);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_ctx_synchronize(struct vgpu_exec *x, void *ctx)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    pthread_mutex_lock(&c->mu);
+    emu_wait_all_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_ctx_get_limit(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value)
+{
+    (void)x;
+    if (limit < 0 || limit >= CU_LIMIT_MAX || limit >= 16)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *value = CTX(ctx)->limits[limit];
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_ctx_set_limit(struct vgpu_exec *x, void *ctx, int limit, uint64_t value)
+{
+    (void)x;
+    if (limit < 0 || limit >= CU_LIMIT_MAX || limit >= 16)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    CTX(ctx)->limits[limit] = value;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_ctx_stream_priority_range(struct vgpu_exec *x, void *ctx, int *least, int *greatest)
+{
+    (void)x;
+    (void)ctx;
+    *least = 0;
+    *greatest = -5;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_mem_get_info(struct vgpu_exec *x, void *ctx, uint64_t *free_bytes, uint64_t *total)
+{
+    (void)x;
+    struct emu_device *d = CTX(ctx)->dev;
+    uint64_t used = atomic_load(&d->used);
+    *total = d->total_mem;
+    *free_bytes = used < d->total_mem ? d->total_mem - used : 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_alloc(struct vgpu_exec *x, void *ctx, uint64_t size, uint64_t *dptr)
+{
+    (void)x;
+    return emu_mem_alloc(CTX(ctx), size, dptr);
+}
+
+static CUresult emu_free(struct vgpu_exec *x, void *ctx, uint64_t dptr)
+{
+    (void)x;
+    return emu_mem_free(CTX(ctx), dptr);
+}
+
+/* Host memory needs no registration on the CPU; with DEVICEMAP the device address is the host one. */
+static CUresult emu_host_register(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr)
+{
+    (void)size;
+    (void)flags;
+    if (dev < 0 || dev >= EMU(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dptr = (uint64_t)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_host_unregister(struct vgpu_exec *x, int dev, void *p)
+{
+    (void)x;
+    (void)dev;
+    (void)p;
+    return CUDA_SUCCESS;
+}
+
+/* Queue op on stream and, for synchronous transfers, wait for it. */
+static CUresult submit(struct emu_ctx *c, void *stream, struct emu_op *op, unsigned flags)
+{
+    pthread_mutex_lock(&c->mu);
+    struct emu_stream *s = stream ? stream : c->null_stream;
+    emu_enqueue(c, s, op);
+    if (flags & VGPU_XFER_SYNC)
+        emu_wait_stream_locked(c, s);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy(struct emu_ctx *c, void *stream, void *dst, const void *src, uint64_t n, unsigned flags)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    struct emu_op *op = emu_op_new(EMU_OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if ((flags & VGPU_XFER_TRANSIENT) && !(flags & VGPU_XFER_SYNC)) {
+        op->u.copy.owned = malloc(n);
+        if (!op->u.copy.owned) {
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->u.copy.owned, src, n);
+        op->u.copy.src = op->u.copy.owned;
+    }
+    return submit(c, stream, op, flags);
+}
+
+static CUresult emu_copy_htod(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
+                              unsigned flags)
+{
+    (void)x;
+    return copy(CTX(ctx), stream, (void *)(uintptr_t)dst, src, n, flags);
+}
+
+static CUresult emu_copy_dtoh(struct vgpu_exec *x, void *ctx, void *stream, void *dst, uint64_t src, uint64_t n,
+                              unsigned flags)
+{
+    (void)x;
+    return copy(CTX(ctx), stream, dst, (const void *)(uintptr_t)src, n, flags & ~VGPU_XFER_TRANSIENT);
+}
+
+static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t src, uint64_t n,
+                              unsigned flags)
+{
+    (void)x;
+    return copy(CTX(ctx), stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n,
+                flags & ~VGPU_XFER_TRANSIENT);
+}
+
+static CUresult emu_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
+                           unsigned elem_size, uint64_t count, unsigned flags)
+{
+    (void)x;
+    if (elem_size != 1 && elem_size != 2 && elem_size != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (count == 0)
+        return CUDA_SUCCESS;
+    struct emu_op *op = emu_op_new(EMU_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.memset.dst = (void *)(uintptr_t)dst;
+    op->u.memset.value = value;
+    op->u.memset.elem = elem_size;
+    op->u.memset.count = count;
+    return submit(CTX(ctx), stream, op, flags);
+}
+
+static CUresult emu_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+{
+    (void)x;
+    struct emu_op *op = emu_op_new(EMU_OP_CALLBACK);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.callback.fn = fn;
+    op->u.callback.arg = arg;
+    return submit(CTX(ctx), stream, op, 0);
+}
+
+static CUresult emu_module_load_op(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
+                                   void **mod)
+{
+    (void)x;
+    return emu_module_load(CTX(ctx), image, size, host_code, (struct emu_module **)mod);
+}
+
+static CUresult emu_module_unload(struct vgpu_exec *x, void *ctx, void *mod)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    pthread_mutex_lock(&c->mu);
+    emu_wait_all_locked(c); /* kernels of the module may still be queued */
+    struct emu_module **pp = &c->modules;
+    while (*pp && *pp != mod)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = ((struct emu_module *)mod)->next;
+    pthread_mutex_unlock(&c->mu);
+    emu_module_free(c, mod, true);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_module_get_function(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn)
+{
+    (void)x;
+    (void)ctx;
+    return emu_module_function(mod, name, (struct emu_function **)fn);
+}
+
+static CUresult emu_module_get_global(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
+                                      uint64_t *size)
+{
+    (void)x;
+    (void)ctx;
+    return emu_module_global(mod, name, dptr, size);
+}
+
+static CUresult emu_func_param_info(struct vgpu_exec *x, void *ctx, void *fn, uint32_t index, uint32_t *offset,
+                                    uint32_t *size)
+{
+    (void)x;
+    (void)ctx;
+    const struct emu_function *f = fn;
+    if (index >= f->kernel->param_count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *offset = f->offsets[index];
+    *size = f->kernel->params[index].size;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int *value)
+{
+    (void)x;
+    (void)ctx;
+    (void)fn;
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *value = 1024;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+        *value = 32;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+        *value = 90;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *value = 49152;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        *value = 0;
+        return CUDA_SUCCESS;
+    default:
+        return attrib >= 0 && attrib < CU_FUNC_ATTRIBUTE_MAX ? (*value = 0, CUDA_SUCCESS) : CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult emu_func_set_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int value)
+{
+    (void)x;
+    (void)ctx;
+    (void)fn;
+    (void)value;
+    return attrib >= 0 && attrib < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult emu_func_set_cache_config(struct vgpu_exec *x, void *ctx, void *fn, int config)
+{
+    (void)x;
+    (void)ctx;
+    (void)fn;
+    return config >= 0 && config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
+                           const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size)
+{
+    (void)x;
+    const struct emu_function *f = fn;
+    if (param_size < f->param_bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < 3; i++)
+        if (grid[i] == 0 || block[i] == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    if ((uint64_t)block[0] * block[1] * block[2] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 ||
+        grid[0] > 2147483647u)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shared_mem > 232448)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op *op = emu_op_new(EMU_OP_KERNEL);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Parameters are read through their own types, so keep them at their natural alignment. */
+    size_t cap = ((size_t)f->param_bytes + 63) & ~(size_t)63;
+    op->u.kernel.params = aligned_alloc(64, cap ? cap : 64);
+    if (!op->u.kernel.params) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(op->u.kernel.params, params, f->param_bytes);
+    op->u.kernel.fn = f;
+    memcpy(op->u.kernel.grid, grid, sizeof op->u.kernel.grid);
+    memcpy(op->u.kernel.block, block, sizeof op->u.kernel.block);
+    op->u.kernel.shared = shared_mem;
+    return submit(CTX(ctx), stream, op, 0);
+}
+
+static CUresult emu_stream_create(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream)
+{
+    (void)x;
+    if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    return emu_stream_new(CTX(ctx), flags, priority, false, (struct emu_stream **)stream);
+}
+
+static CUresult emu_stream_destroy(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    (void)x;
+    (void)ctx;
+    emu_stream_release(stream);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_stream_synchronize(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    pthread_mutex_lock(&c->mu);
+    /* Synchronizing the legacy default stream also waits for the blocking streams it waits on. */
+    if (!stream)
+        emu_wait_all_locked(c);
+    else
+        emu_wait_stream_locked(c, stream);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_stream_query(struct vgpu_exec *x, void *ctx, void *stream)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_stream *s = stream ? stream : c->null_stream;
+    pthread_mutex_lock(&c->mu);
+    bool idle = s->done == s->enq;
+    pthread_mutex_unlock(&c->mu);
+    return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
+{
+    (void)x;
+    (void)flags;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    struct emu_op *op = emu_op_new(EMU_OP_NOTHING);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&c->mu);
+    if (e->rec_gen > e->done_gen) {
+        op->deps = malloc(sizeof *op->deps);
+        if (!op->deps) {
+            pthread_mutex_unlock(&c->mu);
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        op->deps[0] = (struct emu_dep){NULL, 0, e, e->rec_gen};
+        op->dep_count = 1;
+        e->refs++;
+    }
+    emu_enqueue(c, stream, op);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_event_create(struct vgpu_exec *x, void *ctx, unsigned flags, void **event)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = c;
+    e->flags = flags;
+    e->refs = 1;
+    pthread_mutex_lock(&c->mu);
+    e->next = c->events;
+    if (c->events)
+        c->events->prev = e;
+    c->events = e;
+    pthread_mutex_unlock(&c->mu);
+    *event = e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_event_destroy(struct vgpu_exec *x, void *ctx, void *event)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    pthread_mutex_lock(&c->mu);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->events = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->destroyed = true;
+    emu_event_put_locked(e);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_event_record(struct vgpu_exec *x, void *ctx, void *event, void *stream, unsigned flags)
+{
+    (void)x;
+    (void)flags;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    struct emu_op *op = emu_op_new(EMU_OP_RECORD);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&c->mu);
+    op->u.record.event = e;
+    op->u.record.gen = ++e->rec_gen;
+    e->refs++;
+    emu_enqueue(c, stream, op);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_event_synchronize(struct vgpu_exec *x, void *ctx, void *event)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    pthread_mutex_lock(&c->mu);
+    uint64_t target = e->rec_gen;
+    while (e->done_gen < target)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_event_query(struct vgpu_exec *x, void *ctx, void *event)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    pthread_mutex_lock(&c->mu);
+    bool done = e->done_gen >= e->rec_gen;
+    pthread_mutex_unlock(&c->mu);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+static CUresult emu_event_elapsed(struct vgpu_exec *x, void *ctx, void *start, void *end, float *ms)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *a = start, *b = end;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&c->mu);
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || a->rec_gen == 0 || b->rec_gen == 0)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (a->done_gen < a->rec_gen || b->done_gen < b->rec_gen)
+        r = CUDA_ERROR_NOT_READY;
+    else
+        *ms = (float)((double)(b->time_ns - a->time_ns) / 1e6);
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static void emu_destroy(struct vgpu_exec *x)
+{
+    free(EMU(x)->devices);
+    free(x);
+}
+
+static const struct vgpu_exec_ops emu_ops = {
+    .name = "emu",
+    .destroy = emu_destroy,
+    .device_count = emu_device_count,
+    .device_info = emu_device_info,
+    .driver_version = emu_driver_version,
+    .device_used = emu_device_used,
+    .ctx_create = emu_ctx_create,
+    .ctx_destroy = emu_ctx_destroy,
+    .ctx_synchronize = emu_ctx_synchronize,
+    .ctx_get_limit = emu_ctx_get_limit,
+    .ctx_set_limit = emu_ctx_set_limit,
+    .ctx_stream_priority_range = emu_ctx_stream_priority_range,
+    .mem_get_info = emu_mem_get_info,
+    .mem_alloc = emu_alloc,
+    .mem_free = emu_free,
+    .host_register = emu_host_register,
+    .host_unregister = emu_host_unregister,
+    .copy_htod = emu_copy_htod,
+    .copy_dtoh = emu_copy_dtoh,
+    .copy_dtod = emu_copy_dtod,
+    .memset = emu_memset,
+    .stream_callback = emu_stream_callback,
+    .module_load = emu_module_load_op,
+    .module_unload = emu_module_unload,
+    .module_get_function = emu_module_get_function,
+    .module_get_global = emu_module_get_global,
+    .func_param_info = emu_func_param_info,
+    .func_get_attribute = emu_func_get_attribute,
+    .func_set_attribute = emu_func_set_attribute,
+    .func_set_cache_config = emu_func_set_cache_config,
+    .launch = emu_launch,
+    .stream_create = emu_stream_create,
+    .stream_destroy = emu_stream_destroy,
+    .stream_synchronize = emu_stream_synchronize,
+    .stream_query = emu_stream_query,
+    .stream_wait_event = emu_stream_wait_event,
+    .event_create = emu_event_create,
+    .event_destroy = emu_event_destroy,
+    .event_record = emu_event_record,
+    .event_synchronize = emu_event_synchronize,
+    .event_query = emu_event_query,
+    .event_elapsed = emu_event_elapsed,
+};
+
+struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg)
+{
+    struct emu_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->base.ops = &emu_ops;
+    int count = cfg->emu_devices > 0 ? cfg->emu_devices : 1;
+    uint64_t memory = cfg->emu_memory ? cfg->emu_memory : (16ull << 30);
+    if (emu_devices_init(x, count, memory)) {
+        LOG_ERROR("emu: cannot set up %d devices", count);
+        free(x);
+        return NULL;
+    }
+    LOG_INFO("emu executor: %d device(s), %llu MiB each", count, (unsigned long long)(memory >> 20));
+    return &x->base;
+}

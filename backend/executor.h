@@ -1,0 +1,120 @@
+/* Executors: what finally runs a vGPU's operations. One interface, two implementations:
+ *  - cuda: the real driver API of dom0 (or the host), loaded by absolute path;
+ *  - emu:  a CPU executor (device memory is host memory, streams are ordered queues run by worker
+ *          threads, kernels are host functions from an emu module), so that every layer above the
+ *          executor runs end to end on machines without a GPU.
+ *
+ * Handles are opaque pointers owned by the executor. A NULL stream is the context's legacy default
+ * stream. Callers have validated everything (handles exist and belong to the caller, device ranges
+ * lie in the caller's allocations, host ranges lie in its data area); executors still refuse
+ * obviously bad arguments with the error a driver gives. All calls may come from any thread. */
+#ifndef VGPU_EXECUTOR_H
+#define VGPU_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "vgpu/wire.h"
+
+struct vgpu_exec;
+
+/* Flags of copies and memsets. */
+#define VGPU_XFER_SYNC 0x1u      /* return only when the operation has completed */
+#define VGPU_XFER_TRANSIENT 0x2u /* the host source is only valid during the call */
+
+typedef void (*vgpu_exec_callback)(void *arg, CUresult status);
+
+struct vgpu_exec_ops {
+    const char *name;
+    void (*destroy)(struct vgpu_exec *x);
+
+    /* ---- devices */
+    int (*device_count)(struct vgpu_exec *x);
+    CUresult (*device_info)(struct vgpu_exec *x, int dev, struct vgpu_device_info *info);
+    int (*driver_version)(struct vgpu_exec *x);
+    /* Device memory in use on dev by all clients together (for accounting). */
+    uint64_t (*device_used)(struct vgpu_exec *x, int dev);
+
+    /* ---- contexts */
+    CUresult (*ctx_create)(struct vgpu_exec *x, int dev, unsigned flags, void **ctx);
+    CUresult (*ctx_destroy)(struct vgpu_exec *x, void *ctx);
+    CUresult (*ctx_synchronize)(struct vgpu_exec *x, void *ctx);
+    CUresult (*ctx_get_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value);
+    CUresult (*ctx_set_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t value);
+    CUresult (*ctx_stream_priority_range)(struct vgpu_exec *x, void *ctx, int *least, int *greatest);
+
+    /* ---- memory */
+    CUresult (*mem_get_info)(struct vgpu_exec *x, void *ctx, uint64_t *free_bytes, uint64_t *total);
+    CUresult (*mem_alloc)(struct vgpu_exec *x, void *ctx, uint64_t size, uint64_t *dptr);
+    CUresult (*mem_free)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
+    /* Make host memory (a data-area range) DMA-able for every context on dev (page-locked,
+     * portable); *dptr receives its device address when CU_MEMHOSTREGISTER_DEVICEMAP is asked. */
+    CUresult (*host_register)(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr);
+    CUresult (*host_unregister)(struct vgpu_exec *x, int dev, void *p);
+
+    /* ---- copies and memsets, ordered on stream; flags VGPU_XFER_* */
+    CUresult (*copy_htod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
+                          unsigned flags);
+    CUresult (*copy_dtoh)(struct vgpu_exec *x, void *ctx, void *stream, void *dst, uint64_t src, uint64_t n,
+                          unsigned flags);
+    CUresult (*copy_dtod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t src, uint64_t n,
+                          unsigned flags);
+    CUresult (*memset)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
+                       unsigned elem_size, uint64_t count, unsigned flags);
+    /* Call fn(arg, status) once everything queued on stream so far has completed; fn may run on
+     * any thread, must be quick and must not call back into the executor. */
+    CUresult (*stream_callback)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg);
+
+    /* ---- modules and functions. host_code: the image may be an emu module (host code). */
+    CUresult (*module_load)(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
+                            void **mod);
+    CUresult (*module_unload)(struct vgpu_exec *x, void *ctx, void *mod);
+    CUresult (*module_get_function)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn);
+    CUresult (*module_get_global)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
+                                  uint64_t *size);
+    /* CUDA_ERROR_INVALID_VALUE one past the last parameter. */
+    CUresult (*func_param_info)(struct vgpu_exec *x, void *ctx, void *fn, uint32_t index, uint32_t *offset,
+                                uint32_t *size);
+    CUresult (*func_get_attribute)(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int *value);
+    CUresult (*func_set_attribute)(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int value);
+    CUresult (*func_set_cache_config)(struct vgpu_exec *x, void *ctx, void *fn, int config);
+    /* params: the packed parameter buffer; valid during the call only. */
+    CUresult (*launch)(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
+                       const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size);
+
+    /* ---- streams and events */
+    CUresult (*stream_create)(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream);
+    CUresult (*stream_destroy)(struct vgpu_exec *x, void *ctx, void *stream);
+    CUresult (*stream_synchronize)(struct vgpu_exec *x, void *ctx, void *stream);
+    CUresult (*stream_query)(struct vgpu_exec *x, void *ctx, void *stream);
+    CUresult (*stream_wait_event)(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags);
+    CUresult (*event_create)(struct vgpu_exec *x, void *ctx, unsigned flags, void **event);
+    CUresult (*event_destroy)(struct vgpu_exec *x, void *ctx, void *event);
+    CUresult (*event_record)(struct vgpu_exec *x, void *ctx, void *event, void *stream, unsigned flags);
+    CUresult (*event_synchronize)(struct vgpu_exec *x, void *ctx, void *event);
+    CUresult (*event_query)(struct vgpu_exec *x, void *ctx, void *event);
+    CUresult (*event_elapsed)(struct vgpu_exec *x, void *ctx, void *start, void *end, float *ms);
+};
+
+struct vgpu_exec {
+    const struct vgpu_exec_ops *ops;
+};
+
+struct vgpu_exec_config {
+    const char *kind;        /* "emu", "cuda" or "auto" */
+    const char *cuda_driver; /* absolute path of the real libcuda.so.1, NULL: search the usual places */
+    int emu_devices;         /* number of emu devices */
+    uint64_t emu_memory;     /* advertised memory of each emu device */
+};
+
+/* Create the executor the configuration asks for ("auto": cuda when a GPU is usable, else emu).
+ * Returns NULL (and logs why) on failure. */
+struct vgpu_exec *vgpu_exec_create(const struct vgpu_exec_config *cfg);
+
+struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg);
+/* NULL if no driver or no device could be found; *why says what was missing. */
+struct vgpu_exec *vgpu_exec_cuda_create(const struct vgpu_exec_config *cfg, const char **why);
+
+#endif

@@ -1,0 +1,212 @@
+/* Handlers: device memory, pinned host memory in the data area, copies and memsets.
+ * Every device range is checked against the caller's own allocations and every host range against
+ * its data area before the executor sees it. */
+#include <string.h>
+
+#include "vchannel.h"
+
+#define EXEC(c) ((c)->ch->x)
+#define OPS(c) ((c)->ch->x->ops)
+
+#define PAGE 4096u
+
+CUresult vgpu_handle_MemGetInfo(struct vgpu_call *c, const struct vgpu_req_MemGetInfo *q, struct vgpu_rsp_MemGetInfo *a)
+{
+    (void)q;
+    CUresult r = vchannel_need_ctx(c);
+    return r ? r : OPS(c)->mem_get_info(EXEC(c), c->ctx->x, &a->free, &a->total);
+}
+
+CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAlloc *q, struct vgpu_rsp_MemAlloc *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t dptr = 0;
+    r = OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = c->ctx_id, .kind = VGPU_RANGE_ALLOC};
+    if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+        OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    atomic_fetch_add(&c->ch->mem_bytes, q->size);
+    atomic_fetch_add(&c->ch->mem_allocs, 1);
+    a->dptr = dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree *q, struct vgpu_rsp_MemFree *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
+    if (!range || range->kind != VGPU_RANGE_ALLOC || range->ctx != c->ctx_id)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t size = range->size;
+    r = OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    vgpu_ranges_remove_at(&c->ch->ranges, q->dptr);
+    atomic_fetch_sub(&c->ch->mem_bytes, size);
+    atomic_fetch_sub(&c->ch->mem_allocs, 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_HostRegister(struct vgpu_call *c, const struct vgpu_req_HostRegister *q,
+                                  struct vgpu_rsp_HostRegister *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    /* Only whole pages of the heap part of the data area; the staging slots are already pinned. */
+    if (q->size == 0 || q->offset % PAGE || q->size % PAGE || q->offset < vgpu_data_heap_off(&c->ch->map.layout) ||
+        !vchannel_data(c, q->offset, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < c->ch->reg_count; i++) {
+        const struct host_reg *g = &c->ch->regs[i];
+        if (q->offset < g->offset + g->size && g->offset < q->offset + q->size)
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    uint64_t dptr = 0;
+    r = vchannel_register(c->ch, q->offset, q->size, q->flags, 0, &dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr) {
+        struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP};
+        if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+            vchannel_unregister(c->ch, q->offset);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    a->dptr = dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_HostUnregister(struct vgpu_call *c, const struct vgpu_req_HostUnregister *q,
+                                    struct vgpu_rsp_HostUnregister *a)
+{
+    (void)a;
+    return vchannel_unregister(c->ch, q->offset);
+}
+
+/* Common checks of a copy: a context, a stream of it, and a device range of it. */
+static CUresult copy_prologue(struct vgpu_call *c, uint32_t stream_id, void **stream)
+{
+    CUresult r = vchannel_need_ctx(c);
+    return r ? r : vchannel_stream(c, stream_id, stream);
+}
+
+static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
+{
+    return slot == VGPU_NO_SLOT || slot < c->ch->map.layout.slot_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A staged copy that fails must still give its slot back, or the client waits for it forever. */
+static CUresult finish_staged(struct vgpu_call *c, void *stream, uint32_t slot, CUresult r)
+{
+    if (slot == VGPU_NO_SLOT)
+        return r;
+    if (r == CUDA_SUCCESS)
+        r = vchannel_slot_after(c, stream, slot);
+    if (r != CUDA_SUCCESS)
+        vchannel_slot_done(c->ch, slot, r);
+    return r;
+}
+
+static unsigned xfer_flags(const struct vgpu_call *c) { return c->reply ? VGPU_XFER_SYNC : 0; }
+
+CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_CopyHtoDInline *q,
+                                    struct vgpu_rsp_CopyHtoDInline *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = copy_prologue(c, q->stream, &stream);
+    if (r || c->tail_len == 0)
+        return r;
+    if (!vchannel_device_range(c, q->dst, c->tail_len))
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, c->tail, c->tail_len,
+                             xfer_flags(c) | VGPU_XFER_TRANSIENT);
+}
+
+CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHtoD *q, struct vgpu_rsp_CopyHtoD *a)
+{
+    (void)a;
+    void *stream = NULL;
+    CUresult r = check_slot(c, q->slot);
+    if (r)
+        return r;
+    r = copy_prologue(c, q->stream, &stream);
+    const void *src = vchannel_data(c, q->offset, q->size);
+    if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && q->size)
+        r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, xfer_flags(c));
+    return finish_staged(c, stream, q->slot, r);
+}
+
+CUresult vgpu_handle_CopyDtoHInline(struct vgpu_call *c, const struct vgpu_req_CopyDtoHInline *q,
+                                    struct vgpu_rsp_CopyDtoHInline *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = copy_prologue(c, q->stream, &stream);
+    if (r || q->size == 0)
+        return r;
+    if (q->size > c->rsp_tail_cap || !vchannel_device_range(c, q->src, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, c->rsp_tail, q->src, q->size, VGPU_XFER_SYNC);
+    if (r == CUDA_SUCCESS)
+        c->rsp_tail_len = (uint32_t)q->size;
+    return r;
+}
+
+CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDtoH *q, struct vgpu_rsp_CopyDtoH *a)
+{
+    (void)a;
+    void *stream = NULL;
+    CUresult r = check_slot(c, q->slot);
+    if (r)
+        return r;
+    r = copy_prologue(c, q->stream, &stream);
+    void *dst = vchannel_data(c, q->offset, q->size);
+    if (r == CUDA_SUCCESS && (!dst || !vchannel_device_range(c, q->src, q->size)))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && q->size)
+        r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
+    return finish_staged(c, stream, q->slot, r);
+}
+
+CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDtoD *q, struct vgpu_rsp_CopyDtoD *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = copy_prologue(c, q->stream, &stream);
+    if (r || q->size == 0)
+        return r;
+    if (!vchannel_device_range(c, q->dst, q->size) || !vchannel_device_range(c, q->src, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+}
+
+CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q, struct vgpu_rsp_Memset *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = copy_prologue(c, q->stream, &stream);
+    if (r)
+        return r;
+    if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (q->count == 0)
+        return CUDA_SUCCESS;
+    if (q->count > UINT64_MAX / q->elem_size || !vchannel_device_range(c, q->dst, q->count * q->elem_size))
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->memset(EXEC(c), c->ctx->x, stream, q->dst, q->value, q->elem_size, q->count, xfer_flags(c));
+}

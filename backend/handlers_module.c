@@ -1,0 +1,209 @@
+/* Handlers: modules, functions and kernel launches. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "vchannel.h"
+
+#define EXEC(c) ((c)->ch->x)
+#define OPS(c) ((c)->ch->x->ops)
+
+/* A name in the request's tail: non-empty and NUL-terminated inside the tail. */
+static const char *tail_name(const struct vgpu_call *c)
+{
+    if (c->tail_len < 2 || memchr(c->tail, '\0', c->tail_len) == NULL || c->tail[0] == '\0')
+        return NULL;
+    return (const char *)c->tail;
+}
+
+CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_ModuleLoad *q, struct vgpu_rsp_ModuleLoad *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const void *src;
+    size_t size;
+    if (c->tail_len) {
+        src = c->tail;
+        size = c->tail_len;
+    } else {
+        src = vchannel_data(c, q->offset, q->size);
+        size = q->size;
+        if (!src || size == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* Parsers (ours and the driver's) get a private copy the client cannot change under them. */
+    void *image = malloc(size);
+    if (!image)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(image, src, size);
+    struct srv_obj *o = vchannel_add(c, SRV_MODULE, q->module, &r);
+    if (o) {
+        r = OPS(c)->module_load(EXEC(c), c->ctx->x, image, size, c->ch->host_code, &o->x);
+        if (r != CUDA_SUCCESS)
+            vchannel_remove(c->ch, SRV_MODULE, q->module);
+    }
+    free(image);
+    return r;
+}
+
+static bool range_of_module(const struct vgpu_range *r, uint32_t module)
+{
+    return r->kind == VGPU_RANGE_GLOBAL && r->module == module;
+}
+
+CUresult vgpu_handle_ModuleUnload(struct vgpu_call *c, const struct vgpu_req_ModuleUnload *q,
+                                  struct vgpu_rsp_ModuleUnload *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *m = vchannel_obj(c, SRV_MODULE, q->module);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    r = OPS(c)->module_unload(EXEC(c), c->ctx->x, m->x);
+    struct srv_table *fns = &c->ch->tables[SRV_FUNCTION];
+    for (uint32_t id = 1; id < fns->cap; id++)
+        if (fns->slots[id].live && fns->slots[id].parent == q->module)
+            vchannel_remove(c->ch, SRV_FUNCTION, id);
+    vgpu_ranges_remove_if(&c->ch->ranges, range_of_module, q->module);
+    vchannel_remove(c->ch, SRV_MODULE, q->module);
+    return r;
+}
+
+CUresult vgpu_handle_ModuleGetFunction(struct vgpu_call *c, const struct vgpu_req_ModuleGetFunction *q,
+                                       struct vgpu_rsp_ModuleGetFunction *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const char *name = tail_name(c);
+    struct srv_obj *m = vchannel_obj(c, SRV_MODULE, q->module);
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    void *fn = NULL;
+    r = OPS(c)->module_get_function(EXEC(c), c->ctx->x, m->x, name, &fn);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct srv_obj *f = vchannel_add(c, SRV_FUNCTION, q->function, &r);
+    if (!f)
+        return r;
+    f->x = fn;
+    f->parent = q->module;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_ModuleGetGlobal(struct vgpu_call *c, const struct vgpu_req_ModuleGetGlobal *q,
+                                     struct vgpu_rsp_ModuleGetGlobal *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const char *name = tail_name(c);
+    struct srv_obj *m = vchannel_obj(c, SRV_MODULE, q->module);
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    r = OPS(c)->module_get_global(EXEC(c), c->ctx->x, m->x, name, &a->dptr, &a->size);
+    if (r != CUDA_SUCCESS || a->size == 0)
+        return r;
+    /* The client may now copy to and from the variable. */
+    struct vgpu_range range = {.base = a->dptr, .size = a->size, .ctx = c->ctx_id, .module = q->module,
+                              .kind = VGPU_RANGE_GLOBAL};
+    int e = vgpu_ranges_add(&c->ch->ranges, &range);
+    if (e == -ENOMEM)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static struct srv_obj *function(struct vgpu_call *c, uint32_t id) { return vchannel_obj(c, SRV_FUNCTION, id); }
+
+CUresult vgpu_handle_FuncGetParamInfo(struct vgpu_call *c, const struct vgpu_req_FuncGetParamInfo *q,
+                                      struct vgpu_rsp_FuncGetParamInfo *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *f = function(c, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint32_t n = 0;
+    uint32_t *out = (uint32_t *)c->rsp_tail;
+    while (n < VGPU_MAX_KERNEL_PARAMS && (n + 1) * 8 <= c->rsp_tail_cap) {
+        uint32_t off, size;
+        if (OPS(c)->func_param_info(EXEC(c), c->ctx->x, f->x, n, &off, &size) != CUDA_SUCCESS)
+            break;
+        out[2 * n] = off;
+        out[2 * n + 1] = size;
+        n++;
+    }
+    a->count = n;
+    c->rsp_tail_len = n * 8;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_FuncGetAttribute(struct vgpu_call *c, const struct vgpu_req_FuncGetAttribute *q,
+                                      struct vgpu_rsp_FuncGetAttribute *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *f = function(c, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int v = 0;
+    r = OPS(c)->func_get_attribute(EXEC(c), c->ctx->x, f->x, q->attrib, &v);
+    a->value = v;
+    return r;
+}
+
+CUresult vgpu_handle_FuncSetAttribute(struct vgpu_call *c, const struct vgpu_req_FuncSetAttribute *q,
+                                      struct vgpu_rsp_FuncSetAttribute *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *f = function(c, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return OPS(c)->func_set_attribute(EXEC(c), c->ctx->x, f->x, q->attrib, q->value);
+}
+
+CUresult vgpu_handle_FuncSetCacheConfig(struct vgpu_call *c, const struct vgpu_req_FuncSetCacheConfig *q,
+                                        struct vgpu_rsp_FuncSetCacheConfig *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *f = function(c, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return OPS(c)->func_set_cache_config(EXEC(c), c->ctx->x, f->x, (int)q->config);
+}
+
+CUresult vgpu_handle_LaunchKernel(struct vgpu_call *c, const struct vgpu_req_LaunchKernel *q,
+                                  struct vgpu_rsp_LaunchKernel *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *f = function(c, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (q->param_size != c->tail_len || q->param_size > VGPU_MAX_PARAM_BYTES)
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, c->tail, q->param_size);
+}

@@ -1,0 +1,161 @@
+/* Handlers: streams and events. */
+#include "vchannel.h"
+
+#define EXEC(c) ((c)->ch->x)
+#define OPS(c) ((c)->ch->x->ops)
+
+CUresult vgpu_handle_StreamCreate(struct vgpu_call *c, const struct vgpu_req_StreamCreate *q,
+                                  struct vgpu_rsp_StreamCreate *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->flags & ~(uint32_t)CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o = vchannel_add(c, SRV_STREAM, q->stream, &r);
+    if (!o)
+        return r;
+    r = OPS(c)->stream_create(EXEC(c), c->ctx->x, q->flags, q->priority, &o->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_STREAM, q->stream);
+    return r;
+}
+
+CUresult vgpu_handle_StreamDestroy(struct vgpu_call *c, const struct vgpu_req_StreamDestroy *q,
+                                   struct vgpu_rsp_StreamDestroy *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *s = vchannel_obj(c, SRV_STREAM, q->stream);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    r = OPS(c)->stream_destroy(EXEC(c), c->ctx->x, s->x);
+    vchannel_remove(c->ch, SRV_STREAM, q->stream);
+    return r;
+}
+
+CUresult vgpu_handle_StreamSynchronize(struct vgpu_call *c, const struct vgpu_req_StreamSynchronize *q,
+                                       struct vgpu_rsp_StreamSynchronize *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    return r ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
+}
+
+CUresult vgpu_handle_StreamQuery(struct vgpu_call *c, const struct vgpu_req_StreamQuery *q, struct vgpu_rsp_StreamQuery *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    return r ? r : OPS(c)->stream_query(EXEC(c), c->ctx->x, stream);
+}
+
+CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_StreamWaitEvent *q,
+                                     struct vgpu_rsp_StreamWaitEvent *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return OPS(c)->stream_wait_event(EXEC(c), c->ctx->x, stream, e->x, q->flags);
+}
+
+CUresult vgpu_handle_EventCreate(struct vgpu_call *c, const struct vgpu_req_EventCreate *q, struct vgpu_rsp_EventCreate *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const uint32_t known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (q->flags & ~known)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o = vchannel_add(c, SRV_EVENT, q->event, &r);
+    if (!o)
+        return r;
+    /* Interprocess events cannot leave vgpud's process: the flag is not passed on. */
+    r = OPS(c)->event_create(EXEC(c), c->ctx->x, q->flags & ~(uint32_t)CU_EVENT_INTERPROCESS, &o->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_EVENT, q->event);
+    return r;
+}
+
+CUresult vgpu_handle_EventDestroy(struct vgpu_call *c, const struct vgpu_req_EventDestroy *q,
+                                  struct vgpu_rsp_EventDestroy *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    r = OPS(c)->event_destroy(EXEC(c), c->ctx->x, e->x);
+    vchannel_remove(c->ch, SRV_EVENT, q->event);
+    return r;
+}
+
+CUresult vgpu_handle_EventRecord(struct vgpu_call *c, const struct vgpu_req_EventRecord *q, struct vgpu_rsp_EventRecord *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return OPS(c)->event_record(EXEC(c), c->ctx->x, e->x, stream, q->flags);
+}
+
+CUresult vgpu_handle_EventSynchronize(struct vgpu_call *c, const struct vgpu_req_EventSynchronize *q,
+                                      struct vgpu_rsp_EventSynchronize *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
+    return e ? OPS(c)->event_synchronize(EXEC(c), c->ctx->x, e->x) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult vgpu_handle_EventQuery(struct vgpu_call *c, const struct vgpu_req_EventQuery *q, struct vgpu_rsp_EventQuery *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
+    return e ? OPS(c)->event_query(EXEC(c), c->ctx->x, e->x) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult vgpu_handle_EventElapsedTime(struct vgpu_call *c, const struct vgpu_req_EventElapsedTime *q,
+                                      struct vgpu_rsp_EventElapsedTime *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct srv_obj *s = vchannel_obj(c, SRV_EVENT, q->start);
+    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->end);
+    if (!s || !e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    float ms = 0;
+    r = OPS(c)->event_elapsed(EXEC(c), c->ctx->x, s->x, e->x, &ms);
+    a->ms = ms;
+    return r;
+}

@@ -1,0 +1,42 @@
+/* What a channel owns on the executor, and the tables that let every handle and pointer arriving
+ * from the ring be checked against that channel alone: a client can only name its own objects. */
+#ifndef VGPU_OBJECTS_H
+#define VGPU_OBJECTS_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranges.h"
+
+enum srv_kind { SRV_CTX, SRV_STREAM, SRV_EVENT, SRV_MODULE, SRV_FUNCTION, SRV_KINDS };
+
+extern const char *const srv_kind_names[SRV_KINDS];
+
+struct srv_obj {
+    void *x;          /* the executor's handle */
+    uint32_t ctx;     /* the owning context's id (a context: its own) */
+    uint32_t parent;  /* a function: its module's id */
+    CUresult deferred; /* a context: the first error of a call nobody waited for */
+    bool live;
+};
+
+/* Ids are minted by the client; the table grows to the largest id in use, up to VGPU_MAX_ID. */
+struct srv_table {
+    struct srv_obj *slots;
+    uint32_t cap;
+    uint32_t live;
+    uint32_t limit; /* most live objects allowed */
+};
+
+void srv_table_init(struct srv_table *t, uint32_t limit);
+void srv_table_free(struct srv_table *t);
+/* The live object with this id, or NULL. */
+struct srv_obj *srv_table_get(struct srv_table *t, uint32_t id);
+/* Claim id. Returns the slot, or NULL with *err = CUDA_ERROR_INVALID_VALUE (id 0, out of range or
+ * already live) or CUDA_ERROR_OUT_OF_MEMORY (limit reached). */
+struct srv_obj *srv_table_add(struct srv_table *t, uint32_t id, CUresult *err);
+void srv_table_remove(struct srv_table *t, uint32_t id);
+
+#endif

@@ -1,0 +1,362 @@
+#include "server.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bell.h"
+#include "log.h"
+#include "msg_socket.h"
+#include "vchannel.h"
+
+/* ---------------------------------------------------------------- session services */
+
+const struct server_options *session_options(struct session *s) { return &s->srv->opt; }
+
+struct vgpu_exec *session_executor(struct session *s) { return s->srv->x; }
+
+bool session_may_run_host_code(struct session *s) { return s->srv->opt.any_user_host_code || s->uid == getuid(); }
+
+pid_t session_pid(struct session *s) { return s->pid; }
+
+void session_kill(struct session *s)
+{
+    pthread_mutex_lock(&s->srv->mu);
+    if (!s->socket_gone && s->sock >= 0)
+        shutdown(s->sock, SHUT_RDWR);
+    pthread_mutex_unlock(&s->srv->mu);
+}
+
+static void session_unlink_locked(struct server *srv, struct session *s)
+{
+    for (struct session **pp = &srv->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            srv->session_count--;
+            break;
+        }
+    LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
+    free(s);
+    pthread_cond_broadcast(&srv->cv);
+}
+
+void session_channel_gone(struct session *s, struct vchannel *ch)
+{
+    struct server *srv = s->srv;
+    pthread_mutex_lock(&srv->mu);
+    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
+        if (s->channels[i] == ch)
+            s->channels[i] = NULL;
+    vchannel_free(ch);
+    s->open_channels--;
+    if (s->socket_gone && s->open_channels == 0)
+        session_unlink_locked(srv, s);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* The socket is gone (or must go): close it, then the channels; the last one frees the session. */
+static void session_close(struct server *srv, struct session *s)
+{
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, s->sock, NULL);
+    struct vchannel *chans[VGPU_MAX_DEVICES];
+    pthread_mutex_lock(&srv->mu);
+    close(s->sock);
+    s->sock = -1;
+    s->socket_gone = true;
+    s->state = SESSION_CLOSING;
+    memcpy(chans, s->channels, sizeof chans);
+    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
+        if (chans[i])
+            vchannel_close(chans[i]);
+    if (s->open_channels == 0)
+        session_unlink_locked(srv, s);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---------------------------------------------------------------- the handshake */
+
+static int send_status(struct session *s, uint16_t type, CUresult status)
+{
+    struct vgpu_msg_hdr h;
+    vgpu_msg_init(&h, type, sizeof h);
+    h.status = (int32_t)status;
+    return vgpu_msg_send(s->sock, &h, sizeof h, -1);
+}
+
+static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_HELLO, sizeof(struct vgpu_msg_hello)))
+        return -EPROTO;
+    struct vgpu_msg_hello hello;
+    memcpy(&hello, buf, sizeof hello);
+    memcpy(s->program, hello.program, sizeof s->program);
+    s->program[sizeof s->program - 1] = '\0';
+    for (char *p = s->program; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
+            *p = '?';
+    if (hello.role == VGPU_ROLE_CONTROL) {
+        s->state = SESSION_CONTROL;
+        return send_status(s, VGPU_MSG_WELCOME, CUDA_SUCCESS);
+    }
+    if (hello.role != VGPU_ROLE_CLIENT)
+        return -EPROTO;
+    s->state = SESSION_CLIENT;
+    size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)srv->device_count * sizeof(struct vgpu_device_info);
+    uint8_t *msg = calloc(1, size);
+    if (!msg)
+        return -ENOMEM;
+    struct vgpu_msg_welcome *w = (struct vgpu_msg_welcome *)msg;
+    vgpu_msg_init(&w->hdr, VGPU_MSG_WELCOME, (uint32_t)size);
+    w->session = s->id;
+    w->driver_version = srv->driver_version;
+    w->device_count = (uint32_t)srv->device_count;
+    snprintf(w->executor, sizeof w->executor, "%s", srv->x->ops->name);
+    memcpy(msg + sizeof *w, srv->devices, (size_t)srv->device_count * sizeof(struct vgpu_device_info));
+    int e = vgpu_msg_send(s->sock, msg, size, -1);
+    free(msg);
+    LOG_INFO("session %llu: pid %d uid %d '%s' connected", (unsigned long long)s->id, (int)s->pid, (int)s->uid,
+             s->program);
+    return e;
+}
+
+static int on_open_channel(struct server *srv, struct session *s, const void *buf, size_t len)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_OPEN_CHANNEL, sizeof(struct vgpu_msg_open_channel)))
+        return -EPROTO;
+    struct vgpu_msg_open_channel req;
+    memcpy(&req, buf, sizeof req);
+    if (req.device >= (uint32_t)srv->device_count)
+        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_DEVICE);
+    pthread_mutex_lock(&srv->mu);
+    bool busy = s->channels[req.device] != NULL;
+    pthread_mutex_unlock(&srv->mu);
+    if (busy)
+        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
+    uint64_t data = req.data_size;
+    if (data > srv->opt.max_data_area)
+        data = srv->opt.max_data_area;
+    struct vgpu_channel_layout l;
+    if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
+        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
+    uint32_t id = ++srv->next_channel;
+    struct vchannel *ch = vchannel_open(s, id, (int)req.device, &l);
+    if (!ch)
+        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
+    /* Known to the session before its poller runs, so that the poller may end at any time. */
+    pthread_mutex_lock(&srv->mu);
+    s->channels[req.device] = ch;
+    s->open_channels++;
+    pthread_mutex_unlock(&srv->mu);
+    struct vgpu_msg_channel m;
+    memset(&m, 0, sizeof m);
+    vgpu_msg_init(&m.hdr, VGPU_MSG_CHANNEL, sizeof m);
+    m.channel = id;
+    vgpu_channel_layout_to_msg(&l, &m);
+    LOG_DEBUG("session %llu: channel %u on device %u, data area %llu MiB", (unsigned long long)s->id, id,
+              req.device, (unsigned long long)(l.data_size >> 20));
+    int e = vgpu_msg_send(s->sock, &m, sizeof m, vchannel_memfd(ch));
+    vchannel_start(ch);
+    return e;
+}
+
+static int on_control(struct server *srv, struct session *s, const void *buf, size_t len)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_CONTROL, sizeof(struct vgpu_msg_control)))
+        return -EPROTO;
+    struct vgpu_msg_control req;
+    memcpy(&req, buf, sizeof req);
+    req.command[sizeof req.command - 1] = '\0';
+    size_t text_len = 0;
+    char *text = control_answer(srv, req.command, &text_len);
+    if (!text)
+        return send_status(s, VGPU_MSG_CONTROL_REPLY, CUDA_ERROR_OUT_OF_MEMORY);
+    if (text_len > VGPU_MAX_MSG - sizeof(struct vgpu_msg_hdr))
+        text_len = VGPU_MAX_MSG - sizeof(struct vgpu_msg_hdr);
+    size_t size = sizeof(struct vgpu_msg_hdr) + text_len;
+    uint8_t *msg = malloc(size);
+    if (!msg) {
+        free(text);
+        return -ENOMEM;
+    }
+    vgpu_msg_init((struct vgpu_msg_hdr *)msg, VGPU_MSG_CONTROL_REPLY, (uint32_t)size);
+    memcpy(msg + sizeof(struct vgpu_msg_hdr), text, text_len);
+    int e = vgpu_msg_send(s->sock, msg, size, -1);
+    free(msg);
+    free(text);
+    return e;
+}
+
+static void on_session_readable(struct server *srv, struct session *s)
+{
+    static uint8_t buf[64 * 1024];
+    ssize_t n = recv(s->sock, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    int e = -EPROTO;
+    if (n > 0 && (size_t)n <= sizeof buf) {
+        uint16_t type = 0;
+        if ((size_t)n >= sizeof(struct vgpu_msg_hdr))
+            memcpy(&type, buf + offsetof(struct vgpu_msg_hdr, type), sizeof type);
+        if (s->state == SESSION_NEW)
+            e = on_hello(srv, s, buf, (size_t)n);
+        else if (s->state == SESSION_CLIENT && type == VGPU_MSG_OPEN_CHANNEL)
+            e = on_open_channel(srv, s, buf, (size_t)n);
+        else if (s->state == SESSION_CONTROL && type == VGPU_MSG_CONTROL)
+            e = on_control(srv, s, buf, (size_t)n);
+    }
+    if (n == 0 || n < 0 || e < 0) {
+        if (n > 0)
+            LOG_WARN("session %llu (pid %d): bad control message; closing", (unsigned long long)s->id, (int)s->pid);
+        session_close(srv, s);
+    }
+}
+
+static void on_accept(struct server *srv)
+{
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || srv->session_count >= srv->opt.max_sessions) {
+        LOG_WARN("refusing a connection (%s)", srv->session_count >= srv->opt.max_sessions ? "too many sessions"
+                                                                                           : "no peer credentials");
+        close(fd);
+        return;
+    }
+    struct session *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        return;
+    }
+    s->srv = srv;
+    s->sock = fd;
+    s->pid = cred.pid;
+    s->uid = cred.uid;
+    s->gid = cred.gid;
+    s->started_ns = vgpu_now_ns();
+    strcpy(s->program, "?");
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        free(s);
+        return;
+    }
+    pthread_mutex_lock(&srv->mu);
+    s->id = ++srv->next_session;
+    s->next = srv->sessions;
+    srv->sessions = s;
+    srv->session_count++;
+    srv->sessions_served++;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x)
+{
+    memset(srv, 0, sizeof *srv);
+    srv->opt = *opt;
+    srv->x = x;
+    srv->listen_fd = srv->epoll_fd = srv->wake_fd = -1;
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->cv, NULL);
+    srv->started_ns = vgpu_now_ns();
+    srv->driver_version = x->ops->driver_version(x);
+    srv->device_count = x->ops->device_count(x);
+    if (srv->device_count < 0 || srv->device_count > (int)VGPU_MAX_DEVICES)
+        return -EINVAL;
+    srv->devices = calloc((size_t)(srv->device_count ? srv->device_count : 1), sizeof *srv->devices);
+    if (!srv->devices)
+        return -ENOMEM;
+    for (int i = 0; i < srv->device_count; i++)
+        if (x->ops->device_info(x, i, &srv->devices[i]) != CUDA_SUCCESS)
+            LOG_WARN("device %d: incomplete description", i);
+    srv->listen_fd = vgpu_socket_listen(opt->socket_path);
+    if (srv->listen_fd < 0) {
+        LOG_ERROR("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
+        return srv->listen_fd;
+    }
+    srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (srv->epoll_fd < 0 || srv->wake_fd < 0)
+        return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd};
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
+    ev.data.ptr = &srv->wake_fd;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->wake_fd, &ev);
+    return 0;
+}
+
+void server_stop(struct server *srv)
+{
+    uint64_t one = 1;
+    ssize_t w = write(srv->wake_fd, &one, sizeof one);
+    (void)w;
+}
+
+int server_run(struct server *srv)
+{
+    LOG_INFO("vgpud serving %d device(s) with the %s executor on %s", srv->device_count, srv->x->ops->name,
+             srv->opt.socket_path);
+    for (;;) {
+        struct epoll_event evs[32];
+        int n = epoll_wait(srv->epoll_fd, evs, 32, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            LOG_ERROR("epoll_wait: %s", strerror(errno));
+            break;
+        }
+        bool stop = false;
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &srv->wake_fd)
+                stop = true;
+            else if (p == &srv->listen_fd)
+                on_accept(srv);
+            else
+                on_session_readable(srv, p);
+        }
+        if (stop)
+            break;
+    }
+    LOG_INFO("vgpud stopping");
+    close(srv->listen_fd);
+    srv->listen_fd = -1;
+    unlink(srv->opt.socket_path);
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        struct session *s = srv->sessions;
+        while (s && s->socket_gone)
+            s = s->next;
+        pthread_mutex_unlock(&srv->mu);
+        if (!s)
+            break;
+        session_close(srv, s);
+    }
+    pthread_mutex_lock(&srv->mu);
+    while (srv->sessions)
+        pthread_cond_wait(&srv->cv, &srv->mu);
+    pthread_mutex_unlock(&srv->mu);
+    return 0;
+}
+
+void server_fini(struct server *srv)
+{
+    if (srv->listen_fd >= 0)
+        close(srv->listen_fd);
+    if (srv->epoll_fd >= 0)
+        close(srv->epoll_fd);
+    if (srv->wake_fd >= 0)
+        close(srv->wake_fd);
+    free(srv->devices);
+    pthread_cond_destroy(&srv->cv);
+    pthread_mutex_destroy(&srv->mu);
+}

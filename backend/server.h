@@ -1,0 +1,41 @@
+/* vgpud's control plane in host mode: the unix socket clients connect to, the handshake that gives
+ * them channels, control queries, and the sessions' life cycle. One thread runs it; every channel
+ * has its own poller thread. */
+#ifndef VGPU_SERVER_H
+#define VGPU_SERVER_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "executor.h"
+#include "session.h"
+
+struct server {
+    struct server_options opt;
+    struct vgpu_exec *x;
+    int device_count;
+    struct vgpu_device_info *devices;
+    int driver_version;
+    int listen_fd, epoll_fd, wake_fd;
+    pthread_mutex_t mu; /* sessions, their channel pointers */
+    pthread_cond_t cv;  /* signalled when a session goes away */
+    struct session *sessions;
+    uint32_t session_count;
+    uint64_t next_session;
+    uint32_t next_channel;
+    uint64_t sessions_served;
+    int64_t started_ns;
+};
+
+int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x);
+/* Serve until server_stop(); then close every session and wait for them to be freed. */
+int server_run(struct server *srv);
+/* Async-signal-safe. */
+void server_stop(struct server *srv);
+void server_fini(struct server *srv);
+
+/* Control commands (control.c): answer one command line with text, malloc'd. */
+char *control_answer(struct server *srv, const char *command, size_t *len);
+
+#endif

@@ -1,0 +1,56 @@
+/* A session: one connected client (a process in host mode, a domain under Xen) and the channels it
+ * opened, one per vGPU. A session ends when its socket closes for any reason; its channels then
+ * close, free everything on the executor, and the session goes away with the last of them. */
+#ifndef VGPU_SESSION_H
+#define VGPU_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "executor.h"
+#include "vgpu/wire.h"
+
+struct server;
+struct vchannel;
+
+struct server_options {
+    const char *socket_path;
+    struct vgpu_exec_config exec;
+    int64_t poll_spin_ns;  /* how long a poller spins before sleeping */
+    uint32_t max_sessions;
+    uint32_t max_contexts, max_streams, max_events, max_modules, max_functions;
+    uint64_t max_data_area;
+    bool any_user_host_code; /* let every user load emu modules, not only vgpud's own */
+};
+
+enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSING };
+
+struct session {
+    struct server *srv;
+    uint64_t id;
+    int sock;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char program[64];
+    enum session_state state;
+    int64_t started_ns;
+    struct vchannel *channels[VGPU_MAX_DEVICES]; /* guarded by the server's lock */
+    int open_channels;                          /* channels whose poller has not finished */
+    bool socket_gone;
+    struct session *next;
+};
+
+const struct server_options *session_options(struct session *s);
+struct vgpu_exec *session_executor(struct session *s);
+bool session_may_run_host_code(struct session *s);
+pid_t session_pid(struct session *s);
+
+/* End the session from anywhere (a protocol violation): its socket is shut down and the server
+ * closes it through the usual path. */
+void session_kill(struct session *s);
+/* Called by a channel's poller when it has freed everything; frees the channel. */
+void session_channel_gone(struct session *s, struct vchannel *ch);
+
+#endif

@@ -1,0 +1,436 @@
+#include "vchannel.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bell.h"
+#include "log.h"
+#include "session.h"
+
+/* ---------------------------------------------------------------- dispatch table */
+
+typedef CUresult (*handler_fn)(struct vgpu_call *c, const void *q, void *a);
+
+#define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp)                                           \
+    static CUresult thunk_##name(struct vgpu_call *c, const void *q, void *a)                          \
+    {                                                                                                  \
+        return vgpu_handle_##name(c, q, a);                                                            \
+    }
+#include "vgpu/calls.def"
+#undef VGPU_CALL
+
+static const handler_fn handlers[VGPU_OP_COUNT] = {
+#define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp) [VGPU_OP_##name] = thunk_##name,
+#include "vgpu/calls.def"
+#undef VGPU_CALL
+};
+
+/* ---------------------------------------------------------------- responses */
+
+static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult r, uint32_t fixed, uint32_t tail_len)
+{
+    uint32_t total = fixed + tail_len;
+    uint32_t padded = vgpu_align8(total);
+    struct vgpu_rsp_hdr *h = (struct vgpu_rsp_hdr *)ch->rsp_buf;
+    h->size = padded;
+    h->op = q->op;
+    h->flags = (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT);
+    h->seq = q->seq;
+    h->result = (int32_t)r;
+    memset(ch->rsp_buf + total, 0, padded - total);
+    for (;;) {
+        int err;
+        void *dst = vgpu_ring_reserve(&ch->map.rsp, padded, &err);
+        if (dst) {
+            memcpy(dst, ch->rsp_buf, padded);
+            vgpu_ring_commit(&ch->map.rsp);
+            vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
+            return;
+        }
+        if (err != -EAGAIN || atomic_load(&ch->closing)) {
+            LOG_WARN("channel %u: cannot answer (%s); closing the session", ch->id,
+                     err == -EPROTO ? "client broke the response ring" : "ring unusable");
+            session_kill(ch->session);
+            atomic_store(&ch->closing, true);
+            return;
+        }
+        /* A client that does not read its responses only stalls itself; poll until it does. */
+        usleep(50);
+    }
+}
+
+static bool reports_deferred(const struct vgpu_op_info *info, bool reply)
+{
+    return reply && (info->reply == VGPU_REPLY_SYNC || info->reply == VGPU_REPLY_OPTIONAL);
+}
+
+void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
+{
+    const struct vgpu_req_hdr *h = (const struct vgpu_req_hdr *)rec;
+    unsigned op = h->op;
+    uint32_t pad = (h->flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
+    const struct vgpu_op_info *info = op > VGPU_OP_NONE && op < VGPU_OP_COUNT ? &vgpu_op_info[op] : NULL;
+    bool reply = info ? info->reply != VGPU_REPLY_OPTIONAL || (h->flags & VGPU_REQ_WANT_REPLY)
+                      : (h->flags & VGPU_REQ_WANT_REPLY) != 0;
+    struct vgpu_call c = {.ch = ch, .hdr = h, .ctx_id = h->ctx, .reply = reply};
+    c.ctx = srv_table_get(&ch->tables[SRV_CTX], h->ctx);
+    CUresult r;
+    uint32_t fixed = sizeof(struct vgpu_rsp_hdr);
+    if (!info) {
+        ch->proto_errors++;
+        LOG_DEBUG("channel %u: unknown op %u", ch->id, op);
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (len < info->req_size + pad || len - info->req_size - pad > info->req_tail_max) {
+        ch->proto_errors++;
+        LOG_DEBUG("channel %u: %s record of %u bytes is malformed", ch->id, info->name, len);
+        r = CUDA_ERROR_INVALID_VALUE;
+        atomic_fetch_add_explicit(&ch->stats.errors[op], 1, memory_order_relaxed);
+    } else {
+        fixed = info->rsp_size;
+        c.tail = rec + info->req_size;
+        c.tail_len = len - info->req_size - pad;
+        memset(ch->rsp_buf, 0, info->rsp_size);
+        c.rsp_tail = ch->rsp_buf + info->rsp_size;
+        c.rsp_tail_cap = info->rsp_tail_max;
+        int64_t t0 = vgpu_now_ns();
+        r = handlers[op](&c, rec, ch->rsp_buf);
+        int64_t t1 = vgpu_now_ns();
+        if (c.rsp_tail_len > c.rsp_tail_cap)
+            c.rsp_tail_len = 0;
+        atomic_fetch_add_explicit(&ch->stats.calls[op], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ch->stats.nanos[op], (uint64_t)(t1 - t0), memory_order_relaxed);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            atomic_fetch_add_explicit(&ch->stats.errors[op], 1, memory_order_relaxed);
+        /* The context may have gone (CtxDestroy): look it up again before touching it. */
+        c.ctx = srv_table_get(&ch->tables[SRV_CTX], h->ctx);
+        if (reports_deferred(info, reply) && c.ctx && c.ctx->deferred != CUDA_SUCCESS) {
+            if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+                r = c.ctx->deferred;
+            c.ctx->deferred = CUDA_SUCCESS;
+        }
+    }
+    if (reply) {
+        respond(ch, h, r, fixed, r == CUDA_SUCCESS ? c.rsp_tail_len : 0);
+    } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+        if (c.ctx && c.ctx->deferred == CUDA_SUCCESS)
+            c.ctx->deferred = r;
+        LOG_DEBUG("channel %u: %s failed with %d (reported later)", ch->id, vgpu_op_name(op), r);
+    }
+}
+
+/* ---------------------------------------------------------------- helpers for handlers */
+
+CUresult vchannel_need_ctx(struct vgpu_call *c) { return c->ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+
+struct srv_obj *vchannel_add(struct vgpu_call *c, enum srv_kind kind, uint32_t id, CUresult *err)
+{
+    struct srv_obj *o = srv_table_add(&c->ch->tables[kind], id, err);
+    if (o) {
+        o->ctx = kind == SRV_CTX ? id : c->ctx_id;
+        atomic_fetch_add(&c->ch->live[kind], 1);
+    }
+    return o;
+}
+
+void vchannel_remove(struct vchannel *ch, enum srv_kind kind, uint32_t id)
+{
+    if (srv_table_get(&ch->tables[kind], id)) {
+        srv_table_remove(&ch->tables[kind], id);
+        atomic_fetch_sub(&ch->live[kind], 1);
+    }
+}
+
+struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id)
+{
+    struct srv_obj *o = srv_table_get(&c->ch->tables[kind], id);
+    return o && o->ctx == c->ctx_id ? o : NULL;
+}
+
+CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
+{
+    if (id == VGPU_ID_NONE) {
+        *stream = NULL;
+        return CUDA_SUCCESS;
+    }
+    struct srv_obj *o = vchannel_obj(c, SRV_STREAM, id);
+    if (!o)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *stream = o->x;
+    return CUDA_SUCCESS;
+}
+
+bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n)
+{
+    return vgpu_ranges_contain(&c->ch->ranges, c->ctx_id, p, n);
+}
+
+void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
+{
+    if (!vgpu_data_range_ok(&c->ch->map.layout, offset, size))
+        return NULL;
+    return c->ch->map.data + offset;
+}
+
+void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status)
+{
+    if (slot >= ch->map.layout.slot_count)
+        return;
+    uint32_t v = status == CUDA_SUCCESS ? VGPU_SLOT_DONE : VGPU_SLOT_ERROR | (uint32_t)status;
+    atomic_store_explicit((_Atomic uint32_t *)&ch->map.ctl->slot_state[slot], v, memory_order_release);
+    vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
+}
+
+struct slot_cb {
+    struct vchannel *ch;
+    uint32_t slot;
+};
+
+static void slot_callback(void *arg, CUresult status)
+{
+    struct slot_cb *cb = arg;
+    vchannel_slot_done(cb->ch, cb->slot, status);
+}
+
+/* One callback record per slot, so that marking a slot costs no allocation. */
+static struct slot_cb *slot_cbs(struct vchannel *ch)
+{
+    return (struct slot_cb *)(ch->rsp_buf + VGPU_MAX_RECORD);
+}
+
+CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot)
+{
+    if (slot == VGPU_NO_SLOT)
+        return CUDA_SUCCESS;
+    struct slot_cb *cb = &slot_cbs(c->ch)[slot];
+    return c->ch->x->ops->stream_callback(c->ch->x, c->ctx->x, stream, slot_callback, cb);
+}
+
+CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
+                           uint64_t *dptr)
+{
+    if (ch->reg_count == ch->reg_cap) {
+        size_t cap = ch->reg_cap ? 2 * ch->reg_cap : 16;
+        struct host_reg *r = realloc(ch->regs, cap * sizeof *r);
+        if (!r)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        ch->regs = r;
+        ch->reg_cap = cap;
+    }
+    CUresult r = ch->x->ops->host_register(ch->x, ch->device, ch->map.data + offset, size, flags, dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging};
+    if (!staging)
+        atomic_fetch_add(&ch->host_bytes, size);
+    return CUDA_SUCCESS;
+}
+
+CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
+{
+    for (size_t i = 0; i < ch->reg_count; i++) {
+        if (ch->regs[i].offset != offset || ch->regs[i].staging)
+            continue;
+        if (ch->regs[i].dptr)
+            vgpu_ranges_remove_at(&ch->ranges, ch->regs[i].dptr);
+        CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + offset);
+        atomic_fetch_sub(&ch->host_bytes, ch->regs[i].size);
+        ch->regs[i] = ch->regs[--ch->reg_count];
+        return r;
+    }
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+static bool range_of_ctx(const struct vgpu_range *r, uint32_t ctx) { return r->ctx == ctx; }
+
+void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
+{
+    struct srv_obj *c = srv_table_get(&ch->tables[SRV_CTX], ctx_id);
+    if (!c)
+        return;
+    /* Destroying the executor's context frees everything in it; only the tables need clearing. */
+    ch->x->ops->ctx_destroy(ch->x, c->x);
+    for (int k = SRV_STREAM; k < SRV_KINDS; k++) {
+        struct srv_table *t = &ch->tables[k];
+        for (uint32_t id = 1; id < t->cap; id++)
+            if (t->slots[id].live && t->slots[id].ctx == ctx_id)
+                vchannel_remove(ch, (enum srv_kind)k, id);
+    }
+    uint64_t freed = 0, allocs = 0;
+    for (size_t i = 0; i < ch->ranges.count; i++)
+        if (ch->ranges.v[i].ctx == ctx_id && ch->ranges.v[i].kind == VGPU_RANGE_ALLOC) {
+            freed += ch->ranges.v[i].size;
+            allocs++;
+        }
+    vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
+    atomic_fetch_sub(&ch->mem_bytes, freed);
+    atomic_fetch_sub(&ch->mem_allocs, allocs);
+    vchannel_remove(ch, SRV_CTX, ctx_id);
+}
+
+/* ---------------------------------------------------------------- the poller */
+
+static bool request_ready(void *arg)
+{
+    struct vchannel *ch = arg;
+    return vgpu_ring_readable(&ch->map.req) || atomic_load_explicit(&ch->closing, memory_order_relaxed);
+}
+
+static int still_open(void *arg)
+{
+    struct vchannel *ch = arg;
+    return atomic_load(&ch->closing) ? -ECANCELED : 0;
+}
+
+/* Free everything the channel made on the executor (poller thread, at the end). */
+static void teardown(struct vchannel *ch)
+{
+    struct srv_table *ctxs = &ch->tables[SRV_CTX];
+    for (uint32_t id = 1; id < ctxs->cap; id++)
+        if (ctxs->slots[id].live)
+            vchannel_drop_ctx(ch, id);
+    for (size_t i = 0; i < ch->reg_count; i++) {
+        ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
+        if (!ch->regs[i].staging)
+            atomic_fetch_sub(&ch->host_bytes, ch->regs[i].size);
+    }
+    ch->reg_count = 0;
+}
+
+static void *poller_main(void *arg)
+{
+    struct vchannel *ch = arg;
+    char name[16];
+    snprintf(name, sizeof name, "vgpu-ch%u", ch->id);
+    pthread_setname_np(pthread_self(), name);
+    const struct server_options *opt = session_options(ch->session);
+    struct vgpu_wait w = {
+        .ready = request_ready,
+        .check = still_open,
+        .arg = ch,
+        .spin_ns = opt->poll_spin_ns,
+        .slice_ns = 100000000,
+        .timeout_ns = -1,
+    };
+    while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
+        int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
+        if (n > 0) {
+            /* The record is ours now: let the client go on writing while it runs, and wake it if
+             * it sleeps (it may be waiting for this very space). */
+            vgpu_ring_release(&ch->map.req);
+            atomic_thread_fence(memory_order_seq_cst);
+            if (atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->to_client.sleepers, memory_order_relaxed))
+                vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
+            vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
+            continue;
+        }
+        if (n < 0) {
+            LOG_WARN("channel %u (pid %d): the request ring is corrupt; closing the session", ch->id,
+                     (int)session_pid(ch->session));
+            session_kill(ch->session);
+            break;
+        }
+        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, &w);
+    }
+    atomic_store((_Atomic uint32_t *)&ch->map.ctl->server_state, VGPU_CHAN_CLOSED);
+    vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
+    teardown(ch);
+    atomic_store(&ch->finished, true);
+    session_channel_gone(ch->session, ch);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l)
+{
+    struct vchannel *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return NULL;
+    ch->session = s;
+    ch->id = id;
+    ch->device = device;
+    ch->x = session_executor(s);
+    ch->host_code = session_may_run_host_code(s);
+    ch->memfd = -1;
+    ch->base = MAP_FAILED;
+    ch->transport.ops = &vgpu_host_transport_ops;
+    const struct server_options *opt = session_options(s);
+    srv_table_init(&ch->tables[SRV_CTX], opt->max_contexts);
+    srv_table_init(&ch->tables[SRV_STREAM], opt->max_streams);
+    srv_table_init(&ch->tables[SRV_EVENT], opt->max_events);
+    srv_table_init(&ch->tables[SRV_MODULE], opt->max_modules);
+    srv_table_init(&ch->tables[SRV_FUNCTION], opt->max_functions);
+    ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
+    ch->rsp_buf = aligned_alloc(64, VGPU_MAX_RECORD + VGPU_MAX_SLOTS * sizeof(struct slot_cb));
+    if (!ch->req_buf || !ch->rsp_buf)
+        goto fail;
+    for (uint32_t i = 0; i < VGPU_MAX_SLOTS; i++)
+        slot_cbs(ch)[i] = (struct slot_cb){ch, i};
+    char name[32];
+    snprintf(name, sizeof name, "vgpu-channel-%u", id);
+    ch->memfd = memfd_create(name, MFD_CLOEXEC);
+    if (ch->memfd < 0 || ftruncate(ch->memfd, (off_t)l->map_size) < 0)
+        goto fail;
+    ch->base = mmap(NULL, l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, ch->memfd, 0);
+    if (ch->base == MAP_FAILED)
+        goto fail;
+    ch->map_size = l->map_size;
+    if (vgpu_channel_map_attach(&ch->map, ch->base, l, true))
+        goto fail;
+    /* The staging slots are pinned once for the channel's life: pageable copies stream through them. */
+    uint64_t dptr;
+    CUresult r = vchannel_register(ch, 0, vgpu_data_heap_off(l), 0, 1, &dptr);
+    if (r != CUDA_SUCCESS) {
+        LOG_WARN("channel %u: cannot pin the staging area (error %d)", id, r);
+        goto fail;
+    }
+    return ch;
+fail:
+    vchannel_free(ch);
+    return NULL;
+}
+
+int vchannel_memfd(struct vchannel *ch) { return ch->memfd; }
+
+void vchannel_start(struct vchannel *ch)
+{
+    close(ch->memfd);
+    ch->memfd = -1;
+    if (pthread_create(&ch->poller, NULL, poller_main, ch) != 0) {
+        LOG_ERROR("channel %u: cannot start its poller", ch->id);
+        teardown(ch);
+        atomic_store(&ch->finished, true);
+        session_channel_gone(ch->session, ch);
+        return;
+    }
+    ch->poller_started = true;
+    pthread_detach(ch->poller);
+}
+
+void vchannel_close(struct vchannel *ch)
+{
+    atomic_store(&ch->closing, true);
+    /* Wake the poller whether it spins or sleeps. */
+    ch->transport.ops->kick(&ch->transport, &ch->map.ctl->to_server);
+}
+
+void vchannel_free(struct vchannel *ch)
+{
+    if (!ch)
+        return;
+    for (int k = 0; k < SRV_KINDS; k++)
+        srv_table_free(&ch->tables[k]);
+    vgpu_ranges_free(&ch->ranges);
+    free(ch->regs);
+    if (ch->base != MAP_FAILED)
+        munmap(ch->base, ch->map_size);
+    if (ch->memfd >= 0)
+        close(ch->memfd);
+    free(ch->req_buf);
+    free(ch->rsp_buf);
+    free(ch);
+}

@@ -1,0 +1,215 @@
+/* vgpud: serves virtual GPUs to clients (processes in host mode; guest domains under Xen). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg_socket.h"
+#include "server.h"
+#include "units.h"
+
+static struct server the_server;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    server_stop(&the_server);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vgpud [options]\n"
+            "  --socket PATH          unix socket to serve on (default $VGPU_SOCKET or %s)\n"
+            "  --executor KIND        emu, cuda or auto (default auto: cuda when a GPU is usable)\n"
+            "  --foreground           stay in the foreground and log to stderr (default: daemon, syslog)\n"
+            "  --log-level LEVEL      error, warn, info, debug or trace (default info)\n"
+            "  --cuda-driver PATH     absolute path of the NVIDIA libcuda.so.1 (default: search the usual places)\n"
+            "  --emu-devices N        number of emu devices (default 1)\n"
+            "  --emu-memory SIZE      memory of each emu device (default 16G)\n"
+            "  --poll-spin-us N       how long a channel poller spins before sleeping (default 50)\n"
+            "  --max-data-area SIZE   largest data area a client may ask for (default 4G)\n"
+            "  --max-sessions N       most clients at once (default 1024)\n"
+            "  --any-user-host-code   let clients of any user load emu modules (host code run inside vgpud);\n"
+            "                         by default only clients of vgpud's own user may\n"
+            "  --version, --help\n",
+            VGPU_DEFAULT_SOCKET);
+}
+
+static int parse_size_opt(const char *name, const char *v, uint64_t *out)
+{
+    if (vgpu_parse_size(v, out) == 0)
+        return 0;
+    fprintf(stderr, "vgpud: %s wants a size such as 512M or 4G, not '%s'\n", name, v);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct server_options opt = {
+        .exec = {.kind = "auto", .emu_devices = 1, .emu_memory = 16ull << 30},
+        .poll_spin_ns = 50000,
+        .max_sessions = 1024,
+        .max_contexts = 16,
+        .max_streams = 4096,
+        .max_events = 65536,
+        .max_modules = 4096,
+        .max_functions = 65536,
+        .max_data_area = 4ull << 30,
+    };
+    const char *socket_path = NULL;
+    bool foreground = false;
+    int level = VGPU_LOG_INFO;
+    enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER };
+    static const struct option longopts[] = {
+        {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
+        {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
+        {"cuda-driver", required_argument, 0, O_DRIVER},  {"emu-devices", required_argument, 0, O_EMU_DEV},
+        {"emu-memory", required_argument, 0, O_EMU_MEM},  {"poll-spin-us", required_argument, 0, O_SPIN},
+        {"max-data-area", required_argument, 0, O_DATA},  {"max-sessions", required_argument, 0, O_SESS},
+        {"any-user-host-code", no_argument, 0, O_ANY},    {"version", no_argument, 0, O_VER},
+        {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
+    };
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_SOCKET:
+            socket_path = optarg;
+            break;
+        case O_EXEC:
+            if (strcmp(optarg, "emu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto")) {
+                fprintf(stderr, "vgpud: --executor is emu, cuda or auto\n");
+                return 2;
+            }
+            opt.exec.kind = optarg;
+            break;
+        case O_FG:
+            foreground = true;
+            break;
+        case O_LOG:
+            level = vgpu_log_level_parse(optarg);
+            if (level < 0) {
+                fprintf(stderr, "vgpud: unknown log level '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case O_DRIVER:
+            if (optarg[0] != '/') {
+                fprintf(stderr, "vgpud: --cuda-driver wants an absolute path\n");
+                return 2;
+            }
+            opt.exec.cuda_driver = optarg;
+            break;
+        case O_EMU_DEV:
+            if (vgpu_parse_uint(optarg, VGPU_MAX_DEVICES, &v) || v == 0) {
+                fprintf(stderr, "vgpud: --emu-devices is 1 to %u\n", VGPU_MAX_DEVICES);
+                return 2;
+            }
+            opt.exec.emu_devices = (int)v;
+            break;
+        case O_EMU_MEM:
+            if (parse_size_opt("--emu-memory", optarg, &opt.exec.emu_memory))
+                return 2;
+            break;
+        case O_SPIN:
+            if (vgpu_parse_uint(optarg, 1000000, &v)) {
+                fprintf(stderr, "vgpud: --poll-spin-us is 0 to 1000000\n");
+                return 2;
+            }
+            opt.poll_spin_ns = (int64_t)v * 1000;
+            break;
+        case O_DATA:
+            if (parse_size_opt("--max-data-area", optarg, &opt.max_data_area))
+                return 2;
+            break;
+        case O_SESS:
+            if (vgpu_parse_uint(optarg, 1u << 20, &v) || v == 0) {
+                fprintf(stderr, "vgpud: --max-sessions wants a positive number\n");
+                return 2;
+            }
+            opt.max_sessions = (uint32_t)v;
+            break;
+        case O_ANY:
+            opt.any_user_host_code = true;
+            break;
+        case O_VER:
+            printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    opt.socket_path = vgpu_socket_path(socket_path);
+
+    /* As a daemon, the parent returns only when the socket is ready (or the start failed). */
+    int ready[2] = {-1, -1};
+    if (!foreground) {
+        if (pipe(ready) < 0) {
+            perror("vgpud: pipe");
+            return 1;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("vgpud: fork");
+            return 1;
+        }
+        if (pid > 0) {
+            close(ready[1]);
+            char ok = 0;
+            ssize_t n = read(ready[0], &ok, 1);
+            return n == 1 && ok == 1 ? 0 : 1;
+        }
+        close(ready[0]);
+        setsid();
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+            if (null > 2)
+                close(null);
+        }
+    }
+    vgpu_log_init("vgpud", level, !foreground);
+
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    struct vgpu_exec *x = vgpu_exec_create(&opt.exec);
+    int rc = 1;
+    if (x && server_init(&the_server, &opt, x) == 0) {
+        chmod(opt.socket_path, 0666);
+        if (ready[1] >= 0) {
+            char ok = 1;
+            ssize_t w = write(ready[1], &ok, 1);
+            (void)w;
+            close(ready[1]);
+            ready[1] = -1;
+        }
+        rc = server_run(&the_server) == 0 ? 0 : 1;
+    }
+    if (ready[1] >= 0)
+        close(ready[1]);
+    server_fini(&the_server);
+    if (x)
+        x->ops->destroy(x);
+    return rc;
+}

@@ -1,0 +1,1 @@
+# Benchmarks: native vs vGPU side by side (filled in below).

@@ -1,0 +1,40 @@
+#ifndef VGPU_RANGES_H
+#define VGPU_RANGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sets of device address ranges, kept sorted: the allocations, module globals and device-mapped
+ * host memory a client owns. vgpud checks every pointer a client sends against its set; the
+ * frontend uses its own copy to classify pointers (unified copies, pointer attributes) without
+ * asking vgpud. */
+enum vgpu_range_kind { VGPU_RANGE_ALLOC, VGPU_RANGE_GLOBAL, VGPU_RANGE_HOSTMAP };
+
+struct vgpu_range {
+    uint64_t base, size;
+    uint32_t ctx;    /* 0: every context of the channel (host memory mapped for the device) */
+    uint32_t module; /* a global: its module */
+    uint8_t kind;
+};
+
+struct vgpu_ranges {
+    struct vgpu_range *v; /* sorted by base, never overlapping */
+    size_t count, cap;
+};
+
+void vgpu_ranges_free(struct vgpu_ranges *r);
+/* Returns 0, -EEXIST (overlaps an existing range; an identical range counts as present) or -ENOMEM. */
+int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add);
+/* The range starting exactly at base, or NULL. */
+struct vgpu_range *vgpu_ranges_at(struct vgpu_ranges *r, uint64_t base);
+/* True if [p, p+n) lies inside one range of context ctx, or of every context (n may be 0: p must
+ * still be inside). */
+bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, uint64_t n);
+void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base);
+/* Drop every range matching the predicate. */
+void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg);
+/* The range containing p, or NULL. */
+const struct vgpu_range *vgpu_ranges_find(const struct vgpu_ranges *r, uint64_t p);
+
+#endif

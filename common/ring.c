@@ -1,0 +1,112 @@
+#include "ring.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define RING_PAD 0x80000000u
+
+static inline uint32_t load_acquire(uint32_t *p)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire);
+}
+
+static inline void store_release(uint32_t *p, uint32_t v)
+{
+    atomic_store_explicit((_Atomic uint32_t *)p, v, memory_order_release);
+}
+
+int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, uint32_t size, bool reset)
+{
+    if (!r || !idx || !buf || size < 4096u || size > (1u << 30) || (size & (size - 1)) != 0)
+        return -EINVAL;
+    r->idx = idx;
+    r->buf = buf;
+    r->size = size;
+    if (reset) {
+        store_release(&idx->prod, 0);
+        store_release(&idx->cons, 0);
+    }
+    r->prod = load_acquire(&idx->prod);
+    r->cons = load_acquire(&idx->cons);
+    return 0;
+}
+
+uint32_t vgpu_ring_max_record(const struct vgpu_ring *r)
+{
+    uint32_t half = r->size / 2;
+    return half < VGPU_MAX_RECORD ? half : VGPU_MAX_RECORD;
+}
+
+void *vgpu_ring_reserve(struct vgpu_ring *r, uint32_t len, int *err)
+{
+    if (len < 8 || (len & 7u) || len > vgpu_ring_max_record(r)) {
+        *err = -EMSGSIZE;
+        return NULL;
+    }
+    uint32_t cons = load_acquire(&r->idx->cons);
+    uint32_t used = r->prod - cons;
+    if (used > r->size) {
+        *err = -EPROTO;
+        return NULL;
+    }
+    uint32_t pos = r->prod & (r->size - 1);
+    uint32_t to_end = r->size - pos;
+    uint32_t need = len <= to_end ? len : to_end + len;
+    if (r->size - used < need) {
+        *err = -EAGAIN;
+        return NULL;
+    }
+    if (len > to_end) {
+        uint32_t pad = RING_PAD | to_end;
+        memcpy(r->buf + pos, &pad, sizeof pad);
+        r->prod += to_end;
+        pos = 0;
+    }
+    uint8_t *rec = r->buf + pos;
+    memcpy(rec, &len, sizeof len);
+    r->prod += len;
+    *err = 0;
+    return rec;
+}
+
+void vgpu_ring_commit(struct vgpu_ring *r) { store_release(&r->idx->prod, r->prod); }
+
+int64_t vgpu_ring_pending(const struct vgpu_ring *r)
+{
+    uint32_t used = load_acquire(&r->idx->prod) - load_acquire(&r->idx->cons);
+    return used > r->size ? -1 : (int64_t)used;
+}
+
+bool vgpu_ring_readable(const struct vgpu_ring *r) { return load_acquire(&r->idx->prod) != r->cons; }
+
+int vgpu_ring_read(struct vgpu_ring *r, void *dst, uint32_t cap)
+{
+    for (;;) {
+        uint32_t prod = load_acquire(&r->idx->prod);
+        uint32_t avail = prod - r->cons;
+        if (avail == 0)
+            return 0;
+        if (avail > r->size || (avail & 7u))
+            return -EPROTO;
+        uint32_t pos = r->cons & (r->size - 1);
+        uint32_t to_end = r->size - pos;
+        uint32_t word;
+        memcpy(&word, r->buf + pos, sizeof word);
+        if (word & RING_PAD) {
+            if ((word & ~RING_PAD) != to_end || to_end > avail)
+                return -EPROTO;
+            r->cons += to_end;
+            continue;
+        }
+        uint32_t len = word;
+        if (len < 8 || (len & 7u) || len > avail || len > to_end || len > vgpu_ring_max_record(r) || len > cap)
+            return -EPROTO;
+        memcpy(dst, r->buf + pos, len);
+        memcpy(dst, &len, sizeof len); /* the producer may have changed it since we checked it */
+        r->cons += len;
+        return (int)len;
+    }
+}
+
+void vgpu_ring_release(struct vgpu_ring *r) { store_release(&r->idx->cons, r->cons); }

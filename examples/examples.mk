@@ -1,0 +1,1 @@
+# Examples and the demo.

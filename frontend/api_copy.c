@@ -1,0 +1,144 @@
+/* Driver API: the cuMemcpy and cuMemset entry points. Each comes in a legacy-default-stream form
+ * and a per-thread-default-stream form (_ptds for the synchronous calls, _ptsz for the *Async
+ * ones); both share one body, copy.c does the work. */
+#include <string.h>
+
+#include "fe.h"
+
+/* The current context, its channel, and the wire id of stream s. */
+static CUresult begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
+{
+    FE_RETURN_IF(fe_current(c, ch));
+    return fe_stream_id(s, per_thread, *c, *ch, sid);
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    return fe_copy_htod(c, ch, sid, dst, src, n, async);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    return fe_copy_dtod(c, ch, sid, dst, src, n, async);
+}
+
+/* cuMemcpy: unified addressing tells the direction from the pointers themselves. */
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    uint64_t off;
+    bool dst_dev = fe_classify(ch, dst, &off) == FE_DEVICE;
+    bool src_dev = fe_classify(ch, src, &off) == FE_DEVICE;
+    if (dst_dev && src_dev)
+        return fe_copy_dtod(c, ch, sid, dst, src, n, async);
+    if (dst_dev)
+        return fe_copy_htod(c, ch, sid, dst, (const void *)(uintptr_t)src, n, async);
+    if (src_dev)
+        return fe_copy_dtoh(c, ch, sid, (void *)(uintptr_t)dst, src, n, async);
+    if (n && (!dst || !src))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Host to host: ordered after earlier work on the stream, as the driver orders it. */
+    if (n) {
+        FE_REQ(q, StreamSynchronize);
+        FE_RSP(a, StreamSynchronize);
+        q.stream = sid;
+        FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned elem, size_t count, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    return fe_memset(c, ch, sid, dst, value, elem, count, async);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(dst, src, n, NULL, false, false); }
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return htod(dst, src, n, NULL, false, true); }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return htod(dst, src, n, s, true, false);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return htod(dst, src, n, s, true, true);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(dst, src, n, NULL, false, false); }
+CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return dtoh(dst, src, n, NULL, false, true); }
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) { return dtoh(dst, src, n, s, true, false); }
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return dtoh(dst, src, n, s, true, true);
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, false, false); }
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, false, true); }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return dtod(dst, src, n, s, true, false);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return dtod(dst, src, n, s, true, true);
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, false, false); }
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, false, true); }
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, true, false); }
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return unified(dst, src, n, s, true, true);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, false, false); }
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, false, true); }
+CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, false, false); }
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, false, true); }
+CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, false, false); }
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, false, true); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_any(d, v, 1, n, s, true, false); }
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{
+    return memset_any(d, v, 1, n, s, true, true);
+}
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+{
+    return memset_any(d, v, 2, n, s, true, false);
+}
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+{
+    return memset_any(d, v, 2, n, s, true, true);
+}
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
+{
+    return memset_any(d, v, 4, n, s, true, false);
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
+{
+    return memset_any(d, v, 4, n, s, true, true);
+}

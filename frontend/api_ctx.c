@@ -1,0 +1,430 @@
+/* Driver API: contexts. The current context is per thread (a stack, as in the driver). Primary
+ * contexts exist as handles from cuInit on, because the CUDA runtime makes one current before it
+ * retains it; vgpud creates a context only when one is retained or created. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "log.h"
+
+#define STACK_MAX 64
+
+static _Thread_local uint64_t ctx_stack[STACK_MAX];
+static _Thread_local int ctx_depth;
+
+static uint64_t current_handle(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : 0; }
+
+CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_ctx *c = fe_handle_get(FE_CTX, (uint64_t)(uintptr_t)h);
+    if (!c || !atomic_load(&c->active))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx = c;
+    if (ch) {
+        *ch = __atomic_load_n(&fe.devices[c->device].chan, __ATOMIC_ACQUIRE);
+        if (!*ch)
+            return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch)
+{
+    FE_RETURN_IF(fe_ready());
+    uint64_t h = current_handle();
+    if (!h)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return fe_ctx_get((CUcontext)(uintptr_t)h, ctx, ch);
+}
+
+CUresult fe_ctx_activate(struct fe_ctx *c)
+{
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(c->device, &ch));
+    FE_REQ(q, CtxCreate);
+    FE_RSP(a, CtxCreate);
+    q.id = c->id;
+    q.flags = c->flags;
+    FE_RETURN_IF(FE_CALL(ch, 0, CtxCreate, &q, &a));
+    atomic_store(&c->active, true);
+    return CUDA_SUCCESS;
+}
+
+/* Everything created in a context dies with it. */
+static void forget_stream(void *obj, uint64_t h, void *arg)
+{
+    struct fe_stream *s = obj;
+    if (s->ctx == arg) {
+        fe_handle_free(FE_STREAM, h);
+        free(s);
+    }
+}
+
+CUresult fe_ctx_deactivate(struct fe_ctx *c)
+{
+    if (!atomic_exchange(&c->active, false))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct fe_chan *ch = __atomic_load_n(&fe.devices[c->device].chan, __ATOMIC_ACQUIRE);
+    CUresult r = CUDA_SUCCESS;
+    if (ch) {
+        FE_REQ(q, CtxDestroy);
+        FE_RSP(a, CtxDestroy);
+        q.id = c->id;
+        r = FE_CALL(ch, 0, CtxDestroy, &q, &a);
+        fe_ranges_drop_ctx(ch, c->id);
+    }
+    fe_handle_each(FE_STREAM, forget_stream, c);
+    fe_handle_each(FE_EVENT, fe_event_forget, c);
+    fe_handle_each(FE_MODULE, fe_module_forget, c);
+    return r;
+}
+
+/* ---------------------------------------------------------------- created contexts */
+
+static CUresult create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->device = dev;
+    c->flags = flags;
+    c->handle = fe_handle_new(FE_CTX, c);
+    c->id = fe_handle_id(c->handle);
+    CUresult r = c->handle ? fe_ctx_activate(c) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_CTX, c->handle);
+        free(c);
+        return r;
+    }
+    if (ctx_depth == STACK_MAX) {
+        fe_ctx_deactivate(c);
+        fe_handle_free(FE_CTX, c->handle);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ctx_stack[ctx_depth++] = c->handle;
+    *pctx = (CUcontext)(uintptr_t)c->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) { return create(pctx, flags, dev); }
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (numParams > 0)
+        return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    return create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
+{
+    if (ctxCreateParams && (ctxCreateParams->numExecAffinityParams > 0 || ctxCreateParams->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return create(pctx, flags, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_ctx *c = fe_handle_get(FE_CTX, (uint64_t)(uintptr_t)ctx);
+    if (!c || c->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = fe_ctx_deactivate(c);
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] == c->handle) {
+            memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof ctx_stack[0]);
+            ctx_depth--;
+            i--;
+        }
+    fe_handle_free(FE_CTX, c->handle);
+    free(c);
+    return r;
+}
+
+/* ---------------------------------------------------------------- the current context */
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)(uintptr_t)current_handle();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    FE_RETURN_IF(fe_ready());
+    uint64_t h = (uint64_t)(uintptr_t)ctx;
+    if (h && !fe_handle_get(FE_CTX, h))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!h) {
+        if (ctx_depth)
+            ctx_depth--;
+    } else if (ctx_depth) {
+        ctx_stack[ctx_depth - 1] = h;
+    } else {
+        ctx_stack[ctx_depth++] = h;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    FE_RETURN_IF(fe_ready());
+    uint64_t h = (uint64_t)(uintptr_t)ctx;
+    if (!h || !fe_handle_get(FE_CTX, h))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = h;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!ctx_depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t h = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = (CUcontext)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_or_current(CUcontext ctx, struct fe_ctx **c, struct fe_chan **ch)
+{
+    return ctx ? fe_ctx_get(ctx, c, ch) : fe_current(c, ch);
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c = fe_handle_get(FE_CTX, current_handle());
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c = fe_handle_get(FE_CTX, ctx ? (uint64_t)(uintptr_t)ctx : current_handle());
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+static CUresult synchronize(struct fe_ctx *c, struct fe_chan *ch)
+{
+    FE_REQ(q, CtxSynchronize);
+    FE_RSP(a, CtxSynchronize);
+    return FE_CALL(ch, c->id, CtxSynchronize, &q, &a);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    return synchronize(c, ch);
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(ctx_or_current(ctx, &c, &ch));
+    return synchronize(c, ch);
+}
+
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetFlags(unsigned int flags)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    c->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(ctx_or_current(ctx, &c, NULL));
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 3020; /* the API generation every context has had since CUDA 3.2 */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(ctx_or_current(ctx, &c, NULL));
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ctxId = c->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, CtxGetLimit);
+    FE_RSP(a, CtxGetLimit);
+    q.limit = (uint32_t)limit;
+    FE_RETURN_IF(FE_CALL(ch, c->id, CtxGetLimit, &q, &a));
+    *pvalue = a.value;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_REQ(q, CtxSetLimit);
+    FE_RSP(a, CtxSetLimit);
+    q.limit = (uint32_t)limit;
+    q.value = value;
+    return FE_CALL(ch, c->id, CtxSetLimit, &q, &a);
+}
+
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_REQ(q, CtxGetStreamPriorityRange);
+    FE_RSP(a, CtxGetStreamPriorityRange);
+    FE_RETURN_IF(FE_CALL(ch, c->id, CtxGetStreamPriorityRange, &q, &a));
+    if (leastPriority)
+        *leastPriority = a.least;
+    if (greatestPriority)
+        *greatestPriority = a.greatest;
+    return CUDA_SUCCESS;
+}
+
+/* Cache and shared-memory preferences are hints; the context keeps what was asked. */
+static _Atomic int cache_config = CU_FUNC_CACHE_PREFER_NONE;
+
+CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    if (!pconfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pconfig = (CUfunc_cache)atomic_load(&cache_config);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    atomic_store(&cache_config, (int)config);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- primary contexts */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fe.mu);
+    CUresult r = CUDA_SUCCESS;
+    if (d->primary_refs == 0) {
+        d->primary.flags = d->primary_flags;
+        pthread_mutex_unlock(&fe.mu);
+        r = fe_ctx_activate(&d->primary);
+        pthread_mutex_lock(&fe.mu);
+    }
+    if (r == CUDA_SUCCESS) {
+        d->primary_refs++;
+        *pctx = (CUcontext)(uintptr_t)d->primary.handle;
+    }
+    pthread_mutex_unlock(&fe.mu);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    pthread_mutex_lock(&fe.mu);
+    if (d->primary_refs == 0) {
+        pthread_mutex_unlock(&fe.mu);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    bool last = --d->primary_refs == 0;
+    pthread_mutex_unlock(&fe.mu);
+    return last ? fe_ctx_deactivate(&d->primary) : CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    pthread_mutex_lock(&fe.mu);
+    bool active = d->primary_refs > 0 || atomic_load(&d->primary.active);
+    d->primary_refs = 0;
+    pthread_mutex_unlock(&fe.mu);
+    if (active)
+        fe_ctx_deactivate(&d->primary);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fe.mu);
+    *flags = d->primary_flags;
+    *active = d->primary_refs > 0;
+    pthread_mutex_unlock(&fe.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    pthread_mutex_lock(&fe.mu);
+    d->primary_flags = flags;
+    pthread_mutex_unlock(&fe.mu);
+    return CUDA_SUCCESS;
+}

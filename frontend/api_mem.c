@@ -1,0 +1,192 @@
+/* Driver API: device memory and pinned host memory. Pinned host memory is carved out of the
+ * channel's data area (shared with vgpud, which pins it), so copies from it need no staging. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+
+/* ---------------------------------------------------------------- the client's copy of the ranges */
+
+void fe_ranges_add(struct fe_chan *ch, const struct vgpu_range *r)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    vgpu_ranges_add(&ch->ranges, r);
+    pthread_mutex_unlock(&ch->ranges_mu);
+}
+
+void fe_ranges_remove(struct fe_chan *ch, uint64_t base)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    vgpu_ranges_remove_at(&ch->ranges, base);
+    pthread_mutex_unlock(&ch->ranges_mu);
+}
+
+static bool of_ctx(const struct vgpu_range *r, uint32_t ctx) { return r->ctx == ctx; }
+
+void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    vgpu_ranges_remove_if(&ch->ranges, of_ctx, ctx);
+    pthread_mutex_unlock(&ch->ranges_mu);
+}
+
+bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    bool ok = vgpu_ranges_contain(&ch->ranges, ctx, p, n);
+    pthread_mutex_unlock(&ch->ranges_mu);
+    return ok;
+}
+
+enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    bool device = vgpu_ranges_find(&ch->ranges, p) != NULL;
+    pthread_mutex_unlock(&ch->ranges_mu);
+    if (device)
+        return FE_DEVICE;
+    if (fe_heap_find(ch, (const void *)(uintptr_t)p, NULL, data_off))
+        return FE_PINNED;
+    return FE_HOST;
+}
+
+/* ---------------------------------------------------------------- device memory */
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_REQ(q, MemGetInfo);
+    FE_RSP(a, MemGetInfo);
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemGetInfo, &q, &a));
+    if (free_bytes)
+        *free_bytes = a.free;
+    if (total)
+        *total = a.total;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, MemAlloc);
+    FE_RSP(a, MemAlloc);
+    q.size = bytesize;
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemAlloc, &q, &a));
+    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = bytesize, .ctx = c->id, .kind = VGPU_RANGE_ALLOC});
+    *dptr = a.dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    FE_REQ(q, MemFree);
+    FE_RSP(a, MemFree);
+    q.dptr = dptr;
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemFree, &q, &a));
+    fe_ranges_remove(ch, dptr);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    pthread_mutex_lock(&ch->ranges_mu);
+    const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, dptr);
+    struct vgpu_range copy = r ? *r : (struct vgpu_range){0};
+    pthread_mutex_unlock(&ch->ranges_mu);
+    if (!r)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = copy.base;
+    if (psize)
+        *psize = copy.size;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- pinned host memory */
+
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!pp)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytesize == 0) {
+        *pp = NULL;
+        return CUDA_SUCCESS;
+    }
+    uint64_t off;
+    FE_RETURN_IF(fe_heap_alloc(ch, c->id, bytesize, flags, true, &off));
+    *pp = ch->map.data + off;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) { return host_alloc(pp, bytesize, Flags); }
+
+/* The channel whose data area holds p (pinned memory of any device), and the block. */
+static struct fe_chan *pinned_owner(const void *p, struct fe_block *b, uint64_t *off)
+{
+    for (int i = 0; i < fe.device_count; i++) {
+        struct fe_chan *ch = __atomic_load_n(&fe.devices[i].chan, __ATOMIC_ACQUIRE);
+        if (ch && fe_heap_find(ch, p, b, off))
+            return ch;
+    }
+    return NULL;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_block b;
+    uint64_t off;
+    struct fe_chan *ch = pinned_owner(p, &b, &off);
+    if (!ch || off != b.off)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    uint32_t ctx = fe_current(&c, NULL) == CUDA_SUCCESS ? c->id : 0;
+    return fe_heap_free(ch, ctx, b.off);
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pdptr || Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_block b;
+    uint64_t off;
+    if (!pinned_owner(p, &b, &off) || !b.dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = b.dptr + (off - b.off);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pFlags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_block b;
+    uint64_t off;
+    if (!pinned_owner(p, &b, &off))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = b.flags;
+    return CUDA_SUCCESS;
+}

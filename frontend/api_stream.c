@@ -1,0 +1,442 @@
+/* Driver API: streams and events. A thread's per-thread default stream is an ordinary blocking
+ * stream created on its first use: like the real one, it waits for the legacy default stream and
+ * lets other streams run beside it. */
+#include <stdlib.h>
+
+#include "fe.h"
+
+struct fe_event {
+    uint64_t handle;
+    uint32_t id;
+    struct fe_ctx *ctx;
+    unsigned flags;
+};
+
+/* ---------------------------------------------------------------- per-thread default streams */
+
+#define PT_SLOTS 8
+
+static _Thread_local struct {
+    uint64_t ctx;
+    uint64_t stream;
+} per_thread[PT_SLOTS];
+
+static CUresult create_stream(struct fe_ctx *c, struct fe_chan *ch, unsigned flags, int priority, bool pt,
+                              struct fe_stream **out)
+{
+    struct fe_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ctx = c;
+    s->flags = flags;
+    s->priority = priority;
+    s->per_thread = pt;
+    s->handle = fe_handle_new(FE_STREAM, s);
+    if (!s->handle) {
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s->id = fe_handle_id(s->handle);
+    FE_REQ(q, StreamCreate);
+    FE_RSP(a, StreamCreate);
+    q.stream = s->id;
+    q.flags = flags;
+    q.priority = priority;
+    CUresult r = FE_CALL(ch, c->id, StreamCreate, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_STREAM, s->handle);
+        free(s);
+        return r;
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult per_thread_stream(struct fe_ctx *c, struct fe_chan *ch, uint32_t *id)
+{
+    int empty = -1;
+    for (int i = 0; i < PT_SLOTS; i++) {
+        if (per_thread[i].ctx == c->handle) {
+            struct fe_stream *s = fe_handle_get(FE_STREAM, per_thread[i].stream);
+            if (s && s->ctx == c) {
+                *id = s->id;
+                return CUDA_SUCCESS;
+            }
+            per_thread[i].ctx = 0; /* its context was destroyed since */
+        }
+        if (!per_thread[i].ctx && empty < 0)
+            empty = i;
+    }
+    struct fe_stream *s;
+    FE_RETURN_IF(create_stream(c, ch, 0, 0, true, &s));
+    if (empty >= 0) {
+        per_thread[empty].ctx = c->handle;
+        per_thread[empty].stream = s->handle;
+    }
+    *id = s->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_stream_id(CUstream s, bool pt, struct fe_ctx *ctx, struct fe_chan *ch, uint32_t *id)
+{
+    uint64_t h = (uint64_t)(uintptr_t)s;
+    if (h == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD || (h == 0 && pt))
+        return per_thread_stream(ctx, ch, id);
+    if (h == 0 || h == (uint64_t)(uintptr_t)CU_STREAM_LEGACY) {
+        *id = VGPU_ID_NONE;
+        return CUDA_SUCCESS;
+    }
+    struct fe_stream *st = fe_handle_get(FE_STREAM, h);
+    if (!st)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (st->ctx != ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *id = st->id;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_stream *s;
+    FE_RETURN_IF(create_stream(c, ch, flags, priority, false, &s));
+    *ph = (CUstream)(uintptr_t)s->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) { return stream_create(phStream, Flags, 0); }
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    return stream_create(phStream, flags, priority);
+}
+
+/* A stream handle of the application: the object, its context and channel. */
+static CUresult stream_of(CUstream h, struct fe_stream **s, struct fe_chan **ch)
+{
+    FE_RETURN_IF(fe_ready());
+    *s = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)h);
+    if (!*s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct fe_ctx *c;
+    return fe_ctx_get((CUcontext)(uintptr_t)(*s)->ctx->handle, &c, ch);
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    struct fe_stream *s;
+    struct fe_chan *ch;
+    FE_RETURN_IF(stream_of(hStream, &s, &ch));
+    FE_REQ(q, StreamDestroy);
+    q.stream = s->id;
+    CUresult r = FE_POST(ch, s->ctx->id, StreamDestroy, &q, false);
+    fe_handle_free(FE_STREAM, s->handle);
+    free(s);
+    return r;
+}
+
+/* A stream argument of a synchronizing call: the legacy and per-thread values mean the current
+ * context's default streams. */
+static CUresult resolve(CUstream h, bool pt, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
+{
+    struct fe_stream *s = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)h);
+    if (s) {
+        FE_RETURN_IF(fe_ctx_get((CUcontext)(uintptr_t)s->ctx->handle, c, ch));
+        *sid = s->id;
+        return CUDA_SUCCESS;
+    }
+    FE_RETURN_IF(fe_current(c, ch));
+    return fe_stream_id(h, pt, *c, *ch, sid);
+}
+
+static CUresult stream_sync(CUstream h, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_REQ(q, StreamSynchronize);
+    FE_RSP(a, StreamSynchronize);
+    q.stream = sid;
+    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+}
+
+CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, false); }
+CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, true); }
+
+static CUresult stream_query(CUstream h, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_REQ(q, StreamQuery);
+    FE_RSP(a, StreamQuery);
+    q.stream = sid;
+    return FE_CALL(ch, c->id, StreamQuery, &q, &a);
+}
+
+CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
+CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, true); }
+
+static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    struct fe_event *ev = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)e);
+    if (!ev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ev->ctx != c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    FE_REQ(q, StreamWaitEvent);
+    q.stream = sid;
+    q.event = ev->id;
+    q.flags = flags;
+    return FE_POST(ch, c->id, StreamWaitEvent, &q, false);
+}
+
+CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) { return stream_wait_event(h, e, flags, false); }
+CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags) { return stream_wait_event(h, e, flags, true); }
+
+/* Properties of a stream the application names (or of its default streams). */
+static CUresult stream_props(CUstream h, bool pt, struct fe_stream **s, struct fe_ctx **c)
+{
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(resolve(h, pt, c, &ch, &sid));
+    *s = sid ? fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)h) : NULL;
+    if (sid && !*s) {
+        /* A per-thread stream asked for by its special value. */
+        for (int i = 0; i < PT_SLOTS; i++)
+            if (per_thread[i].ctx == (*c)->handle)
+                *s = fe_handle_get(FE_STREAM, per_thread[i].stream);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_flags(CUstream h, unsigned *flags, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = s ? s->flags : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetFlags(CUstream h, unsigned int *flags) { return get_flags(h, flags, false); }
+CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags) { return get_flags(h, flags, true); }
+
+static CUresult get_priority(CUstream h, int *priority, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    *priority = s ? s->priority : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetPriority(CUstream h, int *priority) { return get_priority(h, priority, false); }
+CUresult cuStreamGetPriority_ptsz(CUstream h, int *priority) { return get_priority(h, priority, true); }
+
+static CUresult get_ctx(CUstream h, CUcontext *pctx, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)(uintptr_t)c->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, false); }
+CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, true); }
+
+static CUresult get_id(CUstream h, unsigned long long *id, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    *id = s ? s->id : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetId(CUstream h, unsigned long long *id) { return get_id(h, id, false); }
+CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long *id) { return get_id(h, id, true); }
+
+static CUresult get_device(CUstream h, CUdevice *dev, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dev = c->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetDevice(CUstream h, CUdevice *dev) { return get_device(h, dev, false); }
+CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *dev) { return get_device(h, dev, true); }
+
+/* ---------------------------------------------------------------- events */
+
+void fe_event_forget(void *obj, uint64_t h, void *arg)
+{
+    struct fe_event *e = obj;
+    if (e->ctx == arg) {
+        fe_handle_free(FE_EVENT, h);
+        free(e);
+    }
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (!phEvent || (Flags & ~known))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Interprocess events need timing disabled, as in the driver. */
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = c;
+    e->flags = Flags;
+    e->handle = fe_handle_new(FE_EVENT, e);
+    if (!e->handle) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->id = fe_handle_id(e->handle);
+    FE_REQ(q, EventCreate);
+    FE_RSP(a, EventCreate);
+    q.event = e->id;
+    q.flags = Flags;
+    CUresult r = FE_CALL(ch, c->id, EventCreate, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_EVENT, e->handle);
+        free(e);
+        return r;
+    }
+    *phEvent = (CUevent)(uintptr_t)e->handle;
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_of(CUevent h, struct fe_event **e, struct fe_chan **ch)
+{
+    FE_RETURN_IF(fe_ready());
+    *e = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)h);
+    if (!*e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct fe_ctx *c;
+    return fe_ctx_get((CUcontext)(uintptr_t)(*e)->ctx->handle, &c, ch);
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    struct fe_event *e;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(hEvent, &e, &ch));
+    FE_REQ(q, EventDestroy);
+    q.event = e->id;
+    CUresult r = FE_POST(ch, e->ctx->id, EventDestroy, &q, false);
+    fe_handle_free(FE_EVENT, e->handle);
+    free(e);
+    return r;
+}
+
+static CUresult event_record(CUevent h, CUstream s, unsigned flags, bool pt)
+{
+    struct fe_event *e;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(h, &e, &ch));
+    uint32_t sid;
+    struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
+    if (st && st->ctx != e->ctx)
+        return CUDA_ERROR_INVALID_HANDLE;
+    FE_RETURN_IF(fe_stream_id(s, pt, e->ctx, ch, &sid));
+    FE_REQ(q, EventRecord);
+    q.event = e->id;
+    q.stream = sid;
+    q.flags = flags;
+    return FE_POST(ch, e->ctx->id, EventRecord, &q, false);
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, true); }
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, false);
+}
+CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, true);
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    struct fe_event *e;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(hEvent, &e, &ch));
+    FE_REQ(q, EventSynchronize);
+    FE_RSP(a, EventSynchronize);
+    q.event = e->id;
+    return FE_CALL(ch, e->ctx->id, EventSynchronize, &q, &a);
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    struct fe_event *e;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(hEvent, &e, &ch));
+    FE_REQ(q, EventQuery);
+    FE_RSP(a, EventQuery);
+    q.event = e->id;
+    return FE_CALL(ch, e->ctx->id, EventQuery, &q, &a);
+}
+
+static CUresult elapsed(float *ms, CUevent start, CUevent end)
+{
+    struct fe_event *a, *b;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(start, &a, &ch));
+    FE_RETURN_IF(event_of(end, &b, &ch));
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a->ctx != b->ctx)
+        return CUDA_ERROR_INVALID_HANDLE;
+    FE_REQ(q, EventElapsedTime);
+    FE_RSP(r, EventElapsedTime);
+    q.start = a->id;
+    q.end = b->id;
+    FE_RETURN_IF(FE_CALL(ch, a->ctx->id, EventElapsedTime, &q, &r));
+    *ms = r.ms;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    return elapsed(pMilliseconds, hStart, hEnd);
+}

@@ -1,0 +1,443 @@
+/* The client side of a channel: posting requests, waiting for responses, staging slots and the
+ * data area's heap.
+ *
+ * Any number of threads may post; a thread that waits for a response either reads the response
+ * ring itself (one reader at a time) or sleeps until the reader hands its response over, so
+ * responses may arrive in any order. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bell.h"
+#include "fe.h"
+#include "log.h"
+
+struct fe_wait {
+    uint32_t seq;
+    void *rsp;
+    uint32_t rsp_size;
+    void *tail;
+    uint32_t tail_cap;
+    uint32_t tail_len;
+    CUresult result;
+    bool done;
+    struct fe_wait *next;
+};
+
+#define PAGE 4096u
+
+/* ---------------------------------------------------------------- liveness */
+
+/* Nonzero (the error calls get from now on) once vgpud has gone. Reads shared memory on every call;
+ * polls the socket at most every few milliseconds so that spinning stays cheap. */
+static int chan_check(struct fe_chan *ch)
+{
+    int dead = atomic_load(&ch->dead);
+    if (dead)
+        return dead;
+    if (atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->server_state, memory_order_relaxed) ==
+        VGPU_CHAN_CLOSED) {
+        atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    static _Thread_local int64_t last_poll;
+    int64_t now = vgpu_now_ns();
+    if (now - last_poll < 5000000)
+        return 0;
+    last_poll = now;
+    struct pollfd p = {.fd = fe.sock, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+        LOG_ERROR("lost the connection to vgpud");
+        atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    return 0;
+}
+
+static int check_arg(void *arg) { return chan_check(arg); }
+
+static void wait_bell(struct fe_chan *ch, bool (*ready)(void *), void *arg)
+{
+    struct vgpu_wait w = {
+        .ready = ready,
+        .check = check_arg,
+        .arg = arg,
+        .spin_ns = fe_cfg.spin_ns,
+        .slice_ns = 20000000,
+        .timeout_ns = -1,
+    };
+    int e = vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+    (void)e; /* the caller rechecks its condition and the channel's health */
+}
+
+/* ---------------------------------------------------------------- requests */
+
+struct space_wait {
+    struct fe_chan *ch;
+    uint32_t need;
+};
+
+static bool has_space(void *arg)
+{
+    struct space_wait *s = arg;
+    int64_t used = vgpu_ring_pending(&s->ch->map.req);
+    return used < 0 || (uint64_t)used + 2ull * s->need <= s->ch->map.req.size || atomic_load(&s->ch->dead);
+}
+
+static int space_check(void *arg) { return chan_check(((struct space_wait *)arg)->ch); }
+
+static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_size, const void *tail,
+                     uint32_t tail_len)
+{
+    uint32_t total = req_size + tail_len;
+    uint32_t padded = vgpu_align8(total);
+    h->size = padded;
+    h->flags = (uint16_t)((h->flags & ~VGPU_REC_PAD_MASK) | ((padded - total) << VGPU_REC_PAD_SHIFT));
+    pthread_mutex_lock(&ch->send_mu);
+    h->seq = ++ch->next_seq;
+    uint8_t *dst;
+    for (;;) {
+        int err;
+        dst = vgpu_ring_reserve(&ch->map.req, padded, &err);
+        if (dst)
+            break;
+        if (err != -EAGAIN) {
+            pthread_mutex_unlock(&ch->send_mu);
+            LOG_ERROR("cannot post a %u-byte request (%d)", padded, err);
+            return err == -EMSGSIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_DEVICE_UNAVAILABLE;
+        }
+        CUresult dead = chan_check(ch);
+        if (dead) {
+            pthread_mutex_unlock(&ch->send_mu);
+            return dead;
+        }
+        /* Full: vgpud rings to_client when it frees space and sees a sleeper. */
+        struct space_wait sw = {ch, padded};
+        struct vgpu_wait w = {.ready = has_space, .check = space_check, .arg = &sw, .spin_ns = fe_cfg.spin_ns,
+                              .slice_ns = 20000000, .timeout_ns = -1};
+        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+    }
+    memcpy(dst, h, req_size);
+    if (tail_len)
+        memcpy(dst + req_size, tail, tail_len);
+    memset(dst + total, 0, padded - total);
+    vgpu_ring_commit(&ch->map.req);
+    pthread_mutex_unlock(&ch->send_mu);
+    vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_server);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- responses */
+
+static bool response_ready(void *arg)
+{
+    struct fe_chan *ch = arg;
+    return vgpu_ring_readable(&ch->map.rsp) || atomic_load_explicit(&ch->dead, memory_order_relaxed);
+}
+
+/* Hand a response to whoever waits for it (recv_mu held). */
+static void deliver(struct fe_chan *ch, const uint8_t *rec, uint32_t len)
+{
+    struct vgpu_rsp_hdr h;
+    memcpy(&h, rec, sizeof h);
+    for (struct fe_wait *w = ch->waiting; w; w = w->next) {
+        if (w->seq != h.seq || w->done)
+            continue;
+        uint32_t pad = (h.flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
+        w->result = (CUresult)h.result;
+        if (w->rsp)
+            memcpy(w->rsp, rec, len < w->rsp_size ? len : w->rsp_size);
+        if (w->tail && len > w->rsp_size + pad) {
+            uint32_t n = len - w->rsp_size - pad;
+            if (n > w->tail_cap)
+                n = w->tail_cap;
+            memcpy(w->tail, rec + w->rsp_size, n);
+            w->tail_len = n;
+        }
+        w->done = true;
+        return;
+    }
+    LOG_WARN("a response nobody waits for (seq %u)", h.seq);
+}
+
+/* Read responses until mine has arrived or the channel died (the reader role held). */
+static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
+{
+    for (;;) {
+        int n = vgpu_ring_read(&ch->map.rsp, ch->rsp_buf, VGPU_MAX_RECORD);
+        if (n > 0) {
+            vgpu_ring_release(&ch->map.rsp);
+            pthread_mutex_lock(&ch->recv_mu);
+            deliver(ch, ch->rsp_buf, (uint32_t)n);
+            bool mine_done = mine->done;
+            if (!mine_done)
+                pthread_cond_broadcast(&ch->recv_cv);
+            pthread_mutex_unlock(&ch->recv_mu);
+            if (mine_done)
+                return;
+            continue;
+        }
+        if (n < 0) {
+            LOG_ERROR("vgpud sent a malformed response");
+            atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
+            return;
+        }
+        if (chan_check(ch))
+            return;
+        wait_bell(ch, response_ready, ch);
+    }
+}
+
+static CUresult wait_response(struct fe_chan *ch, uint32_t seq, void *rsp, uint32_t rsp_size, void *tail,
+                              uint32_t tail_cap, uint32_t *tail_len)
+{
+    struct fe_wait w = {.seq = seq, .rsp = rsp, .rsp_size = rsp_size, .tail = tail, .tail_cap = tail_cap};
+    pthread_mutex_lock(&ch->recv_mu);
+    w.next = ch->waiting;
+    ch->waiting = &w;
+    while (!w.done) {
+        int dead = atomic_load(&ch->dead);
+        if (dead) {
+            w.result = (CUresult)dead;
+            break;
+        }
+        if (!ch->reader_busy) {
+            ch->reader_busy = true;
+            pthread_mutex_unlock(&ch->recv_mu);
+            read_responses(ch, &w);
+            pthread_mutex_lock(&ch->recv_mu);
+            ch->reader_busy = false;
+            pthread_cond_broadcast(&ch->recv_cv);
+        } else {
+            pthread_cond_wait(&ch->recv_cv, &ch->recv_mu);
+        }
+    }
+    for (struct fe_wait **pp = &ch->waiting; *pp; pp = &(*pp)->next)
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
+        }
+    pthread_mutex_unlock(&ch->recv_mu);
+    if (tail_len)
+        *tail_len = w.tail_len;
+    return w.result;
+}
+
+CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail, uint32_t tail_len,
+                 bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
+                 uint32_t *rsp_tail_len)
+{
+    int dead = atomic_load_explicit(&ch->dead, memory_order_relaxed);
+    if (dead)
+        return (CUresult)dead;
+    struct vgpu_req_hdr *h = req;
+    h->ctx = ctx;
+    h->flags = want_reply ? VGPU_REQ_WANT_REPLY : 0;
+    FE_RETURN_IF(post(ch, h, req_size, tail, tail_len));
+    if (!want_reply)
+        return CUDA_SUCCESS;
+    uint8_t scratch[sizeof(struct vgpu_rsp_hdr)];
+    return wait_response(ch, h->seq, rsp ? rsp : scratch, rsp ? rsp_size : (uint32_t)sizeof scratch, rsp_tail,
+                         rsp_tail_cap, rsp_tail_len);
+}
+
+/* ---------------------------------------------------------------- staging slots */
+
+struct slot_wait {
+    struct fe_chan *ch;
+    uint32_t slot;
+};
+
+static bool slot_ready(void *arg)
+{
+    struct slot_wait *s = arg;
+    uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&s->ch->map.ctl->slot_state[s->slot], memory_order_acquire);
+    return v != VGPU_SLOT_INFLIGHT || atomic_load(&s->ch->dead);
+}
+
+static int slot_check(void *arg) { return chan_check(((struct slot_wait *)arg)->ch); }
+
+uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot)
+{
+    struct slot_wait sw = {ch, slot};
+    if (!slot_ready(&sw)) {
+        struct vgpu_wait w = {.ready = slot_ready, .check = slot_check, .arg = &sw, .spin_ns = fe_cfg.spin_ns,
+                              .slice_ns = 20000000, .timeout_ns = -1};
+        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+    }
+    uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->slot_state[slot], memory_order_acquire);
+    if (v == VGPU_SLOT_INFLIGHT) /* the channel died under us */
+        v = VGPU_SLOT_ERROR | (uint32_t)(atomic_load(&ch->dead) ? atomic_load(&ch->dead) : CUDA_ERROR_UNKNOWN);
+    return v;
+}
+
+/* ---------------------------------------------------------------- the data area's heap */
+
+static int heap_init_locked(struct fe_chan *ch)
+{
+    if (ch->free_cap)
+        return 0;
+    ch->free_list = malloc(16 * sizeof *ch->free_list);
+    if (!ch->free_list)
+        return -ENOMEM;
+    ch->free_cap = 16;
+    uint64_t start = vgpu_data_heap_off(&ch->map.layout);
+    ch->free_list[0] = (struct fe_extent){start, ch->map.layout.data_size - start};
+    ch->free_count = ch->free_list[0].size ? 1 : 0;
+    return 0;
+}
+
+static size_t block_index(const struct fe_chan *ch, uint64_t off)
+{
+    size_t lo = 0, hi = ch->block_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ch->blocks[mid].off <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo; /* first block above off */
+}
+
+static void heap_release_locked(struct fe_chan *ch, uint64_t off, uint64_t size)
+{
+    size_t i = 0;
+    while (i < ch->free_count && ch->free_list[i].off < off)
+        i++;
+    bool prev = i > 0 && ch->free_list[i - 1].off + ch->free_list[i - 1].size == off;
+    bool next = i < ch->free_count && off + size == ch->free_list[i].off;
+    if (prev && next) {
+        ch->free_list[i - 1].size += size + ch->free_list[i].size;
+        memmove(&ch->free_list[i], &ch->free_list[i + 1], (ch->free_count - i - 1) * sizeof *ch->free_list);
+        ch->free_count--;
+    } else if (prev) {
+        ch->free_list[i - 1].size += size;
+    } else if (next) {
+        ch->free_list[i].off = off;
+        ch->free_list[i].size += size;
+    } else {
+        if (ch->free_count == ch->free_cap) {
+            struct fe_extent *f = realloc(ch->free_list, 2 * ch->free_cap * sizeof *f);
+            if (!f)
+                return; /* the extent is lost until the channel closes; nothing breaks */
+            ch->free_list = f;
+            ch->free_cap *= 2;
+        }
+        memmove(&ch->free_list[i + 1], &ch->free_list[i], (ch->free_count - i) * sizeof *ch->free_list);
+        ch->free_list[i] = (struct fe_extent){off, size};
+        ch->free_count++;
+    }
+}
+
+CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, bool pin, uint64_t *out)
+{
+    if (size == 0 || size > ch->map.layout.data_size)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t need = (size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+    pthread_mutex_lock(&ch->heap_mu);
+    if (heap_init_locked(ch)) {
+        pthread_mutex_unlock(&ch->heap_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (ch->block_count == ch->block_cap) {
+        size_t cap = ch->block_cap ? 2 * ch->block_cap : 64;
+        struct fe_block *b = realloc(ch->blocks, cap * sizeof *b);
+        if (!b) {
+            pthread_mutex_unlock(&ch->heap_mu);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        ch->blocks = b;
+        ch->block_cap = cap;
+    }
+    size_t i = 0;
+    while (i < ch->free_count && ch->free_list[i].size < need)
+        i++;
+    if (i == ch->free_count) {
+        pthread_mutex_unlock(&ch->heap_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t off = ch->free_list[i].off;
+    ch->free_list[i].off += need;
+    ch->free_list[i].size -= need;
+    if (ch->free_list[i].size == 0) {
+        memmove(&ch->free_list[i], &ch->free_list[i + 1], (ch->free_count - i - 1) * sizeof *ch->free_list);
+        ch->free_count--;
+    }
+    size_t at = block_index(ch, off);
+    memmove(&ch->blocks[at + 1], &ch->blocks[at], (ch->block_count - at) * sizeof *ch->blocks);
+    ch->blocks[at] = (struct fe_block){off, need, flags, 0, false};
+    ch->block_count++;
+    pthread_mutex_unlock(&ch->heap_mu);
+    if (pin) {
+        FE_REQ(q, HostRegister);
+        FE_RSP(a, HostRegister);
+        q.offset = off;
+        q.size = need;
+        q.flags = (flags & CU_MEMHOSTALLOC_DEVICEMAP) ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+        CUresult r = FE_CALL(ch, ctx, HostRegister, &q, &a);
+        if (r != CUDA_SUCCESS) {
+            pthread_mutex_lock(&ch->heap_mu);
+            size_t k = block_index(ch, off) - 1;
+            memmove(&ch->blocks[k], &ch->blocks[k + 1], (ch->block_count - k - 1) * sizeof *ch->blocks);
+            ch->block_count--;
+            heap_release_locked(ch, off, need);
+            pthread_mutex_unlock(&ch->heap_mu);
+            return r;
+        }
+        pthread_mutex_lock(&ch->heap_mu);
+        struct fe_block *b = &ch->blocks[block_index(ch, off) - 1];
+        b->registered = true;
+        b->dptr = a.dptr;
+        pthread_mutex_unlock(&ch->heap_mu);
+        if (a.dptr)
+            fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = need, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP});
+    }
+    *out = off;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off)
+{
+    pthread_mutex_lock(&ch->heap_mu);
+    size_t at = block_index(ch, off);
+    if (at == 0 || ch->blocks[at - 1].off != off) {
+        pthread_mutex_unlock(&ch->heap_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct fe_block b = ch->blocks[at - 1];
+    memmove(&ch->blocks[at - 1], &ch->blocks[at], (ch->block_count - at) * sizeof *ch->blocks);
+    ch->block_count--;
+    pthread_mutex_unlock(&ch->heap_mu);
+    CUresult r = CUDA_SUCCESS;
+    if (b.registered) {
+        FE_REQ(q, HostUnregister);
+        FE_RSP(a, HostUnregister);
+        q.offset = off;
+        r = FE_CALL(ch, ctx, HostUnregister, &q, &a);
+        if (b.dptr)
+            fe_ranges_remove(ch, b.dptr);
+    }
+    pthread_mutex_lock(&ch->heap_mu);
+    heap_release_locked(ch, b.off, b.size);
+    pthread_mutex_unlock(&ch->heap_mu);
+    return r;
+}
+
+bool fe_heap_find(struct fe_chan *ch, const void *p, struct fe_block *block, uint64_t *off)
+{
+    const uint8_t *q = p;
+    if (q < ch->map.data || (uint64_t)(q - ch->map.data) >= ch->map.layout.data_size)
+        return false;
+    uint64_t o = (uint64_t)(q - ch->map.data);
+    pthread_mutex_lock(&ch->heap_mu);
+    size_t at = block_index(ch, o);
+    bool found = at > 0 && o - ch->blocks[at - 1].off < ch->blocks[at - 1].size;
+    if (found && block)
+        *block = ch->blocks[at - 1];
+    pthread_mutex_unlock(&ch->heap_mu);
+    if (found)
+        *off = o;
+    return found;
+}

@@ -1,0 +1,214 @@
+/* The frontend's connection to vgpud: the handshake, device descriptions, channels. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fe.h"
+#include "log.h"
+#include "msg_socket.h"
+#include "units.h"
+
+struct fe_state fe = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .sock = -1,
+    .init_result = CUDA_ERROR_NOT_INITIALIZED,
+};
+
+struct fe_config fe_cfg;
+
+/* Marks this library as the frontend, so that vgpud never loads it as a real driver. */
+__attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 1";
+
+static void read_config(void)
+{
+    int level = vgpu_log_level_parse(getenv("VGPU_LOG_LEVEL"));
+    vgpu_log_init("vgpu", level >= 0 ? level : VGPU_LOG_WARN, false);
+    uint64_t v;
+    fe_cfg.spin_ns = 50000;
+    if (getenv("VGPU_SPIN_US") && vgpu_parse_uint(getenv("VGPU_SPIN_US"), 1000000, &v) == 0)
+        fe_cfg.spin_ns = (int64_t)v * 1000;
+    fe_cfg.data_area = 0;
+    if (getenv("VGPU_DATA_AREA") && vgpu_parse_size(getenv("VGPU_DATA_AREA"), &v) == 0)
+        fe_cfg.data_area = v;
+    if (getenv("VGPU_SLOT_SIZE") && vgpu_parse_size(getenv("VGPU_SLOT_SIZE"), &v) == 0 && v <= (64u << 20))
+        fe_cfg.slot_size = (uint32_t)v;
+    if (getenv("VGPU_SLOTS") && vgpu_parse_uint(getenv("VGPU_SLOTS"), VGPU_MAX_SLOTS, &v) == 0)
+        fe_cfg.slot_count = (uint32_t)v;
+}
+
+static void program_name(char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/comm", "r");
+    out[0] = '\0';
+    if (f) {
+        if (fgets(out, (int)cap, f))
+            out[strcspn(out, "\n")] = '\0';
+        fclose(f);
+    }
+}
+
+/* fe.mu held. */
+CUresult fe_connect_locked(void)
+{
+    if (fe.connected)
+        return CUDA_SUCCESS;
+    read_config();
+    const char *path = vgpu_socket_path(NULL);
+    int s = vgpu_socket_connect(path);
+    if (s < 0) {
+        LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-s));
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    struct vgpu_msg_hello hello;
+    memset(&hello, 0, sizeof hello);
+    vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
+    hello.role = VGPU_ROLE_CLIENT;
+    program_name(hello.program, sizeof hello.program);
+    size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
+    uint8_t *buf = malloc(cap);
+    ssize_t n = -ENOMEM;
+    if (buf && vgpu_msg_send(s, &hello, sizeof hello, -1) == 0)
+        n = vgpu_msg_recv(s, buf, cap, NULL, 10000);
+    struct vgpu_msg_welcome w;
+    if (n < (ssize_t)sizeof w || vgpu_msg_check(buf, (size_t)n, VGPU_MSG_WELCOME, sizeof w)) {
+        LOG_WARN("vgpud at %s did not welcome us", path);
+        free(buf);
+        close(s);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    memcpy(&w, buf, sizeof w);
+    if (w.hdr.status != CUDA_SUCCESS || w.device_count > VGPU_MAX_DEVICES ||
+        (size_t)n != sizeof w + w.device_count * sizeof(struct vgpu_device_info)) {
+        free(buf);
+        close(s);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    fe.sock = s;
+    fe.driver_version = w.driver_version;
+    fe.device_count = (int)w.device_count;
+    memcpy(fe.executor, w.executor, sizeof fe.executor);
+    fe.executor[sizeof fe.executor - 1] = '\0';
+    for (int i = 0; i < fe.device_count; i++) {
+        struct fe_device *d = &fe.devices[i];
+        memcpy(&d->info, buf + sizeof w + (size_t)i * sizeof d->info, sizeof d->info);
+        d->info.name[sizeof d->info.name - 1] = '\0';
+        d->primary.device = i;
+        d->primary.primary = true;
+        d->primary.handle = fe_handle_new(FE_CTX, &d->primary);
+        d->primary.id = fe_handle_id(d->primary.handle);
+    }
+    free(buf);
+    fe.connected = true;
+    LOG_INFO("connected to vgpud (%s executor, %d device(s), driver %d)", fe.executor, fe.device_count,
+             fe.driver_version);
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_connect(void)
+{
+    pthread_mutex_lock(&fe.mu);
+    CUresult r = fe_connect_locked();
+    pthread_mutex_unlock(&fe.mu);
+    return r;
+}
+
+CUresult fe_ready(void)
+{
+    return fe.init_result;
+}
+
+CUresult fe_device(CUdevice dev, struct fe_device **out)
+{
+    FE_RETURN_IF(fe_ready());
+    if (dev < 0 || dev >= fe.device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *out = &fe.devices[dev];
+    return CUDA_SUCCESS;
+}
+
+static void chan_free(struct fe_chan *ch)
+{
+    if (ch->base && ch->base != MAP_FAILED)
+        munmap(ch->base, ch->map_size);
+    free(ch->rsp_buf);
+    free(ch);
+}
+
+/* fe.mu held. */
+static CUresult open_channel_locked(int device, struct fe_chan **out)
+{
+    struct vgpu_msg_open_channel req;
+    memset(&req, 0, sizeof req);
+    vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
+    req.device = (uint32_t)device;
+    req.data_size = fe_cfg.data_area;
+    req.slot_size = fe_cfg.slot_size;
+    req.slot_count = fe_cfg.slot_count;
+    struct vgpu_msg_channel m;
+    int fd = -1;
+    ssize_t n = -EIO;
+    if (vgpu_msg_send(fe.sock, &req, sizeof req, -1) == 0)
+        n = vgpu_msg_recv(fe.sock, &m, sizeof m, &fd, 10000);
+    if (n == (ssize_t)sizeof(struct vgpu_msg_hdr)) {
+        struct vgpu_msg_hdr h;
+        memcpy(&h, &m, sizeof h);
+        return h.status ? (CUresult)h.status : CUDA_ERROR_UNKNOWN;
+    }
+    if (n != (ssize_t)sizeof m || vgpu_msg_check(&m, sizeof m, VGPU_MSG_CHANNEL, sizeof m) || fd < 0) {
+        if (fd >= 0)
+            close(fd);
+        LOG_ERROR("vgpud refused a channel for device %d", device);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    struct vgpu_channel_layout l;
+    vgpu_channel_layout_from_msg(&l, &m);
+    struct fe_chan *ch = calloc(1, sizeof *ch);
+    if (!ch || vgpu_channel_layout_check(&l)) {
+        free(ch);
+        close(fd);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    ch->device = device;
+    ch->map_size = l.map_size;
+    ch->base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ch->rsp_buf = malloc(VGPU_MAX_RECORD);
+    if (ch->base == MAP_FAILED || !ch->rsp_buf || vgpu_channel_map_attach(&ch->map, ch->base, &l, false)) {
+        chan_free(ch);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ch->transport.ops = &vgpu_host_transport_ops;
+    pthread_mutex_init(&ch->send_mu, NULL);
+    pthread_mutex_init(&ch->recv_mu, NULL);
+    pthread_cond_init(&ch->recv_cv, NULL);
+    pthread_mutex_init(&ch->staging_mu, NULL);
+    pthread_mutex_init(&ch->heap_mu, NULL);
+    pthread_mutex_init(&ch->ranges_mu, NULL);
+    LOG_DEBUG("channel %u for device %d: %llu MiB data area, %u staging slots of %u KiB", m.channel, device,
+              (unsigned long long)(l.data_size >> 20), l.slot_count, l.slot_size >> 10);
+    *out = ch;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_channel(int device, struct fe_chan **out)
+{
+    struct fe_chan *ch = __atomic_load_n(&fe.devices[device].chan, __ATOMIC_ACQUIRE);
+    if (ch) {
+        *out = ch;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&fe.mu);
+    CUresult r = CUDA_SUCCESS;
+    ch = fe.devices[device].chan;
+    if (!ch) {
+        r = open_channel_locked(device, &ch);
+        if (r == CUDA_SUCCESS)
+            __atomic_store_n(&fe.devices[device].chan, ch, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fe.mu);
+    *out = ch;
+    return r;
+}

@@ -1,0 +1,211 @@
+/* Copies and memsets, shared by every cuMemcpy and cuMemset flavour.
+ *
+ * Host memory takes one of three paths:
+ *  - small copies travel inside the ring record (no extra round trip for a host-to-device copy);
+ *  - pinned memory (inside the data area) is named by its offset: vgpud's executor DMAs straight
+ *    from or to it;
+ *  - other (pageable) memory streams through the staging slots: the client fills slot k+1 while
+ *    vgpud's executor moves slot k (Gdev's split transaction), and each slot is handed back when
+ *    its copy is complete.
+ * Semantics follow the driver's: a pageable host-to-device copy returns once the source has been
+ * consumed; device-to-host copies into pageable memory return when the data is there; copies from
+ * or to pinned memory are asynchronous only in their *Async forms. */
+#include <string.h>
+
+#include "fe.h"
+#include "log.h"
+
+static CUresult slot_result(uint32_t state)
+{
+    return (state & VGPU_SLOT_ERROR) ? (CUresult)(state & ~VGPU_SLOT_ERROR) : CUDA_SUCCESS;
+}
+
+static void slot_set(struct fe_chan *ch, uint32_t slot, uint32_t v)
+{
+    atomic_store_explicit((_Atomic uint32_t *)&ch->map.ctl->slot_state[slot], v, memory_order_release);
+}
+
+/* Take a slot for a new copy: wait until vgpud is done with it, then report (once) how its last
+ * copy ended; an earlier asynchronous copy's failure surfaces here, as asynchronous errors do. */
+static CUresult claim_slot(struct fe_chan *ch, uint32_t slot)
+{
+    CUresult r = slot_result(fe_slot_wait(ch, slot));
+    slot_set(ch, slot, VGPU_SLOT_IDLE);
+    return r;
+}
+
+/* The next staging slot in rotation (staging_mu held). */
+static uint32_t next_slot(struct fe_chan *ch)
+{
+    uint32_t s = ch->slot_cursor;
+    ch->slot_cursor = (s + 1) % ch->map.layout.slot_count;
+    return s;
+}
+
+static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const uint8_t *src,
+                            size_t n)
+{
+    const uint64_t slot_size = ch->map.layout.slot_size;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->staging_mu);
+    for (size_t off = 0; off < n && r == CUDA_SUCCESS;) {
+        size_t len = n - off < slot_size ? n - off : slot_size;
+        uint32_t slot = next_slot(ch);
+        r = claim_slot(ch, slot);
+        if (r != CUDA_SUCCESS)
+            break;
+        memcpy(ch->map.data + (uint64_t)slot * slot_size, src + off, len);
+        slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
+        FE_REQ(q, CopyHtoD);
+        q.dst = dst + off;
+        q.offset = (uint64_t)slot * slot_size;
+        q.size = len;
+        q.stream = stream;
+        q.slot = slot;
+        r = FE_POST(ch, c->id, CopyHtoD, &q, false);
+        off += len;
+    }
+    pthread_mutex_unlock(&ch->staging_mu);
+    return r;
+}
+
+static CUresult post_dtoh_chunk(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t src, size_t len,
+                                uint32_t slot)
+{
+    slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
+    FE_REQ(q, CopyDtoH);
+    q.src = src;
+    q.offset = (uint64_t)slot * ch->map.layout.slot_size;
+    q.size = len;
+    q.stream = stream;
+    q.slot = slot;
+    return FE_POST(ch, c->id, CopyDtoH, &q, false);
+}
+
+static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint8_t *dst, uint64_t src,
+                            size_t n)
+{
+    const uint64_t slot_size = ch->map.layout.slot_size;
+    const uint32_t count = ch->map.layout.slot_count;
+    size_t chunks = (n + slot_size - 1) / slot_size;
+    size_t window = chunks < count ? chunks : count;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->staging_mu);
+    uint32_t first = next_slot(ch);
+    ch->slot_cursor = (uint32_t)((first + window) % count);
+    for (size_t k = 0; k < window && r == CUDA_SUCCESS; k++) {
+        uint32_t slot = (uint32_t)((first + k) % count);
+        r = claim_slot(ch, slot);
+        size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
+        if (r == CUDA_SUCCESS)
+            r = post_dtoh_chunk(c, ch, stream, src + k * slot_size, len, slot);
+    }
+    for (size_t k = 0; k < chunks && r == CUDA_SUCCESS; k++) {
+        uint32_t slot = (uint32_t)((first + k) % count);
+        size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
+        r = claim_slot(ch, slot);
+        if (r != CUDA_SUCCESS)
+            break;
+        memcpy(dst + k * slot_size, ch->map.data + (uint64_t)slot * slot_size, len);
+        size_t next = k + window;
+        if (next < chunks) {
+            size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
+            r = post_dtoh_chunk(c, ch, stream, src + next * slot_size, nlen, slot);
+        }
+    }
+    pthread_mutex_unlock(&ch->staging_mu);
+    return r;
+}
+
+CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
+                      bool async)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!src || !fe_device_range(ch, c->id, dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t off;
+    struct fe_block b;
+    if (fe_heap_find(ch, src, &b, &off) && b.registered && n <= b.size - (off - b.off)) {
+        FE_REQ(q, CopyHtoD);
+        q.dst = dst;
+        q.offset = off;
+        q.size = n;
+        q.stream = stream;
+        q.slot = VGPU_NO_SLOT;
+        return FE_POST(ch, c->id, CopyHtoD, &q, !async);
+    }
+    if (n <= VGPU_INLINE_MAX) {
+        FE_REQ(q, CopyHtoDInline);
+        q.dst = dst;
+        q.stream = stream;
+        return fe_call(ch, c->id, &q, sizeof q, src, (uint32_t)n, false, NULL, 0, NULL, 0, NULL);
+    }
+    return staged_htod(c, ch, stream, dst, src, n);
+}
+
+CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, void *dst, uint64_t src, size_t n,
+                      bool async)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!dst || !fe_device_range(ch, c->id, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t off;
+    struct fe_block b;
+    if (fe_heap_find(ch, dst, &b, &off) && b.registered && n <= b.size - (off - b.off)) {
+        FE_REQ(q, CopyDtoH);
+        q.src = src;
+        q.offset = off;
+        q.size = n;
+        q.stream = stream;
+        q.slot = VGPU_NO_SLOT;
+        return FE_POST(ch, c->id, CopyDtoH, &q, !async);
+    }
+    if (n <= VGPU_INLINE_MAX) {
+        FE_REQ(q, CopyDtoHInline);
+        FE_RSP(a, CopyDtoHInline);
+        q.src = src;
+        q.size = n;
+        q.stream = stream;
+        uint32_t got = 0;
+        CUresult r = fe_call(ch, c->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, dst, (uint32_t)n, &got);
+        if (r == CUDA_SUCCESS && got != n)
+            r = CUDA_ERROR_UNKNOWN;
+        return r;
+    }
+    return staged_dtoh(c, ch, stream, dst, src, n);
+}
+
+CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint64_t src, size_t n,
+                      bool async)
+{
+    (void)async; /* device-to-device copies never wait for the host */
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!fe_device_range(ch, c->id, dst, n) || !fe_device_range(ch, c->id, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, CopyDtoD);
+    q.dst = dst;
+    q.src = src;
+    q.size = n;
+    q.stream = stream;
+    return FE_POST(ch, c->id, CopyDtoD, &q, false);
+}
+
+CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
+                   size_t count, bool async)
+{
+    (void)async; /* memsets of device memory never wait for the host */
+    if (count == 0)
+        return CUDA_SUCCESS;
+    if ((dst % elem) || count > SIZE_MAX / elem || !fe_device_range(ch, c->id, dst, count * elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, Memset);
+    q.dst = dst;
+    q.count = count;
+    q.value = value;
+    q.elem_size = elem;
+    q.stream = stream;
+    return FE_POST(ch, c->id, Memset, &q, false);
+}

@@ -1,0 +1,242 @@
+/* Internals of the frontend: the libcuda.so.1 that applications load.
+ *
+ * State is process-wide and thread-safe (a process may hold several cudart instances). Handles the
+ * application sees (CUcontext, CUstream, CUevent, CUmodule, CUfunction) are encoded ids checked
+ * against tables here, so a stale or forged handle gives CUDA_ERROR_INVALID_HANDLE instead of a
+ * crash. Ids are minted here and name the same objects in vgpud, which saves a round trip per
+ * creation. Device pointers are vgpud's real device addresses. */
+#ifndef VGPU_FE_H
+#define VGPU_FE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "channel.h"
+#include "cubin.h"
+#include "ranges.h"
+#include "transport.h"
+#include "vgpu/calls.h"
+#include "vgpu/wire.h"
+
+/* ---------------------------------------------------------------- handles */
+
+enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_KINDS };
+
+/* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
+uint64_t fe_handle_new(enum fe_kind kind, void *obj);
+/* The object behind a handle value, or NULL if the value is not a live handle of that kind. */
+void *fe_handle_get(enum fe_kind kind, uint64_t handle);
+void fe_handle_free(enum fe_kind kind, uint64_t handle);
+/* The id (the wire name) inside a handle value. */
+static inline uint32_t fe_handle_id(uint64_t handle) { return (uint32_t)(handle & 0xffffffffu); }
+/* Visit every live object of a kind (used when a context goes away). */
+void fe_handle_each(enum fe_kind kind, void (*fn)(void *obj, uint64_t handle, void *arg), void *arg);
+
+/* ---------------------------------------------------------------- channels */
+
+struct fe_wait; /* a caller waiting for its response */
+
+/* The client side of one channel (one vGPU). */
+struct fe_chan {
+    int device;
+    void *base;
+    size_t map_size;
+    struct vgpu_channel_map map;
+    struct vgpu_transport transport;
+    pthread_mutex_t send_mu; /* the request ring's producer side */
+    uint32_t next_seq;
+    pthread_mutex_t recv_mu; /* the response ring's consumer side, shared by waiting threads */
+    pthread_cond_t recv_cv;
+    bool reader_busy;
+    struct fe_wait *waiting;
+    uint8_t *rsp_buf;
+    pthread_mutex_t staging_mu; /* one pageable copy at a time streams through the slots */
+    uint32_t slot_cursor;       /* the next slot in rotation */
+    pthread_mutex_t heap_mu;    /* the data area's heap */
+    struct fe_extent *free_list;
+    size_t free_count, free_cap;
+    struct fe_block *blocks; /* allocated heap blocks, sorted by offset */
+    size_t block_count, block_cap;
+    pthread_mutex_t ranges_mu; /* device ranges of this vGPU (client's copy) */
+    struct vgpu_ranges ranges;
+    _Atomic int dead; /* CUresult the channel died with, 0 while alive */
+};
+
+struct fe_extent {
+    uint64_t off, size;
+};
+
+struct fe_block {
+    uint64_t off, size;
+    unsigned flags;   /* CU_MEMHOSTALLOC_* */
+    uint64_t dptr;    /* device address if mapped for the device */
+    bool registered;  /* pinned through vgpud (else a temporary upload buffer) */
+};
+
+/* Post a request. want_reply: wait for and return the response's result; rsp (rsp_size bytes,
+ * header included) and rsp_tail (up to rsp_tail_cap bytes; length in *rsp_tail_len) receive it.
+ * Without a reply the call returns as soon as the request is in the ring. */
+CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail,
+                 uint32_t tail_len, bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail,
+                 uint32_t rsp_tail_cap, uint32_t *rsp_tail_len);
+
+/* Typed shorthands: the request/response structs of calls.def by name. */
+#define FE_CALL(ch, ctx, Name, req, rsp)                                                               \
+    fe_call((ch), (ctx), (struct vgpu_req_##Name *)(req), sizeof(struct vgpu_req_##Name), NULL, 0, true,     \
+            (struct vgpu_rsp_##Name *)(rsp), sizeof(struct vgpu_rsp_##Name), NULL, 0, NULL)
+#define FE_POST(ch, ctx, Name, req, reply)                                                             \
+    fe_call((ch), (ctx), (struct vgpu_req_##Name *)(req), sizeof(struct vgpu_req_##Name), NULL, 0, (reply), \
+            NULL, 0, NULL, 0, NULL)
+#define FE_REQ(var, Name) struct vgpu_req_##Name var = {.hdr = {.op = VGPU_OP_##Name}}
+#define FE_RSP(var, Name) struct vgpu_rsp_##Name var = {{0}}
+
+/* Wait until a staging slot is no longer in flight; returns its final state. */
+uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot);
+/* Allocate and free data-area heap memory; registered blocks are pinned through vgpud. */
+CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, bool pin, uint64_t *off);
+CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
+/* Find the heap block containing p (a pointer into the data area): a copy in *block (if not NULL)
+ * and p's data-area offset in *off. */
+bool fe_heap_find(struct fe_chan *ch, const void *p, struct fe_block *block, uint64_t *off);
+
+/* ---------------------------------------------------------------- process state */
+
+struct fe_ctx {
+    uint64_t handle;
+    uint32_t id;
+    int device;
+    unsigned flags;
+    bool primary;
+    _Atomic bool active; /* exists in vgpud */
+};
+
+struct fe_device {
+    struct vgpu_device_info info;
+    struct fe_chan *chan;  /* opened on first use */
+    struct fe_ctx primary; /* the primary context exists (inactive) from cuInit on */
+    int primary_refs;
+    unsigned primary_flags;
+};
+
+struct fe_state {
+    pthread_mutex_t mu;
+    int sock;
+    CUresult init_result; /* of cuInit; CUDA_ERROR_NOT_INITIALIZED before */
+    bool connected;
+    int driver_version;
+    int device_count;
+    char executor[16];
+    struct fe_device devices[VGPU_MAX_DEVICES];
+};
+
+extern struct fe_state fe;
+
+/* Connect to vgpud if not done yet (cuInit and cuDriverGetVersion); _locked with fe.mu held. */
+CUresult fe_connect(void);
+CUresult fe_connect_locked(void);
+/* Forget what belonged to a context that went away (api_stream.c, api_module.c). */
+void fe_event_forget(void *obj, uint64_t handle, void *ctx);
+void fe_module_forget(void *obj, uint64_t handle, void *ctx);
+/* The initialised process, or the error every call must return. */
+CUresult fe_ready(void);
+/* The channel of a device, opened on first use. */
+CUresult fe_channel(int device, struct fe_chan **out);
+/* Check a CUdevice argument. */
+CUresult fe_device(CUdevice dev, struct fe_device **out);
+
+/* ---------------------------------------------------------------- contexts */
+
+/* The calling thread's current context, or an error (INVALID_CONTEXT if none, or its device's
+ * channel is unusable). */
+CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch);
+/* Resolve a context handle the application passed. */
+CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch);
+/* Create the context in vgpud (and open the channel if needed). */
+CUresult fe_ctx_activate(struct fe_ctx *c);
+/* Destroy it in vgpud and forget everything that belonged to it. */
+CUresult fe_ctx_deactivate(struct fe_ctx *c);
+
+/* ---------------------------------------------------------------- streams */
+
+struct fe_stream {
+    uint64_t handle;
+    uint32_t id;
+    struct fe_ctx *ctx;
+    unsigned flags;
+    int priority;
+    bool per_thread; /* the per-thread default stream of a thread */
+};
+
+/* Resolve a CUstream for the current context: NULL and CU_STREAM_LEGACY are the legacy default
+ * stream (id 0), CU_STREAM_PER_THREAD (or NULL under per_thread) the calling thread's default
+ * stream. Checks that the stream belongs to ctx. */
+CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe_chan *ch, uint32_t *id);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Where a pointer lives, for copies. */
+enum fe_where { FE_HOST, FE_PINNED, FE_DEVICE };
+enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off);
+/* Check [p, p+n) is device memory of context ctx (client's copy of vgpud's ranges). */
+bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n);
+void fe_ranges_add(struct fe_chan *ch, const struct vgpu_range *r);
+void fe_ranges_remove(struct fe_chan *ch, uint64_t base);
+void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx);
+
+/* Copies, shared by every cuMemcpy* flavour (copy.c). */
+CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
+                      bool async);
+CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, void *dst, uint64_t src, size_t n,
+                      bool async);
+CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint64_t src, size_t n,
+                      bool async);
+CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
+                   size_t count, bool async);
+
+/* ---------------------------------------------------------------- modules */
+
+struct fe_function;
+
+struct fe_module {
+    uint64_t handle;
+    uint32_t id;
+    struct fe_ctx *ctx;
+    struct vgpu_module_desc desc; /* parameter layouts from the image, if it holds a cubin */
+    bool described;
+    pthread_mutex_t mu;
+    struct fe_function *functions; /* looked up so far, by name */
+};
+
+struct fe_function {
+    uint64_t handle;
+    uint32_t id;
+    struct fe_module *mod;
+    struct fe_function *next;
+    char *name;
+    struct vgpu_kernel_desc layout; /* copied from the module, or asked from vgpud */
+    bool have_layout;
+};
+
+/* ---------------------------------------------------------------- misc */
+
+/* Environment knobs, read once. */
+struct fe_config {
+    int64_t spin_ns;      /* VGPU_SPIN_US: how long a waiting call spins before sleeping */
+    uint64_t data_area;   /* VGPU_DATA_AREA: size of each channel's data area */
+    uint32_t slot_size;   /* VGPU_SLOT_SIZE */
+    uint32_t slot_count;  /* VGPU_SLOTS */
+};
+extern struct fe_config fe_cfg;
+
+#define FE_RETURN_IF(expr)                                                                             \
+    do {                                                                                               \
+        CUresult fe_r_ = (expr);                                                                       \
+        if (fe_r_ != CUDA_SUCCESS)                                                                     \
+            return fe_r_;                                                                              \
+    } while (0)
+
+#endif

@@ -1,0 +1,55 @@
+/* Derived from calls.def: op numbers, record structures and the per-op facts both sides check. */
+#ifndef VGPU_CALLS_H
+#define VGPU_CALLS_H
+
+#include <stdint.h>
+
+#include "vgpu/wire.h"
+
+#define VGPU_NO_FIELDS uint64_t unused_;
+#define VGPU_FIELDS_(...) __VA_ARGS__
+
+enum vgpu_op {
+    VGPU_OP_NONE = 0,
+#define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp) VGPU_OP_##name,
+#include "vgpu/calls.def"
+#undef VGPU_CALL
+    VGPU_OP_COUNT
+};
+
+/* Every record is a header followed by the fixed fields; a tail, if any, follows the struct. */
+#define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp)                                          \
+    struct vgpu_req_##name {                                                                           \
+        struct vgpu_req_hdr hdr;                                                                       \
+        VGPU_FIELDS_ req                                                                               \
+    };                                                                                                 \
+    struct vgpu_rsp_##name {                                                                           \
+        struct vgpu_rsp_hdr hdr;                                                                       \
+        VGPU_FIELDS_ rsp                                                                               \
+    };                                                                                                 \
+    _Static_assert(sizeof(struct vgpu_req_##name) % 8 == 0, #name " request is a multiple of 8");     \
+    _Static_assert(sizeof(struct vgpu_rsp_##name) % 8 == 0, #name " response is a multiple of 8");    \
+    _Static_assert(sizeof(struct vgpu_req_##name) + (req_tail) + 8 <= VGPU_MAX_RECORD, #name " fits"); \
+    _Static_assert(sizeof(struct vgpu_rsp_##name) + (rsp_tail) + 8 <= VGPU_MAX_RECORD, #name " fits");
+#include "vgpu/calls.def"
+#undef VGPU_CALL
+
+enum vgpu_reply { VGPU_REPLY_ALWAYS = 1, VGPU_REPLY_SYNC = 2, VGPU_REPLY_OPTIONAL = 3 };
+
+struct vgpu_op_info {
+    const char *name;
+    uint8_t reply; /* enum vgpu_reply */
+    uint32_t req_size, req_tail_max;
+    uint32_t rsp_size, rsp_tail_max;
+};
+
+/* Indexed by enum vgpu_op; entry 0 is empty. */
+extern const struct vgpu_op_info vgpu_op_info[VGPU_OP_COUNT];
+
+/* The name of an op for logs and statistics ("?" for a number outside the table). */
+const char *vgpu_op_name(unsigned op);
+
+/* Round a byte count up to the record alignment. */
+static inline uint32_t vgpu_align8(uint32_t n) { return (n + 7u) & ~7u; }
+
+#endif

@@ -1,0 +1,191 @@
+/* The wire format between a frontend (libcuda.so.1 in a guest or process) and vgpud.
+ *
+ * Two planes:
+ *  - the control plane: messages over a unix SOCK_SEQPACKET socket in host mode (hello, device
+ *    descriptions, opening channels, control queries);
+ *  - the data plane: a channel, one shared-memory region per vGPU holding a control page, a request
+ *    ring, a response ring and a data area for bulk bytes. Records in the rings are described by the
+ *    call table (calls.def).
+ *
+ * Everything is little-endian, fixed width and naturally aligned; every structure that travels has
+ * a size that is a multiple of 8 so that records stay 8-byte aligned in the rings. */
+#ifndef VGPU_WIRE_H
+#define VGPU_WIRE_H
+
+#include <stdint.h>
+
+#define VGPU_MAGIC 0x55504756u /* "VGPU" */
+#define VGPU_PROTO_VERSION 1u
+
+/* ---------------------------------------------------------------- data plane: records */
+
+/* Every record starts with its total size, header included; the ring relies on it. */
+struct vgpu_req_hdr {
+    uint32_t size;  /* whole record in bytes, a multiple of 8 */
+    uint16_t op;    /* enum vgpu_op (calls.h) */
+    uint16_t flags; /* VGPU_REQ_* */
+    uint32_t seq;   /* echoed in the response */
+    uint32_t ctx;   /* the client's context id the call runs in (0: none) */
+};
+
+struct vgpu_rsp_hdr {
+    uint32_t size;
+    uint16_t op;
+    uint16_t flags;
+    uint32_t seq;
+    int32_t result; /* CUresult */
+};
+
+_Static_assert(sizeof(struct vgpu_req_hdr) == 16, "request header");
+_Static_assert(sizeof(struct vgpu_rsp_hdr) == 16, "response header");
+
+/* The request wants a response (only meaningful for calls whose reply mode is OPTIONAL). */
+#define VGPU_REQ_WANT_REPLY 0x0001u
+/* Records are padded to 8 bytes; the number of padding bytes at the end (0-7) is kept in the flags
+ * of both headers, so a variable tail's exact length is size - fixed part - padding. */
+#define VGPU_REC_PAD_SHIFT 13u
+#define VGPU_REC_PAD_MASK (7u << VGPU_REC_PAD_SHIFT)
+
+/* Largest record either ring carries; kernel parameters (at most 32764 bytes) fit with room. */
+#define VGPU_MAX_RECORD (64u * 1024u)
+/* Copies up to this many bytes travel inside the record instead of through the data area. */
+#define VGPU_INLINE_MAX (16u * 1024u)
+/* Kernel parameter buffer limit of the driver API. */
+#define VGPU_MAX_PARAM_BYTES 32764u
+#define VGPU_MAX_KERNEL_PARAMS 4096u
+/* Longest symbol name (kernel or global) accepted on the wire, terminating NUL included. */
+#define VGPU_MAX_NAME 4096u
+
+/* Handle ids minted by the client; 0 means "none" (for streams: the legacy default stream). */
+#define VGPU_ID_NONE 0u
+#define VGPU_MAX_ID (1u << 20)
+
+/* ---------------------------------------------------------------- data plane: channel layout */
+
+/* A doorbell: a counter bumped by whoever rings it and a count of sleepers, so that the ringer
+ * only pays for a wake-up (futex, event channel) when the peer may be asleep. */
+struct vgpu_bell {
+    uint32_t seq;
+    uint32_t sleepers;
+};
+
+/* Producer and consumer indexes of one ring, on separate cache lines; free-running byte counts. */
+struct vgpu_ring_idx {
+    _Alignas(64) uint32_t prod;
+    _Alignas(64) uint32_t cons;
+};
+
+/* Staging slots carry pageable copies through the data area. The client sets a slot INFLIGHT before
+ * it posts the copy that uses it; the server stores DONE, or ERROR | CUresult, when the copy is complete. */
+#define VGPU_SLOT_IDLE 0u
+#define VGPU_SLOT_INFLIGHT 1u
+#define VGPU_SLOT_DONE 2u
+#define VGPU_SLOT_ERROR 0x80000000u
+#define VGPU_MAX_SLOTS 64u
+#define VGPU_NO_SLOT 0xffffffffu
+
+/* The control page at offset 0 of a channel. The server writes the layout fields once; it never
+ * reads them back (it keeps its own copy), so a guest that scribbles on them only hurts itself. */
+struct vgpu_channel_ctl {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t req_off, req_size; /* request ring data */
+    uint32_t rsp_off, rsp_size; /* response ring data */
+    uint64_t data_off, data_size; /* data area */
+    uint32_t slot_count, slot_size; /* staging slots at the start of the data area */
+    uint32_t server_state; /* VGPU_CHAN_* */
+    uint32_t reserved0;
+    struct vgpu_ring_idx req;
+    struct vgpu_ring_idx rsp;
+    _Alignas(64) struct vgpu_bell to_server; /* rung by the client: requests posted */
+    _Alignas(64) struct vgpu_bell to_client; /* rung by the server: responses, slot completions */
+    _Alignas(64) uint32_t slot_state[VGPU_MAX_SLOTS];
+};
+
+#define VGPU_CHAN_RUNNING 1u
+#define VGPU_CHAN_CLOSED 2u
+
+_Static_assert(sizeof(struct vgpu_channel_ctl) <= 4096, "control page fits one page");
+
+/* ---------------------------------------------------------------- control plane: messages */
+
+enum vgpu_msg_type {
+    VGPU_MSG_HELLO = 1,        /* client -> server */
+    VGPU_MSG_WELCOME = 2,      /* server -> client, followed by device descriptions */
+    VGPU_MSG_OPEN_CHANNEL = 3, /* client -> server */
+    VGPU_MSG_CHANNEL = 4,      /* server -> client, with the channel's memory as an fd */
+    VGPU_MSG_CONTROL = 5,      /* control client -> server: a command line */
+    VGPU_MSG_CONTROL_REPLY = 6 /* server -> control client: text (JSON) */
+};
+
+enum vgpu_role { VGPU_ROLE_CLIENT = 1, VGPU_ROLE_CONTROL = 2 };
+
+struct vgpu_msg_hdr {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t version;
+    uint32_t size;  /* whole message */
+    int32_t status; /* CUresult, in answers */
+};
+
+struct vgpu_msg_hello {
+    struct vgpu_msg_hdr hdr;
+    uint32_t role;
+    uint32_t reserved;
+    char program[64]; /* informational: what the client says it is */
+};
+
+/* Device attributes are transferred as one array indexed by CUdevice_attribute. */
+#define VGPU_ATTR_SLOTS 256u
+
+struct vgpu_device_info {
+    char name[256];
+    uint8_t uuid[16];
+    uint64_t total_mem;
+    int32_t attr[VGPU_ATTR_SLOTS];
+    uint8_t attr_valid[VGPU_ATTR_SLOTS]; /* 0: the device does not know this attribute */
+};
+
+#define VGPU_MAX_DEVICES 16u
+
+struct vgpu_msg_welcome {
+    struct vgpu_msg_hdr hdr;
+    uint64_t session;
+    int32_t driver_version;
+    uint32_t device_count;
+    char executor[16];
+    /* followed by device_count x struct vgpu_device_info */
+};
+
+struct vgpu_msg_open_channel {
+    struct vgpu_msg_hdr hdr;
+    uint32_t device;
+    uint32_t req_size;  /* ring sizes: powers of two; 0 = server default */
+    uint32_t rsp_size;
+    uint32_t slot_count;
+    uint32_t slot_size;
+    uint32_t reserved;
+    uint64_t data_size; /* 0 = server default */
+};
+
+struct vgpu_msg_channel {
+    struct vgpu_msg_hdr hdr;
+    uint32_t channel;
+    uint32_t reserved;
+    uint64_t map_size; /* bytes to map from the passed fd */
+    /* the layout, as in struct vgpu_channel_ctl */
+    uint32_t req_off, req_size;
+    uint32_t rsp_off, rsp_size;
+    uint64_t data_off, data_size;
+    uint32_t slot_count, slot_size;
+};
+
+struct vgpu_msg_control {
+    struct vgpu_msg_hdr hdr;
+    char command[256];
+};
+
+/* Largest control-plane message; control replies longer than this are truncated with a note. */
+#define VGPU_MAX_MSG (1u << 20)
+
+#endif

@@ -1,0 +1,37 @@
+/* Vector addition: copies in, one kernel, copy out, checked against the CPU. */
+#include "progutil.h"
+
+int main(int argc, char **argv)
+{
+    prog_init(NULL);
+    CUmodule m = prog_module(argc > 1 ? argv[1] : NULL);
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, m, "vecadd"));
+    int n = argc > 2 ? atoi(argv[2]) : 1 << 20;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    EXPECT(a && b && c, "out of memory");
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)i;
+        b[i] = (float)(2 * i) + 0.5f;
+    }
+    CUdeviceptr da, db, dc;
+    CHECK(cuMemAlloc(&da, bytes));
+    CHECK(cuMemAlloc(&db, bytes));
+    CHECK(cuMemAlloc(&dc, bytes));
+    CHECK(cuMemcpyHtoD(da, a, bytes));
+    CHECK(cuMemcpyHtoD(db, b, bytes));
+    void *args[] = {&da, &db, &dc, &n};
+    unsigned threads = 256, blocks = (unsigned)((n + 255) / 256);
+    CHECK(cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemcpyDtoH(c, dc, bytes));
+    for (int i = 0; i < n; i++)
+        EXPECT(c[i] == a[i] + b[i], "c[%d] = %f, expected %f", i, c[i], a[i] + b[i]);
+    CHECK(cuMemFree(da));
+    CHECK(cuMemFree(db));
+    CHECK(cuMemFree(dc));
+    CHECK(cuModuleUnload(m));
+    printf("vecadd: %d elements ok\n", n);
+    return 0;
+}

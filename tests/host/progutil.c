@@ -1,0 +1,80 @@
+#include "progutil.h"
+
+#include <string.h>
+#include <time.h>
+
+static const char *name_of(CUresult r)
+{
+    const char *s = NULL;
+    if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
+        s = "?";
+    return s;
+}
+
+void prog_check(CUresult r, const char *what, const char *file, int line)
+{
+    if (r == CUDA_SUCCESS)
+        return;
+    fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", file, line, what, name_of(r), (int)r);
+    exit(1);
+}
+
+void prog_expect(CUresult r, CUresult want, const char *what, const char *file, int line)
+{
+    if (r == want)
+        return;
+    fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d)\n", file, line, what, name_of(r), (int)r,
+            name_of(want), (int)want);
+    exit(1);
+}
+
+CUcontext prog_init(CUdevice *dev)
+{
+    CUdevice d;
+    CUcontext c;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&d, 0));
+    CHECK(cuCtxCreate(&c, NULL, 0, d));
+    if (dev)
+        *dev = d;
+    return c;
+}
+
+CUmodule prog_module(const char *path)
+{
+    CUmodule m;
+    if (!path) {
+        fprintf(stderr, "usage: pass the kernel module (fatbin or emu module) as the first argument\n");
+        exit(2);
+    }
+    CHECK(cuModuleLoad(&m, path));
+    return m;
+}
+
+void prog_fill(void *p, size_t n, uint32_t seed)
+{
+    uint8_t *b = p;
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        b[i] = (uint8_t)x;
+    }
+}
+
+uint64_t prog_checksum(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+double prog_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

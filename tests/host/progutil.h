@@ -1,0 +1,38 @@
+/* Helpers of the integration programs: ordinary driver-API programs that run the same way natively
+ * and through a vGPU, print what they checked, and exit non-zero on the first failure. */
+#ifndef PROGUTIL_H
+#define PROGUTIL_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Fail the program unless call returns CUDA_SUCCESS. */
+#define CHECK(call) prog_check((call), #call, __FILE__, __LINE__)
+/* Fail unless call returns exactly want. */
+#define EXPECT_RESULT(call, want) prog_expect((call), (want), #call, __FILE__, __LINE__)
+#define EXPECT(cond, ...)                                                                              \
+    do {                                                                                               \
+        if (!(cond)) {                                                                                 \
+            fprintf(stderr, "%s:%d: expectation failed: %s: ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                                              \
+            fprintf(stderr, "\n");                                                                     \
+            exit(1);                                                                                   \
+        }                                                                                              \
+    } while (0)
+
+void prog_check(CUresult r, const char *what, const char *file, int line);
+void prog_expect(CUresult r, CUresult want, const char *what, const char *file, int line);
+
+/* cuInit, device 0, a new context made current. */
+CUcontext prog_init(CUdevice *dev);
+/* A module from a file (fatbin, cubin, PTX, or an emu module). */
+CUmodule prog_module(const char *path);
+/* Deterministic test data. */
+void prog_fill(void *p, size_t n, uint32_t seed);
+uint64_t prog_checksum(const void *p, size_t n);
+double prog_now(void);
+
+#endif

@@ -1,0 +1,88 @@
+# Tests: Check unit tests (tests/unit), host-mode integration on the emu executor (tests/host),
+# the same programs on a GPU (tests/gpu). Included by the top-level Makefile.
+
+TEST_O := $(O)/tests
+
+# ---- CUDA images built by nvcc during the test build: every tests/kernels/NAME.cu as a fatbin with
+# nvcc's default compression, uncompressed, zstd (-compress-mode=size) and LZ4 (-compress-mode=speed).
+NVCC_GENCODE := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -gencode arch=compute_$(GPU_ARCH),code=compute_$(GPU_ARCH)
+KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu))
+KERNEL_NAMES := $(KERNEL_CU:tests/kernels/%.cu=%)
+FATBINS := $(foreach k,$(KERNEL_NAMES),$(TEST_O)/kernels/$(k).fatbin $(TEST_O)/kernels/$(k).none.fatbin \
+	$(TEST_O)/kernels/$(k).zstd.fatbin $(TEST_O)/kernels/$(k).lz4.fatbin)
+
+$(TEST_O)/kernels/%.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_GENCODE) $< -o $@
+$(TEST_O)/kernels/%.none.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_GENCODE) -compress-mode=none $< -o $@
+$(TEST_O)/kernels/%.zstd.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_GENCODE) -compress-mode=size $< -o $@
+$(TEST_O)/kernels/%.lz4.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_GENCODE) -compress-mode=speed $< -o $@
+
+# ---- emu kernels: tests/kernels/NAME.emu.c -> NAME.emu.so, host functions vgpud's emu executor runs.
+# Built without sanitizers: they are module images, loaded into whichever vgpud runs them.
+EMU_KERNEL_SRC := $(sort $(wildcard tests/kernels/*.emu.c))
+EMU_KERNELS := $(EMU_KERNEL_SRC:tests/kernels/%.c=$(TEST_O)/kernels/%.so)
+$(TEST_O)/kernels/%.emu.so: tests/kernels/%.emu.c include/vgpu/emu_kernel.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC -shared -Iinclude $< -o $@
+
+# ---- unit tests
+UNIT_SRC := $(sort $(wildcard tests/unit/check_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(TEST_O)/unit/%)
+$(TEST_O)/unit/%: $(O)/obj/tests/unit/%.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(PKG_LIBS) -ldl -lm
+
+$(O)/obj/tests/%.o: tests/%.c | $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
+# libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.
+PROG_SRC := $(sort $(wildcard tests/host/prog_*.c))
+PROG_BIN := $(PROG_SRC:tests/host/%.c=$(TEST_O)/host/%)
+$(TEST_O)/host/prog_%: $(O)/obj/tests/host/prog_%.o $(O)/obj/tests/host/progutil.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda -lm
+
+# The hostile client speaks the wire protocol itself.
+$(TEST_O)/host/hostile: $(O)/obj/tests/host/hostile.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+
+$(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+HOST_TEST_DEPS := all $(PROG_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS)
+
+TEST_ENV = VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
+	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp)
+
+check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
+	@mkdir -p $(TEST_O)/tmp
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(TEST_ENV) CK_DEFAULT_TIMEOUT=60 $$t; done
+
+check-host: $(HOST_TEST_DEPS)
+	@mkdir -p $(TEST_O)/tmp
+	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
+
+# `make check`: install what is missing, build everything plainly (the -Werror build users get),
+# then run the whole suite built with ASan and UBSan.
+check:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
+
+# ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
+# natively and through a vGPU, outputs compared.
+GPU_PROGS := $(PROG_BIN)
+check-gpu: all $(PROG_BIN) $(FATBINS)
+	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
+		tests/gpu/run.sh
