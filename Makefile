@@ -129,3 +129,4 @@ clean:
 	rm -rf build
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
+.SECONDARY:

@@ -60,7 +60,7 @@ $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-HOST_TEST_DEPS := all $(PROG_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS)
+HOST_TEST_DEPS := all $(PROG_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS)
 
 TEST_ENV = VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
 	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp)

@@ -32,6 +32,9 @@ int main(int argc, char **argv)
     CHECK(cuMemFree(db));
     CHECK(cuMemFree(dc));
     CHECK(cuModuleUnload(m));
+    free(a);
+    free(b);
+    free(c);
     printf("vecadd: %d elements ok\n", n);
     return 0;
 }

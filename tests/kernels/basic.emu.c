@@ -12,7 +12,8 @@ struct mixed {
 };
 
 struct float4 {
-    _Alignas(16) float x, y, z, w;
+    _Alignas(16) float x;
+    float y, z, w;
 };
 
 static void vecadd(const struct vgpu_emu_block *b, void *const *p)

@@ -1,0 +1,413 @@
+/* Host-mode integration: a real vgpud (emu executor) serving the integration programs through
+ * vgpu-run, hostile clients, several clients at once, and a client killed mid-stream. vgpud's
+ * accounting (vgpuctl --json) tells whether everything of a client was freed; vgpud must exit
+ * cleanly at the end (under AddressSanitizer that includes leaking nothing). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char bin[512], progs[512], kernels[512], tmp[512];
+static char sock[600], emu_module[600], cuda_module[600];
+static pid_t vgpud_pid = -1;
+
+static const char *env_or_die(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        fprintf(stderr, "check_host: %s is not set (run through `make check`)\n", name);
+        exit(2);
+    }
+    return v;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Run argv with stdout and stderr going to out_path; returns the exit status (128+signal if it was
+ * killed, -1 on timeout). */
+static int run_to(char *const argv[], const char *out_path, int timeout_s)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    double deadline = now() + timeout_s;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (now() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(2000);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strdup("");
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* Run an integration program through vgpu-run; its output is kept in tmp/<name>.out. */
+static int run_prog(const char *name, const char *arg1, const char *arg2, char **output)
+{
+    char vgpu_run[600], prog[600], out[700];
+    snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
+    snprintf(prog, sizeof prog, "%s/%s", progs, name);
+    snprintf(out, sizeof out, "%s/%s.%d.out", tmp, name, (int)getpid());
+    char *argv[] = {vgpu_run, "--socket", sock, "--", prog, (char *)arg1, (char *)arg2, NULL};
+    int rc = run_to(argv, out, 120);
+    char *text = slurp(out);
+    if (rc != 0)
+        fprintf(stderr, "---- %s exited with %d:\n%s----\n", name, rc, text);
+    if (output)
+        *output = text;
+    else
+        free(text);
+    return rc;
+}
+
+static char *status_json(void)
+{
+    char ctl[600], out[700];
+    snprintf(ctl, sizeof ctl, "%s/vgpuctl", bin);
+    snprintf(out, sizeof out, "%s/status.%d.json", tmp, (int)getpid());
+    char *argv[] = {ctl, "--socket", sock, "--json", "status", NULL};
+    if (run_to(argv, out, 10) != 0)
+        return NULL;
+    return slurp(out);
+}
+
+/* The number after "key": in json, starting the search at the first occurrence of within. */
+static long long json_num(const char *json, const char *within, const char *key)
+{
+    const char *p = within ? strstr(json, within) : json;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    p = p ? strstr(p, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Wait until vgpud holds nothing for any client: no sessions, no device memory in use. */
+static int wait_idle(double timeout_s)
+{
+    double deadline = now() + timeout_s;
+    while (now() < deadline) {
+        char *j = status_json();
+        int idle = j && json_num(j, "\"totals\"", "sessions") == 0 && json_num(j, "\"totals\"", "mem_bytes") == 0 &&
+                   json_num(j, "\"totals\"", "host_bytes") == 0 && json_num(j, "\"devices\"", "used_mem") == 0;
+        free(j);
+        if (idle)
+            return 1;
+        usleep(20000);
+    }
+    char *j = status_json();
+    fprintf(stderr, "vgpud still holds resources:\n%s\n", j ? j : "(no answer)");
+    free(j);
+    return 0;
+}
+
+static void start_vgpud(void)
+{
+    snprintf(sock, sizeof sock, "%s/vgpud-test-%d.sock", tmp, (int)getpid());
+    char exe[600], log[700];
+    snprintf(exe, sizeof exe, "%s/vgpud", bin);
+    snprintf(log, sizeof log, "%s/vgpud.log", tmp);
+    vgpud_pid = fork();
+    if (vgpud_pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(exe, exe, "--foreground", "--executor", "emu", "--socket", sock, "--log-level", "info", "--emu-memory",
+              "4G", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        char *j = status_json();
+        if (j) {
+            free(j);
+            return;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "vgpud did not start (see %s)\n", log);
+    exit(1);
+}
+
+static void stop_vgpud(void)
+{
+    if (vgpud_pid <= 0)
+        return;
+    kill(vgpud_pid, SIGTERM);
+    int st = 0;
+    waitpid(vgpud_pid, &st, 0);
+    vgpud_pid = -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "vgpud did not exit cleanly (status %#x); see %s/vgpud.log\n", st, tmp);
+        exit(1);
+    }
+}
+
+/* ---------------------------------------------------------------- the programs */
+
+START_TEST(test_vecadd)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_vecadd", emu_module, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "vecadd: 1048576 elements ok"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_copies)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_copies", NULL, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "from 1 B to 67108864 B"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_memset)
+{
+    ck_assert_int_eq(run_prog("prog_memset", NULL, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_streams)
+{
+    ck_assert_int_eq(run_prog("prog_streams", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    ck_assert_int_eq(run_prog("prog_params", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    ck_assert_int_eq(run_prog("prog_errors", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+/* A CUDA image on the emu executor: everything but running its kernels works, and asking for a
+ * kernel gives the driver's "no binary for this GPU" instead of a crash or a hang. */
+START_TEST(test_cuda_image_on_emu)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_vecadd", cuda_module, NULL, &out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "cuModuleGetFunction"));
+    ck_assert_ptr_nonnull(strstr(out, "CUDA_ERROR_NO_BINARY_FOR_GPU"));
+    free(out);
+}
+END_TEST
+
+/* Several clients at once, each with its own channel, all correct. */
+START_TEST(test_concurrent_clients)
+{
+    enum { N = 6 };
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            int rc = i % 3 == 0   ? run_prog("prog_vecadd", emu_module, NULL, NULL)
+                     : i % 3 == 1 ? run_prog("prog_copies", "16777216", NULL, NULL)
+                                  : run_prog("prog_streams", emu_module, NULL, NULL);
+            _exit(rc);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
+    }
+    ck_assert(wait_idle(10));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- hostile clients */
+
+static int run_hostile(const char *mode, const char *arg)
+{
+    char exe[600], out[700];
+    snprintf(exe, sizeof exe, "%s/hostile", progs);
+    snprintf(out, sizeof out, "%s/hostile-%s.out", tmp, mode);
+    char *argv[] = {exe, sock, (char *)mode, (char *)arg, NULL};
+    int rc = run_to(argv, out, 60);
+    if (rc != 0) {
+        char *t = slurp(out);
+        fprintf(stderr, "---- hostile %s exited with %d:\n%s----\n", mode, rc, t);
+        free(t);
+    }
+    return rc;
+}
+
+static void assert_still_serving(void)
+{
+    ck_assert_int_eq(run_prog("prog_memset", NULL, NULL, NULL), 0);
+    ck_assert(wait_idle(10));
+}
+
+START_TEST(test_hostile_records)
+{
+    ck_assert_int_eq(run_hostile("records", NULL), 0);
+    assert_still_serving();
+}
+END_TEST
+
+START_TEST(test_hostile_garbage)
+{
+    ck_assert_int_eq(run_hostile("garbage", NULL), 0);
+    assert_still_serving();
+}
+END_TEST
+
+START_TEST(test_hostile_handshake)
+{
+    ck_assert_int_eq(run_hostile("handshake", NULL), 0);
+    assert_still_serving();
+}
+END_TEST
+
+/* Start prog_hold; returns its pid and the device pointer it printed. */
+static pid_t start_hold(char *dptr, size_t cap)
+{
+    char vgpu_run[600], prog[600], out[700];
+    snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
+    snprintf(prog, sizeof prog, "%s/prog_hold", progs);
+    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000; i++) {
+        char *t = slurp(out);
+        char *r = strstr(t, "ready ");
+        if (r && strchr(r, '\n')) {
+            snprintf(dptr, cap, "%.*s", (int)strcspn(r + 6, "\n"), r + 6);
+            free(t);
+            return pid;
+        }
+        free(t);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_abort_msg("prog_hold did not get ready");
+    return -1;
+}
+
+START_TEST(test_foreign_handles)
+{
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    int rc = run_hostile("foreign", dptr);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(wait_idle(10));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- a client killed mid-stream */
+
+START_TEST(test_killed_client_freed)
+{
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    usleep(300000); /* copies in flight */
+    char *j = status_json();
+    ck_assert_ptr_nonnull(j);
+    /* While it runs, vgpud accounts for its memory, pinned memory and objects. */
+    ck_assert_int_ge(json_num(j, "\"prog_hold\"", "mem_bytes"), 16 << 20);
+    ck_assert_int_ge(json_num(j, "\"prog_hold\"", "host_bytes"), 16 << 20);
+    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "streams"), 1);
+    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "events"), 1);
+    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "modules"), 1);
+    ck_assert_int_ge(json_num(j, "\"devices\"", "used_mem"), 16 << 20);
+    free(j);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    ck_assert(wait_idle(10));
+    /* And vgpud still serves others. */
+    ck_assert_int_eq(run_prog("prog_vecadd", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(bin, sizeof bin, "%s", env_or_die("VGPU_TEST_BIN"));
+    snprintf(progs, sizeof progs, "%s", env_or_die("VGPU_TEST_PROGS"));
+    snprintf(kernels, sizeof kernels, "%s", env_or_die("VGPU_TEST_KERNELS"));
+    snprintf(tmp, sizeof tmp, "%s", env_or_die("VGPU_TEST_TMP"));
+    mkdir(tmp, 0755);
+    snprintf(emu_module, sizeof emu_module, "%s/basic.emu.so", kernels);
+    snprintf(cuda_module, sizeof cuda_module, "%s/basic.fatbin", kernels);
+    signal(SIGPIPE, SIG_IGN);
+
+    start_vgpud();
+    Suite *s = suite_create("host");
+    TCase *programs = tcase_create("programs");
+    tcase_set_timeout(programs, 300);
+    tcase_add_test(programs, test_vecadd);
+    tcase_add_test(programs, test_copies);
+    tcase_add_test(programs, test_memset);
+    tcase_add_test(programs, test_streams);
+    tcase_add_test(programs, test_params);
+    tcase_add_test(programs, test_errors);
+    tcase_add_test(programs, test_cuda_image_on_emu);
+    tcase_add_test(programs, test_concurrent_clients);
+    suite_add_tcase(s, programs);
+    TCase *hostile = tcase_create("hostile");
+    tcase_set_timeout(hostile, 300);
+    tcase_add_test(hostile, test_hostile_records);
+    tcase_add_test(hostile, test_hostile_garbage);
+    tcase_add_test(hostile, test_hostile_handshake);
+    tcase_add_test(hostile, test_foreign_handles);
+    tcase_add_test(hostile, test_killed_client_freed);
+    suite_add_tcase(s, hostile);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    /* Every client has gone: vgpud must hold nothing and leave cleanly. */
+    if (!wait_idle(10))
+        failed++;
+    stop_vgpud();
+    return failed ? 1 : 0;
+}

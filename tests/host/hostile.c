@@ -1,0 +1,403 @@
+/* A hostile client: speaks vgpud's protocol directly and sends what no frontend would. Each mode
+ * checks that vgpud answers with the driver's error (or drops the session) and keeps serving.
+ *
+ *   hostile SOCKET records        malformed and out-of-range records on a healthy channel
+ *   hostile SOCKET foreign DPTR   touch another client's memory and handles
+ *   hostile SOCKET garbage        corrupt the ring itself: vgpud must drop the session
+ *   hostile SOCKET handshake      malformed control messages */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "bell.h"
+#include "channel.h"
+#include "msg_socket.h"
+#include "vgpu/calls.h"
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                                              \
+    do {                                                                                               \
+        if (!(cond)) {                                                                                 \
+            fprintf(stderr, "hostile:%d: expectation failed: %s: ", __LINE__, #cond);                   \
+            fprintf(stderr, __VA_ARGS__);                                                              \
+            fprintf(stderr, "\n");                                                                     \
+            failures++;                                                                                \
+        }                                                                                              \
+    } while (0)
+
+struct conn {
+    int sock;
+    struct vgpu_channel_map map;
+    struct vgpu_transport t;
+    uint32_t seq;
+    _Alignas(8) uint8_t rsp[VGPU_MAX_RECORD];
+};
+
+static int hello(const char *path)
+{
+    int s = vgpu_socket_connect(path);
+    if (s < 0) {
+        fprintf(stderr, "hostile: cannot connect to %s\n", path);
+        exit(2);
+    }
+    struct vgpu_msg_hello h;
+    memset(&h, 0, sizeof h);
+    vgpu_msg_init(&h.hdr, VGPU_MSG_HELLO, sizeof h);
+    h.role = VGPU_ROLE_CLIENT;
+    strcpy(h.program, "hostile");
+    static uint8_t buf[sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info)];
+    if (vgpu_msg_send(s, &h, sizeof h, -1) || vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) <= 0) {
+        fprintf(stderr, "hostile: no welcome\n");
+        exit(2);
+    }
+    return s;
+}
+
+static void open_channel(struct conn *c, const char *path)
+{
+    c->sock = hello(path);
+    struct vgpu_msg_open_channel req;
+    memset(&req, 0, sizeof req);
+    vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
+    req.data_size = 64u << 20;
+    struct vgpu_msg_channel m;
+    int fd = -1;
+    if (vgpu_msg_send(c->sock, &req, sizeof req, -1) ||
+        vgpu_msg_recv(c->sock, &m, sizeof m, &fd, 5000) != (ssize_t)sizeof m || fd < 0) {
+        fprintf(stderr, "hostile: no channel\n");
+        exit(2);
+    }
+    struct vgpu_channel_layout l;
+    vgpu_channel_layout_from_msg(&l, &m);
+    void *base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED || vgpu_channel_map_attach(&c->map, base, &l, false)) {
+        fprintf(stderr, "hostile: cannot map the channel\n");
+        exit(2);
+    }
+    c->t.ops = &vgpu_host_transport_ops;
+}
+
+/* Post raw bytes as one record (header fields as given, size forced to len). */
+static void post_raw(struct conn *c, void *rec, uint32_t len)
+{
+    int err;
+    uint8_t *dst = vgpu_ring_reserve(&c->map.req, len, &err);
+    if (!dst) {
+        fprintf(stderr, "hostile: ring full (%d)\n", err);
+        exit(2);
+    }
+    memcpy(dst, rec, len);
+    memcpy(dst, &len, 4);
+    vgpu_ring_commit(&c->map.req);
+    vgpu_bell_ring(&c->t, &c->map.ctl->to_server);
+}
+
+/* Wait for the response to seq; returns its result, or -1 if vgpud dropped us. */
+static int wait_rsp(struct conn *c, uint32_t seq, uint32_t *len)
+{
+    int64_t deadline = vgpu_now_ns() + 5000000000;
+    while (vgpu_now_ns() < deadline) {
+        int n = vgpu_ring_read(&c->map.rsp, c->rsp, sizeof c->rsp);
+        if (n > 0) {
+            vgpu_ring_release(&c->map.rsp);
+            struct vgpu_rsp_hdr h;
+            memcpy(&h, c->rsp, sizeof h);
+            if (h.seq != seq)
+                continue;
+            if (len)
+                *len = (uint32_t)n;
+            return h.result;
+        }
+        if (atomic_load((_Atomic uint32_t *)&c->map.ctl->server_state) == VGPU_CHAN_CLOSED)
+            return -1;
+        usleep(100);
+    }
+    return -2;
+}
+
+/* Send a record of op with body (the fields after the header) and tail, asking for a reply. */
+static int call(struct conn *c, uint16_t op, uint32_t ctx, const void *body, uint32_t body_len, const void *tail,
+                uint32_t tail_len)
+{
+    _Alignas(8) uint8_t rec[VGPU_MAX_RECORD];
+    struct vgpu_req_hdr h = {.op = op, .flags = VGPU_REQ_WANT_REPLY, .seq = ++c->seq, .ctx = ctx};
+    uint32_t total = sizeof h + body_len + tail_len;
+    uint32_t padded = vgpu_align8(total);
+    h.flags |= (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT);
+    memset(rec, 0, padded);
+    memcpy(rec, &h, sizeof h);
+    if (body_len)
+        memcpy(rec + sizeof h, body, body_len);
+    if (tail_len)
+        memcpy(rec + sizeof h + body_len, tail, tail_len);
+    post_raw(c, rec, padded);
+    return wait_rsp(c, h.seq, NULL);
+}
+
+#define BODY(q) ((uint8_t *)&(q) + sizeof(struct vgpu_req_hdr)), (uint32_t)(sizeof(q) - sizeof(struct vgpu_req_hdr))
+#define CALL(c, Name, ctx, q) call((c), VGPU_OP_##Name, (ctx), BODY(q), NULL, 0)
+
+static void make_ctx(struct conn *c, uint32_t id)
+{
+    struct vgpu_req_CtxCreate q = {.id = id};
+    int r = CALL(c, CtxCreate, 0, q);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "hostile: cannot create a context (%d)\n", r);
+        exit(2);
+    }
+}
+
+static void alive(struct conn *c, const char *after)
+{
+    struct vgpu_req_Nop q = {{0}};
+    EXPECT(CALL(c, Nop, 0, q) == CUDA_SUCCESS, "the channel stopped answering after %s", after);
+}
+
+static int mode_records(const char *path)
+{
+    struct conn c = {0};
+    open_channel(&c, path);
+    make_ctx(&c, 1);
+
+    /* Unknown op numbers. */
+    uint64_t zero[4] = {0};
+    EXPECT(call(&c, 0, 1, zero, 8, NULL, 0) == CUDA_ERROR_NOT_SUPPORTED, "op 0");
+    EXPECT(call(&c, 60000, 1, zero, 8, NULL, 0) == CUDA_ERROR_NOT_SUPPORTED, "op 60000");
+    /* Truncated: fewer bytes than the op's fixed fields. */
+    EXPECT(call(&c, VGPU_OP_MemAlloc, 1, NULL, 0, NULL, 0) == CUDA_ERROR_INVALID_VALUE, "truncated MemAlloc");
+    /* A tail where the op takes none. */
+    struct vgpu_req_MemAlloc alloc = {.size = 4096};
+    EXPECT(call(&c, VGPU_OP_MemAlloc, 1, BODY(alloc), zero, 8) == CUDA_ERROR_INVALID_VALUE, "MemAlloc with tail");
+    /* Unknown context, out-of-range and unknown handles. */
+    EXPECT(CALL(&c, MemAlloc, 77, alloc) == CUDA_ERROR_INVALID_CONTEXT, "unknown context");
+    struct vgpu_req_StreamSynchronize ss = {.stream = 0xffffffffu};
+    EXPECT(CALL(&c, StreamSynchronize, 1, ss) == CUDA_ERROR_INVALID_HANDLE, "stream id out of range");
+    ss.stream = 12345;
+    EXPECT(CALL(&c, StreamSynchronize, 1, ss) == CUDA_ERROR_INVALID_HANDLE, "unknown stream id");
+    struct vgpu_req_EventQuery eq = {.event = 99};
+    EXPECT(CALL(&c, EventQuery, 1, eq) == CUDA_ERROR_INVALID_HANDLE, "unknown event");
+    /* Ids that cannot be created: 0, out of range, twice. */
+    struct vgpu_req_CtxCreate cc = {.id = 0};
+    EXPECT(CALL(&c, CtxCreate, 0, cc) == CUDA_ERROR_INVALID_VALUE, "context id 0");
+    cc.id = VGPU_MAX_ID;
+    EXPECT(CALL(&c, CtxCreate, 0, cc) == CUDA_ERROR_INVALID_VALUE, "context id out of range");
+    cc.id = 1;
+    EXPECT(CALL(&c, CtxCreate, 0, cc) == CUDA_ERROR_INVALID_VALUE, "context id reused");
+    struct vgpu_req_StreamCreate sc = {.stream = 5};
+    EXPECT(CALL(&c, StreamCreate, 1, sc) == CUDA_SUCCESS, "stream create");
+    EXPECT(CALL(&c, StreamCreate, 1, sc) == CUDA_ERROR_INVALID_VALUE, "stream id reused");
+    sc.stream = 6;
+    sc.flags = 0x80;
+    EXPECT(CALL(&c, StreamCreate, 1, sc) == CUDA_ERROR_INVALID_VALUE, "stream flags");
+
+    /* Memory: device ranges that are not ours, data-area ranges outside the data area. */
+    uint32_t len;
+    struct vgpu_rsp_MemAlloc *ar = (void *)c.rsp;
+    struct vgpu_req_hdr h = {.op = VGPU_OP_MemAlloc, .flags = VGPU_REQ_WANT_REPLY, .seq = ++c.seq, .ctx = 1};
+    memcpy(&alloc.hdr, &h, sizeof h);
+    post_raw(&c, &alloc, sizeof alloc);
+    EXPECT(wait_rsp(&c, h.seq, &len) == CUDA_SUCCESS, "allocation");
+    uint64_t d = ar->dptr;
+    struct vgpu_req_CopyDtoHInline dh = {.src = d + 4000, .size = 200};
+    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read past the allocation");
+    dh.src = d - 64;
+    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read before the allocation");
+    dh.src = d;
+    dh.size = VGPU_INLINE_MAX + 8;
+    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "inline read too large");
+    dh.size = UINT64_MAX;
+    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "inline read of 2^64-1 bytes");
+    struct vgpu_req_CopyHtoD hd = {.dst = d, .offset = c.map.layout.data_size - 8, .size = 64, .slot = VGPU_NO_SLOT};
+    EXPECT(CALL(&c, CopyHtoD, 1, hd) == CUDA_ERROR_INVALID_VALUE, "data area overrun");
+    hd.offset = UINT64_MAX - 8;
+    EXPECT(CALL(&c, CopyHtoD, 1, hd) == CUDA_ERROR_INVALID_VALUE, "data offset wrapping around");
+    hd.offset = 0;
+    hd.slot = VGPU_MAX_SLOTS + 3;
+    EXPECT(CALL(&c, CopyHtoD, 1, hd) == CUDA_ERROR_INVALID_VALUE, "staging slot out of range");
+    struct vgpu_req_CopyDtoD dd = {.dst = d, .src = 0x1000, .size = 16};
+    EXPECT(CALL(&c, CopyDtoD, 1, dd) == CUDA_ERROR_INVALID_VALUE, "device copy from a wild pointer");
+    struct vgpu_req_Memset ms = {.dst = d, .count = 2000, .value = 1, .elem_size = 4};
+    EXPECT(CALL(&c, Memset, 1, ms) == CUDA_ERROR_INVALID_VALUE, "memset past the allocation");
+    ms.count = UINT64_MAX / 2;
+    ms.elem_size = 4;
+    EXPECT(CALL(&c, Memset, 1, ms) == CUDA_ERROR_INVALID_VALUE, "memset count overflowing");
+    ms.count = 4;
+    ms.elem_size = 3;
+    EXPECT(CALL(&c, Memset, 1, ms) == CUDA_ERROR_INVALID_VALUE, "memset element of 3 bytes");
+    struct vgpu_req_MemFree mf = {.dptr = d + 8};
+    EXPECT(CALL(&c, MemFree, 1, mf) == CUDA_ERROR_INVALID_VALUE, "free inside an allocation");
+    struct vgpu_req_HostRegister hr = {.offset = 0, .size = 4096};
+    EXPECT(CALL(&c, HostRegister, 1, hr) == CUDA_ERROR_INVALID_VALUE, "pin the staging area again");
+    hr.offset = vgpu_data_heap_off(&c.map.layout) + 1;
+    EXPECT(CALL(&c, HostRegister, 1, hr) == CUDA_ERROR_INVALID_VALUE, "pin an unaligned range");
+    hr.offset = c.map.layout.data_size;
+    EXPECT(CALL(&c, HostRegister, 1, hr) == CUDA_ERROR_INVALID_VALUE, "pin outside the data area");
+
+    /* Modules and launches. */
+    struct vgpu_req_ModuleLoad ml = {.module = 3, .offset = c.map.layout.data_size, .size = 100};
+    EXPECT(CALL(&c, ModuleLoad, 1, ml) == CUDA_ERROR_INVALID_VALUE, "image outside the data area");
+    const char junk[] = "this is not a module image at all";
+    ml.offset = 0;
+    ml.size = 0;
+    EXPECT(call(&c, VGPU_OP_ModuleLoad, 1, BODY(ml), junk, sizeof junk) == CUDA_ERROR_INVALID_IMAGE, "junk image");
+    struct vgpu_req_ModuleGetFunction gf = {.module = 3, .function = 1};
+    char unterminated[8] = "abcdefgh";
+    EXPECT(call(&c, VGPU_OP_ModuleGetFunction, 1, BODY(gf), unterminated, 8) == CUDA_ERROR_INVALID_VALUE,
+           "name without NUL");
+    EXPECT(call(&c, VGPU_OP_ModuleGetFunction, 1, BODY(gf), "k", 2) == CUDA_ERROR_INVALID_HANDLE, "unknown module");
+    struct vgpu_req_LaunchKernel lk = {.function = 1, .grid = {1, 1, 1}, .block = {1, 1, 1}, .param_size = 16};
+    EXPECT(CALL(&c, LaunchKernel, 1, lk) == CUDA_ERROR_INVALID_HANDLE, "launch of an unknown function");
+    struct vgpu_req_FuncGetParamInfo pi = {.function = 0xfffff};
+    EXPECT(CALL(&c, FuncGetParamInfo, 1, pi) == CUDA_ERROR_INVALID_HANDLE, "parameter info of nothing");
+
+    /* Errors of calls nobody waited for surface at the next synchronizing call. */
+    struct vgpu_req_hdr ah = {.op = VGPU_OP_CopyDtoD, .seq = ++c.seq, .ctx = 1};
+    memcpy(&dd.hdr, &ah, sizeof ah);
+    post_raw(&c, &dd, sizeof dd);
+    struct vgpu_req_CtxSynchronize cs = {{0}};
+    EXPECT(CALL(&c, CtxSynchronize, 1, cs) == CUDA_ERROR_INVALID_VALUE, "deferred error reported");
+    EXPECT(CALL(&c, CtxSynchronize, 1, cs) == CUDA_SUCCESS, "deferred error reported once");
+
+    alive(&c, "malformed records");
+    printf("hostile records: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+static int mode_foreign(const char *path, uint64_t dptr)
+{
+    struct conn c = {0};
+    open_channel(&c, path);
+    make_ctx(&c, 1);
+    struct vgpu_req_CopyDtoHInline dh = {.src = dptr, .size = 64};
+    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read another client's memory");
+    struct vgpu_req_CopyHtoDInline hd = {.dst = dptr};
+    uint64_t junk[4] = {1, 2, 3, 4};
+    EXPECT(call(&c, VGPU_OP_CopyHtoDInline, 1, BODY(hd), junk, sizeof junk) == CUDA_ERROR_INVALID_VALUE,
+           "write another client's memory");
+    struct vgpu_req_MemFree mf = {.dptr = dptr};
+    EXPECT(CALL(&c, MemFree, 1, mf) == CUDA_ERROR_INVALID_VALUE, "free another client's memory");
+    /* The other client's stream, event and context ids mean nothing here. */
+    struct vgpu_req_StreamQuery sq = {.stream = 1};
+    for (uint32_t id = 1; id < 8; id++) {
+        sq.stream = id;
+        EXPECT(CALL(&c, StreamQuery, 1, sq) == CUDA_ERROR_INVALID_HANDLE, "stream %u of another client", id);
+    }
+    struct vgpu_req_CtxSynchronize cs = {{0}};
+    EXPECT(CALL(&c, CtxSynchronize, 2, cs) == CUDA_ERROR_INVALID_CONTEXT, "context of another client");
+    alive(&c, "foreign handles");
+    printf("hostile foreign: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+static int dropped(struct conn *c)
+{
+    for (int i = 0; i < 500; i++) {
+        struct pollfd p = {.fd = c->sock, .events = POLLIN | POLLRDHUP};
+        if (atomic_load((_Atomic uint32_t *)&c->map.ctl->server_state) == VGPU_CHAN_CLOSED ||
+            (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP))))
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static int mode_garbage(const char *path)
+{
+    /* A record that claims more bytes than the ring holds. */
+    struct conn a = {0};
+    open_channel(&a, path);
+    uint32_t lie = 1u << 30;
+    memcpy(a.map.req.buf, &lie, 4);
+    atomic_store((_Atomic uint32_t *)&a.map.ctl->req.prod, 64);
+    vgpu_bell_ring(&a.t, &a.map.ctl->to_server);
+    EXPECT(dropped(&a), "vgpud kept a session whose record size is impossible");
+
+    /* A producer index that runs past the consumer by more than the ring's size. */
+    struct conn b = {0};
+    open_channel(&b, path);
+    atomic_store((_Atomic uint32_t *)&b.map.ctl->req.prod, b.map.layout.req_size * 3 + 8);
+    vgpu_bell_ring(&b.t, &b.map.ctl->to_server);
+    EXPECT(dropped(&b), "vgpud kept a session whose ring index is impossible");
+
+    /* Random bytes as records. */
+    struct conn g = {0};
+    open_channel(&g, path);
+    uint32_t x = 12345;
+    for (uint32_t i = 0; i < 4096; i += 4) {
+        x = x * 1103515245u + 12345u;
+        memcpy(g.map.req.buf + i, &x, 4);
+    }
+    atomic_store((_Atomic uint32_t *)&g.map.ctl->req.prod, 4096);
+    vgpu_bell_ring(&g.t, &g.map.ctl->to_server);
+    EXPECT(dropped(&g), "vgpud kept a session that wrote random bytes");
+    printf("hostile garbage: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+static int mode_handshake(const char *path)
+{
+    /* A hello with the wrong magic. */
+    int s = vgpu_socket_connect(path);
+    struct vgpu_msg_hello h;
+    memset(&h, 0, sizeof h);
+    vgpu_msg_init(&h.hdr, VGPU_MSG_HELLO, sizeof h);
+    h.hdr.magic = 0xdeadbeef;
+    vgpu_msg_send(s, &h, sizeof h, -1);
+    char buf[64];
+    EXPECT(vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) == 0, "bad magic not refused");
+    close(s);
+    /* Asking for a channel before saying hello. */
+    s = vgpu_socket_connect(path);
+    struct vgpu_msg_open_channel oc;
+    memset(&oc, 0, sizeof oc);
+    vgpu_msg_init(&oc.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof oc);
+    vgpu_msg_send(s, &oc, sizeof oc, -1);
+    EXPECT(vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) == 0, "channel without hello not refused");
+    close(s);
+    /* A device that does not exist, and absurd ring sizes. */
+    s = hello(path);
+    oc.device = 999;
+    vgpu_msg_send(s, &oc, sizeof oc, -1);
+    struct vgpu_msg_hdr st;
+    EXPECT(vgpu_msg_recv(s, &st, sizeof st, NULL, 5000) == (ssize_t)sizeof st && st.status == CUDA_ERROR_INVALID_DEVICE,
+           "no such device");
+    oc.device = 0;
+    oc.req_size = 12345;
+    vgpu_msg_send(s, &oc, sizeof oc, -1);
+    EXPECT(vgpu_msg_recv(s, &st, sizeof st, NULL, 5000) == (ssize_t)sizeof st && st.status == CUDA_ERROR_INVALID_VALUE,
+           "ring size not a power of two");
+    /* A truncated message ends the session. */
+    vgpu_msg_send(s, &oc, 10, -1);
+    EXPECT(vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) == 0, "truncated message not refused");
+    close(s);
+    printf("hostile handshake: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: hostile SOCKET records|garbage|handshake|foreign DPTR\n");
+        return 2;
+    }
+    if (strcmp(argv[2], "records") == 0)
+        return mode_records(argv[1]);
+    if (strcmp(argv[2], "garbage") == 0)
+        return mode_garbage(argv[1]);
+    if (strcmp(argv[2], "handshake") == 0)
+        return mode_handshake(argv[1]);
+    if (strcmp(argv[2], "foreign") == 0 && argc > 3)
+        return mode_foreign(argv[1], strtoull(argv[3], NULL, 0));
+    fprintf(stderr, "hostile: unknown mode\n");
+    return 2;
+}

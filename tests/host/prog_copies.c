@@ -1,0 +1,90 @@
+/* Copies of 1 byte to 64 MiB (or the size given), checked by checksum: host-to-device and back,
+ * synchronous and asynchronous, from pageable and from pinned memory, device-to-device, and
+ * cuMemcpy with unified addressing. */
+#include <string.h>
+
+#include "progutil.h"
+
+enum mode { PAGEABLE, PINNED, PAGEABLE_ASYNC, PINNED_ASYNC, PINNED_TO_PAGEABLE, UNIFIED, MODES };
+static const char *const mode_names[MODES] = {"pageable", "pinned", "pageable-async", "pinned-async",
+                                              "pinned-to-pageable", "unified"};
+
+int main(int argc, char **argv)
+{
+    size_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : (64u << 20);
+    prog_init(NULL);
+    CUstream s;
+    /* Blocking: the unified mode mixes legacy-stream copies with copies on s. */
+    CHECK(cuStreamCreate(&s, 0));
+    uint8_t *src = malloc(max), *dst = malloc(max);
+    EXPECT(src && dst, "out of memory");
+    uint8_t *psrc, *pdst;
+    CHECK(cuMemAllocHost((void **)&psrc, max));
+    CHECK(cuMemAllocHost((void **)&pdst, max));
+    CUdeviceptr d1, d2;
+    CHECK(cuMemAlloc(&d1, max));
+    CHECK(cuMemAlloc(&d2, max));
+    size_t sizes[64];
+    int count = 0;
+    for (size_t n = 1; n <= max && count < 60; n *= 4) {
+        sizes[count++] = n;
+        if (n > 1 && n + 7 <= max)
+            sizes[count++] = n + 7; /* sizes that are neither aligned nor a whole number of chunks */
+    }
+    if (sizes[count - 1] != max)
+        sizes[count++] = max;
+    int checks = 0;
+    for (int i = 0; i < count; i++) {
+        size_t n = sizes[i];
+        for (int m = 0; m < MODES; m++) {
+            uint32_t seed = (uint32_t)(i * MODES + m + 1);
+            uint8_t *in = (m == PINNED || m == PINNED_ASYNC || m == PINNED_TO_PAGEABLE) ? psrc : src;
+            uint8_t *out = (m == PINNED || m == PINNED_ASYNC) ? pdst : dst;
+            prog_fill(in, n, seed);
+            memset(out, 0xee, n);
+            uint64_t want = prog_checksum(in, n);
+            switch (m) {
+            case PAGEABLE:
+            case PINNED:
+            case PINNED_TO_PAGEABLE:
+                CHECK(cuMemcpyHtoD(d1, in, n));
+                CHECK(cuMemcpyDtoD(d2, d1, n));
+                CHECK(cuMemcpyDtoH(out, d2, n));
+                break;
+            case PAGEABLE_ASYNC:
+            case PINNED_ASYNC:
+                CHECK(cuMemcpyHtoDAsync(d1, in, n, s));
+                CHECK(cuMemcpyDtoDAsync(d2, d1, n, s));
+                CHECK(cuMemcpyDtoHAsync(out, d2, n, s));
+                CHECK(cuStreamSynchronize(s));
+                break;
+            case UNIFIED:
+                CHECK(cuMemcpy(d1, (CUdeviceptr)(uintptr_t)in, n));
+                CHECK(cuMemcpy(d2, d1, n));
+                CHECK(cuMemcpyAsync((CUdeviceptr)(uintptr_t)out, d2, n, s));
+                CHECK(cuStreamSynchronize(s));
+                break;
+            }
+            uint64_t got = prog_checksum(out, n);
+            EXPECT(got == want, "%s copy of %zu bytes: checksum %016llx, expected %016llx", mode_names[m], n,
+                   (unsigned long long)got, (unsigned long long)want);
+            checks++;
+        }
+    }
+    /* A copy must not touch bytes outside its range. */
+    CHECK(cuMemsetD8(d1, 0x5a, 4096));
+    memset(src, 0xa5, 100);
+    CHECK(cuMemcpyHtoD(d1 + 10, src, 100));
+    CHECK(cuMemcpyDtoH(dst, d1, 4096));
+    for (int i = 0; i < 4096; i++)
+        EXPECT(dst[i] == ((i >= 10 && i < 110) ? 0xa5 : 0x5a), "byte %d is %#x", i, dst[i]);
+    CHECK(cuMemFreeHost(psrc));
+    CHECK(cuMemFreeHost(pdst));
+    CHECK(cuMemFree(d1));
+    CHECK(cuMemFree(d2));
+    CHECK(cuStreamDestroy(s));
+    free(src);
+    free(dst);
+    printf("copies: %d sizes from 1 B to %zu B, %d copies checked\n", count, max, checks);
+    return 0;
+}
