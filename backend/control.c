@@ -58,9 +58,9 @@ static char *status_json(struct server *srv, size_t *len)
 {
     struct strbuf b = {0};
     int64_t now = vgpu_now_ns();
-    strbuf_printf(&b, "{\"executor\":\"%s\",\"driver_version\":%d,\"uptime_s\":%.3f,\"sessions_served\":%llu,",
+    strbuf_printf(&b, "{\"executor\":\"%s\",\"driver_version\":%d,\"uptime_s\":%.3f,\"clients_served\":%llu,",
                   srv->x->ops->name, srv->driver_version, (double)(now - srv->started_ns) / 1e9,
-                  (unsigned long long)srv->sessions_served);
+                  (unsigned long long)srv->clients_served);
     strbuf_printf(&b, "\"devices\":[");
     for (int i = 0; i < srv->device_count; i++) {
         strbuf_printf(&b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
@@ -96,10 +96,27 @@ static char *status_json(struct server *srv, size_t *len)
         strbuf_printf(&b, "]}");
         first = false;
     }
-    pthread_mutex_unlock(&srv->mu);
-    strbuf_printf(&b, "],\"totals\":{\"sessions\":%llu,\"channels\":%llu,\"mem_bytes\":%llu,\"host_bytes\":%llu}}\n",
+    strbuf_printf(&b, "],\"totals\":{\"sessions\":%llu,\"channels\":%llu,\"mem_bytes\":%llu,\"host_bytes\":%llu},",
                   (unsigned long long)clients, (unsigned long long)channels, (unsigned long long)mem,
                   (unsigned long long)host);
+    /* Everything served by channels that have closed since vgpud started. */
+    uint64_t calls = 0, errors = 0;
+    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+        calls += srv->served_calls[op];
+        errors += srv->served_errors[op];
+    }
+    strbuf_printf(&b, "\"served\":{\"calls\":%llu,\"errors\":%llu,\"ops\":{", (unsigned long long)calls,
+                  (unsigned long long)errors);
+    bool first_op = true;
+    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+        if (!srv->served_calls[op] && !srv->served_errors[op])
+            continue;
+        strbuf_printf(&b, "%s\"%s\":{\"calls\":%llu,\"errors\":%llu}", first_op ? "" : ",", vgpu_op_name(op),
+                      (unsigned long long)srv->served_calls[op], (unsigned long long)srv->served_errors[op]);
+        first_op = false;
+    }
+    strbuf_printf(&b, "}}}\n");
+    pthread_mutex_unlock(&srv->mu);
     return strbuf_take(&b, len);
 }
 

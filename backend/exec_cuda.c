@@ -41,14 +41,15 @@
     X(cuMemHostRegister_v2)                                                                            \
     X(cuMemHostUnregister)                                                                             \
     X(cuMemHostGetDevicePointer_v2)                                                                    \
+    X(cuMemcpyHtoD_v2)                                                                                 \
+    X(cuMemcpyDtoH_v2)                                                                                 \
     X(cuMemcpyHtoDAsync_v2)                                                                            \
     X(cuMemcpyDtoHAsync_v2)                                                                            \
     X(cuMemcpyDtoDAsync_v2)                                                                            \
     X(cuMemsetD8Async)                                                                                 \
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
-    X(cuLaunchHostFunc)                                                                                \
-    X(cuModuleLoadData)                                                                                \
+        X(cuModuleLoadData)                                                                                \
     X(cuModuleUnload)                                                                                  \
     X(cuModuleGetFunction)                                                                             \
     X(cuModuleGetGlobal_v2)                                                                            \
@@ -88,6 +89,25 @@ struct cuda_exec {
 #define CX(x) ((struct cuda_exec *)(x))
 #define API(x) (&CX(x)->api)
 
+/* A client context: the driver's context, plus the completions waiting to be reported. Callbacks
+ * are driven by events the poller checks (progress), not by cuLaunchHostFunc, whose host callback
+ * stalls the stream for tens of microseconds each time. */
+struct pending {
+    CUevent event;
+    vgpu_exec_callback fn;
+    void *arg;
+};
+
+struct cuda_ctx {
+    CUcontext c;
+    struct pending *pending;
+    size_t pending_count, pending_cap;
+    CUevent *spare; /* recorded and completed events, for reuse */
+    size_t spare_count, spare_cap;
+};
+
+#define CC(ctx) ((struct cuda_ctx *)(ctx))
+
 /* The context current on this thread, so that switching costs nothing when it does not change. */
 static _Thread_local CUcontext bound_ctx;
 
@@ -101,12 +121,13 @@ static CUresult bind(struct vgpu_exec *x, CUcontext ctx)
     return r;
 }
 
-#define BIND(x, ctx)                                                                                   \
+#define BIND_RAW(x, c)                                                                                 \
     do {                                                                                               \
-        CUresult bind_r_ = bind((x), (CUcontext)(ctx));                                                \
+        CUresult bind_r_ = bind((x), (c));                                                             \
         if (bind_r_ != CUDA_SUCCESS)                                                                   \
             return bind_r_;                                                                            \
     } while (0)
+#define BIND(x, ctx) BIND_RAW((x), CC(ctx)->c)
 
 static const char *const driver_paths[] = {
     "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
@@ -192,20 +213,32 @@ static CUresult cuda_ctx_create(struct vgpu_exec *x, int dev, unsigned flags, vo
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     const unsigned allowed = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX;
-    CUcontext c = NULL;
-    CUresult r = API(x)->cuCtxCreate_v4(&c, NULL, flags & allowed, CX(x)->devices[dev]);
-    if (r != CUDA_SUCCESS)
+    struct cuda_ctx *cc = calloc(1, sizeof *cc);
+    if (!cc)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = API(x)->cuCtxCreate_v4(&cc->c, NULL, flags & allowed, CX(x)->devices[dev]);
+    if (r != CUDA_SUCCESS) {
+        free(cc);
         return r;
-    bound_ctx = c; /* creation makes it current */
-    *ctx = c;
+    }
+    bound_ctx = cc->c; /* creation makes it current */
+    *ctx = cc;
     return CUDA_SUCCESS;
 }
 
 static CUresult cuda_ctx_destroy(struct vgpu_exec *x, void *ctx)
 {
-    if (bound_ctx == ctx)
+    struct cuda_ctx *cc = ctx;
+    /* Whoever waits for a completion learns that it will never come. */
+    for (size_t i = 0; i < cc->pending_count; i++)
+        cc->pending[i].fn(cc->pending[i].arg, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    if (bound_ctx == cc->c)
         bound_ctx = NULL;
-    return API(x)->cuCtxDestroy_v2(ctx);
+    CUresult r = API(x)->cuCtxDestroy_v2(cc->c); /* frees its events too */
+    free(cc->pending);
+    free(cc->spare);
+    free(cc);
+    return r;
 }
 
 static CUresult cuda_ctx_synchronize(struct vgpu_exec *x, void *ctx)
@@ -264,7 +297,7 @@ static CUresult cuda_host_register(struct vgpu_exec *x, int dev, void *p, uint64
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
-    BIND(x, CX(x)->service[dev]);
+    BIND_RAW(x, CX(x)->service[dev]);
     unsigned allowed = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
     CUresult r = API(x)->cuMemHostRegister_v2(p, (size_t)size, (flags & allowed) | CU_MEMHOSTREGISTER_PORTABLE);
     if (r != CUDA_SUCCESS)
@@ -282,7 +315,7 @@ static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
-    BIND(x, CX(x)->service[dev]);
+    BIND_RAW(x, CX(x)->service[dev]);
     return API(x)->cuMemHostUnregister(p);
 }
 
@@ -299,6 +332,9 @@ static CUresult cuda_copy_htod(struct vgpu_exec *x, void *ctx, void *stream, uin
                                unsigned flags)
 {
     BIND(x, ctx);
+    /* On the legacy stream the synchronous call is the same thing, and cheaper for small copies. */
+    if (!stream && (flags & VGPU_XFER_SYNC))
+        return API(x)->cuMemcpyHtoD_v2(dst, src, n);
     return finish(x, stream, flags, API(x)->cuMemcpyHtoDAsync_v2(dst, src, n, stream));
 }
 
@@ -306,6 +342,8 @@ static CUresult cuda_copy_dtoh(struct vgpu_exec *x, void *ctx, void *stream, voi
                                unsigned flags)
 {
     BIND(x, ctx);
+    if (!stream && (flags & VGPU_XFER_SYNC))
+        return API(x)->cuMemcpyDtoH_v2(dst, src, n);
     return finish(x, stream, flags, API(x)->cuMemcpyDtoHAsync_v2(dst, src, n, stream));
 }
 
@@ -337,30 +375,61 @@ static CUresult cuda_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64
     return finish(x, stream, flags, r);
 }
 
-struct host_call {
-    vgpu_exec_callback fn;
-    void *arg;
-};
-
-static void CUDA_CB run_host_call(void *p)
-{
-    struct host_call hc = *(struct host_call *)p;
-    free(p);
-    hc.fn(hc.arg, CUDA_SUCCESS);
-}
-
 static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
 {
+    struct cuda_ctx *cc = ctx;
     BIND(x, ctx);
-    struct host_call *hc = malloc(sizeof *hc);
-    if (!hc)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    hc->fn = fn;
-    hc->arg = arg;
-    CUresult r = API(x)->cuLaunchHostFunc(stream, run_host_call, hc);
+    if (cc->pending_count == cc->pending_cap) {
+        size_t cap = cc->pending_cap ? 2 * cc->pending_cap : 32;
+        struct pending *p = realloc(cc->pending, cap * sizeof *p);
+        if (!p)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        cc->pending = p;
+        cc->pending_cap = cap;
+    }
+    CUevent e;
+    CUresult r = CUDA_SUCCESS;
+    if (cc->spare_count)
+        e = cc->spare[--cc->spare_count];
+    else
+        r = API(x)->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuEventRecordWithFlags(e, stream, 0);
     if (r != CUDA_SUCCESS)
-        free(hc);
-    return r;
+        return r;
+    cc->pending[cc->pending_count++] = (struct pending){e, fn, arg};
+    return CUDA_SUCCESS;
+}
+
+static int cuda_progress(struct vgpu_exec *x, void *ctx)
+{
+    struct cuda_ctx *cc = ctx;
+    if (!cc->pending_count || bind(x, cc->c) != CUDA_SUCCESS)
+        return (int)cc->pending_count;
+    size_t out = 0;
+    for (size_t i = 0; i < cc->pending_count; i++) {
+        struct pending p = cc->pending[i];
+        CUresult r = API(x)->cuEventQuery(p.event);
+        if (r == CUDA_ERROR_NOT_READY) {
+            cc->pending[out++] = p;
+            continue;
+        }
+        p.fn(p.arg, r);
+        if (cc->spare_count == cc->spare_cap) {
+            size_t cap = cc->spare_cap ? 2 * cc->spare_cap : 32;
+            CUevent *sp = realloc(cc->spare, cap * sizeof *sp);
+            if (sp) {
+                cc->spare = sp;
+                cc->spare_cap = cap;
+            }
+        }
+        if (cc->spare_count < cc->spare_cap)
+            cc->spare[cc->spare_count++] = p.event;
+        else
+            API(x)->cuEventDestroy_v2(p.event);
+    }
+    cc->pending_count = out;
+    return (int)out;
 }
 
 static CUresult cuda_module_load(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
@@ -537,6 +606,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .copy_dtod = cuda_copy_dtod,
     .memset = cuda_memset,
     .stream_callback = cuda_stream_callback,
+    .progress = cuda_progress,
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,
     .module_get_function = cuda_module_get_function,

@@ -63,9 +63,13 @@ struct vgpu_exec_ops {
                           unsigned flags);
     CUresult (*memset)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
                        unsigned elem_size, uint64_t count, unsigned flags);
-    /* Call fn(arg, status) once everything queued on stream so far has completed; fn may run on
-     * any thread, must be quick and must not call back into the executor. */
+    /* Call fn(arg, status) once everything queued on stream so far has completed. fn must be quick
+     * and must not call back into the executor; it runs from a later progress() call on the
+     * caller's thread, or (executors without progress) on a thread of the executor's. */
     CUresult (*stream_callback)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg);
+    /* Run the callbacks of ctx whose work has completed; returns how many still wait. NULL when the
+     * executor runs callbacks by itself. */
+    int (*progress)(struct vgpu_exec *x, void *ctx);
 
     /* ---- modules and functions. host_code: the image may be an emu module (host code). */
     CUresult (*module_load)(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,

@@ -151,22 +151,6 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     return finish_staged(c, stream, q->slot, r);
 }
 
-CUresult vgpu_handle_CopyDtoHInline(struct vgpu_call *c, const struct vgpu_req_CopyDtoHInline *q,
-                                    struct vgpu_rsp_CopyDtoHInline *a)
-{
-    (void)a;
-    void *stream;
-    CUresult r = copy_prologue(c, q->stream, &stream);
-    if (r || q->size == 0)
-        return r;
-    if (q->size > c->rsp_tail_cap || !vchannel_device_range(c, q->src, q->size))
-        return CUDA_ERROR_INVALID_VALUE;
-    r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, c->rsp_tail, q->src, q->size, VGPU_XFER_SYNC);
-    if (r == CUDA_SUCCESS)
-        c->rsp_tail_len = (uint32_t)q->size;
-    return r;
-}
-
 CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDtoH *q, struct vgpu_rsp_CopyDtoH *a)
 {
     (void)a;

@@ -41,7 +41,8 @@ static void session_unlink_locked(struct server *srv, struct session *s)
             srv->session_count--;
             break;
         }
-    LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
+    if (s->client)
+        LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
     free(s);
     pthread_cond_broadcast(&srv->cv);
 }
@@ -53,6 +54,10 @@ void session_channel_gone(struct session *s, struct vchannel *ch)
     for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
         if (s->channels[i] == ch)
             s->channels[i] = NULL;
+    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+        srv->served_calls[op] += atomic_load(&ch->stats.calls[op]);
+        srv->served_errors[op] += atomic_load(&ch->stats.errors[op]);
+    }
     vchannel_free(ch);
     s->open_channels--;
     if (s->socket_gone && s->open_channels == 0)
@@ -107,6 +112,10 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     if (hello.role != VGPU_ROLE_CLIENT)
         return -EPROTO;
     s->state = SESSION_CLIENT;
+    s->client = true;
+    pthread_mutex_lock(&srv->mu);
+    srv->clients_served++;
+    pthread_mutex_unlock(&srv->mu);
     size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)srv->device_count * sizeof(struct vgpu_device_info);
     uint8_t *msg = calloc(1, size);
     if (!msg)
@@ -253,7 +262,6 @@ static void on_accept(struct server *srv)
     s->next = srv->sessions;
     srv->sessions = s;
     srv->session_count++;
-    srv->sessions_served++;
     pthread_mutex_unlock(&srv->mu);
 }
 

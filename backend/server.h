@@ -10,6 +10,7 @@
 
 #include "executor.h"
 #include "session.h"
+#include "vgpu/calls.h"
 
 struct server {
     struct server_options opt;
@@ -24,8 +25,10 @@ struct server {
     uint32_t session_count;
     uint64_t next_session;
     uint32_t next_channel;
-    uint64_t sessions_served;
+    uint64_t clients_served;
     int64_t started_ns;
+    /* Calls of channels that have closed, so that status shows everything served (under mu). */
+    uint64_t served_calls[VGPU_OP_COUNT], served_errors[VGPU_OP_COUNT];
 };
 
 int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x);

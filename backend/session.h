@@ -35,6 +35,7 @@ struct session {
     gid_t gid;
     char program[64];
     enum session_state state;
+    bool client; /* said hello as a CUDA client (not a control tool) */
     int64_t started_ns;
     struct vchannel *channels[VGPU_MAX_DEVICES]; /* guarded by the server's lock */
     int open_channels;                          /* channels whose poller has not finished */

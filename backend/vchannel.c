@@ -193,6 +193,7 @@ static void slot_callback(void *arg, CUresult status)
 {
     struct slot_cb *cb = arg;
     vchannel_slot_done(cb->ch, cb->slot, status);
+    atomic_fetch_sub(&cb->ch->callbacks_pending, 1);
 }
 
 /* One callback record per slot, so that marking a slot costs no allocation. */
@@ -206,7 +207,25 @@ CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot)
     if (slot == VGPU_NO_SLOT)
         return CUDA_SUCCESS;
     struct slot_cb *cb = &slot_cbs(c->ch)[slot];
-    return c->ch->x->ops->stream_callback(c->ch->x, c->ctx->x, stream, slot_callback, cb);
+    atomic_fetch_add(&c->ch->callbacks_pending, 1);
+    CUresult r = c->ch->x->ops->stream_callback(c->ch->x, c->ctx->x, stream, slot_callback, cb);
+    if (r != CUDA_SUCCESS)
+        atomic_fetch_sub(&c->ch->callbacks_pending, 1);
+    return r;
+}
+
+/* Report the completions the executor has seen; returns true while some are still outstanding. */
+static bool progress(struct vchannel *ch)
+{
+    if (!atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed))
+        return false;
+    if (ch->x->ops->progress) {
+        struct srv_table *ctxs = &ch->tables[SRV_CTX];
+        for (uint32_t id = 1; id < ctxs->cap; id++)
+            if (ctxs->slots[id].live)
+                ch->x->ops->progress(ch->x, ctxs->slots[id].x);
+    }
+    return atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed) != 0;
 }
 
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
@@ -315,6 +334,12 @@ static void *poller_main(void *arg)
         .slice_ns = 100000000,
         .timeout_ns = -1,
     };
+    /* While copies are in flight the poller checks on them often, but never sleeps for long. */
+    struct vgpu_wait busy = w;
+    busy.timeout_ns = 20000;
+    if (busy.spin_ns > busy.timeout_ns)
+        busy.spin_ns = busy.timeout_ns;
+    unsigned served = 0;
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
         int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
         if (n > 0) {
@@ -325,6 +350,8 @@ static void *poller_main(void *arg)
             if (atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->to_client.sleepers, memory_order_relaxed))
                 vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
             vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
+            if ((++served & 63u) == 0)
+                progress(ch);
             continue;
         }
         if (n < 0) {
@@ -333,7 +360,7 @@ static void *poller_main(void *arg)
             session_kill(ch->session);
             break;
         }
-        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, &w);
+        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, progress(ch) ? &busy : &w);
     }
     atomic_store((_Atomic uint32_t *)&ch->map.ctl->server_state, VGPU_CHAN_CLOSED);
     vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);

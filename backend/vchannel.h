@@ -49,6 +49,7 @@ struct vchannel {
     bool poller_started;
     _Atomic bool closing;  /* set by whoever wants the channel gone */
     _Atomic bool finished; /* the poller has released everything */
+    _Atomic uint32_t callbacks_pending; /* staging-slot completions not reported yet */
 
     /* touched only by the poller thread */
     struct srv_table tables[SRV_KINDS];

@@ -1,1 +1,16 @@
-# Benchmarks: native vs vGPU side by side (filled in below).
+# Benchmarks: native vs vGPU side by side in one run (benchmarks/run.sh). Included by the Makefile.
+
+BENCH_SRC := $(sort $(wildcard benchmarks/bench_*.c))
+BENCH_BIN := $(BENCH_SRC:benchmarks/%.c=$(O)/benchmarks/%)
+
+$(O)/benchmarks/%: $(O)/obj/benchmarks/%.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda
+
+$(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
+
+bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin
+	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
+		BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

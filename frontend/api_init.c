@@ -12,7 +12,7 @@ CUresult cuInit(unsigned int Flags)
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fe.mu);
-    if (fe.init_result == CUDA_ERROR_NOT_INITIALIZED) {
+    if (fe.init_result == CUDA_ERROR_NOT_INITIALIZED && !fe.forked) {
         CUresult r = fe_connect_locked();
         fe.init_result = r == CUDA_SUCCESS && fe.device_count == 0 ? CUDA_ERROR_NO_DEVICE : r;
     }

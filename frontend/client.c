@@ -50,9 +50,21 @@ static void program_name(char *out, size_t cap)
     }
 }
 
+/* A child of fork() shares its parent's channels (the same rings, the same socket); using them
+ * would corrupt the parent's session. As with the real driver, CUDA initialised before fork() is
+ * not usable in the child: every call there fails as uninitialised. */
+static void forked_child(void)
+{
+    fe.forked = true;
+    fe.init_result = CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_init(&fe.mu, NULL);
+}
+
 /* fe.mu held. */
 CUresult fe_connect_locked(void)
 {
+    if (fe.forked)
+        return CUDA_ERROR_NOT_INITIALIZED;
     if (fe.connected)
         return CUDA_SUCCESS;
     read_config();
@@ -102,6 +114,7 @@ CUresult fe_connect_locked(void)
     }
     free(buf);
     fe.connected = true;
+    pthread_atfork(NULL, NULL, forked_child);
     LOG_INFO("connected to vgpud (%s executor, %d device(s), driver %d)", fe.executor, fe.device_count,
              fe.driver_version);
     return CUDA_SUCCESS;

@@ -54,7 +54,7 @@ static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         r = claim_slot(ch, slot);
         if (r != CUDA_SUCCESS)
             break;
-        memcpy(ch->map.data + (uint64_t)slot * slot_size, src + off, len);
+        fe_bulk_copy(ch->map.data + (uint64_t)slot * slot_size, src + off, len, true);
         slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
         FE_REQ(q, CopyHtoD);
         q.dst = dst + off;
@@ -106,13 +106,35 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         r = claim_slot(ch, slot);
         if (r != CUDA_SUCCESS)
             break;
-        memcpy(dst + k * slot_size, ch->map.data + (uint64_t)slot * slot_size, len);
+        fe_bulk_copy(dst + k * slot_size, ch->map.data + (uint64_t)slot * slot_size, len, false);
         size_t next = k + window;
         if (next < chunks) {
             size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
             r = post_dtoh_chunk(c, ch, stream, src + next * slot_size, nlen, slot);
         }
     }
+    pthread_mutex_unlock(&ch->staging_mu);
+    return r;
+}
+
+/* A copy that fits one slot: the executor DMAs into pinned staging memory, vgpud answers when it
+ * is there, and the bytes are copied out; one round trip. */
+static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint8_t *dst, uint64_t src, size_t n)
+{
+    pthread_mutex_lock(&ch->staging_mu);
+    uint32_t slot = next_slot(ch);
+    CUresult r = claim_slot(ch, slot);
+    if (r == CUDA_SUCCESS) {
+        FE_REQ(q, CopyDtoH);
+        q.src = src;
+        q.offset = (uint64_t)slot * ch->map.layout.slot_size;
+        q.size = n;
+        q.stream = stream;
+        q.slot = VGPU_NO_SLOT;
+        r = FE_POST(ch, c->id, CopyDtoH, &q, true);
+    }
+    if (r == CUDA_SUCCESS)
+        fe_bulk_copy(dst, ch->map.data + (uint64_t)slot * ch->map.layout.slot_size, n, false);
     pthread_mutex_unlock(&ch->staging_mu);
     return r;
 }
@@ -162,18 +184,8 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         q.slot = VGPU_NO_SLOT;
         return FE_POST(ch, c->id, CopyDtoH, &q, !async);
     }
-    if (n <= VGPU_INLINE_MAX) {
-        FE_REQ(q, CopyDtoHInline);
-        FE_RSP(a, CopyDtoHInline);
-        q.src = src;
-        q.size = n;
-        q.stream = stream;
-        uint32_t got = 0;
-        CUresult r = fe_call(ch, c->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, dst, (uint32_t)n, &got);
-        if (r == CUDA_SUCCESS && got != n)
-            r = CUDA_ERROR_UNKNOWN;
-        return r;
-    }
+    if (n <= ch->map.layout.slot_size)
+        return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }
 

@@ -127,6 +127,7 @@ struct fe_state {
     int sock;
     CUresult init_result; /* of cuInit; CUDA_ERROR_NOT_INITIALIZED before */
     bool connected;
+    bool forked; /* this process is a child forked after connecting */
     int driver_version;
     int device_count;
     char executor[16];
@@ -196,6 +197,10 @@ CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
                       bool async);
 CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
                    size_t count, bool async);
+
+/* Copy n bytes, with helper threads when it is large (bulkcopy.c); streaming: the destination is
+ * staging memory the CPU will not read again. */
+void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming);
 
 /* ---------------------------------------------------------------- modules */
 

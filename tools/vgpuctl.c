@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "msg_socket.h"
 
 static void usage(FILE *f)
@@ -53,61 +54,42 @@ static char *ask(const char *path, const char *command)
     return text;
 }
 
-/* A tiny reader for the flat parts of vgpud's JSON: the value after "key": starting at p. */
-static const char *after(const char *p, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *q = p ? strstr(p, pat) : NULL;
-    return q ? q + strlen(pat) : NULL;
-}
+#define NUM(j, path) ((unsigned long long)json_number(json_path((j), (path)), 0))
 
-static unsigned long long num(const char *p, const char *key)
+static void print_status(const char *text)
 {
-    const char *v = after(p, key);
-    return v ? strtoull(v, NULL, 10) : 0;
-}
-
-static void str(const char *p, const char *key, char *out, size_t cap)
-{
-    const char *v = after(p, key);
-    out[0] = '\0';
-    if (!v || *v != '"')
+    struct json *j = json_parse(text);
+    if (!j) {
+        fputs(text, stdout);
         return;
-    v++;
-    size_t i = 0;
-    while (*v && *v != '"' && i + 1 < cap)
-        out[i++] = *v++;
-    out[i] = '\0';
-}
-
-static void print_status(const char *j)
-{
-    char exec[32], name[256];
-    str(j, "executor", exec, sizeof exec);
-    printf("executor %s, driver %llu, %llu client(s) served\n\nGPU  NAME                              USED / TOTAL MiB\n", exec,
-           num(j, "driver_version"), num(j, "sessions_served"));
-    for (const char *d = strstr(j, "\"index\":"); d && d < strstr(j, "\"sessions\":"); d = strstr(d + 1, "\"index\":")) {
-        str(d, "name", name, sizeof name);
-        printf("%-4llu %-33s %llu / %llu\n", num(d, "index"), name, num(d, "used_mem") >> 20, num(d, "total_mem") >> 20);
     }
-    printf("\nSESSION  PID      PROGRAM          CHANNELS  DEVICE MiB  CALLS\n");
-    const char *s = strstr(j, "\"sessions\":[");
-    for (const char *p = s ? strstr(s, "{\"id\":") : NULL; p; p = strstr(p + 1, "{\"id\":")) {
-        if (strncmp(p, "{\"id\":", 6) || !after(p, "pid"))
-            continue;
-        const char *next = strstr(p + 1, "\"pid\":");
-        const char *end = next ? next : p + strlen(p);
-        unsigned long long mem = 0, calls = 0, chans = 0;
-        for (const char *c = strstr(p, "\"device\":"); c && c < end; c = strstr(c + 1, "\"device\":")) {
-            chans++;
-            mem += num(c, "mem_bytes");
-            calls += num(c, "calls");
+    printf("executor %s, driver %llu, up %.0f s, %llu client(s) so far\n\n", json_string(json_get(j, "executor"), "?"),
+           NUM(j, "driver_version"), json_number(json_get(j, "uptime_s"), 0), NUM(j, "clients_served"));
+    printf("GPU  NAME                              USED / TOTAL MiB\n");
+    for (const struct json *d = json_get(j, "devices") ? json_get(j, "devices")->child : NULL; d; d = d->next)
+        printf("%-4llu %-33s %llu / %llu\n", NUM(d, "index"), json_string(json_get(d, "name"), "?"),
+               NUM(d, "used_mem") >> 20, NUM(d, "total_mem") >> 20);
+    printf("\nSESSION  PID      PROGRAM          VGPUS  DEVICE MiB  PINNED MiB  STREAMS  CALLS\n");
+    for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {
+        unsigned long long mem = 0, pinned = 0, streams = 0, calls = 0;
+        const struct json *chans = json_get(s, "channels");
+        for (const struct json *c = chans ? chans->child : NULL; c; c = c->next) {
+            mem += NUM(c, "mem_bytes");
+            pinned += NUM(c, "host_bytes");
+            streams += NUM(c, "streams");
+            calls += NUM(c, "calls");
         }
-        str(p, "program", name, sizeof name);
-        printf("%-8llu %-8llu %-16.16s %-9llu %-11llu %llu\n", num(p, "id"), num(p, "pid"), name, chans, mem >> 20, calls);
-        p = end - 1;
+        printf("%-8llu %-8llu %-16.16s %-6zu %-11llu %-11llu %-8llu %llu\n", NUM(s, "id"), NUM(s, "pid"),
+               json_string(json_get(s, "program"), "?"), json_length(chans), mem >> 20, pinned >> 20, streams, calls);
     }
+    const struct json *served = json_get(j, "served");
+    printf("\ncalls served by finished sessions: %llu (%llu failed)", NUM(served, "calls"), NUM(served, "errors"));
+    const struct json *ops = json_get(served, "ops");
+    int shown = 0;
+    for (const struct json *o = ops ? ops->child : NULL; o; o = o->next)
+        printf("%s%s %llu", shown++ ? ", " : "\n  ", o->key, NUM(o, "calls"));
+    printf("\n");
+    json_free(j);
 }
 
 int main(int argc, char **argv)

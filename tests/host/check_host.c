@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
+
 static char bin[512], progs[512], kernels[512], tmp[512];
 static char sock[600], emu_module[600], cuda_module[600];
 static pid_t vgpud_pid = -1;
@@ -106,14 +108,27 @@ static char *status_json(void)
     return slurp(out);
 }
 
-/* The number after "key": in json, starting the search at the first occurrence of within. */
-static long long json_num(const char *json, const char *within, const char *key)
+/* vgpud's status, parsed; NULL if it does not answer. */
+static struct json *status(void)
 {
-    const char *p = within ? strstr(json, within) : json;
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    p = p ? strstr(p, pat) : NULL;
-    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+    char *text = status_json();
+    struct json *j = json_parse(text);
+    free(text);
+    return j;
+}
+
+static long long num(const struct json *j, const char *path) { return (long long)json_number(json_path(j, path), -1); }
+
+/* The first channel of the session running program (NULL if there is none). */
+static const struct json *channel_of(const struct json *j, const char *program)
+{
+    const struct json *sessions = json_get(j, "sessions");
+    for (const struct json *s = sessions ? sessions->child : NULL; s; s = s->next)
+        if (strcmp(json_string(json_get(s, "program"), ""), program) == 0) {
+            const struct json *chans = json_get(s, "channels");
+            return chans ? chans->child : NULL;
+        }
+    return NULL;
 }
 
 /* Wait until vgpud holds nothing for any client: no sessions, no device memory in use. */
@@ -121,10 +136,11 @@ static int wait_idle(double timeout_s)
 {
     double deadline = now() + timeout_s;
     while (now() < deadline) {
-        char *j = status_json();
-        int idle = j && json_num(j, "\"totals\"", "sessions") == 0 && json_num(j, "\"totals\"", "mem_bytes") == 0 &&
-                   json_num(j, "\"totals\"", "host_bytes") == 0 && json_num(j, "\"devices\"", "used_mem") == 0;
-        free(j);
+        struct json *j = status();
+        const struct json *dev = json_get(j, "devices") ? json_get(j, "devices")->child : NULL;
+        int idle = j && num(j, "totals.sessions") == 0 && num(j, "totals.mem_bytes") == 0 &&
+                   num(j, "totals.host_bytes") == 0 && num(dev, "used_mem") == 0;
+        json_free(j);
         if (idle)
             return 1;
         usleep(20000);
@@ -219,6 +235,12 @@ END_TEST
 START_TEST(test_errors)
 {
     ck_assert_int_eq(run_prog("prog_errors", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_fork)
+{
+    ck_assert_int_eq(run_prog("prog_fork", NULL, NULL, NULL), 0);
 }
 END_TEST
 
@@ -351,16 +373,20 @@ START_TEST(test_killed_client_freed)
     char dptr[64];
     pid_t hold = start_hold(dptr, sizeof dptr);
     usleep(300000); /* copies in flight */
-    char *j = status_json();
+    struct json *j = status();
     ck_assert_ptr_nonnull(j);
     /* While it runs, vgpud accounts for its memory, pinned memory and objects. */
-    ck_assert_int_ge(json_num(j, "\"prog_hold\"", "mem_bytes"), 16 << 20);
-    ck_assert_int_ge(json_num(j, "\"prog_hold\"", "host_bytes"), 16 << 20);
-    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "streams"), 1);
-    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "events"), 1);
-    ck_assert_int_eq(json_num(j, "\"prog_hold\"", "modules"), 1);
-    ck_assert_int_ge(json_num(j, "\"devices\"", "used_mem"), 16 << 20);
-    free(j);
+    const struct json *ch = channel_of(j, "prog_hold");
+    ck_assert_ptr_nonnull(ch);
+    ck_assert_int_ge(num(ch, "mem_bytes"), 16 << 20);
+    ck_assert_int_ge(num(ch, "host_bytes"), 16 << 20);
+    ck_assert_int_eq(num(ch, "contexts"), 1);
+    ck_assert_int_eq(num(ch, "streams"), 1);
+    ck_assert_int_eq(num(ch, "events"), 1);
+    ck_assert_int_eq(num(ch, "modules"), 1);
+    ck_assert_int_gt(num(ch, "calls"), 0);
+    ck_assert_int_ge(num(json_get(j, "devices")->child, "used_mem"), 16 << 20);
+    json_free(j);
     kill(hold, SIGKILL);
     waitpid(hold, NULL, 0);
     ck_assert(wait_idle(10));
@@ -390,6 +416,7 @@ int main(void)
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);
+    tcase_add_test(programs, test_fork);
     tcase_add_test(programs, test_cuda_image_on_emu);
     tcase_add_test(programs, test_concurrent_clients);
     suite_add_tcase(s, programs);

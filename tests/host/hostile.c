@@ -208,15 +208,15 @@ static int mode_records(const char *path)
     post_raw(&c, &alloc, sizeof alloc);
     EXPECT(wait_rsp(&c, h.seq, &len) == CUDA_SUCCESS, "allocation");
     uint64_t d = ar->dptr;
-    struct vgpu_req_CopyDtoHInline dh = {.src = d + 4000, .size = 200};
-    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read past the allocation");
+    struct vgpu_req_CopyDtoH dh = {.src = d + 4000, .size = 200, .slot = VGPU_NO_SLOT};
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read past the allocation");
     dh.src = d - 64;
-    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read before the allocation");
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read before the allocation");
     dh.src = d;
-    dh.size = VGPU_INLINE_MAX + 8;
-    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "inline read too large");
     dh.size = UINT64_MAX;
-    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "inline read of 2^64-1 bytes");
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read of 2^64-1 bytes");
+    dh.size = 64;
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_SUCCESS, "a read that is fine");
     struct vgpu_req_CopyHtoD hd = {.dst = d, .offset = c.map.layout.data_size - 8, .size = 64, .slot = VGPU_NO_SLOT};
     EXPECT(CALL(&c, CopyHtoD, 1, hd) == CUDA_ERROR_INVALID_VALUE, "data area overrun");
     hd.offset = UINT64_MAX - 8;
@@ -278,8 +278,8 @@ static int mode_foreign(const char *path, uint64_t dptr)
     struct conn c = {0};
     open_channel(&c, path);
     make_ctx(&c, 1);
-    struct vgpu_req_CopyDtoHInline dh = {.src = dptr, .size = 64};
-    EXPECT(CALL(&c, CopyDtoHInline, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read another client's memory");
+    struct vgpu_req_CopyDtoH dh = {.src = dptr, .size = 64, .slot = VGPU_NO_SLOT};
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read another client's memory");
     struct vgpu_req_CopyHtoDInline hd = {.dst = dptr};
     uint64_t junk[4] = {1, 2, 3, 4};
     EXPECT(call(&c, VGPU_OP_CopyHtoDInline, 1, BODY(hd), junk, sizeof junk) == CUDA_ERROR_INVALID_VALUE,

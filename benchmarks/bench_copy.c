@@ -1,0 +1,53 @@
+/* Host<->device bandwidth from pageable and from pinned memory, 4 KiB to 256 MiB. Each copy is
+ * the synchronous API call; the clock stops after a final synchronize. */
+#include <string.h>
+
+#include "bench.h"
+
+static double measure(int htod, void *host, CUdeviceptr dev, size_t n)
+{
+    size_t total = 0;
+    int iters = 0;
+    /* Enough copies for a stable figure: at least 512 MiB moved or 20 copies. */
+    while (total < (512u << 20) || iters < 20) {
+        total += n;
+        iters++;
+    }
+    if (htod)
+        CK(cuMemcpyHtoD(dev, host, n));
+    else
+        CK(cuMemcpyDtoH(host, dev, n));
+    CK(cuCtxSynchronize());
+    double t0 = bench_now();
+    for (int i = 0; i < iters; i++) {
+        if (htod)
+            CK(cuMemcpyHtoD(dev, host, n));
+        else
+            CK(cuMemcpyDtoH(host, dev, n));
+    }
+    CK(cuCtxSynchronize());
+    return (double)total / (bench_now() - t0) / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    size_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
+    bench_init();
+    void *pageable = malloc(max), *pinned;
+    CK(cuMemAllocHost(&pinned, max));
+    memset(pageable, 1, max);
+    memset(pinned, 1, max);
+    CUdeviceptr dev;
+    CK(cuMemAlloc(&dev, max));
+    for (size_t n = 4096; n <= max; n *= 4) {
+        printf("RESULT htod_pageable_%zu %.2f GB/s\n", n, measure(1, pageable, dev, n));
+        printf("RESULT htod_pinned_%zu %.2f GB/s\n", n, measure(1, pinned, dev, n));
+        printf("RESULT dtoh_pageable_%zu %.2f GB/s\n", n, measure(0, pageable, dev, n));
+        printf("RESULT dtoh_pinned_%zu %.2f GB/s\n", n, measure(0, pinned, dev, n));
+        fflush(stdout);
+    }
+    CK(cuMemFreeHost(pinned));
+    CK(cuMemFree(dev));
+    free(pageable);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* Round trip of a synchronous call: cuCtxSynchronize on an idle context, and a 4-byte
+ * device-to-host copy (a result read back), each timed one by one. */
+#include <stdint.h>
+
+#include "bench.h"
+
+static void report(const char *name, double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += t[i];
+    printf("RESULT %s_median %.3f us\n", name, t[n / 2] * 1e6);
+    printf("RESULT %s_p99 %.3f us\n", name, t[n * 99 / 100] * 1e6);
+    printf("RESULT %s_mean %.3f us\n", name, sum / n * 1e6);
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 20000;
+    bench_init();
+    double *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < 1000; i++)
+        CK(cuCtxSynchronize());
+    for (int i = 0; i < n; i++) {
+        double t0 = bench_now();
+        CK(cuCtxSynchronize());
+        t[i] = bench_now() - t0;
+    }
+    report("ctx_synchronize", t, n);
+    CUdeviceptr d;
+    uint32_t v;
+    CK(cuMemAlloc(&d, 4));
+    CK(cuMemsetD32(d, 42, 1));
+    for (int i = 0; i < 1000; i++)
+        CK(cuMemcpyDtoH(&v, d, 4));
+    for (int i = 0; i < n; i++) {
+        double t0 = bench_now();
+        CK(cuMemcpyDtoH(&v, d, 4));
+        t[i] = bench_now() - t0;
+    }
+    report("read_4_bytes", t, n);
+    free(t);
+    return 0;
+}

@@ -1,0 +1,195 @@
+/* Copying large buffers between the application's memory and the staging slots with several
+ * threads: one CPU core copies about 8 GB/s, less than a GPU moves and less than the driver's own
+ * pageable path reaches, so big copies are cut into parts that a few helper threads share with
+ * the caller. Copies into staging memory use non-temporal stores: the CPU never reads that
+ * memory again (the GPU does), so there is no point pulling it into the cache first.
+ *
+ * Helpers are created on the first large copy (VGPU_COPY_THREADS sets how many; 0: none). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#include "bell.h"
+#include "fe.h"
+#include "units.h"
+
+#define PART (256u << 10)
+#define PARALLEL_MIN (1u << 20)
+#define MAX_HELPERS 8
+#define HELPER_SPIN_NS 200000
+
+struct job {
+    uint64_t seq;
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t n;
+    bool streaming;
+    _Atomic size_t next;
+    _Atomic size_t done;
+    _Atomic int refs; /* the caller and every helper that joined */
+};
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t job_mu; /* one job at a time */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job *current;    /* guarded by mu */
+    _Atomic uint64_t seq;   /* of the current job, for helpers that spin */
+    int helpers;
+} pool = {
+    .once = PTHREAD_ONCE_INIT,
+    .job_mu = PTHREAD_MUTEX_INITIALIZER,
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+};
+
+static void copy_streaming(uint8_t *d, const uint8_t *s, size_t n)
+{
+#if defined(__x86_64__)
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+    /* Streaming stores are weakly ordered: make them visible before anyone is told. */
+    _mm_sfence();
+#else
+    memcpy(d, s, n);
+#endif
+}
+
+static void copy_part(const struct job *j, size_t off, size_t len)
+{
+    if (j->streaming)
+        copy_streaming(j->dst + off, j->src + off, len);
+    else
+        memcpy(j->dst + off, j->src + off, len);
+}
+
+static void work(struct job *j)
+{
+    for (;;) {
+        size_t off = atomic_fetch_add(&j->next, PART);
+        if (off >= j->n)
+            return;
+        size_t len = j->n - off < PART ? j->n - off : PART;
+        copy_part(j, off, len);
+        atomic_fetch_add_explicit(&j->done, len, memory_order_release);
+    }
+}
+
+static void put(struct job *j)
+{
+    if (atomic_fetch_sub(&j->refs, 1) == 1)
+        free(j);
+}
+
+static void *helper(void *arg)
+{
+    (void)arg;
+    uint64_t seen = 0;
+    for (;;) {
+        /* Spin a little for the next part of a pipelined copy, then sleep. */
+        int64_t until = vgpu_now_ns() + HELPER_SPIN_NS;
+        while (atomic_load_explicit(&pool.seq, memory_order_acquire) == seen && vgpu_now_ns() < until)
+            vgpu_cpu_relax();
+        pthread_mutex_lock(&pool.mu);
+        while (!pool.current || pool.current->seq == seen)
+            pthread_cond_wait(&pool.cv, &pool.mu);
+        struct job *j = pool.current;
+        seen = j->seq;
+        atomic_fetch_add(&j->refs, 1);
+        pthread_mutex_unlock(&pool.mu);
+        work(j);
+        put(j);
+    }
+    return NULL;
+}
+
+/* After fork the helpers are gone; the child copies alone. */
+static void forget_helpers(void)
+{
+    pool.helpers = 0;
+    pool.current = NULL;
+}
+
+static void start_helpers(void)
+{
+    pthread_atfork(NULL, NULL, forget_helpers);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t want = cpus > 1 ? (uint64_t)(cpus - 1) : 0;
+    if (want > 3)
+        want = 3;
+    const char *env = getenv("VGPU_COPY_THREADS");
+    uint64_t v;
+    if (env && vgpu_parse_uint(env, MAX_HELPERS, &v) == 0)
+        want = v;
+    for (uint64_t i = 0; i < want; i++) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 64 << 10);
+        if (pthread_create(&t, &attr, helper, NULL) == 0) {
+            pthread_setname_np(t, "vgpu-copy");
+            pool.helpers++;
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+
+void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming)
+{
+    if (n >= PARALLEL_MIN)
+        pthread_once(&pool.once, start_helpers);
+    if (n < PARALLEL_MIN || pool.helpers == 0) {
+        struct job solo = {.dst = dst, .src = src, .n = n, .streaming = streaming};
+        copy_part(&solo, 0, n);
+        return;
+    }
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) {
+        struct job solo = {.dst = dst, .src = src, .n = n, .streaming = streaming};
+        copy_part(&solo, 0, n);
+        return;
+    }
+    j->dst = dst;
+    j->src = src;
+    j->n = n;
+    j->streaming = streaming;
+    atomic_init(&j->refs, 1);
+    pthread_mutex_lock(&pool.job_mu);
+    pthread_mutex_lock(&pool.mu);
+    j->seq = atomic_load(&pool.seq) + 1;
+    pool.current = j;
+    atomic_store_explicit(&pool.seq, j->seq, memory_order_release);
+    pthread_cond_broadcast(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
+    work(j);
+    while (atomic_load_explicit(&j->done, memory_order_acquire) < n)
+        vgpu_cpu_relax();
+    pthread_mutex_lock(&pool.mu);
+    if (pool.current == j)
+        pool.current = NULL;
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.job_mu);
+    put(j);
+}

@@ -1,0 +1,75 @@
+#!/bin/bash
+# The integration programs on a real GPU: each runs natively (the machine's own driver), then
+# through a vGPU (vgpud with the cuda executor); both must succeed and print the same thing. Then
+# several clients at once, and a client killed mid-stream whose memory vgpud must give back.
+#   VGPU_BIN, VGPU_PROGS, VGPU_KERNELS: directories of the tools, the programs, the CUDA images.
+set -u
+BIN=${VGPU_BIN:-build/bin}
+PROGS=${VGPU_PROGS:-build/tests/host}
+K=${VGPU_KERNELS:-build/tests/kernels}
+OUT=${VGPU_GPU_OUT:-build/tests/gpu}
+mkdir -p "$OUT"
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
+    echo "check-gpu: no NVIDIA GPU here"; exit 2
+fi
+sock=$(mktemp -u /tmp/vgpud-gpu.XXXXXX)
+"$BIN/vgpud" --socket "$sock" --executor cuda --foreground --log-level info >"$OUT/vgpud.log" 2>&1 &
+vgpud=$!
+trap 'kill $vgpud 2>/dev/null; wait $vgpud 2>/dev/null' EXIT
+for _ in $(seq 300); do "$BIN/vgpuctl" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$BIN/vgpuctl" --socket "$sock" ping >/dev/null || { echo "vgpud did not start"; cat "$OUT/vgpud.log"; exit 1; }
+
+failed=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+
+compare() { # name, program and arguments
+    local name=$1; shift
+    "$@" >"$OUT/$name.native" 2>&1; local rn=$?
+    "$BIN/vgpu-run" --socket "$sock" -- "$@" >"$OUT/$name.vgpu" 2>&1; local rv=$?
+    if [ $rn -ne 0 ]; then fail "$name: native run failed ($rn)"; sed 's/^/    /' "$OUT/$name.native"
+    elif [ $rv -ne 0 ]; then fail "$name: vGPU run failed ($rv)"; sed 's/^/    /' "$OUT/$name.vgpu"
+    elif ! cmp -s "$OUT/$name.native" "$OUT/$name.vgpu"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"
+    else pass "$name: $(tail -1 "$OUT/$name.vgpu")"; fi
+}
+
+compare vecadd "$PROGS/prog_vecadd" "$K/basic.fatbin"
+compare vecadd-zstd "$PROGS/prog_vecadd" "$K/basic.zstd.fatbin"
+compare vecadd-lz4 "$PROGS/prog_vecadd" "$K/basic.lz4.fatbin"
+compare vecadd-raw "$PROGS/prog_vecadd" "$K/basic.none.fatbin"
+compare copies "$PROGS/prog_copies"
+compare memset "$PROGS/prog_memset"
+compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
+compare params "$PROGS/prog_params" "$K/basic.fatbin"
+compare errors "$PROGS/prog_errors" "$K/basic.fatbin"
+
+# Several clients at once, each in its own context on the GPU.
+pids=()
+for i in 1 2 3 4; do
+    "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_copies" 16777216 >"$OUT/concurrent.$i" 2>&1 & pids+=($!)
+    "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_streams" "$K/basic.fatbin" >"$OUT/concurrent-s.$i" 2>&1 & pids+=($!)
+done
+bad=0; for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+[ $bad -eq 0 ] && pass "8 concurrent clients" || fail "$bad of 8 concurrent clients failed"
+
+# A client killed mid-stream: everything it held on the GPU comes back.
+used() { "$BIN/vgpuctl" --socket "$sock" --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p'; }
+sessions() { "$BIN/vgpuctl" --socket "$sock" --json | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p'; }
+before=$(used)
+"$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_hold" "$K/basic.fatbin" >"$OUT/hold.out" 2>&1 &
+hold=$!
+for _ in $(seq 100); do grep -q ready "$OUT/hold.out" && break; sleep 0.1; done
+during=$(used)
+sleep 0.3
+kill -9 $hold; wait $hold 2>/dev/null
+for _ in $(seq 100); do [ "$(sessions)" = 0 ] && break; sleep 0.1; done
+after=$(used)
+echo "device memory in use: before $before, while the client ran $during, after it was killed $after"
+if [ "$(sessions)" = 0 ] && [ "$after" -le $((before + 4 * 1024 * 1024)) ] && [ "$during" -gt "$after" ]; then
+    pass "killed client freed"
+else
+    fail "killed client not freed (sessions $(sessions))"
+fi
+"$BIN/vgpuctl" --socket "$sock" ping >/dev/null && pass "vgpud still serving" || fail "vgpud gone"
+echo "check-gpu: $failed failure(s)"
+[ $failed -eq 0 ]
