@@ -37,7 +37,8 @@ int vgpu_bell_wait(struct vgpu_transport *t, struct vgpu_bell *b, const struct v
     int64_t start = vgpu_now_ns();
     int64_t now = start;
     unsigned spins = 0;
-    while (now - start < w->spin_ns) {
+    int64_t spin = w->timeout_ns >= 0 && w->timeout_ns < w->spin_ns ? w->timeout_ns : w->spin_ns;
+    while (now - start < spin) {
         for (int i = 0; i < 32; i++) {
             if (w->ready(w->arg))
                 return 0;

@@ -29,6 +29,10 @@ int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, 
     }
     r->prod = load_acquire(&idx->prod);
     r->cons = load_acquire(&idx->cons);
+    /* Indexes written by the other side are checked like everything else it writes: the local
+     * copies must stay record-aligned for every later bounds check to hold. */
+    if (((r->prod | r->cons) & 7u) || r->prod - r->cons > size)
+        return -EINVAL;
     return 0;
 }
 

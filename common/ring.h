@@ -25,8 +25,9 @@ struct vgpu_ring {
 };
 
 /* Set up one side of a ring over shared memory; size must be a power of two between 4 KiB and
- * 1 GiB, at least twice the largest record. Returns 0 or -EINVAL. reset zeroes the shared indexes
- * (only the side that creates the channel does that). */
+ * 1 GiB, at least twice the largest record. Returns 0 or -EINVAL (also when, without reset, the
+ * shared indexes are impossible). reset zeroes the shared indexes (only the side that creates the
+ * channel does that). */
 int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, uint32_t size, bool reset);
 
 /* Largest record this ring accepts. */

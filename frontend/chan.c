@@ -87,8 +87,19 @@ static bool has_space(void *arg)
 
 static int space_check(void *arg) { return chan_check(((struct space_wait *)arg)->ch); }
 
+static void unregister(struct fe_chan *ch, struct fe_wait *w)
+{
+    for (struct fe_wait **pp = &ch->waiting; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+}
+
+/* Post a record. A caller that wants the response passes w: it is registered before the record
+ * becomes visible, so that whichever thread reads the response finds its owner. */
 static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_size, const void *tail,
-                     uint32_t tail_len)
+                     uint32_t tail_len, struct fe_wait *w)
 {
     uint32_t total = req_size + tail_len;
     uint32_t padded = vgpu_align8(total);
@@ -96,27 +107,37 @@ static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_si
     h->flags = (uint16_t)((h->flags & ~VGPU_REC_PAD_MASK) | ((padded - total) << VGPU_REC_PAD_SHIFT));
     pthread_mutex_lock(&ch->send_mu);
     h->seq = ++ch->next_seq;
+    if (w) {
+        w->seq = h->seq;
+        pthread_mutex_lock(&ch->recv_mu);
+        w->next = ch->waiting;
+        ch->waiting = w;
+        pthread_mutex_unlock(&ch->recv_mu);
+    }
     uint8_t *dst;
     for (;;) {
         int err;
         dst = vgpu_ring_reserve(&ch->map.req, padded, &err);
         if (dst)
             break;
-        if (err != -EAGAIN) {
+        CUresult fail = err != -EAGAIN ? (err == -EMSGSIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_DEVICE_UNAVAILABLE)
+                                       : (CUresult)chan_check(ch);
+        if (fail) {
+            if (w) {
+                pthread_mutex_lock(&ch->recv_mu);
+                unregister(ch, w);
+                pthread_mutex_unlock(&ch->recv_mu);
+            }
             pthread_mutex_unlock(&ch->send_mu);
-            LOG_ERROR("cannot post a %u-byte request (%d)", padded, err);
-            return err == -EMSGSIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_DEVICE_UNAVAILABLE;
-        }
-        CUresult dead = chan_check(ch);
-        if (dead) {
-            pthread_mutex_unlock(&ch->send_mu);
-            return dead;
+            if (err != -EAGAIN)
+                LOG_ERROR("cannot post a %u-byte request (%d)", padded, err);
+            return fail;
         }
         /* Full: vgpud rings to_client when it frees space and sees a sleeper. */
         struct space_wait sw = {ch, padded};
-        struct vgpu_wait w = {.ready = has_space, .check = space_check, .arg = &sw, .spin_ns = fe_cfg.spin_ns,
-                              .slice_ns = 20000000, .timeout_ns = -1};
-        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+        struct vgpu_wait space = {.ready = has_space, .check = space_check, .arg = &sw, .spin_ns = fe_cfg.spin_ns,
+                                  .slice_ns = 20000000, .timeout_ns = -1};
+        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &space);
     }
     memcpy(dst, h, req_size);
     if (tail_len)
@@ -189,23 +210,20 @@ static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
     }
 }
 
-static CUresult wait_response(struct fe_chan *ch, uint32_t seq, void *rsp, uint32_t rsp_size, void *tail,
-                              uint32_t tail_cap, uint32_t *tail_len)
+/* Wait until w (registered by post) has its response. */
+static CUresult wait_response(struct fe_chan *ch, struct fe_wait *w)
 {
-    struct fe_wait w = {.seq = seq, .rsp = rsp, .rsp_size = rsp_size, .tail = tail, .tail_cap = tail_cap};
     pthread_mutex_lock(&ch->recv_mu);
-    w.next = ch->waiting;
-    ch->waiting = &w;
-    while (!w.done) {
+    while (!w->done) {
         int dead = atomic_load(&ch->dead);
         if (dead) {
-            w.result = (CUresult)dead;
+            w->result = (CUresult)dead;
             break;
         }
         if (!ch->reader_busy) {
             ch->reader_busy = true;
             pthread_mutex_unlock(&ch->recv_mu);
-            read_responses(ch, &w);
+            read_responses(ch, w);
             pthread_mutex_lock(&ch->recv_mu);
             ch->reader_busy = false;
             pthread_cond_broadcast(&ch->recv_cv);
@@ -213,15 +231,9 @@ static CUresult wait_response(struct fe_chan *ch, uint32_t seq, void *rsp, uint3
             pthread_cond_wait(&ch->recv_cv, &ch->recv_mu);
         }
     }
-    for (struct fe_wait **pp = &ch->waiting; *pp; pp = &(*pp)->next)
-        if (*pp == &w) {
-            *pp = w.next;
-            break;
-        }
+    unregister(ch, w);
     pthread_mutex_unlock(&ch->recv_mu);
-    if (tail_len)
-        *tail_len = w.tail_len;
-    return w.result;
+    return w->result;
 }
 
 CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail, uint32_t tail_len,
@@ -234,12 +246,20 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
     struct vgpu_req_hdr *h = req;
     h->ctx = ctx;
     h->flags = want_reply ? VGPU_REQ_WANT_REPLY : 0;
-    FE_RETURN_IF(post(ch, h, req_size, tail, tail_len));
     if (!want_reply)
-        return CUDA_SUCCESS;
+        return post(ch, h, req_size, tail, tail_len, NULL);
     uint8_t scratch[sizeof(struct vgpu_rsp_hdr)];
-    return wait_response(ch, h->seq, rsp ? rsp : scratch, rsp ? rsp_size : (uint32_t)sizeof scratch, rsp_tail,
-                         rsp_tail_cap, rsp_tail_len);
+    struct fe_wait w = {
+        .rsp = rsp ? rsp : scratch,
+        .rsp_size = rsp ? rsp_size : (uint32_t)sizeof scratch,
+        .tail = rsp_tail,
+        .tail_cap = rsp_tail_cap,
+    };
+    FE_RETURN_IF(post(ch, h, req_size, tail, tail_len, &w));
+    CUresult r = wait_response(ch, &w);
+    if (rsp_tail_len)
+        *rsp_tail_len = w.tail_len;
+    return r;
 }
 
 /* ---------------------------------------------------------------- staging slots */

@@ -49,7 +49,7 @@ PROG_SRC := $(sort $(wildcard tests/host/prog_*.c))
 PROG_BIN := $(PROG_SRC:tests/host/%.c=$(TEST_O)/host/%)
 $(TEST_O)/host/prog_%: $(O)/obj/tests/host/prog_%.o $(O)/obj/tests/host/progutil.o
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda -lm
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda -lm -ldl
 
 # The hostile client speaks the wire protocol itself.
 $(TEST_O)/host/hostile: $(O)/obj/tests/host/hostile.o $(LIBCOMMON)
@@ -62,7 +62,7 @@ $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 
 HOST_TEST_DEPS := all $(PROG_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS)
 
-TEST_ENV = VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
+TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
 	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp)
 
 check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)

@@ -238,6 +238,20 @@ START_TEST(test_errors)
 }
 END_TEST
 
+START_TEST(test_procaddr)
+{
+    char stub[600];
+    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda");
+    ck_assert_int_eq(run_prog("prog_procaddr", stub, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_threads)
+{
+    ck_assert_int_eq(run_prog("prog_threads", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_fork)
 {
     ck_assert_int_eq(run_prog("prog_fork", NULL, NULL, NULL), 0);
@@ -416,6 +430,8 @@ int main(void)
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);
+    tcase_add_test(programs, test_procaddr);
+    tcase_add_test(programs, test_threads);
     tcase_add_test(programs, test_fork);
     tcase_add_test(programs, test_cuda_image_on_emu);
     tcase_add_test(programs, test_concurrent_clients);
