@@ -343,12 +343,8 @@ static void *poller_main(void *arg)
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
         int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
         if (n > 0) {
-            /* The record is ours now: let the client go on writing while it runs, and wake it if
-             * it sleeps (it may be waiting for this very space). */
+            /* The record is ours now: let the client go on writing while it runs. */
             vgpu_ring_release(&ch->map.req);
-            atomic_thread_fence(memory_order_seq_cst);
-            if (atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->to_client.sleepers, memory_order_relaxed))
-                vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
             vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
             if ((++served & 63u) == 0)
                 progress(ch);
