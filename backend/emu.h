@@ -9,6 +9,7 @@
 
 #include "cubin.h"
 #include "executor.h"
+#include "ranges.h"
 #include "vgpu/emu_kernel.h"
 
 struct emu_device {
@@ -22,11 +23,6 @@ struct emu_exec {
     struct vgpu_exec base;
     int device_count;
     struct emu_device *devices;
-};
-
-/* One allocation of device memory (host memory standing in for it). */
-struct emu_alloc {
-    uint64_t base, size, map_size;
 };
 
 struct emu_stream;
@@ -44,8 +40,7 @@ struct emu_ctx {
     struct emu_stream *null_stream; /* the legacy default stream */
     struct emu_stream **streams;     /* every live stream except the null stream */
     size_t stream_count, stream_cap;
-    struct emu_alloc *allocs;        /* sorted by base */
-    size_t alloc_count, alloc_cap;
+    struct vgpu_ranges allocs;       /* device memory: host mappings standing in for it */
     struct emu_module *modules;      /* linked list */
     struct emu_event *events;        /* live events (doubly linked) */
     uint64_t limits[16];
@@ -151,8 +146,6 @@ void emu_fill_device_info(struct emu_device *d);
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr);
 CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr);
 void emu_mem_free_all(struct emu_ctx *c);
-/* True if [p, p+n) lies inside one allocation of the context. */
-bool emu_mem_contains(struct emu_ctx *c, uint64_t p, uint64_t n);
 
 /* emu_stream.c */
 CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is_null, struct emu_stream **out);

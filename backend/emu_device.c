@@ -101,28 +101,19 @@ int emu_devices_init(struct emu_exec *x, int count, uint64_t memory)
     return 0;
 }
 
-/* Allocations are kept sorted by base so that range checks are a binary search. */
-static size_t alloc_find(const struct emu_ctx *c, uint64_t p)
+static uint64_t page_round(uint64_t size)
 {
-    size_t lo = 0, hi = c->alloc_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->allocs[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo; /* index of the first allocation above p */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) & ~(page - 1);
 }
 
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr)
 {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    if (size > UINT64_MAX - page)
+    if (size > UINT64_MAX - (1u << 20))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t map_size = (size + page - 1) & ~(page - 1);
+    uint64_t map_size = page_round(size);
     uint64_t used = atomic_fetch_add(&c->dev->used, map_size);
     if (used + map_size > c->dev->total_mem || used + map_size < used) {
         atomic_fetch_sub(&c->dev->used, map_size);
@@ -134,23 +125,13 @@ CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&c->mu);
-    if (c->alloc_count == c->alloc_cap) {
-        size_t cap = c->alloc_cap ? c->alloc_cap * 2 : 64;
-        struct emu_alloc *a = realloc(c->allocs, cap * sizeof *a);
-        if (!a) {
-            pthread_mutex_unlock(&c->mu);
-            munmap(p, map_size);
-            atomic_fetch_sub(&c->dev->used, map_size);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        c->allocs = a;
-        c->alloc_cap = cap;
-    }
-    size_t at = alloc_find(c, (uint64_t)(uintptr_t)p);
-    memmove(&c->allocs[at + 1], &c->allocs[at], (c->alloc_count - at) * sizeof c->allocs[0]);
-    c->allocs[at] = (struct emu_alloc){(uint64_t)(uintptr_t)p, size, map_size};
-    c->alloc_count++;
+    int e = vgpu_ranges_add(&c->allocs, &(struct vgpu_range){.base = (uint64_t)(uintptr_t)p, .size = size});
     pthread_mutex_unlock(&c->mu);
+    if (e) {
+        munmap(p, map_size);
+        atomic_fetch_sub(&c->dev->used, map_size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *dptr = (uint64_t)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
@@ -160,37 +141,23 @@ CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr)
     pthread_mutex_lock(&c->mu);
     /* Like the driver, freeing waits for work that may still use the memory. */
     emu_wait_all_locked(c);
-    size_t at = alloc_find(c, dptr);
-    if (at == 0 || c->allocs[at - 1].base != dptr) {
-        pthread_mutex_unlock(&c->mu);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    struct emu_alloc a = c->allocs[at - 1];
-    memmove(&c->allocs[at - 1], &c->allocs[at], (c->alloc_count - at) * sizeof c->allocs[0]);
-    c->alloc_count--;
+    struct vgpu_range *r = vgpu_ranges_at(&c->allocs, dptr);
+    uint64_t size = r ? r->size : 0;
+    if (r)
+        vgpu_ranges_remove_at(&c->allocs, dptr);
     pthread_mutex_unlock(&c->mu);
-    munmap((void *)(uintptr_t)a.base, a.map_size);
-    atomic_fetch_sub(&c->dev->used, a.map_size);
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)(uintptr_t)dptr, page_round(size));
+    atomic_fetch_sub(&c->dev->used, page_round(size));
     return CUDA_SUCCESS;
 }
 
 void emu_mem_free_all(struct emu_ctx *c)
 {
-    for (size_t i = 0; i < c->alloc_count; i++) {
-        munmap((void *)(uintptr_t)c->allocs[i].base, c->allocs[i].map_size);
-        atomic_fetch_sub(&c->dev->used, c->allocs[i].map_size);
+    for (size_t i = 0; i < c->allocs.count; i++) {
+        munmap((void *)(uintptr_t)c->allocs.v[i].base, page_round(c->allocs.v[i].size));
+        atomic_fetch_sub(&c->dev->used, page_round(c->allocs.v[i].size));
     }
-    free(c->allocs);
-    c->allocs = NULL;
-    c->alloc_count = c->alloc_cap = 0;
-}
-
-bool emu_mem_contains(struct emu_ctx *c, uint64_t p, uint64_t n)
-{
-    pthread_mutex_lock(&c->mu);
-    size_t at = alloc_find(c, p);
-    bool ok = at > 0 && p - c->allocs[at - 1].base <= c->allocs[at - 1].size &&
-              n <= c->allocs[at - 1].size - (p - c->allocs[at - 1].base);
-    pthread_mutex_unlock(&c->mu);
-    return ok;
+    vgpu_ranges_free(&c->allocs);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "bell.h"
 #include "emu.h"
 #include "log.h"
@@ -191,17 +192,13 @@ CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is
     if (!is_null) {
         pthread_mutex_lock(&c->mu);
         reap_streams_locked(c);
-        if (c->stream_count == c->stream_cap) {
-            size_t cap = c->stream_cap ? 2 * c->stream_cap : 16;
-            struct emu_stream **a = realloc(c->streams, cap * sizeof *a);
-            if (!a) {
-                pthread_mutex_unlock(&c->mu);
-                free(s);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            c->streams = a;
-            c->stream_cap = cap;
+        struct emu_stream **a = vgpu_array_grow(c->streams, &c->stream_cap, c->stream_count + 1, sizeof *a);
+        if (!a) {
+            pthread_mutex_unlock(&c->mu);
+            free(s);
+            return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        c->streams = a;
         c->streams[c->stream_count++] = s;
         pthread_mutex_unlock(&c->mu);
     }

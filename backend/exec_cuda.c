@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "executor.h"
 #include "log.h"
 
@@ -379,14 +380,10 @@ static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *strea
 {
     struct cuda_ctx *cc = ctx;
     BIND(x, ctx);
-    if (cc->pending_count == cc->pending_cap) {
-        size_t cap = cc->pending_cap ? 2 * cc->pending_cap : 32;
-        struct pending *p = realloc(cc->pending, cap * sizeof *p);
-        if (!p)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        cc->pending = p;
-        cc->pending_cap = cap;
-    }
+    struct pending *p = vgpu_array_grow(cc->pending, &cc->pending_cap, cc->pending_count + 1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cc->pending = p;
     CUevent e;
     CUresult r = CUDA_SUCCESS;
     if (cc->spare_count)
@@ -415,15 +412,10 @@ static int cuda_progress(struct vgpu_exec *x, void *ctx)
             continue;
         }
         p.fn(p.arg, r);
-        if (cc->spare_count == cc->spare_cap) {
-            size_t cap = cc->spare_cap ? 2 * cc->spare_cap : 32;
-            CUevent *sp = realloc(cc->spare, cap * sizeof *sp);
-            if (sp) {
-                cc->spare = sp;
-                cc->spare_cap = cap;
-            }
-        }
-        if (cc->spare_count < cc->spare_cap)
+        CUevent *sp = vgpu_array_grow(cc->spare, &cc->spare_cap, cc->spare_count + 1, sizeof *sp);
+        if (sp)
+            cc->spare = sp;
+        if (sp)
             cc->spare[cc->spare_count++] = p.event;
         else
             API(x)->cuEventDestroy_v2(p.event);

@@ -58,12 +58,10 @@ CUresult vgpu_handle_ModuleUnload(struct vgpu_call *c, const struct vgpu_req_Mod
                                   struct vgpu_rsp_ModuleUnload *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *m;
+    CUresult r = vchannel_lookup(c, SRV_MODULE, q->module, &m);
     if (r)
         return r;
-    struct srv_obj *m = vchannel_obj(c, SRV_MODULE, q->module);
-    if (!m)
-        return CUDA_ERROR_INVALID_HANDLE;
     r = OPS(c)->module_unload(EXEC(c), c->ctx->x, m->x);
     struct srv_table *fns = &c->ch->tables[SRV_FUNCTION];
     for (uint32_t id = 1; id < fns->cap; id++)
@@ -123,17 +121,13 @@ CUresult vgpu_handle_ModuleGetGlobal(struct vgpu_call *c, const struct vgpu_req_
     return CUDA_SUCCESS;
 }
 
-static struct srv_obj *function(struct vgpu_call *c, uint32_t id) { return vchannel_obj(c, SRV_FUNCTION, id); }
-
 CUresult vgpu_handle_FuncGetParamInfo(struct vgpu_call *c, const struct vgpu_req_FuncGetParamInfo *q,
                                       struct vgpu_rsp_FuncGetParamInfo *a)
 {
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
     if (r)
         return r;
-    struct srv_obj *f = function(c, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     uint32_t n = 0;
     uint32_t *out = (uint32_t *)c->rsp_tail;
     while (n < VGPU_MAX_KERNEL_PARAMS && (n + 1) * 8 <= c->rsp_tail_cap) {
@@ -152,12 +146,10 @@ CUresult vgpu_handle_FuncGetParamInfo(struct vgpu_call *c, const struct vgpu_req
 CUresult vgpu_handle_FuncGetAttribute(struct vgpu_call *c, const struct vgpu_req_FuncGetAttribute *q,
                                       struct vgpu_rsp_FuncGetAttribute *a)
 {
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
     if (r)
         return r;
-    struct srv_obj *f = function(c, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     int v = 0;
     r = OPS(c)->func_get_attribute(EXEC(c), c->ctx->x, f->x, q->attrib, &v);
     a->value = v;
@@ -168,12 +160,10 @@ CUresult vgpu_handle_FuncSetAttribute(struct vgpu_call *c, const struct vgpu_req
                                       struct vgpu_rsp_FuncSetAttribute *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
     if (r)
         return r;
-    struct srv_obj *f = function(c, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     return OPS(c)->func_set_attribute(EXEC(c), c->ctx->x, f->x, q->attrib, q->value);
 }
 
@@ -181,12 +171,10 @@ CUresult vgpu_handle_FuncSetCacheConfig(struct vgpu_call *c, const struct vgpu_r
                                         struct vgpu_rsp_FuncSetCacheConfig *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
     if (r)
         return r;
-    struct srv_obj *f = function(c, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     return OPS(c)->func_set_cache_config(EXEC(c), c->ctx->x, f->x, (int)q->config);
 }
 
@@ -200,7 +188,7 @@ CUresult vgpu_handle_LaunchKernel(struct vgpu_call *c, const struct vgpu_req_Lau
         r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
-    struct srv_obj *f = function(c, q->function);
+    struct srv_obj *f = vchannel_obj(c, SRV_FUNCTION, q->function);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     if (q->param_size != c->tail_len || q->param_size > VGPU_MAX_PARAM_BYTES)

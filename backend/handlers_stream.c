@@ -26,12 +26,10 @@ CUresult vgpu_handle_StreamDestroy(struct vgpu_call *c, const struct vgpu_req_St
                                    struct vgpu_rsp_StreamDestroy *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *s;
+    CUresult r = vchannel_lookup(c, SRV_STREAM, q->stream, &s);
     if (r)
         return r;
-    struct srv_obj *s = vchannel_obj(c, SRV_STREAM, q->stream);
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
     r = OPS(c)->stream_destroy(EXEC(c), c->ctx->x, s->x);
     vchannel_remove(c->ch, SRV_STREAM, q->stream);
     return r;
@@ -97,12 +95,10 @@ CUresult vgpu_handle_EventDestroy(struct vgpu_call *c, const struct vgpu_req_Eve
                                   struct vgpu_rsp_EventDestroy *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
+    struct srv_obj *e;
+    CUresult r = vchannel_lookup(c, SRV_EVENT, q->event, &e);
     if (r)
         return r;
-    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
     r = OPS(c)->event_destroy(EXEC(c), c->ctx->x, e->x);
     vchannel_remove(c->ch, SRV_EVENT, q->event);
     return r;
@@ -127,21 +123,17 @@ CUresult vgpu_handle_EventSynchronize(struct vgpu_call *c, const struct vgpu_req
                                       struct vgpu_rsp_EventSynchronize *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
-    if (r)
-        return r;
-    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
-    return e ? OPS(c)->event_synchronize(EXEC(c), c->ctx->x, e->x) : CUDA_ERROR_INVALID_HANDLE;
+    struct srv_obj *e;
+    CUresult r = vchannel_lookup(c, SRV_EVENT, q->event, &e);
+    return r ? r : OPS(c)->event_synchronize(EXEC(c), c->ctx->x, e->x);
 }
 
 CUresult vgpu_handle_EventQuery(struct vgpu_call *c, const struct vgpu_req_EventQuery *q, struct vgpu_rsp_EventQuery *a)
 {
     (void)a;
-    CUresult r = vchannel_need_ctx(c);
-    if (r)
-        return r;
-    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
-    return e ? OPS(c)->event_query(EXEC(c), c->ctx->x, e->x) : CUDA_ERROR_INVALID_HANDLE;
+    struct srv_obj *e;
+    CUresult r = vchannel_lookup(c, SRV_EVENT, q->event, &e);
+    return r ? r : OPS(c)->event_query(EXEC(c), c->ctx->x, e->x);
 }
 
 CUresult vgpu_handle_EventElapsedTime(struct vgpu_call *c, const struct vgpu_req_EventElapsedTime *q,

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "bell.h"
 #include "log.h"
 #include "session.h"
@@ -150,6 +151,14 @@ struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t i
     return o && o->ctx == c->ctx_id ? o : NULL;
 }
 
+CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, struct srv_obj **o)
+{
+    if (!c->ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *o = vchannel_obj(c, kind, id);
+    return *o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
 {
     if (id == VGPU_ID_NONE) {
@@ -231,14 +240,10 @@ static bool progress(struct vchannel *ch)
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
                            uint64_t *dptr)
 {
-    if (ch->reg_count == ch->reg_cap) {
-        size_t cap = ch->reg_cap ? 2 * ch->reg_cap : 16;
-        struct host_reg *r = realloc(ch->regs, cap * sizeof *r);
-        if (!r)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        ch->regs = r;
-        ch->reg_cap = cap;
-    }
+    struct host_reg *regs = vgpu_array_grow(ch->regs, &ch->reg_cap, ch->reg_count + 1, sizeof *regs);
+    if (!regs)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ch->regs = regs;
     CUresult r = ch->x->ops->host_register(ch->x, ch->device, ch->map.data + offset, size, flags, dptr);
     if (r != CUDA_SUCCESS)
         return r;

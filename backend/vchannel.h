@@ -108,6 +108,9 @@ CUresult vchannel_need_ctx(struct vgpu_call *c);
 /* Resolve a stream id of the call's context: 0 is the legacy default stream (NULL). */
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
+/* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE
+ * for an id the context does not have. */
+CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, struct srv_obj **o);
 /* Claim id for a new object of the call's context (counted in the channel's accounting). */
 struct srv_obj *vchannel_add(struct vgpu_call *c, enum srv_kind kind, uint32_t id, CUresult *err);
 void vchannel_remove(struct vchannel *ch, enum srv_kind kind, uint32_t id);

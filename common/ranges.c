@@ -1,5 +1,7 @@
 #include "ranges.h"
 
+#include "array.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +15,7 @@ void vgpu_ranges_free(struct vgpu_ranges *r)
 /* Index of the first range whose base is above p. */
 static size_t upper(const struct vgpu_ranges *r, uint64_t p)
 {
-    size_t lo = 0, hi = r->count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r->v[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vgpu_array_upper(r->v, r->count, sizeof *r->v, p);
 }
 
 int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add)
@@ -38,14 +32,10 @@ int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add)
     }
     if (at < r->count && add->base + add->size > r->v[at].base)
         return -EEXIST;
-    if (r->count == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 64;
-        struct vgpu_range *v = realloc(r->v, cap * sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        r->v = v;
-        r->cap = cap;
-    }
+    struct vgpu_range *v = vgpu_array_grow(r->v, &r->cap, r->count + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    r->v = v;
     memmove(&r->v[at + 1], &r->v[at], (r->count - at) * sizeof *r->v);
     r->v[at] = *add;
     r->count++;

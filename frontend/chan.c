@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "bell.h"
 #include "fe.h"
 #include "log.h"
@@ -294,17 +295,10 @@ static int heap_init_locked(struct fe_chan *ch)
     return 0;
 }
 
+/* The first block above off. */
 static size_t block_index(const struct fe_chan *ch, uint64_t off)
 {
-    size_t lo = 0, hi = ch->block_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ch->blocks[mid].off <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo; /* first block above off */
+    return vgpu_array_upper(ch->blocks, ch->block_count, sizeof *ch->blocks, off);
 }
 
 static void heap_release_locked(struct fe_chan *ch, uint64_t off, uint64_t size)
@@ -324,13 +318,10 @@ static void heap_release_locked(struct fe_chan *ch, uint64_t off, uint64_t size)
         ch->free_list[i].off = off;
         ch->free_list[i].size += size;
     } else {
-        if (ch->free_count == ch->free_cap) {
-            struct fe_extent *f = realloc(ch->free_list, 2 * ch->free_cap * sizeof *f);
-            if (!f)
-                return; /* the extent is lost until the channel closes; nothing breaks */
-            ch->free_list = f;
-            ch->free_cap *= 2;
-        }
+        struct fe_extent *f = vgpu_array_grow(ch->free_list, &ch->free_cap, ch->free_count + 1, sizeof *f);
+        if (!f)
+            return; /* the extent is lost until the channel closes; nothing breaks */
+        ch->free_list = f;
         memmove(&ch->free_list[i + 1], &ch->free_list[i], (ch->free_count - i) * sizeof *ch->free_list);
         ch->free_list[i] = (struct fe_extent){off, size};
         ch->free_count++;
@@ -347,16 +338,12 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
         pthread_mutex_unlock(&ch->heap_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (ch->block_count == ch->block_cap) {
-        size_t cap = ch->block_cap ? 2 * ch->block_cap : 64;
-        struct fe_block *b = realloc(ch->blocks, cap * sizeof *b);
-        if (!b) {
-            pthread_mutex_unlock(&ch->heap_mu);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        ch->blocks = b;
-        ch->block_cap = cap;
+    struct fe_block *blocks = vgpu_array_grow(ch->blocks, &ch->block_cap, ch->block_count + 1, sizeof *blocks);
+    if (!blocks) {
+        pthread_mutex_unlock(&ch->heap_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    ch->blocks = blocks;
     size_t i = 0;
     while (i < ch->free_count && ch->free_list[i].size < need)
         i++;

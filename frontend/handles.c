@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "fe.h"
 
 #define CHUNK_BITS 12u
@@ -93,17 +94,12 @@ void fe_handle_free(enum fe_kind kind, uint64_t handle)
     if (s) {
         atomic_store(&s->obj, NULL);
         atomic_store(&s->gen, (atomic_load(&s->gen) + 1) & GEN_MASK);
-        if (t->free_count == t->free_cap) {
-            size_t cap = t->free_cap ? 2 * t->free_cap : 256;
-            uint32_t *f = realloc(t->free_ids, cap * sizeof *f);
-            if (f) {
-                t->free_ids = f;
-                t->free_cap = cap;
-            }
-        }
+        uint32_t *f = vgpu_array_grow(t->free_ids, &t->free_cap, t->free_count + 1, sizeof *f);
         /* Without room in the free list the id is simply not reused. */
-        if (t->free_count < t->free_cap)
+        if (f) {
+            t->free_ids = f;
             t->free_ids[t->free_count++] = fe_handle_id(handle);
+        }
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -118,13 +114,10 @@ void fe_handle_each(enum fe_kind kind, void (*fn)(void *obj, uint64_t handle, vo
         struct slot *s = slot_of(t, id, false);
         if (!s || !atomic_load(&s->obj))
             continue;
-        if (count == cap) {
-            cap = cap ? 2 * cap : 64;
-            uint64_t *h = realloc(handles, cap * sizeof *h);
-            if (!h)
-                break;
-            handles = h;
-        }
+        uint64_t *h = vgpu_array_grow(handles, &cap, count + 1, sizeof *h);
+        if (!h)
+            break;
+        handles = h;
         handles[count++] = (uint64_t)kind << 56 | (uint64_t)atomic_load(&s->gen) << 32 | id;
     }
     pthread_mutex_unlock(&t->mu);
