@@ -2,10 +2,11 @@
 """Generate the frontend's driver API surface from the CUDA toolkit headers.
 
 Outputs (in --out):
-  vgpu_driver_exports.c  every function the real libcuda.so.1 exports (cuda.h and cudaProfiler.h
-                         preprocessed as the driver itself builds them, __CUDA_API_VERSION_INTERNAL),
-                         each a weak alias of one "not supported" function; the frontend's own
-                         definitions override the aliases at link time.
+  vgpu_driver_exports.c  every function the real libcuda.so.1 exports (cuda.h, cudaProfiler.h and
+                         the GL, EGL and VDPAU interop headers, preprocessed as the driver itself is
+                         built: __CUDA_API_VERSION_INTERNAL), each a weak alias of one "not
+                         supported" function; the frontend's own definitions override the aliases
+                         at link time.
   vgpu_driver_procs.c    the table behind cuGetProcAddress: (name, per-thread variant, version) ->
                          exported symbol, from cudaTypedefs.h's PFN_<name>_v<version>[_ptds|_ptsz]
                          typedefs, plus the CUresult name table.
@@ -22,10 +23,18 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+
+# The graphics interop headers include the graphics APIs' own headers. Only the names of functions
+# are read here, never their types, so empty stand-ins are enough.
+GRAPHICS_HEADERS = ["GL/gl.h", "EGL/egl.h", "EGL/eglext.h", "vdpau/vdpau.h"]
+API_HEADERS = ["cuda.h", "cudaProfiler.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h"]
+TYPEDEF_HEADERS = ["cudaTypedefs.h", "cudaProfilerTypedefs.h", "cudaGLTypedefs.h", "cudaEGLTypedefs.h",
+                   "cudaVDPAUTypedefs.h"]
 
 
-def preprocess(cc, include, source):
-    cmd = [cc, "-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I", include, "-x", "c", "-"]
+def preprocess(cc, include, source, stand_ins):
+    cmd = [cc, "-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I", include, "-I", stand_ins, "-x", "c", "-"]
     out = subprocess.run(cmd, input=source, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit("gen_driver_api: preprocessing failed:\n" + out.stderr)
@@ -70,8 +79,13 @@ def main():
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
     args = ap.parse_args()
 
-    api = preprocess(args.cc, args.cuda_include, "#include <cuda.h>\n#include <cudaProfiler.h>\n")
-    typedefs = preprocess(args.cc, args.cuda_include, "#include <cudaTypedefs.h>\n#include <cudaProfilerTypedefs.h>\n")
+    with tempfile.TemporaryDirectory() as stand_ins:
+        for h in GRAPHICS_HEADERS:
+            os.makedirs(os.path.join(stand_ins, os.path.dirname(h)), exist_ok=True)
+            open(os.path.join(stand_ins, h), "w").close()
+        api = preprocess(args.cc, args.cuda_include, "".join("#include <%s>\n" % h for h in API_HEADERS), stand_ins)
+        typedefs = preprocess(args.cc, args.cuda_include, "".join("#include <%s>\n" % h for h in TYPEDEF_HEADERS),
+                              stand_ins)
 
     exports = exported_functions(api)
     if len(exports) < 500:

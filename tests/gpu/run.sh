@@ -43,6 +43,15 @@ compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"
 
+# The frontend against the toolkit's stub libcuda: every API name it exports resolves, and
+# cuGetProcAddress answers by version (a property of the frontend, so not compared with native).
+stub=${CUDA_HOME:-/usr/local/cuda}/lib64/stubs/libcuda.so
+if "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_procaddr" "$stub" >"$OUT/procaddr.vgpu" 2>&1; then
+    pass "procaddr: $(tail -1 "$OUT/procaddr.vgpu")"
+else
+    fail "procaddr"; sed 's/^/    /' "$OUT/procaddr.vgpu"
+fi
+
 # Several clients at once, each in its own context on the GPU.
 pids=()
 for i in 1 2 3 4; do
