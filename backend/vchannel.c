@@ -64,6 +64,12 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
     }
 }
 
+/* Statistics have one writer, the poller: a plain relaxed update, no locked instruction on its path. */
+static void stat_add(_Atomic uint64_t *counter, uint64_t v)
+{
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
 static bool reports_deferred(const struct vgpu_op_info *info, bool reply)
 {
     return reply && (info->reply == VGPU_REPLY_SYNC || info->reply == VGPU_REPLY_OPTIONAL);
@@ -89,7 +95,7 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         ch->proto_errors++;
         LOG_DEBUG("channel %u: %s record of %u bytes is malformed", ch->id, info->name, len);
         r = CUDA_ERROR_INVALID_VALUE;
-        atomic_fetch_add_explicit(&ch->stats.errors[op], 1, memory_order_relaxed);
+        stat_add(&ch->stats.errors[op], 1);
     } else {
         fixed = info->rsp_size;
         c.tail = rec + info->req_size;
@@ -102,10 +108,10 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         int64_t t1 = vgpu_now_ns();
         if (c.rsp_tail_len > c.rsp_tail_cap)
             c.rsp_tail_len = 0;
-        atomic_fetch_add_explicit(&ch->stats.calls[op], 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ch->stats.nanos[op], (uint64_t)(t1 - t0), memory_order_relaxed);
+        stat_add(&ch->stats.calls[op], 1);
+        stat_add(&ch->stats.nanos[op], (uint64_t)(t1 - t0));
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-            atomic_fetch_add_explicit(&ch->stats.errors[op], 1, memory_order_relaxed);
+            stat_add(&ch->stats.errors[op], 1);
         /* The context may have gone (CtxDestroy): look it up again before touching it. */
         c.ctx = srv_table_get(&ch->tables[SRV_CTX], h->ctx);
         if (reports_deferred(info, reply) && c.ctx && c.ctx->deferred != CUDA_SUCCESS) {

@@ -29,6 +29,7 @@ int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, 
     }
     r->prod = load_acquire(&idx->prod);
     r->cons = load_acquire(&idx->cons);
+    r->cons_seen = r->cons;
     /* Indexes written by the other side are checked like everything else it writes: the local
      * copies must stay record-aligned for every later bounds check to hold. */
     if (((r->prod | r->cons) & 7u) || r->prod - r->cons > size)
@@ -48,18 +49,23 @@ void *vgpu_ring_reserve(struct vgpu_ring *r, uint32_t len, int *err)
         *err = -EMSGSIZE;
         return NULL;
     }
-    uint32_t cons = load_acquire(&r->idx->cons);
-    uint32_t used = r->prod - cons;
-    if (used > r->size) {
-        *err = -EPROTO;
-        return NULL;
-    }
     uint32_t pos = r->prod & (r->size - 1);
     uint32_t to_end = r->size - pos;
     uint32_t need = len <= to_end ? len : to_end + len;
-    if (r->size - used < need) {
-        *err = -EAGAIN;
-        return NULL;
+    /* The consumer's index lives on a cache line the consumer writes: read it only when the value
+     * seen last time no longer leaves room, which keeps that line off the common path. */
+    uint32_t used = r->prod - r->cons_seen;
+    if (used > r->size || r->size - used < need) {
+        r->cons_seen = load_acquire(&r->idx->cons);
+        used = r->prod - r->cons_seen;
+        if (used > r->size) {
+            *err = -EPROTO;
+            return NULL;
+        }
+        if (r->size - used < need) {
+            *err = -EAGAIN;
+            return NULL;
+        }
     }
     if (len > to_end) {
         uint32_t pad = RING_PAD | to_end;

@@ -21,6 +21,7 @@ struct vgpu_ring {
     uint8_t *buf;              /* shared */
     uint32_t size;             /* a power of two */
     uint32_t prod;             /* producer side: produced so far, including reserved and unpublished */
+    uint32_t cons_seen;        /* producer side: the consumer's index when last read */
     uint32_t cons;             /* consumer side: consumed so far, including unreleased */
 };
 
