@@ -42,6 +42,7 @@ compare memset "$PROGS/prog_memset"
 compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"
+compare threads "$PROGS/prog_threads" "$K/basic.fatbin"
 
 # The frontend against the toolkit's stub libcuda: every API name it exports resolves, and
 # cuGetProcAddress answers by version (a property of the frontend, so not compared with native).
