@@ -17,17 +17,9 @@ BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
-"$VGPU_BIN/vgpud" --socket "$sock" --executor cuda --foreground --log-level warn >"$BENCH_OUT/vgpud.log" 2>&1 &
-vgpud=$!
-trap 'kill $vgpud 2>/dev/null; wait $vgpud 2>/dev/null || true' EXIT
-i=0
-until "$VGPU_BIN/vgpuctl" --socket "$sock" ping >/dev/null 2>&1; do
-    i=$((i + 1))
-    if [ $i -gt 300 ] || ! kill -0 $vgpud 2>/dev/null; then
-        echo "run.sh: vgpud did not start:"; cat "$BENCH_OUT/vgpud.log"; exit 1
-    fi
-    sleep 0.1
-done
+. "$(dirname "$0")/../tools/vgpud-background.sh"
+trap stop_vgpud EXIT
+start_vgpud "$VGPU_BIN" "$sock" "$BENCH_OUT/vgpud.log" cuda
 
 run_pair() { # name, program and arguments
     name=$1; shift

@@ -8,17 +8,9 @@ BIN=$O/bin
 dir=$(mktemp -d /tmp/vgpu-demo.XXXXXX)
 sock=$dir/vgpud.sock
 echo "== starting vgpud (executor: auto) on $sock"
-"$BIN/vgpud" --socket "$sock" --executor auto --foreground --log-level info >"$dir/vgpud.log" 2>&1 &
-vgpud=$!
-trap 'kill $vgpud 2>/dev/null; wait $vgpud 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
-i=0
-until "$BIN/vgpuctl" --socket "$sock" ping >/dev/null 2>&1; do
-    i=$((i + 1))
-    if [ $i -gt 100 ] || ! kill -0 $vgpud 2>/dev/null; then
-        echo "vgpud did not start:"; cat "$dir/vgpud.log"; exit 1
-    fi
-    sleep 0.1
-done
+. "$(dirname "$0")/../tools/vgpud-background.sh"
+trap 'stop_vgpud; rm -rf "$dir"' EXIT INT TERM
+start_vgpud "$BIN" "$sock" "$dir/vgpud.log" auto info
 if "$BIN/vgpuctl" --socket "$sock" --json | grep -q '"executor":"cuda"'; then
     module=$O/tests/kernels/basic.fatbin
     echo "== vgpud drives the GPU (cuda executor); the program's kernel is a CUDA fatbin"

@@ -13,11 +13,9 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
     echo "check-gpu: no NVIDIA GPU here"; exit 2
 fi
 sock=$(mktemp -u /tmp/vgpud-gpu.XXXXXX)
-"$BIN/vgpud" --socket "$sock" --executor cuda --foreground --log-level info >"$OUT/vgpud.log" 2>&1 &
-vgpud=$!
-trap 'kill $vgpud 2>/dev/null; wait $vgpud 2>/dev/null' EXIT
-for _ in $(seq 300); do "$BIN/vgpuctl" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"$BIN/vgpuctl" --socket "$sock" ping >/dev/null || { echo "vgpud did not start"; cat "$OUT/vgpud.log"; exit 1; }
+. "$(dirname "$0")/../../tools/vgpud-background.sh"
+trap stop_vgpud EXIT
+start_vgpud "$BIN" "$sock" "$OUT/vgpud.log" cuda info || exit 1
 
 failed=0
 pass() { echo "PASS $*"; }

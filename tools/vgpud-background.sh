@@ -1,0 +1,28 @@
+# Sourced by the scripts that need a vgpud of their own (benchmarks, demo, GPU tests):
+#   start_vgpud BIN SOCKET LOG EXECUTOR [LEVEL]
+# starts BIN/vgpud in the foreground of a background job, waits until it answers on SOCKET (or
+# fails, showing LOG), and leaves its pid in VGPUD_PID. stop_vgpud ends it; scripts call it from
+# their EXIT trap.
+
+start_vgpud() {
+    _bin=$1 _sock=$2 _log=$3 _exec=$4 _level=${5:-warn}
+    "$_bin/vgpud" --socket "$_sock" --executor "$_exec" --foreground --log-level "$_level" >"$_log" 2>&1 &
+    VGPUD_PID=$!
+    _tries=0
+    until "$_bin/vgpuctl" --socket "$_sock" ping >/dev/null 2>&1; do
+        _tries=$((_tries + 1))
+        if [ $_tries -gt 300 ] || ! kill -0 "$VGPUD_PID" 2>/dev/null; then
+            echo "vgpud did not start:" >&2
+            cat "$_log" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+stop_vgpud() {
+    if [ -n "${VGPUD_PID:-}" ]; then
+        kill "$VGPUD_PID" 2>/dev/null
+        wait "$VGPUD_PID" 2>/dev/null || true
+    fi
+}
