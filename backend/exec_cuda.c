@@ -59,6 +59,11 @@
     X(cuFuncSetAttribute)                                                                              \
     X(cuFuncSetCacheConfig)                                                                            \
     X(cuLaunchKernel)                                                                                  \
+    X(cuLaunchKernelEx)                                                                                \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                            \
+    X(cuOccupancyAvailableDynamicSMemPerBlock)                                                         \
+    X(cuOccupancyMaxActiveClusters)                                                                    \
+    X(cuOccupancyMaxPotentialClusterSize)                                                              \
     X(cuStreamCreateWithPriority)                                                                      \
     X(cuStreamDestroy_v2)                                                                              \
     X(cuStreamSynchronize)                                                                             \
@@ -486,15 +491,54 @@ static CUresult cuda_func_set_cache_config(struct vgpu_exec *x, void *ctx, void 
     return API(x)->cuFuncSetCacheConfig(fn, (CUfunc_cache)config);
 }
 
+static CUlaunchConfig launch_config(const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem, void *stream,
+                                    const CUlaunchAttribute *attrs, unsigned nattrs)
+{
+    return (CUlaunchConfig){grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem,
+                            stream, (CUlaunchAttribute *)attrs, nattrs};
+}
+
 static CUresult cuda_launch(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
-                            const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size)
+                            const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                            unsigned nattrs, const void *params, uint32_t param_size)
 {
     BIND(x, ctx);
     size_t size = param_size;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
+    if (nattrs) {
+        CUlaunchConfig config = launch_config(grid, block, shared_mem, stream, attrs, nattrs);
+        return API(x)->cuLaunchKernelEx(&config, fn, NULL, param_size ? extra : NULL);
+    }
     return API(x)->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem, stream,
                                   NULL, param_size ? extra : NULL);
+}
+
+static CUresult cuda_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind, uint32_t block_size, uint64_t smem,
+                               uint32_t flags, uint32_t num_blocks, uint64_t *value)
+{
+    BIND(x, ctx);
+    CUresult r;
+    if (kind == 1) {
+        int blocks = 0;
+        r = API(x)->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, fn, (int)block_size, smem, flags);
+        *value = (uint64_t)blocks;
+    } else {
+        size_t bytes = 0;
+        r = API(x)->cuOccupancyAvailableDynamicSMemPerBlock(&bytes, fn, (int)num_blocks, (int)block_size);
+        *value = bytes;
+    }
+    return r;
+}
+
+static CUresult cuda_cluster_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind, const uint32_t grid[3],
+                                       const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                                       unsigned nattrs, int *value)
+{
+    BIND(x, ctx);
+    CUlaunchConfig config = launch_config(grid, block, shared_mem, NULL, attrs, nattrs);
+    return kind == 1 ? API(x)->cuOccupancyMaxActiveClusters(value, fn, &config)
+                     : API(x)->cuOccupancyMaxPotentialClusterSize(value, fn, &config);
 }
 
 static CUresult cuda_stream_create(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream)
@@ -608,6 +652,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .func_set_attribute = cuda_func_set_attribute,
     .func_set_cache_config = cuda_func_set_cache_config,
     .launch = cuda_launch,
+    .occupancy = cuda_occupancy,
+    .cluster_occupancy = cuda_cluster_occupancy,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,

@@ -341,10 +341,15 @@ static CUresult emu_func_set_cache_config(struct vgpu_exec *x, void *ctx, void *
     return config >= 0 && config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Launch attributes (clusters, cooperation, priorities) change nothing for a CPU that runs every
+ * block of a grid in turn. */
 static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
-                           const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size)
+                           const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                           unsigned nattrs, const void *params, uint32_t param_size)
 {
     (void)x;
+    (void)attrs;
+    (void)nattrs;
     const struct emu_function *f = fn;
     if (param_size < f->param_bytes)
         return CUDA_ERROR_INVALID_VALUE;
@@ -372,6 +377,50 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
     memcpy(op->u.kernel.block, block, sizeof op->u.kernel.block);
     op->u.kernel.shared = shared_mem;
     return submit(CTX(ctx), stream, op, 0);
+}
+
+/* Occupancy figures from the emu profile (emu_device.c): 2048 threads, 32 blocks and 228 KiB of
+ * shared memory per multiprocessor, 1 KiB of it reserved per block. */
+static CUresult emu_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind, uint32_t block_size, uint64_t smem,
+                              uint32_t flags, uint32_t num_blocks, uint64_t *value)
+{
+    (void)x;
+    (void)ctx;
+    (void)fn;
+    (void)flags;
+    const uint64_t sm_threads = 2048, sm_blocks = 32, sm_shared = 233472, reserved = 1024;
+    if (block_size == 0 || block_size > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kind == 1) {
+        uint64_t blocks = sm_threads / block_size;
+        if (blocks > sm_blocks)
+            blocks = sm_blocks;
+        if (smem && (smem + reserved) * blocks > sm_shared)
+            blocks = sm_shared / (smem + reserved);
+        *value = blocks;
+        return CUDA_SUCCESS;
+    }
+    if (num_blocks == 0 || (uint64_t)num_blocks * block_size > sm_threads || num_blocks > sm_blocks)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t per_block = sm_shared / num_blocks - reserved;
+    *value = per_block < 232448 ? per_block : 232448;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_cluster_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind, const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                                      unsigned nattrs, int *value)
+{
+    (void)x;
+    (void)ctx;
+    (void)fn;
+    (void)grid;
+    (void)block;
+    (void)shared_mem;
+    (void)attrs;
+    (void)nattrs;
+    *value = kind == 1 ? 4 : 8; /* four multiprocessors; clusters of up to eight blocks */
+    return CUDA_SUCCESS;
 }
 
 static CUresult emu_stream_create(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream)
@@ -576,6 +625,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .func_set_attribute = emu_func_set_attribute,
     .func_set_cache_config = emu_func_set_cache_config,
     .launch = emu_launch,
+    .occupancy = emu_occupancy,
+    .cluster_occupancy = emu_cluster_occupancy,
     .stream_create = emu_stream_create,
     .stream_destroy = emu_stream_destroy,
     .stream_synchronize = emu_stream_synchronize,

@@ -84,9 +84,21 @@ struct vgpu_exec_ops {
     CUresult (*func_get_attribute)(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int *value);
     CUresult (*func_set_attribute)(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int value);
     CUresult (*func_set_cache_config)(struct vgpu_exec *x, void *ctx, void *fn, int config);
-    /* params: the packed parameter buffer; valid during the call only. */
+    /* params: the packed parameter buffer; valid during the call only. attrs: launch attributes
+     * already checked against vgpu_launch_attr_policy (nattrs may be 0). */
     CUresult (*launch)(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
-                       const uint32_t block[3], uint32_t shared_mem, const void *params, uint32_t param_size);
+                       const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                       unsigned nattrs, const void *params, uint32_t param_size);
+    /* Occupancy of fn: kind 1, active blocks per multiprocessor for block_size threads and smem
+     * bytes of dynamic shared memory; kind 2, dynamic shared memory available per block when
+     * num_blocks blocks of block_size threads share a multiprocessor. */
+    CUresult (*occupancy)(struct vgpu_exec *x, void *ctx, void *fn, int kind, uint32_t block_size, uint64_t smem,
+                          uint32_t flags, uint32_t num_blocks, uint64_t *value);
+    /* Cluster occupancy of fn for a launch configuration: kind 1, most active clusters; kind 2,
+     * largest cluster size. */
+    CUresult (*cluster_occupancy)(struct vgpu_exec *x, void *ctx, void *fn, int kind, const uint32_t grid[3],
+                                  const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
+                                  unsigned nattrs, int *value);
 
     /* ---- streams and events */
     CUresult (*stream_create)(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image_cache.h"
 #include "log.h"
 #include "vchannel.h"
 
@@ -15,6 +16,18 @@ static const char *tail_name(const struct vgpu_call *c)
     if (c->tail_len < 2 || memchr(c->tail, '\0', c->tail_len) == NULL || c->tail[0] == '\0')
         return NULL;
     return (const char *)c->tail;
+}
+
+static CUresult load_module(struct vgpu_call *c, uint32_t id, const void *image, size_t size)
+{
+    CUresult r;
+    struct srv_obj *o = vchannel_add(c, SRV_MODULE, id, &r);
+    if (!o)
+        return r;
+    r = OPS(c)->module_load(EXEC(c), c->ctx->x, image, size, c->ch->host_code, &o->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_MODULE, id);
+    return r;
 }
 
 CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_ModuleLoad *q, struct vgpu_rsp_ModuleLoad *a)
@@ -39,13 +52,27 @@ CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_Modul
     if (!image)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(image, src, size);
-    struct srv_obj *o = vchannel_add(c, SRV_MODULE, q->module, &r);
-    if (o) {
-        r = OPS(c)->module_load(EXEC(c), c->ctx->x, image, size, c->ch->host_code, &o->x);
-        if (r != CUDA_SUCCESS)
-            vchannel_remove(c->ch, SRV_MODULE, q->module);
-    }
-    free(image);
+    r = load_module(c, q->module, image, size);
+    /* Larger images are worth keeping for the next context that loads them. */
+    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX)
+        image_cache_add(image, size);
+    else
+        free(image);
+    return r;
+}
+
+CUresult vgpu_handle_ModuleLoadCached(struct vgpu_call *c, const struct vgpu_req_ModuleLoadCached *q,
+                                      struct vgpu_rsp_ModuleLoadCached *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    struct image_ref ref;
+    if (image_cache_get(q->hash, &ref) != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    r = load_module(c, q->module, ref.bytes, ref.size);
+    image_cache_put(&ref);
     return r;
 }
 
@@ -193,5 +220,91 @@ CUresult vgpu_handle_LaunchKernel(struct vgpu_call *c, const struct vgpu_req_Lau
         return CUDA_ERROR_INVALID_HANDLE;
     if (q->param_size != c->tail_len || q->param_size > VGPU_MAX_PARAM_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, c->tail, q->param_size);
+    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, NULL, 0, c->tail,
+                          q->param_size);
+}
+
+/* Launch attributes from a tail, as the driver wants them; dropped ones removed, refused ones
+ * refused. Returns the count kept or -1. */
+static int launch_attrs(const uint8_t *tail, uint32_t count, CUlaunchAttribute *out)
+{
+    int kept = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct vgpu_launch_attr a;
+        memcpy(&a, tail + (size_t)i * sizeof a, sizeof a);
+        switch (vgpu_launch_attr_policy(a.id)) {
+        case VGPU_ATTR_FORWARD:
+            memset(&out[kept], 0, sizeof out[kept]);
+            out[kept].id = (CUlaunchAttributeID)a.id;
+            memcpy(&out[kept].value, a.value, sizeof a.value);
+            kept++;
+            break;
+        case VGPU_ATTR_DROP:
+            break;
+        case VGPU_ATTR_REFUSE:
+            return -1;
+        }
+    }
+    return kept;
+}
+
+_Static_assert(sizeof(CUlaunchAttributeValue) == 64, "launch attribute values travel as 64 bytes");
+
+CUresult vgpu_handle_LaunchKernelEx(struct vgpu_call *c, const struct vgpu_req_LaunchKernelEx *q,
+                                    struct vgpu_rsp_LaunchKernelEx *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *f = vchannel_obj(c, SRV_FUNCTION, q->function);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (q->attr_count > VGPU_MAX_LAUNCH_ATTRS || q->param_size > VGPU_MAX_PARAM_BYTES ||
+        (uint64_t)q->attr_count * sizeof(struct vgpu_launch_attr) + q->param_size != c->tail_len)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUlaunchAttribute attrs[VGPU_MAX_LAUNCH_ATTRS];
+    int n = launch_attrs(c->tail, q->attr_count, attrs);
+    if (n < 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    const uint8_t *params = c->tail + (size_t)q->attr_count * sizeof(struct vgpu_launch_attr);
+    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, attrs, (unsigned)n, params,
+                          q->param_size);
+}
+
+CUresult vgpu_handle_FuncOccupancy(struct vgpu_call *c, const struct vgpu_req_FuncOccupancy *q,
+                                   struct vgpu_rsp_FuncOccupancy *a)
+{
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
+    if (r)
+        return r;
+    if (q->kind != 1 && q->kind != 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->occupancy(EXEC(c), c->ctx->x, f->x, (int)q->kind, q->block_size, q->dynamic_smem, q->flags,
+                             q->num_blocks, &a->value);
+}
+
+CUresult vgpu_handle_FuncClusterOccupancy(struct vgpu_call *c, const struct vgpu_req_FuncClusterOccupancy *q,
+                                          struct vgpu_rsp_FuncClusterOccupancy *a)
+{
+    struct srv_obj *f;
+    CUresult r = vchannel_lookup(c, SRV_FUNCTION, q->function, &f);
+    if (r)
+        return r;
+    if ((q->kind != 1 && q->kind != 2) || q->attr_count > VGPU_MAX_LAUNCH_ATTRS ||
+        (uint64_t)q->attr_count * sizeof(struct vgpu_launch_attr) != c->tail_len)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUlaunchAttribute attrs[VGPU_MAX_LAUNCH_ATTRS];
+    int n = launch_attrs(c->tail, q->attr_count, attrs);
+    if (n < 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int v = 0;
+    r = OPS(c)->cluster_occupancy(EXEC(c), c->ctx->x, f->x, (int)q->kind, q->grid, q->block, q->shared_mem, attrs,
+                                  (unsigned)n, &v);
+    a->value = v;
+    return r;
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image_cache.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "server.h"
@@ -36,6 +37,7 @@ static void usage(FILE *f)
             "  --poll-spin-us N       how long a channel poller spins before sleeping (default 50)\n"
             "  --max-data-area SIZE   largest data area a client may ask for (default 4G)\n"
             "  --max-sessions N       most clients at once (default 1024)\n"
+            "  --image-cache SIZE     module images kept for reuse, by content (default 256M; 0: none)\n"
             "  --any-user-host-code   let clients of any user load emu modules (host code run inside vgpud);\n"
             "                         by default only clients of vgpud's own user may\n"
             "  --version, --help\n",
@@ -66,7 +68,8 @@ int main(int argc, char **argv)
     const char *socket_path = NULL;
     bool foreground = false;
     int level = VGPU_LOG_INFO;
-    enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER };
+    enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
+           O_CACHE };
     static const struct option longopts[] = {
         {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
         {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
@@ -74,6 +77,7 @@ int main(int argc, char **argv)
         {"emu-memory", required_argument, 0, O_EMU_MEM},  {"poll-spin-us", required_argument, 0, O_SPIN},
         {"max-data-area", required_argument, 0, O_DATA},  {"max-sessions", required_argument, 0, O_SESS},
         {"any-user-host-code", no_argument, 0, O_ANY},    {"version", no_argument, 0, O_VER},
+        {"image-cache", required_argument, 0, O_CACHE},
         {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
     };
     int c;
@@ -138,6 +142,11 @@ int main(int argc, char **argv)
             break;
         case O_ANY:
             opt.any_user_host_code = true;
+            break;
+        case O_CACHE:
+            if (parse_size_opt("--image-cache", optarg, &v))
+                return 2;
+            image_cache_configure(v);
             break;
         case O_VER:
             printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);
@@ -209,6 +218,7 @@ int main(int argc, char **argv)
     if (ready[1] >= 0)
         close(ready[1]);
     server_fini(&the_server);
+    image_cache_clear();
     if (x)
         x->ops->destroy(x);
     return rc;

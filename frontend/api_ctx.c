@@ -74,6 +74,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
         r = FE_CALL(ch, 0, CtxDestroy, &q, &a);
         fe_ranges_drop_ctx(ch, c->id);
     }
+    fe_cls_forget(c->handle);
     fe_handle_each(FE_STREAM, forget_stream, c);
     fe_handle_each(FE_EVENT, fe_event_forget, c);
     fe_handle_each(FE_MODULE, fe_module_forget, c);

@@ -21,13 +21,18 @@ CUresult cuInit(unsigned int Flags)
     return r;
 }
 
+int fe_driver_version(void)
+{
+    /* Works before cuInit, as with the real driver; without vgpud the headers' version lets the
+     * runtime go on to cuInit, which then reports that there is no device. */
+    return fe_connect() == CUDA_SUCCESS && fe.driver_version ? fe.driver_version : CUDA_VERSION;
+}
+
 CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Works before cuInit, as with the real driver; without vgpud the headers' version lets the
-     * runtime go on to cuInit, which then reports that there is no device. */
-    *driverVersion = fe_connect() == CUDA_SUCCESS && fe.driver_version ? fe.driver_version : CUDA_VERSION;
+    *driverVersion = fe_driver_version();
     return CUDA_SUCCESS;
 }
 
@@ -275,15 +280,4 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     return lookup_proc(symbol, pfn, cudaVersion, flags, NULL);
-}
-
-/* The driver's private tables; the ones the CUDA runtime needs are answered by the dark-API
- * module (issue #3). Unknown tables fail, as they do on the real driver. */
-CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-    if (ppExportTable)
-        *ppExportTable = NULL;
-    if (!ppExportTable || !pExportTableId)
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_ERROR_INVALID_VALUE;
 }

@@ -1,9 +1,6 @@
-/* Driver API: modules, functions and kernel launches.
- *
- * Parameters are packed here, from the layouts in the image's cubin (no round trip); for images the
- * frontend cannot read (PTX, emu modules) vgpud is asked once per kernel. Launches are posted
- * without waiting; what the frontend can check (handles, dimensions, arguments) it checks first, so
- * most launch errors are still reported by cuLaunchKernel itself. */
+/* Driver API: modules and functions. Parameter layouts come from the image's cubin when the
+ * frontend can read it (no round trip); for images it cannot read (PTX, emu modules) vgpud is asked
+ * once per function. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +8,7 @@
 #include "fatbin.h"
 #include "fe.h"
 #include "log.h"
+#include "sha256.h"
 
 static void function_free(struct fe_function *f)
 {
@@ -41,14 +39,26 @@ void fe_module_forget(void *obj, uint64_t h, void *arg)
         module_free(m);
 }
 
-/* Send an image to vgpud: inside the record when small, else through a temporary data-area block. */
-static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module, const void *image, size_t size)
+/* Send an image to vgpud: inside the record when small; otherwise first by its hash, in case vgpud
+ * has it already, and only then through a temporary data-area block. */
+static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module, const void *image, size_t size,
+                           const uint8_t *hash)
 {
     FE_REQ(q, ModuleLoad);
     FE_RSP(a, ModuleLoad);
     q.module = module;
     if (size <= VGPU_INLINE_MAX)
         return fe_call(ch, c->id, &q, sizeof q, image, (uint32_t)size, true, &a, sizeof a, NULL, 0, NULL);
+    FE_REQ(cq, ModuleLoadCached);
+    FE_RSP(ca, ModuleLoadCached);
+    cq.module = module;
+    if (hash)
+        memcpy(cq.hash, hash, sizeof cq.hash);
+    else
+        vgpu_sha256(image, size, cq.hash);
+    CUresult cached = FE_CALL(ch, c->id, ModuleLoadCached, &cq, &ca);
+    if (cached != CUDA_ERROR_NOT_FOUND)
+        return cached;
     uint64_t off;
     FE_RETURN_IF(fe_heap_alloc(ch, c->id, size, 0, false, &off));
     memcpy(ch->map.data + off, image, size);
@@ -59,26 +69,26 @@ static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module
     return r;
 }
 
-static CUresult load(CUmodule *out, const void *image, size_t size)
+CUresult fe_image_resolve(const void **image, size_t *size)
 {
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    FE_RETURN_IF(fe_current(&c, &ch));
-    if (!out || !image)
+    if (!*image)
         return CUDA_ERROR_INVALID_VALUE;
-    if (vgpu_image_kind(image, 8) == VGPU_IMAGE_WRAPPER) {
-        image = vgpu_wrapper_fatbin(image);
-        if (!image)
+    if (vgpu_image_kind(*image, 8) == VGPU_IMAGE_WRAPPER) {
+        *image = vgpu_wrapper_fatbin(*image);
+        if (!*image)
             return CUDA_ERROR_INVALID_IMAGE;
-        size = 0;
+        *size = 0;
     }
-    if (!size)
-        size = vgpu_image_size(image);
-    if (!size)
+    if (!*size)
+        *size = vgpu_image_size(*image);
+    if (!*size || vgpu_image_kind(*image, *size) == VGPU_IMAGE_UNKNOWN)
         return CUDA_ERROR_INVALID_IMAGE;
-    enum vgpu_image_kind kind = vgpu_image_kind(image, size);
-    if (kind == VGPU_IMAGE_UNKNOWN)
-        return CUDA_ERROR_INVALID_IMAGE;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
+                        struct fe_module **out)
+{
     struct fe_module *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -91,17 +101,32 @@ static CUresult load(CUmodule *out, const void *image, size_t size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->id = fe_handle_id(m->handle);
+    enum vgpu_image_kind kind = vgpu_image_kind(image, size);
     if (kind == VGPU_IMAGE_FATBIN || kind == VGPU_IMAGE_CUBIN) {
         const int *attr = fe.devices[c->device].info.attr;
         uint32_t sm = (uint32_t)(attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
                                  attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);
         m->described = vgpu_module_describe(image, size, sm, &m->desc) == 0;
     }
-    CUresult r = ship_image(c, ch, m->id, image, size);
+    CUresult r = ship_image(c, ch, m->id, image, size, hash);
     if (r != CUDA_SUCCESS) {
         module_free(m);
         return r;
     }
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+static CUresult load(CUmodule *out, const void *image, size_t size)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(fe_image_resolve(&image, &size));
+    struct fe_module *m;
+    FE_RETURN_IF(fe_module_load(c, ch, image, size, NULL, &m));
     *out = (CUmodule)(uintptr_t)m->handle;
     return CUDA_SUCCESS;
 }
@@ -180,17 +205,14 @@ CUresult cuModuleUnload(CUmodule hmod)
     return r;
 }
 
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+CUresult fe_module_function(struct fe_module *m, struct fe_chan *ch, const char *name, struct fe_function **out)
 {
-    struct fe_module *m;
-    struct fe_chan *ch;
-    FE_RETURN_IF(module_of(hmod, &m, &ch));
-    if (!hfunc || !name || !*name || strlen(name) >= VGPU_MAX_NAME)
+    if (!name || !*name || strlen(name) >= VGPU_MAX_NAME)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&m->mu);
     for (struct fe_function *f = m->functions; f; f = f->next)
         if (strcmp(f->name, name) == 0) {
-            *hfunc = (CUfunction)(uintptr_t)f->handle;
+            *out = f;
             pthread_mutex_unlock(&m->mu);
             return CUDA_SUCCESS;
         }
@@ -232,15 +254,25 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     f->next = m->functions;
     m->functions = f;
     pthread_mutex_unlock(&m->mu);
-    *hfunc = (CUfunction)(uintptr_t)f->handle;
+    *out = f;
     return CUDA_SUCCESS;
 }
 
-CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     struct fe_module *m;
     struct fe_chan *ch;
     FE_RETURN_IF(module_of(hmod, &m, &ch));
+    if (!hfunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_function *f;
+    FE_RETURN_IF(fe_module_function(m, ch, name, &f));
+    *hfunc = (CUfunction)(uintptr_t)f->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes)
+{
     if (!name || !*name || strlen(name) >= VGPU_MAX_NAME)
         return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, ModuleGetGlobal);
@@ -258,11 +290,22 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     return CUDA_SUCCESS;
 }
 
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    struct fe_module *m;
+    struct fe_chan *ch;
+    FE_RETURN_IF(module_of(hmod, &m, &ch));
+    return fe_module_global(m, ch, name, dptr, bytes);
+}
+
 /* ---------------------------------------------------------------- functions */
 
-static CUresult function_of(CUfunction h, struct fe_function **f, struct fe_chan **ch)
+/* A CUfunction argument, which may also be a CUkernel (the runtime launches those as functions). */
+CUresult fe_function_of(CUfunction h, struct fe_function **f, struct fe_chan **ch)
 {
     FE_RETURN_IF(fe_ready());
+    if (fe_is_kernel((uint64_t)(uintptr_t)h))
+        return fe_kernel_function((uint64_t)(uintptr_t)h, f, ch);
     *f = fe_handle_get(FE_FUNCTION, (uint64_t)(uintptr_t)h);
     if (!*f)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -271,7 +314,7 @@ static CUresult function_of(CUfunction h, struct fe_function **f, struct fe_chan
 }
 
 /* The parameter layout, asked from vgpud the first time when the image did not tell. */
-static CUresult ensure_layout(struct fe_function *f, struct fe_chan *ch)
+CUresult fe_function_layout(struct fe_function *f, struct fe_chan *ch)
 {
     if (__atomic_load_n(&f->have_layout, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
@@ -318,8 +361,8 @@ CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOff
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(func, &f, &ch));
-    FE_RETURN_IF(ensure_layout(f, ch));
+    FE_RETURN_IF(fe_function_of(func, &f, &ch));
+    FE_RETURN_IF(fe_function_layout(f, ch));
     if (paramIndex >= f->layout.param_count)
         return CUDA_ERROR_INVALID_VALUE;
     if (paramOffset)
@@ -333,7 +376,7 @@ CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfu
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(hfunc, &f, &ch));
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, FuncGetAttribute);
@@ -349,7 +392,7 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(hfunc, &f, &ch));
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
     FE_REQ(q, FuncSetAttribute);
     FE_RSP(a, FuncSetAttribute);
     q.function = f->id;
@@ -362,7 +405,7 @@ CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(hfunc, &f, &ch));
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
     FE_REQ(q, FuncSetCacheConfig);
     FE_RSP(a, FuncSetCacheConfig);
     q.function = f->id;
@@ -374,7 +417,7 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(hfunc, &f, &ch));
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;
     *name = f->name;
@@ -385,111 +428,9 @@ CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 {
     struct fe_function *f;
     struct fe_chan *ch;
-    FE_RETURN_IF(function_of(hfunc, &f, &ch));
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
     if (!hmod)
         return CUDA_ERROR_INVALID_VALUE;
     *hmod = (CUmodule)(uintptr_t)f->mod->handle;
     return CUDA_SUCCESS;
-}
-
-/* ---------------------------------------------------------------- launches */
-
-static CUresult check_dims(const struct fe_device *d, const uint32_t g[3], const uint32_t b[3], uint32_t shmem)
-{
-    const int *a = d->info.attr;
-    if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
-        return CUDA_ERROR_INVALID_VALUE;
-    if (b[0] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X] || b[1] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y] ||
-        b[2] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z] ||
-        (uint64_t)b[0] * b[1] * b[2] > (uint64_t)a[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK])
-        return CUDA_ERROR_INVALID_VALUE;
-    if (g[0] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X] || g[1] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y] ||
-        g[2] > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z])
-        return CUDA_ERROR_INVALID_VALUE;
-    if (shmem > (uint32_t)a[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN])
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
-}
-
-/* The packed buffer an `extra` array names: CU_LAUNCH_PARAM_BUFFER_POINTER/_SIZE, then END. */
-static CUresult extra_buffer(void **extra, const void **buf, size_t *size)
-{
-    *buf = NULL;
-    *size = 0;
-    bool have_size = false;
-    for (unsigned i = 0; i < 16; i += 2) {
-        void *key = extra[i];
-        if (key == CU_LAUNCH_PARAM_END)
-            return *buf && have_size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-        if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-            *buf = extra[i + 1];
-        } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-            if (!extra[i + 1])
-                return CUDA_ERROR_INVALID_VALUE;
-            *size = *(size_t *)extra[i + 1];
-            have_size = true;
-        } else {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult launch(CUfunction fh, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shmem, CUstream hs, void **params, void **extra, bool pt)
-{
-    struct fe_function *f;
-    struct fe_chan *ch;
-    FE_RETURN_IF(function_of(fh, &f, &ch));
-    struct fe_ctx *c = f->mod->ctx;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_id(hs, pt, c, ch, &sid));
-    FE_REQ(q, LaunchKernel);
-    q.function = f->id;
-    q.stream = sid;
-    q.grid[0] = gx, q.grid[1] = gy, q.grid[2] = gz;
-    q.block[0] = bx, q.block[1] = by, q.block[2] = bz;
-    q.shared_mem = shmem;
-    FE_RETURN_IF(check_dims(&fe.devices[c->device], q.grid, q.block, shmem));
-    if (params && extra)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (extra) {
-        const void *buf;
-        size_t size;
-        FE_RETURN_IF(extra_buffer(extra, &buf, &size));
-        if (size > VGPU_MAX_PARAM_BYTES)
-            return CUDA_ERROR_INVALID_VALUE;
-        q.param_size = (uint32_t)size;
-        return fe_call(ch, c->id, &q, sizeof q, buf, q.param_size, false, NULL, 0, NULL, 0, NULL);
-    }
-    FE_RETURN_IF(ensure_layout(f, ch));
-    if (f->layout.param_count && !params)
-        return CUDA_ERROR_INVALID_VALUE;
-    q.param_size = f->layout.param_bytes;
-    uint8_t small[1024];
-    uint8_t *buf = q.param_size <= sizeof small ? small : malloc(q.param_size);
-    if (!buf)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = vgpu_pack_params(&f->layout, params, buf) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS)
-        r = fe_call(ch, c->id, &q, sizeof q, buf, q.param_size, false, NULL, 0, NULL, 0, NULL);
-    if (buf != small)
-        free(buf);
-    return r;
-}
-
-CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
-{
-    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                  kernelParams, extra, false);
-}
-
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-                             unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                             unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
-{
-    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                  kernelParams, extra, true);
 }

@@ -22,7 +22,9 @@ struct fe_config fe_cfg;
 /* Marks this library as the frontend, so that vgpud never loads it as a real driver. */
 __attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 1";
 
-static void read_config(void)
+/* Read when the library is loaded: the runtime looks up entry points before cuInit, and those
+ * lookups should already be logged as asked. */
+__attribute__((constructor)) static void read_config(void)
 {
     int level = vgpu_log_level_parse(getenv("VGPU_LOG_LEVEL"));
     vgpu_log_init("vgpu", level >= 0 ? level : VGPU_LOG_WARN, false);
@@ -67,7 +69,6 @@ CUresult fe_connect_locked(void)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (fe.connected)
         return CUDA_SUCCESS;
-    read_config();
     const char *path = vgpu_socket_path(NULL);
     int s = vgpu_socket_connect(path);
     if (s < 0) {

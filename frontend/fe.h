@@ -24,13 +24,15 @@
 
 /* ---------------------------------------------------------------- handles */
 
-enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_KINDS };
+enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_KINDS };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
 uint64_t fe_handle_new(enum fe_kind kind, void *obj);
 /* The object behind a handle value, or NULL if the value is not a live handle of that kind. */
 void *fe_handle_get(enum fe_kind kind, uint64_t handle);
 void fe_handle_free(enum fe_kind kind, uint64_t handle);
+/* The handle value of a live object known by its id, 0 if there is none. */
+uint64_t fe_handle_of_id(enum fe_kind kind, uint32_t id);
 /* The id (the wire name) inside a handle value. */
 static inline uint32_t fe_handle_id(uint64_t handle) { return (uint32_t)(handle & 0xffffffffu); }
 /* Visit every live object of a kind (used when a context goes away). */
@@ -144,6 +146,10 @@ void fe_event_forget(void *obj, uint64_t handle, void *ctx);
 void fe_module_forget(void *obj, uint64_t handle, void *ctx);
 /* The initialised process, or the error every call must return. */
 CUresult fe_ready(void);
+/* The driver version reported to applications (vgpud's, or the headers' before connecting). */
+int fe_driver_version(void);
+/* Drop the runtime's context-local values of a context that went away (dark_api.c). */
+void fe_cls_forget(uint64_t ctx_handle);
 /* The channel of a device, opened on first use. */
 CUresult fe_channel(int device, struct fe_chan **out);
 /* Check a CUdevice argument. */
@@ -225,6 +231,22 @@ struct fe_function {
     struct vgpu_kernel_desc layout; /* copied from the module, or asked from vgpud */
     bool have_layout;
 };
+
+/* Resolve what an application passes as an image: a wrapper's fatbin, and the size when unknown. */
+CUresult fe_image_resolve(const void **image, size_t *size);
+/* Load an image into context c (a module of the client and of vgpud). */
+CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
+                        struct fe_module **out);
+/* A function of a module by name (looked up in vgpud once, then kept). */
+CUresult fe_module_function(struct fe_module *m, struct fe_chan *ch, const char *name, struct fe_function **out);
+CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes);
+/* A CUkernel, which stands wherever a CUfunction may: its function in the current context
+ * (library.c). NULL when h is not a kernel. */
+CUresult fe_kernel_function(uint64_t h, struct fe_function **f, struct fe_chan **ch);
+bool fe_is_kernel(uint64_t h);
+/* A CUfunction (or CUkernel) argument, and its parameter layout (asked from vgpud if needed). */
+CUresult fe_function_of(CUfunction h, struct fe_function **f, struct fe_chan **ch);
+CUresult fe_function_layout(struct fe_function *f, struct fe_chan *ch);
 
 /* ---------------------------------------------------------------- misc */
 

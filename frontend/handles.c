@@ -27,7 +27,7 @@ struct table {
 
 static struct table tables[FE_KINDS] = {
 #define T {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 1}
-    T, T, T, T, T, T,
+    T, T, T, T, T, T, T, T,
 #undef T
 };
 
@@ -84,6 +84,14 @@ void *fe_handle_get(enum fe_kind kind, uint64_t handle)
     if (gen != ((handle >> 32) & GEN_MASK))
         return NULL;
     return atomic_load_explicit(&s->obj, memory_order_acquire);
+}
+
+uint64_t fe_handle_of_id(enum fe_kind kind, uint32_t id)
+{
+    struct slot *s = slot_of(&tables[kind], id, false);
+    if (!s || !atomic_load_explicit(&s->obj, memory_order_acquire))
+        return 0;
+    return (uint64_t)kind << 56 | (uint64_t)atomic_load(&s->gen) << 32 | id;
 }
 
 void fe_handle_free(enum fe_kind kind, uint64_t handle)

@@ -49,6 +49,12 @@ extern const struct vgpu_op_info vgpu_op_info[VGPU_OP_COUNT];
 /* The name of an op for logs and statistics ("?" for a number outside the table). */
 const char *vgpu_op_name(unsigned op);
 
+/* What happens to a launch attribute: the driver gets it, it is dropped (a hint whose value names
+ * memory by address), or the launch is refused (the value holds a handle that means nothing
+ * outside the client). One answer for both sides. */
+enum vgpu_attr_policy { VGPU_ATTR_FORWARD, VGPU_ATTR_DROP, VGPU_ATTR_REFUSE };
+enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id);
+
 /* Round a byte count up to the record alignment. */
 static inline uint32_t vgpu_align8(uint32_t n) { return (n + 7u) & ~7u; }
 

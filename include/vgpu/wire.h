@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 1u
+#define VGPU_PROTO_VERSION 2u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -53,6 +53,18 @@ _Static_assert(sizeof(struct vgpu_rsp_hdr) == 16, "response header");
 /* Kernel parameter buffer limit of the driver API. */
 #define VGPU_MAX_PARAM_BYTES 32764u
 #define VGPU_MAX_KERNEL_PARAMS 4096u
+/* Launch attributes travel as the driver lays them out: a 4-byte id, 4 bytes of padding, a
+ * 64-byte value. */
+#define VGPU_MAX_LAUNCH_ATTRS 16u
+
+struct vgpu_launch_attr {
+    uint32_t id;
+    uint32_t pad;
+    uint8_t value[64];
+};
+
+_Static_assert(sizeof(struct vgpu_launch_attr) == 72, "launch attribute layout");
+
 /* Longest symbol name (kernel or global) accepted on the wire, terminating NUL included. */
 #define VGPU_MAX_NAME 4096u
 

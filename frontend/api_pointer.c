@@ -1,0 +1,129 @@
+/* Driver API: pointer attributes, answered from the frontend's own knowledge of the memory it
+ * handed out (device allocations, module variables, and pinned host memory in data areas). */
+#include <string.h>
+
+#include "fe.h"
+
+struct pointer_info {
+    bool known;
+    bool device;       /* device memory, else pinned host memory */
+    int ordinal;
+    uint32_t ctx;      /* owning context id, 0 for memory every context may use */
+    uint64_t base, size;
+    uint64_t dptr;     /* device address of the byte asked about (0: none) */
+    void *host;        /* host address of it (NULL: none) */
+};
+
+static struct pointer_info lookup(CUdeviceptr p)
+{
+    struct pointer_info info = {0};
+    for (int d = 0; d < fe.device_count; d++) {
+        struct fe_chan *ch = __atomic_load_n(&fe.devices[d].chan, __ATOMIC_ACQUIRE);
+        if (!ch)
+            continue;
+        pthread_mutex_lock(&ch->ranges_mu);
+        const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, p);
+        if (r)
+            info = (struct pointer_info){true, true, d, r->ctx, r->base, r->size, p, NULL};
+        pthread_mutex_unlock(&ch->ranges_mu);
+        if (info.known)
+            return info;
+        struct fe_block b;
+        uint64_t off;
+        if (fe_heap_find(ch, (const void *)(uintptr_t)p, &b, &off)) {
+            uint8_t *host = ch->map.data + b.off;
+            return (struct pointer_info){true, false, d, 0, (uint64_t)(uintptr_t)host, b.size,
+                                         b.dptr ? b.dptr + (off - b.off) : 0, (void *)(uintptr_t)p};
+        }
+    }
+    return info;
+}
+
+/* One attribute of a known pointer, or of an unknown one (defaults), as cuPointerGetAttributes
+ * gives them. Returns CUDA_ERROR_INVALID_VALUE where cuPointerGetAttribute must fail. */
+static CUresult attribute(const struct pointer_info *i, CUpointer_attribute a, void *data)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: {
+        uint64_t h = i->known && i->ctx ? fe_handle_of_id(FE_CTX, i->ctx) : 0;
+        *(CUcontext *)data = (CUcontext)(uintptr_t)h;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = !i->known ? 0 : i->device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = i->dptr;
+        return i->dptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = i->host;
+        return i->host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(unsigned *)data = i->known;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        /* Live allocations never share a base, which makes it a unique id among them. */
+        *(unsigned long long *)data = i->known ? i->base : 0;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        *(unsigned *)data = 0;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = i->known ? i->ordinal : -2;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *(void **)data = (void *)(uintptr_t)i->base;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *(size_t *)data = i->size;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned *)data = i->known;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned long long *)data = i->known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute_id, CUdeviceptr ptr)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pointer_info i = lookup(ptr);
+    return attribute(&i, attribute_id, data);
+}
+
+/* Unlike cuPointerGetAttribute, an unknown pointer is not an error here: its attributes read as
+ * their defaults. */
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                CUdeviceptr ptr)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pointer_info i = lookup(ptr);
+    for (unsigned k = 0; k < numAttributes; k++) {
+        if (!data[k])
+            continue;
+        CUresult r = attribute(&i, attributes[k], data[k]);
+        if (r == CUDA_ERROR_NOT_SUPPORTED)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
