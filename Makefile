@@ -46,10 +46,12 @@ DEPFLAGS = -MMD -MP
 COMMON_SRC := $(sort $(wildcard common/*.c))
 FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
-GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c
+GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
+	$(O)/gen/vgpu_driver_trace.c
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/obj/%.o)
-FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o
+FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o \
+	$(O)/obj/gen/vgpu_driver_trace.o
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
@@ -74,7 +76,7 @@ $(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
 
 $(O)/obj/gen/%.o: $(O)/gen/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -D__CUDA_API_VERSION_INTERNAL $(DEPFLAGS) -c $< -o $@
 
 # The driver API surface (exported names, versioned cuGetProcAddress table, enums) comes from the
 # toolkit's headers.

@@ -7,6 +7,7 @@
  * that registered data areas are pinned for every client context on the device. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
     X(cuInit)                                                                                          \
     X(cuDriverGetVersion)                                                                              \
     X(cuGetErrorName)                                                                                  \
+    X(cuGetExportTable)                                                                                \
     X(cuDeviceGetCount)                                                                                \
     X(cuDeviceGet)                                                                                     \
     X(cuDeviceGetName)                                                                                 \
@@ -50,7 +52,7 @@
     X(cuMemsetD8Async)                                                                                 \
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
-        X(cuModuleLoadData)                                                                                \
+    X(cuModuleLoadData)                                                                                    \
     X(cuModuleUnload)                                                                                  \
     X(cuModuleGetFunction)                                                                             \
     X(cuModuleGetGlobal_v2)                                                                            \
@@ -181,6 +183,36 @@ static int cuda_device_count(struct vgpu_exec *x) { return CX(x)->device_count; 
 
 static int cuda_driver_version(struct vgpu_exec *x) { return CX(x)->driver_version; }
 
+/* The SM layout maps behind the driver's private table 1734dc26: slot [4] mallocs two byte arrays,
+ * one entry per TPC of the current context's device, and slot [13] frees them. Their length is
+ * not returned; two SMs per TPC (every architecture since Volta) gives it, checked against the
+ * size of the allocation so that nothing beyond the maps is ever copied. */
+static void sm_layout(struct vgpu_exec *x, int dev, struct vgpu_device_info *info)
+{
+    static const CUuuid table_id = {{(char)0x17, 0x34, (char)0xdc, 0x26, (char)0x80, 0x0d, 0x47, 0x45, (char)0x87,
+                                     0x26, (char)0xc0, (char)0xf1, (char)0xe7, (char)0xdd, (char)0x8b, (char)0xca}};
+    const void *table = NULL;
+    if (bind(x, CX(x)->service[dev]) != CUDA_SUCCESS || API(x)->cuGetExportTable(&table, &table_id) != CUDA_SUCCESS ||
+        !table || *(const size_t *)table < 14 * sizeof(void *))
+        return;
+    CUresult (*get)(uint8_t **, uint8_t **) = (CUresult(*)(uint8_t **, uint8_t **))((void *const *)table)[4];
+    CUresult (*put)(uint8_t *, uint8_t *) = (CUresult(*)(uint8_t *, uint8_t *))((void *const *)table)[13];
+    uint8_t *maps[2] = {NULL, NULL};
+    if (get(&maps[0], &maps[1]) != CUDA_SUCCESS || !maps[0] || !maps[1])
+        return;
+    size_t n = (size_t)info->attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] / 2;
+    size_t usable = malloc_usable_size(maps[0]) < malloc_usable_size(maps[1]) ? malloc_usable_size(maps[0])
+                                                                              : malloc_usable_size(maps[1]);
+    if (n > 0 && n <= VGPU_LAYOUT_MAX && n <= usable && usable - n < 2 * sizeof(void *)) {
+        memcpy(info->layout[0], maps[0], n);
+        memcpy(info->layout[1], maps[1], n);
+        info->layout_len = (uint32_t)n;
+    } else {
+        LOG_INFO("cuda: device %d: the SM layout maps are not of the expected size; cuBLASLt will not run", dev);
+    }
+    put(maps[0], maps[1]);
+}
+
 static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_device_info *info)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
@@ -201,6 +233,8 @@ static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_devic
             info->attr_valid[a] = 1;
         }
     }
+    if (r == CUDA_SUCCESS)
+        sm_layout(x, dev, info);
     return r;
 }
 

@@ -121,6 +121,8 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         }
     }
     if (reply) {
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            LOG_DEBUG("channel %u: %s failed with %d", ch->id, info ? info->name : "?", r);
         respond(ch, h, r, fixed, r == CUDA_SUCCESS ? c.rsp_tail_len : 0);
     } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
         if (c.ctx && c.ctx->deferred == CUDA_SUCCESS)

@@ -11,6 +11,6 @@ $(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
-bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin
+bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin $(APPS_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
-		BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh
+		BENCH_APPS=$(APPS_O) BENCH_APP_NAMES="$(APPS_NAMES)" BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

@@ -5,6 +5,7 @@
 #   VGPU_BIN     directory of vgpud, vgpu-run (default build/bin)
 #   BENCH_BIN    directory of the benchmark programs (default build/benchmarks)
 #   BENCH_MODULE fatbin holding the `empty` kernel
+#   BENCH_APPS   directory of the application suite's binaries (default build/apps)
 #   BENCH_OUT    where to write the raw and combined results (default build/benchmarks/results)
 #   BENCH_ROUNDS how many times each pair runs, alternating native and vGPU (default 3); each side
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
@@ -33,6 +34,35 @@ run_pair() { # name, program and arguments
     done
 }
 
+# The application suite (static cudart, nvcc's default): each program's wall time, and for those
+# that time their own kernel phase (APPS_VERBOSE), that phase too. The compute-heavy ones run at
+# their --bench sizes.
+APPS=${BENCH_APPS:-build/apps}
+APP_NAMES=${BENCH_APP_NAMES:-$(cd "$APPS" && ls *.static | sed 's/\.static$//')}
+APP_BENCH_SIZES=" matrix_mul black_scholes binomial_options vector_add "
+app_once() { # results file, app name, command...
+    local res=$1 name=$2; shift 2
+    local t0 t1
+    t0=$(date +%s%N)
+    if ! APPS_VERBOSE=1 "$@" >/dev/null 2>"$BENCH_OUT/app.stderr"; then
+        echo "$name failed:" >&2; cat "$BENCH_OUT/app.stderr" >&2; return 1
+    fi
+    t1=$(date +%s%N)
+    echo "RESULT app_${name}_wall $(( (t1 - t0) / 1000 )) us" >>"$res"
+    sed -n 's/^\[time\] [^:]*: \([0-9.]*\) ms.*/\1/p' "$BENCH_OUT/app.stderr" | head -1 |
+        awk -v n="$name" '{ printf "RESULT app_%s_kernels %d us\n", n, $1 * 1000 }' >>"$res"
+}
+: >"$BENCH_OUT/apps.native"
+: >"$BENCH_OUT/apps.vgpu"
+for name in $APP_NAMES; do
+    args=(); case $APP_BENCH_SIZES in *" $name "*) args=(--bench) ;; esac
+    for round in $(seq "$BENCH_ROUNDS"); do
+        echo "== app $name ${args[*]:-}, round $round" >&2
+        app_once "$BENCH_OUT/apps.native" "$name" "$APPS/$name.static" "${args[@]}"
+        app_once "$BENCH_OUT/apps.vgpu" "$name" "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$APPS/$name.static" "${args[@]}"
+    done
+done
+
 # The best of the rounds for every metric: the smallest time, the largest rate or bandwidth.
 best() {
     awk '/^RESULT/ { k = $2; v = $3; u = $4; lower = (u == "us");
@@ -48,7 +78,7 @@ run_pair copy "$BENCH_BIN/bench_copy"
     echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
     echo "date:   $(date -u +%Y-%m-%dT%H:%MZ), best of $BENCH_ROUNDS alternating rounds"
     printf '%-32s %14s %14s %9s\n' metric native vgpu vgpu/native
-    for f in latency launch copy; do
+    for f in latency launch copy apps; do
         join -j 1 <(best "$BENCH_OUT/$f.native" | sort -k1,1) \
                   <(best "$BENCH_OUT/$f.vgpu" | awk '{print $1, $2}' | sort -k1,1) |
         awk '{ printf "%-32s %10.3f %-3s %10.3f %-3s %8.3f\n", $1, $2, substr($3,1,3), $4, substr($3,1,3), ($2 > 0 ? $4 / $2 : 0) }' |

@@ -1,4 +1,5 @@
 /* Driver API: initialisation, versions, devices, error strings, entry points. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,25 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 /* The function for (symbol, version, per-thread default stream or not): the newest variant not
  * newer than the caller's version; per-thread requests fall back to the plain variant for calls
  * that have no per-thread form. */
+int vgpu_driver_unsupported(const char *name, _Atomic int *logged)
+{
+    /* Once per name: an application polling an optional feature must not flood its log. */
+    if (atomic_exchange(logged, 1) == 0)
+        LOG_INFO("%s is not supported by the vGPU: CUDA_ERROR_NOT_SUPPORTED", name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+int vgpu_driver_traced(const char *name, int result)
+{
+    /* Polls answer NOT_READY all the time: only the trace level shows those. */
+    int level = result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY ? VGPU_LOG_TRACE : VGPU_LOG_DEBUG;
+    if (vgpu_log_enabled(level)) {
+        const struct vgpu_error_name *e = error_entry((CUresult)result);
+        vgpu_log(level, "%s -> %s", name, e ? e->name : "?");
+    }
+    return result;
+}
+
 static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
                             CUdriverProcAddressQueryResult *status)
 {
@@ -253,8 +273,9 @@ static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint6
                 best_pt = p;
         }
         const struct vgpu_proc *best = per_thread && best_pt ? best_pt : best_default;
-        if (best && best->fn != (void (*)(void))vgpu_driver_unsupported) {
-            found = (void *)best->fn;
+        if (best && best->fn != best->unsupported) {
+            /* At debug level and above, calls made through the table are logged with their result. */
+            found = (void *)(best->traced && vgpu_log_enabled(VGPU_LOG_DEBUG) ? best->traced : best->fn);
             st = CU_GET_PROC_ADDRESS_SUCCESS;
         } else if (known && !best) {
             st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;

@@ -90,12 +90,23 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     FE_RETURN_IF(fe_current(&c, &ch));
     if (dptr == 0)
         return CUDA_SUCCESS;
+    /* The range leaves the client's table before vgpud frees it: once freed, its address may come
+     * back at once to another thread's cuMemAlloc, whose range must not collide with this one. */
+    pthread_mutex_lock(&ch->ranges_mu);
+    struct vgpu_range *at = vgpu_ranges_at(&ch->ranges, dptr);
+    struct vgpu_range old = at ? *at : (struct vgpu_range){0};
+    if (at && at->kind == VGPU_RANGE_ALLOC && at->ctx == c->id)
+        vgpu_ranges_remove_at(&ch->ranges, dptr);
+    pthread_mutex_unlock(&ch->ranges_mu);
+    if (!at || old.kind != VGPU_RANGE_ALLOC || old.ctx != c->id)
+        return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, MemFree);
     FE_RSP(a, MemFree);
     q.dptr = dptr;
-    FE_RETURN_IF(FE_CALL(ch, c->id, MemFree, &q, &a));
-    fe_ranges_remove(ch, dptr);
-    return CUDA_SUCCESS;
+    CUresult r = FE_CALL(ch, c->id, MemFree, &q, &a);
+    if (r != CUDA_SUCCESS)
+        fe_ranges_add(ch, &old);
+    return r;
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

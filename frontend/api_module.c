@@ -197,10 +197,11 @@ CUresult cuModuleUnload(CUmodule hmod)
     FE_REQ(q, ModuleUnload);
     FE_RSP(a, ModuleUnload);
     q.module = m->id;
-    CUresult r = FE_CALL(ch, m->ctx->id, ModuleUnload, &q, &a);
+    /* Globals leave the table before their memory can be reused by another thread's allocation. */
     pthread_mutex_lock(&ch->ranges_mu);
     vgpu_ranges_remove_if(&ch->ranges, global_of_module, m->id);
     pthread_mutex_unlock(&ch->ranges_mu);
+    CUresult r = FE_CALL(ch, m->ctx->id, ModuleUnload, &q, &a);
     module_free(m);
     return r;
 }

@@ -405,12 +405,13 @@ CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off)
     pthread_mutex_unlock(&ch->heap_mu);
     CUresult r = CUDA_SUCCESS;
     if (b.registered) {
+        /* Out of the table first: the device address may be reused as soon as vgpud unmaps it. */
+        if (b.dptr)
+            fe_ranges_remove(ch, b.dptr);
         FE_REQ(q, HostUnregister);
         FE_RSP(a, HostUnregister);
         q.offset = off;
         r = FE_CALL(ch, ctx, HostUnregister, &q, &a);
-        if (b.dptr)
-            fe_ranges_remove(ch, b.dptr);
     }
     pthread_mutex_lock(&ch->heap_mu);
     heap_release_locked(ch, b.off, b.size);

@@ -113,7 +113,14 @@ static void *const tools_runtime_callback_hooks[7] = {
 
 /* ---------------------------------------------------------------- TOOLS_TLS */
 
-static void *const tools_tls[3] = {SIZE_SLOT(3), SLOT(unknown_slot), SLOT(unknown_slot)};
+/* [2] hands back the calling thread's current context (the top of its context stack, NULL when
+ * there is none); cuBLASLt calls it and gives up with NOT_SUPPORTED when it fails. */
+static CUresult tools_tls_current_context(CUcontext *ctx)
+{
+    return ctx ? cuCtxGetCurrent(ctx) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void *const tools_tls[3] = {SIZE_SLOT(3), SLOT(unknown_slot), SLOT(tools_tls_current_context)};
 
 /* ---------------------------------------------------------------- CONTEXT_LOCAL_STORAGE */
 
@@ -286,6 +293,79 @@ static CUresult integrity_answer(unsigned version, unsigned long long unix_secon
     return CUDA_SUCCESS;
 }
 
+/* ---------------------------------------------------------------- cuBLASLt's context table */
+
+/* Table 21318c60 has 93 slots; cuBLASLt calls [4] with the current context and reads a 32-bit
+ * identifier of it (the real driver's answer for a NULL context is 0, for a NULL out pointer
+ * CUDA_ERROR_UNKNOWN). The context's ID serves. */
+static CUresult lt_context_id(CUcontext ctx, uint64_t *out)
+{
+    if (!out)
+        return CUDA_ERROR_UNKNOWN;
+    *out = 0;
+    if (!ctx)
+        return CUDA_SUCCESS;
+    unsigned long long id = 0;
+    CUresult r = cuCtxGetId(ctx, &id);
+    *out = (uint32_t)id;
+    return r;
+}
+
+#define LT_CONTEXT_SLOTS 93
+static void *const lt_context[LT_CONTEXT_SLOTS] = {
+    SIZE_SLOT(LT_CONTEXT_SLOTS),
+    [1 ... 3] = SLOT(unknown_slot),
+    [4] = SLOT(lt_context_id),
+    [5 ... LT_CONTEXT_SLOTS - 1] = SLOT(unknown_slot),
+};
+
+/* ---------------------------------------------------------------- cuBLASLt's SM layout table */
+
+/* Table 1734dc26 has 17 slots; cuBLASLt calls [4] for two malloc'ed per-TPC byte maps of the
+ * current context's device and [13] to free them. vgpud reads them from the real driver once per
+ * device and sends them with the device's description. */
+static CUresult lt_layout_get(uint8_t **first, uint8_t **second)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    struct fe_device *d;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_RETURN_IF(fe_device(c->device, &d));
+    if (!first || !second)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint32_t n = d->info.layout_len;
+    if (n == 0 || n > VGPU_LAYOUT_MAX)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(a, d->info.layout[0], n);
+    memcpy(b, d->info.layout[1], n);
+    *first = a;
+    *second = b;
+    return CUDA_SUCCESS;
+}
+
+static CUresult lt_layout_put(uint8_t *first, uint8_t *second)
+{
+    free(first);
+    free(second);
+    return CUDA_SUCCESS;
+}
+
+#define LT_LAYOUT_SLOTS 17
+static void *const lt_layout[LT_LAYOUT_SLOTS] = {
+    SIZE_SLOT(LT_LAYOUT_SLOTS),
+    [1 ... 3] = SLOT(unknown_slot),
+    [4] = SLOT(lt_layout_get),
+    [5 ... 12] = SLOT(unknown_slot),
+    [13] = SLOT(lt_layout_put),
+    [14 ... LT_LAYOUT_SLOTS - 1] = SLOT(unknown_slot),
+};
+
 /* ---------------------------------------------------------------- the directory */
 
 static const struct {
@@ -311,6 +391,12 @@ static const struct {
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      "INTEGRITY_CHECK",
      integrity_check},
+    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
+     "CUBLASLT_CONTEXT",
+     lt_context},
+    {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
+     "CUBLASLT_SM_LAYOUT",
+     lt_layout},
 };
 
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

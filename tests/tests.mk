@@ -32,6 +32,8 @@ $(TEST_O)/kernels/%.emu.so: tests/kernels/%.emu.c include/vgpu/emu_kernel.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC -shared -Iinclude $< -o $@
 
+include tests/apps/apps.mk
+
 # ---- unit tests
 UNIT_SRC := $(sort $(wildcard tests/unit/check_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(TEST_O)/unit/%)
@@ -60,10 +62,12 @@ $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-HOST_TEST_DEPS := all $(PROG_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS)
+HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS)
 
 TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
-	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp)
+	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp) \
+	VGPU_TEST_APPS=$(abspath $(APPS_O)) VGPU_TEST_APP_NAMES="$(APPS_NAMES)" \
+	VGPU_TEST_APPS_EXPECTED=$(abspath tests/apps/expected)
 
 check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
 	@mkdir -p $(TEST_O)/tmp
@@ -83,6 +87,7 @@ check:
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.
 GPU_PROGS := $(PROG_BIN)
-check-gpu: all $(PROG_BIN) $(FATBINS)
+check-gpu: all $(PROG_BIN) $(FATBINS) $(APPS_BIN)
 	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
+		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES)" VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) \
 		tests/gpu/run.sh

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 2u
+#define VGPU_PROTO_VERSION 3u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -149,6 +149,7 @@ struct vgpu_msg_hello {
 
 /* Device attributes are transferred as one array indexed by CUdevice_attribute. */
 #define VGPU_ATTR_SLOTS 256u
+#define VGPU_LAYOUT_MAX 256u
 
 struct vgpu_device_info {
     char name[256];
@@ -156,6 +157,11 @@ struct vgpu_device_info {
     uint64_t total_mem;
     int32_t attr[VGPU_ATTR_SLOTS];
     uint8_t attr_valid[VGPU_ATTR_SLOTS]; /* 0: the device does not know this attribute */
+    /* The driver's two per-TPC byte maps of the device's SM layout, which cuBLASLt reads through a
+     * private export table for its kernel heuristics; layout_len 0: not available. */
+    uint32_t layout_len;
+    uint32_t reserved;
+    uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 
 #define VGPU_MAX_DEVICES 16u

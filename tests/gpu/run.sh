@@ -3,10 +3,15 @@
 # through a vGPU (vgpud with the cuda executor); both must succeed and print the same thing. Then
 # several clients at once, and a client killed mid-stream whose memory vgpud must give back.
 #   VGPU_BIN, VGPU_PROGS, VGPU_KERNELS: directories of the tools, the programs, the CUDA images.
+#   VGPU_APPS, VGPU_APP_NAMES: the application suite's binaries and names; VGPU_APPS_EXPECTED: the
+#   directory of their recorded outputs.
 set -u
 BIN=${VGPU_BIN:-build/bin}
 PROGS=${VGPU_PROGS:-build/tests/host}
 K=${VGPU_KERNELS:-build/tests/kernels}
+APPS=${VGPU_APPS:-build/apps}
+APPS_EXPECTED=${VGPU_APPS_EXPECTED:-tests/apps/expected}
+APP_NAMES=${VGPU_APP_NAMES:-$(cd "$APPS" 2>/dev/null && ls *.static | sed 's/\.static$//')}
 OUT=${VGPU_GPU_OUT:-build/tests/gpu}
 mkdir -p "$OUT"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
@@ -41,6 +46,19 @@ compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"
 compare threads "$PROGS/prog_threads" "$K/basic.fatbin"
+compare darkapi "$PROGS/prog_darkapi"
+
+# The application suite (tests/apps), static and shared cudart builds: each as it runs natively,
+# and the native output is the one recorded in tests/apps/expected (what the emu tests expect too).
+for name in $APP_NAMES; do
+    for kind in static shared; do
+        compare "app-$name.$kind" "$APPS/$name.$kind"
+        if [ -f "$APPS_EXPECTED/$name.out" ] && ! cmp -s "$APPS_EXPECTED/$name.out" "$OUT/app-$name.$kind.native"; then
+            fail "app-$name.$kind: native output differs from $APPS_EXPECTED/$name.out"
+            diff "$APPS_EXPECTED/$name.out" "$OUT/app-$name.$kind.native"
+        fi
+    done
+done
 
 # The frontend against the toolkit's stub libcuda: every API name it exports resolves, and
 # cuGetProcAddress answers by version (a property of the frontend, so not compared with native).
@@ -78,6 +96,17 @@ if [ "$(sessions)" = 0 ] && [ "$after" -le $((before + 4 * 1024 * 1024)) ] && [ 
 else
     fail "killed client not freed (sessions $(sessions))"
 fi
+
+# PyTorch, the next frontier: how far it gets natively and through a vGPU (reported, not judged).
+PYTHON=${VGPU_PYTHON:-python3}
+if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    probe=$(dirname "$0")/pytorch_probe.py
+    timeout 300 "$PYTHON" "$probe" >"$OUT/pytorch.native" 2>"$OUT/pytorch.native.err"
+    VGPU_LOG_LEVEL=debug timeout 300 "$BIN/vgpu-run" --socket "$sock" -- "$PYTHON" "$probe" >"$OUT/pytorch.vgpu" 2>"$OUT/pytorch.vgpu.err"
+    echo "pytorch, native:"; sed 's/^/    /' "$OUT/pytorch.native"
+    echo "pytorch, through a vGPU (log: $OUT/pytorch.vgpu.err):"; sed 's/^/    /' "$OUT/pytorch.vgpu"
+fi
 "$BIN/vgpuctl" --socket "$sock" ping >/dev/null && pass "vgpud still serving" || fail "vgpud gone"
+
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]

@@ -78,23 +78,30 @@ static char *slurp(const char *path)
     return strdup(buf);
 }
 
-/* Run an integration program through vgpu-run; its output is kept in tmp/<name>.out. */
-static int run_prog(const char *name, const char *arg1, const char *arg2, char **output)
+/* Run a program (dir/name) through vgpu-run; its output is kept in tmp/<name>.<pid>.out and shown
+ * when the exit status is not the expected one. */
+static int run_in(const char *dir, const char *name, const char *arg1, const char *arg2, int expect, char **output)
 {
-    char vgpu_run[600], prog[600], out[700];
+    char vgpu_run[600], prog[1100], out[1100];
     snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
-    snprintf(prog, sizeof prog, "%s/%s", progs, name);
+    snprintf(prog, sizeof prog, "%s/%s", dir, name);
     snprintf(out, sizeof out, "%s/%s.%d.out", tmp, name, (int)getpid());
     char *argv[] = {vgpu_run, "--socket", sock, "--", prog, (char *)arg1, (char *)arg2, NULL};
     int rc = run_to(argv, out, 120);
     char *text = slurp(out);
-    if (rc != 0)
+    if (rc != expect)
         fprintf(stderr, "---- %s exited with %d:\n%s----\n", name, rc, text);
     if (output)
         *output = text;
     else
         free(text);
     return rc;
+}
+
+/* An integration program of tests/host. */
+static int run_prog(const char *name, const char *arg1, const char *arg2, char **output)
+{
+    return run_in(progs, name, arg1, arg2, 0, output);
 }
 
 static char *status_json(void)
@@ -258,12 +265,23 @@ START_TEST(test_fork)
 }
 END_TEST
 
+/* The private tables of the runtime and cuBLASLt; the emu executor has no SM layout to give. */
+START_TEST(test_darkapi)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_darkapi", NULL, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "tools: current context ok\ncublasLt: context ids ok\n"
+                                      "cublasLt: SM layout not available\ndarkapi: ok\n"));
+    free(out);
+}
+END_TEST
+
 /* A CUDA image on the emu executor: everything but running its kernels works, and asking for a
  * kernel gives the driver's "no binary for this GPU" instead of a crash or a hang. */
 START_TEST(test_cuda_image_on_emu)
 {
     char *out;
-    ck_assert_int_eq(run_prog("prog_vecadd", cuda_module, NULL, &out), 1);
+    ck_assert_int_eq(run_in(progs, "prog_vecadd", cuda_module, NULL, 1, &out), 1);
     ck_assert_ptr_nonnull(strstr(out, "cuModuleGetFunction"));
     ck_assert_ptr_nonnull(strstr(out, "CUDA_ERROR_NO_BINARY_FOR_GPU"));
     free(out);
@@ -290,6 +308,52 @@ START_TEST(test_concurrent_clients)
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
     }
     ck_assert(wait_idle(10));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the application suite */
+
+/* tests/apps, static and shared cudart builds, on emu: everything before the first kernel launch
+ * prints what it prints natively (tests/apps/expected holds the native runs), then the launch
+ * fails as a driver with no image for the device fails it, and the program exits 77. */
+static char app_names[64][64];
+static int app_count;
+
+static void parse_app_names(const char *list)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save, *t = strtok_r(copy, " ", &save); t && app_count < 64; t = strtok_r(NULL, " ", &save))
+        snprintf(app_names[app_count++], sizeof app_names[0], "%s", t);
+}
+
+/* The native output's lines up to the first kernel, then the agreed line for a missing image. */
+static char *expected_on_emu(const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.out", getenv("VGPU_TEST_APPS_EXPECTED"), name);
+    char *native = slurp(path);
+    ck_assert_msg(*native, "no recorded output %s", path);
+    size_t cap = strlen(native) + 64, len = 0;
+    char *want = malloc(cap);
+    for (char *save, *line = strtok_r(native, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "A:", 2) == 0)
+            len += (size_t)snprintf(want + len, cap - len, "%s\n", line);
+    snprintf(want + len, cap - len, "B: no kernel image for this device\n");
+    free(native);
+    return want;
+}
+
+START_TEST(test_app_on_emu)
+{
+    const char *name = app_names[_i / 2];
+    char file[128];
+    snprintf(file, sizeof file, "%s.%s", name, _i % 2 ? "shared" : "static");
+    char *want = expected_on_emu(name), *out;
+    ck_assert_int_eq(run_in(getenv("VGPU_TEST_APPS"), file, NULL, NULL, 77, &out), 77);
+    ck_assert_str_eq(out, want);
+    free(out);
+    free(want);
 }
 END_TEST
 
@@ -416,6 +480,9 @@ int main(void)
     snprintf(kernels, sizeof kernels, "%s", env_or_die("VGPU_TEST_KERNELS"));
     snprintf(tmp, sizeof tmp, "%s", env_or_die("VGPU_TEST_TMP"));
     mkdir(tmp, 0755);
+    env_or_die("VGPU_TEST_APPS");
+    env_or_die("VGPU_TEST_APPS_EXPECTED");
+    parse_app_names(env_or_die("VGPU_TEST_APP_NAMES"));
     snprintf(emu_module, sizeof emu_module, "%s/basic.emu.so", kernels);
     snprintf(cuda_module, sizeof cuda_module, "%s/basic.fatbin", kernels);
     signal(SIGPIPE, SIG_IGN);
@@ -431,11 +498,16 @@ int main(void)
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);
     tcase_add_test(programs, test_procaddr);
+    tcase_add_test(programs, test_darkapi);
     tcase_add_test(programs, test_threads);
     tcase_add_test(programs, test_fork);
     tcase_add_test(programs, test_cuda_image_on_emu);
     tcase_add_test(programs, test_concurrent_clients);
     suite_add_tcase(s, programs);
+    TCase *apps = tcase_create("apps");
+    tcase_set_timeout(apps, 120);
+    tcase_add_loop_test(apps, test_app_on_emu, 0, 2 * app_count);
+    suite_add_tcase(s, apps);
     TCase *hostile = tcase_create("hostile");
     tcase_set_timeout(hostile, 300);
     tcase_add_test(hostile, test_hostile_records);

@@ -1,0 +1,30 @@
+# tests/apps: self-checking CUDA runtime-API programs, each built twice: with the static cudart
+# (nvcc's default) and with -cudart shared. Included by tests/tests.mk; the binaries carry no
+# sanitizer, so one build serves plain and SAN=1 runs.
+#   $(APPS_O)/NAME.static, $(APPS_O)/NAME.shared   for NAME in $(APPS_NAMES)
+# Programs exit 0 on success, 1 on failure, 77 when the device has no image for their kernels.
+
+APPS_O := build/apps
+APPS_NAMES := vector_add matrix_mul black_scholes binomial_options stream_pipeline symbols \
+	param_kinds rdc multithread error_paths
+APPS_BIN := $(foreach n,$(APPS_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
+APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
+# Per-program extra flags.
+APPS_FLAGS_multithread := -Xcompiler -pthread
+APPS_FLAGS_rdc := -rdc=true
+APPS_SRC_rdc := tests/apps/rdc_main.cu tests/apps/rdc_lib.cu
+
+$(APPS_O)/%.static: tests/apps/%.cu tests/apps/apps.h
+	@mkdir -p $(@D)
+	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_$*) -o $@ $<
+$(APPS_O)/%.shared: tests/apps/%.cu tests/apps/apps.h
+	@mkdir -p $(@D)
+	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_$*) -cudart shared -o $@ $<
+
+# Relocatable device code: one program from two units, linked on the device side too.
+$(APPS_O)/rdc.static: $(APPS_SRC_rdc) tests/apps/apps.h
+	@mkdir -p $(@D)
+	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_rdc) -o $@ $(APPS_SRC_rdc)
+$(APPS_O)/rdc.shared: $(APPS_SRC_rdc) tests/apps/apps.h
+	@mkdir -p $(@D)
+	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_rdc) -cudart shared -o $@ $(APPS_SRC_rdc)

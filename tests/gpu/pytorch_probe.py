@@ -1,0 +1,114 @@
+"""How far PyTorch gets on this CUDA driver: each step prints `STEP name: ok` or `STEP name: FAILED
+(reason)` and the probe goes on to the next, so one run shows everything that breaks. Run natively
+and under vgpu-run by tests/gpu/run.sh; not a pass/fail test."""
+import sys
+import traceback
+
+
+def step(name, fn):
+    try:
+        detail = fn()
+        print("STEP %s: ok%s" % (name, " (%s)" % detail if detail else ""), flush=True)
+        return True
+    except BaseException as e:  # noqa: B902 - the probe reports whatever breaks, then goes on
+        print("STEP %s: FAILED (%s: %s)" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""),
+              flush=True)
+        traceback.print_exc(file=sys.stderr)
+        return False
+
+
+state = {}
+
+
+def do_import():
+    import torch
+    state["torch"] = torch
+    return "torch %s, CUDA %s" % (torch.__version__, torch.version.cuda)
+
+
+def do_available():
+    torch = state["torch"]
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch.cuda.is_available() is False")
+    return "%d device(s), %s" % (torch.cuda.device_count(), torch.cuda.get_device_name(0))
+
+
+def do_create():
+    torch = state["torch"]
+    x = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+    state["x"] = x
+    got = x[-1].item()
+    if got != (1 << 20) - 1:
+        raise RuntimeError("x[-1] = %r" % got)
+
+
+def do_elementwise():
+    torch = state["torch"]
+    y = state["x"] * 2 + 1
+    total = y.double().sum().item()
+    n = 1 << 20
+    want = float(n * (n - 1) + n)
+    if total != want:
+        raise RuntimeError("sum %r, want %r" % (total, want))
+    torch.cuda.synchronize()
+
+
+def do_matmul():
+    torch = state["torch"]
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(512, 384, generator=g)
+    b = torch.randn(384, 256, generator=g)
+    c = (a.cuda() @ b.cuda()).cpu()
+    err = (c - a @ b).abs().max().item()
+    if err > 1e-2:
+        raise RuntimeError("max error %g" % err)
+    return "max error %.2g" % err
+
+
+def do_matmul_half():
+    torch = state["torch"]
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    c = a @ a
+    torch.cuda.synchronize()
+    return "%s" % (tuple(c.shape),)
+
+
+def do_conv():
+    torch = state["torch"]
+    x = torch.randn(8, 3, 32, 32, device="cuda")
+    w = torch.randn(16, 3, 3, 3, device="cuda")
+    y = torch.nn.functional.conv2d(x, w)
+    ref = torch.nn.functional.conv2d(x.cpu(), w.cpu())
+    err = (y.cpu() - ref).abs().max().item()
+    if err > 1e-3:
+        raise RuntimeError("max error %g" % err)
+    return "max error %.2g" % err
+
+
+def do_train_step():
+    torch = state["torch"]
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(256, 64, device="cuda")
+    t = torch.randint(0, 10, (256,), device="cuda")
+    first = None
+    for _ in range(20):
+        loss = torch.nn.functional.cross_entropy(model(x), t)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first = first if first is not None else loss.item()
+    last = loss.item()
+    if not last < first:
+        raise RuntimeError("loss did not fall: %g -> %g" % (first, last))
+    return "loss %.3f -> %.3f" % (first, last)
+
+
+ok = step("import", do_import)
+ok = ok and step("cuda available", do_available)
+if ok:
+    step("tensor creation", do_create) and step("elementwise", do_elementwise)
+    step("matmul fp32 (cuBLAS)", do_matmul)
+    step("matmul fp16 (cuBLASLt)", do_matmul_half)
+    step("conv2d (cuDNN)", do_conv)
+    step("training step", do_train_step)
