@@ -5,6 +5,7 @@
 #   VGPU_BIN     directory of vgpud, vgpu-run (default build/bin)
 #   BENCH_BIN    directory of the benchmark programs (default build/benchmarks)
 #   BENCH_MODULE fatbin holding the `empty` kernel
+#   BENCH_PYTHON a Python with PyTorch, for bench_pytorch.py (default python3; skipped without torch)
 #   BENCH_APPS   directory of the application suite's binaries (default build/apps)
 #   BENCH_OUT    where to write the raw and combined results (default build/benchmarks/results)
 #   BENCH_ROUNDS how many times each pair runs, alternating native and vGPU (default 3); each side
@@ -63,9 +64,17 @@ for name in $APP_NAMES; do
     done
 done
 
+# PyTorch, where it is installed (BENCH_PYTHON).
+PYTHON=${BENCH_PYTHON:-python3}
+summaries="latency launch copy apps"
+if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    run_pair pytorch "$PYTHON" "$(dirname "$0")/bench_pytorch.py"
+    summaries="$summaries pytorch"
+fi
+
 # The best of the rounds for every metric: the smallest time, the largest rate or bandwidth.
 best() {
-    awk '/^RESULT/ { k = $2; v = $3; u = $4; lower = (u == "us");
+    awk '/^RESULT/ { k = $2; v = $3; u = $4; lower = (u == "us" || u == "ms");
                      if (!(k in b) || (lower ? v < b[k] : v > b[k])) b[k] = v; unit[k] = u }
          END { for (k in b) print k, b[k], unit[k] }' "$1"
 }
@@ -77,11 +86,11 @@ run_pair copy "$BENCH_BIN/bench_copy"
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
     echo "date:   $(date -u +%Y-%m-%dT%H:%MZ), best of $BENCH_ROUNDS alternating rounds"
-    printf '%-32s %14s %14s %9s\n' metric native vgpu vgpu/native
-    for f in latency launch copy apps; do
+    printf '%-32s %18s %18s %9s\n' metric native vgpu vgpu/native
+    for f in $summaries; do
         join -j 1 <(best "$BENCH_OUT/$f.native" | sort -k1,1) \
                   <(best "$BENCH_OUT/$f.vgpu" | awk '{print $1, $2}' | sort -k1,1) |
-        awk '{ printf "%-32s %10.3f %-3s %10.3f %-3s %8.3f\n", $1, $2, substr($3,1,3), $4, substr($3,1,3), ($2 > 0 ? $4 / $2 : 0) }' |
+        awk '{ printf "%-32s %10.3f %-7s %10.3f %-7s %8.3f\n", $1, $2, $3, $4, $3, ($2 > 0 ? $4 / $2 : 0) }' |
         sort -t_ -k1,2 -k3,3n
     done
 } | tee "$BENCH_OUT/summary.txt"
