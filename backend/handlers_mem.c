@@ -95,13 +95,6 @@ CUresult vgpu_handle_HostUnregister(struct vgpu_call *c, const struct vgpu_req_H
     return vchannel_unregister(c->ch, q->offset);
 }
 
-/* Common checks of a copy: a context, a stream of it, and a device range of it. */
-static CUresult copy_prologue(struct vgpu_call *c, uint32_t stream_id, void **stream)
-{
-    CUresult r = vchannel_need_ctx(c);
-    return r ? r : vchannel_stream(c, stream_id, stream);
-}
-
 static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
 {
     return slot == VGPU_NO_SLOT || slot < c->ch->map.layout.slot_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -126,7 +119,7 @@ CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_C
 {
     (void)a;
     void *stream;
-    CUresult r = copy_prologue(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r || c->tail_len == 0)
         return r;
     if (!vchannel_device_range(c, q->dst, c->tail_len))
@@ -142,7 +135,7 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     CUresult r = check_slot(c, q->slot);
     if (r)
         return r;
-    r = copy_prologue(c, q->stream, &stream);
+    r = vchannel_stream(c, q->stream, &stream);
     const void *src = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -158,7 +151,7 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
     CUresult r = check_slot(c, q->slot);
     if (r)
         return r;
-    r = copy_prologue(c, q->stream, &stream);
+    r = vchannel_stream(c, q->stream, &stream);
     void *dst = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!dst || !vchannel_device_range(c, q->src, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -171,7 +164,7 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
 {
     (void)a;
     void *stream;
-    CUresult r = copy_prologue(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r || q->size == 0)
         return r;
     if (!vchannel_device_range(c, q->dst, q->size) || !vchannel_device_range(c, q->src, q->size))
@@ -183,7 +176,7 @@ CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q
 {
     (void)a;
     void *stream;
-    CUresult r = copy_prologue(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
     if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)

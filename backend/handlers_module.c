@@ -205,19 +205,26 @@ CUresult vgpu_handle_FuncSetCacheConfig(struct vgpu_call *c, const struct vgpu_r
     return OPS(c)->func_set_cache_config(EXEC(c), c->ctx->x, f->x, (int)q->config);
 }
 
+/* What every launch names: a stream and a function of the caller's context. */
+static CUresult launch_target(struct vgpu_call *c, uint32_t stream_id, uint32_t function_id, void **stream,
+                              struct srv_obj **f)
+{
+    CUresult r = vchannel_stream(c, stream_id, stream);
+    if (r)
+        return r;
+    *f = vchannel_obj(c, SRV_FUNCTION, function_id);
+    return *f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult vgpu_handle_LaunchKernel(struct vgpu_call *c, const struct vgpu_req_LaunchKernel *q,
                                   struct vgpu_rsp_LaunchKernel *a)
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    struct srv_obj *f;
+    CUresult r = launch_target(c, q->stream, q->function, &stream, &f);
     if (r)
         return r;
-    struct srv_obj *f = vchannel_obj(c, SRV_FUNCTION, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     if (q->param_size != c->tail_len || q->param_size > VGPU_MAX_PARAM_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
     return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, NULL, 0, c->tail,
@@ -255,14 +262,10 @@ CUresult vgpu_handle_LaunchKernelEx(struct vgpu_call *c, const struct vgpu_req_L
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    struct srv_obj *f;
+    CUresult r = launch_target(c, q->stream, q->function, &stream, &f);
     if (r)
         return r;
-    struct srv_obj *f = vchannel_obj(c, SRV_FUNCTION, q->function);
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
     if (q->attr_count > VGPU_MAX_LAUNCH_ATTRS || q->param_size > VGPU_MAX_PARAM_BYTES ||
         (uint64_t)q->attr_count * sizeof(struct vgpu_launch_attr) + q->param_size != c->tail_len)
         return CUDA_ERROR_INVALID_VALUE;

@@ -40,9 +40,7 @@ CUresult vgpu_handle_StreamSynchronize(struct vgpu_call *c, const struct vgpu_re
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     return r ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
 }
 
@@ -50,9 +48,7 @@ CUresult vgpu_handle_StreamQuery(struct vgpu_call *c, const struct vgpu_req_Stre
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     return r ? r : OPS(c)->stream_query(EXEC(c), c->ctx->x, stream);
 }
 
@@ -61,9 +57,7 @@ CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
     struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
@@ -108,9 +102,7 @@ CUresult vgpu_handle_EventRecord(struct vgpu_call *c, const struct vgpu_req_Even
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_need_ctx(c);
-    if (r == CUDA_SUCCESS)
-        r = vchannel_stream(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
     struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);

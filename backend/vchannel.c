@@ -169,6 +169,8 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
 
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
 {
+    if (!c->ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (id == VGPU_ID_NONE) {
         *stream = NULL;
         return CUDA_SUCCESS;

@@ -105,7 +105,8 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len);
 
 /* Helpers shared by the handlers. */
 CUresult vchannel_need_ctx(struct vgpu_call *c);
-/* Resolve a stream id of the call's context: 0 is the legacy default stream (NULL). */
+/* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
+ * (NULL). */
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
 /* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE

@@ -145,30 +145,37 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) { return load(module, fatCubin, 0); }
 
-CUresult cuModuleLoad(CUmodule *module, const char *fname)
+CUresult fe_read_image_file(const char *path, void **image, size_t *size)
 {
-    FE_RETURN_IF(fe_ready());
-    if (!module || !fname)
-        return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(fname, "rb");
+    FILE *f = fopen(path, "rb");
     if (!f)
         return CUDA_ERROR_FILE_NOT_FOUND;
     void *buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
         /* One spare NUL so that a PTX file is a string. */
-        buf = calloc(1, (size_t)size + 1);
-        if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        buf = calloc(1, (size_t)n + 1);
+        if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
             free(buf);
             buf = NULL;
         }
     }
     fclose(f);
     if (!buf)
-        return size > 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
-    size_t n = (size_t)size;
-    if (vgpu_image_kind(buf, n) == VGPU_IMAGE_PTX)
-        n++;
+        return n > 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+    *image = buf;
+    *size = (size_t)n + (vgpu_image_kind(buf, (size_t)n) == VGPU_IMAGE_PTX);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *buf;
+    size_t n;
+    FE_RETURN_IF(fe_read_image_file(fname, &buf, &n));
     CUresult r = load(module, buf, n);
     free(buf);
     return r;

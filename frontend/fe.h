@@ -234,6 +234,8 @@ struct fe_function {
 
 /* Resolve what an application passes as an image: a wrapper's fatbin, and the size when unknown. */
 CUresult fe_image_resolve(const void **image, size_t *size);
+/* A module or library file, read whole; PTX gets its terminating NUL. The caller frees *image. */
+CUresult fe_read_image_file(const char *path, void **image, size_t *size);
 /* Load an image into context c (a module of the client and of vgpud). */
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
                         struct fe_module **out);

@@ -121,22 +121,9 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
     FE_RETURN_IF(fe_ready());
     if (!library || !fileName)
         return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(fileName, "rb");
-    if (!f)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    long size = -1;
-    void *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = calloc(1, (size_t)size + 1); /* a PTX file stays a string */
-        if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return size > 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
-    size_t n = (size_t)size + (vgpu_image_kind(buf, (size_t)size) == VGPU_IMAGE_PTX);
+    void *buf;
+    size_t n;
+    FE_RETURN_IF(fe_read_image_file(fileName, &buf, &n));
     CUresult r = library_load(library, buf, n, false);
     free(buf);
     return r;

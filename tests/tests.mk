@@ -67,7 +67,9 @@ HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/h
 TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
 	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp) \
 	VGPU_TEST_APPS=$(abspath $(APPS_O)) VGPU_TEST_APP_NAMES="$(APPS_NAMES)" \
-	VGPU_TEST_APPS_EXPECTED=$(abspath tests/apps/expected)
+	VGPU_TEST_APPS_EXPECTED=$(abspath tests/apps/expected) VGPU_TEST_APPS_PRELOAD=$(APPS_PRELOAD)
+# The suite's programs carry no sanitizer; a sanitized frontend inside them needs ASan loaded first.
+APPS_PRELOAD := $(if $(filter 1,$(SAN)),$(shell $(CC) -print-file-name=libasan.so))
 
 check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
 	@mkdir -p $(TEST_O)/tmp
