@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bell.h"
+#include "image_cache.h"
 #include "server.h"
 #include "strbuf.h"
 #include "vchannel.h"
@@ -99,6 +100,12 @@ static char *status_json(struct server *srv, size_t *len)
     strbuf_printf(&b, "],\"totals\":{\"sessions\":%llu,\"channels\":%llu,\"mem_bytes\":%llu,\"host_bytes\":%llu},",
                   (unsigned long long)clients, (unsigned long long)channels, (unsigned long long)mem,
                   (unsigned long long)host);
+    struct image_cache_stats ic;
+    image_cache_stats(&ic);
+    strbuf_printf(&b,
+                  "\"image_cache\":{\"images\":%llu,\"bytes\":%llu,\"limit\":%llu,\"hits\":%llu,\"misses\":%llu},",
+                  (unsigned long long)ic.images, (unsigned long long)ic.bytes, (unsigned long long)ic.limit,
+                  (unsigned long long)ic.hits, (unsigned long long)ic.misses);
     /* Everything served by channels that have closed since vgpud started. */
     uint64_t calls = 0, errors = 0;
     for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {

@@ -19,7 +19,8 @@ struct entry {
 static struct {
     pthread_mutex_t mu;
     struct entry *entries;
-    uint64_t bytes, limit, clock;
+    uint64_t images, bytes, limit, clock;
+    uint64_t hits, misses;
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .limit = 256ull << 20};
 
 void image_cache_configure(uint64_t limit) { cache.limit = limit; }
@@ -45,6 +46,7 @@ static void make_room(uint64_t need)
         struct entry *e = *victim;
         *victim = e->next;
         cache.bytes -= e->size;
+        cache.images--;
         free(e->bytes);
         free(e);
     }
@@ -82,6 +84,7 @@ void image_cache_add(void *bytes, size_t size)
     e->next = cache.entries;
     cache.entries = e;
     cache.bytes += size;
+    cache.images++;
     pthread_mutex_unlock(&cache.mu);
 }
 
@@ -93,6 +96,9 @@ int image_cache_get(const uint8_t hash[32], struct image_ref *ref)
         e->refs++;
         e->last_use = ++cache.clock;
         *ref = (struct image_ref){e->bytes, e->size, e};
+        cache.hits++;
+    } else {
+        cache.misses++;
     }
     pthread_mutex_unlock(&cache.mu);
     return e ? 0 : -1;
@@ -108,6 +114,13 @@ void image_cache_put(struct image_ref *ref)
     ref->entry = NULL;
 }
 
+void image_cache_stats(struct image_cache_stats *out)
+{
+    pthread_mutex_lock(&cache.mu);
+    *out = (struct image_cache_stats){cache.images, cache.bytes, cache.limit, cache.hits, cache.misses};
+    pthread_mutex_unlock(&cache.mu);
+}
+
 void image_cache_clear(void)
 {
     pthread_mutex_lock(&cache.mu);
@@ -118,5 +131,6 @@ void image_cache_clear(void)
         free(e);
     }
     cache.bytes = 0;
+    cache.images = 0;
     pthread_mutex_unlock(&cache.mu);
 }

@@ -22,6 +22,11 @@ void image_cache_add(void *bytes, size_t size);
 /* Take a reference to the image with this hash; 0, or -1 when there is none. */
 int image_cache_get(const uint8_t hash[32], struct image_ref *ref);
 void image_cache_put(struct image_ref *ref);
+struct image_cache_stats {
+    uint64_t images, bytes, limit;
+    uint64_t hits, misses; /* lookups by hash that found an image, and that did not */
+};
+void image_cache_stats(struct image_cache_stats *out);
 /* Drop everything (at exit). */
 void image_cache_clear(void);
 

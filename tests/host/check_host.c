@@ -288,6 +288,32 @@ START_TEST(test_cuda_image_on_emu)
 }
 END_TEST
 
+/* An image sent once is kept by vgpud: the next process loading the same bytes sends only their
+ * hash (the image here is larger than what travels inside a record). */
+START_TEST(test_image_cache)
+{
+    char image[700];
+    snprintf(image, sizeof image, "%s/params.none.fatbin", kernels);
+    struct json *j = status();
+    ck_assert_ptr_nonnull(j);
+    long long images = num(j, "image_cache.images"), hits = num(j, "image_cache.hits");
+    long long misses = num(j, "image_cache.misses");
+    json_free(j);
+    /* prog_vecadd loads the image, then finds no "vecadd" in it: exit 1, but the load happened. */
+    ck_assert_int_eq(run_in(progs, "prog_vecadd", image, NULL, 1, NULL), 1);
+    j = status();
+    ck_assert_int_eq(num(j, "image_cache.images"), images + 1);
+    ck_assert_int_eq(num(j, "image_cache.misses"), misses + 1);
+    ck_assert_int_eq(num(j, "image_cache.hits"), hits);
+    json_free(j);
+    ck_assert_int_eq(run_in(progs, "prog_vecadd", image, NULL, 1, NULL), 1);
+    j = status();
+    ck_assert_int_eq(num(j, "image_cache.images"), images + 1);
+    ck_assert_int_eq(num(j, "image_cache.hits"), hits + 1);
+    json_free(j);
+}
+END_TEST
+
 /* Several clients at once, each with its own channel, all correct. */
 START_TEST(test_concurrent_clients)
 {
@@ -509,6 +535,7 @@ int main(void)
     tcase_add_test(programs, test_threads);
     tcase_add_test(programs, test_fork);
     tcase_add_test(programs, test_cuda_image_on_emu);
+    tcase_add_test(programs, test_image_cache);
     tcase_add_test(programs, test_concurrent_clients);
     suite_add_tcase(s, programs);
     TCase *apps = tcase_create("apps");
