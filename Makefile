@@ -35,7 +35,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
-	-Iinclude -Icommon -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
+	-Iinclude -Icommon -Isched -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 DEPFLAGS = -MMD -MP
 
@@ -46,6 +46,7 @@ DEPFLAGS = -MMD -MP
 COMMON_SRC := $(sort $(wildcard common/*.c))
 FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
+SCHED_SRC := $(sort $(wildcard sched/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
 	$(O)/gen/vgpu_driver_trace.c
 
@@ -53,14 +54,17 @@ COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/obj/%.o)
 FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o \
 	$(O)/obj/gen/vgpu_driver_trace.o
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
+SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
+LIBSCHED := $(O)/lib/libvgpusched.a
 FRONTEND := $(O)/lib/libcuda.so.1
 VGPUD := $(O)/bin/vgpud
 VGPU_RUN := $(O)/bin/vgpu-run
 VGPUCTL := $(O)/bin/vgpuctl
+SCHED_SIM := $(O)/bin/sched-sim
 
-all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL)
+all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM)
 
 help:
 	@sed -n '2,11p' Makefile
@@ -88,6 +92,10 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+$(LIBSCHED): $(SCHED_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
 # The frontend is a drop-in libcuda.so.1: unversioned exports like the real one, and internal
 # references bound inside the library so that an application's symbols cannot divert them.
 $(FRONTEND): $(FRONTEND_OBJ) $(LIBCOMMON) frontend/exports.map
@@ -97,9 +105,13 @@ $(FRONTEND): $(FRONTEND_OBJ) $(LIBCOMMON) frontend/exports.map
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 
-$(VGPUD): $(BACKEND_OBJ) $(LIBCOMMON)
+$(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl -lm
+
+$(SCHED_SIM): $(O)/obj/tools/sched-sim.o $(LIBSCHED)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -lm
 
 $(O)/bin/%: $(O)/obj/tools/%.o $(LIBCOMMON)
 	@mkdir -p $(@D)
