@@ -3,6 +3,7 @@
  *   status   devices, sessions, their channels, accounting and per-call statistics
  *   ping     "pong" */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,19 @@ static void channel_json(struct strbuf *b, struct vchannel *ch)
         calls += atomic_load_explicit(&ch->stats.calls[op], memory_order_relaxed);
         errors += atomic_load_explicit(&ch->stats.errors[op], memory_order_relaxed);
     }
+    /* Its share of the device's engines. */
+    strbuf_printf(b, ",\"sched\":{");
+    for (int r = 0; r < GATE_RESOURCES; r++) {
+        struct gate_stats st;
+        gate_stats(&ch->gate, (enum gate_resource)r, &st);
+        strbuf_printf(b,
+                      "%s\"%s\":{\"state\":\"%s\",\"weight\":%u,\"share\":%.4f,\"utilization\":%.4f,\"busy_ns\":%llu,"
+                      "\"holds\":%llu,\"wait_ns\":%llu}",
+                      r ? "," : "", gate_resource_name((enum gate_resource)r), st.state, st.weight, st.share,
+                      st.utilization, (unsigned long long)st.busy_ns, (unsigned long long)st.holds,
+                      (unsigned long long)st.wait_ns);
+    }
+    strbuf_printf(b, "}");
     strbuf_printf(b, ",\"calls\":%llu,\"errors\":%llu,\"closing\":%s,\"ops\":{", (unsigned long long)calls,
                   (unsigned long long)errors, atomic_load(&ch->closing) ? "true" : "false");
     bool first = true;
@@ -62,6 +76,11 @@ static char *status_json(struct server *srv, size_t *len)
     strbuf_printf(&b, "{\"executor\":\"%s\",\"driver_version\":%d,\"uptime_s\":%.3f,\"clients_served\":%llu,",
                   srv->x->ops->name, srv->driver_version, (double)(now - srv->started_ns) / 1e9,
                   (unsigned long long)srv->clients_served);
+    const struct gate_options *so = &srv->opt.sched;
+    strbuf_printf(&b, "\"sched\":{\"policy\":\"%s\",\"period_ns\":%llu,\"wait_ns\":%llu,\"quantum_ns\":%llu},",
+                  so->policy == GATE_POLICY_NONE ? "none" : sched_policy_name((enum sched_policy)so->policy),
+                  (unsigned long long)so->period_ns, (unsigned long long)so->wait_ns,
+                  (unsigned long long)so->quantum_ns);
     strbuf_printf(&b, "\"devices\":[");
     for (int i = 0; i < srv->device_count; i++) {
         strbuf_printf(&b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
@@ -127,6 +146,32 @@ static char *status_json(struct server *srv, size_t *len)
     return strbuf_take(&b, len);
 }
 
+/* The weight of every vGPU of one client session, changed at run time. */
+static void set_weight(struct server *srv, unsigned long long session, unsigned weight, struct strbuf *b)
+{
+    if (weight == 0 || weight > SCHED_MAX_WEIGHT) {
+        strbuf_printf(b, "{\"error\":\"a weight is 1 to %u\"}\n", SCHED_MAX_WEIGHT);
+        return;
+    }
+    int found = 0, changed = 0;
+    pthread_mutex_lock(&srv->mu);
+    for (struct session *s = srv->sessions; s; s = s->next) {
+        if (s->id != session || s->state != SESSION_CLIENT)
+            continue;
+        found = 1;
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+            if (s->channels[d]) {
+                gate_set_weight(&s->channels[d]->gate, weight);
+                changed++;
+            }
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (!found)
+        strbuf_printf(b, "{\"error\":\"no client session %llu\"}\n", session);
+    else
+        strbuf_printf(b, "{\"session\":%llu,\"weight\":%u,\"vgpus\":%d}\n", session, weight, changed);
+}
+
 char *control_answer(struct server *srv, const char *command, size_t *len)
 {
     while (*command == ' ')
@@ -134,8 +179,13 @@ char *control_answer(struct server *srv, const char *command, size_t *len)
     if (strncmp(command, "status", 6) == 0)
         return status_json(srv, len);
     struct strbuf b = {0};
+    unsigned long long session;
+    unsigned weight;
+    int used = 0;
     if (strncmp(command, "ping", 4) == 0)
         strbuf_printf(&b, "{\"pong\":true}\n");
+    else if (sscanf(command, "weight %llu %u %n", &session, &weight, &used) == 2 && command[used] == '\0')
+        set_weight(srv, session, weight, &b);
     else
         strbuf_printf(&b, "{\"error\":\"unknown command\"}\n");
     return strbuf_take(&b, len);

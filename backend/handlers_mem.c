@@ -124,8 +124,10 @@ CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_C
         return r;
     if (!vchannel_device_range(c, q->dst, c->tail_len))
         return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, c->tail, c->tail_len,
-                             xfer_flags(c) | VGPU_XFER_TRANSIENT);
+    r = vchannel_admit(c, GATE_COPY, stream);
+    return r ? r
+             : OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, c->tail, c->tail_len,
+                                 xfer_flags(c) | VGPU_XFER_TRANSIENT);
 }
 
 CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHtoD *q, struct vgpu_rsp_CopyHtoD *a)
@@ -139,6 +141,8 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     const void *src = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && q->size)
+        r = vchannel_admit(c, GATE_COPY, stream);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, xfer_flags(c));
     return finish_staged(c, stream, q->slot, r);
@@ -156,6 +160,8 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
     if (r == CUDA_SUCCESS && (!dst || !vchannel_device_range(c, q->src, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && q->size)
+        r = vchannel_admit(c, GATE_COPY, stream);
+    if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
     return finish_staged(c, stream, q->slot, r);
 }
@@ -169,7 +175,8 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
         return r;
     if (!vchannel_device_range(c, q->dst, q->size) || !vchannel_device_range(c, q->src, q->size))
         return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+    r = vchannel_admit(c, GATE_COPY, stream);
+    return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
 CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q, struct vgpu_rsp_Memset *a)
@@ -185,5 +192,6 @@ CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q
         return CUDA_SUCCESS;
     if (q->count > UINT64_MAX / q->elem_size || !vchannel_device_range(c, q->dst, q->count * q->elem_size))
         return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->memset(EXEC(c), c->ctx->x, stream, q->dst, q->value, q->elem_size, q->count, xfer_flags(c));
+    r = vchannel_admit(c, GATE_COPY, stream);
+    return r ? r : OPS(c)->memset(EXEC(c), c->ctx->x, stream, q->dst, q->value, q->elem_size, q->count, xfer_flags(c));
 }

@@ -227,7 +227,8 @@ CUresult vgpu_handle_LaunchKernel(struct vgpu_call *c, const struct vgpu_req_Lau
         return r;
     if (q->param_size != c->tail_len || q->param_size > VGPU_MAX_PARAM_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, NULL, 0, c->tail,
+    r = vchannel_admit(c, GATE_COMPUTE, stream);
+    return r ? r : OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, NULL, 0, c->tail,
                           q->param_size);
 }
 
@@ -274,7 +275,8 @@ CUresult vgpu_handle_LaunchKernelEx(struct vgpu_call *c, const struct vgpu_req_L
     if (n < 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     const uint8_t *params = c->tail + (size_t)q->attr_count * sizeof(struct vgpu_launch_attr);
-    return OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, attrs, (unsigned)n, params,
+    r = vchannel_admit(c, GATE_COMPUTE, stream);
+    return r ? r : OPS(c)->launch(EXEC(c), c->ctx->x, f->x, stream, q->grid, q->block, q->shared_mem, attrs, (unsigned)n, params,
                           q->param_size);
 }
 

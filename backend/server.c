@@ -157,6 +157,8 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     struct vchannel *ch = vchannel_open(s, id, (int)req.device, &l);
     if (!ch)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
+    gate_join(srv->gates ? &srv->gates[req.device] : NULL, &ch->gate, id, server_weight_for(srv, s->program),
+              &ch->closing);
     /* Known to the session before its poller runs, so that the poller may end at any time. */
     pthread_mutex_lock(&srv->mu);
     s->channels[req.device] = ch;
@@ -267,6 +269,14 @@ static void on_accept(struct server *srv)
 
 /* ---------------------------------------------------------------- the loop */
 
+unsigned server_weight_for(const struct server *srv, const char *program)
+{
+    for (unsigned i = 0; i < srv->opt.weight_count; i++)
+        if (strcmp(srv->opt.weights[i].program, program) == 0)
+            return srv->opt.weights[i].weight;
+    return srv->opt.default_weight;
+}
+
 int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x)
 {
     memset(srv, 0, sizeof *srv);
@@ -286,6 +296,14 @@ int server_init(struct server *srv, const struct server_options *opt, struct vgp
     for (int i = 0; i < srv->device_count; i++)
         if (x->ops->device_info(x, i, &srv->devices[i]) != CUDA_SUCCESS)
             LOG_WARN("device %d: incomplete description", i);
+    if (opt->sched.policy != GATE_POLICY_NONE && srv->device_count > 0) {
+        srv->gates = calloc((size_t)srv->device_count, sizeof *srv->gates);
+        if (!srv->gates)
+            return -ENOMEM;
+        for (int i = 0; i < srv->device_count; i++)
+            if (gate_device_init(&srv->gates[i], x, &opt->sched) != 0)
+                return -ENOMEM;
+    }
     srv->listen_fd = vgpu_socket_listen(opt->socket_path);
     if (srv->listen_fd < 0) {
         LOG_ERROR("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
@@ -365,6 +383,9 @@ void server_fini(struct server *srv)
     if (srv->wake_fd >= 0)
         close(srv->wake_fd);
     free(srv->devices);
+    for (int i = 0; srv->gates && i < srv->device_count; i++)
+        gate_device_fini(&srv->gates[i]);
+    free(srv->gates);
     pthread_cond_destroy(&srv->cv);
     pthread_mutex_destroy(&srv->mu);
 }

@@ -17,6 +17,7 @@ struct server {
     struct vgpu_exec *x;
     int device_count;
     struct vgpu_device_info *devices;
+    struct gate_device *gates; /* per device; NULL when scheduling is off */
     int driver_version;
     int listen_fd, epoll_fd, wake_fd;
     pthread_mutex_t mu; /* sessions, their channel pointers */
@@ -38,6 +39,8 @@ int server_run(struct server *srv);
 void server_stop(struct server *srv);
 void server_fini(struct server *srv);
 
+/* The weight a client of this program gets (its configured one, or the default). */
+unsigned server_weight_for(const struct server *srv, const char *program);
 /* Control commands (control.c): answer one command line with text, malloc'd. */
 char *control_answer(struct server *srv, const char *command, size_t *len);
 

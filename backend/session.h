@@ -9,13 +9,26 @@
 #include <sys/types.h>
 
 #include "executor.h"
+#include "gate.h"
 #include "vgpu/wire.h"
 
 struct server;
 struct vchannel;
 
+/* A client's weight by its program name (vgpud --weight PROGRAM=W). */
+struct weight_rule {
+    char program[64];
+    unsigned weight;
+};
+
+#define MAX_WEIGHT_RULES 64
+
 struct server_options {
     const char *socket_path;
+    struct gate_options sched;
+    unsigned default_weight;
+    struct weight_rule weights[MAX_WEIGHT_RULES];
+    unsigned weight_count;
     struct vgpu_exec_config exec;
     int64_t poll_spin_ns;  /* how long a poller spins before sleeping */
     uint32_t max_sessions;

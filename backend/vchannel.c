@@ -75,6 +75,15 @@ static bool reports_deferred(const struct vgpu_op_info *info, bool reply)
     return reply && (info->reply == VGPU_REPLY_SYNC || info->reply == VGPU_REPLY_OPTIONAL);
 }
 
+/* Calls that can keep the poller waiting for the GPU: synchronizing calls, calls whose client
+ * waits for completion, and those the driver lets wait for pending work. */
+static bool may_block(unsigned op, const struct vgpu_op_info *info, bool reply)
+{
+    return info->reply == VGPU_REPLY_SYNC || (reply && info->reply == VGPU_REPLY_OPTIONAL) ||
+           op == VGPU_OP_CtxDestroy || op == VGPU_OP_MemFree || op == VGPU_OP_ModuleUnload ||
+           op == VGPU_OP_HostUnregister;
+}
+
 void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
 {
     const struct vgpu_req_hdr *h = (const struct vgpu_req_hdr *)rec;
@@ -103,6 +112,8 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         memset(ch->rsp_buf, 0, info->rsp_size);
         c.rsp_tail = ch->rsp_buf + info->rsp_size;
         c.rsp_tail_cap = info->rsp_tail_max;
+        if (may_block(op, info, reply))
+            gate_before_blocking(&ch->gate);
         int64_t t0 = vgpu_now_ns();
         r = handlers[op](&c, rec, ch->rsp_buf);
         int64_t t1 = vgpu_now_ns();
@@ -165,6 +176,11 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
         return CUDA_ERROR_INVALID_CONTEXT;
     *o = vchannel_obj(c, kind, id);
     return *o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
+{
+    return gate_admit(&c->ch->gate, r, c->ctx->x, stream);
 }
 
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
@@ -286,6 +302,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     if (!c)
         return;
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
+    gate_forget(&ch->gate, c->x, NULL, true);
     ch->x->ops->ctx_destroy(ch->x, c->x);
     for (int k = SRV_STREAM; k < SRV_KINDS; k++) {
         struct srv_table *t = &ch->tables[k];
@@ -310,7 +327,8 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
 static bool request_ready(void *arg)
 {
     struct vchannel *ch = arg;
-    return vgpu_ring_readable(&ch->map.req) || atomic_load_explicit(&ch->closing, memory_order_relaxed);
+    return vgpu_ring_readable(&ch->map.req) || atomic_load_explicit(&ch->closing, memory_order_relaxed) ||
+           gate_should_yield(&ch->gate);
 }
 
 static int still_open(void *arg)
@@ -322,6 +340,7 @@ static int still_open(void *arg)
 /* Free everything the channel made on the executor (poller thread, at the end). */
 static void teardown(struct vchannel *ch)
 {
+    gate_leave(&ch->gate);
     struct srv_table *ctxs = &ch->tables[SRV_CTX];
     for (uint32_t id = 1; id < ctxs->cap; id++)
         if (ctxs->slots[id].live)
@@ -354,6 +373,10 @@ static void *poller_main(void *arg)
     busy.timeout_ns = 20000;
     if (busy.spin_ns > busy.timeout_ns)
         busy.spin_ns = busy.timeout_ns;
+    /* While it holds a GPU resource the poller only spins: when that ends with no request, the
+     * client has gone quiet and the hold is given back before the poller sleeps. */
+    struct vgpu_wait holding = w;
+    holding.timeout_ns = w.spin_ns;
     unsigned served = 0;
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
         int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
@@ -371,7 +394,15 @@ static void *poller_main(void *arg)
             session_kill(ch->session);
             break;
         }
-        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, progress(ch) ? &busy : &w);
+        bool draining = gate_poll(&ch->gate);
+        gate_idle(&ch->gate, false);
+        bool in_flight = progress(ch) || draining;
+        if (gate_open(&ch->gate)) {
+            if (vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, &holding) == -ETIMEDOUT)
+                gate_idle(&ch->gate, true);
+        } else {
+            vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, in_flight ? &busy : &w);
+        }
     }
     atomic_store((_Atomic uint32_t *)&ch->map.ctl->server_state, VGPU_CHAN_CLOSED);
     vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
@@ -460,6 +491,7 @@ void vchannel_free(struct vchannel *ch)
 {
     if (!ch)
         return;
+    gate_leave(&ch->gate);
     for (int k = 0; k < SRV_KINDS; k++)
         srv_table_free(&ch->tables[k]);
     vgpu_ranges_free(&ch->ranges);

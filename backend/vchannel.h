@@ -12,6 +12,7 @@
 
 #include "channel.h"
 #include "executor.h"
+#include "gate.h"
 #include "objects.h"
 #include "transport.h"
 #include "vgpu/calls.h"
@@ -58,6 +59,7 @@ struct vchannel {
     size_t reg_count, reg_cap;
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
+    struct gate_member gate; /* its place in the device's schedulers */
 
     /* accounting, read by the control plane */
     _Atomic uint64_t mem_bytes;  /* device memory the client holds */
@@ -105,6 +107,9 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len);
 
 /* Helpers shared by the handlers. */
 CUresult vchannel_need_ctx(struct vgpu_call *c);
+/* Before dispatching to the executor an operation that uses a GPU resource (the scheduler's
+ * admission; may wait for the resource). */
+CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream);
 /* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
  * (NULL). */
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);

@@ -38,6 +38,13 @@ static void usage(FILE *f)
             "  --max-data-area SIZE   largest data area a client may ask for (default 4G)\n"
             "  --max-sessions N       most clients at once (default 1024)\n"
             "  --image-cache SIZE     module images kept for reuse, by content (default 256M; 0: none)\n"
+            "  --sched POLICY         band, credit, fifo or none: how vGPUs share a GPU's compute and copy\n"
+            "                         engines (default band)\n"
+            "  --sched-period MS      budget period (default 30)\n"
+            "  --sched-wait US        BAND's time buffer (default 500)\n"
+            "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
+            "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
+            "  --default-weight W     weight of the other clients (default 100)\n"
             "  --any-user-host-code   let clients of any user load emu modules (host code run inside vgpud);\n"
             "                         by default only clients of vgpud's own user may\n"
             "  --version, --help\n",
@@ -64,12 +71,14 @@ int main(int argc, char **argv)
         .max_modules = 4096,
         .max_functions = 65536,
         .max_data_area = 4ull << 30,
+        .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
+        .default_weight = 100,
     };
     const char *socket_path = NULL;
     bool foreground = false;
     int level = VGPU_LOG_INFO;
     enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-           O_CACHE };
+           O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT };
     static const struct option longopts[] = {
         {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
         {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
@@ -77,7 +86,10 @@ int main(int argc, char **argv)
         {"emu-memory", required_argument, 0, O_EMU_MEM},  {"poll-spin-us", required_argument, 0, O_SPIN},
         {"max-data-area", required_argument, 0, O_DATA},  {"max-sessions", required_argument, 0, O_SESS},
         {"any-user-host-code", no_argument, 0, O_ANY},    {"version", no_argument, 0, O_VER},
-        {"image-cache", required_argument, 0, O_CACHE},
+        {"image-cache", required_argument, 0, O_CACHE},   {"sched", required_argument, 0, O_SCHED},
+        {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
+        {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
+        {"default-weight", required_argument, 0, O_DEFWEIGHT},
         {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
     };
     int c;
@@ -147,6 +159,57 @@ int main(int argc, char **argv)
             if (parse_size_opt("--image-cache", optarg, &v))
                 return 2;
             image_cache_configure(v);
+            break;
+        case O_SCHED:
+            if (strcmp(optarg, "none") == 0) {
+                opt.sched.policy = GATE_POLICY_NONE;
+            } else if ((opt.sched.policy = sched_policy_parse(optarg)) < 0) {
+                fprintf(stderr, "vgpud: --sched is band, credit, fifo or none\n");
+                return 2;
+            }
+            break;
+        case O_PERIOD:
+            if (vgpu_parse_uint(optarg, 10000, &v) || v == 0) {
+                fprintf(stderr, "vgpud: --sched-period is 1 to 10000 (ms)\n");
+                return 2;
+            }
+            opt.sched.period_ns = v * 1000000;
+            break;
+        case O_WAIT:
+            if (vgpu_parse_uint(optarg, 1000000, &v)) {
+                fprintf(stderr, "vgpud: --sched-wait is 0 to 1000000 (us)\n");
+                return 2;
+            }
+            opt.sched.wait_ns = v * 1000;
+            break;
+        case O_QUANTUM:
+            if (vgpu_parse_uint(optarg, 1000000, &v) || v == 0) {
+                fprintf(stderr, "vgpud: --sched-quantum is 1 to 1000000 (us)\n");
+                return 2;
+            }
+            opt.sched.quantum_ns = v * 1000;
+            break;
+        case O_WEIGHT: {
+            const char *eq = strrchr(optarg, '=');
+            size_t n = eq ? (size_t)(eq - optarg) : 0;
+            if (!eq || n == 0 || n >= sizeof opt.weights[0].program || vgpu_parse_uint(eq + 1, SCHED_MAX_WEIGHT, &v) ||
+                v == 0 || opt.weight_count == MAX_WEIGHT_RULES) {
+                fprintf(stderr, "vgpud: --weight wants PROGRAM=W, W from 1 to %u (at most %d of them)\n",
+                        SCHED_MAX_WEIGHT, MAX_WEIGHT_RULES);
+                return 2;
+            }
+            struct weight_rule *w = &opt.weights[opt.weight_count++];
+            memcpy(w->program, optarg, n);
+            w->program[n] = '\0';
+            w->weight = (unsigned)v;
+            break;
+        }
+        case O_DEFWEIGHT:
+            if (vgpu_parse_uint(optarg, SCHED_MAX_WEIGHT, &v) || v == 0) {
+                fprintf(stderr, "vgpud: --default-weight is 1 to %u\n", SCHED_MAX_WEIGHT);
+                return 2;
+            }
+            opt.default_weight = (unsigned)v;
             break;
         case O_VER:
             printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 #define SIM_MAX_CLIENTS 8
 

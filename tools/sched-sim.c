@@ -31,7 +31,7 @@ static int parse_number(const char *opt, const char *s, double *out)
 
 int main(int argc, char **argv)
 {
-    struct sched_config cfg = {SCHED_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS};
+    struct sched_config cfg = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS};
     const char *scenario = NULL, *series_path = NULL;
     static const struct option opts[] = {
         {"policy", required_argument, 0, 'p'}, {"period", required_argument, 0, 'P'},

@@ -1,5 +1,6 @@
-/* vgpuctl: ask vgpud how things stand.
- *   vgpuctl [--socket PATH] [--json] [status]   devices, clients, their vGPUs and resources
+/* vgpuctl: ask vgpud how things stand, and change a client's share.
+ *   vgpuctl [--socket PATH] [--json] [status]   devices, clients, their vGPUs, resources and shares
+ *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
 #include <getopt.h>
 #include <stdio.h>
@@ -12,7 +13,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|ping]\n");
+    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|ping]\n"
+               "       vgpuctl [--socket PATH] weight SESSION W\n");
 }
 
 /* Ask one command; returns the reply text (malloc'd) or NULL. */
@@ -83,6 +85,23 @@ static void print_status(const char *text)
                json_string(json_get(s, "program"), "?"), json_string(json_get(s, "state"), "?"), json_length(chans),
                mem >> 20, pinned >> 20, streams, calls);
     }
+    const struct json *sched = json_get(j, "sched");
+    printf("\nscheduler %s, period %.0f ms, wait %.0f us, quantum %.0f us\n", json_string(json_get(sched, "policy"), "?"),
+           json_number(json_get(sched, "period_ns"), 0) / 1e6, json_number(json_get(sched, "wait_ns"), 0) / 1e3,
+           json_number(json_get(sched, "quantum_ns"), 0) / 1e3);
+    printf("SESSION  GPU  ENGINE   WEIGHT  SHARE   UTIL    BUSY s     TURNS      WAIT ms    STATE\n");
+    for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {
+        const struct json *chans = json_get(s, "channels");
+        for (const struct json *c = chans ? chans->child : NULL; c; c = c->next) {
+            const struct json *engines = json_get(c, "sched");
+            for (const struct json *e = engines ? engines->child : NULL; e; e = e->next)
+                printf("%-8llu %-4llu %-8s %-7llu %5.1f%%  %5.1f%%  %-10.3f %-10llu %-10.3f %s\n", NUM(s, "id"),
+                       NUM(c, "device"), e->key, NUM(e, "weight"), 100 * json_number(json_get(e, "share"), 0),
+                       100 * json_number(json_get(e, "utilization"), 0), json_number(json_get(e, "busy_ns"), 0) / 1e9,
+                       NUM(e, "holds"), json_number(json_get(e, "wait_ns"), 0) / 1e6,
+                       json_string(json_get(e, "state"), "?"));
+        }
+    }
     const struct json *served = json_get(j, "served");
     printf("\ncalls served by finished sessions: %llu (%llu failed)", NUM(served, "calls"), NUM(served, "errors"));
     const struct json *ops = json_get(served, "ops");
@@ -120,13 +139,22 @@ int main(int argc, char **argv)
         }
     }
     const char *cmd = optind < argc ? argv[optind] : "status";
-    if (strcmp(cmd, "status") && strcmp(cmd, "ping")) {
+    char line[128];
+    if (strcmp(cmd, "weight") == 0 && argc - optind == 3) {
+        snprintf(line, sizeof line, "weight %.40s %.40s", argv[optind + 1], argv[optind + 2]);
+        cmd = line;
+    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping")) || argc - optind > 1) {
         usage(stderr);
         return 2;
     }
     char *text = ask(vgpu_socket_path(path), cmd);
     if (!text)
         return 1;
+    if (strstr(text, "\"error\"")) {
+        fputs(text, stderr);
+        free(text);
+        return 1;
+    }
     if (json || strcmp(cmd, "status"))
         fputs(text, stdout);
     else

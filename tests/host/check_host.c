@@ -172,7 +172,7 @@ static void start_vgpud(void)
             dup2(fd, 2);
         }
         execl(exe, exe, "--foreground", "--executor", "emu", "--socket", sock, "--log-level", "info", "--emu-memory",
-              "4G", (char *)NULL);
+              "4G", "--weight", "prog_hold=250", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {
@@ -506,6 +506,54 @@ START_TEST(test_killed_client_freed)
 }
 END_TEST
 
+static int vgpuctl(const char *a1, const char *a2, const char *a3)
+{
+    char ctl[600], out[700];
+    snprintf(ctl, sizeof ctl, "%s/vgpuctl", bin);
+    snprintf(out, sizeof out, "%s/vgpuctl.%d.out", tmp, (int)getpid());
+    char *argv[] = {ctl, "--socket", sock, (char *)a1, (char *)a2, (char *)a3, NULL};
+    return run_to(argv, out, 10);
+}
+
+/* A client's vGPU takes the weight configured for its program; the control interface changes it
+ * and refuses nonsense; its engines' turns are counted. */
+START_TEST(test_sched_weights)
+{
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    usleep(300000); /* copies under way */
+    struct json *j = status();
+    ck_assert_str_eq(json_string(json_path(j, "sched.policy"), ""), "band");
+    const struct json *ch = channel_of(j, "prog_hold");
+    ck_assert_ptr_nonnull(ch);
+    ck_assert_int_eq(num(ch, "sched.compute.weight"), 250);
+    ck_assert_int_eq(num(ch, "sched.copy.weight"), 250);
+    ck_assert_int_gt(num(ch, "sched.copy.holds") + num(ch, "sched.copy.busy_ns"), 0);
+    /* the session id of prog_hold */
+    long long session = -1;
+    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
+        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
+            session = num(x, "id");
+    json_free(j);
+    ck_assert_int_gt(session, 0);
+    char sid[32];
+    snprintf(sid, sizeof sid, "%lld", session);
+    ck_assert_int_eq(vgpuctl("weight", sid, "40"), 0);
+    j = status();
+    ch = channel_of(j, "prog_hold");
+    ck_assert_int_eq(num(ch, "sched.compute.weight"), 40);
+    ck_assert_int_eq(num(ch, "sched.copy.weight"), 40);
+    json_free(j);
+    ck_assert_int_eq(vgpuctl("weight", sid, "0"), 1);
+    ck_assert_int_eq(vgpuctl("weight", sid, "10001"), 1);
+    ck_assert_int_eq(vgpuctl("weight", "999999", "5"), 1);
+    ck_assert_int_eq(vgpuctl("weight", sid, NULL), 2);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    ck_assert(wait_idle(10));
+}
+END_TEST
+
 int main(void)
 {
     snprintf(bin, sizeof bin, "%s", env_or_die("VGPU_TEST_BIN"));
@@ -549,6 +597,7 @@ int main(void)
     tcase_add_test(hostile, test_hostile_handshake);
     tcase_add_test(hostile, test_foreign_handles);
     tcase_add_test(hostile, test_killed_client_freed);
+    tcase_add_test(hostile, test_sched_weights);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -3,7 +3,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "sim.h"
 
 #define US 1000ull
@@ -16,12 +16,12 @@ static struct sched_config config(enum sched_policy p)
 
 START_TEST(policy_names)
 {
-    ck_assert_int_eq(sched_policy_parse("band"), SCHED_BAND);
-    ck_assert_int_eq(sched_policy_parse("credit"), SCHED_CREDIT);
-    ck_assert_int_eq(sched_policy_parse("fifo"), SCHED_FIFO);
+    ck_assert_int_eq(sched_policy_parse("band"), SCHED_POLICY_BAND);
+    ck_assert_int_eq(sched_policy_parse("credit"), SCHED_POLICY_CREDIT);
+    ck_assert_int_eq(sched_policy_parse("fifo"), SCHED_POLICY_FIFO);
     ck_assert_int_eq(sched_policy_parse("BAND"), -1);
     ck_assert_int_eq(sched_policy_parse(NULL), -1);
-    ck_assert_str_eq(sched_policy_name(SCHED_CREDIT), "credit");
+    ck_assert_str_eq(sched_policy_name(SCHED_POLICY_CREDIT), "credit");
 }
 END_TEST
 
@@ -30,7 +30,7 @@ END_TEST
 START_TEST(hold_and_hand_over)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_FIFO);
+    struct sched_config c = config(SCHED_POLICY_FIFO);
     sched_init(&s, &c);
     struct sched_vgpu a, b;
     sched_join(&s, &a, 0, 1, 0);
@@ -61,7 +61,7 @@ END_TEST
 START_TEST(fifo_order)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_FIFO);
+    struct sched_config c = config(SCHED_POLICY_FIFO);
     sched_init(&s, &c);
     struct sched_vgpu v[3];
     for (unsigned i = 0; i < 3; i++)
@@ -78,7 +78,7 @@ END_TEST
 START_TEST(leave)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_CREDIT);
+    struct sched_config c = config(SCHED_POLICY_CREDIT);
     sched_init(&s, &c);
     struct sched_vgpu a, b, d;
     sched_join(&s, &a, 0, 1, 0);
@@ -102,7 +102,7 @@ END_TEST
 START_TEST(shares)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_BAND);
+    struct sched_config c = config(SCHED_POLICY_BAND);
     sched_init(&s, &c);
     struct sched_vgpu a, b;
     sched_join(&s, &a, 0, 30, 0);
@@ -125,7 +125,7 @@ END_TEST
 START_TEST(budget_refill)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_CREDIT);
+    struct sched_config c = config(SCHED_POLICY_CREDIT);
     sched_init(&s, &c);
     struct sched_vgpu a, b;
     sched_join(&s, &a, 0, 1, 0);
@@ -148,7 +148,7 @@ END_TEST
 START_TEST(band_time_buffer)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_BAND);
+    struct sched_config c = config(SCHED_POLICY_BAND);
     sched_init(&s, &c);
     struct sched_vgpu a, b;
     sched_join(&s, &a, 0, 1, 0);
@@ -185,7 +185,7 @@ END_TEST
 START_TEST(credit_no_buffer)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_CREDIT);
+    struct sched_config c = config(SCHED_POLICY_CREDIT);
     sched_init(&s, &c);
     struct sched_vgpu a, b;
     sched_join(&s, &a, 0, 1, 0);
@@ -211,8 +211,8 @@ static struct sim_result run(const char *scenario, enum sched_policy p)
 /* Gdev's scenario: BAND within 3 points; Credit and FIFO at least 10 points worse. */
 START_TEST(sim_gdev)
 {
-    struct sim_result band = run("gdev", SCHED_BAND), credit = run("gdev", SCHED_CREDIT),
-                      fifo = run("gdev", SCHED_FIFO);
+    struct sim_result band = run("gdev", SCHED_POLICY_BAND), credit = run("gdev", SCHED_POLICY_CREDIT),
+                      fifo = run("gdev", SCHED_POLICY_FIFO);
     ck_assert_double_le(band.gap_pct, 3.0);
     ck_assert_double_ge(credit.gap_pct, band.gap_pct + 10.0);
     ck_assert_double_ge(fifo.gap_pct, band.gap_pct + 10.0);
@@ -224,36 +224,36 @@ END_TEST
 
 START_TEST(sim_weighted)
 {
-    struct sim_result r = run("weighted", SCHED_BAND);
+    struct sim_result r = run("weighted", SCHED_POLICY_BAND);
     ck_assert_double_le(r.gap_pct, 3.0);
     ck_assert_double_eq_tol(r.c[0].target, 0.3, 1e-9);
-    ck_assert_double_ge(run("weighted", SCHED_CREDIT).gap_pct, r.gap_pct + 10.0);
+    ck_assert_double_ge(run("weighted", SCHED_POLICY_CREDIT).gap_pct, r.gap_pct + 10.0);
 }
 END_TEST
 
 START_TEST(sim_four)
 {
-    struct sim_result r = run("four", SCHED_BAND);
+    struct sim_result r = run("four", SCHED_POLICY_BAND);
     ck_assert_double_le(r.gap_pct, 3.0);
-    ck_assert_double_ge(run("four", SCHED_FIFO).gap_pct, r.gap_pct + 10.0);
+    ck_assert_double_ge(run("four", SCHED_POLICY_FIFO).gap_pct, r.gap_pct + 10.0);
 }
 END_TEST
 
 /* A vGPU that submits batches still gets only its share. */
 START_TEST(sim_batched)
 {
-    ck_assert_double_le(run("batched", SCHED_BAND).gap_pct, 3.0);
+    ck_assert_double_le(run("batched", SCHED_POLICY_BAND).gap_pct, 3.0);
 }
 END_TEST
 
 /* Same scenario, same figures; a bad scenario is refused. */
 START_TEST(sim_deterministic)
 {
-    struct sim_result a = run("four", SCHED_BAND), b = run("four", SCHED_BAND);
+    struct sim_result a = run("four", SCHED_POLICY_BAND), b = run("four", SCHED_POLICY_BAND);
     for (int i = 0; i < 4; i++)
         ck_assert_uint_eq(a.c[i].busy_ns, b.c[i].busy_ns);
     struct sim_scenario bad = {"bad", "no clients", 1000, 0, 0, {{0}}};
-    struct sched_config c = config(SCHED_BAND);
+    struct sched_config c = config(SCHED_POLICY_BAND);
     struct sim_result r;
     ck_assert_int_eq(sim_run(&bad, &c, &r, NULL), -1);
     ck_assert_ptr_null(sim_scenario_find("nope"));

@@ -1,9 +1,9 @@
-#include "sched.h"
+#include "scheduler.h"
 
 #include <math.h>
 #include <string.h>
 
-static const char *const policy_names[] = {[SCHED_FIFO] = "fifo", [SCHED_CREDIT] = "credit", [SCHED_BAND] = "band"};
+static const char *const policy_names[] = {[SCHED_POLICY_FIFO] = "fifo", [SCHED_POLICY_CREDIT] = "credit", [SCHED_POLICY_BAND] = "band"};
 
 const char *sched_policy_name(enum sched_policy p)
 {
@@ -136,7 +136,7 @@ static struct sched_vgpu *head(const struct sched *s)
     for (struct sched_vgpu *v = s->order; v; v = v->next) {
         if (!v->waiting)
             continue;
-        if (s->cfg.policy != SCHED_FIFO)
+        if (s->cfg.policy != SCHED_POLICY_FIFO)
             return v;
         if (!best || v->arrived < best->arrived)
             best = v;
@@ -182,12 +182,12 @@ static struct sched_next pick(struct sched *s, struct sched_vgpu *v, uint64_t no
 {
     struct sched_next n = {0};
     enum sched_policy p = s->cfg.policy;
-    if (v && p != SCHED_FIFO && v->budget_ns < 0 && (p == SCHED_CREDIT || used_share(s, v, now) > sched_share(s, v, now)))
+    if (v && p != SCHED_POLICY_FIFO && v->budget_ns < 0 && (p == SCHED_POLICY_CREDIT || used_share(s, v, now) > sched_share(s, v, now)))
         move_to_tail(s, v);
     struct sched_vgpu *next = head(s);
     if (!next)
         return n;
-    if (p == SCHED_BAND && v && next != v && s->cfg.wait_ns && used_share(s, next, now) > sched_share(s, next, now)) {
+    if (p == SCHED_POLICY_BAND && v && next != v && s->cfg.wait_ns && used_share(s, next, now) > sched_share(s, next, now)) {
         s->buffer_until = now + s->cfg.wait_ns;
         n.wake_at = s->buffer_until;
         return n;
@@ -197,17 +197,29 @@ static struct sched_next pick(struct sched *s, struct sched_vgpu *v, uint64_t no
     return n;
 }
 
+static void charge(struct sched *s, struct sched_vgpu *v, uint64_t busy_ns, uint64_t now)
+{
+    decay(v, now, s->cfg.period_ns);
+    v->load_ns += (double)busy_ns;
+    v->budget_ns -= (int64_t)busy_ns;
+    v->busy_ns += busy_ns;
+    v->last_used = now;
+}
+
+void sched_charge(struct sched *s, struct sched_vgpu *v, uint64_t busy_ns, uint64_t now)
+{
+    refill(s, now);
+    if (s->holder == v)
+        charge(s, v, busy_ns, now);
+}
+
 struct sched_next sched_complete(struct sched *s, struct sched_vgpu *v, uint64_t busy_ns, uint64_t now)
 {
     refill(s, now);
     if (s->holder != v)
         return (struct sched_next){0};
-    decay(v, now, s->cfg.period_ns);
-    v->load_ns += (double)busy_ns;
-    v->budget_ns -= (int64_t)busy_ns;
-    v->busy_ns += busy_ns;
+    charge(s, v, busy_ns, now);
     v->holds++;
-    v->last_used = now;
     s->holder = NULL;
     return pick(s, v, now);
 }

@@ -10,13 +10,13 @@
  * reporting the resource time it used; the scheduler then picks the next holder, or, under BAND,
  * may leave the resource idle for a short while (the time buffer) so that a vGPU with short,
  * frequent work can take it. Callers serialise all calls on one scheduler. */
-#ifndef VGPU_SCHED_H
-#define VGPU_SCHED_H
+#ifndef VGPU_SCHEDULER_H
+#define VGPU_SCHEDULER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-enum sched_policy { SCHED_FIFO, SCHED_CREDIT, SCHED_BAND };
+enum sched_policy { SCHED_POLICY_FIFO, SCHED_POLICY_CREDIT, SCHED_POLICY_BAND };
 
 struct sched_config {
     enum sched_policy policy;
@@ -76,6 +76,8 @@ void sched_set_weight(struct sched *s, struct sched_vgpu *v, unsigned weight);
 bool sched_arrive(struct sched *s, struct sched_vgpu *v, uint64_t now);
 /* The holder v finished, having used busy_ns of the resource. */
 struct sched_next sched_complete(struct sched *s, struct sched_vgpu *v, uint64_t busy_ns, uint64_t now);
+/* The holder v has used busy_ns more and goes on holding (accounting for long holds). */
+void sched_charge(struct sched *s, struct sched_vgpu *v, uint64_t busy_ns, uint64_t now);
 /* The time buffer ran out (called at wake_at, or later). */
 struct sched_next sched_expire(struct sched *s, uint64_t now);
 
