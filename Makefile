@@ -5,6 +5,7 @@
 #   make check      unit and host-mode integration tests, built with ASan+UBSan (no GPU needed)
 #   make check-gpu  the integration programs on a real GPU, compared with native runs
 #   make bench-gpu  native vs vGPU benchmarks on a real GPU
+#   make bench-share how vGPUs share a real GPU under FIFO, Credit and BAND
 #   make deps       install the Debian packages the build needs
 #   make SAN=1 ...  the same targets built with AddressSanitizer and UndefinedBehaviorSanitizer
 
@@ -39,7 +40,7 @@ CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 DEPFLAGS = -MMD -MP
 
-.PHONY: all deps demo check check-unit check-host check-gpu bench-gpu clean install help
+.PHONY: all deps demo check check-unit check-host check-gpu bench-gpu bench-share clean install help
 .DEFAULT_GOAL := all
 
 # ------------------------------------------------------------------------------------------ sources

@@ -53,6 +53,78 @@ static int state(const struct gate_hold *h) { return atomic_load_explicit(&h->st
 
 static void set_state(struct gate_hold *h, int s) { atomic_store_explicit(&h->state, s, memory_order_relaxed); }
 
+/* ---------------------------------------------------------------- timing events */
+
+static void *event_get(struct gate_member *m, void *ctx)
+{
+    for (unsigned i = m->npool; i-- > 0;)
+        if (m->pool[i].ctx == ctx) {
+            void *ev = m->pool[i].ev;
+            m->pool[i] = m->pool[--m->npool];
+            return ev;
+        }
+    void *ev = NULL;
+    struct vgpu_exec *x = m->d->x;
+    if (!x->ops->event_create || x->ops->event_create(x, ctx, CU_EVENT_DEFAULT, &ev) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+static void event_put(struct gate_member *m, void *ctx, void *ev)
+{
+    if (!ev)
+        return;
+    if (m->npool < GATE_EVENT_POOL) {
+        m->pool[m->npool].ctx = ctx;
+        m->pool[m->npool].ev = ev;
+        m->npool++;
+    } else {
+        m->d->x->ops->event_destroy(m->d->x, ctx, ev);
+    }
+}
+
+/* Record an event of ctx on stream; NULL if that cannot be done. */
+static void *event_mark(struct gate_member *m, void *ctx, void *stream, void *ev)
+{
+    struct vgpu_exec *x = m->d->x;
+    if (!ev)
+        ev = event_get(m, ctx);
+    if (ev && x->ops->event_record(x, ctx, ev, stream, 0) != CUDA_SUCCESS) {
+        event_put(m, ctx, ev);
+        return NULL;
+    }
+    return ev;
+}
+
+/* The hold's time on the GPU, or 0 when its events cannot tell (then the reserved time counts). */
+static uint64_t measured_ns(struct gate_member *m, struct gate_hold *h)
+{
+    struct vgpu_exec *x = m->d->x;
+    if (!h->start || h->overflow || h->ntouched == 0)
+        return 0;
+    float most = 0;
+    for (unsigned i = 0; i < h->ntouched; i++) {
+        float ms = 0;
+        if (h->touched[i].ctx != h->start_ctx || !h->touched[i].fresh ||
+            x->ops->event_elapsed(x, h->start_ctx, h->start, h->touched[i].end, &ms) != CUDA_SUCCESS)
+            return 0;
+        if (ms > most)
+            most = ms;
+    }
+    return most > 0 ? (uint64_t)((double)most * 1e6) : 0;
+}
+
+static void release_events(struct gate_member *m, struct gate_hold *h)
+{
+    event_put(m, h->start_ctx, h->start);
+    h->start = h->start_ctx = NULL;
+    for (unsigned i = 0; i < h->ntouched; i++) {
+        event_put(m, h->touched[i].ctx, h->touched[i].end);
+        h->touched[i].end = NULL;
+        h->touched[i].fresh = false;
+    }
+}
+
 /* ---------------------------------------------------------------- under the device lock */
 
 static void grant_locked(struct gate_device *d, struct gate_hold *h, uint64_t now)
@@ -70,12 +142,12 @@ static void grant_locked(struct gate_device *d, struct gate_hold *h, uint64_t no
     }
 }
 
-/* Carry out a scheduler decision for resource r. */
+/* Carry out a scheduler decision for resource r. A time buffer (n.wake_at) needs nothing here:
+ * the vGPU waiting for it ends it (sched_expire) from its own wait. */
 static void apply_locked(struct gate_device *d, enum gate_resource r, struct sched_next n, uint64_t now)
 {
     if (n.run)
         grant_locked(d, hold_of(n.run), now);
-    d->wake_at[r] = n.wake_at;
     atomic_store_explicit(&d->contended[r], sched_contended(&d->s[r]), memory_order_relaxed);
     pthread_cond_broadcast(&d->cv);
 }
@@ -84,12 +156,17 @@ static void complete_locked(struct gate_member *m, enum gate_resource r, uint64_
 {
     struct gate_device *d = m->d;
     struct gate_hold *h = &m->h[r];
+    /* Holds charged along the way (long, uncontended) count by the clock; others by the GPU. */
+    uint64_t busy = h->charged_until == h->granted_at ? measured_ns(m, h) : 0;
+    if (busy == 0 || busy > now - h->charged_until)
+        busy = now - h->charged_until;
     if (h->ops) {
-        double sample = (double)(now - h->granted_at) / h->ops;
+        double sample = (double)busy / h->ops;
         h->op_ns = h->op_ns > 0 ? 0.7 * h->op_ns + 0.3 * sample : sample;
     }
+    release_events(m, h);
     set_state(h, HOLD_IDLE);
-    apply_locked(d, r, sched_complete(&d->s[r], &h->v, now - h->charged_until, now), now);
+    apply_locked(d, r, sched_complete(&d->s[r], &h->v, busy, now), now);
 }
 
 static void close_locked(struct gate_member *m, enum gate_resource r, uint64_t now)
@@ -131,6 +208,12 @@ void gate_leave(struct gate_member *m)
         apply_locked(d, (enum gate_resource)r, sched_leave(&d->s[r], &m->h[r].v, now), now);
     }
     pthread_mutex_unlock(&d->mu);
+    /* Its contexts still exist (the channel leaves before it destroys them): free the events. */
+    for (int r = 0; r < GATE_RESOURCES; r++)
+        release_events(m, &m->h[r]);
+    for (unsigned i = 0; i < m->npool; i++)
+        d->x->ops->event_destroy(d->x, m->pool[i].ctx, m->pool[i].ev);
+    m->npool = 0;
     m->d = NULL;
 }
 
@@ -168,28 +251,51 @@ void gate_stats(struct gate_member *m, enum gate_resource r, struct gate_stats *
 
 /* ---------------------------------------------------------------- the poller's side */
 
-static void touch(struct gate_hold *h, void *ctx, void *stream)
+/* Note an operation of the hold on (ctx, stream); returns its entry, or -1 past the limit. */
+static int touch(struct gate_hold *h, void *ctx, void *stream)
 {
     for (unsigned i = h->ntouched; i-- > 0;)
-        if (h->touched[i].stream == stream && h->touched[i].ctx == ctx)
-            return;
+        if (h->touched[i].stream == stream && h->touched[i].ctx == ctx) {
+            h->touched[i].fresh = false;
+            return (int)i;
+        }
     if (h->ntouched < GATE_MAX_STREAMS) {
-        h->touched[h->ntouched].ctx = ctx;
-        h->touched[h->ntouched].stream = stream;
-        h->ntouched++;
-    } else if (!h->overflow) {
+        unsigned i = h->ntouched++;
+        h->touched[i].ctx = ctx;
+        h->touched[i].stream = stream;
+        h->touched[i].fresh = false;
+        return (int)i;
+    }
+    if (!h->overflow) {
         h->overflow = true;
         LOG_DEBUG("gate: a hold uses more than %d streams; the others are not watched", GATE_MAX_STREAMS);
     }
+    return -1;
+}
+
+void gate_dispatched(struct gate_member *m)
+{
+    if (!m->mark_pending)
+        return;
+    m->mark_pending = false;
+    struct gate_hold *h = &m->h[m->mark_r];
+    if (m->mark_idx >= h->ntouched)
+        return;
+    struct gate_touch *t = &h->touched[m->mark_idx];
+    t->end = event_mark(m, t->ctx, t->stream, t->end);
+    t->fresh = t->end != NULL;
 }
 
 /* Has the work of a draining hold finished? Only the owning poller calls this. */
 static bool drained(struct gate_member *m, struct gate_hold *h)
 {
     struct vgpu_exec *x = m->d->x;
-    for (unsigned i = 0; i < h->ntouched; i++)
-        if (x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream) == CUDA_ERROR_NOT_READY)
+    for (unsigned i = 0; i < h->ntouched; i++) {
+        CUresult q = h->touched[i].fresh ? x->ops->event_query(x, h->touched[i].ctx, h->touched[i].end)
+                                         : x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream);
+        if (q == CUDA_ERROR_NOT_READY)
             return false;
+    }
     return true;
 }
 
@@ -261,14 +367,31 @@ bool gate_should_yield(const struct gate_member *m)
 
 void gate_forget(struct gate_member *m, void *ctx, void *stream, bool whole_ctx)
 {
-    for (int r = 0; m->d && r < GATE_RESOURCES; r++) {
+    if (!m->d)
+        return;
+    struct vgpu_exec *x = m->d->x;
+    for (int r = 0; r < GATE_RESOURCES; r++) {
         struct gate_hold *h = &m->h[r];
         unsigned out = 0;
-        for (unsigned i = 0; i < h->ntouched; i++)
+        for (unsigned i = 0; i < h->ntouched; i++) {
             if (h->touched[i].ctx != ctx || (!whole_ctx && h->touched[i].stream != stream))
                 h->touched[out++] = h->touched[i];
+            else
+                event_put(m, h->touched[i].ctx, h->touched[i].end);
+        }
         h->ntouched = out;
+        if (whole_ctx && h->start && h->start_ctx == ctx) {
+            x->ops->event_destroy(x, ctx, h->start);
+            h->start = h->start_ctx = NULL;
+        }
     }
+    /* The pooled events of a context that goes go with it. */
+    if (whole_ctx)
+        for (unsigned i = m->npool; i-- > 0;)
+            if (m->pool[i].ctx == ctx) {
+                x->ops->event_destroy(x, ctx, m->pool[i].ev);
+                m->pool[i] = m->pool[--m->npool];
+            }
 }
 
 /* Long uncontended holds are charged as they go, so that utilization and budgets stay current. */
@@ -322,13 +445,21 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
             return CUDA_ERROR_NOT_PERMITTED;
         }
         int64_t now = vgpu_now_ns();
-        if (d->wake_at[r] && (uint64_t)now >= d->wake_at[r])
+        uint64_t buffer_until = d->s[r].buffer_until; /* BAND keeps the resource free until then */
+        if (buffer_until && (uint64_t)now >= buffer_until)
             apply_locked(d, r, sched_expire(&d->s[r], (uint64_t)now), (uint64_t)now);
         bool contended = atomic_load_explicit(&d->contended[r], memory_order_relaxed);
         switch (state(h)) {
         case HOLD_OPEN:
             if (!contended || ((uint64_t)now - h->granted_at < d->opt.quantum_ns && h->ops < h->op_limit)) {
-                touch(h, ctx, stream);
+                if (h->ops == 0 && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
+                    h->start_ctx = ctx;
+                int idx = touch(h, ctx, stream);
+                if (idx >= 0) {
+                    m->mark_pending = true;
+                    m->mark_r = r;
+                    m->mark_idx = (unsigned)idx;
+                }
                 h->ops++;
                 pthread_mutex_unlock(&d->mu);
                 return CUDA_SUCCESS;
@@ -348,7 +479,6 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
         case HOLD_IDLE:
             if (sched_arrive(&d->s[r], &h->v, (uint64_t)now)) {
                 grant_locked(d, h, (uint64_t)now);
-                d->wake_at[r] = 0;
                 continue;
             }
             set_state(h, HOLD_WAITING);
@@ -367,8 +497,8 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                     continue;
             }
             int64_t until = now + (other_draining(m, r) ? DRAIN_POLL_NS : WAIT_SLICE_NS);
-            if (d->wake_at[r] && (int64_t)d->wake_at[r] < until)
-                until = (int64_t)d->wake_at[r];
+            if (d->s[r].buffer_until && (int64_t)d->s[r].buffer_until < until)
+                until = (int64_t)d->s[r].buffer_until;
             wait_locked(d, until);
             continue;
         }

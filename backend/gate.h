@@ -42,10 +42,16 @@ struct gate_device {
     struct vgpu_exec *x;
     struct sched s[GATE_RESOURCES];
     _Atomic bool contended[GATE_RESOURCES]; /* read without the lock on the fast path */
-    uint64_t wake_at[GATE_RESOURCES];       /* end of a BAND time buffer, 0: none */
 };
 
 enum hold_state { HOLD_IDLE, HOLD_WAITING, HOLD_OPEN, HOLD_DRAINING };
+
+/* A stream a hold has used. */
+struct gate_touch {
+    void *ctx, *stream;
+    void *end;  /* event recorded after an operation of the hold on this stream */
+    bool fresh; /* ... after its last one */
+};
 
 struct gate_hold {
     _Atomic int state; /* enum hold_state; changed under the device lock */
@@ -55,17 +61,30 @@ struct gate_hold {
     double op_ns; /* estimated resource time of one operation, from earlier holds */
     unsigned ntouched;
     bool overflow; /* more streams than GATE_MAX_STREAMS: the others are not watched */
-    struct {
-        void *ctx, *stream;
-    } touched[GATE_MAX_STREAMS];
+    struct gate_touch touched[GATE_MAX_STREAMS];
+    /* The resource time of a hold is measured on the GPU: from an event before its first operation
+     * to the events after its last one on each stream (the time the hold was reserved when these
+     * are not there: operations on the fast path get no events). */
+    void *start_ctx, *start;
     struct sched_vgpu v;
 };
+
+#define GATE_EVENT_POOL (2 * GATE_MAX_STREAMS + 4)
 
 /* A channel's membership: NULL device when scheduling is off. */
 struct gate_member {
     struct gate_device *d;
     const _Atomic bool *closing;
     struct gate_hold h[GATE_RESOURCES];
+    /* An operation admitted on the slow path, to be followed by an end event once dispatched. */
+    bool mark_pending;
+    enum gate_resource mark_r;
+    unsigned mark_idx;
+    /* Timing events not in use, by context, for reuse (owned by the channel's poller). */
+    struct {
+        void *ctx, *ev;
+    } pool[GATE_EVENT_POOL];
+    unsigned npool;
 };
 
 struct gate_stats {
@@ -88,6 +107,9 @@ void gate_stats(struct gate_member *m, enum gate_resource r, struct gate_stats *
 /* Before an operation on (ctx, stream) that uses resource r: returns CUDA_SUCCESS when it may be
  * dispatched, after waiting for the resource if need be; an error when the channel is closing. */
 CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void *stream);
+/* After the executor has been given an admitted operation: timing events follow contended ones
+ * (never before: an event the client did not ask for must not delay what it waits for). */
+void gate_dispatched(struct gate_member *m);
 /* Before a call that may block the poller: holds others wait for are closed. */
 void gate_before_blocking(struct gate_member *m);
 /* The poller found no request: holds others wait for are closed, all of them if it is going to

@@ -116,6 +116,7 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
             gate_before_blocking(&ch->gate);
         int64_t t0 = vgpu_now_ns();
         r = handlers[op](&c, rec, ch->rsp_buf);
+        gate_dispatched(&ch->gate);
         int64_t t1 = vgpu_now_ns();
         if (c.rsp_tail_len > c.rsp_tail_cap)
             c.rsp_tail_len = 0;

@@ -11,6 +11,16 @@ $(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
+# The spin kernel of the GPU-sharing benchmark.
+$(O)/benchmarks/spin.fatbin: benchmarks/kernels/spin.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) $< -o $@
+
+# How vGPUs share one GPU under each scheduling policy (benchmarks/share.sh); needs an NVIDIA GPU.
+bench-share: all $(BENCH_BIN) $(O)/benchmarks/spin.fatbin
+	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
+		BENCH_MODULE=$(O)/tests/kernels/basic.fatbin BENCH_OUT=$(O)/benchmarks/share benchmarks/share.sh
+
 bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin $(APPS_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
 		BENCH_APPS=$(APPS_O) BENCH_APP_NAMES="$(APPS_NAMES)" BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

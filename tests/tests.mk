@@ -93,3 +93,8 @@ check-gpu: all $(PROG_BIN) $(FATBINS) $(APPS_BIN)
 	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
 		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES)" VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) \
 		tests/gpu/run.sh
+
+# The gate is tested against a stand-in executor, without the rest of vgpud.
+$(TEST_O)/unit/check_gate: $(O)/obj/tests/unit/check_gate.o $(O)/obj/backend/gate.o $(LIBSCHED) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) -lm

@@ -1,12 +1,13 @@
 # Sourced by the scripts that need a vgpud of their own (benchmarks, demo, GPU tests):
-#   start_vgpud BIN SOCKET LOG EXECUTOR [LEVEL]
+#   start_vgpud BIN SOCKET LOG EXECUTOR [LEVEL [MORE VGPUD OPTIONS...]]
 # starts BIN/vgpud in the foreground of a background job, waits until it answers on SOCKET (or
 # fails, showing LOG), and leaves its pid in VGPUD_PID. stop_vgpud ends it; scripts call it from
 # their EXIT trap.
 
 start_vgpud() {
     _bin=$1 _sock=$2 _log=$3 _exec=$4 _level=${5:-warn}
-    "$_bin/vgpud" --socket "$_sock" --executor "$_exec" --foreground --log-level "$_level" >"$_log" 2>&1 &
+    if [ $# -ge 5 ]; then shift 5; else shift $#; fi
+    "$_bin/vgpud" --socket "$_sock" --executor "$_exec" --foreground --log-level "$_level" "$@" >"$_log" 2>&1 &
     VGPUD_PID=$!
     _tries=0
     until "$_bin/vgpuctl" --socket "$_sock" ping >/dev/null 2>&1; do
