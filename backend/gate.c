@@ -261,9 +261,7 @@ static int touch(struct gate_hold *h, void *ctx, void *stream)
         }
     if (h->ntouched < GATE_MAX_STREAMS) {
         unsigned i = h->ntouched++;
-        h->touched[i].ctx = ctx;
-        h->touched[i].stream = stream;
-        h->touched[i].fresh = false;
+        h->touched[i] = (struct gate_touch){.ctx = ctx, .stream = stream};
         return (int)i;
     }
     if (!h->overflow) {
@@ -335,8 +333,10 @@ static void close_if(struct gate_member *m, bool all)
 
 void gate_before_blocking(struct gate_member *m)
 {
+    /* All of them: a client that waits for its work ends its turn (a synchronous client's turns
+     * are then its operations, each measured on the GPU). */
     if (m->d)
-        close_if(m, false);
+        close_if(m, true);
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)
@@ -379,6 +379,8 @@ void gate_forget(struct gate_member *m, void *ctx, void *stream, bool whole_ctx)
             else
                 event_put(m, h->touched[i].ctx, h->touched[i].end);
         }
+        for (unsigned i = out; i < h->ntouched; i++)
+            h->touched[i] = (struct gate_touch){0};
         h->ntouched = out;
         if (whole_ctx && h->start && h->start_ctx == ctx) {
             x->ops->event_destroy(x, ctx, h->start);
