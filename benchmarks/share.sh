@@ -50,6 +50,13 @@ run() {
     local epoch; epoch=$(date +%s%N)
     echo "epoch $epoch" >>"$dir/meta"
     echo "== $(date +%T) $name ($policy): $*" >&2
+    # vgpud's own account of each vGPU's GPU time, every second (what its scheduler charges).
+    local sampler=
+    if [ "$policy" != native ]; then
+        (while :; do echo "T $(date +%s%N)"; "$VGPU_BIN/vgpuctl" --socket "$sock" --json || break; sleep 1; done) \
+            >"$dir/samples" 2>/dev/null &
+        sampler=$!
+    fi
     for spec in "$@"; do
         IFS=: read -r c k st sec w <<<"$spec"
         local exe; exe=$(client_bin "$c")
@@ -64,8 +71,8 @@ run() {
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
+    if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true; fi
     if [ "$policy" != native ]; then
-        "$VGPU_BIN/vgpuctl" --socket "$sock" --json >"$dir/status.json" 2>/dev/null || true
         stop_vgpud
         VGPUD_PID=
     fi

@@ -66,8 +66,43 @@ def share_run(d, meta):
             win_gaps.append(max(abs(series[c["name"]].get(k, 0) / tot - c["weight"] / total_w) * 100
                                 for c in clients))
     return {"rows": rows, "gap": gap, "windows": windows, "series": series,
+            "charged_gap": charged_gap(d, meta, first, last),
             "win_mean": sum(win_gaps) / len(win_gaps) if win_gaps else 0, "win_max": max(win_gaps, default=0),
             "gpu": total / (len(windows) * 1e9) if windows else 0}
+
+
+def charged_gap(d, meta, first, last):
+    """The same interval from vgpud's samples: each vGPU's share of the compute time its scheduler
+    charged (busy_ns), against the target."""
+    path = os.path.join(d, "samples")
+    if not os.path.exists(path):
+        return None
+    import json
+    epoch = int(meta["epoch"])
+    points = []  # (seconds since epoch, {program: busy_ns})
+    t = None
+    for line in open(path):
+        if line.startswith("T "):
+            t = (int(line.split()[1]) - epoch) / 1e9
+        elif line.startswith("{") and t is not None:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            busy = {}
+            for s in j.get("sessions", []):
+                for c in s.get("channels", []):
+                    busy[s["program"]] = busy.get(s["program"], 0) + c["sched"]["compute"]["busy_ns"]
+            points.append((t, busy))
+    inside = [p for p in points if first <= p[0] <= last]
+    if len(inside) < 2:
+        return None
+    a, b = inside[0], inside[-1]
+    clients = meta["clients"]
+    used = {c["name"]: b[1].get(c["name"], 0) - a[1].get(c["name"], 0) for c in clients}
+    total = sum(used.values()) or 1
+    total_w = sum(c["weight"] for c in clients)
+    return max(abs(used[c["name"]] / total - c["weight"] / total_w) * 100 for c in clients)
 
 
 def fixed_run(d, meta):
@@ -145,8 +180,9 @@ def main():
             print("%-24s %-8s %-28s %7.1f%% %7.1f%% %7.1f%% %8s" % (name if i == 0 else "", meta["policy"] if i == 0 else "",
                                                                   label, 100 * util, 100 * share, 100 * target,
                                                                   "%.2f" % r["gap"] if i == 0 else ""))
-        print("%-24s %-8s GPU busy %.1f%%, %d windows; per-window gap mean %.2f, worst %.2f"
-              % ("", "", 100 * r["gpu"], len(r["windows"]), r["win_mean"], r["win_max"]))
+        print("%-24s %-8s GPU busy %.1f%%, %d windows; per-window gap mean %.2f, worst %.2f%s"
+              % ("", "", 100 * r["gpu"], len(r["windows"]), r["win_mean"], r["win_max"],
+                 "; by vgpud's accounting %.2f" % r["charged_gap"] if r["charged_gap"] is not None else ""))
     rates = launch_rates(os.path.join(top, "launch")) if os.path.isdir(os.path.join(top, "launch")) else {}
     if rates.get("none"):
         print("launch rate, one client: scheduler off %.0f/s, BAND %.0f/s, ratio %.3f"
