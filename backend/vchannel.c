@@ -470,15 +470,19 @@ void vchannel_start(struct vchannel *ch)
 {
     close(ch->memfd);
     ch->memfd = -1;
-    if (pthread_create(&ch->poller, NULL, poller_main, ch) != 0) {
+    /* Once the poller runs it may finish, and the channel be freed, at any moment: nothing here
+     * touches the channel after it starts. */
+    ch->poller_started = true;
+    pthread_t poller;
+    if (pthread_create(&poller, NULL, poller_main, ch) != 0) {
+        ch->poller_started = false;
         LOG_ERROR("channel %u: cannot start its poller", ch->id);
         teardown(ch);
         atomic_store(&ch->finished, true);
         session_channel_gone(ch->session, ch);
         return;
     }
-    ch->poller_started = true;
-    pthread_detach(ch->poller);
+    pthread_detach(poller);
 }
 
 void vchannel_close(struct vchannel *ch)

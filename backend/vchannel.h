@@ -46,7 +46,6 @@ struct vchannel {
     struct vgpu_channel_map map;
     struct vgpu_transport transport;
 
-    pthread_t poller;
     bool poller_started;
     _Atomic bool closing;  /* set by whoever wants the channel gone */
     _Atomic bool finished; /* the poller has released everything */

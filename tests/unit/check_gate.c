@@ -83,6 +83,12 @@ static struct gate_options options(int policy)
     return (struct gate_options){policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000};
 }
 
+static void device(struct gate_device *d, int policy)
+{
+    struct gate_options o = options(policy);
+    ck_assert_int_eq(gate_device_init(d, &fake, &o), 0);
+}
+
 /* No scheduling: everything passes, nothing is tracked. */
 START_TEST(unscheduled)
 {
@@ -103,8 +109,7 @@ END_TEST
 START_TEST(hold_drain_complete)
 {
     struct gate_device d;
-    struct gate_options o = options(SCHED_POLICY_BAND);
-    ck_assert_int_eq(gate_device_init(&d, &fake, &o), 0);
+    device(&d, SCHED_POLICY_BAND);
     struct gate_member m;
     gate_join(&d, &m, 1, 100, &not_closing);
     ck_assert_int_eq(gate_admit(&m, GATE_COMPUTE, (void *)1, (void *)2), CUDA_SUCCESS);
@@ -180,8 +185,7 @@ static bool wait_done(struct waiter *w, int ms)
 START_TEST(hand_over)
 {
     struct gate_device d;
-    struct gate_options o = options(SCHED_POLICY_FIFO);
-    ck_assert_int_eq(gate_device_init(&d, &fake, &o), 0);
+    device(&d, SCHED_POLICY_FIFO);
     struct gate_member a, b;
     gate_join(&d, &a, 1, 100, &not_closing);
     gate_join(&d, &b, 2, 100, &not_closing);
@@ -215,8 +219,7 @@ END_TEST
 START_TEST(leave_during_time_buffer)
 {
     struct gate_device d;
-    struct gate_options o = options(SCHED_POLICY_BAND);
-    ck_assert_int_eq(gate_device_init(&d, &fake, &o), 0);
+    device(&d, SCHED_POLICY_BAND);
     struct gate_member a, b;
     gate_join(&d, &a, 1, 100, &not_closing);
     gate_join(&d, &b, 2, 100, &not_closing);
@@ -249,8 +252,7 @@ END_TEST
 START_TEST(closing_waiter)
 {
     struct gate_device d;
-    struct gate_options o = options(SCHED_POLICY_CREDIT);
-    ck_assert_int_eq(gate_device_init(&d, &fake, &o), 0);
+    device(&d, SCHED_POLICY_CREDIT);
     static _Atomic bool closing;
     struct gate_member a, b;
     gate_join(&d, &a, 1, 100, &not_closing);
@@ -275,8 +277,7 @@ END_TEST
 START_TEST(forget_streams)
 {
     struct gate_device d;
-    struct gate_options o = options(SCHED_POLICY_CREDIT);
-    ck_assert_int_eq(gate_device_init(&d, &fake, &o), 0);
+    device(&d, SCHED_POLICY_CREDIT);
     struct gate_member m;
     gate_join(&d, &m, 1, 100, &not_closing);
     atomic_store(&streams_busy, false);

@@ -14,6 +14,16 @@ static struct sched_config config(enum sched_policy p)
     return (struct sched_config){p, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS};
 }
 
+/* A scheduler with two vGPUs, a and b. */
+static void pair(struct sched *s, enum sched_policy p, struct sched_vgpu *a, unsigned wa, struct sched_vgpu *b,
+                 unsigned wb)
+{
+    struct sched_config c = config(p);
+    sched_init(s, &c);
+    sched_join(s, a, 0, wa, 0);
+    sched_join(s, b, 1, wb, 0);
+}
+
 START_TEST(policy_names)
 {
     ck_assert_int_eq(sched_policy_parse("band"), SCHED_POLICY_BAND);
@@ -30,11 +40,8 @@ END_TEST
 START_TEST(hold_and_hand_over)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_POLICY_FIFO);
-    sched_init(&s, &c);
     struct sched_vgpu a, b;
-    sched_join(&s, &a, 0, 1, 0);
-    sched_join(&s, &b, 1, 1, 0);
+    pair(&s, SCHED_POLICY_FIFO, &a, 1, &b, 1);
     ck_assert(sched_arrive(&s, &a, 10));
     ck_assert(sched_arrive(&s, &a, 11)); /* a batch: the holder goes on */
     ck_assert(!sched_contended(&s));
@@ -102,11 +109,8 @@ END_TEST
 START_TEST(shares)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_POLICY_BAND);
-    sched_init(&s, &c);
     struct sched_vgpu a, b;
-    sched_join(&s, &a, 0, 30, 0);
-    sched_join(&s, &b, 1, 70, 0);
+    pair(&s, SCHED_POLICY_BAND, &a, 30, &b, 70);
     ck_assert_double_eq_tol(sched_share(&s, &a, 0), 1.0, 1e-9); /* nobody active: a alone */
     ck_assert(sched_arrive(&s, &a, 1));
     ck_assert(!sched_arrive(&s, &b, 2));
@@ -125,11 +129,8 @@ END_TEST
 START_TEST(budget_refill)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_POLICY_CREDIT);
-    sched_init(&s, &c);
     struct sched_vgpu a, b;
-    sched_join(&s, &a, 0, 1, 0);
-    sched_join(&s, &b, 1, 1, 0);
+    pair(&s, SCHED_POLICY_CREDIT, &a, 1, &b, 1);
     ck_assert(sched_arrive(&s, &a, 0));
     ck_assert(!sched_arrive(&s, &b, 0));
     sched_complete(&s, &a, 40 * MS, 40 * MS); /* b now holds */
@@ -148,11 +149,8 @@ END_TEST
 START_TEST(band_time_buffer)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_POLICY_BAND);
-    sched_init(&s, &c);
     struct sched_vgpu a, b;
-    sched_join(&s, &a, 0, 1, 0);
-    sched_join(&s, &b, 1, 1, 0);
+    pair(&s, SCHED_POLICY_BAND, &a, 1, &b, 1);
     /* b runs long tasks alone for a while: its used share is 100 %. */
     uint64_t t = 0;
     for (int i = 0; i < 20; i++) {
@@ -185,11 +183,8 @@ END_TEST
 START_TEST(credit_no_buffer)
 {
     struct sched s;
-    struct sched_config c = config(SCHED_POLICY_CREDIT);
-    sched_init(&s, &c);
     struct sched_vgpu a, b;
-    sched_join(&s, &a, 0, 1, 0);
-    sched_join(&s, &b, 1, 1, 0);
+    pair(&s, SCHED_POLICY_CREDIT, &a, 1, &b, 1);
     ck_assert(sched_arrive(&s, &b, 0));
     sched_complete(&s, &b, 20 * MS, 20 * MS);
     ck_assert(sched_arrive(&s, &a, 20 * MS));
