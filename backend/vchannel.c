@@ -75,6 +75,13 @@ static bool reports_deferred(const struct vgpu_op_info *info, bool reply)
     return reply && (info->reply == VGPU_REPLY_SYNC || info->reply == VGPU_REPLY_OPTIONAL);
 }
 
+/* Answers that are not failures: work not finished yet, an image vgpud has not cached. */
+static bool failed(unsigned op, CUresult r)
+{
+    return r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY &&
+           !(op == VGPU_OP_ModuleLoadCached && r == CUDA_ERROR_NOT_FOUND);
+}
+
 /* Calls that can keep the poller waiting for the GPU: synchronizing calls, calls whose client
  * waits for completion, and those the driver lets wait for pending work. */
 static bool may_block(unsigned op, const struct vgpu_op_info *info, bool reply)
@@ -122,7 +129,7 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
             c.rsp_tail_len = 0;
         stat_add(&ch->stats.calls[op], 1);
         stat_add(&ch->stats.nanos[op], (uint64_t)(t1 - t0));
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        if (failed(op, r))
             stat_add(&ch->stats.errors[op], 1);
         /* The context may have gone (CtxDestroy): look it up again before touching it. */
         c.ctx = srv_table_get(&ch->tables[SRV_CTX], h->ctx);
@@ -133,7 +140,7 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         }
     }
     if (reply) {
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        if (failed(op, r))
             LOG_DEBUG("channel %u: %s failed with %d", ch->id, info ? info->name : "?", r);
         respond(ch, h, r, fixed, r == CUDA_SUCCESS ? c.rsp_tail_len : 0);
     } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
