@@ -26,7 +26,7 @@ O ?= build
 SANFLAGS :=
 endif
 
-DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev
+DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev
 PKGS := libzstd liblz4
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -36,7 +36,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
-	-Iinclude -Icommon -Isched -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
+	-Iinclude -Icommon -Isched -Ixen -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 DEPFLAGS = -MMD -MP
 
@@ -48,6 +48,7 @@ COMMON_SRC := $(sort $(wildcard common/*.c))
 FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
 SCHED_SRC := $(sort $(wildcard sched/*.c))
+XEN_SRC := $(sort $(wildcard xen/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
 	$(O)/gen/vgpu_driver_trace.c
 
@@ -56,16 +57,18 @@ FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_export
 	$(O)/obj/gen/vgpu_driver_trace.o
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
 SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
+XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
 LIBSCHED := $(O)/lib/libvgpusched.a
+LIBXEN := $(O)/lib/libvgpuxen.a
 FRONTEND := $(O)/lib/libcuda.so.1
 VGPUD := $(O)/bin/vgpud
 VGPU_RUN := $(O)/bin/vgpu-run
 VGPUCTL := $(O)/bin/vgpuctl
 SCHED_SIM := $(O)/bin/sched-sim
 
-all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM)
+all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
 
 help:
 	@sed -n '2,11p' Makefile
@@ -94,6 +97,11 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIBSCHED): $(SCHED_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# The Xen transport and xenstore helpers; Xen's libraries are loaded at run time (xen/xenlib.h).
+$(LIBXEN): $(XEN_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 

@@ -1,0 +1,180 @@
+#include "xen_transport.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- doorbells */
+
+static void futex_private(_Atomic uint32_t *word, int op, uint32_t val, int64_t timeout_ns)
+{
+    struct timespec ts = {.tv_sec = timeout_ns / 1000000000, .tv_nsec = timeout_ns % 1000000000};
+    syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, timeout_ns >= 0 ? &ts : NULL, NULL, 0);
+}
+
+static void xen_kick(struct vgpu_transport *t, struct vgpu_bell *b)
+{
+    (void)b;
+    struct vgpu_xen_evtchn *e = t->priv;
+    e->x->xenevtchn_notify(e->xce, e->port);
+}
+
+static int xen_wait(struct vgpu_transport *t, struct vgpu_bell *b, uint32_t seen, int64_t timeout_ns)
+{
+    struct vgpu_xen_evtchn *e = t->priv;
+    if (atomic_load_explicit((_Atomic uint32_t *)&b->seq, memory_order_acquire) != seen)
+        return 0;
+    if (pthread_mutex_trylock(&e->poll_mu) == 0) {
+        /* This thread reads the event channel; the others sleep until it has. */
+        struct pollfd p = {.fd = e->x->xenevtchn_fd(e->xce), .events = POLLIN};
+        int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000);
+        int n = atomic_load_explicit((_Atomic uint32_t *)&b->seq, memory_order_acquire) != seen ? 0 : poll(&p, 1, ms);
+        if (n > 0) {
+            xenevtchn_port_or_error_t port = e->x->xenevtchn_pending(e->xce);
+            if (port >= 0)
+                e->x->xenevtchn_unmask(e->xce, (evtchn_port_t)port);
+        }
+        atomic_fetch_add(&e->events, 1);
+        futex_private(&e->events, FUTEX_WAKE, INT_MAX, -1);
+        pthread_mutex_unlock(&e->poll_mu);
+        return n < 0 && errno != EINTR ? -errno : 0;
+    }
+    uint32_t ev = atomic_load(&e->events);
+    if (atomic_load_explicit((_Atomic uint32_t *)&b->seq, memory_order_acquire) != seen)
+        return 0;
+    futex_private(&e->events, FUTEX_WAIT, ev, timeout_ns);
+    return 0;
+}
+
+const struct vgpu_transport_ops vgpu_xen_transport_ops = {
+    .kick = xen_kick,
+    .wait = xen_wait,
+};
+
+static int evtchn_open(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x)
+{
+    memset(e, 0, sizeof *e);
+    e->x = x;
+    e->xce = x->xenevtchn_open(x->logger, 0);
+    if (!e->xce)
+        return errno ? -errno : -ENODEV;
+    pthread_mutex_init(&e->poll_mu, NULL);
+    return 0;
+}
+
+int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t *port)
+{
+    int r = evtchn_open(e, x);
+    if (r)
+        return r;
+    xenevtchn_port_or_error_t p = x->xenevtchn_bind_unbound_port(e->xce, peer);
+    if (p < 0) {
+        r = errno ? -errno : -EIO;
+        vgpu_xen_evtchn_close(e);
+        return r;
+    }
+    e->port = (evtchn_port_t)p;
+    e->bound = true;
+    *port = (uint32_t)p;
+    return 0;
+}
+
+int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t peer_port)
+{
+    int r = evtchn_open(e, x);
+    if (r)
+        return r;
+    xenevtchn_port_or_error_t p = x->xenevtchn_bind_interdomain(e->xce, peer, peer_port);
+    if (p < 0) {
+        r = errno ? -errno : -EIO;
+        vgpu_xen_evtchn_close(e);
+        return r;
+    }
+    e->port = (evtchn_port_t)p;
+    e->bound = true;
+    return 0;
+}
+
+void vgpu_xen_evtchn_close(struct vgpu_xen_evtchn *e)
+{
+    if (!e->xce)
+        return;
+    if (e->bound)
+        e->x->xenevtchn_unbind(e->xce, e->port);
+    e->x->xenevtchn_close(e->xce);
+    pthread_mutex_destroy(&e->poll_mu);
+    e->xce = NULL;
+    e->bound = false;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+int vgpu_xen_grant_share(struct vgpu_xen_grant *g, const struct vgpu_xenlib *x, uint32_t peer, size_t size)
+{
+    memset(g, 0, sizeof *g);
+    g->x = x;
+    size_t pages = (size + VGPU_XEN_PAGE - 1) / VGPU_XEN_PAGE;
+    if (pages == 0 || pages > UINT32_MAX)
+        return -EINVAL;
+    g->refs = calloc(pages, sizeof *g->refs);
+    g->xgs = x->xengntshr_open(x->logger, 0);
+    if (!g->refs || !g->xgs) {
+        int r = g->refs ? (errno ? -errno : -ENODEV) : -ENOMEM;
+        vgpu_xen_grant_release(g);
+        return r;
+    }
+    g->base = x->xengntshr_share_pages(g->xgs, peer, (int)pages, g->refs, 1);
+    if (!g->base) {
+        int r = errno ? -errno : -ENOMEM;
+        vgpu_xen_grant_release(g);
+        return r;
+    }
+    g->pages = (uint32_t)pages;
+    return 0;
+}
+
+void vgpu_xen_grant_release(struct vgpu_xen_grant *g)
+{
+    if (g->base)
+        g->x->xengntshr_unshare(g->xgs, g->base, g->pages);
+    if (g->xgs)
+        g->x->xengntshr_close(g->xgs);
+    free(g->refs);
+    memset(g, 0, sizeof *g);
+}
+
+int vgpu_xen_map(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, uint32_t peer, const uint32_t *refs,
+                 uint32_t pages)
+{
+    memset(m, 0, sizeof *m);
+    m->x = x;
+    if (pages == 0)
+        return -EINVAL;
+    m->xgt = x->xengnttab_open(x->logger, 0);
+    if (!m->xgt)
+        return errno ? -errno : -ENODEV;
+    m->base = x->xengnttab_map_domain_grant_refs(m->xgt, pages, peer, (uint32_t *)refs, PROT_READ | PROT_WRITE);
+    if (!m->base) {
+        int r = errno ? -errno : -EINVAL;
+        vgpu_xen_unmap(m);
+        return r;
+    }
+    m->pages = pages;
+    return 0;
+}
+
+void vgpu_xen_unmap(struct vgpu_xen_mapping *m)
+{
+    if (m->base)
+        m->x->xengnttab_unmap(m->xgt, m->base, m->pages);
+    if (m->xgt)
+        m->x->xengnttab_close(m->xgt);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,41 @@
+/* Xen's own libraries (xenstore, grant tables, event channels, vchan, and in dom0 the toolstack's
+ * libxl and libxlutil), loaded when a Xen path is first taken: the frontend is loaded into every
+ * CUDA program, and vgpud serves host-mode clients, on machines that may have no Xen at all. The
+ * prototypes come from Xen's headers, so a mismatch is a compile error, not a crash. */
+#ifndef VGPU_XENLIB_H
+#define VGPU_XENLIB_H
+
+#include <libxenvchan.h>
+#include <xenevtchn.h>
+#include <xengnttab.h>
+#include <xenstore.h>
+#include <xentoollog.h>
+
+/* What every Xen path needs: guests and dom0 alike. */
+#define VGPU_XEN_CORE_FUNCS(X)                                                                         \
+    X(xs_open) X(xs_close) X(xs_read) X(xs_write) X(xs_rm) X(xs_mkdir) X(xs_set_permissions)           \
+    X(xs_watch) X(xs_unwatch) X(xs_read_watch) X(xs_fileno) X(xs_directory) X(xs_get_domain_path)     \
+    X(xengnttab_open) X(xengnttab_close) X(xengnttab_map_domain_grant_refs) X(xengnttab_unmap)         \
+    X(xengntshr_open) X(xengntshr_close) X(xengntshr_share_pages) X(xengntshr_unshare)                \
+    X(xenevtchn_open) X(xenevtchn_close) X(xenevtchn_fd) X(xenevtchn_notify)                           \
+    X(xenevtchn_bind_unbound_port) X(xenevtchn_bind_interdomain) X(xenevtchn_unbind)                   \
+    X(xenevtchn_pending) X(xenevtchn_unmask)                                                           \
+    X(libxenvchan_server_init) X(libxenvchan_client_init) X(libxenvchan_close) X(libxenvchan_read)     \
+    X(libxenvchan_write) X(libxenvchan_wait) X(libxenvchan_fd_for_select) X(libxenvchan_is_open)        \
+    X(libxenvchan_data_ready) X(libxenvchan_buffer_space)
+
+struct vgpu_xenlib {
+#define VGPU_XEN_POINTER(name) __typeof__(name) *name;
+    VGPU_XEN_CORE_FUNCS(VGPU_XEN_POINTER)
+#undef VGPU_XEN_POINTER
+    /* Xen's libraries log through this: into the project's one logger. */
+    struct xentoollog_logger *logger;
+};
+
+/* The libraries, loaded once; NULL when they cannot be (the reason in *why). Thread-safe. */
+const struct vgpu_xenlib *vgpu_xenlib(const char **why);
+
+/* Running as a Xen guest or dom0 (there is a xenbus to talk to)? No library is needed to ask. */
+int vgpu_xen_present(void);
+
+#endif
