@@ -159,6 +159,8 @@ static void set_weight(struct server *srv, unsigned long long session, unsigned 
         if (s->id != session || s->state != SESSION_CLIENT)
             continue;
         found = 1;
+        for (int v = 0; v < s->vgpu_count; v++)
+            s->vgpu_weight[v] = weight; /* for the channels it opens later too */
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
             if (s->channels[d]) {
                 gate_set_weight(&s->channels[d]->gate, weight);

@@ -25,12 +25,19 @@ bool session_may_run_host_code(struct session *s) { return s->srv->opt.any_user_
 
 pid_t session_pid(struct session *s) { return s->pid; }
 
+static void wake_loop(struct server *srv)
+{
+    uint64_t one = 1;
+    ssize_t w = write(srv->wake_fd, &one, sizeof one);
+    (void)w;
+}
+
 void session_kill(struct session *s)
 {
     pthread_mutex_lock(&s->srv->mu);
-    if (!s->socket_gone && s->sock >= 0)
-        shutdown(s->sock, SHUT_RDWR);
+    s->killed = true;
     pthread_mutex_unlock(&s->srv->mu);
+    wake_loop(s->srv);
 }
 
 static void session_unlink_locked(struct server *srv, struct session *s)
@@ -60,20 +67,19 @@ void session_channel_gone(struct session *s, struct vchannel *ch)
     }
     vchannel_free(ch);
     s->open_channels--;
-    if (s->socket_gone && s->open_channels == 0)
+    if (s->link_gone && s->open_channels == 0)
         session_unlink_locked(srv, s);
     pthread_mutex_unlock(&srv->mu);
 }
 
-/* The socket is gone (or must go): close it, then the channels; the last one frees the session. */
+/* The link is gone (or must go): close it, then the channels; the last one frees the session. */
 static void session_close(struct server *srv, struct session *s)
 {
-    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, s->sock, NULL);
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, s->link.ops->poll_fd(&s->link), NULL);
     struct vchannel *chans[VGPU_MAX_DEVICES];
     pthread_mutex_lock(&srv->mu);
-    close(s->sock);
-    s->sock = -1;
-    s->socket_gone = true;
+    s->link.ops->close(&s->link);
+    s->link_gone = true;
     s->state = SESSION_CLOSING;
     memcpy(chans, s->channels, sizeof chans);
     for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
@@ -91,7 +97,7 @@ static int send_status(struct session *s, uint16_t type, CUresult status)
     struct vgpu_msg_hdr h;
     vgpu_msg_init(&h, type, sizeof h);
     h.status = (int32_t)status;
-    return vgpu_msg_send(s->sock, &h, sizeof h, -1);
+    return s->link.ops->send(&s->link, &h, sizeof h, -1);
 }
 
 static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
@@ -116,7 +122,7 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     pthread_mutex_lock(&srv->mu);
     srv->clients_served++;
     pthread_mutex_unlock(&srv->mu);
-    size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)srv->device_count * sizeof(struct vgpu_device_info);
+    size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)s->vgpu_count * sizeof(struct vgpu_device_info);
     uint8_t *msg = calloc(1, size);
     if (!msg)
         return -ENOMEM;
@@ -124,10 +130,12 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     vgpu_msg_init(&w->hdr, VGPU_MSG_WELCOME, (uint32_t)size);
     w->session = s->id;
     w->driver_version = srv->driver_version;
-    w->device_count = (uint32_t)srv->device_count;
+    w->device_count = (uint32_t)s->vgpu_count;
     snprintf(w->executor, sizeof w->executor, "%s", srv->x->ops->name);
-    memcpy(msg + sizeof *w, srv->devices, (size_t)srv->device_count * sizeof(struct vgpu_device_info));
-    int e = vgpu_msg_send(s->sock, msg, size, -1);
+    for (int i = 0; i < s->vgpu_count; i++)
+        memcpy(msg + sizeof *w + (size_t)i * sizeof(struct vgpu_device_info), &srv->devices[s->vgpu_device[i]],
+               sizeof(struct vgpu_device_info));
+    int e = s->link.ops->send(&s->link, msg, size, -1);
     free(msg);
     LOG_INFO("session %llu: pid %d uid %d '%s' connected", (unsigned long long)s->id, (int)s->pid, (int)s->uid,
              s->program);
@@ -140,8 +148,10 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
         return -EPROTO;
     struct vgpu_msg_open_channel req;
     memcpy(&req, buf, sizeof req);
-    if (req.device >= (uint32_t)srv->device_count)
+    if (req.device >= (uint32_t)s->vgpu_count)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_DEVICE);
+    int device = s->vgpu_device[req.device];
+    unsigned weight = s->vgpu_weight[req.device] ? s->vgpu_weight[req.device] : server_weight_for(srv, s->program);
     pthread_mutex_lock(&srv->mu);
     bool busy = s->channels[req.device] != NULL;
     pthread_mutex_unlock(&srv->mu);
@@ -154,11 +164,10 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     uint32_t id = ++srv->next_channel;
-    struct vchannel *ch = vchannel_open(s, id, (int)req.device, &l);
+    struct vchannel *ch = vchannel_open(s, id, device, &l);
     if (!ch)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
-    gate_join(srv->gates ? &srv->gates[req.device] : NULL, &ch->gate, id, server_weight_for(srv, s->program),
-              &ch->closing);
+    gate_join(srv->gates ? &srv->gates[device] : NULL, &ch->gate, id, weight, &ch->closing);
     /* Known to the session before its poller runs, so that the poller may end at any time. */
     pthread_mutex_lock(&srv->mu);
     s->channels[req.device] = ch;
@@ -171,7 +180,7 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     vgpu_channel_layout_to_msg(&l, &m);
     LOG_DEBUG("session %llu: channel %u on device %u, data area %llu MiB", (unsigned long long)s->id, id,
               req.device, (unsigned long long)(l.data_size >> 20));
-    int e = vgpu_msg_send(s->sock, &m, sizeof m, vchannel_memfd(ch));
+    int e = s->link.ops->send(&s->link, &m, sizeof m, vchannel_memfd(ch));
     vchannel_start(ch);
     return e;
 }
@@ -197,20 +206,31 @@ static int on_control(struct server *srv, struct session *s, const void *buf, si
     }
     vgpu_msg_init((struct vgpu_msg_hdr *)msg, VGPU_MSG_CONTROL_REPLY, (uint32_t)size);
     memcpy(msg + sizeof(struct vgpu_msg_hdr), text, text_len);
-    int e = vgpu_msg_send(s->sock, msg, size, -1);
+    int e = s->link.ops->send(&s->link, msg, size, -1);
     free(msg);
     free(text);
     return e;
 }
 
+static int on_message(struct server *srv, struct session *s, const uint8_t *buf, ssize_t n);
+
 static void on_session_readable(struct server *srv, struct session *s)
 {
     static uint8_t buf[64 * 1024];
-    ssize_t n = recv(s->sock, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
+    for (;;) {
+        ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
+        if (n == -EAGAIN || n == -EINTR)
+            return;
+        if (on_message(srv, s, buf, n) < 0)
+            return;
+    }
+}
+
+/* One message (n: what recv returned); < 0 when the session has been closed. */
+static int on_message(struct server *srv, struct session *s, const uint8_t *buf, ssize_t n)
+{
     int e = -EPROTO;
-    if (n > 0 && (size_t)n <= sizeof buf) {
+    if (n > 0) {
         uint16_t type = 0;
         if ((size_t)n >= sizeof(struct vgpu_msg_hdr))
             memcpy(&type, buf + offsetof(struct vgpu_msg_hdr, type), sizeof type);
@@ -222,10 +242,44 @@ static void on_session_readable(struct server *srv, struct session *s)
             e = on_control(srv, s, buf, (size_t)n);
     }
     if (n == 0 || n < 0 || e < 0) {
-        if (n > 0)
+        if (n > 0 || n == -EMSGSIZE)
             LOG_WARN("session %llu (pid %d): bad control message; closing", (unsigned long long)s->id, (int)s->pid);
         session_close(srv, s);
+        return -1;
     }
+    return 0;
+}
+
+struct session *server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid,
+                                   gid_t gid)
+{
+    struct session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->srv = srv;
+    s->link = *link;
+    s->pid = pid;
+    s->uid = uid;
+    s->gid = gid;
+    s->domid = -1;
+    s->started_ns = vgpu_now_ns();
+    strcpy(s->program, "?");
+    /* Host clients see every device as it is. */
+    s->vgpu_count = srv->device_count;
+    for (int i = 0; i < srv->device_count; i++)
+        s->vgpu_device[i] = (uint8_t)i;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, link->ops->poll_fd(&s->link), &ev) < 0) {
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_lock(&srv->mu);
+    s->id = ++srv->next_session;
+    s->next = srv->sessions;
+    srv->sessions = s;
+    srv->session_count++;
+    pthread_mutex_unlock(&srv->mu);
+    return s;
 }
 
 static void on_accept(struct server *srv)
@@ -241,30 +295,25 @@ static void on_accept(struct server *srv)
         close(fd);
         return;
     }
-    struct session *s = calloc(1, sizeof *s);
-    if (!s) {
+    struct vgpu_msg_link link;
+    vgpu_msg_link_socket(&link, fd);
+    if (!server_add_session(srv, &link, cred.pid, cred.uid, cred.gid))
         close(fd);
-        return;
+}
+
+/* Sessions ended from elsewhere (session_kill) are closed here, by the loop. */
+static void close_killed(struct server *srv)
+{
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        struct session *s = srv->sessions;
+        while (s && (!s->killed || s->link_gone))
+            s = s->next;
+        pthread_mutex_unlock(&srv->mu);
+        if (!s)
+            return;
+        session_close(srv, s);
     }
-    s->srv = srv;
-    s->sock = fd;
-    s->pid = cred.pid;
-    s->uid = cred.uid;
-    s->gid = cred.gid;
-    s->started_ns = vgpu_now_ns();
-    strcpy(s->program, "?");
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
-    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        close(fd);
-        free(s);
-        return;
-    }
-    pthread_mutex_lock(&srv->mu);
-    s->id = ++srv->next_session;
-    s->next = srv->sessions;
-    srv->sessions = s;
-    srv->session_count++;
-    pthread_mutex_unlock(&srv->mu);
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -322,9 +371,8 @@ int server_init(struct server *srv, const struct server_options *opt, struct vgp
 
 void server_stop(struct server *srv)
 {
-    uint64_t one = 1;
-    ssize_t w = write(srv->wake_fd, &one, sizeof one);
-    (void)w;
+    srv->stopping = 1;
+    wake_loop(srv);
 }
 
 int server_run(struct server *srv)
@@ -343,9 +391,13 @@ int server_run(struct server *srv)
         bool stop = false;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &srv->wake_fd)
-                stop = true;
-            else if (p == &srv->listen_fd)
+            if (p == &srv->wake_fd) {
+                uint64_t count;
+                ssize_t r = read(srv->wake_fd, &count, sizeof count);
+                (void)r;
+                stop = srv->stopping;
+                close_killed(srv);
+            } else if (p == &srv->listen_fd)
                 on_accept(srv);
             else
                 on_session_readable(srv, p);
@@ -360,7 +412,7 @@ int server_run(struct server *srv)
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         struct session *s = srv->sessions;
-        while (s && s->socket_gone)
+        while (s && s->link_gone)
             s = s->next;
         pthread_mutex_unlock(&srv->mu);
         if (!s)

@@ -20,6 +20,7 @@ struct server {
     struct gate_device *gates; /* per device; NULL when scheduling is off */
     int driver_version;
     int listen_fd, epoll_fd, wake_fd;
+    volatile sig_atomic_t stopping;
     pthread_mutex_t mu; /* sessions, their channel pointers */
     pthread_cond_t cv;  /* signalled when a session goes away */
     struct session *sessions;
@@ -39,6 +40,9 @@ int server_run(struct server *srv);
 void server_stop(struct server *srv);
 void server_fini(struct server *srv);
 
+/* A new client session over link (which it then owns), served by the loop; NULL on failure. */
+struct session *server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid,
+                                   gid_t gid);
 /* The weight a client of this program gets (its configured one, or the default). */
 unsigned server_weight_for(const struct server *srv, const char *program);
 /* Control commands (control.c): answer one command line with text, malloc'd. */

@@ -10,6 +10,7 @@
 
 #include "executor.h"
 #include "gate.h"
+#include "msg_link.h"
 #include "vgpu/wire.h"
 
 struct server;
@@ -42,7 +43,7 @@ enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSI
 struct session {
     struct server *srv;
     uint64_t id;
-    int sock;
+    struct vgpu_msg_link link; /* to the client: a unix socket, or a vchan to a guest process */
     pid_t pid;
     uid_t uid;
     gid_t gid;
@@ -52,7 +53,13 @@ struct session {
     int64_t started_ns;
     struct vchannel *channels[VGPU_MAX_DEVICES]; /* guarded by the server's lock */
     int open_channels;                          /* channels whose poller has not finished */
-    bool socket_gone;
+    bool link_gone;
+    bool killed; /* to be closed by the server's loop (session_kill) */
+    /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i]. */
+    int vgpu_count;
+    uint8_t vgpu_device[VGPU_MAX_DEVICES];
+    unsigned vgpu_weight[VGPU_MAX_DEVICES];
+    int domid; /* the guest domain of a Xen session; -1 in host mode */
     struct session *next;
 };
 

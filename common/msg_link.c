@@ -1,6 +1,7 @@
 #include "msg_link.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "msg_socket.h"
@@ -18,6 +19,12 @@ static ssize_t sock_recv(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd
 
 static int sock_poll_fd(struct vgpu_msg_link *l) { return l->fd; }
 
+static int sock_alive(struct vgpu_msg_link *l)
+{
+    struct pollfd p = {.fd = l->fd, .events = POLLRDHUP};
+    return !(poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)));
+}
+
 static void sock_close(struct vgpu_msg_link *l)
 {
     if (l->fd >= 0)
@@ -25,7 +32,7 @@ static void sock_close(struct vgpu_msg_link *l)
     l->fd = -1;
 }
 
-static const struct vgpu_msg_link_ops socket_ops = {sock_send, sock_recv, sock_poll_fd, sock_close};
+static const struct vgpu_msg_link_ops socket_ops = {sock_send, sock_recv, sock_poll_fd, sock_alive, sock_close};
 
 void vgpu_msg_link_socket(struct vgpu_msg_link *l, int sock)
 {

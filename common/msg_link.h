@@ -19,6 +19,8 @@ struct vgpu_msg_link_ops {
     ssize_t (*recv)(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd, int timeout_ms);
     /* A descriptor that becomes readable when a message may have arrived. */
     int (*poll_fd)(struct vgpu_msg_link *l);
+    /* The peer is still there (cheap enough to ask every few milliseconds). */
+    int (*alive)(struct vgpu_msg_link *l);
     void (*close)(struct vgpu_msg_link *l);
 };
 

@@ -122,6 +122,12 @@ static int vl_poll_fd(struct vgpu_msg_link *l)
     return c->x->libxenvchan_fd_for_select(c->v);
 }
 
+static int vl_alive(struct vgpu_msg_link *l)
+{
+    struct vchan_link *c = l->priv;
+    return c->x->libxenvchan_is_open(c->v) != 0;
+}
+
 static void vl_close(struct vgpu_msg_link *l)
 {
     struct vchan_link *c = l->priv;
@@ -133,7 +139,7 @@ static void vl_close(struct vgpu_msg_link *l)
     l->priv = NULL;
 }
 
-static const struct vgpu_msg_link_ops vchan_ops = {vl_send, vl_recv, vl_poll_fd, vl_close};
+static const struct vgpu_msg_link_ops vchan_ops = {vl_send, vl_recv, vl_poll_fd, vl_alive, vl_close};
 
 static int finish(struct vgpu_msg_link *l, const struct vgpu_xenlib *x, struct libxenvchan *v)
 {
