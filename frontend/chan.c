@@ -48,8 +48,7 @@ static int chan_check(struct fe_chan *ch)
     if (now - last_poll < 5000000)
         return 0;
     last_poll = now;
-    struct pollfd p = {.fd = fe.sock, .events = POLLRDHUP};
-    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+    if (!fe.link.ops->alive(&fe.link)) {
         LOG_ERROR("lost the connection to vgpud");
         atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;

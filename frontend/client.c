@@ -13,7 +13,7 @@
 
 struct fe_state fe = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
-    .sock = -1,
+    .link = {.fd = -1},
     .init_result = CUDA_ERROR_NOT_INITIALIZED,
 };
 
@@ -71,11 +71,13 @@ CUresult fe_connect_locked(void)
     if (fe.connected)
         return CUDA_SUCCESS;
     const char *path = vgpu_socket_path(NULL);
+    struct vgpu_msg_link link;
     int s = vgpu_socket_connect(path);
     if (s < 0) {
         LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-s));
         return CUDA_ERROR_NO_DEVICE;
     }
+    vgpu_msg_link_socket(&link, s);
     struct vgpu_msg_hello hello;
     memset(&hello, 0, sizeof hello);
     vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
@@ -84,23 +86,23 @@ CUresult fe_connect_locked(void)
     size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;
-    if (buf && vgpu_msg_send(s, &hello, sizeof hello, -1) == 0)
-        n = vgpu_msg_recv(s, buf, cap, NULL, 10000);
+    if (buf && link.ops->send(&link, &hello, sizeof hello, -1) == 0)
+        n = link.ops->recv(&link, buf, cap, NULL, 10000);
     struct vgpu_msg_welcome w;
     if (n < (ssize_t)sizeof w || vgpu_msg_check(buf, (size_t)n, VGPU_MSG_WELCOME, sizeof w)) {
         LOG_WARN("vgpud at %s did not welcome us", path);
         free(buf);
-        close(s);
+        link.ops->close(&link);
         return CUDA_ERROR_NO_DEVICE;
     }
     memcpy(&w, buf, sizeof w);
     if (w.hdr.status != CUDA_SUCCESS || w.device_count > VGPU_MAX_DEVICES ||
         (size_t)n != sizeof w + w.device_count * sizeof(struct vgpu_device_info)) {
         free(buf);
-        close(s);
+        link.ops->close(&link);
         return CUDA_ERROR_NO_DEVICE;
     }
-    fe.sock = s;
+    fe.link = link;
     fe.driver_version = w.driver_version;
     fe.device_count = (int)w.device_count;
     memcpy(fe.executor, w.executor, sizeof fe.executor);
@@ -165,8 +167,8 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     struct vgpu_msg_channel m;
     int fd = -1;
     ssize_t n = -EIO;
-    if (vgpu_msg_send(fe.sock, &req, sizeof req, -1) == 0)
-        n = vgpu_msg_recv(fe.sock, &m, sizeof m, &fd, 10000);
+    if (fe.link.ops->send(&fe.link, &req, sizeof req, -1) == 0)
+        n = fe.link.ops->recv(&fe.link, &m, sizeof m, &fd, 10000);
     if (n == (ssize_t)sizeof(struct vgpu_msg_hdr)) {
         struct vgpu_msg_hdr h;
         memcpy(&h, &m, sizeof h);

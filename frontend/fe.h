@@ -16,6 +16,7 @@
 #include <cuda.h>
 
 #include "channel.h"
+#include "msg_link.h"
 #include "cubin.h"
 #include "ranges.h"
 #include "transport.h"
@@ -126,7 +127,9 @@ struct fe_device {
 
 struct fe_state {
     pthread_mutex_t mu;
-    int sock;
+    struct vgpu_msg_link link; /* to vgpud: its unix socket, or a vchan to dom0 under Xen */
+    bool xen;                  /* channels live in granted pages with event channels */
+    uint32_t backend_domid;
     CUresult init_result; /* of cuInit; CUDA_ERROR_NOT_INITIALIZED before */
     bool connected;
     bool forked; /* this process is a child forked after connecting */
