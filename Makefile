@@ -107,10 +107,10 @@ $(LIBXEN): $(XEN_OBJ)
 
 # The frontend is a drop-in libcuda.so.1: unversioned exports like the real one, and internal
 # references bound inside the library so that an application's symbols cannot divert them.
-$(FRONTEND): $(FRONTEND_OBJ) $(LIBCOMMON) frontend/exports.map
+$(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=frontend/exports.map \
-		-o $@ $(FRONTEND_OBJ) $(LIBCOMMON) \
+		-o $@ $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) \
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 

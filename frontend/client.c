@@ -10,6 +10,7 @@
 #include "log.h"
 #include "msg_socket.h"
 #include "units.h"
+#include "xenlib.h"
 
 struct fe_state fe = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -72,12 +73,20 @@ CUresult fe_connect_locked(void)
         return CUDA_SUCCESS;
     const char *path = vgpu_socket_path(NULL);
     struct vgpu_msg_link link;
-    int s = vgpu_socket_connect(path);
-    if (s < 0) {
-        LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-s));
-        return CUDA_ERROR_NO_DEVICE;
+    /* Inside a Xen guest that dom0 offers a vGPU, through Xen; otherwise through the host socket. */
+    bool xen = false;
+    if (!getenv("VGPU_SOCKET") && vgpu_xen_present() && fe_xen_connect(&link, &fe.backend_domid) == 0) {
+        xen = true;
+        path = "dom0 (vchan)";
     }
-    vgpu_msg_link_socket(&link, s);
+    if (!xen) {
+        int s = vgpu_socket_connect(path);
+        if (s < 0) {
+            LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-s));
+            return CUDA_ERROR_NO_DEVICE;
+        }
+        vgpu_msg_link_socket(&link, s);
+    }
     struct vgpu_msg_hello hello;
     memset(&hello, 0, sizeof hello);
     vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
@@ -103,6 +112,7 @@ CUresult fe_connect_locked(void)
         return CUDA_ERROR_NO_DEVICE;
     }
     fe.link = link;
+    fe.xen = xen;
     fe.driver_version = w.driver_version;
     fe.device_count = (int)w.device_count;
     memcpy(fe.executor, w.executor, sizeof fe.executor);
@@ -148,7 +158,9 @@ CUresult fe_device(CUdevice dev, struct fe_device **out)
 
 static void chan_free(struct fe_chan *ch)
 {
-    if (ch->base && ch->base != MAP_FAILED)
+    if (fe.xen)
+        fe_xen_channel_release(ch);
+    else if (ch->base && ch->base != MAP_FAILED)
         munmap(ch->base, ch->map_size);
     free(ch->rsp_buf);
     free(ch);
@@ -161,7 +173,8 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     memset(&req, 0, sizeof req);
     vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
     req.device = (uint32_t)device;
-    req.data_size = fe_cfg.data_area;
+    /* Granted pages are scarce (README: Xen grant limits): a smaller data area by default. */
+    req.data_size = fe_cfg.data_area ? fe_cfg.data_area : fe.xen ? VGPU_XEN_DATA_AREA : 0;
     req.slot_size = fe_cfg.slot_size;
     req.slot_count = fe_cfg.slot_count;
     struct vgpu_msg_channel m;
@@ -174,7 +187,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
         memcpy(&h, &m, sizeof h);
         return h.status ? (CUresult)h.status : CUDA_ERROR_UNKNOWN;
     }
-    if (n != (ssize_t)sizeof m || vgpu_msg_check(&m, sizeof m, VGPU_MSG_CHANNEL, sizeof m) || fd < 0) {
+    if (n != (ssize_t)sizeof m || vgpu_msg_check(&m, sizeof m, VGPU_MSG_CHANNEL, sizeof m) || (fd < 0) != fe.xen) {
         if (fd >= 0)
             close(fd);
         LOG_ERROR("vgpud refused a channel for device %d", device);
@@ -185,19 +198,28 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     struct fe_chan *ch = calloc(1, sizeof *ch);
     if (!ch || vgpu_channel_layout_check(&l)) {
         free(ch);
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     ch->device = device;
     ch->map_size = l.map_size;
-    ch->base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    if (fe.xen) {
+        CUresult r = fe_xen_channel_memory(ch, m.channel, l.map_size);
+        if (r != CUDA_SUCCESS) {
+            free(ch);
+            return r;
+        }
+    } else {
+        ch->base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        ch->transport.ops = &vgpu_host_transport_ops;
+    }
     ch->rsp_buf = malloc(VGPU_MAX_RECORD);
     if (ch->base == MAP_FAILED || !ch->rsp_buf || vgpu_channel_map_attach(&ch->map, ch->base, &l, false)) {
         chan_free(ch);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ch->transport.ops = &vgpu_host_transport_ops;
     pthread_mutex_init(&ch->send_mu, NULL);
     pthread_mutex_init(&ch->recv_mu, NULL);
     pthread_cond_init(&ch->recv_cv, NULL);

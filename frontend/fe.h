@@ -20,6 +20,7 @@
 #include "cubin.h"
 #include "ranges.h"
 #include "transport.h"
+#include "xen_transport.h"
 #include "vgpu/calls.h"
 #include "vgpu/wire.h"
 
@@ -67,6 +68,9 @@ struct fe_chan {
     pthread_mutex_t ranges_mu; /* device ranges of this vGPU (client's copy) */
     struct vgpu_ranges ranges;
     _Atomic int dead; /* CUresult the channel died with, 0 while alive */
+    /* Under Xen: the pages this process granted to vgpud for the channel, and its doorbell. */
+    struct vgpu_xen_grant grant;
+    struct vgpu_xen_evtchn evtchn;
 };
 
 struct fe_extent {
@@ -141,6 +145,15 @@ struct fe_state {
 
 extern struct fe_state fe;
 
+/* The data area a Xen guest asks for unless VGPU_DATA_AREA says otherwise. */
+#define VGPU_XEN_DATA_AREA (32ull << 20)
+
+/* Under Xen (xen_client.c): serve this process's control vchan to the backend that offers the
+ * guest a vGPU; -ENODEV when there is no such offer. */
+int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend);
+/* Grant a channel's memory and offer its doorbell to the backend (after VGPU_MSG_CHANNEL). */
+CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_size);
+void fe_xen_channel_release(struct fe_chan *ch);
 /* Connect to vgpud if not done yet (cuInit and cuDriverGetVersion); _locked with fe.mu held. */
 CUresult fe_connect(void);
 CUresult fe_connect_locked(void);

@@ -127,7 +127,9 @@ enum vgpu_msg_type {
     VGPU_MSG_OPEN_CHANNEL = 3, /* client -> server */
     VGPU_MSG_CHANNEL = 4,      /* server -> client, with the channel's memory as an fd */
     VGPU_MSG_CONTROL = 5,      /* control client -> server: a command line */
-    VGPU_MSG_CONTROL_REPLY = 6 /* server -> control client: text (JSON) */
+    VGPU_MSG_CONTROL_REPLY = 6, /* server -> control client: text (JSON) */
+    VGPU_MSG_GRANTS = 7         /* Xen guest -> server: the channel's pages and doorbell; answered
+                                 * by a header of the same type with the status */
 };
 
 enum vgpu_role { VGPU_ROLE_CLIENT = 1, VGPU_ROLE_CONTROL = 2 };
@@ -196,6 +198,17 @@ struct vgpu_msg_channel {
     uint32_t rsp_off, rsp_size;
     uint64_t data_off, data_size;
     uint32_t slot_count, slot_size;
+};
+
+/* Under Xen the guest provides a channel's memory: after VGPU_MSG_CHANNEL (which then carries no
+ * descriptor) it grants map_size / 4096 pages and offers an event channel to the backend. */
+struct vgpu_msg_grants {
+    struct vgpu_msg_hdr hdr;
+    uint32_t channel;
+    uint32_t pages;
+    uint32_t port; /* the guest's unbound event-channel port, for the backend to bind */
+    uint32_t reserved;
+    /* followed by pages x uint32_t grant references, in page order */
 };
 
 struct vgpu_msg_control {

@@ -1,0 +1,129 @@
+/* The frontend inside a Xen guest: it finds the vGPU dom0 offers the guest in xenstore, serves its
+ * own control vchan for vgpud to connect to, and grants each channel's pages and event channel. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fe.h"
+#include "log.h"
+#include "msg_socket.h"
+#include "vchan_link.h"
+#include "xenbus.h"
+
+#define OFFER_WAIT_MS 10000
+
+static char *xs_get(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
+{
+    unsigned len = 0;
+    return x->xs_read(xs, XBT_NULL, path, &len);
+}
+
+static long xs_number(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
+{
+    char *v = xs_get(x, xs, path);
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (!v || end == v || *end)
+        n = -1;
+    free(v);
+    return n;
+}
+
+int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
+{
+    const char *why = NULL;
+    const struct vgpu_xenlib *x = vgpu_xenlib(&why);
+    if (!x) {
+        LOG_DEBUG("xen: %s", why);
+        return -ENODEV;
+    }
+    struct xs_handle *xs = x->xs_open(0);
+    if (!xs)
+        return -ENODEV;
+    int r = -ENODEV;
+    long self = xs_number(x, xs, "domid");
+    char front[96], path[160];
+    if (self < 0)
+        goto out;
+    vgpu_xb_frontend_path(front, sizeof front, (uint32_t)self);
+    snprintf(path, sizeof path, "%s/backend-id", front);
+    long back = xs_number(x, xs, path);
+    if (back < 0)
+        goto out; /* no vGPU offered to this guest */
+    /* vgpud watches for sessions once it says InitWait (or Connected); a guest that boots quickly
+     * may get here first. */
+    snprintf(path, sizeof path, "/local/domain/%ld/backend/vgpu/%ld/0/state", back, self);
+    for (int waited = 0;; waited += 50) {
+        long state = xs_number(x, xs, path);
+        if (state == VGPU_XB_INIT_WAIT || state == VGPU_XB_CONNECTED)
+            break;
+        if (waited >= OFFER_WAIT_MS) {
+            LOG_WARN("xen: dom%ld offers a vGPU but does not serve it (state %ld)", back, state);
+            goto out;
+        }
+        usleep(50000);
+    }
+    snprintf(path, sizeof path, "%s/sessions/%d", front, (int)getpid());
+    r = vgpu_vchan_link_serve(link, x, (uint32_t)back, path);
+    if (r == 0) {
+        *backend = (uint32_t)back;
+        LOG_DEBUG("xen: control vchan at %s for dom%ld", path, back);
+    } else {
+        LOG_WARN("xen: cannot serve a control vchan at %s: %s", path, strerror(-r));
+    }
+out:
+    x->xs_close(xs);
+    return r;
+}
+
+CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_size)
+{
+    const struct vgpu_xenlib *x = vgpu_xenlib(NULL);
+    uint32_t port = 0;
+    int r = x ? vgpu_xen_grant_share(&ch->grant, x, fe.backend_domid, map_size) : -ENODEV;
+    if (r == 0)
+        r = vgpu_xen_evtchn_offer(&ch->evtchn, x, fe.backend_domid, &port);
+    if (r) {
+        LOG_ERROR("xen: cannot grant %zu KiB of channel memory to dom%u: %s (see README: Xen grant limits)",
+                  map_size >> 10, fe.backend_domid, strerror(-r));
+        fe_xen_channel_release(ch);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t size = sizeof(struct vgpu_msg_grants) + (size_t)ch->grant.pages * sizeof(uint32_t);
+    uint8_t *msg = calloc(1, size);
+    if (!msg) {
+        fe_xen_channel_release(ch);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct vgpu_msg_grants *g = (struct vgpu_msg_grants *)msg;
+    vgpu_msg_init(&g->hdr, VGPU_MSG_GRANTS, (uint32_t)size);
+    g->channel = channel;
+    g->pages = ch->grant.pages;
+    g->port = port;
+    memcpy(msg + sizeof *g, ch->grant.refs, (size_t)ch->grant.pages * sizeof(uint32_t));
+    struct vgpu_msg_hdr answer;
+    ssize_t n = -EIO;
+    if (fe.link.ops->send(&fe.link, msg, size, -1) == 0)
+        n = fe.link.ops->recv(&fe.link, &answer, sizeof answer, NULL, 10000);
+    free(msg);
+    if (n != (ssize_t)sizeof answer || vgpu_msg_check(&answer, sizeof answer, VGPU_MSG_GRANTS, sizeof answer) ||
+        answer.status != CUDA_SUCCESS) {
+        LOG_ERROR("xen: vgpud did not map the channel's memory (status %d)",
+                  n == (ssize_t)sizeof answer ? answer.status : -1);
+        fe_xen_channel_release(ch);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    ch->base = ch->grant.base;
+    ch->map_size = map_size;
+    ch->transport.ops = &vgpu_xen_transport_ops;
+    ch->transport.priv = &ch->evtchn;
+    return CUDA_SUCCESS;
+}
+
+void fe_xen_channel_release(struct fe_chan *ch)
+{
+    vgpu_xen_evtchn_close(&ch->evtchn);
+    vgpu_xen_grant_release(&ch->grant);
+    ch->base = NULL;
+}
