@@ -164,7 +164,7 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     uint32_t id = ++srv->next_channel;
-    struct vchannel *ch = vchannel_open(s, id, device, &l);
+    struct vchannel *ch = vchannel_open(s, id, device, &l, NULL);
     if (!ch)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
     gate_join(srv->gates ? &srv->gates[device] : NULL, &ch->gate, id, weight, &ch->closing);

@@ -422,11 +422,15 @@ static void *poller_main(void *arg)
 
 /* ---------------------------------------------------------------- life cycle */
 
-struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l)
+struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
+                               const struct vchannel_memory *mem)
 {
     struct vchannel *ch = calloc(1, sizeof *ch);
-    if (!ch)
+    if (!ch) {
+        if (mem)
+            mem->release((struct vchannel_memory *)mem);
         return NULL;
+    }
     ch->session = s;
     ch->id = id;
     ch->device = device;
@@ -447,14 +451,22 @@ struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const
         goto fail;
     for (uint32_t i = 0; i < VGPU_MAX_SLOTS; i++)
         slot_cbs(ch)[i] = (struct slot_cb){ch, i};
-    char name[32];
-    snprintf(name, sizeof name, "vgpu-channel-%u", id);
-    ch->memfd = memfd_create(name, MFD_CLOEXEC);
-    if (ch->memfd < 0 || ftruncate(ch->memfd, (off_t)l->map_size) < 0)
-        goto fail;
-    ch->base = mmap(NULL, l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, ch->memfd, 0);
-    if (ch->base == MAP_FAILED)
-        goto fail;
+    if (mem) {
+        ch->mem = *mem;
+        ch->transport = mem->transport;
+        if (mem->size < l->map_size)
+            goto fail;
+        ch->base = mem->base;
+    } else {
+        char name[32];
+        snprintf(name, sizeof name, "vgpu-channel-%u", id);
+        ch->memfd = memfd_create(name, MFD_CLOEXEC);
+        if (ch->memfd < 0 || ftruncate(ch->memfd, (off_t)l->map_size) < 0)
+            goto fail;
+        ch->base = mmap(NULL, l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, ch->memfd, 0);
+        if (ch->base == MAP_FAILED)
+            goto fail;
+    }
     ch->map_size = l->map_size;
     if (vgpu_channel_map_attach(&ch->map, ch->base, l, true))
         goto fail;
@@ -475,7 +487,8 @@ int vchannel_memfd(struct vchannel *ch) { return ch->memfd; }
 
 void vchannel_start(struct vchannel *ch)
 {
-    close(ch->memfd);
+    if (ch->memfd >= 0)
+        close(ch->memfd);
     ch->memfd = -1;
     /* Once the poller runs it may finish, and the channel be freed, at any moment: nothing here
      * touches the channel after it starts. */
@@ -508,7 +521,9 @@ void vchannel_free(struct vchannel *ch)
         srv_table_free(&ch->tables[k]);
     vgpu_ranges_free(&ch->ranges);
     free(ch->regs);
-    if (ch->base != MAP_FAILED)
+    if (ch->mem.release)
+        ch->mem.release(&ch->mem);
+    else if (ch->base != MAP_FAILED)
         munmap(ch->base, ch->map_size);
     if (ch->memfd >= 0)
         close(ch->memfd);

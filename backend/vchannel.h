@@ -32,6 +32,16 @@ struct host_reg {
     int staging;           /* the staging slots, registered when the channel opens */
 };
 
+/* Memory a channel lives in when vgpud did not create it (a guest's granted pages), with the
+ * doorbell that goes with it; release() gives both back when the channel is freed. */
+struct vchannel_memory {
+    void *base;
+    size_t size;
+    struct vgpu_transport transport;
+    void (*release)(struct vchannel_memory *m);
+    void *owner; /* for release() */
+};
+
 struct vchannel {
     struct session *session;
     uint32_t id;
@@ -40,6 +50,7 @@ struct vchannel {
     bool host_code; /* the client may load emu modules (code that runs inside vgpud) */
 
     /* memory shared with the client */
+    struct vchannel_memory mem; /* release NULL: the memfd below */
     int memfd;
     void *base;
     size_t map_size;
@@ -68,8 +79,10 @@ struct vchannel {
     struct vchannel_stats stats;
 };
 
-/* Create the channel's memory for a layout. Returns NULL on failure. */
-struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l);
+/* Create a channel for a layout: in a fresh memfd (mem NULL; host mode, for the client to map), or
+ * in the given memory. Returns NULL on failure (mem is then released). */
+struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
+                               const struct vchannel_memory *mem);
 /* The descriptor of the channel's memory, for handing to the client; closed by vchannel_start. */
 int vchannel_memfd(struct vchannel *ch);
 /* Start serving. Whatever happens, the channel ends with session_channel_gone(). */
