@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,16 +47,24 @@ static void destroy(struct xentoollog_logger *l) { (void)l; }
 
 static struct xentoollog_logger logger = {.vmessage = forward, .progress = progress, .destroy = destroy};
 
+/* Open every library of a group, each by the first of its names that loads. */
+static bool open_libraries(const char *const (*names)[6], size_t count, void **handles)
+{
+    for (size_t i = 0; i < count; i++) {
+        for (size_t k = 0; k < 6 && names[i][k] && !handles[i]; k++)
+            handles[i] = dlopen(names[i][k], RTLD_NOW | RTLD_LOCAL);
+        if (!handles[i])
+            return false;
+    }
+    return true;
+}
+
 static void load(void)
 {
     void *handles[sizeof library_names / sizeof library_names[0]] = {0};
-    for (size_t i = 0; i < sizeof library_names / sizeof library_names[0]; i++) {
-        for (size_t k = 0; k < 6 && library_names[i][k] && !handles[i]; k++)
-            handles[i] = dlopen(library_names[i][k], RTLD_NOW | RTLD_LOCAL);
-        if (!handles[i]) {
-            failure = "Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan) are not installed";
-            return;
-        }
+    if (!open_libraries(library_names, sizeof handles / sizeof handles[0], handles)) {
+        failure = "Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan) are not installed";
+        return;
     }
 #define RESOLVE(name)                                                                                  \
     for (size_t i = 0; !lib.name && i < sizeof handles / sizeof handles[0]; i++)                       \
@@ -76,6 +85,43 @@ const struct vgpu_xenlib *vgpu_xenlib(const char **why)
     if (!loaded && why)
         *why = failure;
     return loaded;
+}
+
+static const char *const toolstack_names[][6] = {
+    {"libxenlight.so.4.17", "libxenlight.so.4.18", "libxenlight.so.4.19", "libxenlight.so.4.20", "libxenlight.so"},
+    {"libxlutil.so.4.17", "libxlutil.so.4.18", "libxlutil.so.4.19", "libxlutil.so.4.20", "libxlutil.so"},
+};
+
+static struct vgpu_xen_toolstack toolstack;
+static const struct vgpu_xen_toolstack *toolstack_loaded;
+static const char *toolstack_failure;
+static pthread_once_t toolstack_once = PTHREAD_ONCE_INIT;
+
+static void load_toolstack(void)
+{
+    void *handles[sizeof toolstack_names / sizeof toolstack_names[0]] = {0};
+    if (!open_libraries(toolstack_names, sizeof handles / sizeof handles[0], handles)) {
+        toolstack_failure = "Xen's toolstack libraries (libxenlight, libxlutil) are not installed";
+        return;
+    }
+#define RESOLVE(name)                                                                                  \
+    for (size_t i = 0; !toolstack.name && i < sizeof handles / sizeof handles[0]; i++)                 \
+        toolstack.name = (__typeof__(name) *)dlsym(handles[i], #name);                                 \
+    if (!toolstack.name) {                                                                             \
+        toolstack_failure = "Xen's toolstack libraries lack " #name;                                   \
+        return;                                                                                        \
+    }
+    VGPU_XEN_TOOLSTACK_FUNCS(RESOLVE)
+#undef RESOLVE
+    toolstack_loaded = &toolstack;
+}
+
+const struct vgpu_xen_toolstack *vgpu_xen_toolstack(const char **why)
+{
+    pthread_once(&toolstack_once, load_toolstack);
+    if (!toolstack_loaded && why)
+        *why = toolstack_failure;
+    return toolstack_loaded;
 }
 
 int vgpu_xen_present(void)

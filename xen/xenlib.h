@@ -6,6 +6,8 @@
 #define VGPU_XENLIB_H
 
 #include <libxenvchan.h>
+#include <libxl.h>
+#include <libxlutil.h>
 #include <xenevtchn.h>
 #include <xengnttab.h>
 #include <xenstore.h>
@@ -14,7 +16,8 @@
 /* What every Xen path needs: guests and dom0 alike. */
 #define VGPU_XEN_CORE_FUNCS(X)                                                                         \
     X(xs_open) X(xs_close) X(xs_read) X(xs_write) X(xs_rm) X(xs_mkdir) X(xs_set_permissions)           \
-    X(xs_watch) X(xs_unwatch) X(xs_read_watch) X(xs_fileno) X(xs_directory) X(xs_get_domain_path)     \
+    X(xs_watch) X(xs_unwatch) X(xs_read_watch) X(xs_check_watch) X(xs_fileno) X(xs_directory)          \
+    X(xs_get_domain_path)                                                                              \
     X(xengnttab_open) X(xengnttab_close) X(xengnttab_map_domain_grant_refs) X(xengnttab_unmap)         \
     X(xengntshr_open) X(xengntshr_close) X(xengntshr_share_pages) X(xengntshr_unshare)                \
     X(xenevtchn_open) X(xenevtchn_close) X(xenevtchn_fd) X(xenevtchn_notify)                           \
@@ -34,6 +37,20 @@ struct vgpu_xenlib {
 
 /* The libraries, loaded once; NULL when they cannot be (the reason in *why). Thread-safe. */
 const struct vgpu_xenlib *vgpu_xenlib(const char **why);
+
+/* dom0's toolstack: a domain's xl configuration (libxl keeps it as userdata "xl") and the parser
+ * of its syntax, libxlutil. */
+#define VGPU_XEN_TOOLSTACK_FUNCS(X)                                                                    \
+    X(libxl_ctx_alloc) X(libxl_ctx_free) X(libxl_userdata_retrieve) X(xlu_cfg_init) X(xlu_cfg_readdata) \
+    X(xlu_cfg_get_list) X(xlu_cfg_get_listitem) X(xlu_cfg_destroy)
+
+struct vgpu_xen_toolstack {
+#define VGPU_XEN_POINTER(name) __typeof__(name) *name;
+    VGPU_XEN_TOOLSTACK_FUNCS(VGPU_XEN_POINTER)
+#undef VGPU_XEN_POINTER
+};
+
+const struct vgpu_xen_toolstack *vgpu_xen_toolstack(const char **why);
 
 /* Running as a Xen guest or dom0 (there is a xenbus to talk to)? No library is needed to ask. */
 int vgpu_xen_present(void);
