@@ -36,7 +36,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
-	-Iinclude -Icommon -Isched -Ixen -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
+	-Iinclude -Icommon -Isched -Ixen -Iassembly -I$(O)/gen -isystem $(CUDA_HOME)/include $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 DEPFLAGS = -MMD -MP
 
@@ -49,6 +49,7 @@ FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
 SCHED_SRC := $(sort $(wildcard sched/*.c))
 XEN_SRC := $(sort $(wildcard xen/*.c))
+ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
 	$(O)/gen/vgpu_driver_trace.c
 
@@ -58,10 +59,12 @@ FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_export
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
 SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
 XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
+ASSEMBLY_OBJ := $(ASSEMBLY_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
 LIBSCHED := $(O)/lib/libvgpusched.a
 LIBXEN := $(O)/lib/libvgpuxen.a
+LIBASSEMBLY := $(O)/lib/libvgpuassembly.a
 FRONTEND := $(O)/lib/libcuda.so.1
 VGPUD := $(O)/bin/vgpud
 VGPU_RUN := $(O)/bin/vgpu-run
@@ -100,6 +103,10 @@ $(LIBSCHED): $(SCHED_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+$(LIBASSEMBLY): $(ASSEMBLY_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
 # The Xen transport and xenstore helpers; Xen's libraries are loaded at run time (xen/xenlib.h).
 $(LIBXEN): $(XEN_OBJ)
 	@mkdir -p $(@D)
@@ -114,7 +121,7 @@ $(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 
-$(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBCOMMON)
+$(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl -lm
 

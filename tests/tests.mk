@@ -37,7 +37,7 @@ include tests/apps/apps.mk
 # ---- unit tests
 UNIT_SRC := $(sort $(wildcard tests/unit/check_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(TEST_O)/unit/%)
-$(TEST_O)/unit/%: $(O)/obj/tests/unit/%.o $(LIBSCHED) $(LIBCOMMON)
+$(TEST_O)/unit/%: $(O)/obj/tests/unit/%.o $(LIBSCHED) $(LIBASSEMBLY) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(PKG_LIBS) -ldl -lm
 
