@@ -14,6 +14,8 @@
 #include "log.h"
 #include "msg_socket.h"
 #include "vchannel.h"
+#include "xen_guests.h"
+#include "xen_transport.h"
 
 /* ---------------------------------------------------------------- session services */
 
@@ -21,7 +23,10 @@ const struct server_options *session_options(struct session *s) { return &s->srv
 
 struct vgpu_exec *session_executor(struct session *s) { return s->srv->x; }
 
-bool session_may_run_host_code(struct session *s) { return s->srv->opt.any_user_host_code || s->uid == getuid(); }
+bool session_may_run_host_code(struct session *s)
+{
+    return s->srv->opt.any_user_host_code || (s->domid < 0 && s->uid == getuid());
+}
 
 pid_t session_pid(struct session *s) { return s->pid; }
 
@@ -142,6 +147,27 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     return e;
 }
 
+/* A channel of the session's vGPU vgpu, in mem (NULL: a fresh memfd), known to the session; the
+ * caller answers the client, then starts it. */
+static struct vchannel *add_channel(struct server *srv, struct session *s, int vgpu, uint32_t id,
+                                    const struct vgpu_channel_layout *l, const struct vchannel_memory *mem)
+{
+    int device = s->vgpu_device[vgpu];
+    unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu] : server_weight_for(srv, s->program);
+    struct vchannel *ch = vchannel_open(s, id, device, l, mem);
+    if (!ch)
+        return NULL;
+    gate_join(srv->gates ? &srv->gates[device] : NULL, &ch->gate, id, weight, &ch->closing);
+    /* Known to the session before its poller runs, so that the poller may end at any time. */
+    pthread_mutex_lock(&srv->mu);
+    s->channels[vgpu] = ch;
+    s->open_channels++;
+    pthread_mutex_unlock(&srv->mu);
+    LOG_DEBUG("session %llu: channel %u of vGPU %d on device %d, data area %llu MiB", (unsigned long long)s->id, id,
+              vgpu, device, (unsigned long long)(l->data_size >> 20));
+    return ch;
+}
+
 static int on_open_channel(struct server *srv, struct session *s, const void *buf, size_t len)
 {
     if (vgpu_msg_check(buf, len, VGPU_MSG_OPEN_CHANNEL, sizeof(struct vgpu_msg_open_channel)))
@@ -150,37 +176,61 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     memcpy(&req, buf, sizeof req);
     if (req.device >= (uint32_t)s->vgpu_count)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_DEVICE);
-    int device = s->vgpu_device[req.device];
-    unsigned weight = s->vgpu_weight[req.device] ? s->vgpu_weight[req.device] : server_weight_for(srv, s->program);
     pthread_mutex_lock(&srv->mu);
-    bool busy = s->channels[req.device] != NULL;
+    bool busy = s->channels[req.device] != NULL || s->pending.active;
     pthread_mutex_unlock(&srv->mu);
     if (busy)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
-    uint64_t data = req.data_size;
-    if (data > srv->opt.max_data_area)
-        data = srv->opt.max_data_area;
+    bool guest = s->domid >= 0;
+    uint64_t cap = guest ? srv->opt.max_xen_data_area : srv->opt.max_data_area;
+    uint64_t data = req.data_size && req.data_size < cap ? req.data_size : cap;
     struct vgpu_channel_layout l;
     if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     uint32_t id = ++srv->next_channel;
-    struct vchannel *ch = vchannel_open(s, id, device, &l, NULL);
-    if (!ch)
-        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
-    gate_join(srv->gates ? &srv->gates[device] : NULL, &ch->gate, id, weight, &ch->closing);
-    /* Known to the session before its poller runs, so that the poller may end at any time. */
-    pthread_mutex_lock(&srv->mu);
-    s->channels[req.device] = ch;
-    s->open_channels++;
-    pthread_mutex_unlock(&srv->mu);
     struct vgpu_msg_channel m;
     memset(&m, 0, sizeof m);
     vgpu_msg_init(&m.hdr, VGPU_MSG_CHANNEL, sizeof m);
     m.channel = id;
     vgpu_channel_layout_to_msg(&l, &m);
-    LOG_DEBUG("session %llu: channel %u on device %u, data area %llu MiB", (unsigned long long)s->id, id,
-              req.device, (unsigned long long)(l.data_size >> 20));
+    if (guest) { /* the guest grants the memory next (VGPU_MSG_GRANTS) */
+        s->pending.active = true;
+        s->pending.vgpu = (int)req.device;
+        s->pending.id = id;
+        s->pending.layout = l;
+        return s->link.ops->send(&s->link, &m, sizeof m, -1);
+    }
+    struct vchannel *ch = add_channel(srv, s, (int)req.device, id, &l, NULL);
+    if (!ch)
+        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
     int e = s->link.ops->send(&s->link, &m, sizeof m, vchannel_memfd(ch));
+    vchannel_start(ch);
+    return e;
+}
+
+/* A guest's pages and doorbell for the channel it was just answered. Whatever the guest sends, a
+ * failure is an answer, not a crash: its references are checked by the hypervisor when mapped. */
+static int on_grants(struct server *srv, struct session *s, const void *buf, size_t len)
+{
+    struct vgpu_msg_grants g;
+    if (len < sizeof g || vgpu_msg_check(buf, len, VGPU_MSG_GRANTS, sizeof g))
+        return -EPROTO;
+    memcpy(&g, buf, sizeof g);
+    bool fits = s->pending.active && g.channel == s->pending.id &&
+                g.pages == (s->pending.layout.map_size + VGPU_XEN_PAGE - 1) / VGPU_XEN_PAGE &&
+                len == sizeof g + (size_t)g.pages * sizeof(uint32_t);
+    s->pending.active = false;
+    if (!fits)
+        return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_INVALID_VALUE);
+    struct vchannel_memory mem;
+    CUresult r = xen_channel_memory((uint32_t)s->domid, (const uint32_t *)((const uint8_t *)buf + sizeof g), g.pages,
+                                    g.port, &mem);
+    if (r != CUDA_SUCCESS)
+        return send_status(s, VGPU_MSG_GRANTS, r);
+    struct vchannel *ch = add_channel(srv, s, s->pending.vgpu, g.channel, &s->pending.layout, &mem);
+    if (!ch)
+        return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_OUT_OF_MEMORY);
+    int e = send_status(s, VGPU_MSG_GRANTS, CUDA_SUCCESS);
     vchannel_start(ch);
     return e;
 }
@@ -216,7 +266,7 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
 
 static void on_session_readable(struct server *srv, struct session *s)
 {
-    static uint8_t buf[64 * 1024];
+    static uint8_t buf[VGPU_MAX_MSG]; /* a guest's grant references come in one message */
     for (;;) {
         ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
         if (n == -EAGAIN || n == -EINTR)
@@ -238,6 +288,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
             e = on_hello(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CLIENT && type == VGPU_MSG_OPEN_CHANNEL)
             e = on_open_channel(srv, s, buf, (size_t)n);
+        else if (s->state == SESSION_CLIENT && type == VGPU_MSG_GRANTS && s->domid >= 0)
+            e = on_grants(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CONTROL && type == VGPU_MSG_CONTROL)
             e = on_control(srv, s, buf, (size_t)n);
     }
@@ -250,12 +302,12 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
     return 0;
 }
 
-struct session *server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid,
-                                   gid_t gid)
+uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
+                            const struct session_vgpus *vgpus)
 {
     struct session *s = calloc(1, sizeof *s);
     if (!s)
-        return NULL;
+        return 0;
     s->srv = srv;
     s->link = *link;
     s->pid = pid;
@@ -264,22 +316,52 @@ struct session *server_add_session(struct server *srv, const struct vgpu_msg_lin
     s->domid = -1;
     s->started_ns = vgpu_now_ns();
     strcpy(s->program, "?");
-    /* Host clients see every device as it is. */
-    s->vgpu_count = srv->device_count;
-    for (int i = 0; i < srv->device_count; i++)
-        s->vgpu_device[i] = (uint8_t)i;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
-    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, link->ops->poll_fd(&s->link), &ev) < 0) {
-        free(s);
-        return NULL;
+    if (vgpus) {
+        s->domid = vgpus->domid;
+        s->vgpu_count = vgpus->count;
+        memcpy(s->vgpu_device, vgpus->device, sizeof s->vgpu_device);
+        memcpy(s->vgpu_weight, vgpus->weight, sizeof s->vgpu_weight);
+    } else { /* host clients see every device as it is */
+        s->vgpu_count = srv->device_count;
+        for (int i = 0; i < srv->device_count; i++)
+            s->vgpu_device[i] = (uint8_t)i;
     }
+    /* Registered before the loop may see it, so that its first message finds it complete. */
     pthread_mutex_lock(&srv->mu);
-    s->id = ++srv->next_session;
+    uint64_t id = s->id = ++srv->next_session;
     s->next = srv->sessions;
     srv->sessions = s;
     srv->session_count++;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, link->ops->poll_fd(&s->link), &ev) < 0) {
+        srv->sessions = s->next;
+        srv->session_count--;
+        id = 0;
+        free(s);
+    }
     pthread_mutex_unlock(&srv->mu);
-    return s;
+    return id;
+}
+
+bool server_session_alive(struct server *srv, uint64_t id)
+{
+    pthread_mutex_lock(&srv->mu);
+    struct session *s = srv->sessions;
+    while (s && s->id != id)
+        s = s->next;
+    bool alive = s && !s->link_gone;
+    pthread_mutex_unlock(&srv->mu);
+    return alive;
+}
+
+void server_end_session(struct server *srv, uint64_t id)
+{
+    pthread_mutex_lock(&srv->mu);
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (s->id == id)
+            s->killed = true;
+    pthread_mutex_unlock(&srv->mu);
+    wake_loop(srv);
 }
 
 static void on_accept(struct server *srv)
@@ -297,7 +379,7 @@ static void on_accept(struct server *srv)
     }
     struct vgpu_msg_link link;
     vgpu_msg_link_socket(&link, fd);
-    if (!server_add_session(srv, &link, cred.pid, cred.uid, cred.gid))
+    if (!server_add_session(srv, &link, cred.pid, cred.uid, cred.gid, NULL))
         close(fd);
 }
 

@@ -18,6 +18,7 @@ struct server {
     int device_count;
     struct vgpu_device_info *devices;
     struct gate_device *gates; /* per device; NULL when scheduling is off */
+    struct xen_guests *xen;    /* guest discovery, in dom0 */
     int driver_version;
     int listen_fd, epoll_fd, wake_fd;
     volatile sig_atomic_t stopping;
@@ -40,9 +41,13 @@ int server_run(struct server *srv);
 void server_stop(struct server *srv);
 void server_fini(struct server *srv);
 
-/* A new client session over link (which it then owns), served by the loop; NULL on failure. */
-struct session *server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid,
-                                   gid_t gid);
+/* A new client session over link (which it then owns), served by the loop: a host process (vgpus
+ * NULL: every device) or a guest process (its domain's vGPUs). Returns its id, 0 on failure. */
+uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
+                            const struct session_vgpus *vgpus);
+/* Is session id still there? End it from anywhere (the loop closes it). */
+bool server_session_alive(struct server *srv, uint64_t id);
+void server_end_session(struct server *srv, uint64_t id);
 /* The weight a client of this program gets (its configured one, or the default). */
 unsigned server_weight_for(const struct server *srv, const char *program);
 /* Control commands (control.c): answer one command line with text, malloc'd. */

@@ -11,6 +11,7 @@
 #include "executor.h"
 #include "gate.h"
 #include "msg_link.h"
+#include "channel.h"
 #include "vgpu/wire.h"
 
 struct server;
@@ -35,7 +36,9 @@ struct server_options {
     uint32_t max_sessions;
     uint32_t max_contexts, max_streams, max_events, max_modules, max_functions;
     uint64_t max_data_area;
-    bool any_user_host_code; /* let every user load emu modules, not only vgpud's own */
+    bool any_user_host_code; /* let every user (and guest) load emu modules, not only vgpud's own */
+    int xen;                 /* serve Xen guests: -1 never, 0 when running in dom0, 1 required */
+    uint64_t max_xen_data_area; /* largest data area of a guest's channel (granted pages) */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSING };
@@ -60,7 +63,22 @@ struct session {
     uint8_t vgpu_device[VGPU_MAX_DEVICES];
     unsigned vgpu_weight[VGPU_MAX_DEVICES];
     int domid; /* the guest domain of a Xen session; -1 in host mode */
+    /* Xen: a channel answered but waiting for the guest's pages (VGPU_MSG_GRANTS). */
+    struct {
+        bool active;
+        int vgpu;
+        uint32_t id;
+        struct vgpu_channel_layout layout;
+    } pending;
     struct session *next;
+};
+
+/* What a Xen session's client may use: its domain and its vGPUs (from the domain's xl config). */
+struct session_vgpus {
+    int domid;
+    int count;
+    uint8_t device[VGPU_MAX_DEVICES];
+    unsigned weight[VGPU_MAX_DEVICES];
 };
 
 const struct server_options *session_options(struct session *s);

@@ -14,6 +14,7 @@
 #include "msg_socket.h"
 #include "server.h"
 #include "units.h"
+#include "xen_guests.h"
 
 static struct server the_server;
 
@@ -45,8 +46,10 @@ static void usage(FILE *f)
             "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
             "  --default-weight W     weight of the other clients (default 100)\n"
-            "  --any-user-host-code   let clients of any user load emu modules (host code run inside vgpud);\n"
-            "                         by default only clients of vgpud's own user may\n"
+            "  --any-user-host-code   let clients of any user, and guests, load emu modules (host code run\n"
+            "                         inside vgpud); by default only host clients of vgpud's own user may\n"
+            "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
+            "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
             "  --version, --help\n",
             VGPU_DEFAULT_SOCKET);
 }
@@ -73,12 +76,13 @@ int main(int argc, char **argv)
         .max_data_area = 4ull << 30,
         .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
         .default_weight = 100,
+        .max_xen_data_area = 64ull << 20,
     };
     const char *socket_path = NULL;
     bool foreground = false;
     int level = VGPU_LOG_INFO;
     enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-           O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT };
+           O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA };
     static const struct option longopts[] = {
         {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
         {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
@@ -89,7 +93,8 @@ int main(int argc, char **argv)
         {"image-cache", required_argument, 0, O_CACHE},   {"sched", required_argument, 0, O_SCHED},
         {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
         {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
-        {"default-weight", required_argument, 0, O_DEFWEIGHT},
+        {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
+        {"xen-max-data-area", required_argument, 0, O_XEN_DATA},
         {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
     };
     int c;
@@ -211,6 +216,22 @@ int main(int argc, char **argv)
             }
             opt.default_weight = (unsigned)v;
             break;
+        case O_XEN:
+            if (strcmp(optarg, "auto") == 0)
+                opt.xen = 0;
+            else if (strcmp(optarg, "on") == 0)
+                opt.xen = 1;
+            else if (strcmp(optarg, "off") == 0)
+                opt.xen = -1;
+            else {
+                fprintf(stderr, "vgpud: --xen is auto, on or off\n");
+                return 2;
+            }
+            break;
+        case O_XEN_DATA:
+            if (parse_size_opt("--xen-max-data-area", optarg, &opt.max_xen_data_area))
+                return 2;
+            break;
         case O_VER:
             printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);
             return 0;
@@ -267,7 +288,16 @@ int main(int argc, char **argv)
 
     struct vgpu_exec *x = vgpu_exec_create(&opt.exec);
     int rc = 1;
-    if (x && server_init(&the_server, &opt, x) == 0) {
+    bool serving = x && server_init(&the_server, &opt, x) == 0;
+    if (serving && opt.xen >= 0) { /* guests, when this is dom0 */
+        int e = xen_guests_start(&the_server);
+        if (e && opt.xen > 0) {
+            LOG_ERROR("--xen on: cannot serve Xen guests (%s)",
+                      e == -ENODEV ? "not dom0, or no Xen libraries" : strerror(-e));
+            serving = false;
+        }
+    }
+    if (serving) {
         chmod(opt.socket_path, 0666);
         if (ready[1] >= 0) {
             char ok = 1;
@@ -280,6 +310,7 @@ int main(int argc, char **argv)
     }
     if (ready[1] >= 0)
         close(ready[1]);
+    xen_guests_stop(&the_server);
     server_fini(&the_server);
     image_cache_clear();
     if (x)

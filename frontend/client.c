@@ -173,10 +173,16 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     memset(&req, 0, sizeof req);
     vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
     req.device = (uint32_t)device;
-    /* Granted pages are scarce (README: Xen grant limits): a smaller data area by default. */
-    req.data_size = fe_cfg.data_area ? fe_cfg.data_area : fe.xen ? VGPU_XEN_DATA_AREA : 0;
+    req.data_size = fe_cfg.data_area;
     req.slot_size = fe_cfg.slot_size;
     req.slot_count = fe_cfg.slot_count;
+    if (fe.xen) { /* granted pages are scarce: smaller defaults */
+        req.data_size = req.data_size ? req.data_size : VGPU_XEN_DATA_AREA;
+        req.slot_size = req.slot_size ? req.slot_size : VGPU_XEN_SLOT_SIZE;
+        req.slot_count = req.slot_count ? req.slot_count : VGPU_XEN_SLOT_COUNT;
+        req.req_size = VGPU_XEN_REQ_RING;
+        req.rsp_size = VGPU_XEN_RSP_RING;
+    }
     struct vgpu_msg_channel m;
     int fd = -1;
     ssize_t n = -EIO;

@@ -145,8 +145,13 @@ struct fe_state {
 
 extern struct fe_state fe;
 
-/* The data area a Xen guest asks for unless VGPU_DATA_AREA says otherwise. */
-#define VGPU_XEN_DATA_AREA (32ull << 20)
+/* What a Xen guest's channel asks for unless the VGPU_* variables say otherwise: every page is
+ * granted, and grants are scarce (README: Xen grant limits): about 6,200 pages in all. */
+#define VGPU_XEN_DATA_AREA (24ull << 20)
+#define VGPU_XEN_SLOT_COUNT 4u
+#define VGPU_XEN_SLOT_SIZE (1u << 20)
+#define VGPU_XEN_REQ_RING (256u << 10)
+#define VGPU_XEN_RSP_RING (64u << 10)
 
 /* Under Xen (xen_client.c): serve this process's control vchan to the backend that offers the
  * guest a vGPU; -ENODEV when there is no such offer. */

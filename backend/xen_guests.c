@@ -1,0 +1,453 @@
+#include "xen_guests.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bell.h"
+#include "log.h"
+#include "server.h"
+#include "vchan_link.h"
+#include "vchannel.h"
+#include "vgpu_spec.h"
+#include "xen_transport.h"
+#include "xenbus.h"
+
+/* How long a domain's xl configuration may take to appear after the domain does. */
+#define CONFIG_WAIT_NS (60ll * 1000000000ll)
+#define CONNECT_TRIES 20
+
+enum guest_state { GUEST_PENDING, GUEST_OFFERED, GUEST_IGNORED };
+
+struct guest_session {
+    char name[32];
+    uint64_t id;   /* vgpud's session, 0 while not connected */
+    int failures;  /* connection attempts that failed */
+};
+
+struct guest {
+    uint32_t domid;
+    enum guest_state state;
+    int64_t seen_ns;
+    struct session_vgpus vgpus;
+    char front[64], back[64], sessions[80], token[24];
+    struct guest_session s[VGPU_XEN_MAX_SESSIONS];
+    int nsessions;
+    bool seen; /* still listed in the last scan */
+    struct guest *next;
+};
+
+struct xen_guests {
+    struct server *srv;
+    const struct vgpu_xenlib *x;
+    const struct vgpu_xen_toolstack *t;
+    struct xs_handle *xs;
+    libxl_ctx *ctx;
+    int stop_fd;
+    pthread_t thread;
+    struct guest *guests;
+};
+
+/* ---------------------------------------------------------------- channel memory */
+
+struct xen_channel {
+    struct vgpu_xen_mapping map;
+    struct vgpu_xen_evtchn evtchn;
+};
+
+static void xen_channel_release(struct vchannel_memory *m)
+{
+    struct xen_channel *c = m->owner;
+    vgpu_xen_evtchn_close(&c->evtchn);
+    vgpu_xen_unmap(&c->map);
+    free(c);
+}
+
+CUresult xen_channel_memory(uint32_t domid, const uint32_t *refs, uint32_t pages, uint32_t port,
+                            struct vchannel_memory *out)
+{
+    const struct vgpu_xenlib *x = vgpu_xenlib(NULL);
+    struct xen_channel *c = x ? calloc(1, sizeof *c) : NULL;
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int r = vgpu_xen_map(&c->map, x, domid, refs, pages);
+    if (r == 0)
+        r = vgpu_xen_evtchn_bind(&c->evtchn, x, domid, port);
+    if (r) {
+        LOG_WARN("xen: dom%u: cannot map its channel (%u pages, port %u): %s", domid, pages, port, strerror(-r));
+        vgpu_xen_evtchn_close(&c->evtchn);
+        vgpu_xen_unmap(&c->map);
+        free(c);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = (struct vchannel_memory){
+        .base = c->map.base,
+        .size = (size_t)pages * VGPU_XEN_PAGE,
+        .transport = {.ops = &vgpu_xen_transport_ops, .priv = &c->evtchn},
+        .release = xen_channel_release,
+        .owner = c,
+    };
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- xenstore */
+
+static char *xs_get(struct xen_guests *g, const char *path)
+{
+    unsigned len = 0;
+    return g->x->xs_read(g->xs, XBT_NULL, path, &len);
+}
+
+static bool xs_put(struct xen_guests *g, const char *dir, const char *key, const char *value)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, key);
+    return g->x->xs_write(g->xs, XBT_NULL, path, value, (unsigned)strlen(value));
+}
+
+static void xs_put_number(struct xen_guests *g, const char *dir, const char *key, long v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%ld", v);
+    xs_put(g, dir, key, text);
+}
+
+/* ---------------------------------------------------------------- a guest's configuration */
+
+/* The vGPUs the domain's xl configuration asks for: 1 if any, 0 if none, -1 if not known yet. */
+static int read_config(struct xen_guests *g, struct guest *d)
+{
+    uint8_t *data = NULL;
+    int len = 0;
+    if (!g->ctx || g->t->libxl_userdata_retrieve(g->ctx, d->domid, "xl", &data, &len) || !data || len <= 0) {
+        free(data);
+        return -1;
+    }
+    char *report = NULL;
+    size_t report_len = 0;
+    FILE *rf = open_memstream(&report, &report_len);
+    XLU_Config *cfg = g->t->xlu_cfg_init(rf, "xl configuration");
+    int found = 0;
+    XLU_ConfigList *list = NULL;
+    int count = 0;
+    if (cfg && g->t->xlu_cfg_readdata(cfg, (const char *)data, len) == 0 &&
+        g->t->xlu_cfg_get_list(cfg, "vgpu", &list, &count, 1) == 0) {
+        d->vgpus.domid = (int)d->domid;
+        d->vgpus.count = 0;
+        found = 1;
+        for (int i = 0; i < count && found; i++) {
+            struct vgpu_spec spec;
+            char err[128];
+            const char *text = g->t->xlu_cfg_get_listitem(list, i);
+            if (vgpu_spec_parse(text, &spec, err, sizeof err) != 0) {
+                LOG_WARN("xen: dom%u: vgpu entry %d ('%s'): %s; no vGPU offered", d->domid, i, text ? text : "",
+                         err);
+                found = 0;
+            } else if (spec.device >= g->srv->device_count || d->vgpus.count == (int)VGPU_MAX_DEVICES) {
+                LOG_WARN("xen: dom%u: vgpu entry %d asks for device %d; this host has %d", d->domid, i, spec.device,
+                         g->srv->device_count);
+                found = 0;
+            } else {
+                d->vgpus.device[d->vgpus.count] = (uint8_t)spec.device;
+                d->vgpus.weight[d->vgpus.count] = spec.weight;
+                d->vgpus.count++;
+            }
+        }
+        if (found && d->vgpus.count == 0)
+            found = 0;
+    }
+    if (cfg)
+        g->t->xlu_cfg_destroy(cfg);
+    if (rf)
+        fclose(rf);
+    if (report && report_len)
+        LOG_WARN("xen: dom%u: %.*s", d->domid, (int)report_len, report);
+    free(report);
+    free(data);
+    return found;
+}
+
+/* ---------------------------------------------------------------- offering, connecting, releasing */
+
+static void offer(struct xen_guests *g, struct guest *d)
+{
+    const struct vgpu_xenlib *x = g->x;
+    vgpu_xb_frontend_path(d->front, sizeof d->front, d->domid);
+    vgpu_xb_backend_path(d->back, sizeof d->back, 0, d->domid);
+    snprintf(d->sessions, sizeof d->sessions, "%s/sessions", d->front);
+    snprintf(d->token, sizeof d->token, "s%u", d->domid);
+    /* The backend directory is dom0's and readable by the guest; the frontend directory is the
+     * guest's (its processes create their sessions there). */
+    struct xs_permissions back_perms[2] = {{.id = 0, .perms = XS_PERM_NONE}, {.id = d->domid, .perms = XS_PERM_READ}};
+    struct xs_permissions front_perms[2] = {{.id = d->domid, .perms = XS_PERM_NONE}, {.id = 0, .perms = XS_PERM_READ}};
+    x->xs_mkdir(g->xs, XBT_NULL, d->back);
+    x->xs_set_permissions(g->xs, XBT_NULL, d->back, back_perms, 2);
+    xs_put(g, d->back, "frontend", d->front);
+    xs_put_number(g, d->back, "frontend-id", d->domid);
+    xs_put_number(g, d->back, "vgpus", d->vgpus.count);
+    xs_put_number(g, d->back, "state", VGPU_XB_INITIALISING);
+    x->xs_mkdir(g->xs, XBT_NULL, d->front);
+    x->xs_set_permissions(g->xs, XBT_NULL, d->front, front_perms, 2);
+    xs_put(g, d->front, "backend", d->back);
+    xs_put_number(g, d->front, "backend-id", 0);
+    xs_put_number(g, d->front, "state", VGPU_XB_INITIALISING);
+    x->xs_mkdir(g->xs, XBT_NULL, d->sessions);
+    x->xs_set_permissions(g->xs, XBT_NULL, d->sessions, front_perms, 2);
+    x->xs_watch(g->xs, d->sessions, d->token);
+    xs_put_number(g, d->back, "state", VGPU_XB_INIT_WAIT);
+    d->state = GUEST_OFFERED;
+    LOG_INFO("xen: dom%u: offered %d vGPU(s)", d->domid, d->vgpus.count);
+}
+
+static struct guest_session *session_named(struct guest *d, const char *name)
+{
+    for (int i = 0; i < d->nsessions; i++)
+        if (strcmp(d->s[i].name, name) == 0)
+            return &d->s[i];
+    return NULL;
+}
+
+/* Connect to the control vchans the guest's processes serve. */
+static void connect_sessions(struct xen_guests *g, struct guest *d)
+{
+    unsigned n = 0;
+    char **names = g->x->xs_directory(g->xs, XBT_NULL, d->sessions, &n);
+    for (unsigned i = 0; names && i < n; i++) {
+        struct guest_session *gs = session_named(d, names[i]);
+        if (!gs) {
+            if (d->nsessions == VGPU_XEN_MAX_SESSIONS || strlen(names[i]) >= sizeof gs->name)
+                continue;
+            gs = &d->s[d->nsessions++];
+            memset(gs, 0, sizeof *gs);
+            snprintf(gs->name, sizeof gs->name, "%s", names[i]);
+        }
+        if (gs->id || gs->failures >= CONNECT_TRIES)
+            continue;
+        char path[160], probe[176];
+        snprintf(path, sizeof path, "%s/%s", d->sessions, gs->name);
+        snprintf(probe, sizeof probe, "%s/event-channel", path);
+        char *ready = xs_get(g, probe); /* the process's vchan is served once this is written */
+        free(ready);
+        if (!ready)
+            continue;
+        struct vgpu_msg_link link;
+        int r = vgpu_vchan_link_connect(&link, g->x, d->domid, path);
+        if (r == 0) {
+            long pid = strtol(gs->name, NULL, 10);
+            gs->id = server_add_session(g->srv, &link, (pid_t)pid, 0, 0, &d->vgpus);
+            if (!gs->id)
+                link.ops->close(&link);
+        }
+        if (!gs->id) {
+            gs->failures++;
+            LOG_DEBUG("xen: dom%u: cannot connect to %s yet (%s)", d->domid, path, r ? strerror(-r) : "no session");
+            continue;
+        }
+        LOG_INFO("xen: dom%u: process %s connected (session %llu)", d->domid, gs->name, (unsigned long long)gs->id);
+        xs_put_number(g, d->back, "state", VGPU_XB_CONNECTED);
+    }
+    free(names);
+}
+
+/* Sessions that have ended leave their directory behind if the process died: remove it. */
+static void prune_sessions(struct xen_guests *g, struct guest *d)
+{
+    for (int i = 0; i < d->nsessions;) {
+        struct guest_session *gs = &d->s[i];
+        if (gs->id && !server_session_alive(g->srv, gs->id)) {
+            char path[160];
+            snprintf(path, sizeof path, "%s/%s", d->sessions, gs->name);
+            g->x->xs_rm(g->xs, XBT_NULL, path);
+            d->s[i] = d->s[--d->nsessions];
+            continue;
+        }
+        i++;
+    }
+}
+
+/* The domain is gone: end its sessions (their channels unmap its pages) and its backend entries. */
+static void release(struct xen_guests *g, struct guest *d)
+{
+    for (int i = 0; i < d->nsessions; i++)
+        if (d->s[i].id)
+            server_end_session(g->srv, d->s[i].id);
+    if (d->state == GUEST_OFFERED) {
+        g->x->xs_unwatch(g->xs, d->sessions, d->token);
+        g->x->xs_rm(g->xs, XBT_NULL, d->back);
+        LOG_INFO("xen: dom%u is gone; its %d session(s) ended", d->domid, d->nsessions);
+    }
+}
+
+static void consider(struct xen_guests *g, struct guest *d)
+{
+    if (d->state != GUEST_PENDING)
+        return;
+    int found = read_config(g, d);
+    if (found > 0)
+        offer(g, d);
+    else if (found == 0 || vgpu_now_ns() - d->seen_ns > CONFIG_WAIT_NS)
+        d->state = GUEST_IGNORED;
+}
+
+static void scan_domains(struct xen_guests *g)
+{
+    unsigned n = 0;
+    char **ids = g->x->xs_directory(g->xs, XBT_NULL, "/local/domain", &n);
+    for (struct guest *d = g->guests; d; d = d->next)
+        d->seen = false;
+    for (unsigned i = 0; ids && i < n; i++) {
+        char *end;
+        unsigned long id = strtoul(ids[i], &end, 10);
+        if (*end || id == 0 || id >= 0x7ff0)
+            continue;
+        struct guest *d = g->guests;
+        while (d && d->domid != id)
+            d = d->next;
+        if (!d) {
+            d = calloc(1, sizeof *d);
+            if (!d)
+                continue;
+            d->domid = (uint32_t)id;
+            d->state = GUEST_PENDING;
+            d->seen_ns = vgpu_now_ns();
+            d->next = g->guests;
+            g->guests = d;
+        }
+        d->seen = true;
+        consider(g, d);
+    }
+    free(ids);
+    for (struct guest **pp = &g->guests; *pp;) {
+        struct guest *d = *pp;
+        if (d->seen) {
+            pp = &d->next;
+            continue;
+        }
+        release(g, d);
+        *pp = d->next;
+        free(d);
+    }
+}
+
+/* ---------------------------------------------------------------- the thread */
+
+static void on_watch(struct xen_guests *g, const char *token)
+{
+    if (strcmp(token, "domains") == 0) {
+        scan_domains(g);
+        return;
+    }
+    for (struct guest *d = g->guests; d; d = d->next)
+        if (d->state == GUEST_OFFERED && strcmp(token, d->token) == 0)
+            connect_sessions(g, d);
+}
+
+static void *guests_main(void *arg)
+{
+    struct xen_guests *g = arg;
+    pthread_setname_np(pthread_self(), "vgpu-xen");
+    g->x->xs_watch(g->xs, "@introduceDomain", "domains");
+    g->x->xs_watch(g->xs, "@releaseDomain", "domains");
+    scan_domains(g);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = g->x->xs_fileno(g->xs), .events = POLLIN}, {.fd = g->stop_fd, .events = POLLIN}};
+        int r = poll(p, 2, 1000);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break;
+        char **w;
+        while (p[0].revents && (w = g->x->xs_check_watch(g->xs))) {
+            on_watch(g, w[XS_WATCH_TOKEN]);
+            free(w);
+        }
+        /* Every second: configurations not there yet, sessions not served yet, sessions ended. */
+        for (struct guest *d = g->guests; d; d = d->next) {
+            consider(g, d);
+            if (d->state == GUEST_OFFERED) {
+                connect_sessions(g, d);
+                prune_sessions(g, d);
+            }
+        }
+    }
+    return NULL;
+}
+
+static bool is_dom0(void)
+{
+    FILE *f = fopen("/proc/xen/capabilities", "r");
+    char caps[64] = "";
+    if (f) {
+        if (!fgets(caps, sizeof caps, f))
+            caps[0] = '\0';
+        fclose(f);
+    }
+    return strstr(caps, "control_d") != NULL;
+}
+
+int xen_guests_start(struct server *srv)
+{
+    const char *why = NULL;
+    if (!vgpu_xen_present() || !is_dom0())
+        return -ENODEV;
+    const struct vgpu_xenlib *x = vgpu_xenlib(&why);
+    const struct vgpu_xen_toolstack *t = x ? vgpu_xen_toolstack(&why) : NULL;
+    if (!t) {
+        LOG_WARN("xen: %s", why);
+        return -ENODEV;
+    }
+    struct xen_guests *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->srv = srv;
+    g->x = x;
+    g->t = t;
+    g->xs = x->xs_open(0);
+    g->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (!g->xs || g->stop_fd < 0 || t->libxl_ctx_alloc(&g->ctx, LIBXL_VERSION, 0, x->logger) != 0) {
+        LOG_WARN("xen: cannot open xenstore or libxl");
+        if (g->xs)
+            x->xs_close(g->xs);
+        if (g->stop_fd >= 0)
+            close(g->stop_fd);
+        free(g);
+        return -EIO;
+    }
+    if (pthread_create(&g->thread, NULL, guests_main, g) != 0) {
+        t->libxl_ctx_free(g->ctx);
+        x->xs_close(g->xs);
+        close(g->stop_fd);
+        free(g);
+        return -EAGAIN;
+    }
+    srv->xen = g;
+    LOG_INFO("xen: serving guests from dom0");
+    return 0;
+}
+
+void xen_guests_stop(struct server *srv)
+{
+    struct xen_guests *g = srv->xen;
+    if (!g)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(g->stop_fd, &one, sizeof one);
+    (void)w;
+    pthread_join(g->thread, NULL);
+    while (g->guests) {
+        struct guest *d = g->guests;
+        g->guests = d->next;
+        release(g, d);
+        free(d);
+    }
+    g->t->libxl_ctx_free(g->ctx);
+    g->x->xs_close(g->xs);
+    close(g->stop_fd);
+    free(g);
+    srv->xen = NULL;
+}
