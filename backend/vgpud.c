@@ -15,6 +15,7 @@
 #include "server.h"
 #include "units.h"
 #include "xen_guests.h"
+#include "xenlib.h"
 
 static struct server the_server;
 
@@ -62,192 +63,282 @@ static int parse_size_opt(const char *name, const char *v, uint64_t *out)
     return -1;
 }
 
-int main(int argc, char **argv)
+/* Everything the options set. */
+struct settings {
+    struct server_options opt;
+    const char *socket_path;
+    bool foreground;
+    int level;
+};
+
+enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
+       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_CONFIG };
+static const struct option longopts[] = {
+    {"config", required_argument, 0, O_CONFIG},
+    {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
+    {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
+    {"cuda-driver", required_argument, 0, O_DRIVER},  {"emu-devices", required_argument, 0, O_EMU_DEV},
+    {"emu-memory", required_argument, 0, O_EMU_MEM},  {"poll-spin-us", required_argument, 0, O_SPIN},
+    {"max-data-area", required_argument, 0, O_DATA},  {"max-sessions", required_argument, 0, O_SESS},
+    {"any-user-host-code", no_argument, 0, O_ANY},    {"version", no_argument, 0, O_VER},
+    {"image-cache", required_argument, 0, O_CACHE},   {"sched", required_argument, 0, O_SCHED},
+    {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
+    {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
+    {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
+    {"xen-max-data-area", required_argument, 0, O_XEN_DATA},
+    {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
+};
+
+/* Apply one option (from the command line or the configuration file): 0, 2 for a bad one (the
+ * exit status), 1 when vgpud should exit successfully (--help, --version). */
+static int apply(struct settings *st, int c, const char *arg)
 {
-    struct server_options opt = {
-        .exec = {.kind = "auto", .emu_devices = 1, .emu_memory = 16ull << 30},
-        .poll_spin_ns = 50000,
-        .max_sessions = 1024,
-        .max_contexts = 16,
-        .max_streams = 4096,
-        .max_events = 65536,
-        .max_modules = 4096,
-        .max_functions = 65536,
-        .max_data_area = 4ull << 30,
-        .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
-        .default_weight = 100,
-        .max_xen_data_area = 64ull << 20,
-    };
-    const char *socket_path = NULL;
-    bool foreground = false;
-    int level = VGPU_LOG_INFO;
-    enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-           O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA };
-    static const struct option longopts[] = {
-        {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
-        {"foreground", no_argument, 0, O_FG},             {"log-level", required_argument, 0, O_LOG},
-        {"cuda-driver", required_argument, 0, O_DRIVER},  {"emu-devices", required_argument, 0, O_EMU_DEV},
-        {"emu-memory", required_argument, 0, O_EMU_MEM},  {"poll-spin-us", required_argument, 0, O_SPIN},
-        {"max-data-area", required_argument, 0, O_DATA},  {"max-sessions", required_argument, 0, O_SESS},
-        {"any-user-host-code", no_argument, 0, O_ANY},    {"version", no_argument, 0, O_VER},
-        {"image-cache", required_argument, 0, O_CACHE},   {"sched", required_argument, 0, O_SCHED},
-        {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
-        {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
-        {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
-        {"xen-max-data-area", required_argument, 0, O_XEN_DATA},
-        {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
-    };
-    int c;
     uint64_t v;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_SOCKET:
-            socket_path = optarg;
-            break;
-        case O_EXEC:
-            if (strcmp(optarg, "emu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto")) {
-                fprintf(stderr, "vgpud: --executor is emu, cuda or auto\n");
-                return 2;
-            }
-            opt.exec.kind = optarg;
-            break;
-        case O_FG:
-            foreground = true;
-            break;
-        case O_LOG:
-            level = vgpu_log_level_parse(optarg);
-            if (level < 0) {
-                fprintf(stderr, "vgpud: unknown log level '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case O_DRIVER:
-            if (optarg[0] != '/') {
-                fprintf(stderr, "vgpud: --cuda-driver wants an absolute path\n");
-                return 2;
-            }
-            opt.exec.cuda_driver = optarg;
-            break;
-        case O_EMU_DEV:
-            if (vgpu_parse_uint(optarg, VGPU_MAX_DEVICES, &v) || v == 0) {
-                fprintf(stderr, "vgpud: --emu-devices is 1 to %u\n", VGPU_MAX_DEVICES);
-                return 2;
-            }
-            opt.exec.emu_devices = (int)v;
-            break;
-        case O_EMU_MEM:
-            if (parse_size_opt("--emu-memory", optarg, &opt.exec.emu_memory))
-                return 2;
-            break;
-        case O_SPIN:
-            if (vgpu_parse_uint(optarg, 1000000, &v)) {
-                fprintf(stderr, "vgpud: --poll-spin-us is 0 to 1000000\n");
-                return 2;
-            }
-            opt.poll_spin_ns = (int64_t)v * 1000;
-            break;
-        case O_DATA:
-            if (parse_size_opt("--max-data-area", optarg, &opt.max_data_area))
-                return 2;
-            break;
-        case O_SESS:
-            if (vgpu_parse_uint(optarg, 1u << 20, &v) || v == 0) {
-                fprintf(stderr, "vgpud: --max-sessions wants a positive number\n");
-                return 2;
-            }
-            opt.max_sessions = (uint32_t)v;
-            break;
-        case O_ANY:
-            opt.any_user_host_code = true;
-            break;
-        case O_CACHE:
-            if (parse_size_opt("--image-cache", optarg, &v))
-                return 2;
-            image_cache_configure(v);
-            break;
-        case O_SCHED:
-            if (strcmp(optarg, "none") == 0) {
-                opt.sched.policy = GATE_POLICY_NONE;
-            } else if ((opt.sched.policy = sched_policy_parse(optarg)) < 0) {
-                fprintf(stderr, "vgpud: --sched is band, credit, fifo or none\n");
-                return 2;
-            }
-            break;
-        case O_PERIOD:
-            if (vgpu_parse_uint(optarg, 10000, &v) || v == 0) {
-                fprintf(stderr, "vgpud: --sched-period is 1 to 10000 (ms)\n");
-                return 2;
-            }
-            opt.sched.period_ns = v * 1000000;
-            break;
-        case O_WAIT:
-            if (vgpu_parse_uint(optarg, 1000000, &v)) {
-                fprintf(stderr, "vgpud: --sched-wait is 0 to 1000000 (us)\n");
-                return 2;
-            }
-            opt.sched.wait_ns = v * 1000;
-            break;
-        case O_QUANTUM:
-            if (vgpu_parse_uint(optarg, 1000000, &v) || v == 0) {
-                fprintf(stderr, "vgpud: --sched-quantum is 1 to 1000000 (us)\n");
-                return 2;
-            }
-            opt.sched.quantum_ns = v * 1000;
-            break;
-        case O_WEIGHT: {
-            const char *eq = strrchr(optarg, '=');
-            size_t n = eq ? (size_t)(eq - optarg) : 0;
-            if (!eq || n == 0 || n >= sizeof opt.weights[0].program || vgpu_parse_uint(eq + 1, SCHED_MAX_WEIGHT, &v) ||
-                v == 0 || opt.weight_count == MAX_WEIGHT_RULES) {
-                fprintf(stderr, "vgpud: --weight wants PROGRAM=W, W from 1 to %u (at most %d of them)\n",
-                        SCHED_MAX_WEIGHT, MAX_WEIGHT_RULES);
-                return 2;
-            }
-            struct weight_rule *w = &opt.weights[opt.weight_count++];
-            memcpy(w->program, optarg, n);
-            w->program[n] = '\0';
-            w->weight = (unsigned)v;
-            break;
-        }
-        case O_DEFWEIGHT:
-            if (vgpu_parse_uint(optarg, SCHED_MAX_WEIGHT, &v) || v == 0) {
-                fprintf(stderr, "vgpud: --default-weight is 1 to %u\n", SCHED_MAX_WEIGHT);
-                return 2;
-            }
-            opt.default_weight = (unsigned)v;
-            break;
-        case O_XEN:
-            if (strcmp(optarg, "auto") == 0)
-                opt.xen = 0;
-            else if (strcmp(optarg, "on") == 0)
-                opt.xen = 1;
-            else if (strcmp(optarg, "off") == 0)
-                opt.xen = -1;
-            else {
-                fprintf(stderr, "vgpud: --xen is auto, on or off\n");
-                return 2;
-            }
-            break;
-        case O_XEN_DATA:
-            if (parse_size_opt("--xen-max-data-area", optarg, &opt.max_xen_data_area))
-                return 2;
-            break;
-        case O_VER:
-            printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);
-            return 0;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
+    switch (c) {
+    case O_SOCKET:
+        st->socket_path = arg;
+        break;
+    case O_EXEC:
+        if (strcmp(arg, "emu") && strcmp(arg, "cuda") && strcmp(arg, "auto")) {
+            fprintf(stderr, "vgpud: --executor is emu, cuda or auto\n");
             return 2;
         }
+        st->opt.exec.kind = arg;
+        break;
+    case O_FG:
+        st->foreground = true;
+        break;
+    case O_LOG:
+        st->level = vgpu_log_level_parse(arg);
+        if (st->level < 0) {
+            fprintf(stderr, "vgpud: unknown log level '%s'\n", arg);
+            return 2;
+        }
+        break;
+    case O_DRIVER:
+        if (arg[0] != '/') {
+            fprintf(stderr, "vgpud: --cuda-driver wants an absolute path\n");
+            return 2;
+        }
+        st->opt.exec.cuda_driver = arg;
+        break;
+    case O_EMU_DEV:
+        if (vgpu_parse_uint(arg, VGPU_MAX_DEVICES, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --emu-devices is 1 to %u\n", VGPU_MAX_DEVICES);
+            return 2;
+        }
+        st->opt.exec.emu_devices = (int)v;
+        break;
+    case O_EMU_MEM:
+        if (parse_size_opt("--emu-memory", arg, &st->opt.exec.emu_memory))
+            return 2;
+        break;
+    case O_SPIN:
+        if (vgpu_parse_uint(arg, 1000000, &v)) {
+            fprintf(stderr, "vgpud: --poll-spin-us is 0 to 1000000\n");
+            return 2;
+        }
+        st->opt.poll_spin_ns = (int64_t)v * 1000;
+        break;
+    case O_DATA:
+        if (parse_size_opt("--max-data-area", arg, &st->opt.max_data_area))
+            return 2;
+        break;
+    case O_SESS:
+        if (vgpu_parse_uint(arg, 1u << 20, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --max-sessions wants a positive number\n");
+            return 2;
+        }
+        st->opt.max_sessions = (uint32_t)v;
+        break;
+    case O_ANY:
+        st->opt.any_user_host_code = true;
+        break;
+    case O_CACHE:
+        if (parse_size_opt("--image-cache", arg, &v))
+            return 2;
+        image_cache_configure(v);
+        break;
+    case O_SCHED:
+        if (strcmp(arg, "none") == 0) {
+            st->opt.sched.policy = GATE_POLICY_NONE;
+        } else if ((st->opt.sched.policy = sched_policy_parse(arg)) < 0) {
+            fprintf(stderr, "vgpud: --sched is band, credit, fifo or none\n");
+            return 2;
+        }
+        break;
+    case O_PERIOD:
+        if (vgpu_parse_uint(arg, 10000, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --sched-period is 1 to 10000 (ms)\n");
+            return 2;
+        }
+        st->opt.sched.period_ns = v * 1000000;
+        break;
+    case O_WAIT:
+        if (vgpu_parse_uint(arg, 1000000, &v)) {
+            fprintf(stderr, "vgpud: --sched-wait is 0 to 1000000 (us)\n");
+            return 2;
+        }
+        st->opt.sched.wait_ns = v * 1000;
+        break;
+    case O_QUANTUM:
+        if (vgpu_parse_uint(arg, 1000000, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --sched-quantum is 1 to 1000000 (us)\n");
+            return 2;
+        }
+        st->opt.sched.quantum_ns = v * 1000;
+        break;
+    case O_WEIGHT: {
+        const char *eq = strrchr(arg, '=');
+        size_t n = eq ? (size_t)(eq - arg) : 0;
+        if (!eq || n == 0 || n >= sizeof st->opt.weights[0].program || vgpu_parse_uint(eq + 1, SCHED_MAX_WEIGHT, &v) ||
+            v == 0 || st->opt.weight_count == MAX_WEIGHT_RULES) {
+            fprintf(stderr, "vgpud: --weight wants PROGRAM=W, W from 1 to %u (at most %d of them)\n",
+                    SCHED_MAX_WEIGHT, MAX_WEIGHT_RULES);
+            return 2;
+        }
+        struct weight_rule *w = &st->opt.weights[st->opt.weight_count++];
+        memcpy(w->program, arg, n);
+        w->program[n] = '\0';
+        w->weight = (unsigned)v;
+        break;
+    }
+    case O_DEFWEIGHT:
+        if (vgpu_parse_uint(arg, SCHED_MAX_WEIGHT, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --default-weight is 1 to %u\n", SCHED_MAX_WEIGHT);
+            return 2;
+        }
+        st->opt.default_weight = (unsigned)v;
+        break;
+    case O_XEN:
+        if (strcmp(arg, "auto") == 0)
+            st->opt.xen = 0;
+        else if (strcmp(arg, "on") == 0)
+            st->opt.xen = 1;
+        else if (strcmp(arg, "off") == 0)
+            st->opt.xen = -1;
+        else {
+            fprintf(stderr, "vgpud: --xen is auto, on or off\n");
+            return 2;
+        }
+        break;
+    case O_XEN_DATA:
+        if (parse_size_opt("--xen-max-data-area", arg, &st->opt.max_xen_data_area))
+            return 2;
+        break;
+    case O_VER:
+        printf("vgpud (vGPU assemblies for Xen), protocol %u\n", VGPU_PROTO_VERSION);
+        return 1;
+    case 'h':
+        usage(stdout);
+        return 1;
+    default:
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* vgpud.conf: xl's syntax, read with Xen's libxlutil. Each key is a long option with '_' for '-'
+ * (log_level = "debug", sched = "band", weight = [ "trainer=300" ], any_user_host_code = 1); the
+ * command line comes after it and wins. */
+static int read_config(struct settings *st, const char *path)
+{
+    const char *why = NULL;
+    const struct vgpu_xen_toolstack *t = vgpu_xen_toolstack(&why);
+    if (!t) {
+        fprintf(stderr, "vgpud: --config needs %s\n", why);
+        return 2;
+    }
+    XLU_Config *cfg = t->xlu_cfg_init(stderr, path);
+    if (!cfg || t->xlu_cfg_readfile(cfg, path)) {
+        fprintf(stderr, "vgpud: cannot read %s\n", path);
+        if (cfg)
+            t->xlu_cfg_destroy(cfg);
+        return 2;
+    }
+    int rc = 0;
+    for (const struct option *o = longopts; o->name && rc == 0; o++) {
+        if (o->val == O_CONFIG || o->val == O_VER || o->val == 'h')
+            continue;
+        char key[32];
+        snprintf(key, sizeof key, "%s", o->name);
+        for (char *k = key; *k; k++)
+            if (*k == '-')
+                *k = '_';
+        const char *text = NULL;
+        long number = 0;
+        XLU_ConfigList *list = NULL;
+        int count = 0;
+        if (o->has_arg == no_argument) {
+            if (t->xlu_cfg_get_long(cfg, key, &number, 1) == 0 && number)
+                rc = apply(st, o->val, NULL);
+        } else if (t->xlu_cfg_get_list(cfg, key, &list, &count, 1) == 0) {
+            for (int i = 0; i < count && rc == 0; i++)
+                rc = apply(st, o->val, t->xlu_cfg_get_listitem(list, i));
+        } else if (t->xlu_cfg_get_string(cfg, key, &text, 1) == 0) {
+            rc = apply(st, o->val, text);
+        } else if (t->xlu_cfg_get_long(cfg, key, &number, 1) == 0) {
+            char digits[24];
+            snprintf(digits, sizeof digits, "%ld", number);
+            rc = apply(st, o->val, digits);
+        }
+    }
+    t->xlu_cfg_destroy(cfg);
+    if (rc)
+        fprintf(stderr, "vgpud: in %s\n", path);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct settings st = {
+        .opt =
+            {
+                .exec = {.kind = "auto", .emu_devices = 1, .emu_memory = 16ull << 30},
+                .poll_spin_ns = 50000,
+                .max_sessions = 1024,
+                .max_contexts = 16,
+                .max_streams = 4096,
+                .max_events = 65536,
+                .max_modules = 4096,
+                .max_functions = 65536,
+                .max_data_area = 4ull << 30,
+                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
+                .default_weight = 100,
+                .max_xen_data_area = 64ull << 20,
+            },
+        .level = VGPU_LOG_INFO,
+    };
+    /* The configuration file first, wherever --config is given, so that options override it. */
+    for (int i = 1; i < argc; i++) {
+        const char *path = strncmp(argv[i], "--config=", 9) == 0 ? argv[i] + 9
+                           : strcmp(argv[i], "--config") == 0 && i + 1 < argc ? argv[i + 1]
+                                                                            : NULL;
+        if (path) {
+            int rc = read_config(&st, path);
+            if (rc)
+                return rc == 1 ? 0 : rc;
+        }
+    }
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == O_CONFIG)
+            continue;
+        int rc = c == '?' ? 2 : apply(&st, c, optarg);
+        if (rc == 2 && c == '?')
+            usage(stderr);
+        if (rc)
+            return rc == 1 ? 0 : rc;
     }
     if (optind != argc) {
         usage(stderr);
         return 2;
     }
-    opt.socket_path = vgpu_socket_path(socket_path);
+    struct server_options opt = st.opt;
+    opt.socket_path = vgpu_socket_path(st.socket_path);
+    bool foreground = st.foreground;
+    int level = st.level;
 
     /* As a daemon, the parent returns only when the socket is ready (or the start failed). */
     int ready[2] = {-1, -1};

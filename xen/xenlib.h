@@ -42,7 +42,8 @@ const struct vgpu_xenlib *vgpu_xenlib(const char **why);
  * of its syntax, libxlutil. */
 #define VGPU_XEN_TOOLSTACK_FUNCS(X)                                                                    \
     X(libxl_ctx_alloc) X(libxl_ctx_free) X(libxl_userdata_retrieve) X(xlu_cfg_init) X(xlu_cfg_readdata) \
-    X(xlu_cfg_get_list) X(xlu_cfg_get_listitem) X(xlu_cfg_destroy)
+    X(xlu_cfg_readfile) X(xlu_cfg_get_list) X(xlu_cfg_get_listitem) X(xlu_cfg_get_string)                \
+    X(xlu_cfg_get_long) X(xlu_cfg_destroy)
 
 struct vgpu_xen_toolstack {
 #define VGPU_XEN_POINTER(name) __typeof__(name) *name;
