@@ -72,9 +72,14 @@ void session_channel_gone(struct session *s, struct vchannel *ch)
     }
     vchannel_free(ch);
     s->open_channels--;
+    bool answer_bye = s->bye && s->open_channels == 0 && !s->link_gone;
+    if (answer_bye)
+        s->killed = true; /* the loop answers and closes the link */
     if (s->link_gone && s->open_channels == 0)
         session_unlink_locked(srv, s);
     pthread_mutex_unlock(&srv->mu);
+    if (answer_bye)
+        wake_loop(srv);
 }
 
 /* The link is gone (or must go): close it, then the channels; the last one frees the session. */
@@ -235,6 +240,26 @@ static int on_grants(struct server *srv, struct session *s, const void *buf, siz
     return e;
 }
 
+/* The client is leaving: its channels close first, and the answer waits until the last of them has
+ * released its memory. A Xen guest needs that order: its kernel takes a grant back at once only when
+ * dom0 no longer maps it, and otherwise retries only a few per second. */
+static int on_bye(struct server *srv, struct session *s, const void *buf, size_t len)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_BYE, sizeof(struct vgpu_msg_hdr)))
+        return -EPROTO;
+    pthread_mutex_lock(&srv->mu);
+    s->bye = true;
+    s->state = SESSION_CLOSING; /* nothing more may come from the client */
+    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
+        if (s->channels[i])
+            vchannel_close(s->channels[i]);
+    if (s->open_channels == 0)
+        s->killed = true;
+    pthread_mutex_unlock(&srv->mu);
+    wake_loop(srv);
+    return 0;
+}
+
 static int on_control(struct server *srv, struct session *s, const void *buf, size_t len)
 {
     if (vgpu_msg_check(buf, len, VGPU_MSG_CONTROL, sizeof(struct vgpu_msg_control)))
@@ -290,6 +315,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
             e = on_open_channel(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CLIENT && type == VGPU_MSG_GRANTS && s->domid >= 0)
             e = on_grants(srv, s, buf, (size_t)n);
+        else if (s->state == SESSION_CLIENT && type == VGPU_MSG_BYE)
+            e = on_bye(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CONTROL && type == VGPU_MSG_CONTROL)
             e = on_control(srv, s, buf, (size_t)n);
     }
@@ -394,6 +421,8 @@ static void close_killed(struct server *srv)
         pthread_mutex_unlock(&srv->mu);
         if (!s)
             return;
+        if (s->bye)
+            send_status(s, VGPU_MSG_BYE, CUDA_SUCCESS);
         session_close(srv, s);
     }
 }

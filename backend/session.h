@@ -39,6 +39,7 @@ struct server_options {
     bool any_user_host_code; /* let every user (and guest) load emu modules, not only vgpud's own */
     int xen;                 /* serve Xen guests: -1 never, 0 when running in dom0, 1 required */
     uint64_t max_xen_data_area; /* largest data area of a guest's channel (granted pages) */
+    const char *xen_config_dir;  /* where the guests' xl configuration files are, by domain name */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSING };
@@ -58,6 +59,7 @@ struct session {
     int open_channels;                          /* channels whose poller has not finished */
     bool link_gone;
     bool killed; /* to be closed by the server's loop (session_kill) */
+    bool bye;    /* the client said goodbye (VGPU_MSG_BYE): answered once its channels are gone */
     /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i]. */
     int vgpu_count;
     uint8_t vgpu_device[VGPU_MAX_DEVICES];

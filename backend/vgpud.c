@@ -51,6 +51,7 @@ static void usage(FILE *f)
             "                         inside vgpud); by default only host clients of vgpud's own user may\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
             "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
+            "  --xen-config-dir DIR   the guests' xl configurations, as NAME.cfg (default /etc/xen)\n"
             "  --version, --help\n",
             VGPU_DEFAULT_SOCKET);
 }
@@ -69,10 +70,11 @@ struct settings {
     const char *socket_path;
     bool foreground;
     int level;
+    XLU_Config *config; /* the file's strings stay in it: kept until vgpud ends */
 };
 
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_CONFIG };
+       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -85,7 +87,7 @@ static const struct option longopts[] = {
     {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
     {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
     {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
-    {"xen-max-data-area", required_argument, 0, O_XEN_DATA},
+    {"xen-max-data-area", required_argument, 0, O_XEN_DATA}, {"xen-config-dir", required_argument, 0, O_XEN_DIR},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -222,6 +224,9 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         }
         break;
+    case O_XEN_DIR:
+        st->opt.xen_config_dir = arg;
+        break;
     case O_XEN_DATA:
         if (parse_size_opt("--xen-max-data-area", arg, &st->opt.max_xen_data_area))
             return 2;
@@ -284,7 +289,9 @@ static int read_config(struct settings *st, const char *path)
             rc = apply(st, o->val, digits);
         }
     }
-    t->xlu_cfg_destroy(cfg);
+    if (st->config)
+        t->xlu_cfg_destroy(st->config);
+    st->config = cfg;
     if (rc)
         fprintf(stderr, "vgpud: in %s\n", path);
     return rc;
@@ -307,6 +314,7 @@ int main(int argc, char **argv)
                 .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
+                .xen_config_dir = "/etc/xen",
             },
         .level = VGPU_LOG_INFO,
     };
@@ -403,6 +411,8 @@ int main(int argc, char **argv)
         close(ready[1]);
     xen_guests_stop(&the_server);
     server_fini(&the_server);
+    if (st.config)
+        vgpu_xen_toolstack(NULL)->xlu_cfg_destroy(st.config);
     image_cache_clear();
     if (x)
         x->ops->destroy(x);

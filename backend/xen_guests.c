@@ -1,6 +1,7 @@
 #include "xen_guests.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -119,12 +120,51 @@ static void xs_put_number(struct xen_guests *g, const char *dir, const char *key
 
 /* ---------------------------------------------------------------- a guest's configuration */
 
-/* The vGPUs the domain's xl configuration asks for: 1 if any, 0 if none, -1 if not known yet. */
+/* The configuration file a domain was created from, by its name (DIR/NAME.cfg, then DIR/NAME):
+ * malloc'ed text, or NULL. */
+static char *config_file(struct xen_guests *g, struct guest *d, int *len)
+{
+    char path[96], file[PATH_MAX];
+    snprintf(path, sizeof path, "/local/domain/%u/name", d->domid);
+    char *name = xs_get(g, path);
+    if (!name || !*name || strchr(name, '/')) {
+        free(name);
+        return NULL;
+    }
+    char *text = NULL;
+    for (int i = 0; i < 2 && !text; i++) {
+        snprintf(file, sizeof file, "%s/%s%s", g->srv->opt.xen_config_dir, name, i ? "" : ".cfg");
+        FILE *f = fopen(file, "r");
+        if (!f)
+            continue;
+        text = malloc(1 << 20);
+        size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+        fclose(f);
+        if (text) {
+            text[n] = '\0';
+            *len = (int)n;
+            LOG_DEBUG("xen: dom%u (%s): configuration from %s", d->domid, name, file);
+        }
+    }
+    free(name);
+    return text;
+}
+
+/* The vGPUs the domain's xl configuration asks for: 1 if any, 0 if none, -1 if not known yet. The
+ * configuration is what xl stored with the domain (userdata "xl", as `xl config-update` stores it),
+ * else the file of the domain's name in the configuration directory: xl 4.17 keeps only its own
+ * JSON rendering with a domain, which has no room for settings it does not know. */
 static int read_config(struct xen_guests *g, struct guest *d)
 {
     uint8_t *data = NULL;
     int len = 0;
-    if (!g->ctx || g->t->libxl_userdata_retrieve(g->ctx, d->domid, "xl", &data, &len) || !data || len <= 0) {
+    int e = g->ctx ? g->t->libxl_userdata_retrieve(g->ctx, d->domid, "xl", &data, &len) : -1;
+    if (e || !data || len <= 0) {
+        free(data);
+        data = (uint8_t *)config_file(g, d, &len);
+    }
+    if (!data || len <= 0) {
+        LOG_DEBUG("xen: dom%u: no xl configuration yet", d->domid);
         free(data);
         return -1;
     }
@@ -161,6 +201,8 @@ static int read_config(struct xen_guests *g, struct guest *d)
         if (found && d->vgpus.count == 0)
             found = 0;
     }
+    if (!found)
+        LOG_DEBUG("xen: dom%u: its xl configuration (%d bytes) has no usable vgpu entries", d->domid, len);
     if (cfg)
         g->t->xlu_cfg_destroy(cfg);
     if (rf)

@@ -19,8 +19,11 @@ int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 20000;
     bench_init();
+    int warm = n / 10 < 1000 ? n / 10 : 1000;
     double *t = malloc((size_t)n * sizeof *t);
-    for (int i = 0; i < 1000; i++)
+    if (n < 1 || !t)
+        return 2;
+    for (int i = 0; i < warm; i++)
         CK(cuCtxSynchronize());
     for (int i = 0; i < n; i++) {
         double t0 = bench_now();
@@ -32,7 +35,7 @@ int main(int argc, char **argv)
     uint32_t v;
     CK(cuMemAlloc(&d, 4));
     CK(cuMemsetD32(d, 42, 1));
-    for (int i = 0; i < 1000; i++)
+    for (int i = 0; i < warm; i++)
         CK(cuMemcpyDtoH(&v, d, 4));
     for (int i = 0; i < n; i++) {
         double t0 = bench_now();

@@ -64,6 +64,18 @@ static void forked_child(void)
     pthread_mutex_init(&fe.mu, NULL);
 }
 
+/* A Xen guest's process says goodbye as it exits, so that dom0 unmaps its channels before the
+ * kernel takes their grants back (which it otherwise does only a few per second). Threads still
+ * calling then get errors, as they would from a driver being torn down. */
+__attribute__((destructor)) static void leaving(void)
+{
+    if (pthread_mutex_trylock(&fe.mu) != 0)
+        return;
+    if (fe.connected && fe.xen && !fe.forked)
+        fe_xen_goodbye();
+    pthread_mutex_unlock(&fe.mu);
+}
+
 /* fe.mu held. */
 CUresult fe_connect_locked(void)
 {

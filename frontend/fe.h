@@ -146,8 +146,8 @@ struct fe_state {
 extern struct fe_state fe;
 
 /* What a Xen guest's channel asks for unless the VGPU_* variables say otherwise: every page is
- * granted, and grants are scarce (README: Xen grant limits): about 6,200 pages in all. */
-#define VGPU_XEN_DATA_AREA (24ull << 20)
+ * granted, and grants are scarce (README: Xen grant limits): about 3,200 pages in all. */
+#define VGPU_XEN_DATA_AREA (12ull << 20)
 #define VGPU_XEN_SLOT_COUNT 4u
 #define VGPU_XEN_SLOT_SIZE (1u << 20)
 #define VGPU_XEN_REQ_RING (256u << 10)
@@ -159,6 +159,8 @@ int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend);
 /* Grant a channel's memory and offer its doorbell to the backend (after VGPU_MSG_CHANNEL). */
 CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_size);
 void fe_xen_channel_release(struct fe_chan *ch);
+/* At exit: end the session and wait until dom0 has unmapped the channels (fe.mu held). */
+void fe_xen_goodbye(void);
 /* Connect to vgpud if not done yet (cuInit and cuDriverGetVersion); _locked with fe.mu held. */
 CUresult fe_connect(void);
 CUresult fe_connect_locked(void);

@@ -12,6 +12,8 @@
 #include "xenbus.h"
 
 #define OFFER_WAIT_MS 10000
+#define GRANT_WAIT_MS 5000
+#define BYE_WAIT_MS 5000
 
 static char *xs_get(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
 {
@@ -82,6 +84,12 @@ CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_
     const struct vgpu_xenlib *x = vgpu_xenlib(NULL);
     uint32_t port = 0;
     int r = x ? vgpu_xen_grant_share(&ch->grant, x, fe.backend_domid, map_size) : -ENODEV;
+    /* Grants of a process that just ended come back only when dom0 has unmapped them, which the
+     * guest's kernel notices on its own schedule: wait for them a little. */
+    for (int waited = 0; r == -ENOSPC && waited < GRANT_WAIT_MS; waited += 100) {
+        usleep(100000);
+        r = vgpu_xen_grant_share(&ch->grant, x, fe.backend_domid, map_size);
+    }
     if (r == 0)
         r = vgpu_xen_evtchn_offer(&ch->evtchn, x, fe.backend_domid, &port);
     if (r) {
@@ -126,4 +134,16 @@ void fe_xen_channel_release(struct fe_chan *ch)
     vgpu_xen_evtchn_close(&ch->evtchn);
     vgpu_xen_grant_release(&ch->grant);
     ch->base = NULL;
+}
+
+void fe_xen_goodbye(void)
+{
+    struct vgpu_msg_hdr bye, answer;
+    vgpu_msg_init(&bye, VGPU_MSG_BYE, sizeof bye);
+    if (fe.link.ops->send(&fe.link, &bye, sizeof bye, -1) != 0)
+        return;
+    /* The answer, or the link closing, says that dom0 has unmapped every channel. */
+    ssize_t n = fe.link.ops->recv(&fe.link, &answer, sizeof answer, NULL, BYE_WAIT_MS);
+    if (n == -ETIMEDOUT)
+        LOG_WARN("xen: vgpud did not confirm the end of the session; the kernel takes the grants back slowly");
 }

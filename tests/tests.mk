@@ -98,3 +98,14 @@ check-gpu: all $(PROG_BIN) $(FATBINS) $(APPS_BIN)
 $(TEST_O)/unit/check_gate: $(O)/obj/tests/unit/check_gate.o $(O)/obj/backend/gate.o $(LIBSCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) -lm
+
+# ---- Xen: a real Xen 4.17 under QEMU (software emulation), vgpud in dom0 serving a guest
+# (tests/xen). Built from the plain build: the guest's programs run under emulation, slowly enough.
+XEN_HOSTILE := $(TEST_O)/xen/xen_hostile
+$(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl
+
+check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(BENCH_BIN)
+	VGPU_BUILD=$(abspath $(O)) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
+	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 170

@@ -380,6 +380,20 @@ static int mode_handshake(const char *path)
     vgpu_msg_send(s, &oc, 10, -1);
     EXPECT(vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) == 0, "truncated message not refused");
     close(s);
+    /* Goodbye with a channel open: answered only after the channel is closed, then the link ends. */
+    struct conn c = {0};
+    open_channel(&c, path);
+    make_ctx(&c, 1);
+    struct vgpu_msg_hdr bye;
+    vgpu_msg_init(&bye, VGPU_MSG_BYE, sizeof bye);
+    vgpu_msg_send(c.sock, &bye, sizeof bye, -1);
+    EXPECT(vgpu_msg_recv(c.sock, &st, sizeof st, NULL, 5000) == (ssize_t)sizeof st && st.type == VGPU_MSG_BYE &&
+               st.status == CUDA_SUCCESS,
+           "goodbye not answered");
+    EXPECT(atomic_load((_Atomic uint32_t *)&c.map.ctl->server_state) == VGPU_CHAN_CLOSED,
+           "goodbye answered while the channel is still open");
+    EXPECT(vgpu_msg_recv(c.sock, buf, sizeof buf, NULL, 5000) == 0, "session kept after goodbye");
+    close(c.sock);
     printf("hostile handshake: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

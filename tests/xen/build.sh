@@ -80,7 +80,7 @@ copy_bin() { # root file [destination]: a program or library and every library i
 copy_dlopened() { # root soname...
     local root=$1; shift
     for so in "$@"; do
-        local f; f=$(ldconfig -p | awk -v n="$so" '$1 == n {print $NF; exit}')
+        local f; f=$(ldconfig -p | awk -v n="$so" '$1 == n && !found {print $NF; found = 1}')
         [ -n "$f" ] || { echo "xen build: $so not found" >&2; exit 1; }
         copy_bin "$root" "$f"
     done
@@ -108,7 +108,7 @@ mkcpio() { (cd "$1" && find . | cpio -o -H newc --quiet | $2) >"$3"; }
 D=$XEN_CACHE/domU-root
 base_root "$D"
 copy_bin "$D" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1
-for p in prog_copies prog_streams prog_vecadd; do copy_bin "$D" "$B/tests/host/$p" "/opt/vgpu/bin/$p"; done
+for p in prog_copies prog_streams prog_vecadd prog_hold; do copy_bin "$D" "$B/tests/host/$p" "/opt/vgpu/bin/$p"; done
 copy_bin "$D" "$B/tests/xen/xen_hostile" /opt/vgpu/bin/xen_hostile
 copy_bin "$D" "$B/benchmarks/bench_latency" /opt/vgpu/bin/bench_latency
 cp "$B/tests/kernels/basic.emu.so" "$D/opt/vgpu/basic.emu.so"

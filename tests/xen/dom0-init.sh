@@ -1,0 +1,78 @@
+#!/bin/sh
+# /init of dom0 in the Xen smoke test: the Xen toolstack, vgpud (emu executor), a guest from
+# configs/vgpu-guest.cfg that runs CUDA programs through its vGPU, then `xl destroy` of the guest
+# while it holds vGPU resources, and a check that vgpud has freed all of them. Every stage has a
+# deadline and says what it waited for; the verdict is `XEN-SMOKE: PASS` or `XEN-SMOKE: FAIL (...)`.
+export PATH=/opt/vgpu/bin:/usr/lib/xen-4.17/bin:/sbin:/bin:/usr/sbin:/usr/bin
+up() { cut -d' ' -f1 /proc/uptime; }
+stage() { echo "XEN-STAGE $(up) $*"; }
+finish() {
+    echo "--- vgpud log ---"; grep -v "cuGetProcAddress" /var/log/vgpud.log 2>/dev/null | tail -60
+    echo "--- xenstore ---"; xenstore-ls -f /local/domain/0/backend 2>/dev/null | head -20; ls /var/lib/xen
+    echo "XEN-SMOKE: $*"
+    sync; poweroff -f; sleep 60
+}
+fail() { finish "FAIL ($*)"; }
+# wait_for SECONDS WHAT COMMAND...: retry COMMAND every 0.2 s
+wait_for() {
+    t=$1; what=$2; shift 2; n=$((t * 5))
+    while ! "$@" >/dev/null 2>&1; do
+        n=$((n - 1)); [ $n -le 0 ] && fail "waited ${t} s for $what"
+        sleep 0.2
+    done
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /run
+mkdir -p /run/xen /run/xenstored /run/lock
+stage "dom0 userspace"
+for m in xen-privcmd xenfs xen-evtchn xen-gntdev xen-gntalloc; do
+    insmod /lib/modules/$(uname -r)/$m.ko || fail "insmod $m"
+done
+mount -t xenfs xenfs /proc/xen || fail "mount xenfs"
+grep -q control_d /proc/xen/capabilities || fail "not the control domain"
+XENSTORED_ROOTDIR=/run/xenstored xenstored --pid-file /run/xenstore.pid || fail "xenstored"
+wait_for 20 "xenstored" xenstore-read -s /
+xen-init-dom0 >/dev/null || fail "xen-init-dom0"
+xenconsoled --pid-file=/run/xenconsoled.pid --log=guest --log-dir=/var/log/xen || fail "xenconsoled"
+stage "toolstack up"
+
+vgpud --config /etc/vgpu/vgpud.conf --foreground --log-level debug >/var/log/vgpud.log 2>&1 &
+wait_for 20 "vgpud to answer" vgpuctl ping
+stage "vgpud up"
+base_mem=$(vgpuctl --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')
+
+xl create /etc/xen/vgpu-guest.cfg >/tmp/xl.out 2>&1 || { cat /tmp/xl.out; fail "xl create"; }
+DOMID=$(xl domid vgpu-guest) || fail "xl domid"
+stage "guest created (domain $DOMID)"
+# The guest's console, live on ours, so that a stuck guest shows where it is.
+tail -f /var/log/xen/guest-vgpu-guest.log 2>/dev/null | while IFS= read -r l; do echo "domU| $l"; done &
+wait_for 30 "vgpud to offer the guest a vGPU" xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/vgpus
+stage "vGPU offered"
+wait_for 150 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
+result=$(xenstore-read /local/domain/$DOMID/data/result)
+[ "$result" = PASS ] || fail "guest: $(xenstore-read /local/domain/$DOMID/data/detail)"
+stage "guest programs passed"
+wait_for 30 "the guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOMID/data/holding
+holding=$(xenstore-read /local/domain/$DOMID/data/holding)
+[ "$holding" = 1 ] || fail "guest: $holding"
+sessions=$(vgpuctl --json | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')
+held=$(vgpuctl --json | sed -n 's/.*"totals":{[^}]*"mem_bytes":\([0-9]*\).*/\1/p')
+[ "${sessions:-0}" -ge 1 ] && [ "${held:-0}" -gt 0 ] || fail "vgpud sees no guest session holding memory"
+stage "guest holds $held bytes in $sessions session(s); destroying it"
+xl destroy vgpu-guest || fail "xl destroy"
+freed() {
+    j=$(vgpuctl --json)
+    [ "$(echo "$j" | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')" = 0 ] &&
+        [ "$(echo "$j" | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')" = "$base_mem" ]
+}
+wait_for 20 "vgpud to free everything of the destroyed guest" freed
+[ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/state 2>/dev/null)" ] ||
+    fail "the guest's backend entries are still in xenstore"
+stage "vgpud freed the destroyed guest's sessions, memory and xenstore entries"
+vgpuctl ping >/dev/null || fail "vgpud gone"
+grep -q "ERROR: AddressSanitizer\|runtime error" /var/log/vgpud.log && fail "sanitizer report in vgpud's log"
+finish PASS

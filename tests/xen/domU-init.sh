@@ -1,0 +1,53 @@
+#!/bin/sh
+# /init of the guest in the Xen smoke test: CUDA driver-API programs through the vGPU dom0 offers,
+# a hostile program, the round trip, then a process that holds resources until dom0 destroys the
+# domain. Results go to dom0 through xenstore (data/...), details to the console.
+export PATH=/opt/vgpu/bin:/sbin:/bin:/usr/sbin:/usr/bin
+export LD_LIBRARY_PATH=/opt/vgpu/lib
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+say() { echo "GUEST: $*"; }
+verdict() { xenstore-write data/detail "$2"; xenstore-write data/result "$1"; }
+fail() { say "FAIL: $*"; verdict FAIL "$*"; sleep 3600; }
+# Granted pages: xen-gntalloc allows 1024 by default; a channel takes about 6,200 (README: Xen).
+for m in xen-privcmd xenfs xen-evtchn xen-gntdev "xen-gntalloc limit=65536"; do
+    set -- $m
+    insmod /lib/modules/$(uname -r)/$1.ko $2 || fail "insmod $1"
+done
+mount -t xenfs xenfs /proc/xen
+say "domain $(xenstore-read domid) up at $(cut -d' ' -f1 /proc/uptime) s"
+run() { # name program args...
+    name=$1; shift
+    if "$@" >/tmp/$name.out 2>&1; then
+        say "$name: $(tail -1 /tmp/$name.out)"
+    else
+        cat /tmp/$name.out
+        fail "$name"
+    fi
+}
+# Two pinned 16 MiB buffers at once: a data area larger than the default.
+VGPU_DATA_AREA=40M run copies prog_copies 16777216
+run streams prog_streams /opt/vgpu/basic.emu.so
+run kernel prog_vecadd /opt/vgpu/basic.emu.so
+run hostile xen_hostile
+run after-hostile prog_copies 65536
+run latency bench_latency 1000
+grep RESULT /tmp/latency.out | sed 's/^/GUEST-RTT /'
+verdict PASS "all programs passed"
+# Something for dom0 to take away: a process that holds vGPU memory until the domain is destroyed.
+VGPU_DATA_AREA=40M prog_hold /opt/vgpu/basic.emu.so >/tmp/hold.out 2>&1 &
+hold=$!
+i=0
+while ! grep -q ready /tmp/hold.out; do
+    i=$((i + 1))
+    if [ $i -gt 200 ] || ! kill -0 $hold 2>/dev/null; then
+        say "prog_hold never got ready: $(cat /tmp/hold.out)"
+        xenstore-write data/holding "prog_hold never got ready: $(tail -1 /tmp/hold.out)"
+        sleep 3600
+    fi
+    sleep 0.1
+done
+xenstore-write data/holding 1
+say "holding vGPU resources; waiting to be destroyed"
+sleep 3600
