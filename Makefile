@@ -2,7 +2,9 @@
 #
 #   make            libcuda.so.1 (the frontend), vgpud, vgpu-run, vgpuctl under build/
 #   make demo       start vgpud and run a CUDA program through a vGPU (GPU if present, else emu)
-#   make check      unit and host-mode integration tests, built with ASan+UBSan (no GPU needed)
+#   make check      unit and host-mode integration tests, built with ASan+UBSan (no GPU needed),
+#                   then the Xen smoke test
+#   make check-xen  the Xen smoke test alone: Xen 4.17 under QEMU, vgpud in dom0, CUDA in a domU
 #   make check-gpu  the integration programs on a real GPU, compared with native runs
 #   make bench-gpu  native vs vGPU benchmarks on a real GPU
 #   make bench-share how vGPUs share a real GPU under FIFO, Credit and BAND

@@ -96,8 +96,9 @@ static char *status_json(struct server *srv, size_t *len)
         if (s->state == SESSION_CONTROL || s->state == SESSION_NEW)
             continue;
         clients++;
-        strbuf_printf(&b, "%s{\"id\":%llu,\"pid\":%d,\"uid\":%d,\"program\":", first ? "" : ",",
-                      (unsigned long long)s->id, (int)s->pid, (int)s->uid);
+        /* domain: the Xen guest the process runs in, -1 for a process of this host */
+        strbuf_printf(&b, "%s{\"id\":%llu,\"domain\":%d,\"pid\":%d,\"uid\":%d,\"program\":", first ? "" : ",",
+                      (unsigned long long)s->id, (int)s->domid, (int)s->pid, (int)s->uid);
         strbuf_json_string(&b, s->program);
         strbuf_printf(&b, ",\"state\":\"%s\",\"age_s\":%.3f,\"channels\":[", state_name(s->state),
                       (double)(now - s->started_ns) / 1e9);

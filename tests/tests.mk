@@ -80,11 +80,12 @@ check-host: $(HOST_TEST_DEPS)
 	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
 
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
-# then run the whole suite built with ASan and UBSan.
+# run the whole suite built with ASan and UBSan, then the Xen smoke test on the plain build.
 check:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
+	@$(MAKE) --no-print-directory check-xen
 
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.

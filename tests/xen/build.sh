@@ -123,6 +123,9 @@ for b in xl xenstored xenconsoled xen-init-dom0; do copy_bin "$R" "/usr/lib/xen-
 copy_dlopened "$R" "libxenlight.so.$XENVER" "libxlutil.so.$XENVER"
 copy_bin "$R" "$B/bin/vgpud" /opt/vgpu/bin/vgpud
 copy_bin "$R" "$B/bin/vgpuctl" /opt/vgpu/bin/vgpuctl
+# The round trip of a dom0 process through the host socket: the guest's on the same footing.
+copy_bin "$R" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1
+copy_bin "$R" "$B/benchmarks/bench_latency" /opt/vgpu/bin/bench_latency
 mkdir -p "$R/etc/xen" "$R/etc/vgpu" "$R/var/lib/xen" "$R/var/log/xen" "$R/boot"
 echo 'autoballoon="off"' >"$R/etc/xen/xl.conf"
 install -m 644 "$TOP/configs/vgpu-guest.cfg" "$R/etc/xen/vgpu-guest.cfg"

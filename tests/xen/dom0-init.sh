@@ -62,6 +62,8 @@ holding=$(xenstore-read /local/domain/$DOMID/data/holding)
 sessions=$(vgpuctl --json | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')
 held=$(vgpuctl --json | sed -n 's/.*"totals":{[^}]*"mem_bytes":\([0-9]*\).*/\1/p')
 [ "${sessions:-0}" -ge 1 ] && [ "${held:-0}" -gt 0 ] || fail "vgpud sees no guest session holding memory"
+vgpuctl --json | grep -q "\"domain\":$DOMID," || fail "vgpud does not list a session of domain $DOMID"
+vgpuctl status
 stage "guest holds $held bytes in $sessions session(s); destroying it"
 xl destroy vgpu-guest || fail "xl destroy"
 freed() {
@@ -73,6 +75,11 @@ wait_for 20 "vgpud to free everything of the destroyed guest" freed
 [ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/state 2>/dev/null)" ] ||
     fail "the guest's backend entries are still in xenstore"
 stage "vgpud freed the destroyed guest's sessions, memory and xenstore entries"
+# The same round trip from a process of dom0 through vgpud's socket, in the same emulated machine.
+VGPU_SOCKET=/run/vgpud.sock LD_LIBRARY_PATH=/opt/vgpu/lib bench_latency 1000 >/tmp/latency.out 2>&1 ||
+    { cat /tmp/latency.out; fail "bench_latency in dom0"; }
+grep RESULT /tmp/latency.out | sed 's/^/DOM0-RTT /'
+stage "dom0's round trip measured"
 vgpuctl ping >/dev/null || fail "vgpud gone"
 grep -q "ERROR: AddressSanitizer\|runtime error" /var/log/vgpud.log && fail "sanitizer report in vgpud's log"
 finish PASS
