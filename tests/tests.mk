@@ -107,6 +107,6 @@ $(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl
 
-check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(BENCH_BIN)
+check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
 	VGPU_BUILD=$(abspath $(O)) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
 	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 170
