@@ -69,21 +69,28 @@ static int evtchn_open(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x)
     return 0;
 }
 
-int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t *port)
+/* The port a bind call returned, or its error (the handle closed again). */
+static int take_port(struct vgpu_xen_evtchn *e, xenevtchn_port_or_error_t p)
 {
-    int r = evtchn_open(e, x);
-    if (r)
-        return r;
-    xenevtchn_port_or_error_t p = x->xenevtchn_bind_unbound_port(e->xce, peer);
     if (p < 0) {
-        r = errno ? -errno : -EIO;
+        int r = errno ? -errno : -EIO;
         vgpu_xen_evtchn_close(e);
         return r;
     }
     e->port = (evtchn_port_t)p;
     e->bound = true;
-    *port = (uint32_t)p;
     return 0;
+}
+
+int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t *port)
+{
+    int r = evtchn_open(e, x);
+    if (r)
+        return r;
+    r = take_port(e, x->xenevtchn_bind_unbound_port(e->xce, peer));
+    if (r == 0)
+        *port = e->port;
+    return r;
 }
 
 int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t peer_port)
@@ -91,15 +98,7 @@ int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x,
     int r = evtchn_open(e, x);
     if (r)
         return r;
-    xenevtchn_port_or_error_t p = x->xenevtchn_bind_interdomain(e->xce, peer, peer_port);
-    if (p < 0) {
-        r = errno ? -errno : -EIO;
-        vgpu_xen_evtchn_close(e);
-        return r;
-    }
-    e->port = (evtchn_port_t)p;
-    e->bound = true;
-    return 0;
+    return take_port(e, x->xenevtchn_bind_interdomain(e->xce, peer, peer_port));
 }
 
 void vgpu_xen_evtchn_close(struct vgpu_xen_evtchn *e)

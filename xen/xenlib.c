@@ -4,24 +4,12 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
-
-/* Each library by soname; the versioned libraries of newer Xen releases are tried in turn. */
-static const char *const library_names[][6] = {
-    {"libxenstore.so.4", "libxenstore.so"},
-    {"libxengnttab.so.1", "libxengnttab.so"},
-    {"libxenevtchn.so.1", "libxenevtchn.so"},
-    {"libxenvchan.so.4.17", "libxenvchan.so.4.18", "libxenvchan.so.4.19", "libxenvchan.so.4.20", "libxenvchan.so"},
-};
-
-static struct vgpu_xenlib lib;
-static const struct vgpu_xenlib *loaded;
-static const char *failure;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Xen's messages go to the project's logger, at the matching level. */
 static void forward(struct xentoollog_logger *l, xentoollog_level level, int errnoval, const char *context,
@@ -47,81 +35,106 @@ static void destroy(struct xentoollog_logger *l) { (void)l; }
 
 static struct xentoollog_logger logger = {.vmessage = forward, .progress = progress, .destroy = destroy};
 
-/* Open every library of a group, each by the first of its names that loads. */
-static bool open_libraries(const char *const (*names)[6], size_t count, void **handles)
+/* A group of libraries and the functions taken from them into one table. Each library is named by
+ * its sonames, tried in turn (the versioned libraries of newer Xen releases). */
+struct symbol {
+    const char *name;
+    size_t offset; /* of its pointer in the table */
+};
+
+struct group {
+    const char *what; /* for messages */
+    const char *const (*libraries)[6];
+    size_t library_count;
+    const struct symbol *symbols;
+    size_t symbol_count;
+    void *table;
+    pthread_once_t once;
+    bool loaded;
+    char failure[160];
+};
+
+#define MAX_LIBRARIES 4
+
+static void load_group(struct group *g)
 {
-    for (size_t i = 0; i < count; i++) {
-        for (size_t k = 0; k < 6 && names[i][k] && !handles[i]; k++)
-            handles[i] = dlopen(names[i][k], RTLD_NOW | RTLD_LOCAL);
-        if (!handles[i])
-            return false;
+    void *handles[MAX_LIBRARIES] = {0};
+    for (size_t i = 0; i < g->library_count; i++) {
+        for (size_t k = 0; k < 6 && g->libraries[i][k] && !handles[i]; k++)
+            handles[i] = dlopen(g->libraries[i][k], RTLD_NOW | RTLD_LOCAL);
+        if (!handles[i]) {
+            snprintf(g->failure, sizeof g->failure, "%s are not installed (no %s)", g->what, g->libraries[i][0]);
+            return;
+        }
     }
-    return true;
+    for (size_t s = 0; s < g->symbol_count; s++) {
+        void *p = NULL;
+        for (size_t i = 0; !p && i < g->library_count; i++)
+            p = dlsym(handles[i], g->symbols[s].name);
+        if (!p) {
+            snprintf(g->failure, sizeof g->failure, "%s lack %s", g->what, g->symbols[s].name);
+            return;
+        }
+        /* dlsym hands functions over as object pointers (POSIX): copied into the typed slot. */
+        memcpy((char *)g->table + g->symbols[s].offset, &p, sizeof p);
+    }
+    g->loaded = true;
 }
 
-static void load(void)
-{
-    void *handles[sizeof library_names / sizeof library_names[0]] = {0};
-    if (!open_libraries(library_names, sizeof handles / sizeof handles[0], handles)) {
-        failure = "Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan) are not installed";
-        return;
-    }
-#define RESOLVE(name)                                                                                  \
-    for (size_t i = 0; !lib.name && i < sizeof handles / sizeof handles[0]; i++)                       \
-        lib.name = (__typeof__(name) *)dlsym(handles[i], #name);                                       \
-    if (!lib.name) {                                                                                   \
-        failure = "Xen's libraries lack " #name;                                                       \
-        return;                                                                                        \
-    }
-    VGPU_XEN_CORE_FUNCS(RESOLVE)
-#undef RESOLVE
-    lib.logger = &logger;
-    loaded = &lib;
-}
+static const char *const core_libraries[][6] = {
+    {"libxenstore.so.4", "libxenstore.so"},
+    {"libxengnttab.so.1", "libxengnttab.so"},
+    {"libxenevtchn.so.1", "libxenevtchn.so"},
+    {"libxenvchan.so.4.17", "libxenvchan.so.4.18", "libxenvchan.so.4.19", "libxenvchan.so.4.20", "libxenvchan.so"},
+};
+_Static_assert(sizeof core_libraries / sizeof core_libraries[0] <= MAX_LIBRARIES, "handles for every library");
+#define CORE_SYMBOL(name) {#name, offsetof(struct vgpu_xenlib, name)},
+static const struct symbol core_symbols[] = {VGPU_XEN_CORE_FUNCS(CORE_SYMBOL)};
+static struct vgpu_xenlib core_table = {.logger = &logger};
+static struct group core = {
+    .what = "Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan)",
+    .libraries = core_libraries,
+    .library_count = sizeof core_libraries / sizeof core_libraries[0],
+    .symbols = core_symbols,
+    .symbol_count = sizeof core_symbols / sizeof core_symbols[0],
+    .table = &core_table,
+    .once = PTHREAD_ONCE_INIT,
+};
 
-const struct vgpu_xenlib *vgpu_xenlib(const char **why)
-{
-    pthread_once(&once, load);
-    if (!loaded && why)
-        *why = failure;
-    return loaded;
-}
-
-static const char *const toolstack_names[][6] = {
+static const char *const toolstack_libraries[][6] = {
     {"libxenlight.so.4.17", "libxenlight.so.4.18", "libxenlight.so.4.19", "libxenlight.so.4.20", "libxenlight.so"},
     {"libxlutil.so.4.17", "libxlutil.so.4.18", "libxlutil.so.4.19", "libxlutil.so.4.20", "libxlutil.so"},
 };
+#define TOOLSTACK_SYMBOL(name) {#name, offsetof(struct vgpu_xen_toolstack, name)},
+static const struct symbol toolstack_symbols[] = {VGPU_XEN_TOOLSTACK_FUNCS(TOOLSTACK_SYMBOL)};
+static struct vgpu_xen_toolstack toolstack_table;
+static struct group toolstack = {
+    .what = "Xen's toolstack libraries (libxenlight, libxlutil)",
+    .libraries = toolstack_libraries,
+    .library_count = sizeof toolstack_libraries / sizeof toolstack_libraries[0],
+    .symbols = toolstack_symbols,
+    .symbol_count = sizeof toolstack_symbols / sizeof toolstack_symbols[0],
+    .table = &toolstack_table,
+    .once = PTHREAD_ONCE_INIT,
+};
 
-static struct vgpu_xen_toolstack toolstack;
-static const struct vgpu_xen_toolstack *toolstack_loaded;
-static const char *toolstack_failure;
-static pthread_once_t toolstack_once = PTHREAD_ONCE_INIT;
+static void load_core(void) { load_group(&core); }
+static void load_toolstack(void) { load_group(&toolstack); }
 
-static void load_toolstack(void)
+const struct vgpu_xenlib *vgpu_xenlib(const char **why)
 {
-    void *handles[sizeof toolstack_names / sizeof toolstack_names[0]] = {0};
-    if (!open_libraries(toolstack_names, sizeof handles / sizeof handles[0], handles)) {
-        toolstack_failure = "Xen's toolstack libraries (libxenlight, libxlutil) are not installed";
-        return;
-    }
-#define RESOLVE(name)                                                                                  \
-    for (size_t i = 0; !toolstack.name && i < sizeof handles / sizeof handles[0]; i++)                 \
-        toolstack.name = (__typeof__(name) *)dlsym(handles[i], #name);                                 \
-    if (!toolstack.name) {                                                                             \
-        toolstack_failure = "Xen's toolstack libraries lack " #name;                                   \
-        return;                                                                                        \
-    }
-    VGPU_XEN_TOOLSTACK_FUNCS(RESOLVE)
-#undef RESOLVE
-    toolstack_loaded = &toolstack;
+    pthread_once(&core.once, load_core);
+    if (!core.loaded && why)
+        *why = core.failure;
+    return core.loaded ? &core_table : NULL;
 }
 
 const struct vgpu_xen_toolstack *vgpu_xen_toolstack(const char **why)
 {
-    pthread_once(&toolstack_once, load_toolstack);
-    if (!toolstack_loaded && why)
-        *why = toolstack_failure;
-    return toolstack_loaded;
+    pthread_once(&toolstack.once, load_toolstack);
+    if (!toolstack.loaded && why)
+        *why = toolstack.failure;
+    return toolstack.loaded ? &toolstack_table : NULL;
 }
 
 int vgpu_xen_present(void)
