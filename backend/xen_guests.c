@@ -22,13 +22,18 @@
 /* How long a domain's xl configuration may take to appear after the domain does. */
 #define CONFIG_WAIT_NS (60ll * 1000000000ll)
 #define CONNECT_TRIES 20
+/* A session directory that no process serves within this long is removed: a process that died
+ * before serving its vchan, or a guest's junk, must not hold one of the guest's session places. */
+#define SESSION_SETUP_NS (10ll * 1000000000ll)
 
 enum guest_state { GUEST_PENDING, GUEST_OFFERED, GUEST_IGNORED };
 
 struct guest_session {
     char name[32];
-    uint64_t id;   /* vgpud's session, 0 while not connected */
-    int failures;  /* connection attempts that failed */
+    uint64_t id;     /* vgpud's session, 0 while not connected */
+    int failures;    /* connection attempts that failed */
+    int64_t seen_ns; /* when its directory appeared */
+    bool listed;     /* in the last listing of the sessions directory */
 };
 
 struct guest {
@@ -39,7 +44,8 @@ struct guest {
     char front[64], back[64], sessions[80], token[24];
     struct guest_session s[VGPU_XEN_MAX_SESSIONS];
     int nsessions;
-    bool seen; /* still listed in the last scan */
+    int xb_state; /* the backend state vgpud last wrote */
+    bool seen;    /* still listed in the last scan */
     struct guest *next;
 };
 
@@ -52,6 +58,7 @@ struct xen_guests {
     int stop_fd;
     pthread_t thread;
     struct guest *guests;
+    char backend_root[64]; /* /local/domain/0/backend/vgpu */
 };
 
 /* ---------------------------------------------------------------- channel memory */
@@ -116,6 +123,13 @@ static void xs_put_number(struct xen_guests *g, const char *dir, const char *key
     char text[24];
     snprintf(text, sizeof text, "%ld", v);
     xs_put(g, dir, key, text);
+}
+
+static void set_state(struct xen_guests *g, struct guest *d, int state)
+{
+    if (d->xb_state != state)
+        xs_put_number(g, d->back, "state", state);
+    d->xb_state = state;
 }
 
 /* ---------------------------------------------------------------- a guest's configuration */
@@ -232,16 +246,18 @@ static void offer(struct xen_guests *g, struct guest *d)
     xs_put(g, d->back, "frontend", d->front);
     xs_put_number(g, d->back, "frontend-id", d->domid);
     xs_put_number(g, d->back, "vgpus", d->vgpus.count);
-    xs_put_number(g, d->back, "state", VGPU_XB_INITIALISING);
+    set_state(g, d, VGPU_XB_INITIALISING);
     x->xs_mkdir(g->xs, XBT_NULL, d->front);
     x->xs_set_permissions(g->xs, XBT_NULL, d->front, front_perms, 2);
     xs_put(g, d->front, "backend", d->back);
     xs_put_number(g, d->front, "backend-id", 0);
     xs_put_number(g, d->front, "state", VGPU_XB_INITIALISING);
+    /* Sessions of processes that a previous vgpud served cannot go on: start afresh. */
+    x->xs_rm(g->xs, XBT_NULL, d->sessions);
     x->xs_mkdir(g->xs, XBT_NULL, d->sessions);
     x->xs_set_permissions(g->xs, XBT_NULL, d->sessions, front_perms, 2);
     x->xs_watch(g->xs, d->sessions, d->token);
-    xs_put_number(g, d->back, "state", VGPU_XB_INIT_WAIT);
+    set_state(g, d, VGPU_XB_INIT_WAIT);
     d->state = GUEST_OFFERED;
     LOG_INFO("xen: dom%u: offered %d vGPU(s)", d->domid, d->vgpus.count);
 }
@@ -254,11 +270,43 @@ static struct guest_session *session_named(struct guest *d, const char *name)
     return NULL;
 }
 
+static void forget_session(struct xen_guests *g, struct guest *d, int i, bool remove_directory)
+{
+    if (remove_directory) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/%s", d->sessions, d->s[i].name);
+        g->x->xs_rm(g->xs, XBT_NULL, path);
+    }
+    d->s[i] = d->s[--d->nsessions];
+}
+
+/* Directories that went away before being served are forgotten; those that nobody serves in time
+ * (or whose vchan cannot be reached) are removed. */
+static void forget_unserved(struct xen_guests *g, struct guest *d)
+{
+    int64_t now = vgpu_now_ns();
+    for (int i = 0; i < d->nsessions;) {
+        struct guest_session *gs = &d->s[i];
+        if (gs->id) {
+            i++;
+        } else if (!gs->listed) {
+            forget_session(g, d, i, false);
+        } else if (gs->failures >= CONNECT_TRIES || now - gs->seen_ns > SESSION_SETUP_NS) {
+            LOG_INFO("xen: dom%u: nobody serves session %s; removed", d->domid, gs->name);
+            forget_session(g, d, i, true);
+        } else {
+            i++;
+        }
+    }
+}
+
 /* Connect to the control vchans the guest's processes serve. */
 static void connect_sessions(struct xen_guests *g, struct guest *d)
 {
     unsigned n = 0;
     char **names = g->x->xs_directory(g->xs, XBT_NULL, d->sessions, &n);
+    for (int i = 0; i < d->nsessions; i++)
+        d->s[i].listed = false;
     for (unsigned i = 0; names && i < n; i++) {
         struct guest_session *gs = session_named(d, names[i]);
         if (!gs) {
@@ -267,7 +315,9 @@ static void connect_sessions(struct xen_guests *g, struct guest *d)
             gs = &d->s[d->nsessions++];
             memset(gs, 0, sizeof *gs);
             snprintf(gs->name, sizeof gs->name, "%s", names[i]);
+            gs->seen_ns = vgpu_now_ns();
         }
+        gs->listed = true;
         if (gs->id || gs->failures >= CONNECT_TRIES)
             continue;
         char path[160], probe[176];
@@ -291,25 +341,26 @@ static void connect_sessions(struct xen_guests *g, struct guest *d)
             continue;
         }
         LOG_INFO("xen: dom%u: process %s connected (session %llu)", d->domid, gs->name, (unsigned long long)gs->id);
-        xs_put_number(g, d->back, "state", VGPU_XB_CONNECTED);
+        set_state(g, d, VGPU_XB_CONNECTED);
     }
     free(names);
+    forget_unserved(g, d);
 }
 
 /* Sessions that have ended leave their directory behind if the process died: remove it. */
 static void prune_sessions(struct xen_guests *g, struct guest *d)
 {
+    int connected = 0;
     for (int i = 0; i < d->nsessions;) {
         struct guest_session *gs = &d->s[i];
         if (gs->id && !server_session_alive(g->srv, gs->id)) {
-            char path[160];
-            snprintf(path, sizeof path, "%s/%s", d->sessions, gs->name);
-            g->x->xs_rm(g->xs, XBT_NULL, path);
-            d->s[i] = d->s[--d->nsessions];
+            forget_session(g, d, i, true);
             continue;
         }
+        connected += gs->id != 0;
         i++;
     }
+    set_state(g, d, connected ? VGPU_XB_CONNECTED : VGPU_XB_INIT_WAIT);
 }
 
 /* The domain is gone: end its sessions (their channels unmap its pages) and its backend entries. */
@@ -321,8 +372,27 @@ static void release(struct xen_guests *g, struct guest *d)
     if (d->state == GUEST_OFFERED) {
         g->x->xs_unwatch(g->xs, d->sessions, d->token);
         g->x->xs_rm(g->xs, XBT_NULL, d->back);
-        LOG_INFO("xen: dom%u is gone; its %d session(s) ended", d->domid, d->nsessions);
     }
+}
+
+/* The toolstack takes the vGPUs away, as it detaches any device: by setting the backend's state to
+ * Closing (or Closed) or by removing its directory. The guest's sessions end, its entries go. */
+static void check_backend(struct xen_guests *g, struct guest *d)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s/state", d->back);
+    char *text = xs_get(g, path);
+    long state = text ? strtol(text, NULL, 10) : -1;
+    free(text);
+    if (state >= 0 && state != VGPU_XB_CLOSING && state != VGPU_XB_CLOSED)
+        return;
+    int sessions = d->nsessions;
+    release(g, d);
+    g->x->xs_rm(g->xs, XBT_NULL, d->front);
+    d->nsessions = 0;
+    d->state = GUEST_IGNORED;
+    LOG_INFO("xen: dom%u: its vGPUs were detached (backend %s); %d session(s) ended", d->domid,
+             state < 0 ? "removed" : "closing", sessions);
 }
 
 static void consider(struct xen_guests *g, struct guest *d)
@@ -370,6 +440,8 @@ static void scan_domains(struct xen_guests *g)
             pp = &d->next;
             continue;
         }
+        if (d->state == GUEST_OFFERED)
+            LOG_INFO("xen: dom%u is gone; its %d session(s) ended", d->domid, d->nsessions);
         release(g, d);
         *pp = d->next;
         free(d);
@@ -384,17 +456,26 @@ static void on_watch(struct xen_guests *g, const char *token)
         scan_domains(g);
         return;
     }
-    for (struct guest *d = g->guests; d; d = d->next)
-        if (d->state == GUEST_OFFERED && strcmp(token, d->token) == 0)
+    bool backend = strcmp(token, "backend") == 0;
+    for (struct guest *d = g->guests; d; d = d->next) {
+        if (d->state != GUEST_OFFERED)
+            continue;
+        if (backend)
+            check_backend(g, d);
+        else if (strcmp(token, d->token) == 0)
             connect_sessions(g, d);
+    }
 }
 
 static void *guests_main(void *arg)
 {
     struct xen_guests *g = arg;
     pthread_setname_np(pthread_self(), "vgpu-xen");
+    /* Entries a previous vgpud left behind describe offers nobody serves any more. */
+    g->x->xs_rm(g->xs, XBT_NULL, g->backend_root);
     g->x->xs_watch(g->xs, "@introduceDomain", "domains");
     g->x->xs_watch(g->xs, "@releaseDomain", "domains");
+    g->x->xs_watch(g->xs, g->backend_root, "backend");
     scan_domains(g);
     for (;;) {
         struct pollfd p[2] = {{.fd = g->x->xs_fileno(g->xs), .events = POLLIN}, {.fd = g->stop_fd, .events = POLLIN}};
@@ -449,6 +530,7 @@ int xen_guests_start(struct server *srv)
     g->srv = srv;
     g->x = x;
     g->t = t;
+    vgpu_xb_backend_root(g->backend_root, sizeof g->backend_root, 0);
     g->xs = x->xs_open(0);
     g->stop_fd = eventfd(0, EFD_CLOEXEC);
     if (!g->xs || g->stop_fd < 0 || t->libxl_ctx_alloc(&g->ctx, LIBXL_VERSION, 0, x->logger) != 0) {

@@ -4,7 +4,8 @@
  *   /local/domain/<guest>/device/vgpu/0              backend, backend-id, state
  * and every CUDA process of the guest serves its control vchan under
  *   /local/domain/<guest>/device/vgpu/0/sessions/<pid>/
- * which vgpud, watching that directory, connects to. */
+ * which vgpud, watching that directory, connects to. The toolstack detaches the vGPUs as it
+ * detaches any device, by setting the backend's state to Closing or removing its directory. */
 #ifndef VGPU_XENBUS_H
 #define VGPU_XENBUS_H
 
@@ -29,6 +30,11 @@ enum vgpu_xenbus_state {
 static inline void vgpu_xb_frontend_path(char *buf, size_t n, uint32_t guest)
 {
     snprintf(buf, n, "/local/domain/%u/device/vgpu/0", guest);
+}
+
+static inline void vgpu_xb_backend_root(char *buf, size_t n, uint32_t backend)
+{
+    snprintf(buf, n, "/local/domain/%u/backend/vgpu", backend);
 }
 
 static inline void vgpu_xb_backend_path(char *buf, size_t n, uint32_t backend, uint32_t guest)

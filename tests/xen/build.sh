@@ -129,6 +129,8 @@ copy_bin "$R" "$B/benchmarks/bench_latency" /opt/vgpu/bin/bench_latency
 mkdir -p "$R/etc/xen" "$R/etc/vgpu" "$R/var/lib/xen" "$R/var/log/xen" "$R/boot"
 echo 'autoballoon="off"' >"$R/etc/xen/xl.conf"
 install -m 644 "$TOP/configs/vgpu-guest.cfg" "$R/etc/xen/vgpu-guest.cfg"
+# The second guest of the test is the same one under another name (vgpud reads NAME.cfg).
+ln -s vgpu-guest.cfg "$R/etc/xen/vgpu-guest2.cfg"
 install -m 644 "$TOP/configs/vgpud.conf" "$R/etc/vgpu/vgpud.conf"
 cp "$XEN_CACHE/vmlinux" "$R/boot/domU-kernel"
 cp "$XEN_CACHE/initrd-domU.cpio.gz" "$R/boot/initrd-domU.cpio.gz"

@@ -80,6 +80,24 @@ VGPU_SOCKET=/run/vgpud.sock LD_LIBRARY_PATH=/opt/vgpu/lib bench_latency 1000 >/t
     { cat /tmp/latency.out; fail "bench_latency in dom0"; }
 grep RESULT /tmp/latency.out | sed 's/^/DOM0-RTT /'
 stage "dom0's round trip measured"
+
+# A second guest, holding vGPU resources, whose vGPUs the toolstack detaches while it runs (the
+# backend's state set to Closing, as for any device): vgpud ends its sessions and removes the entries.
+xl create /etc/xen/vgpu-guest.cfg 'name="vgpu-guest2"' 'extra="console=hvc0 quiet vgpu_test=hold"' >/tmp/xl.out 2>&1 ||
+    { cat /tmp/xl.out; fail "xl create (second guest)"; }
+DOM2=$(xl domid vgpu-guest2) || fail "xl domid vgpu-guest2"
+stage "second guest created (domain $DOM2)"
+tail -f /var/log/xen/guest-vgpu-guest2.log 2>/dev/null | while IFS= read -r l; do echo "domU2| $l"; done &
+wait_for 60 "the second guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOM2/data/holding
+[ "$(xenstore-read /local/domain/$DOM2/data/holding)" = 1 ] || fail "second guest: $(xenstore-read /local/domain/$DOM2/data/holding)"
+vgpuctl --json | grep -q "\"domain\":$DOM2," || fail "vgpud does not list a session of domain $DOM2"
+xenstore-write /local/domain/0/backend/vgpu/$DOM2/0/state 5
+wait_for 20 "vgpud to free everything of the detached vGPUs" freed
+[ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOM2/0/state 2>/dev/null)" ] ||
+    fail "the detached guest's backend entries are still in xenstore"
+xenstore-exists /local/domain/$DOM2/device/vgpu/0 && fail "the detached guest's frontend entries are still in xenstore"
+stage "vGPUs detached from a running guest: sessions, memory and entries freed"
+xl destroy vgpu-guest2 || fail "xl destroy (second guest)"
 vgpuctl ping >/dev/null || fail "vgpud gone"
 grep -q "ERROR: AddressSanitizer\|runtime error" /var/log/vgpud.log && fail "sanitizer report in vgpud's log"
 finish PASS

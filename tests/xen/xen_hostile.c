@@ -1,7 +1,8 @@
 /* A hostile guest process (Xen smoke test): it speaks vgpud's protocol itself and sends what no
  * frontend would: grant references that are not grants, a page count that does not match, a
  * corrupt request ring, a malformed control message. vgpud must answer each with an error or end
- * that session, and go on serving (the smoke test runs a normal program right after this one).
+ * that session, and go on serving (the smoke test runs a normal program right after this one);
+ * and more session directories than a guest may have, which nobody serves.
  * Exits 0 when vgpud behaved so. */
 #include <errno.h>
 #include <stdio.h>
@@ -119,6 +120,38 @@ static int session_ended(struct vgpu_msg_link *link)
     return 0;
 }
 
+static void flood_sessions(void)
+{
+    struct xs_handle *xs = x->xs_open(0);
+    unsigned len;
+    char *self = xs ? x->xs_read(xs, XBT_NULL, "domid", &len) : NULL;
+    if (!self)
+        FAIL("not in a Xen guest");
+    char front[96], path[192];
+    vgpu_xb_frontend_path(front, sizeof front, (uint32_t)atoi(self));
+    free(self);
+    const int n = VGPU_XEN_MAX_SESSIONS + 16;
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/sessions/flood-%d", front, i);
+        x->xs_mkdir(xs, XBT_NULL, path);
+        if (i % 3 == 0) {
+            snprintf(path, sizeof path, "%s/sessions/flood-%d/ring-ref", front, i);
+            x->xs_write(xs, XBT_NULL, path, "12345", 5);
+            snprintf(path, sizeof path, "%s/sessions/flood-%d/event-channel", front, i);
+            x->xs_write(xs, XBT_NULL, path, "7", 1);
+        }
+    }
+    snprintf(path, sizeof path, "%s/sessions/stale", front);
+    x->xs_mkdir(xs, XBT_NULL, path);
+    sleep(2); /* vgpud sees them, tries the vchans */
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/sessions/flood-%d", front, i);
+        x->xs_rm(xs, XBT_NULL, path);
+    }
+    printf("%d unserved session directories: made and removed\n", n);
+    x->xs_close(xs);
+}
+
 int main(void)
 {
     const char *why = NULL;
@@ -182,6 +215,11 @@ int main(void)
         FAIL("vgpud kept a session that sent a malformed message");
     printf("malformed control message: session ended\n");
     link.ops->close(&link);
+
+    /* 4. More session directories than a guest may have, nobody serving them, some with vchan
+     * entries that lead nowhere. vgpud must forget them when they go, so that the next program can
+     * connect, and remove the one left behind ("stale") itself; the smoke test checks both. */
+    flood_sessions();
     printf("xen_hostile: vgpud refused everything\n");
     return 0;
 }
