@@ -143,7 +143,10 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         return CUDA_SUCCESS;
     }
     uint64_t off;
-    FE_RETURN_IF(fe_heap_alloc(ch, c->id, bytesize, flags, true, &off));
+    CUresult r = fe_heap_alloc(ch, c->id, bytesize, flags, true, &off);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return fe_spill_alloc(pp, bytesize, flags, c->device);
+    FE_RETURN_IF(r);
     *pp = ch->map.data + off;
     return CUDA_SUCCESS;
 }
@@ -169,7 +172,9 @@ CUresult cuMemFreeHost(void *p)
     struct fe_block b;
     uint64_t off;
     struct fe_chan *ch = pinned_owner(p, &b, &off);
-    if (!ch || off != b.off)
+    if (!ch)
+        return fe_spill_free(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (off != b.off)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_ctx *c;
     uint32_t ctx = fe_current(&c, NULL) == CUDA_SUCCESS ? c->id : 0;
@@ -196,8 +201,12 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_block b;
     uint64_t off;
-    if (!pinned_owner(p, &b, &off))
+    struct fe_spill spill;
+    if (pinned_owner(p, &b, &off))
+        *pFlags = b.flags;
+    else if (fe_spill_find(p, &spill))
+        *pFlags = spill.flags;
+    else
         return CUDA_ERROR_INVALID_VALUE;
-    *pFlags = b.flags;
     return CUDA_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /* Driver API: pointer attributes, answered from the frontend's own knowledge of the memory it
- * handed out (device allocations, module variables, and pinned host memory in data areas). */
+ * handed out (device allocations, module variables, pinned host memory in data areas or spilled). */
 #include <string.h>
 
 #include "fe.h"
@@ -36,6 +36,10 @@ static struct pointer_info lookup(CUdeviceptr p)
                                          b.dptr ? b.dptr + (off - b.off) : 0, (void *)(uintptr_t)p};
         }
     }
+    struct fe_spill spill;
+    if (fe_spill_find((const void *)(uintptr_t)p, &spill))
+        return (struct pointer_info){true, false, spill.device, 0, (uint64_t)(uintptr_t)spill.base, spill.size, 0,
+                                     (void *)(uintptr_t)p};
     return info;
 }
 

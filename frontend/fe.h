@@ -110,6 +110,20 @@ CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
  * and p's data-area offset in *off. */
 bool fe_heap_find(struct fe_chan *ch, const void *p, struct fe_block *block, uint64_t *off);
 
+/* Pinned host memory beyond what a data area holds (host_spill.c): ordinary pages, staged like
+ * pageable memory, with no device address. */
+struct fe_spill {
+    void *base;
+    size_t size;
+    unsigned flags;
+    int device; /* of the context it was allocated in */
+};
+CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device);
+/* The spilled allocation containing p. */
+bool fe_spill_find(const void *p, struct fe_spill *out);
+/* Free the spilled allocation starting at p; false if there is none. */
+bool fe_spill_free(void *p);
+
 /* ---------------------------------------------------------------- process state */
 
 struct fe_ctx {

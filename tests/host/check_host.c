@@ -221,6 +221,23 @@ START_TEST(test_copies)
 }
 END_TEST
 
+/* Pinned memory larger than the channel's data area (as in a Xen guest) spills into ordinary
+ * pages and still works as pinned memory. */
+START_TEST(test_copies_spilled)
+{
+    char *out;
+    setenv("VGPU_DATA_AREA", "40M", 1); /* 32 MiB of it are staging slots */
+    setenv("VGPU_LOG_LEVEL", "info", 1);
+    int rc = run_prog("prog_copies", "16777216", NULL, &out);
+    unsetenv("VGPU_DATA_AREA");
+    unsetenv("VGPU_LOG_LEVEL");
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(strstr(out, "beyond the channel's data area"));
+    ck_assert_ptr_nonnull(strstr(out, "from 1 B to 16777216 B"));
+    free(out);
+}
+END_TEST
+
 START_TEST(test_memset)
 {
     ck_assert_int_eq(run_prog("prog_memset", NULL, NULL, NULL), 0);
@@ -574,6 +591,7 @@ int main(void)
     tcase_set_timeout(programs, 300);
     tcase_add_test(programs, test_vecadd);
     tcase_add_test(programs, test_copies);
+    tcase_add_test(programs, test_copies_spilled);
     tcase_add_test(programs, test_memset);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);

@@ -21,6 +21,14 @@ int main(int argc, char **argv)
     uint8_t *psrc, *pdst;
     CHECK(cuMemAllocHost((void **)&psrc, max));
     CHECK(cuMemAllocHost((void **)&pdst, max));
+    /* Pinned memory, wherever the frontend put it (a data area, or spilled beyond it). */
+    unsigned flags = 99, type = 0;
+    CHECK(cuMemHostGetFlags(&flags, psrc + max / 2));
+    EXPECT(flags == 0, "flags of cuMemAllocHost memory: %u", flags);
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)(pdst + max - 1)));
+    EXPECT(type == CU_MEMORYTYPE_HOST, "memory type of pinned memory: %u", type);
+    if (max > 1)
+        EXPECT(cuMemFreeHost(psrc + 1) == CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost inside an allocation");
     CUdeviceptr d1, d2;
     CHECK(cuMemAlloc(&d1, max));
     CHECK(cuMemAlloc(&d2, max));

@@ -30,8 +30,8 @@ run() { # name program args...
     fi
 }
 if ! $hold_only; then
-# Two pinned 16 MiB buffers at once: a data area larger than the default.
-VGPU_DATA_AREA=40M run copies prog_copies 16777216
+# Two pinned 16 MiB buffers at once: more than the default data area holds, so they spill.
+run copies prog_copies 16777216
 run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
 run hostile xen_hostile
@@ -47,7 +47,8 @@ done
 say "unserved session directory removed by vgpud"
 verdict PASS "all programs passed"
 fi
-# Something for dom0 to take away: a process that holds vGPU memory until the domain is destroyed.
+# Something for dom0 to take away: a process that holds vGPU memory until the domain is destroyed,
+# its pinned buffer in a data area larger than the default.
 VGPU_DATA_AREA=40M prog_hold /opt/vgpu/basic.emu.so >/tmp/hold.out 2>&1 &
 hold=$!
 i=0

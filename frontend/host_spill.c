@@ -1,0 +1,73 @@
+/* Pinned host memory that a channel's data area cannot hold. A Xen guest's data area is small
+ * (every page of it is a grant), yet native drivers pin as much as the application asks for. Such
+ * an allocation gets ordinary pages instead: the copy paths see memory outside the data area and
+ * stage it through the slots, as they do pageable memory, and the allocation is pinned memory in
+ * every other respect (freed by cuMemFreeHost, its flags and pointer attributes known), except
+ * that it has no device address. */
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "array.h"
+#include "fe.h"
+#include "log.h"
+
+static pthread_mutex_t spill_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fe_spill *spills; /* unsorted: an application keeps few pinned allocations */
+static size_t spill_count, spill_cap;
+
+CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&spill_mu);
+    struct fe_spill *v = vgpu_array_grow(spills, &spill_cap, spill_count + 1, sizeof *v);
+    if (v) {
+        spills = v;
+        spills[spill_count++] = (struct fe_spill){p, size, flags, device};
+    }
+    pthread_mutex_unlock(&spill_mu);
+    if (!v) {
+        munmap(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    static atomic_bool told;
+    if (!atomic_exchange(&told, true))
+        LOG_INFO("pinned host memory beyond the channel's data area (%zu KiB asked): ordinary pages, copied "
+                 "through the staging slots (VGPU_DATA_AREA sets the area)", size >> 10);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+bool fe_spill_find(const void *p, struct fe_spill *out)
+{
+    const uint8_t *q = p;
+    bool found = false;
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count && !found; i++) {
+        const uint8_t *base = spills[i].base;
+        if (q >= base && (size_t)(q - base) < spills[i].size) {
+            *out = spills[i];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&spill_mu);
+    return found;
+}
+
+bool fe_spill_free(void *p)
+{
+    struct fe_spill gone = {0};
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count; i++)
+        if (spills[i].base == p) {
+            gone = spills[i];
+            spills[i] = spills[--spill_count];
+            break;
+        }
+    pthread_mutex_unlock(&spill_mu);
+    if (gone.base)
+        munmap(gone.base, gone.size);
+    return gone.base != NULL;
+}
