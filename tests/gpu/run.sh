@@ -41,6 +41,8 @@ compare vecadd-zstd "$PROGS/prog_vecadd" "$K/basic.zstd.fatbin"
 compare vecadd-lz4 "$PROGS/prog_vecadd" "$K/basic.lz4.fatbin"
 compare vecadd-raw "$PROGS/prog_vecadd" "$K/basic.none.fatbin"
 compare copies "$PROGS/prog_copies"
+# Pinned buffers larger than the data area (32 MiB of these 40 are staging slots): spilled.
+VGPU_DATA_AREA=40M compare copies-spilled "$PROGS/prog_copies" 16777216
 compare memset "$PROGS/prog_memset"
 compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
