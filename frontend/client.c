@@ -188,13 +188,8 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     req.data_size = fe_cfg.data_area;
     req.slot_size = fe_cfg.slot_size;
     req.slot_count = fe_cfg.slot_count;
-    if (fe.xen) { /* granted pages are scarce: smaller defaults */
-        req.data_size = req.data_size ? req.data_size : VGPU_XEN_DATA_AREA;
-        req.slot_size = req.slot_size ? req.slot_size : VGPU_XEN_SLOT_SIZE;
-        req.slot_count = req.slot_count ? req.slot_count : VGPU_XEN_SLOT_COUNT;
-        req.req_size = VGPU_XEN_REQ_RING;
-        req.rsp_size = VGPU_XEN_RSP_RING;
-    }
+    if (fe.xen)
+        fe_xen_channel_request(&req);
     struct vgpu_msg_channel m;
     int fd = -1;
     ssize_t n = -EIO;

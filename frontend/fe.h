@@ -160,7 +160,8 @@ struct fe_state {
 extern struct fe_state fe;
 
 /* What a Xen guest's channel asks for unless the VGPU_* variables say otherwise: every page is
- * granted, and grants are scarce (README: Xen grant limits): about 3,200 pages in all. */
+ * granted, and grants are scarce (README: Xen grant limits): about 3,150 pages in all, the four
+ * staging slots inside the data area. */
 #define VGPU_XEN_DATA_AREA (12ull << 20)
 #define VGPU_XEN_SLOT_COUNT 4u
 #define VGPU_XEN_SLOT_SIZE (1u << 20)
@@ -170,6 +171,8 @@ extern struct fe_state fe;
 /* Under Xen (xen_client.c): serve this process's control vchan to the backend that offers the
  * guest a vGPU; -ENODEV when there is no such offer. */
 int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend);
+/* The sizes a channel asks for under Xen, where every page of it is a grant (VGPU_* settings win). */
+void fe_xen_channel_request(struct vgpu_msg_open_channel *req);
 /* Grant a channel's memory and offer its doorbell to the backend (after VGPU_MSG_CHANNEL). */
 CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_size);
 void fe_xen_channel_release(struct fe_chan *ch);

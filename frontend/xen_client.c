@@ -1,6 +1,7 @@
 /* The frontend inside a Xen guest: it finds the vGPU dom0 offers the guest in xenstore, serves its
  * own control vchan for vgpud to connect to, and grants each channel's pages and event channel. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,6 +78,47 @@ int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
 out:
     x->xs_close(xs);
     return r;
+}
+
+/* How many pages the guest's processes may grant together (xen-gntalloc's `limit`); 0: unknown. */
+static uint64_t gntalloc_limit(void)
+{
+    FILE *f = fopen("/sys/module/xen_gntalloc/parameters/limit", "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+void fe_xen_channel_request(struct vgpu_msg_open_channel *req)
+{
+    bool chosen = req->data_size || req->slot_size || req->slot_count;
+    req->data_size = req->data_size ? req->data_size : VGPU_XEN_DATA_AREA;
+    req->slot_size = req->slot_size ? req->slot_size : VGPU_XEN_SLOT_SIZE;
+    req->slot_count = req->slot_count ? req->slot_count : VGPU_XEN_SLOT_COUNT;
+    req->req_size = VGPU_XEN_REQ_RING;
+    req->rsp_size = VGPU_XEN_RSP_RING;
+    /* The defaults shrink to half of what gntalloc lets the guest's processes grant together, so
+     * that a guest whose driver keeps its default limit (1,024 pages) works, if with small copies. */
+    uint64_t limit = chosen ? 0 : gntalloc_limit();
+    uint64_t pages = 1 + (req->req_size + req->rsp_size + req->data_size) / VGPU_XEN_PAGE;
+    if (!limit || pages <= limit / 2)
+        return;
+    req->req_size = 128u << 10; /* still the largest record the protocol has (64 KiB) */
+    uint64_t fixed = 1 + (req->req_size + req->rsp_size) / VGPU_XEN_PAGE;
+    if (limit / 2 < fixed + 32)
+        return; /* too few to help: the grant fails with its own message */
+    req->data_size = (limit / 2 - fixed) * VGPU_XEN_PAGE;
+    req->slot_count = VGPU_XEN_SLOT_COUNT;
+    uint64_t slot = req->data_size / (2 * req->slot_count) / VGPU_XEN_PAGE * VGPU_XEN_PAGE;
+    req->slot_size = (uint32_t)(slot < VGPU_XEN_SLOT_SIZE ? slot : VGPU_XEN_SLOT_SIZE);
+    static atomic_bool told;
+    if (!atomic_exchange(&told, true))
+        LOG_INFO("xen: gntalloc lets this guest grant %llu pages: channels of %llu KiB (README: Xen grant limits)",
+                 (unsigned long long)limit, (unsigned long long)((fixed * VGPU_XEN_PAGE + req->data_size) >> 10));
 }
 
 CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_size)
