@@ -28,16 +28,25 @@ static int serial;
         exit(1);                                                                                       \
     } while (0)
 
-/* A new session: a control vchan served for vgpud, as the frontend serves it. */
-static void open_session(struct vgpu_msg_link *l)
+/* xenstore, and this guest's frontend directory. */
+static struct xs_handle *open_frontend(char *front, size_t n)
 {
     struct xs_handle *xs = x->xs_open(0);
     unsigned len;
     char *self = xs ? x->xs_read(xs, XBT_NULL, "domid", &len) : NULL;
     if (!self)
         FAIL("not in a Xen guest");
+    vgpu_xb_frontend_path(front, n, (uint32_t)atoi(self));
+    free(self);
+    return xs;
+}
+
+/* A new session: a control vchan served for vgpud, as the frontend serves it. */
+static void open_session(struct vgpu_msg_link *l)
+{
     char front[96], path[160];
-    vgpu_xb_frontend_path(front, sizeof front, (uint32_t)atoi(self));
+    struct xs_handle *xs = open_frontend(front, sizeof front);
+    unsigned len;
     snprintf(path, sizeof path, "%s/backend-id", front);
     char *back = x->xs_read(xs, XBT_NULL, path, &len);
     if (!back)
@@ -46,7 +55,6 @@ static void open_session(struct vgpu_msg_link *l)
     snprintf(path, sizeof path, "%s/sessions/%d-%d", front, (int)getpid(), serial++);
     if (vgpu_vchan_link_serve(l, x, backend, path))
         FAIL("cannot serve a control vchan at %s", path);
-    free(self);
     free(back);
     x->xs_close(xs);
 }
@@ -122,14 +130,8 @@ static int session_ended(struct vgpu_msg_link *link)
 
 static void flood_sessions(void)
 {
-    struct xs_handle *xs = x->xs_open(0);
-    unsigned len;
-    char *self = xs ? x->xs_read(xs, XBT_NULL, "domid", &len) : NULL;
-    if (!self)
-        FAIL("not in a Xen guest");
     char front[96], path[192];
-    vgpu_xb_frontend_path(front, sizeof front, (uint32_t)atoi(self));
-    free(self);
+    struct xs_handle *xs = open_frontend(front, sizeof front);
     const int n = VGPU_XEN_MAX_SESSIONS + 16;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/sessions/flood-%d", front, i);
