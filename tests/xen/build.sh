@@ -8,10 +8,13 @@
 # The hypervisor and kernel packages are only downloaded and unpacked, never installed; they are
 # kept in $XEN_CACHE between runs.
 #   VGPU_BUILD  the project's build directory (default build)
+#   VGPU_DAEMON_BUILD  where dom0's vgpud and vgpuctl come from (default VGPU_BUILD; `make check`
+#               passes its sanitizer build, so that a hostile guest meets ASan and UBSan)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 B=$(cd "${VGPU_BUILD:-$TOP/build}" && pwd)
+DB=$(cd "${VGPU_DAEMON_BUILD:-$B}" && pwd)
 XEN_OUT=${XEN_OUT:-$B/xen}
 XEN_CACHE=${XEN_CACHE:-$B/xen-cache}
 XENVER=4.17
@@ -121,8 +124,8 @@ R=$XEN_CACHE/dom0-root
 base_root "$R"
 for b in xl xenstored xenconsoled xen-init-dom0; do copy_bin "$R" "/usr/lib/xen-$XENVER/bin/$b"; done
 copy_dlopened "$R" "libxenlight.so.$XENVER" "libxlutil.so.$XENVER"
-copy_bin "$R" "$B/bin/vgpud" /opt/vgpu/bin/vgpud
-copy_bin "$R" "$B/bin/vgpuctl" /opt/vgpu/bin/vgpuctl
+copy_bin "$R" "$DB/bin/vgpud" /opt/vgpu/bin/vgpud
+copy_bin "$R" "$DB/bin/vgpuctl" /opt/vgpu/bin/vgpuctl
 # The round trip of a dom0 process through the host socket: the guest's on the same footing.
 copy_bin "$R" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1
 copy_bin "$R" "$B/benchmarks/bench_latency" /opt/vgpu/bin/bench_latency
