@@ -247,6 +247,79 @@ static int apply(struct settings *st, int c, const char *arg)
 /* vgpud.conf: xl's syntax, read with Xen's libxlutil. Each key is a long option with '_' for '-'
  * (log_level = "debug", sched = "band", weight = [ "trainer=300" ], any_user_host_code = 1); the
  * command line comes after it and wins. */
+/* The option a configuration key names (its '_' for the option's '-'), or NULL. */
+static const struct option *option_of_key(const char *key, size_t n)
+{
+    for (const struct option *o = longopts; o->name; o++) {
+        if (o->val == O_CONFIG || o->val == O_VER || o->val == 'h' || strlen(o->name) != n)
+            continue;
+        size_t i = 0;
+        while (i < n && (key[i] == o->name[i] || (key[i] == '_' && o->name[i] == '-')))
+            i++;
+        if (i == n)
+            return o;
+    }
+    return NULL;
+}
+
+/* libxlutil reads the keys it is asked for and ignores the others: a misspelt setting would go
+ * unnoticed. The file's keys (names before '=' outside strings, lists and comments) must all be
+ * vgpud's. */
+static int check_keys(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0; /* libxlutil says why */
+    int c, depth = 0, rc = 0;
+    char quote = 0, key[64];
+    size_t n = 0;
+    bool pending = false; /* key[] holds a name that may be followed by '=' */
+    while ((c = fgetc(f)) != EOF && rc == 0) {
+        if (quote) {
+            if (c == '\\')
+                fgetc(f);
+            else if (c == quote)
+                quote = 0;
+            continue;
+        }
+        if (c == '#') {
+            while ((c = fgetc(f)) != EOF && c != '\n')
+                ;
+            pending = false;
+            continue;
+        }
+        if (depth == 0 && (c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (n > 0 && ((c >= '0' && c <= '9') || c == '-')))) {
+            if (!pending)
+                n = 0;
+            if (n < sizeof key - 1)
+                key[n++] = (char)c;
+            pending = true;
+            continue;
+        }
+        if (c == '=' && depth == 0 && n > 0 && !option_of_key(key, n)) {
+            key[n] = '\0';
+            fprintf(stderr, "vgpud: %s: unknown setting '%s' (vgpud --help lists them, with '_' for '-')\n", path,
+                    key);
+            rc = 2;
+        }
+        if (c == '"' || c == '\'')
+            quote = (char)c;
+        else if (c == '[')
+            depth++;
+        else if (c == ']' && depth > 0)
+            depth--;
+        if (c != ' ' && c != '\t') {
+            pending = false;
+            n = 0;
+        } else if (pending) {
+            pending = false; /* the name is complete; '=' may still follow after blanks */
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
 static int read_config(struct settings *st, const char *path)
 {
     const char *why = NULL;
@@ -255,6 +328,8 @@ static int read_config(struct settings *st, const char *path)
         fprintf(stderr, "vgpud: --config needs %s\n", why);
         return 2;
     }
+    if (check_keys(path))
+        return 2;
     XLU_Config *cfg = t->xlu_cfg_init(stderr, path);
     if (!cfg || t->xlu_cfg_readfile(cfg, path)) {
         fprintf(stderr, "vgpud: cannot read %s\n", path);

@@ -201,6 +201,52 @@ static void stop_vgpud(void)
     }
 }
 
+/* ---------------------------------------------------------------- vgpud's configuration file */
+
+/* Run vgpud with a configuration file of the given text (and more arguments) for up to 3 s;
+ * returns its exit status (-1: still serving when stopped) and its output in *out. */
+static int run_vgpud_config(const char *text, const char *more1, const char *more2, char **out)
+{
+    char conf[700], log[700], exe[600], s[700];
+    snprintf(conf, sizeof conf, "%s/vgpud-%d.conf", tmp, (int)getpid());
+    snprintf(log, sizeof log, "%s/vgpud-conf-%d.out", tmp, (int)getpid());
+    snprintf(exe, sizeof exe, "%s/vgpud", bin);
+    snprintf(s, sizeof s, "%s/vgpud-conf-%d.sock", tmp, (int)getpid());
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "socket = \"%s\"\n%s", s, text);
+    fclose(f);
+    char *argv[] = {exe, "--foreground", "--config", conf, (char *)more1, (char *)more2, NULL};
+    int rc = run_to(argv, log, 3);
+    *out = slurp(log);
+    unlink(s);
+    return rc;
+}
+
+START_TEST(test_config_file)
+{
+    char *out;
+    const char *good = "# the smoke test's kind of file\n"
+                       "executor = \"emu\"  # comment = not a key\n"
+                       "emu_devices = 2; emu_memory = \"1G\"\n"
+                       "weight = [ \"trainer=300\",\n  \"batch=50\" ]\n";
+    ck_assert_int_eq(run_vgpud_config(good, NULL, NULL, &out), -1);
+    ck_assert_msg(strstr(out, "serving 2 device(s) with the emu executor"), "%s", out);
+    free(out);
+    /* The command line comes after the file, and wins. */
+    ck_assert_int_eq(run_vgpud_config(good, "--emu-devices", "3", &out), -1);
+    ck_assert_msg(strstr(out, "serving 3 device(s)"), "%s", out);
+    free(out);
+    /* A misspelt key, a bad value: refused with the reason, not ignored. */
+    ck_assert_int_eq(run_vgpud_config("emu_device = 2\n", NULL, NULL, &out), 2);
+    ck_assert_msg(strstr(out, "unknown setting 'emu_device'"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run_vgpud_config("sched = \"lottery\"\n", NULL, NULL, &out), 2);
+    ck_assert_msg(strstr(out, "--sched"), "%s", out);
+    free(out);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the programs */
 
 START_TEST(test_vecadd)
@@ -591,6 +637,7 @@ int main(void)
     tcase_set_timeout(programs, 300);
     tcase_add_test(programs, test_vecadd);
     tcase_add_test(programs, test_copies);
+    tcase_add_test(programs, test_config_file);
     tcase_add_test(programs, test_copies_spilled);
     tcase_add_test(programs, test_memset);
     tcase_add_test(programs, test_streams);
