@@ -372,56 +372,45 @@ static int read_config(struct settings *st, const char *path)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The configuration file and the command line into st: 0, 1 when done (--help, --version), 2 on
+ * an error (said). */
+static int parse_settings(struct settings *st, int argc, char **argv)
 {
-    struct settings st = {
-        .opt =
-            {
-                .exec = {.kind = "auto", .emu_devices = 1, .emu_memory = 16ull << 30},
-                .poll_spin_ns = 50000,
-                .max_sessions = 1024,
-                .max_contexts = 16,
-                .max_streams = 4096,
-                .max_events = 65536,
-                .max_modules = 4096,
-                .max_functions = 65536,
-                .max_data_area = 4ull << 30,
-                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
-                .default_weight = 100,
-                .max_xen_data_area = 64ull << 20,
-                .xen_config_dir = "/etc/xen",
-            },
-        .level = VGPU_LOG_INFO,
-    };
     /* The configuration file first, wherever --config is given, so that options override it. */
     for (int i = 1; i < argc; i++) {
         const char *path = strncmp(argv[i], "--config=", 9) == 0 ? argv[i] + 9
                            : strcmp(argv[i], "--config") == 0 && i + 1 < argc ? argv[i + 1]
                                                                             : NULL;
         if (path) {
-            int rc = read_config(&st, path);
+            int rc = read_config(st, path);
             if (rc)
-                return rc == 1 ? 0 : rc;
+                return rc;
         }
     }
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == O_CONFIG)
             continue;
-        int rc = c == '?' ? 2 : apply(&st, c, optarg);
+        int rc = c == '?' ? 2 : apply(st, c, optarg);
         if (rc == 2 && c == '?')
             usage(stderr);
         if (rc)
-            return rc == 1 ? 0 : rc;
+            return rc;
     }
     if (optind != argc) {
         usage(stderr);
         return 2;
     }
-    struct server_options opt = st.opt;
-    opt.socket_path = vgpu_socket_path(st.socket_path);
-    bool foreground = st.foreground;
-    int level = st.level;
+    return 0;
+}
+
+/* Run vgpud as the settings say; its exit status. */
+static int serve(const struct settings *st)
+{
+    struct server_options opt = st->opt;
+    opt.socket_path = vgpu_socket_path(st->socket_path);
+    bool foreground = st->foreground;
+    int level = st->level;
 
     /* As a daemon, the parent returns only when the socket is ready (or the start failed). */
     int ready[2] = {-1, -1};
@@ -486,10 +475,36 @@ int main(int argc, char **argv)
         close(ready[1]);
     xen_guests_stop(&the_server);
     server_fini(&the_server);
-    if (st.config)
-        vgpu_xen_toolstack(NULL)->xlu_cfg_destroy(st.config);
     image_cache_clear();
     if (x)
         x->ops->destroy(x);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct settings st = {
+        .opt =
+            {
+                .exec = {.kind = "auto", .emu_devices = 1, .emu_memory = 16ull << 30},
+                .poll_spin_ns = 50000,
+                .max_sessions = 1024,
+                .max_contexts = 16,
+                .max_streams = 4096,
+                .max_events = 65536,
+                .max_modules = 4096,
+                .max_functions = 65536,
+                .max_data_area = 4ull << 30,
+                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
+                .default_weight = 100,
+                .max_xen_data_area = 64ull << 20,
+                .xen_config_dir = "/etc/xen",
+            },
+        .level = VGPU_LOG_INFO,
+    };
+    int rc = parse_settings(&st, argc, argv);
+    rc = rc == 0 ? serve(&st) : rc == 1 ? 0 : rc;
+    if (st.config)
+        vgpu_xen_toolstack(NULL)->xlu_cfg_destroy(st.config);
     return rc;
 }
