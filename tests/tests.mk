@@ -85,7 +85,7 @@ check:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
-	@$(MAKE) --no-print-directory check-xen XEN_DAEMON_BUILD=build/san
+	@$(MAKE) --no-print-directory check-xen XEN_SAN_BUILD=build/san
 
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.
@@ -107,8 +107,8 @@ $(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl
 
-# XEN_DAEMON_BUILD: the build dom0's vgpud comes from (make check: the sanitizer build).
-XEN_DAEMON_BUILD ?= $(O)
+# XEN_SAN_BUILD: a sanitizer build for dom0's vgpud and some of the guest's programs (make check).
+XEN_SAN_BUILD ?=
 check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
-	VGPU_BUILD=$(abspath $(O)) VGPU_DAEMON_BUILD=$(abspath $(XEN_DAEMON_BUILD)) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
+	VGPU_BUILD=$(abspath $(O)) VGPU_SAN_BUILD=$(if $(XEN_SAN_BUILD),$(abspath $(XEN_SAN_BUILD))) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
 	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 170

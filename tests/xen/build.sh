@@ -8,13 +8,15 @@
 # The hypervisor and kernel packages are only downloaded and unpacked, never installed; they are
 # kept in $XEN_CACHE between runs.
 #   VGPU_BUILD  the project's build directory (default build)
-#   VGPU_DAEMON_BUILD  where dom0's vgpud and vgpuctl come from (default VGPU_BUILD; `make check`
-#               passes its sanitizer build, so that a hostile guest meets ASan and UBSan)
+#   VGPU_SAN_BUILD  a build with ASan and UBSan (`make check` passes its own): dom0's vgpud and
+#               vgpuctl come from it, so that a hostile guest meets the sanitizers, and the guest
+#               runs a few programs with its libcuda.so.1 too
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 B=$(cd "${VGPU_BUILD:-$TOP/build}" && pwd)
-DB=$(cd "${VGPU_DAEMON_BUILD:-$B}" && pwd)
+DB=$B
+[ -n "${VGPU_SAN_BUILD:-}" ] && DB=$(cd "$VGPU_SAN_BUILD" && pwd)
 XEN_OUT=${XEN_OUT:-$B/xen}
 XEN_CACHE=${XEN_CACHE:-$B/xen-cache}
 XENVER=4.17
@@ -115,6 +117,10 @@ for p in prog_copies prog_streams prog_vecadd prog_hold; do copy_bin "$D" "$B/te
 copy_bin "$D" "$B/tests/xen/xen_hostile" /opt/vgpu/bin/xen_hostile
 copy_bin "$D" "$B/benchmarks/bench_latency" /opt/vgpu/bin/bench_latency
 cp "$B/tests/kernels/basic.emu.so" "$D/opt/vgpu/basic.emu.so"
+if [ "$DB" != "$B" ]; then # the sanitized frontend, and the ASan runtime to preload into programs
+    copy_bin "$D" "$DB/lib/libcuda.so.1" /opt/vgpu/lib-san/libcuda.so.1
+    ldd "$DB/lib/libcuda.so.1" | awk '/libasan/{print $3}' >"$D/opt/vgpu/lib-san/preload"
+fi
 install -m 755 "$HERE/domU-init.sh" "$D/init"
 mkcpio "$D" "gzip -1" "$XEN_CACHE/initrd-domU.cpio.gz"
 step "guest image $(du -h "$XEN_CACHE/initrd-domU.cpio.gz" | cut -f1)"

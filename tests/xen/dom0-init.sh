@@ -12,7 +12,7 @@ finish() {
     echo "XEN-SMOKE: $*"
     sync; poweroff -f; sleep 60
 }
-fail() { finish "FAIL ($*)"; }
+fail() { sleep 3; finish "FAIL ($*)"; } # the pause: the guest's console drains
 # wait_for SECONDS WHAT COMMAND...: retry COMMAND every 0.2 s
 wait_for() {
     t=$1; what=$2; shift 2; n=$((t * 5))

@@ -24,9 +24,11 @@ run() { # name program args...
     name=$1; shift
     if "$@" >/tmp/$name.out 2>&1; then
         say "$name: $(tail -1 /tmp/$name.out)"
-    else
+    else # the verdict first: the console may take a while to carry the output
+        verdict FAIL "$name: $(tail -2 /tmp/$name.out | tr '\n' ' ')"
+        say "FAIL: $name"
         cat /tmp/$name.out
-        fail "$name"
+        sleep 3600
     fi
 }
 if ! $hold_only; then
@@ -42,6 +44,12 @@ VGPU_LOG_LEVEL=info run small-grant-limit prog_copies 4194304
 grep -q "gntalloc lets this guest grant 1024 pages" /tmp/small-grant-limit.out ||
     fail "the channel did not shrink to gntalloc's limit"
 echo 65536 >/sys/module/xen_gntalloc/parameters/limit
+if [ -e /opt/vgpu/lib-san/libcuda.so.1 ]; then # make check: the frontend with ASan and UBSan
+    san="env LD_LIBRARY_PATH=/opt/vgpu/lib-san LD_PRELOAD=$(cat /opt/vgpu/lib-san/preload)"
+    run san-copies $san prog_copies 4194304
+    run san-streams $san prog_streams /opt/vgpu/basic.emu.so
+    grep -q "Sanitizer\|runtime error" /tmp/san-*.out && fail "sanitizer report in the guest: $(cat /tmp/san-*.out)"
+fi
 run latency bench_latency 1000
 grep RESULT /tmp/latency.out | sed 's/^/GUEST-RTT /'
 # xen_hostile left a session directory that nobody serves: vgpud removes it after 10 s.
