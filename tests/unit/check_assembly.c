@@ -2,6 +2,7 @@
 #include <check.h>
 
 #include "vgpu_spec.h"
+#include "../check_run.h"
 
 START_TEST(good_specs)
 {
@@ -41,9 +42,5 @@ int main(void)
     tcase_add_test(tc, good_specs);
     tcase_add_test(tc, bad_specs);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vgpu_check_run(s);
 }

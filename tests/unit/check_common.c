@@ -14,6 +14,7 @@
 #include "strbuf.h"
 #include "transport.h"
 #include "units.h"
+#include "../check_run.h"
 
 /* ------------------------------------------------------------------------------ ranges */
 
@@ -749,9 +750,5 @@ static Suite *common_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(common_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return vgpu_check_run(common_suite());
 }

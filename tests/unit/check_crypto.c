@@ -7,6 +7,7 @@
 
 #include "md2.h"
 #include "sha256.h"
+#include "../check_run.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)
 {
@@ -138,9 +139,5 @@ int main(void)
     tcase_add_test(tc, sha256_fips);
     tcase_add_test(tc, sha256_million_a);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vgpu_check_run(s);
 }

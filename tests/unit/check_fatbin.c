@@ -8,6 +8,7 @@
 
 #include "cubin.h"
 #include "fatbin.h"
+#include "../check_run.h"
 
 struct blob {
     uint8_t *data;
@@ -646,9 +647,5 @@ static Suite *fatbin_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(fatbin_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return vgpu_check_run(fatbin_suite());
 }

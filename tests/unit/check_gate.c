@@ -9,6 +9,7 @@
 
 #include "bell.h"
 #include "../../backend/gate.h"
+#include "../check_run.h"
 
 static _Atomic bool streams_busy; /* every stream's work is pending while set */
 
@@ -317,9 +318,5 @@ int main(void)
     tcase_add_test(tc, closing_waiter);
     tcase_add_test(tc, forget_streams);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vgpu_check_run(s);
 }

@@ -8,6 +8,7 @@
 
 #include "cubin.h"
 #include "fatbin.h"
+#include "../check_run.h"
 
 /* The kernels' argument types, laid out as the host compiler lays out the CUDA ones. */
 struct Small {
@@ -489,9 +490,5 @@ static Suite *params_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(params_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return vgpu_check_run(params_suite());
 }

@@ -18,6 +18,7 @@
 #include "ring.h"
 #include "transport.h"
 #include "vgpu/wire.h"
+#include "../check_run.h"
 
 /* The padding marker's flag bit (ring.c keeps it private; it is part of the shared format). */
 #define PAD_FLAG 0x80000000u
@@ -1205,9 +1206,5 @@ static Suite *ring_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(ring_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return vgpu_check_run(ring_suite());
 }

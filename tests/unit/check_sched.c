@@ -5,6 +5,7 @@
 
 #include "scheduler.h"
 #include "sim.h"
+#include "../check_run.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -276,9 +277,5 @@ int main(void)
     tcase_add_test(sim, sim_batched);
     tcase_add_test(sim, sim_deterministic);
     suite_add_tcase(s, sim);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vgpu_check_run(s);
 }

@@ -20,6 +20,7 @@
 #include "ring.h"
 #include "vgpu/calls.h"
 #include "vgpu/wire.h"
+#include "../check_run.h"
 
 /* ------------------------------------------------------------------------------ call table */
 
@@ -729,9 +730,5 @@ static Suite *wire_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(wire_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return vgpu_check_run(wire_suite());
 }
