@@ -55,6 +55,12 @@ struct group {
 };
 
 #define MAX_LIBRARIES 4
+#define GROUP(what_, libraries_, symbols_, table_)                                                         \
+    {                                                                                                      \
+        .what = what_, .libraries = libraries_, .library_count = sizeof libraries_ / sizeof libraries_[0], \
+        .symbols = symbols_, .symbol_count = sizeof symbols_ / sizeof symbols_[0], .table = &table_,       \
+        .once = PTHREAD_ONCE_INIT,                                                                         \
+    }
 
 static void load_group(struct group *g)
 {
@@ -91,15 +97,8 @@ _Static_assert(sizeof core_libraries / sizeof core_libraries[0] <= MAX_LIBRARIES
 #define CORE_SYMBOL(name) {#name, offsetof(struct vgpu_xenlib, name)},
 static const struct symbol core_symbols[] = {VGPU_XEN_CORE_FUNCS(CORE_SYMBOL)};
 static struct vgpu_xenlib core_table = {.logger = &logger};
-static struct group core = {
-    .what = "Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan)",
-    .libraries = core_libraries,
-    .library_count = sizeof core_libraries / sizeof core_libraries[0],
-    .symbols = core_symbols,
-    .symbol_count = sizeof core_symbols / sizeof core_symbols[0],
-    .table = &core_table,
-    .once = PTHREAD_ONCE_INIT,
-};
+static struct group core =
+    GROUP("Xen's libraries (xenstore, xengnttab, xenevtchn, xenvchan)", core_libraries, core_symbols, core_table);
 
 static const char *const toolstack_libraries[][6] = {
     {"libxenlight.so.4.17", "libxenlight.so.4.18", "libxenlight.so.4.19", "libxenlight.so.4.20", "libxenlight.so"},
@@ -108,15 +107,8 @@ static const char *const toolstack_libraries[][6] = {
 #define TOOLSTACK_SYMBOL(name) {#name, offsetof(struct vgpu_xen_toolstack, name)},
 static const struct symbol toolstack_symbols[] = {VGPU_XEN_TOOLSTACK_FUNCS(TOOLSTACK_SYMBOL)};
 static struct vgpu_xen_toolstack toolstack_table;
-static struct group toolstack = {
-    .what = "Xen's toolstack libraries (libxenlight, libxlutil)",
-    .libraries = toolstack_libraries,
-    .library_count = sizeof toolstack_libraries / sizeof toolstack_libraries[0],
-    .symbols = toolstack_symbols,
-    .symbol_count = sizeof toolstack_symbols / sizeof toolstack_symbols[0],
-    .table = &toolstack_table,
-    .once = PTHREAD_ONCE_INIT,
-};
+static struct group toolstack = GROUP("Xen's toolstack libraries (libxenlight, libxlutil)", toolstack_libraries,
+                                      toolstack_symbols, toolstack_table);
 
 static void load_core(void) { load_group(&core); }
 static void load_toolstack(void) { load_group(&toolstack); }
