@@ -155,7 +155,7 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
 /* A channel of the session's vGPU vgpu, in mem (NULL: a fresh memfd), known to the session; the
  * caller answers the client, then starts it. */
 static struct vchannel *add_channel(struct server *srv, struct session *s, int vgpu, uint32_t id,
-                                    const struct vgpu_channel_layout *l, const struct vchannel_memory *mem)
+                                    const struct vgpu_channel_layout *l, struct vchannel_memory *mem)
 {
     int device = s->vgpu_device[vgpu];
     unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu] : server_weight_for(srv, s->program);

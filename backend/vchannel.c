@@ -423,14 +423,17 @@ static void *poller_main(void *arg)
 /* ---------------------------------------------------------------- life cycle */
 
 struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
-                               const struct vchannel_memory *mem)
+                               struct vchannel_memory *mem)
 {
     struct vchannel *ch = calloc(1, sizeof *ch);
     if (!ch) {
         if (mem)
-            mem->release((struct vchannel_memory *)mem);
+            mem->release(mem);
         return NULL;
     }
+    /* The channel owns the memory from here: every failure below releases it (vchannel_free). */
+    if (mem)
+        ch->mem = *mem;
     ch->session = s;
     ch->id = id;
     ch->device = device;
@@ -452,7 +455,6 @@ struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const
     for (uint32_t i = 0; i < VGPU_MAX_SLOTS; i++)
         slot_cbs(ch)[i] = (struct slot_cb){ch, i};
     if (mem) {
-        ch->mem = *mem;
         ch->transport = mem->transport;
         if (mem->size < l->map_size)
             goto fail;

@@ -82,7 +82,7 @@ struct vchannel {
 /* Create a channel for a layout: in a fresh memfd (mem NULL; host mode, for the client to map), or
  * in the given memory. Returns NULL on failure (mem is then released). */
 struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
-                               const struct vchannel_memory *mem);
+                               struct vchannel_memory *mem);
 /* The descriptor of the channel's memory, for handing to the client; closed by vchannel_start. */
 int vchannel_memfd(struct vchannel *ch);
 /* Start serving. Whatever happens, the channel ends with session_channel_gone(). */
