@@ -156,9 +156,8 @@ static void set_weight(struct server *srv, unsigned long long session, unsigned 
     }
     int found = 0, changed = 0;
     pthread_mutex_lock(&srv->mu);
-    for (struct session *s = srv->sessions; s; s = s->next) {
-        if (s->id != session || s->state != SESSION_CLIENT)
-            continue;
+    struct session *s = server_session_locked(srv, session);
+    if (s && s->state == SESSION_CLIENT) {
         found = 1;
         for (int v = 0; v < s->vgpu_count; v++)
             s->vgpu_weight[v] = weight; /* for the channels it opens later too */

@@ -370,12 +370,18 @@ uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link
     return id;
 }
 
-bool server_session_alive(struct server *srv, uint64_t id)
+struct session *server_session_locked(struct server *srv, uint64_t id)
 {
-    pthread_mutex_lock(&srv->mu);
     struct session *s = srv->sessions;
     while (s && s->id != id)
         s = s->next;
+    return s;
+}
+
+bool server_session_alive(struct server *srv, uint64_t id)
+{
+    pthread_mutex_lock(&srv->mu);
+    struct session *s = server_session_locked(srv, id);
     bool alive = s && !s->link_gone;
     pthread_mutex_unlock(&srv->mu);
     return alive;
@@ -384,9 +390,9 @@ bool server_session_alive(struct server *srv, uint64_t id)
 void server_end_session(struct server *srv, uint64_t id)
 {
     pthread_mutex_lock(&srv->mu);
-    for (struct session *s = srv->sessions; s; s = s->next)
-        if (s->id == id)
-            s->killed = true;
+    struct session *s = server_session_locked(srv, id);
+    if (s)
+        s->killed = true;
     pthread_mutex_unlock(&srv->mu);
     wake_loop(srv);
 }

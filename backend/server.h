@@ -45,6 +45,8 @@ void server_fini(struct server *srv);
  * NULL: every device) or a guest process (its domain's vGPUs). Returns its id, 0 on failure. */
 uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
                             const struct session_vgpus *vgpus);
+/* Session id, or NULL (srv->mu held). */
+struct session *server_session_locked(struct server *srv, uint64_t id);
 /* Is session id still there? End it from anywhere (the loop closes it). */
 bool server_session_alive(struct server *srv, uint64_t id);
 void server_end_session(struct server *srv, uint64_t id);

@@ -105,11 +105,7 @@ CUresult xen_channel_memory(uint32_t domid, const uint32_t *refs, uint32_t pages
 
 /* ---------------------------------------------------------------- xenstore */
 
-static char *xs_get(struct xen_guests *g, const char *path)
-{
-    unsigned len = 0;
-    return g->x->xs_read(g->xs, XBT_NULL, path, &len);
-}
+static char *xs_get(struct xen_guests *g, const char *path) { return vgpu_xs_text(g->x, g->xs, path); }
 
 static bool xs_put(struct xen_guests *g, const char *dir, const char *key, const char *value)
 {

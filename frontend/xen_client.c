@@ -16,23 +16,6 @@
 #define GRANT_WAIT_MS 5000
 #define BYE_WAIT_MS 5000
 
-static char *xs_get(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
-{
-    unsigned len = 0;
-    return x->xs_read(xs, XBT_NULL, path, &len);
-}
-
-static long xs_number(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
-{
-    char *v = xs_get(x, xs, path);
-    char *end = NULL;
-    long n = v ? strtol(v, &end, 10) : -1;
-    if (!v || end == v || *end)
-        n = -1;
-    free(v);
-    return n;
-}
-
 int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
 {
     const char *why = NULL;
@@ -45,20 +28,21 @@ int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
     if (!xs)
         return -ENODEV;
     int r = -ENODEV;
-    long self = xs_number(x, xs, "domid");
-    char front[96], path[160];
+    long self = vgpu_xs_number(x, xs, "domid");
+    char front[96], back_dir[96], path[160];
     if (self < 0)
         goto out;
     vgpu_xb_frontend_path(front, sizeof front, (uint32_t)self);
     snprintf(path, sizeof path, "%s/backend-id", front);
-    long back = xs_number(x, xs, path);
+    long back = vgpu_xs_number(x, xs, path);
     if (back < 0)
         goto out; /* no vGPU offered to this guest */
     /* vgpud watches for sessions once it says InitWait (or Connected); a guest that boots quickly
      * may get here first. */
-    snprintf(path, sizeof path, "/local/domain/%ld/backend/vgpu/%ld/0/state", back, self);
+    vgpu_xb_backend_path(back_dir, sizeof back_dir, (uint32_t)back, (uint32_t)self);
+    snprintf(path, sizeof path, "%s/state", back_dir);
     for (int waited = 0;; waited += 50) {
-        long state = xs_number(x, xs, path);
+        long state = vgpu_xs_number(x, xs, path);
         if (state == VGPU_XB_INIT_WAIT || state == VGPU_XB_CONNECTED)
             break;
         if (waited >= OFFER_WAIT_MS) {

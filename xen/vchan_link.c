@@ -18,14 +18,8 @@ struct vchan_link {
 
 #define SEND_TIMEOUT_MS 2000
 
-/* Take the event that made the descriptor readable (the vchan is non-blocking otherwise). */
-static void take_event(struct vchan_link *c)
-{
-    struct pollfd p = {.fd = c->x->libxenvchan_fd_for_select(c->v), .events = POLLIN};
-    if (poll(&p, 1, 0) > 0)
-        c->x->libxenvchan_wait(c->v);
-}
-
+/* Wait up to timeout_ms for the vchan's event and take it (timeout 0: only take one that came; the
+ * vchan is non-blocking otherwise). */
 static int wait_readable(struct vchan_link *c, int timeout_ms)
 {
     struct pollfd p = {.fd = c->x->libxenvchan_fd_for_select(c->v), .events = POLLIN};
@@ -79,7 +73,7 @@ static ssize_t vl_recv(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd, 
     if (fd)
         *fd = -1;
     int64_t deadline = timeout_ms > 0 ? vgpu_now_ns() + timeout_ms * 1000000ll : 0;
-    take_event(c);
+    wait_readable(c, 0);
     for (;;) {
         int ready = c->x->libxenvchan_data_ready(c->v);
         if (ready > 0 && c->have < VGPU_MAX_MSG) {

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -127,6 +128,23 @@ const struct vgpu_xen_toolstack *vgpu_xen_toolstack(const char **why)
     if (!toolstack.loaded && why)
         *why = toolstack.failure;
     return toolstack.loaded ? &toolstack_table : NULL;
+}
+
+char *vgpu_xs_text(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
+{
+    unsigned len = 0;
+    return x->xs_read(xs, XBT_NULL, path, &len);
+}
+
+long vgpu_xs_number(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path)
+{
+    char *v = vgpu_xs_text(x, xs, path);
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (!v || end == v || *end || n < 0)
+        n = -1;
+    free(v);
+    return n;
 }
 
 int vgpu_xen_present(void)

@@ -16,8 +16,7 @@
 /* What every Xen path needs: guests and dom0 alike. */
 #define VGPU_XEN_CORE_FUNCS(X)                                                                         \
     X(xs_open) X(xs_close) X(xs_read) X(xs_write) X(xs_rm) X(xs_mkdir) X(xs_set_permissions)           \
-    X(xs_watch) X(xs_unwatch) X(xs_read_watch) X(xs_check_watch) X(xs_fileno) X(xs_directory)          \
-    X(xs_get_domain_path)                                                                              \
+    X(xs_watch) X(xs_unwatch) X(xs_check_watch) X(xs_fileno) X(xs_directory)                           \
     X(xengnttab_open) X(xengnttab_close) X(xengnttab_map_domain_grant_refs) X(xengnttab_unmap)         \
     X(xengntshr_open) X(xengntshr_close) X(xengntshr_share_pages) X(xengntshr_unshare)                \
     X(xenevtchn_open) X(xenevtchn_close) X(xenevtchn_fd) X(xenevtchn_notify)                           \
@@ -25,12 +24,13 @@
     X(xenevtchn_pending) X(xenevtchn_unmask)                                                           \
     X(libxenvchan_server_init) X(libxenvchan_client_init) X(libxenvchan_close) X(libxenvchan_read)     \
     X(libxenvchan_write) X(libxenvchan_wait) X(libxenvchan_fd_for_select) X(libxenvchan_is_open)        \
-    X(libxenvchan_data_ready) X(libxenvchan_buffer_space)
+    X(libxenvchan_data_ready)
+
+/* A table member: a pointer to the function of that name, typed by its prototype. */
+#define VGPU_XEN_POINTER(name) __typeof__(name) *name;
 
 struct vgpu_xenlib {
-#define VGPU_XEN_POINTER(name) __typeof__(name) *name;
     VGPU_XEN_CORE_FUNCS(VGPU_XEN_POINTER)
-#undef VGPU_XEN_POINTER
     /* Xen's libraries log through this: into the project's one logger. */
     struct xentoollog_logger *logger;
 };
@@ -46,12 +46,14 @@ const struct vgpu_xenlib *vgpu_xenlib(const char **why);
     X(xlu_cfg_get_long) X(xlu_cfg_destroy)
 
 struct vgpu_xen_toolstack {
-#define VGPU_XEN_POINTER(name) __typeof__(name) *name;
     VGPU_XEN_TOOLSTACK_FUNCS(VGPU_XEN_POINTER)
-#undef VGPU_XEN_POINTER
 };
 
 const struct vgpu_xen_toolstack *vgpu_xen_toolstack(const char **why);
+
+/* A xenstore value as malloc'ed text, or NULL; and one that is a whole number >= 0, or -1. */
+char *vgpu_xs_text(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path);
+long vgpu_xs_number(const struct vgpu_xenlib *x, struct xs_handle *xs, const char *path);
 
 /* Running as a Xen guest or dom0 (there is a xenbus to talk to)? No library is needed to ask. */
 int vgpu_xen_present(void);

@@ -32,12 +32,10 @@ static int serial;
 static struct xs_handle *open_frontend(char *front, size_t n)
 {
     struct xs_handle *xs = x->xs_open(0);
-    unsigned len;
-    char *self = xs ? x->xs_read(xs, XBT_NULL, "domid", &len) : NULL;
-    if (!self)
+    long self = xs ? vgpu_xs_number(x, xs, "domid") : -1;
+    if (self < 0)
         FAIL("not in a Xen guest");
-    vgpu_xb_frontend_path(front, n, (uint32_t)atoi(self));
-    free(self);
+    vgpu_xb_frontend_path(front, n, (uint32_t)self);
     return xs;
 }
 
@@ -46,16 +44,14 @@ static void open_session(struct vgpu_msg_link *l)
 {
     char front[96], path[160];
     struct xs_handle *xs = open_frontend(front, sizeof front);
-    unsigned len;
     snprintf(path, sizeof path, "%s/backend-id", front);
-    char *back = x->xs_read(xs, XBT_NULL, path, &len);
-    if (!back)
+    long back = vgpu_xs_number(x, xs, path);
+    if (back < 0)
         FAIL("no vGPU offered to this guest");
-    backend = (uint32_t)atoi(back);
+    backend = (uint32_t)back;
     snprintf(path, sizeof path, "%s/sessions/%d-%d", front, (int)getpid(), serial++);
     if (vgpu_vchan_link_serve(l, x, backend, path))
         FAIL("cannot serve a control vchan at %s", path);
-    free(back);
     x->xs_close(xs);
 }
 
