@@ -49,6 +49,7 @@ DEPFLAGS = -MMD -MP
 COMMON_SRC := $(sort $(wildcard common/*.c))
 FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
+WORKER_SRC := $(sort $(wildcard worker/*.c worker/exec/*.c))
 SCHED_SRC := $(sort $(wildcard sched/*.c))
 XEN_SRC := $(sort $(wildcard xen/*.c))
 ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
@@ -59,6 +60,7 @@ COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/obj/%.o)
 FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o \
 	$(O)/obj/gen/vgpu_driver_trace.o
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
+WORKER_OBJ := $(filter-out $(O)/obj/worker/main.o,$(WORKER_SRC:%.c=$(O)/obj/%.o))
 SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
 XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
 ASSEMBLY_OBJ := $(ASSEMBLY_SRC:%.c=$(O)/obj/%.o)
@@ -67,13 +69,15 @@ LIBCOMMON := $(O)/lib/libvgpucommon.a
 LIBSCHED := $(O)/lib/libvgpusched.a
 LIBXEN := $(O)/lib/libvgpuxen.a
 LIBASSEMBLY := $(O)/lib/libvgpuassembly.a
+LIBWORKER := $(O)/lib/libvgpuworker.a
 FRONTEND := $(O)/lib/libcuda.so.1
 VGPUD := $(O)/bin/vgpud
+VGPU_WORKER := $(O)/bin/vgpu-worker
 VGPU_RUN := $(O)/bin/vgpu-run
 VGPUCTL := $(O)/bin/vgpuctl
 SCHED_SIM := $(O)/bin/sched-sim
 
-all: $(FRONTEND) $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
+all: $(FRONTEND) $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
 
 help:
 	@sed -n '2,11p' Makefile
@@ -86,6 +90,9 @@ $(O)/obj/%.o: %.c | $(GEN)
 # The frontend defines the driver's exported names exactly (cuMemAlloc_v2, cuCtxSynchronize_v2,
 # ...), so it sees cuda.h the way the driver itself is built: every name declared as itself.
 $(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
+
+# A worker's code finds its executors' headers.
+$(O)/obj/worker/%.o: EXTRA_CFLAGS := -Iworker -Iworker/exec
 
 $(O)/obj/gen/%.o: $(O)/gen/%.c
 	@mkdir -p $(@D)
@@ -102,6 +109,11 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIBSCHED): $(SCHED_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# Everything of a worker but its main(): the worker, the unit tests and the fuzzers link it.
+$(LIBWORKER): $(WORKER_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -123,7 +135,13 @@ $(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 
+# vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
 $(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl -lm
+
+# The tenant's process: channels, handlers, executors.
+$(VGPU_WORKER): $(O)/obj/worker/main.o $(LIBWORKER) $(LIBSCHED) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl -lm
 
@@ -154,7 +172,7 @@ include examples/examples.mk
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu
-	install -m 755 $(VGPUD) $(VGPU_RUN) $(VGPUCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(FRONTEND) $(DESTDIR)$(PREFIX)/lib/vgpu/
 
 clean:

@@ -1,7 +1,11 @@
 /* Control commands: what vgpuctl asks vgpud. Answers are JSON so that tools and tests can read
  * them; vgpuctl renders them for people.
- *   status   devices, sessions, their channels, accounting and per-call statistics
- *   ping     "pong" */
+ *   status          devices, sessions, their channels, accounting and per-call statistics, workers
+ *   ping            "pong"
+ *   weight ID W     the scheduling weight of a session's vGPUs
+ * Everybody may ask; only root, vgpud's user and the admin group (--admin-group) see every
+ * session and may change things: the others see their own sessions (their uid's, or their
+ * domain's) and change nothing. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,40 +15,46 @@
 #include "image_cache.h"
 #include "server.h"
 #include "strbuf.h"
-#include "vchannel.h"
 
-static void channel_json(struct strbuf *b, struct vchannel *ch)
+static const char *const kind_names[] = {"contexts", "streams", "events", "modules", "functions"};
+
+static void channel_json(struct server *srv, struct strbuf *b, const struct session *s, const struct schan *c)
 {
-    strbuf_printf(b, "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_allocs\":%llu,\"host_bytes\":%llu", ch->id,
-                  ch->device, (unsigned long long)atomic_load(&ch->mem_bytes),
-                  (unsigned long long)atomic_load(&ch->mem_allocs), (unsigned long long)atomic_load(&ch->host_bytes));
-    for (int k = 0; k < SRV_KINDS; k++)
-        strbuf_printf(b, ",\"%s\":%u", srv_kind_names[k], atomic_load(&ch->live[k]));
+    const struct worker *w = s->worker;
+    static const struct vgpu_chan_stats none;
+    const struct vgpu_chan_stats *st = w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER
+                                           ? &w->stats->chan[c->slot]
+                                           : &none;
+    strbuf_printf(b, "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_allocs\":%llu,\"host_bytes\":%llu", c->id,
+                  c->device, (unsigned long long)atomic_load(&st->mem_bytes),
+                  (unsigned long long)atomic_load(&st->mem_allocs), (unsigned long long)atomic_load(&st->host_bytes));
+    for (size_t k = 0; k < sizeof kind_names / sizeof kind_names[0]; k++)
+        strbuf_printf(b, ",\"%s\":%u", kind_names[k], atomic_load(&st->live[k]));
     uint64_t calls = 0, errors = 0;
     for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-        calls += atomic_load_explicit(&ch->stats.calls[op], memory_order_relaxed);
-        errors += atomic_load_explicit(&ch->stats.errors[op], memory_order_relaxed);
+        calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
+        errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
     }
     /* Its share of the device's engines. */
     strbuf_printf(b, ",\"sched\":{");
-    for (int r = 0; r < GATE_RESOURCES; r++) {
-        struct gate_stats st;
-        gate_stats(&ch->gate, (enum gate_resource)r, &st);
+    for (unsigned r = 0; r < SCHED_RESOURCES; r++) {
+        struct sched_host_stats ss;
+        sched_host_stats(srv->sched, w ? w->region : NULL, c->slot, r, &ss);
         strbuf_printf(b,
                       "%s\"%s\":{\"state\":\"%s\",\"weight\":%u,\"share\":%.4f,\"utilization\":%.4f,\"busy_ns\":%llu,"
                       "\"holds\":%llu,\"wait_ns\":%llu}",
-                      r ? "," : "", gate_resource_name((enum gate_resource)r), st.state, st.weight, st.share,
-                      st.utilization, (unsigned long long)st.busy_ns, (unsigned long long)st.holds,
-                      (unsigned long long)st.wait_ns);
+                      r ? "," : "", r == SCHED_RES_COMPUTE ? "compute" : "copy", ss.state, ss.weight, ss.share,
+                      ss.utilization, (unsigned long long)ss.busy_ns, (unsigned long long)ss.holds,
+                      (unsigned long long)ss.wait_ns);
     }
     strbuf_printf(b, "}");
     strbuf_printf(b, ",\"calls\":%llu,\"errors\":%llu,\"closing\":%s,\"ops\":{", (unsigned long long)calls,
-                  (unsigned long long)errors, atomic_load(&ch->closing) ? "true" : "false");
+                  (unsigned long long)errors, c->state == SCHAN_CLOSING ? "true" : "false");
     bool first = true;
     for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-        uint64_t n = atomic_load_explicit(&ch->stats.calls[op], memory_order_relaxed);
-        uint64_t e = atomic_load_explicit(&ch->stats.errors[op], memory_order_relaxed);
-        uint64_t ns = atomic_load_explicit(&ch->stats.nanos[op], memory_order_relaxed);
+        uint64_t n = atomic_load_explicit(&st->calls[op], memory_order_relaxed);
+        uint64_t e = atomic_load_explicit(&st->errors[op], memory_order_relaxed);
+        uint64_t ns = atomic_load_explicit(&st->nanos[op], memory_order_relaxed);
         if (!n && !e)
             continue;
         strbuf_printf(b, "%s\"%s\":{\"calls\":%llu,\"errors\":%llu,\"ns\":%llu}", first ? "" : ",", vgpu_op_name(op),
@@ -54,9 +64,11 @@ static void channel_json(struct strbuf *b, struct vchannel *ch)
     strbuf_printf(b, "}}");
 }
 
-static const char *state_name(enum session_state s)
+static const char *state_name(const struct session *s)
 {
-    switch (s) {
+    if (s->lost)
+        return "lost";
+    switch (s->state) {
     case SESSION_NEW:
         return "new";
     case SESSION_CLIENT:
@@ -69,49 +81,119 @@ static const char *state_name(enum session_state s)
     return "?";
 }
 
-static char *status_json(struct server *srv, size_t *len)
+static const char *phase_name(enum worker_phase p)
+{
+    static const char *const names[] = {"starting", "pooled", "serving", "retiring"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+/* A worker's resident memory, from /proc (0 if unknown). */
+static uint64_t rss_of(pid_t pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kib << 10;
+}
+
+/* Does the asker see session o? */
+static bool visible(const struct session *asker, const struct session *o)
+{
+    return asker->admin || (asker->domid >= 0 ? o->domid == asker->domid : o->domid < 0 && o->uid == asker->uid);
+}
+
+static void workers_json(struct server *srv, struct strbuf *b, const struct session *asker)
+{
+    strbuf_printf(b, "\"workers\":[");
+    bool first = true;
+    for (const struct worker *w = srv->workers; w; w = w->next) {
+        bool mine = w->tenant[0] &&
+                    (w->domid >= 0 ? asker->domid == w->domid : asker->domid < 0 && asker->uid == w->uid);
+        if (!asker->admin && !mine)
+            continue;
+        strbuf_printf(b, "%s{\"pid\":%d,\"tenant\":", first ? "" : ",", (int)w->pid);
+        strbuf_json_string(b, w->tenant[0] ? w->tenant : "pool");
+        strbuf_printf(b, ",\"phase\":\"%s\",\"sessions\":%u,\"rss_bytes\":%llu,\"age_s\":%.3f}", phase_name(w->phase),
+                      w->sessions, (unsigned long long)rss_of(w->pid),
+                      (double)(vgpu_now_ns() - w->started_ns) / 1e9);
+        first = false;
+    }
+    strbuf_printf(b, "],\"workers_started\":%llu,\"workers_lost\":%llu,\"worker_exits\":[",
+                  (unsigned long long)srv->workers_started, (unsigned long long)srv->workers_lost);
+    unsigned n = srv->exit_count < WORKER_EXITS_KEPT ? srv->exit_count : WORKER_EXITS_KEPT;
+    first = true;
+    for (unsigned i = 0; i < n; i++) {
+        const struct worker_exit *x = &srv->exits[(srv->exit_count - n + i) % WORKER_EXITS_KEPT];
+        if (!asker->admin)
+            continue; /* tenants learn of their own worker's end through their calls */
+        strbuf_printf(b, "%s{\"pid\":%d,\"tenant\":", first ? "" : ",", (int)x->pid);
+        strbuf_json_string(b, x->tenant);
+        strbuf_printf(b, ",\"reason\":");
+        strbuf_json_string(b, x->reason);
+        strbuf_printf(b, ",\"error\":%d,\"ago_s\":%.3f}", (int)x->error, (double)(vgpu_now_ns() - x->at_ns) / 1e9);
+        first = false;
+    }
+    strbuf_printf(b, "]");
+}
+
+static char *status_json(struct server *srv, const struct session *asker, size_t *len)
 {
     struct strbuf b = {0};
     int64_t now = vgpu_now_ns();
-    strbuf_printf(&b, "{\"executor\":\"%s\",\"driver_version\":%d,\"uptime_s\":%.3f,\"clients_served\":%llu,",
-                  srv->x->ops->name, srv->driver_version, (double)(now - srv->started_ns) / 1e9,
-                  (unsigned long long)srv->clients_served);
-    const struct gate_options *so = &srv->opt.sched;
+    strbuf_printf(&b,
+                  "{\"executor\":\"%s\",\"driver_version\":%d,\"uptime_s\":%.3f,\"clients_served\":%llu,"
+                  "\"admin\":%s,",
+                  srv->executor, srv->driver_version, (double)(now - srv->started_ns) / 1e9,
+                  (unsigned long long)srv->clients_served, asker->admin ? "true" : "false");
+    const struct sched_options *so = &srv->opt.sched;
     strbuf_printf(&b, "\"sched\":{\"policy\":\"%s\",\"period_ns\":%llu,\"wait_ns\":%llu,\"quantum_ns\":%llu},",
-                  so->policy == GATE_POLICY_NONE ? "none" : sched_policy_name((enum sched_policy)so->policy),
+                  so->policy == SCHED_POLICY_NONE ? "none" : sched_policy_name((enum sched_policy)so->policy),
                   (unsigned long long)so->period_ns, (unsigned long long)so->wait_ns,
                   (unsigned long long)so->quantum_ns);
+    strbuf_printf(&b, "\"isolation\":\"%s\",", srv->opt.isolation == ISOLATION_DOMAIN ? "domain" : "session");
     strbuf_printf(&b, "\"devices\":[");
     for (int i = 0; i < srv->device_count; i++) {
+        /* What the workers' contexts hold on it. */
+        uint64_t used = 0;
+        for (const struct worker *w = srv->workers; w; w = w->next)
+            if (w->stats)
+                used += atomic_load_explicit(&w->stats->dev_used[i], memory_order_relaxed);
         strbuf_printf(&b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
         strbuf_json_string(&b, srv->devices[i].name);
         strbuf_printf(&b, ",\"total_mem\":%llu,\"used_mem\":%llu}", (unsigned long long)srv->devices[i].total_mem,
-                      (unsigned long long)srv->x->ops->device_used(srv->x, i));
+                      (unsigned long long)used);
     }
     strbuf_printf(&b, "],\"sessions\":[");
     uint64_t mem = 0, host = 0, clients = 0, channels = 0;
-    pthread_mutex_lock(&srv->mu);
     bool first = true;
     for (struct session *s = srv->sessions; s; s = s->next) {
-        if (s->state == SESSION_CONTROL || s->state == SESSION_NEW)
+        if (s->state == SESSION_CONTROL || s->state == SESSION_NEW || !visible(asker, s))
             continue;
         clients++;
         /* domain: the Xen guest the process runs in, -1 for a process of this host */
         strbuf_printf(&b, "%s{\"id\":%llu,\"domain\":%d,\"pid\":%d,\"uid\":%d,\"program\":", first ? "" : ",",
                       (unsigned long long)s->id, (int)s->domid, (int)s->pid, (int)s->uid);
         strbuf_json_string(&b, s->program);
-        strbuf_printf(&b, ",\"state\":\"%s\",\"age_s\":%.3f,\"channels\":[", state_name(s->state),
-                      (double)(now - s->started_ns) / 1e9);
+        strbuf_printf(&b, ",\"state\":\"%s\",\"error\":%d,\"worker\":%d,\"age_s\":%.3f,\"channels\":[", state_name(s),
+                      (int)s->lost, s->worker ? (int)s->worker->pid : 0, (double)(now - s->started_ns) / 1e9);
         bool first_ch = true;
-        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
-            struct vchannel *ch = s->channels[d];
-            if (!ch)
+        for (int v = 0; v < s->vgpu_count; v++) {
+            const struct schan *c = s->chans[v];
+            if (!c)
                 continue;
             channels++;
-            mem += atomic_load(&ch->mem_bytes);
-            host += atomic_load(&ch->host_bytes);
+            if (s->worker && s->worker->stats && c->state != SCHAN_WAIT_WORKER) {
+                mem += atomic_load(&s->worker->stats->chan[c->slot].mem_bytes);
+                host += atomic_load(&s->worker->stats->chan[c->slot].host_bytes);
+            }
             strbuf_printf(&b, "%s", first_ch ? "" : ",");
-            channel_json(&b, ch);
+            channel_json(srv, &b, s, c);
             first_ch = false;
         }
         strbuf_printf(&b, "]}");
@@ -120,10 +202,11 @@ static char *status_json(struct server *srv, size_t *len)
     strbuf_printf(&b, "],\"totals\":{\"sessions\":%llu,\"channels\":%llu,\"mem_bytes\":%llu,\"host_bytes\":%llu},",
                   (unsigned long long)clients, (unsigned long long)channels, (unsigned long long)mem,
                   (unsigned long long)host);
+    workers_json(srv, &b, asker);
     struct image_cache_stats ic;
     image_cache_stats(&ic);
     strbuf_printf(&b,
-                  "\"image_cache\":{\"images\":%llu,\"bytes\":%llu,\"limit\":%llu,\"hits\":%llu,\"misses\":%llu},",
+                  ",\"image_cache\":{\"images\":%llu,\"bytes\":%llu,\"limit\":%llu,\"hits\":%llu,\"misses\":%llu},",
                   (unsigned long long)ic.images, (unsigned long long)ic.bytes, (unsigned long long)ic.limit,
                   (unsigned long long)ic.hits, (unsigned long long)ic.misses);
     /* Everything served by channels that have closed since vgpud started. */
@@ -143,43 +226,44 @@ static char *status_json(struct server *srv, size_t *len)
         first_op = false;
     }
     strbuf_printf(&b, "}}}\n");
-    pthread_mutex_unlock(&srv->mu);
     return strbuf_take(&b, len);
 }
 
 /* The weight of every vGPU of one client session, changed at run time. */
-static void set_weight(struct server *srv, unsigned long long session, unsigned weight, struct strbuf *b)
+static void set_weight(struct server *srv, const struct session *asker, unsigned long long session, unsigned weight,
+                       struct strbuf *b)
 {
+    if (!asker->admin) {
+        strbuf_printf(b, "{\"error\":\"not permitted: changing a weight is for root, vgpud's user and the admin "
+                         "group\"}\n");
+        return;
+    }
     if (weight == 0 || weight > SCHED_MAX_WEIGHT) {
         strbuf_printf(b, "{\"error\":\"a weight is 1 to %u\"}\n", SCHED_MAX_WEIGHT);
         return;
     }
-    int found = 0, changed = 0;
-    pthread_mutex_lock(&srv->mu);
-    struct session *s = server_session_locked(srv, session);
-    if (s && s->state == SESSION_CLIENT) {
-        found = 1;
-        for (int v = 0; v < s->vgpu_count; v++)
-            s->vgpu_weight[v] = weight; /* for the channels it opens later too */
-        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
-            if (s->channels[d]) {
-                gate_set_weight(&s->channels[d]->gate, weight);
-                changed++;
-            }
-    }
-    pthread_mutex_unlock(&srv->mu);
-    if (!found)
+    struct session *s = server_session(srv, session);
+    if (!s || s->state != SESSION_CLIENT) {
         strbuf_printf(b, "{\"error\":\"no client session %llu\"}\n", session);
-    else
-        strbuf_printf(b, "{\"session\":%llu,\"weight\":%u,\"vgpus\":%d}\n", session, weight, changed);
+        return;
+    }
+    int changed = 0;
+    for (int v = 0; v < s->vgpu_count; v++) {
+        s->vgpu_weight[v] = weight; /* for the channels it opens later too */
+        if (s->chans[v] && s->worker) {
+            sched_host_set_weight(srv->sched, s->worker->region, s->chans[v]->slot, weight);
+            changed++;
+        }
+    }
+    strbuf_printf(b, "{\"session\":%llu,\"weight\":%u,\"vgpus\":%d}\n", session, weight, changed);
 }
 
-char *control_answer(struct server *srv, const char *command, size_t *len)
+char *control_answer(struct server *srv, struct session *asker, const char *command, size_t *len)
 {
     while (*command == ' ')
         command++;
     if (strncmp(command, "status", 6) == 0)
-        return status_json(srv, len);
+        return status_json(srv, asker, len);
     struct strbuf b = {0};
     unsigned long long session;
     unsigned weight;
@@ -187,7 +271,7 @@ char *control_answer(struct server *srv, const char *command, size_t *len)
     if (strncmp(command, "ping", 4) == 0)
         strbuf_printf(&b, "{\"pong\":true}\n");
     else if (sscanf(command, "weight %llu %u %n", &session, &weight, &used) == 2 && command[used] == '\0')
-        set_weight(srv, session, weight, &b);
+        set_weight(srv, asker, session, weight, &b);
     else
         strbuf_printf(&b, "{\"error\":\"unknown command\"}\n");
     return strbuf_take(&b, len);

@@ -1,27 +1,29 @@
 #include "image_cache.h"
 
-#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "sealed.h"
 #include "sha256.h"
 
 struct entry {
     uint8_t hash[32];
-    void *bytes;
-    size_t size;
-    unsigned refs;    /* references handed out; an entry in use is never evicted */
+    int fd;
+    uint64_t size;
     uint64_t last_use;
     struct entry *next;
 };
 
+/* Only the loop's thread uses the cache. */
 static struct {
-    pthread_mutex_t mu;
     struct entry *entries;
     uint64_t images, bytes, limit, clock;
     uint64_t hits, misses;
-} cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .limit = 256ull << 20};
+} cache = {.limit = 256ull << 20};
 
 void image_cache_configure(uint64_t limit) { cache.limit = limit; }
 
@@ -33,104 +35,81 @@ static struct entry *find(const uint8_t hash[32])
     return NULL;
 }
 
-/* Evict least recently used idle entries until `need` more bytes fit (mu held). */
+static void drop(struct entry **pp)
+{
+    struct entry *e = *pp;
+    *pp = e->next;
+    cache.bytes -= e->size;
+    cache.images--;
+    close(e->fd);
+    free(e);
+}
+
+/* Evict least recently used entries until `need` more bytes fit. Those handed out stay valid:
+ * their receivers hold descriptors of their own. */
 static void make_room(uint64_t need)
 {
-    while (cache.bytes + need > cache.limit) {
-        struct entry **victim = NULL;
+    while (cache.entries && cache.bytes + need > cache.limit) {
+        struct entry **victim = &cache.entries;
         for (struct entry **pp = &cache.entries; *pp; pp = &(*pp)->next)
-            if ((*pp)->refs == 0 && (!victim || (*pp)->last_use < (*victim)->last_use))
+            if ((*pp)->last_use < (*victim)->last_use)
                 victim = pp;
-        if (!victim)
-            return;
-        struct entry *e = *victim;
-        *victim = e->next;
-        cache.bytes -= e->size;
-        cache.images--;
-        free(e->bytes);
-        free(e);
+        drop(victim);
     }
 }
 
-void image_cache_add(void *bytes, size_t size)
+void image_cache_add(int fd, uint64_t size)
 {
-    if (!bytes || size == 0 || size > cache.limit) {
-        free(bytes);
+    /* Sealed against every change, or mapping it could end in SIGBUS and hashing it in a lie. */
+    if (size == 0 || size > cache.limit || size > SIZE_MAX || !vgpu_memfd_is_sealed(fd, (size_t)size, true)) {
+        close(fd);
         return;
     }
-    struct entry *e = calloc(1, sizeof *e);
+    void *bytes = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    struct entry *e = bytes != MAP_FAILED ? calloc(1, sizeof *e) : NULL;
     if (!e) {
-        free(bytes);
+        if (bytes != MAP_FAILED)
+            munmap(bytes, (size_t)size);
+        close(fd);
         return;
     }
-    vgpu_sha256(bytes, size, e->hash);
-    e->bytes = bytes;
-    e->size = size;
-    pthread_mutex_lock(&cache.mu);
+    vgpu_sha256(bytes, (size_t)size, e->hash);
+    munmap(bytes, (size_t)size);
     if (find(e->hash)) {
-        pthread_mutex_unlock(&cache.mu);
-        free(bytes);
+        close(fd);
         free(e);
         return;
     }
     make_room(size);
-    if (cache.bytes + size > cache.limit) {
-        pthread_mutex_unlock(&cache.mu);
-        free(bytes);
-        free(e);
-        return;
-    }
+    e->fd = fd;
+    e->size = size;
     e->last_use = ++cache.clock;
     e->next = cache.entries;
     cache.entries = e;
     cache.bytes += size;
     cache.images++;
-    pthread_mutex_unlock(&cache.mu);
 }
 
-int image_cache_get(const uint8_t hash[32], struct image_ref *ref)
+int image_cache_find(const uint8_t hash[32], uint64_t *size)
 {
-    pthread_mutex_lock(&cache.mu);
     struct entry *e = find(hash);
-    if (e) {
-        e->refs++;
-        e->last_use = ++cache.clock;
-        *ref = (struct image_ref){e->bytes, e->size, e};
-        cache.hits++;
-    } else {
+    if (!e) {
         cache.misses++;
+        return -1;
     }
-    pthread_mutex_unlock(&cache.mu);
-    return e ? 0 : -1;
-}
-
-void image_cache_put(struct image_ref *ref)
-{
-    if (!ref->entry)
-        return;
-    pthread_mutex_lock(&cache.mu);
-    ((struct entry *)ref->entry)->refs--;
-    pthread_mutex_unlock(&cache.mu);
-    ref->entry = NULL;
+    cache.hits++;
+    e->last_use = ++cache.clock;
+    *size = e->size;
+    return e->fd;
 }
 
 void image_cache_stats(struct image_cache_stats *out)
 {
-    pthread_mutex_lock(&cache.mu);
     *out = (struct image_cache_stats){cache.images, cache.bytes, cache.limit, cache.hits, cache.misses};
-    pthread_mutex_unlock(&cache.mu);
 }
 
 void image_cache_clear(void)
 {
-    pthread_mutex_lock(&cache.mu);
-    while (cache.entries) {
-        struct entry *e = cache.entries;
-        cache.entries = e->next;
-        free(e->bytes);
-        free(e);
-    }
-    cache.bytes = 0;
-    cache.images = 0;
-    pthread_mutex_unlock(&cache.mu);
+    while (cache.entries)
+        drop(&cache.entries);
 }

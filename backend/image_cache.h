@@ -1,27 +1,22 @@
-/* Module images vgpud has been sent, kept by the SHA-256 of their bytes, so that a context (of this
- * client or another) that loads the same image does not send it again. The cache computes every
- * hash itself from the bytes it keeps: a client can only obtain an image whose contents hash to
- * the name it asks for. */
+/* Module images vgpud has been offered by its workers, kept by the SHA-256 of their bytes, so that
+ * a context (of this tenant or another) that loads the same image does not send it again. Images
+ * arrive and leave as memfds sealed against every change: vgpud maps one only to hash it, keeps
+ * only its descriptor, and hands that out. The cache computes every hash itself: a tenant can only
+ * obtain an image whose contents hash to the name it asks for. */
 #ifndef VGPU_IMAGE_CACHE_H
 #define VGPU_IMAGE_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct image_ref {
-    const void *bytes;
-    size_t size;
-    void *entry; /* for image_cache_put */
-};
-
 /* Set the most bytes kept (0 disables the cache). */
 void image_cache_configure(uint64_t limit);
-/* Keep bytes (takes ownership of the malloc'd buffer) unless an image with the same hash is there
- * already or it exceeds the limit, in which case the buffer is freed. */
-void image_cache_add(void *bytes, size_t size);
-/* Take a reference to the image with this hash; 0, or -1 when there is none. */
-int image_cache_get(const uint8_t hash[32], struct image_ref *ref);
-void image_cache_put(struct image_ref *ref);
+/* Keep the image in fd (size bytes; taken over: closed here whatever happens) unless it is not
+ * sealed as said, is too large, or the same image is there already. */
+void image_cache_add(int fd, uint64_t size);
+/* The descriptor of the image with this hash (still the cache's: send it, do not close it) and its
+ * size; -1 when there is none. */
+int image_cache_find(const uint8_t hash[32], uint64_t *size);
 struct image_cache_stats {
     uint64_t images, bytes, limit;
     uint64_t hits, misses; /* lookups by hash that found an image, and that did not */

@@ -1,6 +1,8 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,22 +15,12 @@
 #include "bell.h"
 #include "log.h"
 #include "msg_socket.h"
-#include "vchannel.h"
+#include "sealed.h"
 #include "xen_guests.h"
 #include "xen_transport.h"
 
-/* ---------------------------------------------------------------- session services */
-
-const struct server_options *session_options(struct session *s) { return &s->srv->opt; }
-
-struct vgpu_exec *session_executor(struct session *s) { return s->srv->x; }
-
-bool session_may_run_host_code(struct session *s)
-{
-    return s->srv->opt.any_user_host_code || (s->domid < 0 && s->uid == getuid());
-}
-
-pid_t session_pid(struct session *s) { return s->pid; }
+/* How often the loop looks at deadlines (hellos, retiring workers). */
+#define TICK_MS 250
 
 static void wake_loop(struct server *srv)
 {
@@ -37,70 +29,65 @@ static void wake_loop(struct server *srv)
     (void)w;
 }
 
-void session_kill(struct session *s)
+static void mark_killed(struct server *srv, struct session *s);
+
+/* ---------------------------------------------------------------- principals and limits */
+
+/* A principal is a domain for a guest's process, a uid for a host process. */
+static bool same_principal(const struct session *s, int domid, uid_t uid)
 {
-    pthread_mutex_lock(&s->srv->mu);
-    s->killed = true;
-    pthread_mutex_unlock(&s->srv->mu);
-    wake_loop(s->srv);
+    return domid >= 0 ? s->domid == domid : s->domid < 0 && s->uid == uid;
 }
 
-static void session_unlink_locked(struct server *srv, struct session *s)
+/* Live sessions of a principal, those that have said hello or those that have not. */
+static unsigned count_sessions(struct server *srv, int domid, uid_t uid, bool before_hello)
 {
-    for (struct session **pp = &srv->sessions; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            srv->session_count--;
-            break;
-        }
-    if (s->client)
-        LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
-    free(s);
-    pthread_cond_broadcast(&srv->cv);
+    unsigned n = 0;
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (!s->link_gone && same_principal(s, domid, uid) && (s->state == SESSION_NEW) == before_hello)
+            n++;
+    return n;
 }
 
-void session_channel_gone(struct session *s, struct vchannel *ch)
+static unsigned count_startups(struct server *srv)
 {
-    struct server *srv = s->srv;
-    pthread_mutex_lock(&srv->mu);
-    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
-        if (s->channels[i] == ch)
-            s->channels[i] = NULL;
-    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-        srv->served_calls[op] += atomic_load(&ch->stats.calls[op]);
-        srv->served_errors[op] += atomic_load(&ch->stats.errors[op]);
-    }
-    vchannel_free(ch);
-    s->open_channels--;
-    bool answer_bye = s->bye && s->open_channels == 0 && !s->link_gone;
-    if (answer_bye)
-        s->killed = true; /* the loop answers and closes the link */
-    if (s->link_gone && s->open_channels == 0)
-        session_unlink_locked(srv, s);
-    pthread_mutex_unlock(&srv->mu);
-    if (answer_bye)
-        wake_loop(srv);
+    unsigned n = 0;
+    for (struct session *s = srv->sessions; s; s = s->next)
+        n += !s->link_gone && s->state == SESSION_NEW;
+    return n;
 }
 
-/* The link is gone (or must go): close it, then the channels; the last one frees the session. */
-static void session_close(struct server *srv, struct session *s)
+static uint64_t principal_memory(struct server *srv, int domid, uid_t uid)
 {
-    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, s->link.ops->poll_fd(&s->link), NULL);
-    struct vchannel *chans[VGPU_MAX_DEVICES];
-    pthread_mutex_lock(&srv->mu);
-    s->link.ops->close(&s->link);
-    s->link_gone = true;
-    s->state = SESSION_CLOSING;
-    memcpy(chans, s->channels, sizeof chans);
-    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
-        if (chans[i])
-            vchannel_close(chans[i]);
-    if (s->open_channels == 0)
-        session_unlink_locked(srv, s);
-    pthread_mutex_unlock(&srv->mu);
+    uint64_t bytes = 0;
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (same_principal(s, domid, uid))
+            for (int v = 0; v < s->vgpu_count; v++)
+                if (s->chans[v])
+                    bytes += s->chans[v]->layout.map_size;
+    return bytes;
 }
 
-/* ---------------------------------------------------------------- the handshake */
+/* Root, vgpud's own user and members of the admin group may change things. */
+static bool is_admin(struct server *srv, int fd, uid_t uid, gid_t gid)
+{
+    if (uid == 0 || uid == srv->uid)
+        return true;
+    if (srv->opt.admin_gid < 0)
+        return false;
+    if (gid == (gid_t)srv->opt.admin_gid)
+        return true;
+    gid_t groups[256];
+    socklen_t len = sizeof groups;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+        return false;
+    for (size_t i = 0; i < len / sizeof groups[0]; i++)
+        if (groups[i] == (gid_t)srv->opt.admin_gid)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- sessions */
 
 static int send_status(struct session *s, uint16_t type, CUresult status)
 {
@@ -109,6 +96,94 @@ static int send_status(struct session *s, uint16_t type, CUresult status)
     h.status = (int32_t)status;
     return s->link.ops->send(&s->link, &h, sizeof h, -1);
 }
+
+static void schan_free(struct server *srv, struct session *s, struct schan *c)
+{
+    struct worker *w = s->worker;
+    if (w) {
+        /* Its calls count in what vgpud has served. */
+        if (w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER) {
+            const struct vgpu_chan_stats *st = &w->stats->chan[c->slot];
+            for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+                srv->served_calls[op] += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
+                srv->served_errors[op] += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
+            }
+        }
+        sched_host_leave(srv->sched, w->region, c->slot);
+        worker_slot_put(w, c->slot);
+    }
+    if (c->memfd >= 0)
+        close(c->memfd);
+    free(c->refs);
+    s->chans[c->vgpu] = NULL;
+    s->open_channels--;
+    free(c);
+}
+
+static void session_free(struct server *srv, struct session *s)
+{
+    pthread_mutex_lock(&srv->mu);
+    for (struct session **pp = &srv->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            srv->session_count--;
+            break;
+        }
+    pthread_mutex_unlock(&srv->mu);
+    if (s->client)
+        LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
+    if (s->worker)
+        worker_release(srv, s->worker);
+    free(s);
+}
+
+/* Nothing of the session is left in its worker: answer its goodbye, or free it. */
+static void session_settle(struct server *srv, struct session *s)
+{
+    if (s->open_channels > 0)
+        return;
+    if (s->link_gone)
+        session_free(srv, s);
+    else if (s->bye)
+        mark_killed(srv, s); /* the loop answers and closes the link */
+}
+
+static void schan_close(struct server *srv, struct session *s, struct schan *c)
+{
+    if (c->state == SCHAN_WAIT_WORKER) {
+        schan_free(srv, s, c);
+        return;
+    }
+    if (c->state == SCHAN_CLOSING)
+        return;
+    c->state = SCHAN_CLOSING;
+    struct vgpu_wmsg_CloseChannel m;
+    vgpu_wmsg_init(&m.hdr, VGPU_WMSG_CloseChannel, sizeof m);
+    m.channel = c->id;
+    worker_send_to(s->worker, &m, sizeof m, NULL, 0); /* a failure: the worker is going anyway */
+}
+
+static void close_channels(struct server *srv, struct session *s)
+{
+    for (int v = 0; v < s->vgpu_count; v++)
+        if (s->chans[v])
+            schan_close(srv, s, s->chans[v]);
+}
+
+/* The link is gone (or must go): close it, then the channels; the last one frees the session. */
+static void session_close(struct server *srv, struct session *s)
+{
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, s->link.ops->poll_fd(&s->link), NULL);
+    pthread_mutex_lock(&srv->mu);
+    s->link.ops->close(&s->link);
+    s->link_gone = true;
+    pthread_mutex_unlock(&srv->mu);
+    s->state = SESSION_CLOSING;
+    close_channels(srv, s);
+    session_settle(srv, s);
+}
+
+/* ---------------------------------------------------------------- the handshake */
 
 static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
 {
@@ -121,17 +196,22 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     for (char *p = s->program; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
             *p = '?';
+    if (hello.role != VGPU_ROLE_CONTROL && hello.role != VGPU_ROLE_CLIENT)
+        return -EPROTO;
+    if (count_sessions(srv, s->domid, s->uid, false) >= srv->opt.max_user_sessions) {
+        LOG_WARN("session %llu: %s %d has %u sessions already; refused", (unsigned long long)s->id,
+                 s->domid >= 0 ? "domain" : "uid", s->domid >= 0 ? s->domid : (int)s->uid,
+                 srv->opt.max_user_sessions);
+        send_status(s, VGPU_MSG_WELCOME, CUDA_ERROR_OUT_OF_MEMORY);
+        return -EPROTO;
+    }
     if (hello.role == VGPU_ROLE_CONTROL) {
         s->state = SESSION_CONTROL;
         return send_status(s, VGPU_MSG_WELCOME, CUDA_SUCCESS);
     }
-    if (hello.role != VGPU_ROLE_CLIENT)
-        return -EPROTO;
     s->state = SESSION_CLIENT;
     s->client = true;
-    pthread_mutex_lock(&srv->mu);
     srv->clients_served++;
-    pthread_mutex_unlock(&srv->mu);
     size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)s->vgpu_count * sizeof(struct vgpu_device_info);
     uint8_t *msg = calloc(1, size);
     if (!msg)
@@ -141,7 +221,7 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     w->session = s->id;
     w->driver_version = srv->driver_version;
     w->device_count = (uint32_t)s->vgpu_count;
-    snprintf(w->executor, sizeof w->executor, "%s", srv->x->ops->name);
+    snprintf(w->executor, sizeof w->executor, "%s", srv->executor);
     for (int i = 0; i < s->vgpu_count; i++)
         memcpy(msg + sizeof *w + (size_t)i * sizeof(struct vgpu_device_info), &srv->devices[s->vgpu_device[i]],
                sizeof(struct vgpu_device_info));
@@ -152,25 +232,103 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     return e;
 }
 
-/* A channel of the session's vGPU vgpu, in mem (NULL: a fresh memfd), known to the session; the
- * caller answers the client, then starts it. */
-static struct vchannel *add_channel(struct server *srv, struct session *s, int vgpu, uint32_t id,
-                                    const struct vgpu_channel_layout *l, struct vchannel_memory *mem)
+/* The worker's part of a channel: where its memory is, which slot and device. */
+static void send_add_channel(struct server *srv, struct session *s, struct schan *c)
 {
-    int device = s->vgpu_device[vgpu];
-    unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu] : server_weight_for(srv, s->program);
-    struct vchannel *ch = vchannel_open(s, id, device, l, mem);
-    if (!ch)
+    (void)srv;
+    size_t tail = c->refs ? (size_t)c->pages * sizeof(uint32_t) : 0;
+    size_t size = sizeof(struct vgpu_wmsg_AddChannel) + tail;
+    uint8_t *buf = calloc(1, size);
+    struct vgpu_wmsg_AddChannel *m = (struct vgpu_wmsg_AddChannel *)buf;
+    if (buf) {
+        vgpu_wmsg_init(&m->hdr, VGPU_WMSG_AddChannel, (uint32_t)size);
+        m->channel = c->id;
+        m->device = (uint32_t)c->device;
+        m->slot = c->slot;
+        m->host_code = srv->opt.any_user_host_code || (s->domid < 0 && s->uid == srv->uid);
+        m->session = s->id;
+        const struct vgpu_channel_layout *l = &c->layout;
+        m->req_off = l->req_off;
+        m->req_size = l->req_size;
+        m->rsp_off = l->rsp_off;
+        m->rsp_size = l->rsp_size;
+        m->data_off = l->data_off;
+        m->data_size = l->data_size;
+        m->slot_count = l->slot_count;
+        m->slot_size = l->slot_size;
+        m->map_size = l->map_size;
+        m->domid = s->domid;
+        m->port = c->port;
+        m->pages = c->pages;
+        if (tail)
+            memcpy(buf + sizeof *m, c->refs, tail);
+    }
+    c->state = SCHAN_OPENING;
+    int fd = c->memfd;
+    if (!buf || worker_send_to(s->worker, buf, size, &fd, fd >= 0 ? 1 : 0) != 0)
+        LOG_WARN("session %llu: cannot hand channel %u to its worker", (unsigned long long)s->id, c->id);
+    free(buf);
+    free(c->refs); /* the worker has them */
+    c->refs = NULL;
+}
+
+/* A channel of the session's vGPU vgpu with layout l (in mem_fd, or in the guest's pages): known
+ * to the session, to the schedulers and to the session's worker. NULL with *err on failure. */
+static struct schan *add_channel(struct server *srv, struct session *s, int vgpu, uint32_t id,
+                                 const struct vgpu_channel_layout *l, CUresult *err)
+{
+    *err = CUDA_ERROR_OUT_OF_MEMORY;
+    if (s->chans[vgpu]) {
+        *err = CUDA_ERROR_INVALID_VALUE;
         return NULL;
-    gate_join(srv->gates ? &srv->gates[device] : NULL, &ch->gate, id, weight, &ch->closing);
-    /* Known to the session before its poller runs, so that the poller may end at any time. */
-    pthread_mutex_lock(&srv->mu);
-    s->channels[vgpu] = ch;
+    }
+    if (principal_memory(srv, s->domid, s->uid) + l->map_size > srv->opt.max_user_memory) {
+        LOG_WARN("session %llu: its %s's channels would exceed %llu MiB; refused", (unsigned long long)s->id,
+                 s->domid >= 0 ? "domain" : "user", (unsigned long long)(srv->opt.max_user_memory >> 20));
+        return NULL;
+    }
+    if (!s->worker) {
+        char tenant[40];
+        if (srv->opt.isolation == ISOLATION_DOMAIN)
+            snprintf(tenant, sizeof tenant, s->domid >= 0 ? "dom%d" : "uid%d", s->domid >= 0 ? s->domid : (int)s->uid);
+        else
+            snprintf(tenant, sizeof tenant, "session%llu", (unsigned long long)s->id);
+        s->worker = workers_for_tenant(srv, tenant, s->domid, s->uid);
+        if (!s->worker)
+            return NULL;
+    }
+    struct worker *w = s->worker;
+    int slot = worker_slot_take(w);
+    if (slot < 0)
+        return NULL;
+    struct schan *c = calloc(1, sizeof *c);
+    if (!c) {
+        worker_slot_put(w, (unsigned)slot);
+        return NULL;
+    }
+    c->id = id;
+    c->vgpu = vgpu;
+    c->device = s->vgpu_device[vgpu];
+    c->slot = (unsigned)slot;
+    c->layout = *l;
+    c->memfd = -1;
+    c->state = SCHAN_WAIT_WORKER;
+    s->chans[vgpu] = c;
     s->open_channels++;
-    pthread_mutex_unlock(&srv->mu);
-    LOG_DEBUG("session %llu: channel %u of vGPU %d on device %d, data area %llu MiB", (unsigned long long)s->id, id,
-              vgpu, device, (unsigned long long)(l->data_size >> 20));
-    return ch;
+    unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu] : server_weight_for(srv, s->program);
+    if (sched_host_join(srv->sched, w->region, c->slot, c->device, id, weight) != 0) {
+        schan_free(srv, s, c);
+        return NULL;
+    }
+    LOG_DEBUG("session %llu: channel %u of vGPU %d on device %d, data area %llu MiB, worker %d",
+              (unsigned long long)s->id, id, vgpu, c->device, (unsigned long long)(l->data_size >> 20), (int)w->pid);
+    return c;
+}
+
+static void channel_to_worker(struct server *srv, struct session *s, struct schan *c)
+{
+    if (s->worker->phase == WORKER_SERVING)
+        send_add_channel(srv, s, c);
 }
 
 static int on_open_channel(struct server *srv, struct session *s, const void *buf, size_t len)
@@ -179,12 +337,11 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
         return -EPROTO;
     struct vgpu_msg_open_channel req;
     memcpy(&req, buf, sizeof req);
+    if (s->lost)
+        return send_status(s, VGPU_MSG_CHANNEL, (CUresult)s->lost);
     if (req.device >= (uint32_t)s->vgpu_count)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_DEVICE);
-    pthread_mutex_lock(&srv->mu);
-    bool busy = s->channels[req.device] != NULL || s->pending.active;
-    pthread_mutex_unlock(&srv->mu);
-    if (busy)
+    if (s->chans[req.device] || s->pending.active)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     bool guest = s->domid >= 0;
     uint64_t cap = guest ? srv->opt.max_xen_data_area : srv->opt.max_data_area;
@@ -193,28 +350,38 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     uint32_t id = ++srv->next_channel;
-    struct vgpu_msg_channel m;
-    memset(&m, 0, sizeof m);
-    vgpu_msg_init(&m.hdr, VGPU_MSG_CHANNEL, sizeof m);
-    m.channel = id;
-    vgpu_channel_layout_to_msg(&l, &m);
     if (guest) { /* the guest grants the memory next (VGPU_MSG_GRANTS) */
+        struct vgpu_msg_channel m;
+        memset(&m, 0, sizeof m);
+        vgpu_msg_init(&m.hdr, VGPU_MSG_CHANNEL, sizeof m);
+        m.channel = id;
+        vgpu_channel_layout_to_msg(&l, &m);
         s->pending.active = true;
         s->pending.vgpu = (int)req.device;
         s->pending.id = id;
         s->pending.layout = l;
         return s->link.ops->send(&s->link, &m, sizeof m, -1);
     }
-    struct vchannel *ch = add_channel(srv, s, (int)req.device, id, &l, NULL);
-    if (!ch)
+    CUresult err;
+    struct schan *c = add_channel(srv, s, (int)req.device, id, &l, &err);
+    if (!c)
+        return send_status(s, VGPU_MSG_CHANNEL, err);
+    /* Sealed before anybody else has it: neither the client nor the worker can resize it under
+     * the other. vgpud itself never maps a channel. */
+    char name[32];
+    snprintf(name, sizeof name, "vgpu-channel-%u", id);
+    c->memfd = vgpu_sealed_memfd(name, (size_t)l.map_size, NULL);
+    if (c->memfd < 0 || vgpu_seal_final(c->memfd, false) != 0) {
+        schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
-    int e = s->link.ops->send(&s->link, &m, sizeof m, vchannel_memfd(ch));
-    vchannel_start(ch);
-    return e;
+    }
+    channel_to_worker(srv, s, c); /* the client is answered when the worker is ready for it */
+    return 0;
 }
 
 /* A guest's pages and doorbell for the channel it was just answered. Whatever the guest sends, a
- * failure is an answer, not a crash: its references are checked by the hypervisor when mapped. */
+ * failure is an answer, not a crash: its references are checked by the hypervisor when the worker
+ * maps them. */
 static int on_grants(struct server *srv, struct session *s, const void *buf, size_t len)
 {
     struct vgpu_msg_grants g;
@@ -223,21 +390,26 @@ static int on_grants(struct server *srv, struct session *s, const void *buf, siz
     memcpy(&g, buf, sizeof g);
     bool fits = s->pending.active && g.channel == s->pending.id &&
                 g.pages == (s->pending.layout.map_size + VGPU_XEN_PAGE - 1) / VGPU_XEN_PAGE &&
-                len == sizeof g + (size_t)g.pages * sizeof(uint32_t);
+                g.pages <= VGPU_WORKER_MAX_GRANTS && len == sizeof g + (size_t)g.pages * sizeof(uint32_t);
     s->pending.active = false;
     if (!fits)
         return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_INVALID_VALUE);
-    struct vchannel_memory mem;
-    CUresult r = xen_channel_memory((uint32_t)s->domid, (const uint32_t *)((const uint8_t *)buf + sizeof g), g.pages,
-                                    g.port, &mem);
-    if (r != CUDA_SUCCESS)
-        return send_status(s, VGPU_MSG_GRANTS, r);
-    struct vchannel *ch = add_channel(srv, s, s->pending.vgpu, g.channel, &s->pending.layout, &mem);
-    if (!ch)
+    if (s->lost)
+        return send_status(s, VGPU_MSG_GRANTS, (CUresult)s->lost);
+    CUresult err;
+    struct schan *c = add_channel(srv, s, s->pending.vgpu, g.channel, &s->pending.layout, &err);
+    if (!c)
+        return send_status(s, VGPU_MSG_GRANTS, err);
+    c->refs = malloc((size_t)g.pages * sizeof(uint32_t));
+    if (!c->refs) {
+        schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_OUT_OF_MEMORY);
-    int e = send_status(s, VGPU_MSG_GRANTS, CUDA_SUCCESS);
-    vchannel_start(ch);
-    return e;
+    }
+    memcpy(c->refs, (const uint8_t *)buf + sizeof g, (size_t)g.pages * sizeof(uint32_t));
+    c->pages = g.pages;
+    c->port = g.port;
+    channel_to_worker(srv, s, c);
+    return 0;
 }
 
 /* The client is leaving: its channels close first, and the answer waits until the last of them has
@@ -247,16 +419,10 @@ static int on_bye(struct server *srv, struct session *s, const void *buf, size_t
 {
     if (vgpu_msg_check(buf, len, VGPU_MSG_BYE, sizeof(struct vgpu_msg_hdr)))
         return -EPROTO;
-    pthread_mutex_lock(&srv->mu);
     s->bye = true;
     s->state = SESSION_CLOSING; /* nothing more may come from the client */
-    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
-        if (s->channels[i])
-            vchannel_close(s->channels[i]);
-    if (s->open_channels == 0)
-        s->killed = true;
-    pthread_mutex_unlock(&srv->mu);
-    wake_loop(srv);
+    close_channels(srv, s);
+    session_settle(srv, s);
     return 0;
 }
 
@@ -268,7 +434,7 @@ static int on_control(struct server *srv, struct session *s, const void *buf, si
     memcpy(&req, buf, sizeof req);
     req.command[sizeof req.command - 1] = '\0';
     size_t text_len = 0;
-    char *text = control_answer(srv, req.command, &text_len);
+    char *text = control_answer(srv, s, req.command, &text_len);
     if (!text)
         return send_status(s, VGPU_MSG_CONTROL_REPLY, CUDA_ERROR_OUT_OF_MEMORY);
     if (text_len > VGPU_MAX_MSG - sizeof(struct vgpu_msg_hdr))
@@ -285,20 +451,6 @@ static int on_control(struct server *srv, struct session *s, const void *buf, si
     free(msg);
     free(text);
     return e;
-}
-
-static int on_message(struct server *srv, struct session *s, const uint8_t *buf, ssize_t n);
-
-static void on_session_readable(struct server *srv, struct session *s)
-{
-    static uint8_t buf[VGPU_MAX_MSG]; /* a guest's grant references come in one message */
-    for (;;) {
-        ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
-        if (n == -EAGAIN || n == -EINTR)
-            return;
-        if (on_message(srv, s, buf, n) < 0)
-            return;
-    }
 }
 
 /* One message (n: what recv returned); < 0 when the session has been closed. */
@@ -329,14 +481,135 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
     return 0;
 }
 
-uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
-                            const struct session_vgpus *vgpus)
+static void on_session_readable(struct server *srv, struct session *s)
+{
+    static uint8_t buf[VGPU_MAX_MSG]; /* a guest's grant references come in one message */
+    while (!s->link_gone) {
+        ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
+        if (n == -EAGAIN || n == -EINTR)
+            return;
+        if (on_message(srv, s, buf, n) < 0)
+            return;
+    }
+}
+
+/* ---------------------------------------------------------------- from the workers */
+
+static struct schan *schan_of(struct server *srv, struct worker *w, uint32_t id, struct session **owner)
+{
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (s->worker == w)
+            for (int v = 0; v < s->vgpu_count; v++)
+                if (s->chans[v] && s->chans[v]->id == id) {
+                    *owner = s;
+                    return s->chans[v];
+                }
+    return NULL;
+}
+
+void server_worker_ready(struct server *srv, struct worker *w)
+{
+    for (struct session *s = srv->sessions; s; s = s->next)
+        if (s->worker == w)
+            for (int v = 0; v < s->vgpu_count; v++)
+                if (s->chans[v] && s->chans[v]->state == SCHAN_WAIT_WORKER)
+                    send_add_channel(srv, s, s->chans[v]);
+}
+
+/* Tell the client how its channel went: the channel itself (host mode: its memory), or the status
+ * of the guest's grants. */
+static void answer_channel(struct session *s, struct schan *c, CUresult status)
+{
+    if (s->link_gone)
+        return;
+    if (s->domid >= 0) {
+        send_status(s, VGPU_MSG_GRANTS, status);
+        return;
+    }
+    if (status != CUDA_SUCCESS) {
+        send_status(s, VGPU_MSG_CHANNEL, status);
+        return;
+    }
+    struct vgpu_msg_channel m;
+    memset(&m, 0, sizeof m);
+    vgpu_msg_init(&m.hdr, VGPU_MSG_CHANNEL, sizeof m);
+    m.channel = c->id;
+    vgpu_channel_layout_to_msg(&c->layout, &m);
+    s->link.ops->send(&s->link, &m, sizeof m, c->memfd);
+}
+
+void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel, int32_t status)
+{
+    struct session *s = NULL;
+    struct schan *c = schan_of(srv, w, channel, &s);
+    if (!c || c->state != SCHAN_OPENING)
+        return;
+    if (status != CUDA_SUCCESS) {
+        answer_channel(s, c, (CUresult)status);
+        schan_free(srv, s, c);
+        session_settle(srv, s);
+        return;
+    }
+    c->state = SCHAN_OPEN;
+    answer_channel(s, c, CUDA_SUCCESS);
+    close(c->memfd);
+    c->memfd = -1;
+}
+
+void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel, int32_t status)
+{
+    struct session *s = NULL;
+    struct schan *c = schan_of(srv, w, channel, &s);
+    if (!c || c->state == SCHAN_WAIT_WORKER)
+        return;
+    if (c->state == SCHAN_OPENING)
+        answer_channel(s, c, CUDA_ERROR_OUT_OF_MEMORY);
+    schan_free(srv, s, c);
+    if (status != CUDA_SUCCESS && !s->link_gone) {
+        LOG_WARN("session %llu (pid %d): its client broke channel %u; closing", (unsigned long long)s->id, (int)s->pid,
+                 channel);
+        mark_killed(srv, s);
+    }
+    session_settle(srv, s);
+}
+
+void server_worker_lost(struct server *srv, struct worker *w, int32_t error)
+{
+    for (struct session *s = srv->sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->worker != w)
+            continue;
+        for (int v = 0; v < s->vgpu_count; v++) {
+            struct schan *c = s->chans[v];
+            if (!c)
+                continue;
+            if (c->state == SCHAN_WAIT_WORKER || c->state == SCHAN_OPENING)
+                answer_channel(s, c, (CUresult)error);
+            schan_free(srv, s, c);
+        }
+        s->worker = NULL;
+        worker_release(srv, w);
+        s->lost = error;
+        if (!s->link_gone && !s->bye) {
+            send_status(s, VGPU_MSG_WORKER_GONE, (CUresult)error);
+            LOG_WARN("session %llu (pid %d, %s): its worker %d ended; its calls fail with %d from now on",
+                     (unsigned long long)s->id, (int)s->pid, s->program, (int)w->pid, (int)error);
+        }
+        session_settle(srv, s);
+    }
+}
+
+/* ---------------------------------------------------------------- adding and ending sessions */
+
+static struct session *session_new(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid,
+                                   gid_t gid, const struct session_vgpus *vgpus)
 {
     struct session *s = calloc(1, sizeof *s);
     if (!s)
-        return 0;
+        return NULL;
     s->srv = srv;
     s->link = *link;
+    s->watch = (struct watch){WATCH_SESSION, s};
     s->pid = pid;
     s->uid = uid;
     s->gid = gid;
@@ -352,25 +625,57 @@ uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link
         s->vgpu_count = srv->device_count;
         for (int i = 0; i < srv->device_count; i++)
             s->vgpu_device[i] = (uint8_t)i;
+        s->admin = is_admin(srv, link->fd, uid, gid);
     }
-    /* Registered before the loop may see it, so that its first message finds it complete. */
+    return s;
+}
+
+/* The loop's thread: the session joins the list and the loop. */
+static void session_link_in(struct server *srv, struct session *s)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &s->watch};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, s->link.ops->poll_fd(&s->link), &ev) < 0) {
+        s->link.ops->close(&s->link);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
-    uint64_t id = s->id = ++srv->next_session;
     s->next = srv->sessions;
     srv->sessions = s;
     srv->session_count++;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
-    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, link->ops->poll_fd(&s->link), &ev) < 0) {
-        srv->sessions = s->next;
-        srv->session_count--;
-        id = 0;
-        free(s);
-    }
     pthread_mutex_unlock(&srv->mu);
+}
+
+/* Sessions added from other threads join on the loop's thread. */
+static void take_incoming(struct server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    struct session *list = srv->incoming;
+    srv->incoming = NULL;
+    pthread_mutex_unlock(&srv->mu);
+    while (list) {
+        struct session *s = list;
+        list = s->next;
+        session_link_in(srv, s);
+    }
+}
+
+uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
+                            const struct session_vgpus *vgpus)
+{
+    struct session *s = session_new(srv, link, pid, uid, gid, vgpus);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&srv->mu);
+    uint64_t id = s->id = ++srv->next_session;
+    s->next = srv->incoming;
+    srv->incoming = s;
+    pthread_mutex_unlock(&srv->mu);
+    wake_loop(srv);
     return id;
 }
 
-struct session *server_session_locked(struct server *srv, uint64_t id)
+struct session *server_session(struct server *srv, uint64_t id)
 {
     struct session *s = srv->sessions;
     while (s && s->id != id)
@@ -378,19 +683,37 @@ struct session *server_session_locked(struct server *srv, uint64_t id)
     return s;
 }
 
+/* A session by id among those of the loop and those about to join (srv->mu held). */
+static struct session *find_any_locked(struct server *srv, uint64_t id)
+{
+    struct session *s = server_session(srv, id);
+    for (struct session *i = srv->incoming; i && !s; i = i->next)
+        if (i->id == id)
+            s = i;
+    return s;
+}
+
 bool server_session_alive(struct server *srv, uint64_t id)
 {
     pthread_mutex_lock(&srv->mu);
-    struct session *s = server_session_locked(srv, id);
+    struct session *s = find_any_locked(srv, id);
     bool alive = s && !s->link_gone;
     pthread_mutex_unlock(&srv->mu);
     return alive;
 }
 
+static void mark_killed(struct server *srv, struct session *s)
+{
+    pthread_mutex_lock(&srv->mu);
+    s->killed = true;
+    pthread_mutex_unlock(&srv->mu);
+    wake_loop(srv);
+}
+
 void server_end_session(struct server *srv, uint64_t id)
 {
     pthread_mutex_lock(&srv->mu);
-    struct session *s = server_session_locked(srv, id);
+    struct session *s = find_any_locked(srv, id);
     if (s)
         s->killed = true;
     pthread_mutex_unlock(&srv->mu);
@@ -404,19 +727,34 @@ static void on_accept(struct server *srv)
         return;
     struct ucred cred;
     socklen_t cl = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || srv->session_count >= srv->opt.max_sessions) {
-        LOG_WARN("refusing a connection (%s)", srv->session_count >= srv->opt.max_sessions ? "too many sessions"
-                                                                                           : "no peer credentials");
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+        close(fd);
+        return;
+    }
+    /* Connections that have not said hello are capped per user and in all (sshd's MaxStartups), so
+     * that one user's flood cannot keep the others out. */
+    const char *refused = srv->session_count >= srv->opt.max_sessions ? "too many sessions"
+                          : count_sessions(srv, -1, cred.uid, true) >= srv->opt.max_user_startups
+                              ? "too many of its connections have not said hello"
+                          : count_startups(srv) >= srv->opt.max_startups ? "too many connections have not said hello"
+                                                                         : NULL;
+    if (refused) {
+        LOG_DEBUG("refusing a connection of uid %d: %s", (int)cred.uid, refused);
         close(fd);
         return;
     }
     struct vgpu_msg_link link;
     vgpu_msg_link_socket(&link, fd);
-    if (!server_add_session(srv, &link, cred.pid, cred.uid, cred.gid, NULL))
+    struct session *s = session_new(srv, &link, cred.pid, cred.uid, cred.gid, NULL);
+    if (!s) {
         close(fd);
+        return;
+    }
+    s->id = ++srv->next_session; /* the Xen thread takes ids under srv->mu */
+    session_link_in(srv, s);
 }
 
-/* Sessions ended from elsewhere (session_kill) are closed here, by the loop. */
+/* Sessions ended from elsewhere (killed) are closed here, by the loop. */
 static void close_killed(struct server *srv)
 {
     for (;;) {
@@ -427,9 +765,26 @@ static void close_killed(struct server *srv)
         pthread_mutex_unlock(&srv->mu);
         if (!s)
             return;
-        if (s->bye)
+        pthread_mutex_lock(&srv->mu);
+        s->killed = false;
+        pthread_mutex_unlock(&srv->mu);
+        if (s->bye && s->open_channels == 0)
             send_status(s, VGPU_MSG_BYE, CUDA_SUCCESS);
         session_close(srv, s);
+    }
+}
+
+/* Connections that have not said hello in time are closed (sshd's LoginGraceTime). */
+static void close_silent(struct server *srv, int64_t now)
+{
+    int64_t limit = (int64_t)srv->opt.hello_timeout_s * 1000000000ll;
+    for (struct session *s = srv->sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->state == SESSION_NEW && !s->link_gone && now - s->started_ns > limit) {
+            LOG_DEBUG("session %llu (uid %d): no hello in %u s; closed", (unsigned long long)s->id, (int)s->uid,
+                      srv->opt.hello_timeout_s);
+            session_close(srv, s);
+        }
     }
 }
 
@@ -443,45 +798,36 @@ unsigned server_weight_for(const struct server *srv, const char *program)
     return srv->opt.default_weight;
 }
 
-int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x)
+int server_init(struct server *srv, const struct server_options *opt)
 {
     memset(srv, 0, sizeof *srv);
     srv->opt = *opt;
-    srv->x = x;
     srv->listen_fd = srv->epoll_fd = srv->wake_fd = -1;
+    srv->uid = geteuid();
     pthread_mutex_init(&srv->mu, NULL);
-    pthread_cond_init(&srv->cv, NULL);
     srv->started_ns = vgpu_now_ns();
-    srv->driver_version = x->ops->driver_version(x);
-    srv->device_count = x->ops->device_count(x);
-    if (srv->device_count < 0 || srv->device_count > (int)VGPU_MAX_DEVICES)
-        return -EINVAL;
-    srv->devices = calloc((size_t)(srv->device_count ? srv->device_count : 1), sizeof *srv->devices);
-    if (!srv->devices)
-        return -ENOMEM;
-    for (int i = 0; i < srv->device_count; i++)
-        if (x->ops->device_info(x, i, &srv->devices[i]) != CUDA_SUCCESS)
-            LOG_WARN("device %d: incomplete description", i);
-    if (opt->sched.policy != GATE_POLICY_NONE && srv->device_count > 0) {
-        srv->gates = calloc((size_t)srv->device_count, sizeof *srv->gates);
-        if (!srv->gates)
-            return -ENOMEM;
-        for (int i = 0; i < srv->device_count; i++)
-            if (gate_device_init(&srv->gates[i], x, &opt->sched) != 0)
-                return -ENOMEM;
+    srv->w_listen = (struct watch){WATCH_LISTEN, NULL};
+    srv->w_wake = (struct watch){WATCH_WAKE, NULL};
+    srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (srv->epoll_fd < 0 || srv->wake_fd < 0)
+        return -errno;
+    int e = workers_probe(srv);
+    if (e)
+        return e;
+    e = sched_host_create(&srv->sched, srv->device_count, &opt->sched);
+    if (e) {
+        LOG_ERROR("cannot start the schedulers: %s", strerror(-e));
+        return e;
     }
     srv->listen_fd = vgpu_socket_listen(opt->socket_path);
     if (srv->listen_fd < 0) {
         LOG_ERROR("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
         return srv->listen_fd;
     }
-    srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (srv->epoll_fd < 0 || srv->wake_fd < 0)
-        return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->w_listen};
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev);
-    ev.data.ptr = &srv->wake_fd;
+    ev.data.ptr = &srv->w_wake;
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->wake_fd, &ev);
     return 0;
 }
@@ -492,59 +838,103 @@ void server_stop(struct server *srv)
     wake_loop(srv);
 }
 
+static void tick(struct server *srv)
+{
+    int64_t now = vgpu_now_ns();
+    if (now - srv->last_tick_ns < TICK_MS * 1000000ll)
+        return;
+    srv->last_tick_ns = now;
+    close_silent(srv, now);
+    workers_tick(srv);
+    workers_fill_pool(srv);
+}
+
 int server_run(struct server *srv)
 {
-    LOG_INFO("vgpud serving %d device(s) with the %s executor on %s", srv->device_count, srv->x->ops->name,
+    LOG_INFO("vgpud serving %d device(s) with the %s executor on %s", srv->device_count, srv->executor,
              srv->opt.socket_path);
-    for (;;) {
+    workers_fill_pool(srv);
+    while (!srv->stopping) {
         struct epoll_event evs[32];
-        int n = epoll_wait(srv->epoll_fd, evs, 32, -1);
+        int n = epoll_wait(srv->epoll_fd, evs, 32, TICK_MS);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             LOG_ERROR("epoll_wait: %s", strerror(errno));
             break;
         }
-        bool stop = false;
         for (int i = 0; i < n; i++) {
-            void *p = evs[i].data.ptr;
-            if (p == &srv->wake_fd) {
+            struct watch *wt = evs[i].data.ptr;
+            switch (wt->kind) {
+            case WATCH_WAKE: {
                 uint64_t count;
                 ssize_t r = read(srv->wake_fd, &count, sizeof count);
                 (void)r;
-                stop = srv->stopping;
+                take_incoming(srv);
                 close_killed(srv);
-            } else if (p == &srv->listen_fd)
+                break;
+            }
+            case WATCH_LISTEN:
                 on_accept(srv);
-            else
-                on_session_readable(srv, p);
+                break;
+            case WATCH_SESSION:
+                on_session_readable(srv, wt->obj);
+                break;
+            default:
+                workers_on_event(srv, wt);
+                break;
+            }
         }
-        if (stop)
-            break;
+        close_killed(srv);
+        tick(srv);
     }
     LOG_INFO("vgpud stopping");
     close(srv->listen_fd);
     srv->listen_fd = -1;
     unlink(srv->opt.socket_path);
-    for (;;) {
-        pthread_mutex_lock(&srv->mu);
-        struct session *s = srv->sessions;
-        while (s && s->link_gone)
-            s = s->next;
-        pthread_mutex_unlock(&srv->mu);
-        if (!s)
-            break;
-        session_close(srv, s);
+    take_incoming(srv);
+    /* Every session closes; its worker frees everything and says so, for a while. */
+    for (struct session *s = srv->sessions, *next; s; s = next) {
+        next = s->next;
+        if (!s->link_gone)
+            session_close(srv, s);
     }
-    pthread_mutex_lock(&srv->mu);
-    while (srv->sessions)
-        pthread_cond_wait(&srv->cv, &srv->mu);
-    pthread_mutex_unlock(&srv->mu);
+    int64_t until = vgpu_now_ns() + 10000000000ll;
+    while (srv->sessions && vgpu_now_ns() < until) {
+        struct epoll_event evs[32];
+        int n = epoll_wait(srv->epoll_fd, evs, 32, TICK_MS);
+        for (int i = 0; i < n; i++) {
+            struct watch *wt = evs[i].data.ptr;
+            if (wt->kind == WATCH_WORKER_CONTROL || wt->kind == WATCH_WORKER_LOG || wt->kind == WATCH_WORKER_EXIT)
+                workers_on_event(srv, wt);
+            else if (wt->kind == WATCH_WAKE) {
+                uint64_t count;
+                ssize_t r = read(srv->wake_fd, &count, sizeof count);
+                (void)r;
+            }
+        }
+    }
+    workers_stop(srv);
     return 0;
 }
 
 void server_fini(struct server *srv)
 {
+    while (srv->incoming) { /* added by the Xen thread at the very end */
+        struct session *s = srv->incoming;
+        srv->incoming = s->next;
+        s->link.ops->close(&s->link);
+        free(s);
+    }
+    while (srv->sessions) { /* left by workers that had to be killed */
+        struct session *s = srv->sessions;
+        for (int v = 0; v < s->vgpu_count; v++)
+            if (s->chans[v])
+                schan_free(srv, s, s->chans[v]);
+        session_free(srv, s);
+    }
+    sched_host_destroy(srv->sched);
+    srv->sched = NULL;
     if (srv->listen_fd >= 0)
         close(srv->listen_fd);
     if (srv->epoll_fd >= 0)
@@ -552,9 +942,5 @@ void server_fini(struct server *srv)
     if (srv->wake_fd >= 0)
         close(srv->wake_fd);
     free(srv->devices);
-    for (int i = 0; srv->gates && i < srv->device_count; i++)
-        gate_device_fini(&srv->gates[i]);
-    free(srv->gates);
-    pthread_cond_destroy(&srv->cv);
     pthread_mutex_destroy(&srv->mu);
 }

@@ -1,6 +1,8 @@
-/* vgpud's control plane in host mode: the unix socket clients connect to, the handshake that gives
- * them channels, control queries, and the sessions' life cycle. One thread runs it; every channel
- * has its own poller thread. */
+/* vgpud, the supervisor: the unix socket clients connect to, the handshake that gives them
+ * channels, control queries, the sessions' life cycle, and the workers that serve them. One thread
+ * runs all of it from one epoll loop; the schedulers have a thread of their own (sched_host.h) and
+ * Xen guest discovery another (xen_guests.h), which adds sessions through server_add_session. vgpud
+ * never loads the GPU driver and never runs a tenant's code: workers do. */
 #ifndef VGPU_SERVER_H
 #define VGPU_SERVER_H
 
@@ -8,33 +10,47 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "executor.h"
+#include <cuda.h>
+
+#include "sched_host.h"
 #include "session.h"
 #include "vgpu/calls.h"
+#include "workers.h"
 
 struct server {
     struct server_options opt;
-    struct vgpu_exec *x;
+    /* What the probing worker found. */
+    char executor[16];
+    int driver_version;
     int device_count;
     struct vgpu_device_info *devices;
-    struct gate_device *gates; /* per device; NULL when scheduling is off */
-    struct xen_guests *xen;    /* guest discovery, in dom0 */
-    int driver_version;
+    struct sched_host *sched; /* NULL when scheduling is off */
+    struct xen_guests *xen;   /* guest discovery, in dom0 */
     int listen_fd, epoll_fd, wake_fd;
+    struct watch w_listen, w_wake;
     volatile sig_atomic_t stopping;
-    pthread_mutex_t mu; /* sessions, their channel pointers */
-    pthread_cond_t cv;  /* signalled when a session goes away */
-    struct session *sessions;
+    /* The session list is the loop's; the Xen thread adds sessions to `incoming`, which the loop
+     * takes in, and looks sessions up: changes to either list, and to `killed` and `link_gone`,
+     * happen under mu. */
+    pthread_mutex_t mu;
+    struct session *sessions, *incoming;
     uint32_t session_count;
     uint64_t next_session;
     uint32_t next_channel;
     uint64_t clients_served;
     int64_t started_ns;
-    /* Calls of channels that have closed, so that status shows everything served (under mu). */
+    uid_t uid; /* vgpud's own */
+    /* Calls of channels that have closed, so that status shows everything served. */
     uint64_t served_calls[VGPU_OP_COUNT], served_errors[VGPU_OP_COUNT];
+    /* Workers, and why the last ones ended. */
+    struct worker *workers;
+    uint64_t workers_started, workers_lost;
+    struct worker_exit exits[WORKER_EXITS_KEPT];
+    unsigned exit_count;
+    int64_t last_tick_ns;
 };
 
-int server_init(struct server *srv, const struct server_options *opt, struct vgpu_exec *x);
+int server_init(struct server *srv, const struct server_options *opt);
 /* Serve until server_stop(); then close every session and wait for them to be freed. */
 int server_run(struct server *srv);
 /* Async-signal-safe. */
@@ -42,17 +58,26 @@ void server_stop(struct server *srv);
 void server_fini(struct server *srv);
 
 /* A new client session over link (which it then owns), served by the loop: a host process (vgpus
- * NULL: every device) or a guest process (its domain's vGPUs). Returns its id, 0 on failure. */
+ * NULL: every device) or a guest process (its domain's vGPUs). Returns its id, 0 on failure. Any
+ * thread. */
 uint64_t server_add_session(struct server *srv, const struct vgpu_msg_link *link, pid_t pid, uid_t uid, gid_t gid,
                             const struct session_vgpus *vgpus);
-/* Session id, or NULL (srv->mu held). */
-struct session *server_session_locked(struct server *srv, uint64_t id);
-/* Is session id still there? End it from anywhere (the loop closes it). */
+/* Is session id still there? End it (the loop closes it). Any thread. */
 bool server_session_alive(struct server *srv, uint64_t id);
 void server_end_session(struct server *srv, uint64_t id);
+/* Session id, or NULL (the loop's thread). */
+struct session *server_session(struct server *srv, uint64_t id);
 /* The weight a client of this program gets (its configured one, or the default). */
 unsigned server_weight_for(const struct server *srv, const char *program);
-/* Control commands (control.c): answer one command line with text, malloc'd. */
-char *control_answer(struct server *srv, const char *command, size_t *len);
+
+/* From the workers (workers.c), on the loop's thread. */
+void server_worker_ready(struct server *srv, struct worker *w);
+void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel, int32_t status);
+void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel, int32_t status);
+/* w died: its sessions learn the error their calls get from now on. */
+void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
+
+/* Control commands (control.c): answer one command line from session s with text, malloc'd. */
+char *control_answer(struct server *srv, struct session *s, const char *command, size_t *len);
 
 #endif

@@ -1,6 +1,7 @@
-/* A session: one connected client (a process in host mode, a domain under Xen) and the channels it
- * opened, one per vGPU. A session ends when its socket closes for any reason; its channels then
- * close, free everything on the executor, and the session goes away with the last of them. */
+/* A session: one connected client (a process in host mode, a guest's process under Xen) and the
+ * channels it opened, one per vGPU, each served by the session's worker. A session ends when its
+ * link closes for any reason; its channels then close in the worker, and the session goes away
+ * with the last of them (or at once, when its worker has died). */
 #ifndef VGPU_SESSION_H
 #define VGPU_SESSION_H
 
@@ -8,14 +9,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "executor.h"
-#include "gate.h"
-#include "msg_link.h"
 #include "channel.h"
+#include "msg_link.h"
+#include "region.h"
 #include "vgpu/wire.h"
+#include "workers.h"
 
 struct server;
-struct vchannel;
 
 /* A client's weight by its program name (vgpud --weight PROGRAM=W). */
 struct weight_rule {
@@ -25,14 +25,24 @@ struct weight_rule {
 
 #define MAX_WEIGHT_RULES 64
 
+/* What a worker's executor is. */
+struct exec_options {
+    const char *kind;        /* "emu", "cuda" or "auto" */
+    const char *cuda_driver; /* absolute path of the real libcuda.so.1, NULL: search the usual places */
+    int emu_devices;
+    uint64_t emu_memory;
+};
+
+enum isolation { ISOLATION_SESSION, ISOLATION_DOMAIN };
+
 struct server_options {
     const char *socket_path;
-    struct gate_options sched;
+    struct sched_options sched;
     unsigned default_weight;
     struct weight_rule weights[MAX_WEIGHT_RULES];
     unsigned weight_count;
-    struct vgpu_exec_config exec;
-    int64_t poll_spin_ns;  /* how long a poller spins before sleeping */
+    struct exec_options exec;
+    int64_t poll_spin_ns; /* how long a poller spins before sleeping */
     uint32_t max_sessions;
     uint32_t max_contexts, max_streams, max_events, max_modules, max_functions;
     uint64_t max_data_area;
@@ -40,26 +50,64 @@ struct server_options {
     int xen;                 /* serve Xen guests: -1 never, 0 when running in dom0, 1 required */
     uint64_t max_xen_data_area; /* largest data area of a guest's channel (granted pages) */
     const char *xen_config_dir;  /* where the guests' xl configuration files are, by domain name */
+    /* Workers. */
+    enum isolation isolation;
+    unsigned worker_pool;    /* workers kept started and ready */
+    const char *worker_path; /* vgpu-worker; NULL: beside vgpud */
+    uint32_t worker_uid, worker_gid; /* VGPU_WORKER_SAME_ID: vgpud's */
+    uint32_t seccomp;        /* VGPU_SECCOMP_* */
+    /* Who may change things (besides root and vgpud's user); -1: nobody else. */
+    long admin_gid;
+    /* Limits of a principal (a uid in host mode, a domain under Xen) and of connections. */
+    unsigned hello_timeout_s;  /* a connection that has not said hello by then is closed */
+    unsigned max_startups;     /* connections that have not said hello, in all */
+    unsigned max_user_startups; /* ... of one principal */
+    unsigned max_user_sessions;
+    unsigned max_user_workers;
+    uint64_t max_user_memory; /* channel memory (data areas and rings) */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSING };
+
+/* vgpud's record of one channel. */
+enum schan_state {
+    SCHAN_WAIT_WORKER, /* its worker is starting */
+    SCHAN_OPENING,     /* AddChannel sent */
+    SCHAN_OPEN,        /* answered to the client */
+    SCHAN_CLOSING,     /* CloseChannel sent */
+};
+
+struct schan {
+    uint32_t id;
+    int vgpu, device;
+    unsigned slot; /* in the worker's statistics and scheduler slots */
+    enum schan_state state;
+    struct vgpu_channel_layout layout;
+    int memfd;      /* host mode: the channel's memory, until it is handed to the client */
+    uint32_t *refs; /* Xen: the guest's grant references, until the worker has them */
+    uint32_t pages, port;
+};
 
 struct session {
     struct server *srv;
     uint64_t id;
     struct vgpu_msg_link link; /* to the client: a unix socket, or a vchan to a guest process */
+    struct watch watch;
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    bool admin; /* may change things through the control interface */
     char program[64];
     enum session_state state;
     bool client; /* said hello as a CUDA client (not a control tool) */
     int64_t started_ns;
-    struct vchannel *channels[VGPU_MAX_DEVICES]; /* guarded by the server's lock */
-    int open_channels;                          /* channels whose poller has not finished */
+    struct worker *worker;
+    struct schan *chans[VGPU_MAX_DEVICES]; /* by vGPU */
+    int open_channels;                     /* channels not gone yet */
     bool link_gone;
-    bool killed; /* to be closed by the server's loop (session_kill) */
+    bool killed; /* to be closed by the server's loop */
     bool bye;    /* the client said goodbye (VGPU_MSG_BYE): answered once its channels are gone */
+    int32_t lost; /* its worker died: the error every later call gets (0: alive) */
     /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i]. */
     int vgpu_count;
     uint8_t vgpu_device[VGPU_MAX_DEVICES];
@@ -82,16 +130,5 @@ struct session_vgpus {
     uint8_t device[VGPU_MAX_DEVICES];
     unsigned weight[VGPU_MAX_DEVICES];
 };
-
-const struct server_options *session_options(struct session *s);
-struct vgpu_exec *session_executor(struct session *s);
-bool session_may_run_host_code(struct session *s);
-pid_t session_pid(struct session *s);
-
-/* End the session from anywhere (a protocol violation): its socket is shut down and the server
- * closes it through the usual path. */
-void session_kill(struct session *s);
-/* Called by a channel's poller when it has freed everything; frees the channel. */
-void session_channel_gone(struct session *s, struct vchannel *ch);
 
 #endif

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <pwd.h>
+
 #include "image_cache.h"
 #include "log.h"
 #include "msg_socket.h"
@@ -48,7 +51,20 @@ static void usage(FILE *f)
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
             "  --default-weight W     weight of the other clients (default 100)\n"
             "  --any-user-host-code   let clients of any user, and guests, load emu modules (host code run\n"
-            "                         inside vgpud); by default only host clients of vgpud's own user may\n"
+            "                         inside their worker); by default only host clients of vgpud's own user may\n"
+            "  --isolation MODE       session: a worker process per session (default); domain: one per Xen\n"
+            "                         guest, or per uid in host mode\n"
+            "  --worker-pool N        workers kept started, their executor open, for new tenants (default 2)\n"
+            "  --worker PATH          the worker program (default: vgpu-worker beside vgpud)\n"
+            "  --worker-user USER     the user workers run as (default: vgpud's)\n"
+            "  --seccomp MODE         the workers' system-call filter: on (default), log or off\n"
+            "  --admin-group GROUP    members may change things (weights) besides root and vgpud's user\n"
+            "  --hello-timeout S      close connections that have not said hello after S seconds (default 5)\n"
+            "  --max-startups N       connections that have not said hello, in all (default 256)\n"
+            "  --max-user-startups N  ... of one uid (default 16)\n"
+            "  --max-user-sessions N  sessions of one uid, or one Xen domain (default 256)\n"
+            "  --max-user-workers N   workers of one uid, or one Xen domain (default 64)\n"
+            "  --max-user-memory SIZE channel memory of one uid, or one Xen domain (default 64G)\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
             "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
             "  --xen-config-dir DIR   the guests' xl configurations, as NAME.cfg (default /etc/xen)\n"
@@ -64,6 +80,17 @@ static int parse_size_opt(const char *name, const char *v, uint64_t *out)
     return -1;
 }
 
+static int parse_count(const char *name, const char *v, unsigned min, unsigned max, unsigned *out)
+{
+    uint64_t n;
+    if (vgpu_parse_uint(v, max, &n) == 0 && n >= min) {
+        *out = (unsigned)n;
+        return 0;
+    }
+    fprintf(stderr, "vgpud: %s is %u to %u\n", name, min, max);
+    return -1;
+}
+
 /* Everything the options set. */
 struct settings {
     struct server_options opt;
@@ -74,7 +101,9 @@ struct settings {
 };
 
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG };
+       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
+       O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
+       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -88,6 +117,14 @@ static const struct option longopts[] = {
     {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
     {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
     {"xen-max-data-area", required_argument, 0, O_XEN_DATA}, {"xen-config-dir", required_argument, 0, O_XEN_DIR},
+    {"isolation", required_argument, 0, O_ISOLATION}, {"worker-pool", required_argument, 0, O_POOL},
+    {"worker", required_argument, 0, O_WORKER},       {"worker-user", required_argument, 0, O_WORKER_USER},
+    {"seccomp", required_argument, 0, O_SECCOMP},     {"admin-group", required_argument, 0, O_ADMIN},
+    {"hello-timeout", required_argument, 0, O_HELLO}, {"max-startups", required_argument, 0, O_STARTUPS},
+    {"max-user-startups", required_argument, 0, O_USER_STARTUPS},
+    {"max-user-sessions", required_argument, 0, O_USER_SESSIONS},
+    {"max-user-workers", required_argument, 0, O_USER_WORKERS},
+    {"max-user-memory", required_argument, 0, O_USER_MEMORY},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -163,7 +200,7 @@ static int apply(struct settings *st, int c, const char *arg)
         break;
     case O_SCHED:
         if (strcmp(arg, "none") == 0) {
-            st->opt.sched.policy = GATE_POLICY_NONE;
+            st->opt.sched.policy = SCHED_POLICY_NONE;
         } else if ((st->opt.sched.policy = sched_policy_parse(arg)) < 0) {
             fprintf(stderr, "vgpud: --sched is band, credit, fifo or none\n");
             return 2;
@@ -229,6 +266,82 @@ static int apply(struct settings *st, int c, const char *arg)
         break;
     case O_XEN_DATA:
         if (parse_size_opt("--xen-max-data-area", arg, &st->opt.max_xen_data_area))
+            return 2;
+        break;
+    case O_ISOLATION:
+        if (strcmp(arg, "session") == 0)
+            st->opt.isolation = ISOLATION_SESSION;
+        else if (strcmp(arg, "domain") == 0)
+            st->opt.isolation = ISOLATION_DOMAIN;
+        else {
+            fprintf(stderr, "vgpud: --isolation is session or domain\n");
+            return 2;
+        }
+        break;
+    case O_POOL:
+        if (parse_count("--worker-pool", arg, 0, 64, &st->opt.worker_pool))
+            return 2;
+        break;
+    case O_WORKER:
+        if (arg[0] != '/') {
+            fprintf(stderr, "vgpud: --worker wants an absolute path\n");
+            return 2;
+        }
+        st->opt.worker_path = arg;
+        break;
+    case O_WORKER_USER: {
+        struct passwd *pw = getpwnam(arg);
+        if (!pw) {
+            fprintf(stderr, "vgpud: --worker-user: no user '%s'\n", arg);
+            return 2;
+        }
+        st->opt.worker_uid = (uint32_t)pw->pw_uid;
+        st->opt.worker_gid = (uint32_t)pw->pw_gid;
+        break;
+    }
+    case O_SECCOMP:
+        if (strcmp(arg, "on") == 0)
+            st->opt.seccomp = VGPU_SECCOMP_ON;
+        else if (strcmp(arg, "log") == 0)
+            st->opt.seccomp = VGPU_SECCOMP_LOG;
+        else if (strcmp(arg, "off") == 0)
+            st->opt.seccomp = VGPU_SECCOMP_OFF;
+        else {
+            fprintf(stderr, "vgpud: --seccomp is on, log or off\n");
+            return 2;
+        }
+        break;
+    case O_ADMIN: {
+        struct group *gr = getgrnam(arg);
+        if (!gr) {
+            fprintf(stderr, "vgpud: --admin-group: no group '%s'\n", arg);
+            return 2;
+        }
+        st->opt.admin_gid = (long)gr->gr_gid;
+        break;
+    }
+    case O_HELLO:
+        if (parse_count("--hello-timeout", arg, 1, 3600, &st->opt.hello_timeout_s))
+            return 2;
+        break;
+    case O_STARTUPS:
+        if (parse_count("--max-startups", arg, 1, 1u << 20, &st->opt.max_startups))
+            return 2;
+        break;
+    case O_USER_STARTUPS:
+        if (parse_count("--max-user-startups", arg, 1, 1u << 20, &st->opt.max_user_startups))
+            return 2;
+        break;
+    case O_USER_SESSIONS:
+        if (parse_count("--max-user-sessions", arg, 1, 1u << 20, &st->opt.max_user_sessions))
+            return 2;
+        break;
+    case O_USER_WORKERS:
+        if (parse_count("--max-user-workers", arg, 1, 1u << 20, &st->opt.max_user_workers))
+            return 2;
+        break;
+    case O_USER_MEMORY:
+        if (parse_size_opt("--max-user-memory", arg, &st->opt.max_user_memory))
             return 2;
         break;
     case O_VER:
@@ -449,9 +562,8 @@ static int serve(const struct settings *st)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    struct vgpu_exec *x = vgpu_exec_create(&opt.exec);
     int rc = 1;
-    bool serving = x && server_init(&the_server, &opt, x) == 0;
+    bool serving = server_init(&the_server, &opt) == 0;
     if (serving && opt.xen >= 0) { /* guests, when this is dom0 */
         int e = xen_guests_start(&the_server);
         if (e && opt.xen > 0) {
@@ -476,8 +588,6 @@ static int serve(const struct settings *st)
     xen_guests_stop(&the_server);
     server_fini(&the_server);
     image_cache_clear();
-    if (x)
-        x->ops->destroy(x);
     return rc;
 }
 
@@ -499,6 +609,18 @@ int main(int argc, char **argv)
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
                 .xen_config_dir = "/etc/xen",
+                .isolation = ISOLATION_SESSION,
+                .worker_pool = 2,
+                .worker_uid = VGPU_WORKER_SAME_ID,
+                .worker_gid = VGPU_WORKER_SAME_ID,
+                .seccomp = VGPU_SECCOMP_ON,
+                .admin_gid = -1,
+                .hello_timeout_s = 5,
+                .max_startups = 256,
+                .max_user_startups = 16,
+                .max_user_sessions = 256,
+                .max_user_workers = 64,
+                .max_user_memory = 64ull << 30,
             },
         .level = VGPU_LOG_INFO,
     };

@@ -14,9 +14,7 @@
 #include "log.h"
 #include "server.h"
 #include "vchan_link.h"
-#include "vchannel.h"
 #include "vgpu_spec.h"
-#include "xen_transport.h"
 #include "xenbus.h"
 
 /* How long a domain's xl configuration may take to appear after the domain does. */
@@ -60,48 +58,6 @@ struct xen_guests {
     struct guest *guests;
     char backend_root[64]; /* /local/domain/0/backend/vgpu */
 };
-
-/* ---------------------------------------------------------------- channel memory */
-
-struct xen_channel {
-    struct vgpu_xen_mapping map;
-    struct vgpu_xen_evtchn evtchn;
-};
-
-static void xen_channel_release(struct vchannel_memory *m)
-{
-    struct xen_channel *c = m->owner;
-    vgpu_xen_evtchn_close(&c->evtchn);
-    vgpu_xen_unmap(&c->map);
-    free(c);
-}
-
-CUresult xen_channel_memory(uint32_t domid, const uint32_t *refs, uint32_t pages, uint32_t port,
-                            struct vchannel_memory *out)
-{
-    const struct vgpu_xenlib *x = vgpu_xenlib(NULL);
-    struct xen_channel *c = x ? calloc(1, sizeof *c) : NULL;
-    if (!c)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    int r = vgpu_xen_map(&c->map, x, domid, refs, pages);
-    if (r == 0)
-        r = vgpu_xen_evtchn_bind(&c->evtchn, x, domid, port);
-    if (r) {
-        LOG_WARN("xen: dom%u: cannot map its channel (%u pages, port %u): %s", domid, pages, port, strerror(-r));
-        vgpu_xen_evtchn_close(&c->evtchn);
-        vgpu_xen_unmap(&c->map);
-        free(c);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *out = (struct vchannel_memory){
-        .base = c->map.base,
-        .size = (size_t)pages * VGPU_XEN_PAGE,
-        .transport = {.ops = &vgpu_xen_transport_ops, .priv = &c->evtchn},
-        .release = xen_channel_release,
-        .owner = c,
-    };
-    return CUDA_SUCCESS;
-}
 
 /* ---------------------------------------------------------------- xenstore */
 

@@ -5,19 +5,14 @@
 #ifndef VGPU_XEN_GUESTS_H
 #define VGPU_XEN_GUESTS_H
 
-#include <cuda.h>
 #include <stdint.h>
 
 struct server;
-struct vchannel_memory;
 
 /* Start serving guests: 0, -ENODEV when this is not dom0 (or Xen's libraries are missing), or
  * another -errno. */
 int xen_guests_start(struct server *srv);
 void xen_guests_stop(struct server *srv);
 
-/* A guest's channel memory: its granted pages mapped, its offered event channel bound. */
-CUresult xen_channel_memory(uint32_t domid, const uint32_t *refs, uint32_t pages, uint32_t port,
-                            struct vchannel_memory *out);
 
 #endif

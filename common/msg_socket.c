@@ -72,23 +72,25 @@ void vgpu_msg_init(struct vgpu_msg_hdr *h, uint16_t type, uint32_t size)
     h->status = 0;
 }
 
-int vgpu_msg_send(int sock, const void *msg, size_t len, int pass_fd)
+int vgpu_msg_sendv(int sock, const void *msg, size_t len, const int *fds, unsigned nfds)
 {
     struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * VGPU_MSG_MAX_FDS)];
         struct cmsghdr align;
     } ctl;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
+    if (nfds > VGPU_MSG_MAX_FDS)
+        return -EINVAL;
+    if (nfds) {
         memset(&ctl, 0, sizeof ctl);
         mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof ctl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
     for (;;) {
         ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
@@ -99,10 +101,14 @@ int vgpu_msg_send(int sock, const void *msg, size_t len, int pass_fd)
     }
 }
 
-ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
+int vgpu_msg_send(int sock, const void *msg, size_t len, int pass_fd)
 {
-    if (fd)
-        *fd = -1;
+    return vgpu_msg_sendv(sock, msg, len, &pass_fd, pass_fd >= 0 ? 1 : 0);
+}
+
+ssize_t vgpu_msg_recvv(int sock, void *buf, size_t cap, int *fds, unsigned max_fds, unsigned *nfds, int timeout_ms)
+{
+    *nfds = 0;
     if (timeout_ms >= 0) {
         struct pollfd p = {.fd = sock, .events = POLLIN};
         int r;
@@ -116,7 +122,7 @@ ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
     }
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        char buf[CMSG_SPACE(sizeof(int) * VGPU_MSG_MAX_FDS)];
         struct cmsghdr align;
     } ctl;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
@@ -126,7 +132,7 @@ ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
-    /* Take whatever descriptors came along; keep at most one, close the rest. */
+    /* Take whatever descriptors came along; keep at most max_fds, close the rest. */
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
@@ -134,20 +140,35 @@ ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
         for (size_t i = 0; i < count; i++) {
             int got;
             memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (fd && *fd < 0)
-                *fd = got;
+            if (*nfds < max_fds)
+                fds[(*nfds)++] = got;
             else
                 close(got);
         }
     }
     if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-        if (fd && *fd >= 0) {
-            close(*fd);
-            *fd = -1;
-        }
+        vgpu_close_fds(fds, nfds);
         return -EMSGSIZE;
     }
     return n;
+}
+
+ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
+{
+    int got = -1;
+    unsigned n = 0;
+    ssize_t r = vgpu_msg_recvv(sock, buf, cap, &got, fd ? 1 : 0, &n, timeout_ms);
+    if (fd)
+        *fd = n ? got : -1;
+    return r;
+}
+
+void vgpu_close_fds(int *fds, unsigned *nfds)
+{
+    for (unsigned i = 0; i < *nfds; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    *nfds = 0;
 }
 
 int vgpu_msg_check(const void *buf, size_t len, uint16_t type, size_t min_size)

@@ -24,6 +24,13 @@ int vgpu_msg_send(int sock, const void *msg, size_t len, int pass_fd);
  * (if fd is non-NULL; otherwise it is closed). Returns the length, 0 at end of stream, or -errno
  * (-EMSGSIZE for a message larger than cap, -ETIMEDOUT). */
 ssize_t vgpu_msg_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms);
+/* The same with several descriptors (at most VGPU_MSG_MAX_FDS): those beyond max_fds are closed;
+ * *nfds says how many landed in fds. */
+#define VGPU_MSG_MAX_FDS 8u
+int vgpu_msg_sendv(int sock, const void *msg, size_t len, const int *fds, unsigned nfds);
+ssize_t vgpu_msg_recvv(int sock, void *buf, size_t cap, int *fds, unsigned max_fds, unsigned *nfds, int timeout_ms);
+/* Close the descriptors a message brought and forget them. */
+void vgpu_close_fds(int *fds, unsigned *nfds);
 /* Check a received message's header: magic, version, type and that size matches the bytes read
  * and is at least min_size. Returns 0 or -EPROTO. */
 int vgpu_msg_check(const void *buf, size_t len, uint16_t type, size_t min_size);

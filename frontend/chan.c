@@ -45,9 +45,15 @@ static int chan_check(struct fe_chan *ch)
     }
     static _Thread_local int64_t last_poll;
     int64_t now = vgpu_now_ns();
-    if (now - last_poll < 5000000)
+    if (now - last_poll < 5000000 && !atomic_load_explicit(&fe.lost, memory_order_relaxed))
         return 0;
     last_poll = now;
+    /* The worker serving this vGPU has ended: vgpud says with which error. */
+    CUresult lost = fe_link_news();
+    if (lost) {
+        atomic_store(&ch->dead, lost);
+        return lost;
+    }
     if (!fe.link.ops->alive(&fe.link)) {
         LOG_ERROR("lost the connection to vgpud");
         atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
@@ -226,7 +232,8 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
                  bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
                  uint32_t *rsp_tail_len)
 {
-    int dead = atomic_load_explicit(&ch->dead, memory_order_relaxed);
+    /* A vGPU whose worker has gone fails every call, asynchronous ones too (the sticky error). */
+    int dead = chan_check(ch);
     if (dead)
         return (CUresult)dead;
     struct vgpu_req_hdr *h = req;

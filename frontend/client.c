@@ -1,11 +1,13 @@
 /* The frontend's connection to vgpud: the handshake, device descriptions, channels. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "fe.h"
 #include "log.h"
 #include "msg_socket.h"
@@ -76,6 +78,51 @@ __attribute__((destructor)) static void leaving(void)
     pthread_mutex_unlock(&fe.mu);
 }
 
+static bool is_news(const void *buf, ssize_t n)
+{
+    return n == (ssize_t)sizeof(struct vgpu_msg_hdr) &&
+           vgpu_msg_check(buf, (size_t)n, VGPU_MSG_WORKER_GONE, sizeof(struct vgpu_msg_hdr)) == 0;
+}
+
+static void note_news(const void *buf)
+{
+    struct vgpu_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    int lost = h.status ? h.status : CUDA_ERROR_UNKNOWN;
+    int none = 0;
+    if (atomic_compare_exchange_strong(&fe.lost, &none, lost))
+        LOG_ERROR("the vGPU's worker in vgpud has ended; every call fails with %d from now on", lost);
+}
+
+ssize_t fe_link_recv(struct vgpu_msg_link *link, void *buf, size_t cap, int *fd, int timeout_ms)
+{
+    int64_t deadline = timeout_ms > 0 ? vgpu_now_ns() + (int64_t)timeout_ms * 1000000 : 0;
+    for (;;) {
+        int left = timeout_ms > 0 ? (int)((deadline - vgpu_now_ns()) / 1000000) : timeout_ms;
+        ssize_t n = link->ops->recv(link, buf, cap, fd, timeout_ms > 0 && left < 0 ? 0 : left);
+        if (!is_news(buf, n))
+            return n;
+        note_news(buf);
+        if (fd && *fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+    }
+}
+
+CUresult fe_link_news(void)
+{
+    int lost = atomic_load(&fe.lost);
+    if (lost || !fe.connected || pthread_mutex_trylock(&fe.mu) != 0)
+        return (CUresult)lost;
+    struct vgpu_msg_hdr h;
+    ssize_t n = fe.link.ops->recv(&fe.link, &h, sizeof h, NULL, 0);
+    if (is_news(&h, n))
+        note_news(&h);
+    pthread_mutex_unlock(&fe.mu);
+    return (CUresult)atomic_load(&fe.lost);
+}
+
 /* fe.mu held. */
 CUresult fe_connect_locked(void)
 {
@@ -108,7 +155,7 @@ CUresult fe_connect_locked(void)
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;
     if (buf && link.ops->send(&link, &hello, sizeof hello, -1) == 0)
-        n = link.ops->recv(&link, buf, cap, NULL, 10000);
+        n = fe_link_recv(&link, buf, cap, NULL, 10000);
     struct vgpu_msg_welcome w;
     if (n < (ssize_t)sizeof w || vgpu_msg_check(buf, (size_t)n, VGPU_MSG_WELCOME, sizeof w)) {
         LOG_WARN("vgpud at %s did not welcome us", path);
@@ -181,6 +228,8 @@ static void chan_free(struct fe_chan *ch)
 /* fe.mu held. */
 static CUresult open_channel_locked(int device, struct fe_chan **out)
 {
+    if (atomic_load(&fe.lost))
+        return (CUresult)atomic_load(&fe.lost);
     struct vgpu_msg_open_channel req;
     memset(&req, 0, sizeof req);
     vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
@@ -194,7 +243,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     int fd = -1;
     ssize_t n = -EIO;
     if (fe.link.ops->send(&fe.link, &req, sizeof req, -1) == 0)
-        n = fe.link.ops->recv(&fe.link, &m, sizeof m, &fd, 10000);
+        n = fe_link_recv(&fe.link, &m, sizeof m, &fd, 10000);
     if (n == (ssize_t)sizeof(struct vgpu_msg_hdr)) {
         struct vgpu_msg_hdr h;
         memcpy(&h, &m, sizeof h);

@@ -155,9 +155,18 @@ struct fe_state {
     int device_count;
     char executor[16];
     struct fe_device devices[VGPU_MAX_DEVICES];
+    /* The process serving this client's vGPUs (its worker) has ended: the error every call gets
+     * from now on, as from a native process's sticky error (0 while it lives). */
+    _Atomic int lost;
 };
 
 extern struct fe_state fe;
+
+/* Receive vgpud's answer on the link (fe.mu held, or during the handshake), noting on the way
+ * whatever vgpud says on its own (VGPU_MSG_WORKER_GONE); as the link's recv. */
+ssize_t fe_link_recv(struct vgpu_msg_link *link, void *buf, size_t cap, int *fd, int timeout_ms);
+/* Look for news from vgpud without waiting; returns fe.lost. Cheap; any thread. */
+CUresult fe_link_news(void);
 
 /* What a Xen guest's channel asks for unless the VGPU_* variables say otherwise: every page is
  * granted, and grants are scarce (README: Xen grant limits): about 3,150 pages in all, the four

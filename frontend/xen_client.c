@@ -139,7 +139,7 @@ CUresult fe_xen_channel_memory(struct fe_chan *ch, uint32_t channel, size_t map_
     struct vgpu_msg_hdr answer;
     ssize_t n = -EIO;
     if (fe.link.ops->send(&fe.link, msg, size, -1) == 0)
-        n = fe.link.ops->recv(&fe.link, &answer, sizeof answer, NULL, 10000);
+        n = fe_link_recv(&fe.link, &answer, sizeof answer, NULL, 10000);
     free(msg);
     if (n != (ssize_t)sizeof answer || vgpu_msg_check(&answer, sizeof answer, VGPU_MSG_GRANTS, sizeof answer) ||
         answer.status != CUDA_SUCCESS) {
@@ -169,7 +169,7 @@ void fe_xen_goodbye(void)
     if (fe.link.ops->send(&fe.link, &bye, sizeof bye, -1) != 0)
         return;
     /* The answer, or the link closing, says that dom0 has unmapped every channel. */
-    ssize_t n = fe.link.ops->recv(&fe.link, &answer, sizeof answer, NULL, BYE_WAIT_MS);
+    ssize_t n = fe_link_recv(&fe.link, &answer, sizeof answer, NULL, BYE_WAIT_MS);
     if (n == -ETIMEDOUT)
         LOG_WARN("xen: vgpud did not confirm the end of the session; the kernel takes the grants back slowly");
 }

@@ -43,7 +43,10 @@ $(TEST_O)/unit/%: $(O)/obj/tests/unit/%.o $(LIBSCHED) $(LIBASSEMBLY) $(LIBCOMMON
 
 $(O)/obj/tests/%.o: tests/%.c | $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# Tests of a worker's parts and of vgpud's see their headers.
+$(O)/obj/tests/unit/check_gate.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ibackend
 
 # ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
 # libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.
@@ -95,8 +98,9 @@ check-gpu: all $(PROG_BIN) $(FATBINS) $(APPS_BIN)
 		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES)" VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) \
 		tests/gpu/run.sh
 
-# The gate is tested against a stand-in executor, without the rest of vgpud.
-$(TEST_O)/unit/check_gate: $(O)/obj/tests/unit/check_gate.o $(O)/obj/backend/gate.o $(LIBSCHED) $(LIBCOMMON)
+# The gate (a worker's side) and the scheduler host (vgpud's) together, with a stand-in executor.
+$(TEST_O)/unit/check_gate: $(O)/obj/tests/unit/check_gate.o $(O)/obj/worker/gate.o $(O)/obj/backend/sched_host.o \
+		$(LIBSCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) -lm
 

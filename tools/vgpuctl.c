@@ -3,6 +3,7 @@
  *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,11 @@ int main(int argc, char **argv)
     char *text = ask(vgpu_socket_path(path), cmd);
     if (!text)
         return 1;
-    if (strstr(text, "\"error\"")) {
+    /* An answer that is an error: {"error": "..."} at the top. */
+    struct json *answer = json_parse(text);
+    bool failed = answer && json_get(answer, "error") != NULL;
+    json_free(answer);
+    if (failed) {
         fputs(text, stderr);
         free(text);
         return 1;

@@ -58,11 +58,12 @@ const struct vgpu_transport_ops vgpu_xen_transport_ops = {
     .wait = xen_wait,
 };
 
-static int evtchn_open(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x)
+/* On a handle given (xce), or a fresh one. */
+static int evtchn_open(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, xenevtchn_handle *xce)
 {
     memset(e, 0, sizeof *e);
     e->x = x;
-    e->xce = x->xenevtchn_open(x->logger, 0);
+    e->xce = xce ? xce : x->xenevtchn_open(x->logger, 0);
     if (!e->xce)
         return errno ? -errno : -ENODEV;
     pthread_mutex_init(&e->poll_mu, NULL);
@@ -84,7 +85,7 @@ static int take_port(struct vgpu_xen_evtchn *e, xenevtchn_port_or_error_t p)
 
 int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t *port)
 {
-    int r = evtchn_open(e, x);
+    int r = evtchn_open(e, x, NULL);
     if (r)
         return r;
     r = take_port(e, x->xenevtchn_bind_unbound_port(e->xce, peer));
@@ -93,24 +94,50 @@ int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x
     return r;
 }
 
-int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t peer_port)
+int vgpu_xen_evtchn_bind_on(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, xenevtchn_handle *xce,
+                            uint32_t peer, uint32_t peer_port)
 {
-    int r = evtchn_open(e, x);
+    int r = evtchn_open(e, x, xce);
     if (r)
         return r;
-    return take_port(e, x->xenevtchn_bind_interdomain(e->xce, peer, peer_port));
+    xenevtchn_port_or_error_t p = x->xenevtchn_bind_interdomain(e->xce, peer, peer_port);
+    if (p < 0) {
+        r = errno ? -errno : -EIO;
+        e->bound = false;
+        return r; /* the handle stays with e: the caller closes or keeps it */
+    }
+    e->port = (evtchn_port_t)p;
+    e->bound = true;
+    return 0;
+}
+
+int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t peer_port)
+{
+    int r = vgpu_xen_evtchn_bind_on(e, x, NULL, peer, peer_port);
+    if (r)
+        vgpu_xen_evtchn_close(e);
+    return r;
+}
+
+xenevtchn_handle *vgpu_xen_evtchn_close_keep(struct vgpu_xen_evtchn *e)
+{
+    xenevtchn_handle *xce = e->xce;
+    if (!xce)
+        return NULL;
+    if (e->bound)
+        e->x->xenevtchn_unbind(xce, e->port);
+    pthread_mutex_destroy(&e->poll_mu);
+    e->xce = NULL;
+    e->bound = false;
+    return xce;
 }
 
 void vgpu_xen_evtchn_close(struct vgpu_xen_evtchn *e)
 {
-    if (!e->xce)
-        return;
-    if (e->bound)
-        e->x->xenevtchn_unbind(e->xce, e->port);
-    e->x->xenevtchn_close(e->xce);
-    pthread_mutex_destroy(&e->poll_mu);
-    e->xce = NULL;
-    e->bound = false;
+    const struct vgpu_xenlib *x = e->x;
+    xenevtchn_handle *xce = vgpu_xen_evtchn_close_keep(e);
+    if (xce)
+        x->xenevtchn_close(xce);
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -149,31 +176,45 @@ void vgpu_xen_grant_release(struct vgpu_xen_grant *g)
     memset(g, 0, sizeof *g);
 }
 
-int vgpu_xen_map(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, uint32_t peer, const uint32_t *refs,
-                 uint32_t pages)
+int vgpu_xen_map_on(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, xengnttab_handle *xgt, uint32_t peer,
+                    const uint32_t *refs, uint32_t pages)
 {
     memset(m, 0, sizeof *m);
     m->x = x;
-    if (pages == 0)
-        return -EINVAL;
-    m->xgt = x->xengnttab_open(x->logger, 0);
+    m->xgt = xgt ? xgt : x->xengnttab_open(x->logger, 0);
     if (!m->xgt)
         return errno ? -errno : -ENODEV;
+    if (pages == 0)
+        return -EINVAL;
     m->base = x->xengnttab_map_domain_grant_refs(m->xgt, pages, peer, (uint32_t *)refs, PROT_READ | PROT_WRITE);
-    if (!m->base) {
-        int r = errno ? -errno : -EINVAL;
-        vgpu_xen_unmap(m);
-        return r;
-    }
+    if (!m->base)
+        return errno ? -errno : -EINVAL;
     m->pages = pages;
     return 0;
 }
 
+int vgpu_xen_map(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, uint32_t peer, const uint32_t *refs,
+                 uint32_t pages)
+{
+    int r = vgpu_xen_map_on(m, x, NULL, peer, refs, pages);
+    if (r)
+        vgpu_xen_unmap(m);
+    return r;
+}
+
+xengnttab_handle *vgpu_xen_unmap_keep(struct vgpu_xen_mapping *m)
+{
+    xengnttab_handle *xgt = m->xgt;
+    if (m->base)
+        m->x->xengnttab_unmap(xgt, m->base, m->pages);
+    memset(m, 0, sizeof *m);
+    return xgt;
+}
+
 void vgpu_xen_unmap(struct vgpu_xen_mapping *m)
 {
-    if (m->base)
-        m->x->xengnttab_unmap(m->xgt, m->base, m->pages);
-    if (m->xgt)
-        m->x->xengnttab_close(m->xgt);
-    memset(m, 0, sizeof *m);
+    const struct vgpu_xenlib *x = m->x;
+    xengnttab_handle *xgt = vgpu_xen_unmap_keep(m);
+    if (xgt)
+        x->xengnttab_close(xgt);
 }

@@ -33,6 +33,11 @@ int vgpu_xen_evtchn_offer(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x
 /* dom0: bind to the guest's offered port. Returns 0 or -errno. */
 int vgpu_xen_evtchn_bind(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, uint32_t peer, uint32_t peer_port);
 void vgpu_xen_evtchn_close(struct vgpu_xen_evtchn *e);
+/* The same on a handle opened earlier (xce; NULL: a fresh one), which stays with e on failure too;
+ * and a close that keeps the handle for the next channel (returned; NULL if none). */
+int vgpu_xen_evtchn_bind_on(struct vgpu_xen_evtchn *e, const struct vgpu_xenlib *x, xenevtchn_handle *xce,
+                            uint32_t peer, uint32_t peer_port);
+xenevtchn_handle *vgpu_xen_evtchn_close_keep(struct vgpu_xen_evtchn *e);
 
 /* Guest: pages granted to a peer domain. */
 struct vgpu_xen_grant {
@@ -60,5 +65,10 @@ struct vgpu_xen_mapping {
 int vgpu_xen_map(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, uint32_t peer, const uint32_t *refs,
                  uint32_t pages);
 void vgpu_xen_unmap(struct vgpu_xen_mapping *m);
+/* The same on a handle opened earlier (xgt; NULL: a fresh one), kept by m on failure too; and an
+ * unmap that keeps the handle (returned; NULL if none). */
+int vgpu_xen_map_on(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, xengnttab_handle *xgt, uint32_t peer,
+                    const uint32_t *refs, uint32_t pages);
+xengnttab_handle *vgpu_xen_unmap_keep(struct vgpu_xen_mapping *m);
 
 #endif

@@ -130,8 +130,10 @@ enum vgpu_msg_type {
     VGPU_MSG_CONTROL_REPLY = 6, /* server -> control client: text (JSON) */
     VGPU_MSG_GRANTS = 7,        /* Xen guest -> server: the channel's pages and doorbell; answered
                                  * by a header of the same type with the status */
-    VGPU_MSG_BYE = 8            /* client -> server at exit: end the session; answered by a header
+    VGPU_MSG_BYE = 8,           /* client -> server at exit: end the session; answered by a header
                                  * of the same type once no channel memory is mapped any more */
+    VGPU_MSG_WORKER_GONE = 9    /* server -> client: the process serving its vGPUs has ended; the
+                                 * header's status is what every call gets from now on */
 };
 
 enum vgpu_role { VGPU_ROLE_CLIENT = 1, VGPU_ROLE_CONTROL = 2 };

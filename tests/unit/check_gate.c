@@ -1,14 +1,18 @@
-/* The gate between channels and a device's schedulers, with an executor whose streams are done
- * when the test says so: holds, batches, drains, hand-over, leaving in the middle of BAND's time
- * buffer, and the absence of scheduling with --sched none. */
+/* The gate between a worker's channels and vgpud's schedulers, both sides in one process: the
+ * scheduler host's thread and its shared pages are the real ones, and the executor's streams are
+ * done when the test says so. Turns, drains, hand-over, an engine kept between turns, leaving in
+ * the middle of BAND's time buffer, a worker that dies holding an engine, a hostile slot, and the
+ * absence of scheduling with --sched none. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bell.h"
-#include "../../backend/gate.h"
+#include "gate.h"
+#include "sched_host.h"
 #include "../check_run.h"
 
 static _Atomic bool streams_busy; /* every stream's work is pending while set */
@@ -79,83 +83,142 @@ static const struct vgpu_exec_ops fake_ops = {
 static struct vgpu_exec fake = {&fake_ops};
 static _Atomic bool not_closing;
 
-static struct gate_options options(int policy)
+/* vgpud's scheduler host and one worker's side of it. */
+struct rig {
+    struct sched_host *h;
+    struct sched_host_region *g;
+    struct gate_client c;
+};
+
+static void rig_up(struct rig *r, int policy)
 {
-    return (struct gate_options){policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000};
+    struct sched_options o = {policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000};
+    ck_assert_int_eq(sched_host_create(&r->h, 1, &o), 0);
+    ck_assert_ptr_nonnull(r->h);
+    int fd = -1;
+    r->g = sched_host_region_new(r->h, 4, &fd);
+    ck_assert_ptr_nonnull(r->g);
+    void *slots = mmap(NULL, sched_slots_size(4), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *board = mmap(NULL, sched_board_size(), PROT_READ, MAP_SHARED, sched_host_board_fd(r->h), 0);
+    ck_assert_ptr_ne(slots, MAP_FAILED);
+    ck_assert_ptr_ne(board, MAP_FAILED);
+    close(fd);
+    /* The board is sealed: nobody else may map it writable. */
+    ck_assert_ptr_eq(mmap(NULL, sched_board_size(), PROT_READ | PROT_WRITE, MAP_SHARED, sched_host_board_fd(r->h), 0),
+                     MAP_FAILED);
+    r->c = (struct gate_client){board, slots, sched_host_wake_fd(r->h), 1000000, SCHED_DEFAULT_PERIOD_NS, &fake};
 }
 
-static void device(struct gate_device *d, int policy)
+/* A second worker's slots on the same host. */
+static void rig_second(struct rig *r, const struct rig *first)
 {
-    struct gate_options o = options(policy);
-    ck_assert_int_eq(gate_device_init(d, &fake, &o), 0);
+    r->h = first->h;
+    int fd = -1;
+    r->g = sched_host_region_new(r->h, 4, &fd);
+    ck_assert_ptr_nonnull(r->g);
+    void *slots = mmap(NULL, sched_slots_size(4), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(slots, MAP_FAILED);
+    close(fd);
+    r->c = first->c;
+    r->c.slots = slots;
+}
+
+static void rig_down(struct rig *r)
+{
+    munmap(r->c.slots, sched_slots_size(4));
+    munmap((void *)r->c.board, sched_board_size());
+    sched_host_destroy(r->h);
+}
+
+static void member(struct rig *r, struct gate_member *m, unsigned slot, const _Atomic bool *closing)
+{
+    ck_assert_int_eq(sched_host_join(r->h, r->g, slot, 0, slot + 1, 100), 0);
+    gate_join(&r->c, m, slot, 0, closing);
+}
+
+static struct sched_host_stats stats(struct rig *r, unsigned slot, unsigned res)
+{
+    struct sched_host_stats st;
+    sched_host_stats(r->h, r->g, slot, res, &st);
+    return st;
+}
+
+static uint32_t word(struct rig *r, unsigned slot, unsigned res)
+{
+    return atomic_load(&r->c.slots->slot[slot].hold[res]);
 }
 
 /* No scheduling: everything passes, nothing is tracked. */
 START_TEST(unscheduled)
 {
+    struct sched_host *h = NULL;
+    struct sched_options o = {SCHED_POLICY_NONE, 0, 0, 0};
+    ck_assert_int_eq(sched_host_create(&h, 1, &o), 0);
+    ck_assert_ptr_null(h);
     struct gate_member m;
-    gate_join(NULL, &m, 1, 100, &not_closing);
+    gate_join(NULL, &m, 1, 0, &not_closing);
     ck_assert_int_eq(gate_admit(&m, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     ck_assert(!gate_open(&m));
     ck_assert(!gate_poll(&m));
-    struct gate_stats st;
-    gate_stats(&m, GATE_COPY, &st);
+    struct sched_host_stats st;
+    sched_host_stats(h, NULL, 0, GATE_COPY, &st);
     ck_assert_str_eq(st.state, "unscheduled");
     gate_leave(&m);
 }
 END_TEST
 
-/* A lone holder goes on without queueing; closing a hold drains it until its streams are done,
- * then the time is charged and the resource is free again. */
-START_TEST(hold_drain_complete)
+/* A lone vGPU is granted the engine by vgpud; closing a turn drains it until its streams are done,
+ * then the time is reported and charged, and the engine stays with it (idle) between turns, so
+ * that its next turn starts without asking anybody. */
+START_TEST(turn_drain_keep)
 {
-    struct gate_device d;
-    device(&d, SCHED_POLICY_BAND);
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_BAND);
     struct gate_member m;
-    gate_join(&d, &m, 1, 100, &not_closing);
+    member(&r, &m, 0, &not_closing);
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_FREE);
     ck_assert_int_eq(gate_admit(&m, GATE_COMPUTE, (void *)1, (void *)2), CUDA_SUCCESS);
-    usleep(10000);        /* the fake GPU's work: between the start event and the end event */
-    gate_dispatched(&m); /* the first operation of a hold is followed by an end event */
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_BUSY); /* granted by the host's thread */
+    usleep(10000);       /* the fake GPU's work: between the start event and the end event */
+    gate_dispatched(&m); /* the first operation of a turn is followed by an end event */
     ck_assert(gate_open(&m));
     ck_assert(!gate_should_yield(&m));
-    ck_assert_ptr_eq(d.s[GATE_COMPUTE].holder, &m.h[GATE_COMPUTE].v);
+    ck_assert_str_eq(stats(&r, 0, GATE_COMPUTE).state, "holding");
     atomic_store(&streams_busy, true);
-    gate_idle(&m, false); /* nobody waits: the hold stays open */
+    gate_idle(&m, false); /* nobody waits: the turn stays open */
     ck_assert(gate_open(&m));
-    gate_before_blocking(&m); /* the client waits for its work: the hold is closed */
+    gate_before_blocking(&m); /* the client waits for its work: the turn is closed */
     ck_assert(!gate_open(&m));
     ck_assert(gate_poll(&m)); /* still draining */
-    struct gate_stats st;
-    gate_stats(&m, GATE_COMPUTE, &st);
-    ck_assert_str_eq(st.state, "draining");
     atomic_store(&streams_busy, false);
     ck_assert(!gate_poll(&m));
-    gate_stats(&m, GATE_COMPUTE, &st);
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_IDLE); /* kept between turns */
+    struct sched_host_stats st = stats(&r, 0, GATE_COMPUTE);
     ck_assert_str_eq(st.state, "idle");
     ck_assert_uint_eq(st.holds, 1);
     /* Charged by its events: the 10 ms between them, not the drain after them. */
     ck_assert_uint_ge(st.busy_ns, 10000000);
     ck_assert_uint_lt(st.busy_ns, 10000000000ull);
-    /* Operations on the fast path get no events: such a hold is charged by the clock. */
+    /* The next turn takes the engine back by itself; its fast-path operations get no events, and
+     * it is charged by the clock. */
     for (int i = 0; i < 100; i++) {
         ck_assert_int_eq(gate_admit(&m, GATE_COMPUTE, (void *)1, (void *)2), CUDA_SUCCESS);
         gate_dispatched(&m);
     }
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_BUSY);
     ck_assert(!m.h[GATE_COMPUTE].touched[0].fresh);
     gate_idle(&m, true);
     ck_assert(!gate_poll(&m));
-    gate_stats(&m, GATE_COMPUTE, &st);
+    st = stats(&r, 0, GATE_COMPUTE);
     ck_assert_uint_eq(st.holds, 2);
     ck_assert_uint_eq(st.weight, 100);
-    ck_assert_ptr_null(d.s[GATE_COMPUTE].holder);
-    /* The other resource was never used. */
-    gate_stats(&m, GATE_COPY, &st);
-    ck_assert_uint_eq(st.holds, 0);
-    gate_set_weight(&m, 7);
-    gate_stats(&m, GATE_COPY, &st);
-    ck_assert_uint_eq(st.weight, 7);
+    /* The other engine was never used. */
+    ck_assert_uint_eq(stats(&r, 0, GATE_COPY).holds, 0);
+    sched_host_set_weight(r.h, r.g, 0, 7);
+    ck_assert_uint_eq(stats(&r, 0, GATE_COPY).weight, 7);
     gate_leave(&m);
-    gate_device_fini(&d);
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_FREE); /* given back on leaving */
+    rig_down(&r);
 }
 END_TEST
 
@@ -181,83 +244,124 @@ static bool wait_done(struct waiter *w, int ms)
     return atomic_load(&w->done);
 }
 
-/* A second member waits while the first holds; it gets the resource when the first closes and
- * drains; the first then waits in turn (hold-and-wait is never allowed). */
+static bool wait_yield(struct gate_member *m)
+{
+    for (int i = 0; i < 2000 && !gate_should_yield(m); i++)
+        usleep(1000);
+    return gate_should_yield(m);
+}
+
+/* A second vGPU waits while the first holds; vgpud asks the first for the engine back, which it
+ * gives when its turn has closed and drained; the second then gets it. */
 START_TEST(hand_over)
 {
-    struct gate_device d;
-    device(&d, SCHED_POLICY_FIFO);
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_FIFO);
     struct gate_member a, b;
-    gate_join(&d, &a, 1, 100, &not_closing);
-    gate_join(&d, &b, 2, 100, &not_closing);
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     atomic_store(&streams_busy, true);
     struct waiter w = {&b, GATE_COMPUTE, false, 0};
     pthread_t t;
     pthread_create(&t, NULL, admit_thread, &w);
-    for (int i = 0; i < 1000 && !gate_should_yield(&a); i++)
-        usleep(1000);
-    ck_assert(gate_should_yield(&a)); /* b waits: a is asked to close */
+    ck_assert(wait_yield(&a)); /* b waits: a is asked to close */
+    ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "waiting");
     ck_assert(!wait_done(&w, 20));
     gate_idle(&a, false); /* contended: closed */
     ck_assert(gate_poll(&a));
     ck_assert(!wait_done(&w, 20)); /* a's work is not done yet */
     atomic_store(&streams_busy, false);
     ck_assert(!gate_poll(&a));
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_FREE); /* given back, not kept */
     ck_assert(wait_done(&w, 2000));
     pthread_join(t, NULL);
     ck_assert_int_eq(w.result, CUDA_SUCCESS);
-    ck_assert_ptr_eq(d.s[GATE_COMPUTE].holder, &b.h[GATE_COMPUTE].v);
-    gate_leave(&b); /* leaving hands the resource on */
-    ck_assert_ptr_null(d.s[GATE_COMPUTE].holder);
+    ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
+    ck_assert_uint_eq(stats(&r, 0, GATE_COMPUTE).holds, 1);
+    /* a, idle between turns no more, waits in turn; b leaving hands the engine on. */
+    struct waiter wa = {&a, GATE_COMPUTE, false, 0};
+    pthread_create(&t, NULL, admit_thread, &wa);
+    ck_assert(!wait_done(&wa, 20));
+    gate_leave(&b);
+    sched_host_leave(r.h, r.g, 1);
+    ck_assert(wait_done(&wa, 2000));
+    pthread_join(t, NULL);
+    ck_assert_str_eq(stats(&r, 0, GATE_COMPUTE).state, "holding");
     gate_leave(&a);
-    gate_device_fini(&d);
+    rig_down(&r);
 }
 END_TEST
 
-/* BAND keeps the resource free for a short while after a vGPU that used less than its share;
- * if that vGPU leaves meanwhile, the one waiting still gets the resource when the buffer ends. */
+/* An engine kept idle between turns is taken back by vgpud as soon as another vGPU asks. */
+START_TEST(idle_engine_recalled)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_CREDIT);
+    struct gate_member a, b;
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
+    atomic_store(&streams_busy, false);
+    ck_assert_int_eq(gate_admit(&a, GATE_COPY, (void *)1, NULL), CUDA_SUCCESS);
+    gate_idle(&a, true);
+    ck_assert(!gate_poll(&a));
+    ck_assert_uint_eq(word(&r, 0, GATE_COPY), SCHED_HOLD_IDLE);
+    /* a's poller sleeps; b asks and gets the engine without a doing anything. */
+    struct waiter w = {&b, GATE_COPY, false, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, admit_thread, &w);
+    ck_assert(wait_done(&w, 2000));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.result, CUDA_SUCCESS);
+    ck_assert_uint_eq(word(&r, 0, GATE_COPY), SCHED_HOLD_FREE);
+    gate_leave(&b);
+    gate_leave(&a);
+    rig_down(&r);
+}
+END_TEST
+
+/* BAND keeps the engine free for a short while after a vGPU that used less than its share; if
+ * that vGPU leaves meanwhile, the one waiting still gets the engine when the buffer ends. */
 START_TEST(leave_during_time_buffer)
 {
-    struct gate_device d;
-    device(&d, SCHED_POLICY_BAND);
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_BAND);
     struct gate_member a, b;
-    gate_join(&d, &a, 1, 100, &not_closing);
-    gate_join(&d, &b, 2, 100, &not_closing);
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
     atomic_store(&streams_busy, false);
-    /* b uses the resource for a while: its used share is 100 %. */
+    /* b uses the engine for a while: its used share is 100 %. */
     ck_assert_int_eq(gate_admit(&b, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     usleep(20000);
     gate_idle(&b, true);
     ck_assert(!gate_poll(&b));
-    /* a holds; b waits. */
+    /* a asks: vgpud takes the idle engine back from b and gives it to a. */
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     struct waiter w = {&b, GATE_COMPUTE, false, 0};
     pthread_t t;
     pthread_create(&t, NULL, admit_thread, &w);
-    for (int i = 0; i < 1000 && !gate_should_yield(&a); i++)
-        usleep(1000);
+    ck_assert(wait_yield(&a));
     gate_idle(&a, false);
     ck_assert(!gate_poll(&a)); /* a completes; b is over its share: the buffer starts */
-    ck_assert_uint_ne(d.s[GATE_COMPUTE].buffer_until, 0);
     gate_leave(&a);
+    sched_host_leave(r.h, r.g, 0);
     ck_assert(wait_done(&w, 2000));
     pthread_join(t, NULL);
-    ck_assert_ptr_eq(d.s[GATE_COMPUTE].holder, &b.h[GATE_COMPUTE].v);
+    ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
     gate_leave(&b);
-    gate_device_fini(&d);
+    rig_down(&r);
 }
 END_TEST
 
 /* A waiter whose channel closes gives up with an error instead of waiting on. */
 START_TEST(closing_waiter)
 {
-    struct gate_device d;
-    device(&d, SCHED_POLICY_CREDIT);
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_CREDIT);
     static _Atomic bool closing;
     struct gate_member a, b;
-    gate_join(&d, &a, 1, 100, &not_closing);
-    gate_join(&d, &b, 2, 100, &closing);
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &closing);
     ck_assert_int_eq(gate_admit(&a, GATE_COPY, (void *)1, NULL), CUDA_SUCCESS);
     struct waiter w = {&b, GATE_COPY, false, 0};
     pthread_t t;
@@ -269,18 +373,74 @@ START_TEST(closing_waiter)
     ck_assert_int_ne(w.result, CUDA_SUCCESS);
     gate_leave(&b);
     gate_leave(&a);
-    gate_device_fini(&d);
+    rig_down(&r);
 }
 END_TEST
 
+/* A worker that dies holding an engine (its slots freed by vgpud when it is reaped) releases the
+ * engine at once: another worker's vGPU that waited for it gets it. */
+START_TEST(dead_worker_releases)
+{
+    struct rig r, r2;
+    rig_up(&r, SCHED_POLICY_BAND);
+    rig_second(&r2, &r);
+    struct gate_member a, b;
+    member(&r, &a, 0, &not_closing);
+    member(&r2, &b, 0, &not_closing);
+    atomic_store(&streams_busy, true);
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, admit_thread, &w);
+    ck_assert(wait_yield(&a));
+    ck_assert(!wait_done(&w, 50)); /* a holds on: its work never drains */
+    gate_forget(&a, (void *)1, NULL, true); /* (the test's own timing events) */
+    munmap(r.c.slots, sched_slots_size(4)); /* a's worker is gone */
+    sched_host_region_free(r.h, r.g);
+    ck_assert(wait_done(&w, 2000));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.result, CUDA_SUCCESS);
+    ck_assert_str_eq(stats(&r2, 0, GATE_COMPUTE).state, "holding");
+    atomic_store(&streams_busy, false);
+    gate_leave(&b);
+    munmap(r2.c.slots, sched_slots_size(4));
+    munmap((void *)r.c.board, sched_board_size());
+    sched_host_destroy(r.h);
+}
+END_TEST
+
+/* A hostile worker's slot: absurd engine times are bounded by the wall time they cover, and
+ * counters bumped at random change nothing they should not. */
+START_TEST(hostile_slot)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_BAND);
+    struct gate_member a;
+    member(&r, &a, 0, &not_closing);
+    atomic_store(&streams_busy, false);
+    int64_t t0 = vgpu_now_ns();
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    struct sched_slot *sl = &r.c.slots->slot[0];
+    atomic_fetch_add(&sl->busy_ns[GATE_COMPUTE], 1000000000000000000ull);
+    atomic_fetch_add(&sl->done[GATE_COPY], 12345);  /* gives back what it never had */
+    atomic_fetch_add(&sl->arrive[GATE_COPY], 77);   /* asks, many times */
+    usleep(20000);
+    struct sched_host_stats st = stats(&r, 0, GATE_COMPUTE);
+    ck_assert_uint_le(st.busy_ns, (uint64_t)(vgpu_now_ns() - t0));
+    /* Asking repeatedly got it the copy engine once, and nothing broke. */
+    ck_assert_uint_eq(word(&r, 0, GATE_COPY), SCHED_HOLD_BUSY);
+    gate_leave(&a);
+    rig_down(&r);
+}
+END_TEST
 /* Streams that go away in the middle of a hold take their timing events with them, and the
  * entries they leave are reused cleanly (run under AddressSanitizer, a double free shows). */
 START_TEST(forget_streams)
 {
-    struct gate_device d;
-    device(&d, SCHED_POLICY_CREDIT);
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_CREDIT);
     struct gate_member m;
-    gate_join(&d, &m, 1, 100, &not_closing);
+    member(&r, &m, 0, &not_closing);
     atomic_store(&streams_busy, false);
     for (uintptr_t round = 0; round < 3; round++) {
         for (uintptr_t st = 1; st <= 4; st++) {
@@ -302,7 +462,7 @@ START_TEST(forget_streams)
     ck_assert_uint_eq(m.h[GATE_COPY].ntouched, 0);
     ck_assert_uint_eq(m.npool, 0);
     gate_leave(&m);
-    gate_device_fini(&d);
+    rig_down(&r);
 }
 END_TEST
 
@@ -312,11 +472,14 @@ int main(void)
     TCase *tc = tcase_create("gate");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, unscheduled);
-    tcase_add_test(tc, hold_drain_complete);
+    tcase_add_test(tc, turn_drain_keep);
     tcase_add_test(tc, hand_over);
+    tcase_add_test(tc, idle_engine_recalled);
     tcase_add_test(tc, leave_during_time_buffer);
     tcase_add_test(tc, closing_waiter);
     tcase_add_test(tc, forget_streams);
+    tcase_add_test(tc, dead_worker_releases);
+    tcase_add_test(tc, hostile_slot);
     suite_add_tcase(s, tc);
     return vgpu_check_run(s);
 }

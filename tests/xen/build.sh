@@ -3,7 +3,7 @@
 #   $XEN_OUT/xen              Xen 4.17, decompressed (QEMU's multiboot loader wants the plain ELF)
 #   $XEN_OUT/vmlinux          Debian's kernel as a stripped ELF (dom0 and domU: no XZ to unpack
 #                             under software emulation)
-#   $XEN_OUT/dom0-initrd.img  dom0: busybox, the Xen toolstack, vgpud and vgpuctl, the domU's kernel
+#   $XEN_OUT/dom0-initrd.img  dom0: busybox, the Xen toolstack, vgpud, its workers and vgpuctl, the domU's kernel
 #                             and initramfs (the guest: busybox, libcuda.so.1, test programs)
 # The hypervisor and kernel packages are only downloaded and unpacked, never installed; they are
 # kept in $XEN_CACHE between runs.
@@ -131,6 +131,7 @@ base_root "$R"
 for b in xl xenstored xenconsoled xen-init-dom0; do copy_bin "$R" "/usr/lib/xen-$XENVER/bin/$b"; done
 copy_dlopened "$R" "libxenlight.so.$XENVER" "libxlutil.so.$XENVER"
 copy_bin "$R" "$DB/bin/vgpud" /opt/vgpu/bin/vgpud
+copy_bin "$R" "$DB/bin/vgpu-worker" /opt/vgpu/bin/vgpu-worker
 copy_bin "$R" "$DB/bin/vgpuctl" /opt/vgpu/bin/vgpuctl
 # The round trip of a dom0 process through the host socket: the guest's on the same footing.
 copy_bin "$R" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1

@@ -238,16 +238,6 @@ static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_devic
     return r;
 }
 
-static uint64_t cuda_device_used(struct vgpu_exec *x, int dev)
-{
-    if (dev < 0 || dev >= CX(x)->device_count || bind(x, CX(x)->service[dev]) != CUDA_SUCCESS)
-        return 0;
-    size_t free_b = 0, total = 0;
-    if (API(x)->cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS)
-        return 0;
-    return total - free_b;
-}
-
 static CUresult cuda_ctx_create(struct vgpu_exec *x, int dev, unsigned flags, void **ctx)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
@@ -659,7 +649,6 @@ static const struct vgpu_exec_ops cuda_ops = {
     .device_count = cuda_device_count,
     .device_info = cuda_device_info,
     .driver_version = cuda_driver_version,
-    .device_used = cuda_device_used,
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
     .ctx_synchronize = cuda_ctx_synchronize,

@@ -10,7 +10,6 @@
 #include "array.h"
 #include "bell.h"
 #include "log.h"
-#include "session.h"
 
 /* ---------------------------------------------------------------- dispatch table */
 
@@ -55,7 +54,8 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
         if (err != -EAGAIN || atomic_load(&ch->closing)) {
             LOG_WARN("channel %u: cannot answer (%s); closing the session", ch->id,
                      err == -EPROTO ? "client broke the response ring" : "ring unusable");
-            session_kill(ch->session);
+            if (!ch->broken)
+                ch->broken = CUDA_ERROR_ILLEGAL_STATE;
             atomic_store(&ch->closing, true);
             return;
         }
@@ -91,6 +91,13 @@ static bool may_block(unsigned op, const struct vgpu_op_info *info, bool reply)
            op == VGPU_OP_HostUnregister;
 }
 
+static bool changes_memory(unsigned op)
+{
+    return op == VGPU_OP_MemAlloc || op == VGPU_OP_MemFree || op == VGPU_OP_ModuleLoad ||
+           op == VGPU_OP_ModuleLoadCached || op == VGPU_OP_ModuleUnload || op == VGPU_OP_CtxCreate ||
+           op == VGPU_OP_CtxDestroy;
+}
+
 void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
 {
     const struct vgpu_req_hdr *h = (const struct vgpu_req_hdr *)rec;
@@ -111,7 +118,7 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         ch->proto_errors++;
         LOG_DEBUG("channel %u: %s record of %u bytes is malformed", ch->id, info->name, len);
         r = CUDA_ERROR_INVALID_VALUE;
-        stat_add(&ch->stats.errors[op], 1);
+        stat_add(&ch->acct->errors[op], 1);
     } else {
         fixed = info->rsp_size;
         c.tail = rec + info->req_size;
@@ -127,10 +134,12 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         int64_t t1 = vgpu_now_ns();
         if (c.rsp_tail_len > c.rsp_tail_cap)
             c.rsp_tail_len = 0;
-        stat_add(&ch->stats.calls[op], 1);
-        stat_add(&ch->stats.nanos[op], (uint64_t)(t1 - t0));
+        stat_add(&ch->acct->calls[op], 1);
+        stat_add(&ch->acct->nanos[op], (uint64_t)(t1 - t0));
         if (failed(op, r))
-            stat_add(&ch->stats.errors[op], 1);
+            stat_add(&ch->acct->errors[op], 1);
+        if (changes_memory(op) && ch->host->memory_changed)
+            ch->host->memory_changed(ch);
         /* The context may have gone (CtxDestroy): look it up again before touching it. */
         c.ctx = srv_table_get(&ch->tables[SRV_CTX], h->ctx);
         if (reports_deferred(info, reply) && c.ctx && c.ctx->deferred != CUDA_SUCCESS) {
@@ -159,7 +168,7 @@ struct srv_obj *vchannel_add(struct vgpu_call *c, enum srv_kind kind, uint32_t i
     struct srv_obj *o = srv_table_add(&c->ch->tables[kind], id, err);
     if (o) {
         o->ctx = kind == SRV_CTX ? id : c->ctx_id;
-        atomic_fetch_add(&c->ch->live[kind], 1);
+        atomic_fetch_add(&c->ch->acct->live[kind], 1);
     }
     return o;
 }
@@ -168,7 +177,7 @@ void vchannel_remove(struct vchannel *ch, enum srv_kind kind, uint32_t id)
 {
     if (srv_table_get(&ch->tables[kind], id)) {
         srv_table_remove(&ch->tables[kind], id);
-        atomic_fetch_sub(&ch->live[kind], 1);
+        atomic_fetch_sub(&ch->acct->live[kind], 1);
     }
 }
 
@@ -283,7 +292,7 @@ CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, 
         return r;
     ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging};
     if (!staging)
-        atomic_fetch_add(&ch->host_bytes, size);
+        atomic_fetch_add(&ch->acct->host_bytes, size);
     return CUDA_SUCCESS;
 }
 
@@ -295,7 +304,7 @@ CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
         if (ch->regs[i].dptr)
             vgpu_ranges_remove_at(&ch->ranges, ch->regs[i].dptr);
         CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + offset);
-        atomic_fetch_sub(&ch->host_bytes, ch->regs[i].size);
+        atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
         ch->regs[i] = ch->regs[--ch->reg_count];
         return r;
     }
@@ -325,8 +334,8 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             allocs++;
         }
     vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
-    atomic_fetch_sub(&ch->mem_bytes, freed);
-    atomic_fetch_sub(&ch->mem_allocs, allocs);
+    atomic_fetch_sub(&ch->acct->mem_bytes, freed);
+    atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
     vchannel_remove(ch, SRV_CTX, ctx_id);
 }
 
@@ -356,7 +365,7 @@ static void teardown(struct vchannel *ch)
     for (size_t i = 0; i < ch->reg_count; i++) {
         ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
         if (!ch->regs[i].staging)
-            atomic_fetch_sub(&ch->host_bytes, ch->regs[i].size);
+            atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
     }
     ch->reg_count = 0;
 }
@@ -367,7 +376,7 @@ static void *poller_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "vgpu-ch%u", ch->id);
     pthread_setname_np(pthread_self(), name);
-    const struct server_options *opt = session_options(ch->session);
+    const struct vchannel_limits *opt = ch->host->limits;
     struct vgpu_wait w = {
         .ready = request_ready,
         .check = still_open,
@@ -397,9 +406,9 @@ static void *poller_main(void *arg)
             continue;
         }
         if (n < 0) {
-            LOG_WARN("channel %u (pid %d): the request ring is corrupt; closing the session", ch->id,
-                     (int)session_pid(ch->session));
-            session_kill(ch->session);
+            LOG_WARN("channel %u (session %llu): the request ring is corrupt; closing the session", ch->id,
+                     (unsigned long long)ch->session);
+            ch->broken = CUDA_ERROR_ILLEGAL_STATE;
             break;
         }
         bool draining = gate_poll(&ch->gate);
@@ -416,67 +425,55 @@ static void *poller_main(void *arg)
     vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
     teardown(ch);
     atomic_store(&ch->finished, true);
-    session_channel_gone(ch->session, ch);
+    if (ch->host->memory_changed)
+        ch->host->memory_changed(ch);
+    ch->host->gone(ch, ch->broken);
     return NULL;
 }
 
 /* ---------------------------------------------------------------- life cycle */
 
-struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
-                               struct vchannel_memory *mem)
+struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vchannel_params *p,
+                               struct vchannel_memory *mem, bool create)
 {
     struct vchannel *ch = calloc(1, sizeof *ch);
     if (!ch) {
-        if (mem)
+        if (mem->release)
             mem->release(mem);
         return NULL;
     }
     /* The channel owns the memory from here: every failure below releases it (vchannel_free). */
-    if (mem)
-        ch->mem = *mem;
-    ch->session = s;
-    ch->id = id;
-    ch->device = device;
-    ch->x = session_executor(s);
-    ch->host_code = session_may_run_host_code(s);
-    ch->memfd = -1;
-    ch->base = MAP_FAILED;
-    ch->transport.ops = &vgpu_host_transport_ops;
-    const struct server_options *opt = session_options(s);
+    ch->mem = *mem;
+    ch->host = host;
+    ch->id = p->id;
+    ch->session = p->session;
+    ch->device = p->device;
+    ch->x = host->x;
+    ch->host_code = p->host_code;
+    ch->base = mem->base;
+    ch->transport = mem->transport;
+    ch->acct = p->acct ? p->acct : &ch->own_acct;
+    const struct vchannel_limits *opt = host->limits;
     srv_table_init(&ch->tables[SRV_CTX], opt->max_contexts);
     srv_table_init(&ch->tables[SRV_STREAM], opt->max_streams);
     srv_table_init(&ch->tables[SRV_EVENT], opt->max_events);
     srv_table_init(&ch->tables[SRV_MODULE], opt->max_modules);
     srv_table_init(&ch->tables[SRV_FUNCTION], opt->max_functions);
+    gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
     ch->rsp_buf = aligned_alloc(64, VGPU_MAX_RECORD + VGPU_MAX_SLOTS * sizeof(struct slot_cb));
-    if (!ch->req_buf || !ch->rsp_buf)
+    if (!ch->req_buf || !ch->rsp_buf || !mem->base || mem->size < p->layout.map_size)
         goto fail;
     for (uint32_t i = 0; i < VGPU_MAX_SLOTS; i++)
         slot_cbs(ch)[i] = (struct slot_cb){ch, i};
-    if (mem) {
-        ch->transport = mem->transport;
-        if (mem->size < l->map_size)
-            goto fail;
-        ch->base = mem->base;
-    } else {
-        char name[32];
-        snprintf(name, sizeof name, "vgpu-channel-%u", id);
-        ch->memfd = memfd_create(name, MFD_CLOEXEC);
-        if (ch->memfd < 0 || ftruncate(ch->memfd, (off_t)l->map_size) < 0)
-            goto fail;
-        ch->base = mmap(NULL, l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, ch->memfd, 0);
-        if (ch->base == MAP_FAILED)
-            goto fail;
-    }
-    ch->map_size = l->map_size;
-    if (vgpu_channel_map_attach(&ch->map, ch->base, l, true))
+    ch->map_size = p->layout.map_size;
+    if (vgpu_channel_map_attach(&ch->map, ch->base, &p->layout, create))
         goto fail;
     /* The staging slots are pinned once for the channel's life: pageable copies stream through them. */
     uint64_t dptr;
-    CUresult r = vchannel_register(ch, 0, vgpu_data_heap_off(l), 0, 1, &dptr);
+    CUresult r = vchannel_register(ch, 0, vgpu_data_heap_off(&p->layout), 0, 1, &dptr);
     if (r != CUDA_SUCCESS) {
-        LOG_WARN("channel %u: cannot pin the staging area (error %d)", id, r);
+        LOG_WARN("channel %u: cannot pin the staging area (error %d)", p->id, r);
         goto fail;
     }
     return ch;
@@ -485,13 +482,8 @@ fail:
     return NULL;
 }
 
-int vchannel_memfd(struct vchannel *ch) { return ch->memfd; }
-
 void vchannel_start(struct vchannel *ch)
 {
-    if (ch->memfd >= 0)
-        close(ch->memfd);
-    ch->memfd = -1;
     /* Once the poller runs it may finish, and the channel be freed, at any moment: nothing here
      * touches the channel after it starts. */
     ch->poller_started = true;
@@ -501,7 +493,7 @@ void vchannel_start(struct vchannel *ch)
         LOG_ERROR("channel %u: cannot start its poller", ch->id);
         teardown(ch);
         atomic_store(&ch->finished, true);
-        session_channel_gone(ch->session, ch);
+        ch->host->gone(ch, CUDA_SUCCESS);
         return;
     }
     pthread_detach(poller);
@@ -525,10 +517,6 @@ void vchannel_free(struct vchannel *ch)
     free(ch->regs);
     if (ch->mem.release)
         ch->mem.release(&ch->mem);
-    else if (ch->base != MAP_FAILED)
-        munmap(ch->base, ch->map_size);
-    if (ch->memfd >= 0)
-        close(ch->memfd);
     free(ch->req_buf);
     free(ch->rsp_buf);
     free(ch);

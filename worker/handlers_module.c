@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "image_cache.h"
 #include "log.h"
 #include "vchannel.h"
 
@@ -54,10 +53,9 @@ CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_Modul
     memcpy(image, src, size);
     r = load_module(c, q->module, image, size);
     /* Larger images are worth keeping for the next context that loads them. */
-    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX)
-        image_cache_add(image, size);
-    else
-        free(image);
+    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX && c->ch->host->image_offer)
+        c->ch->host->image_offer(image, size);
+    free(image);
     return r;
 }
 
@@ -68,11 +66,12 @@ CUresult vgpu_handle_ModuleLoadCached(struct vgpu_call *c, const struct vgpu_req
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    struct image_ref ref;
-    if (image_cache_get(q->hash, &ref) != 0)
+    const struct vchannel_host *host = c->ch->host;
+    struct vchannel_image img;
+    if (!host->image_get || host->image_get(q->hash, &img) != 0)
         return CUDA_ERROR_NOT_FOUND;
-    r = load_module(c, q->module, ref.bytes, ref.size);
-    image_cache_put(&ref);
+    r = load_module(c, q->module, img.bytes, img.size);
+    host->image_release(&img);
     return r;
 }
 

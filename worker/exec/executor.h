@@ -34,7 +34,8 @@ struct vgpu_exec_ops {
     int (*device_count)(struct vgpu_exec *x);
     CUresult (*device_info)(struct vgpu_exec *x, int dev, struct vgpu_device_info *info);
     int (*driver_version)(struct vgpu_exec *x);
-    /* Device memory in use on dev by all clients together (for accounting). */
+    /* Device memory this executor's contexts hold on dev (for accounting); NULL when the executor
+     * does not count it (the channels' allocations count instead). */
     uint64_t (*device_used)(struct vgpu_exec *x, int dev);
 
     /* ---- contexts */

@@ -1,57 +1,54 @@
 #include "gate.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bell.h"
 #include "log.h"
 
-/* How long a waiting poller sleeps at most between checks of its channel and its draining holds. */
+/* How long a waiting poller sleeps at most between checks of its channel and its draining turns. */
 #define WAIT_SLICE_NS 5000000ll
 #define DRAIN_POLL_NS 20000ll
-/* Operations in a contended hold before anything is known of their length. */
+/* How long a poller waiting for an engine spins before it sleeps on the hold word. */
+#define GRANT_SPIN_NS 20000ll
+/* Operations in a contended turn before anything is known of their length. */
 #define FIRST_OP_LIMIT 4u
 
 static const char *const resource_names[GATE_RESOURCES] = {"compute", "copy"};
-static const char *const state_names[] = {"idle", "waiting", "holding", "draining"};
 
 const char *gate_resource_name(enum gate_resource r) { return (unsigned)r < GATE_RESOURCES ? resource_names[r] : "?"; }
 
-int gate_device_init(struct gate_device *d, struct vgpu_exec *x, const struct gate_options *opt)
+static bool contended(const struct gate_member *m, enum gate_resource r)
 {
-    memset(d, 0, sizeof *d);
-    d->opt = *opt;
-    d->x = x;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int e = pthread_cond_init(&d->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (e)
-        return -e;
-    pthread_mutex_init(&d->mu, NULL);
-    struct sched_config cfg = {(enum sched_policy)opt->policy, opt->period_ns, opt->wait_ns};
-    for (int r = 0; r < GATE_RESOURCES; r++)
-        sched_init(&d->s[r], &cfg);
-    return 0;
+    return atomic_load_explicit(&m->contended[r], memory_order_relaxed) != 0;
 }
 
-void gate_device_fini(struct gate_device *d)
+static uint32_t hold_word(const struct gate_member *m, enum gate_resource r)
 {
-    pthread_cond_destroy(&d->cv);
-    pthread_mutex_destroy(&d->mu);
+    return atomic_load_explicit(&m->slot->hold[r], memory_order_acquire);
 }
 
-static struct gate_hold *hold_of(struct sched_vgpu *v)
+static bool hold_cas(struct gate_member *m, enum gate_resource r, uint32_t from, uint32_t to)
 {
-    return (struct gate_hold *)(void *)((char *)v - offsetof(struct gate_hold, v));
+    return atomic_compare_exchange_strong(&m->slot->hold[r], &from, to);
 }
 
-static int state(const struct gate_hold *h) { return atomic_load_explicit(&h->state, memory_order_relaxed); }
-
-static void set_state(struct gate_hold *h, int s) { atomic_store_explicit(&h->state, s, memory_order_relaxed); }
+/* Wake vgpud's scheduler thread if it sleeps (after a counter it reads has changed). */
+static void ring_host(struct gate_member *m)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&m->c->board->host_sleeping)) {
+        uint64_t one = 1;
+        ssize_t w = write(m->c->host_fd, &one, sizeof one);
+        (void)w;
+    }
+}
 
 /* ---------------------------------------------------------------- timing events */
 
@@ -64,7 +61,7 @@ static void *event_get(struct gate_member *m, void *ctx)
             return ev;
         }
     void *ev = NULL;
-    struct vgpu_exec *x = m->d->x;
+    struct vgpu_exec *x = m->c->x;
     if (!x->ops->event_create || x->ops->event_create(x, ctx, CU_EVENT_DEFAULT, &ev) != CUDA_SUCCESS)
         return NULL;
     return ev;
@@ -79,14 +76,14 @@ static void event_put(struct gate_member *m, void *ctx, void *ev)
         m->pool[m->npool].ev = ev;
         m->npool++;
     } else {
-        m->d->x->ops->event_destroy(m->d->x, ctx, ev);
+        m->c->x->ops->event_destroy(m->c->x, ctx, ev);
     }
 }
 
 /* Record an event of ctx on stream; NULL if that cannot be done. */
 static void *event_mark(struct gate_member *m, void *ctx, void *stream, void *ev)
 {
-    struct vgpu_exec *x = m->d->x;
+    struct vgpu_exec *x = m->c->x;
     if (!ev)
         ev = event_get(m, ctx);
     if (ev && x->ops->event_record(x, ctx, ev, stream, 0) != CUDA_SUCCESS) {
@@ -99,7 +96,7 @@ static void *event_mark(struct gate_member *m, void *ctx, void *stream, void *ev
 /* The hold's time on the GPU, or 0 when its events cannot tell (then the reserved time counts). */
 static uint64_t measured_ns(struct gate_member *m, struct gate_hold *h)
 {
-    struct vgpu_exec *x = m->d->x;
+    struct vgpu_exec *x = m->c->x;
     if (!h->start || h->overflow || h->ntouched == 0)
         return 0;
     float most = 0;
@@ -125,38 +122,37 @@ static void release_events(struct gate_member *m, struct gate_hold *h)
     }
 }
 
-/* ---------------------------------------------------------------- under the device lock */
+/* ---------------------------------------------------------------- turns */
 
-static void grant_locked(struct gate_device *d, struct gate_hold *h, uint64_t now)
+static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
 {
-    set_state(h, HOLD_OPEN);
+    h->state = HOLD_OPEN;
     h->granted_at = h->charged_until = now;
     h->ops = 0;
     h->ntouched = 0;
     h->overflow = false;
     if (h->op_ns > 0) {
-        double n = (double)d->opt.quantum_ns / h->op_ns;
+        double n = (double)m->c->quantum_ns / h->op_ns;
         h->op_limit = n < 1 ? 1 : n > 1e6 ? 1000000u : (uint32_t)n;
     } else {
         h->op_limit = FIRST_OP_LIMIT;
     }
 }
 
-/* Carry out a scheduler decision for resource r. A time buffer (n.wake_at) needs nothing here:
- * the vGPU waiting for it ends it (sched_expire) from its own wait. */
-static void apply_locked(struct gate_device *d, enum gate_resource r, struct sched_next n, uint64_t now)
+/* Give an engine back to vgpud (the hold word FREE, then `done`). */
+static void give_back(struct gate_member *m, enum gate_resource r)
 {
-    if (n.run)
-        grant_locked(d, hold_of(n.run), now);
-    atomic_store_explicit(&d->contended[r], sched_contended(&d->s[r]), memory_order_relaxed);
-    pthread_cond_broadcast(&d->cv);
+    atomic_store_explicit(&m->slot->hold[r], SCHED_HOLD_FREE, memory_order_release);
+    atomic_fetch_add_explicit(&m->slot->done[r], 1, memory_order_release);
+    ring_host(m);
 }
 
-static void complete_locked(struct gate_member *m, enum gate_resource r, uint64_t now)
+/* A turn's work has finished: report its engine time, then keep the engine for the next turn if
+ * nobody waits for it, or give it back. */
+static void complete(struct gate_member *m, enum gate_resource r, uint64_t now)
 {
-    struct gate_device *d = m->d;
     struct gate_hold *h = &m->h[r];
-    /* Holds charged along the way (long, uncontended) count by the clock; others by the GPU. */
+    /* Turns reported along the way (long, uncontended) count by the clock; others by the GPU. */
     uint64_t busy = h->charged_until == h->granted_at ? measured_ns(m, h) : 0;
     if (busy == 0 || busy > now - h->charged_until)
         busy = now - h->charged_until;
@@ -165,88 +161,52 @@ static void complete_locked(struct gate_member *m, enum gate_resource r, uint64_
         h->op_ns = h->op_ns > 0 ? 0.7 * h->op_ns + 0.3 * sample : sample;
     }
     release_events(m, h);
-    set_state(h, HOLD_IDLE);
-    apply_locked(d, r, sched_complete(&d->s[r], &h->v, busy, now), now);
+    h->state = HOLD_IDLE;
+    atomic_fetch_add_explicit(&m->slot->busy_ns[r], busy, memory_order_release);
+    atomic_fetch_add_explicit(&m->slot->turns[r], 1, memory_order_relaxed);
+    if (contended(m, r) || !hold_cas(m, r, SCHED_HOLD_BUSY, SCHED_HOLD_IDLE))
+        give_back(m, r); /* others wait, or vgpud recalled it */
 }
 
-static void close_locked(struct gate_member *m, enum gate_resource r, uint64_t now)
+static void close_turn(struct gate_member *m, enum gate_resource r, uint64_t now)
 {
     struct gate_hold *h = &m->h[r];
-    if (state(h) != HOLD_OPEN)
+    if (h->state != HOLD_OPEN)
         return;
-    set_state(h, HOLD_DRAINING);
+    h->state = HOLD_DRAINING;
     if (h->ntouched == 0 && !h->overflow)
-        complete_locked(m, r, now);
+        complete(m, r, now);
 }
 
 /* ---------------------------------------------------------------- membership */
 
-void gate_join(struct gate_device *d, struct gate_member *m, uint32_t id, unsigned weight,
-               const _Atomic bool *closing)
+void gate_join(struct gate_client *c, struct gate_member *m, unsigned slot, int device, const _Atomic bool *closing)
 {
     memset(m, 0, sizeof *m);
     m->closing = closing;
-    if (!d || d->opt.policy == GATE_POLICY_NONE)
+    if (!c || !c->slots || slot >= c->slots->count || device < 0 || device >= (int)VGPU_MAX_DEVICES)
         return;
-    m->d = d;
-    uint64_t now = (uint64_t)vgpu_now_ns();
-    pthread_mutex_lock(&d->mu);
-    for (int r = 0; r < GATE_RESOURCES; r++)
-        sched_join(&d->s[r], &m->h[r].v, id, weight, now);
-    pthread_mutex_unlock(&d->mu);
+    m->c = c;
+    m->slot = &c->slots->slot[slot];
+    m->contended = c->board->dev[device].contended;
 }
 
 void gate_leave(struct gate_member *m)
 {
-    struct gate_device *d = m->d;
-    if (!d)
+    if (!m->c)
         return;
-    uint64_t now = (uint64_t)vgpu_now_ns();
-    pthread_mutex_lock(&d->mu);
     for (int r = 0; r < GATE_RESOURCES; r++) {
-        set_state(&m->h[r], HOLD_IDLE);
-        apply_locked(d, (enum gate_resource)r, sched_leave(&d->s[r], &m->h[r].v, now), now);
-    }
-    pthread_mutex_unlock(&d->mu);
-    /* Its contexts still exist (the channel leaves before it destroys them): free the events. */
-    for (int r = 0; r < GATE_RESOURCES; r++)
+        m->h[r].state = HOLD_IDLE;
         release_events(m, &m->h[r]);
-    for (unsigned i = 0; i < m->npool; i++)
-        d->x->ops->event_destroy(d->x, m->pool[i].ctx, m->pool[i].ev);
-    m->npool = 0;
-    m->d = NULL;
-}
-
-void gate_set_weight(struct gate_member *m, unsigned weight)
-{
-    struct gate_device *d = m->d;
-    if (!d)
-        return;
-    pthread_mutex_lock(&d->mu);
-    for (int r = 0; r < GATE_RESOURCES; r++)
-        sched_set_weight(&d->s[r], &m->h[r].v, weight);
-    pthread_mutex_unlock(&d->mu);
-}
-
-void gate_stats(struct gate_member *m, enum gate_resource r, struct gate_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    struct gate_device *d = m->d;
-    if (!d) {
-        out->state = "unscheduled";
-        return;
+        uint32_t w = hold_word(m, (enum gate_resource)r);
+        if (w != SCHED_HOLD_FREE)
+            give_back(m, (enum gate_resource)r);
     }
-    uint64_t now = (uint64_t)vgpu_now_ns();
-    pthread_mutex_lock(&d->mu);
-    const struct gate_hold *h = &m->h[r];
-    out->weight = h->v.weight;
-    out->share = sched_share(&d->s[r], &h->v, now);
-    out->utilization = sched_utilization(&h->v, now, d->s[r].cfg.period_ns);
-    out->busy_ns = h->v.busy_ns;
-    out->holds = h->v.holds;
-    out->wait_ns = h->v.wait_ns_total;
-    out->state = state_names[state(h)];
-    pthread_mutex_unlock(&d->mu);
+    /* Its contexts still exist (the channel leaves before it destroys them): free the events. */
+    for (unsigned i = 0; i < m->npool; i++)
+        m->c->x->ops->event_destroy(m->c->x, m->pool[i].ctx, m->pool[i].ev);
+    m->npool = 0;
+    m->c = NULL;
 }
 
 /* ---------------------------------------------------------------- the poller's side */
@@ -287,7 +247,7 @@ void gate_dispatched(struct gate_member *m)
 /* Has the work of a draining hold finished? Only the owning poller calls this. */
 static bool drained(struct gate_member *m, struct gate_hold *h)
 {
-    struct vgpu_exec *x = m->d->x;
+    struct vgpu_exec *x = m->c->x;
     for (unsigned i = 0; i < h->ntouched; i++) {
         CUresult q = h->touched[i].fresh ? x->ops->event_query(x, h->touched[i].ctx, h->touched[i].end)
                                          : x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream);
@@ -299,77 +259,68 @@ static bool drained(struct gate_member *m, struct gate_hold *h)
 
 bool gate_poll(struct gate_member *m)
 {
-    if (!m->d)
+    if (!m->c)
         return false;
     bool pending = false;
     for (int r = 0; r < GATE_RESOURCES; r++) {
         struct gate_hold *h = &m->h[r];
-        if (state(h) != HOLD_DRAINING)
+        if (h->state != HOLD_DRAINING)
             continue;
         if (!drained(m, h)) {
             pending = true;
             continue;
         }
-        pthread_mutex_lock(&m->d->mu);
-        if (state(h) == HOLD_DRAINING)
-            complete_locked(m, (enum gate_resource)r, (uint64_t)vgpu_now_ns());
-        pthread_mutex_unlock(&m->d->mu);
+        complete(m, (enum gate_resource)r, (uint64_t)vgpu_now_ns());
     }
     return pending;
 }
 
 static void close_if(struct gate_member *m, bool all)
 {
-    struct gate_device *d = m->d;
-    for (int r = 0; r < GATE_RESOURCES; r++) {
-        if (state(&m->h[r]) != HOLD_OPEN ||
-            (!all && !atomic_load_explicit(&d->contended[r], memory_order_relaxed)))
-            continue;
-        pthread_mutex_lock(&d->mu);
-        close_locked(m, (enum gate_resource)r, (uint64_t)vgpu_now_ns());
-        pthread_mutex_unlock(&d->mu);
-    }
+    for (int r = 0; r < GATE_RESOURCES; r++)
+        if (m->h[r].state == HOLD_OPEN && (all || contended(m, (enum gate_resource)r)))
+            close_turn(m, (enum gate_resource)r, (uint64_t)vgpu_now_ns());
 }
 
 void gate_before_blocking(struct gate_member *m)
 {
     /* All of them: a client that waits for its work ends its turn (a synchronous client's turns
      * are then its operations, each measured on the GPU). */
-    if (m->d)
+    if (m->c)
         close_if(m, true);
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)
 {
-    if (m->d)
+    if (m->c)
         close_if(m, sleeping);
 }
 
 bool gate_open(const struct gate_member *m)
 {
-    if (!m->d)
+    if (!m->c)
         return false;
     for (int r = 0; r < GATE_RESOURCES; r++)
-        if (state(&m->h[r]) == HOLD_OPEN)
+        if (m->h[r].state == HOLD_OPEN)
             return true;
     return false;
 }
 
 bool gate_should_yield(const struct gate_member *m)
 {
-    if (!m->d)
+    if (!m->c)
         return false;
     for (int r = 0; r < GATE_RESOURCES; r++)
-        if (state(&m->h[r]) == HOLD_OPEN && atomic_load_explicit(&m->d->contended[r], memory_order_relaxed))
+        if (m->h[r].state == HOLD_OPEN && contended(m, (enum gate_resource)r))
             return true;
     return false;
 }
 
 void gate_forget(struct gate_member *m, void *ctx, void *stream, bool whole_ctx)
 {
-    if (!m->d)
+    if (!m->c)
         return;
-    struct vgpu_exec *x = m->d->x;
+    struct vgpu_exec *x = m->c->x;
     for (int r = 0; r < GATE_RESOURCES; r++) {
         struct gate_hold *h = &m->h[r];
         unsigned out = 0;
@@ -396,64 +347,59 @@ void gate_forget(struct gate_member *m, void *ctx, void *stream, bool whole_ctx)
             }
 }
 
-/* Long uncontended holds are charged as they go, so that utilization and budgets stay current. */
+/* Long uncontended turns are reported as they go, so that vgpud's utilization and budgets stay
+ * current. */
 static void checkpoint(struct gate_member *m, enum gate_resource r)
 {
-    struct gate_device *d = m->d;
     struct gate_hold *h = &m->h[r];
     uint64_t now = (uint64_t)vgpu_now_ns();
-    if (now - h->charged_until < d->opt.period_ns)
+    if (now - h->charged_until < m->c->period_ns)
         return;
-    pthread_mutex_lock(&d->mu);
-    if (state(h) == HOLD_OPEN) {
-        sched_charge(&d->s[r], &h->v, now - h->charged_until, now);
-        h->charged_until = now;
-    }
-    pthread_mutex_unlock(&d->mu);
-}
-
-static void wait_locked(struct gate_device *d, int64_t until_ns)
-{
-    struct timespec ts = {.tv_sec = until_ns / 1000000000ll, .tv_nsec = until_ns % 1000000000ll};
-    int e = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
-    (void)e; /* a timeout or a wake-up: the caller looks again either way */
+    atomic_fetch_add_explicit(&m->slot->busy_ns[r], now - h->charged_until, memory_order_release);
+    h->charged_until = now;
 }
 
 static bool other_draining(const struct gate_member *m, enum gate_resource r)
 {
     for (int o = 0; o < GATE_RESOURCES; o++)
-        if (o != (int)r && state(&m->h[o]) == HOLD_DRAINING)
+        if (o != (int)r && m->h[o].state == HOLD_DRAINING)
             return true;
     return false;
 }
 
+/* Sleep until the hold word leaves FREE (vgpud granted the engine), at most timeout_ns. */
+static void wait_grant(struct gate_member *m, enum gate_resource r, int64_t timeout_ns)
+{
+    int64_t start = vgpu_now_ns();
+    while (vgpu_now_ns() - start < GRANT_SPIN_NS && timeout_ns > GRANT_SPIN_NS) {
+        if (hold_word(m, r) != SCHED_HOLD_FREE || atomic_load_explicit(m->closing, memory_order_relaxed))
+            return;
+        vgpu_cpu_relax();
+    }
+    struct timespec ts = {.tv_sec = timeout_ns / 1000000000ll, .tv_nsec = timeout_ns % 1000000000ll};
+    /* Shared (not private): vgpud wakes it through its own mapping of the same page. */
+    syscall(SYS_futex, (uint32_t *)&m->slot->hold[r], FUTEX_WAIT, SCHED_HOLD_FREE, &ts, NULL, 0);
+}
+
 CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void *stream)
 {
-    struct gate_device *d = m->d;
-    if (!d)
+    if (!m->c)
         return CUDA_SUCCESS;
     struct gate_hold *h = &m->h[r];
     /* The fast path: the holder goes on while nobody waits. */
-    if (state(h) == HOLD_OPEN && !atomic_load_explicit(&d->contended[r], memory_order_relaxed)) {
+    if (h->state == HOLD_OPEN && !contended(m, r)) {
         touch(h, ctx, stream);
         if ((++h->ops & 63u) == 0)
             checkpoint(m, r);
         return CUDA_SUCCESS;
     }
-    pthread_mutex_lock(&d->mu);
     for (;;) {
-        if (atomic_load(m->closing)) {
-            pthread_mutex_unlock(&d->mu);
+        if (atomic_load(m->closing))
             return CUDA_ERROR_NOT_PERMITTED;
-        }
-        int64_t now = vgpu_now_ns();
-        uint64_t buffer_until = d->s[r].buffer_until; /* BAND keeps the resource free until then */
-        if (buffer_until && (uint64_t)now >= buffer_until)
-            apply_locked(d, r, sched_expire(&d->s[r], (uint64_t)now), (uint64_t)now);
-        bool contended = atomic_load_explicit(&d->contended[r], memory_order_relaxed);
-        switch (state(h)) {
+        uint64_t now = (uint64_t)vgpu_now_ns();
+        switch (h->state) {
         case HOLD_OPEN:
-            if (!contended || ((uint64_t)now - h->granted_at < d->opt.quantum_ns && h->ops < h->op_limit)) {
+            if (!contended(m, r) || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
                 if (h->ops == 0 && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
                     h->start_ctx = ctx;
                 int idx = touch(h, ctx, stream);
@@ -463,45 +409,48 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                     m->mark_idx = (unsigned)idx;
                 }
                 h->ops++;
-                pthread_mutex_unlock(&d->mu);
                 return CUDA_SUCCESS;
             }
-            close_locked(m, r, (uint64_t)now); /* its batch is over: the others come first */
+            close_turn(m, r, now); /* its batch is over: the others come first */
             continue;
         case HOLD_DRAINING:
-            if (!contended) { /* nobody waits: the hold goes on */
-                set_state(h, HOLD_OPEN);
+            if (!contended(m, r) && hold_word(m, r) == SCHED_HOLD_BUSY) { /* nobody waits: go on */
+                h->state = HOLD_OPEN;
                 continue;
             }
-            pthread_mutex_unlock(&d->mu);
             if (gate_poll(m))
                 vgpu_cpu_relax();
-            pthread_mutex_lock(&d->mu);
             continue;
         case HOLD_IDLE:
-            if (sched_arrive(&d->s[r], &h->v, (uint64_t)now)) {
-                grant_locked(d, h, (uint64_t)now);
+            /* Held between turns (alone on the engine): take it back at no cost. */
+            if (hold_cas(m, r, SCHED_HOLD_IDLE, SCHED_HOLD_BUSY)) {
+                open_turn(m, h, now);
                 continue;
             }
-            set_state(h, HOLD_WAITING);
-            atomic_store_explicit(&d->contended[r], true, memory_order_relaxed);
-            /* Never hold one resource while waiting for the other. */
+            if (hold_word(m, r) != SCHED_HOLD_FREE) /* recalled or never given back: give it back */
+                give_back(m, r);
+            /* Never hold one engine while waiting for the other. */
             for (int o = 0; o < GATE_RESOURCES; o++)
                 if (o != (int)r)
-                    close_locked(m, (enum gate_resource)o, (uint64_t)now);
+                    close_turn(m, (enum gate_resource)o, now);
+            h->state = HOLD_WAITING;
+            atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
+            ring_host(m);
             continue;
         case HOLD_WAITING: {
+            uint32_t w = hold_word(m, r);
+            /* Granted (recalled already if others wait too: the turn is then a short one). */
+            if (w == SCHED_HOLD_BUSY || w == SCHED_HOLD_RECALL ||
+                (w == SCHED_HOLD_IDLE && hold_cas(m, r, SCHED_HOLD_IDLE, SCHED_HOLD_BUSY))) {
+                open_turn(m, h, now);
+                continue;
+            }
             if (other_draining(m, r)) {
-                pthread_mutex_unlock(&d->mu);
                 gate_poll(m);
-                pthread_mutex_lock(&d->mu);
-                if (state(h) != HOLD_WAITING)
+                if (h->state != HOLD_WAITING)
                     continue;
             }
-            int64_t until = now + (other_draining(m, r) ? DRAIN_POLL_NS : WAIT_SLICE_NS);
-            if (d->s[r].buffer_until && (int64_t)d->s[r].buffer_until < until)
-                until = (int64_t)d->s[r].buffer_until;
-            wait_locked(d, until);
+            wait_grant(m, r, other_draining(m, r) ? DRAIN_POLL_NS : WAIT_SLICE_NS);
             continue;
         }
         }

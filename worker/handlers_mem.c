@@ -33,8 +33,8 @@ CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAllo
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    atomic_fetch_add(&c->ch->mem_bytes, q->size);
-    atomic_fetch_add(&c->ch->mem_allocs, 1);
+    atomic_fetch_add(&c->ch->acct->mem_bytes, q->size);
+    atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
     a->dptr = dptr;
     return CUDA_SUCCESS;
 }
@@ -53,8 +53,8 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
     if (r != CUDA_SUCCESS)
         return r;
     vgpu_ranges_remove_at(&c->ch->ranges, q->dptr);
-    atomic_fetch_sub(&c->ch->mem_bytes, size);
-    atomic_fetch_sub(&c->ch->mem_allocs, 1);
+    atomic_fetch_sub(&c->ch->acct->mem_bytes, size);
+    atomic_fetch_sub(&c->ch->acct->mem_allocs, 1);
     return CUDA_SUCCESS;
 }
 

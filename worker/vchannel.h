@@ -1,7 +1,7 @@
-/* The server side of a channel: one vGPU of one client. A poller thread reads the request ring,
- * validates each record, runs it on the executor and answers on the response ring. Everything the
- * channel creates on the executor is recorded here and freed when the channel closes, whether the
- * client said goodbye or died. */
+/* The server side of a channel: one vGPU of one client, served inside that tenant's worker. A
+ * poller thread reads the request ring, validates each record, runs it on the executor and answers
+ * on the response ring. Everything the channel creates on the executor is recorded here and freed
+ * when the channel closes, whether the client said goodbye or died. */
 #ifndef VGPU_VCHANNEL_H
 #define VGPU_VCHANNEL_H
 
@@ -16,14 +16,37 @@
 #include "objects.h"
 #include "transport.h"
 #include "vgpu/calls.h"
+#include "vgpu/worker.h"
 
-struct session;
+struct vchannel;
 
-/* Per-op statistics, readable from other threads while the poller updates them. */
-struct vchannel_stats {
-    _Atomic uint64_t calls[VGPU_OP_COUNT];
-    _Atomic uint64_t errors[VGPU_OP_COUNT];
-    _Atomic uint64_t nanos[VGPU_OP_COUNT];
+/* What the process serving a channel gives it. */
+struct vchannel_limits {
+    int64_t poll_spin_ns; /* how long the poller spins before it sleeps */
+    uint32_t max_contexts, max_streams, max_events, max_modules, max_functions;
+};
+
+/* A module image held by whoever caches images (bytes valid until released). */
+struct vchannel_image {
+    const void *bytes;
+    size_t size;
+    void *owner;
+};
+
+struct vchannel_host {
+    const struct vchannel_limits *limits;
+    struct vgpu_exec *x;
+    struct gate_client *gate; /* NULL: operations pass unscheduled */
+    /* The poller has released everything; the channel may be freed (vchannel_free) from here on.
+     * status nonzero: the client broke the channel (its rings), and its session should end. */
+    void (*gone)(struct vchannel *ch, CUresult status);
+    /* Module images kept for other tenants (all optional): find one by its SHA-256 (0 or -1), let
+     * it go, offer one worth keeping. */
+    int (*image_get)(const uint8_t hash[32], struct vchannel_image *img);
+    void (*image_release)(struct vchannel_image *img);
+    void (*image_offer)(const void *bytes, size_t size);
+    /* The channel's device memory may have changed (optional): for the host's accounting. */
+    void (*memory_changed)(struct vchannel *ch);
 };
 
 struct host_reg {
@@ -32,8 +55,8 @@ struct host_reg {
     int staging;           /* the staging slots, registered when the channel opens */
 };
 
-/* Memory a channel lives in when vgpud did not create it (a guest's granted pages), with the
- * doorbell that goes with it; release() gives both back when the channel is freed. */
+/* Memory a channel lives in when it is not a memfd of the host's (a guest's granted pages), with
+ * the doorbell that goes with it; release() gives both back when the channel is freed. */
 struct vchannel_memory {
     void *base;
     size_t size;
@@ -43,15 +66,15 @@ struct vchannel_memory {
 };
 
 struct vchannel {
-    struct session *session;
+    const struct vchannel_host *host;
     uint32_t id;
+    uint64_t session; /* for logs */
     int device;
     struct vgpu_exec *x;
-    bool host_code; /* the client may load emu modules (code that runs inside vgpud) */
+    bool host_code; /* the client may load emu modules (code that runs in this process) */
 
     /* memory shared with the client */
-    struct vchannel_memory mem; /* release NULL: the memfd below */
-    int memfd;
+    struct vchannel_memory mem; /* release NULL: mapped from the memfd given */
     void *base;
     size_t map_size;
     struct vgpu_channel_map map;
@@ -61,6 +84,7 @@ struct vchannel {
     _Atomic bool closing;  /* set by whoever wants the channel gone */
     _Atomic bool finished; /* the poller has released everything */
     _Atomic uint32_t callbacks_pending; /* staging-slot completions not reported yet */
+    CUresult broken; /* the client broke the channel: why the poller ended on its own */
 
     /* touched only by the poller thread */
     struct srv_table tables[SRV_KINDS];
@@ -71,25 +95,32 @@ struct vchannel {
     uint32_t proto_errors;
     struct gate_member gate; /* its place in the device's schedulers */
 
-    /* accounting, read by the control plane */
-    _Atomic uint64_t mem_bytes;  /* device memory the client holds */
-    _Atomic uint64_t mem_allocs;
-    _Atomic uint64_t host_bytes; /* data-area bytes registered as pinned memory */
-    _Atomic uint32_t live[SRV_KINDS];
-    struct vchannel_stats stats;
+    /* accounting and call counts, read by vgpud (single writer: this channel) */
+    struct vgpu_chan_stats *acct;
+    struct vgpu_chan_stats own_acct; /* when the host gives none */
 };
 
-/* Create a channel for a layout: in a fresh memfd (mem NULL; host mode, for the client to map), or
- * in the given memory. Returns NULL on failure (mem is then released). */
-struct vchannel *vchannel_open(struct session *s, uint32_t id, int device, const struct vgpu_channel_layout *l,
-                               struct vchannel_memory *mem);
-/* The descriptor of the channel's memory, for handing to the client; closed by vchannel_start. */
-int vchannel_memfd(struct vchannel *ch);
-/* Start serving. Whatever happens, the channel ends with session_channel_gone(). */
+/* What a channel is: its id, its vGPU's device and scheduler slot, its layout. */
+struct vchannel_params {
+    uint32_t id;
+    uint64_t session;
+    int device;
+    unsigned slot;  /* its slot in the scheduler (gate client) */
+    bool host_code; /* the client may load emu modules */
+    struct vgpu_channel_layout layout;
+    struct vgpu_chan_stats *acct; /* where its accounting goes (NULL: inside the channel) */
+};
+
+/* Create a channel in mem (a memfd mapped by the caller, or a guest's pages), which the channel
+ * owns from here on: it is released on failure too. create: this side lays the channel out (the
+ * control page is initialised). Returns NULL on failure. */
+struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vchannel_params *p,
+                               struct vchannel_memory *mem, bool create);
+/* Start serving. Whatever happens, the channel ends with host->gone(). */
 void vchannel_start(struct vchannel *ch);
-/* Ask the channel to close; its poller frees everything and then calls session_channel_gone(). */
+/* Ask the channel to close; its poller frees everything and then calls host->gone(). */
 void vchannel_close(struct vchannel *ch);
-/* Free what is left once the poller has finished (called by the session). */
+/* Free what is left once the poller has finished. */
 void vchannel_free(struct vchannel *ch);
 
 /* ---- for the handlers (poller thread only) */

@@ -1,0 +1,94 @@
+/* vgpud's workers: the processes that run its tenants' GPU work. vgpud starts each one (fork, a
+ * clean set of descriptors, exec of vgpu-worker), tells it everything in one State message, reads
+ * its log lines and its messages (strictly, by worker.def's table), watches its pidfd, and, when it
+ * dies, tells why. A pool of workers whose executor is already open waits for tenants; a worker
+ * serves one tenant (a session, or a domain or user with --isolation domain) and is never reused. */
+#ifndef VGPU_WORKERS_H
+#define VGPU_WORKERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vgpu/worker.h"
+
+struct server;
+struct sched_host_region;
+
+enum worker_phase {
+    WORKER_STARTING, /* State sent, Ready not yet */
+    WORKER_POOLED,   /* ready, waiting for a tenant */
+    WORKER_SERVING,  /* bound to its tenant */
+    WORKER_RETIRING, /* its control socket closed: it ends on its own */
+};
+
+/* What an epoll event of the server's loop is about. */
+enum watch_kind { WATCH_LISTEN, WATCH_WAKE, WATCH_SESSION, WATCH_WORKER_CONTROL, WATCH_WORKER_LOG,
+                  WATCH_WORKER_EXIT };
+struct watch {
+    enum watch_kind kind;
+    void *obj;
+};
+
+struct worker {
+    pid_t pid;
+    int pidfd, ctl, log_fd;
+    enum worker_phase phase;
+    int64_t started_ns;
+    /* Its tenant: the isolation key (session id, or uid/domain), whose sessions it serves. */
+    char tenant[40]; /* empty while pooled */
+    int domid;
+    uid_t uid;
+    unsigned sessions;
+    int64_t retired_ns;
+    char executor[16];
+    /* Its statistics page (read-only here) and its scheduler slots. */
+    const struct vgpu_worker_stats *stats;
+    size_t stats_size;
+    unsigned slot_count; /* vgpud's own count: nothing the worker writes is used as a size */
+    struct sched_host_region *region;
+    bool slot_used[VGPU_WORKER_MAX_CHANNELS];
+    /* Log lines not complete yet. */
+    char log_buf[2048];
+    size_t log_len;
+    struct watch w_ctl, w_log, w_exit;
+    struct worker *next;
+};
+
+/* Why a worker ended, kept for vgpuctl status. */
+struct worker_exit {
+    pid_t pid;
+    char tenant[40];
+    char reason[48];
+    int32_t error; /* what its tenant's calls get from now on (0: it ended as asked) */
+    int64_t at_ns;
+};
+
+#define WORKER_EXITS_KEPT 32
+
+/* Describe the devices: a probing worker opens the executor, answers, and exits. 0 or -errno. */
+int workers_probe(struct server *srv);
+/* Keep the pool filled (called from the loop). */
+void workers_fill_pool(struct server *srv);
+/* A worker for this tenant: one already serving it (--isolation domain), one from the pool, or a
+ * new one (starting: its Ready comes later). NULL when none can be had. */
+struct worker *workers_for_tenant(struct server *srv, const char *tenant, int domid, uid_t uid);
+/* A free scheduler and statistics slot of w; -1 if none. */
+int worker_slot_take(struct worker *w);
+void worker_slot_put(struct worker *w, unsigned slot);
+/* Send w a message (with descriptors); a failure means the worker is going. */
+int worker_send_to(struct worker *w, const void *msg, size_t len, const int *fds, unsigned nfds);
+/* One session fewer: a worker without sessions retires. */
+void worker_release(struct server *srv, struct worker *w);
+/* Events of the loop for workers. */
+void workers_on_event(struct server *srv, struct watch *wt);
+/* Once a second: workers that ignore retirement are killed. */
+void workers_tick(struct server *srv);
+/* At the end: every worker is told to go and reaped. */
+void workers_stop(struct server *srv);
+/* The CUresult a tenant's calls get after its worker ended with this wait status. */
+int32_t worker_exit_error(int status);
+/* How many workers the tenant key's principal (uid or domain) has. */
+unsigned workers_of_principal(struct server *srv, int domid, uid_t uid);
+
+#endif

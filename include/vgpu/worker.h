@@ -1,0 +1,115 @@
+/* Between vgpud and its workers: the messages of worker.def, the descriptors a worker starts with,
+ * and the statistics page each worker writes for vgpud to read. */
+#ifndef VGPU_WORKER_H
+#define VGPU_WORKER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "vgpu/calls.h"
+#include "vgpu/wire.h"
+
+/* Descriptors a worker is started with (everything else is closed before exec). Its stderr is a
+ * pipe that vgpud reads: every log line of the worker goes through vgpud's logger. */
+#define VGPU_WORKER_FD_CONTROL 3
+
+/* Grant references of one Xen channel (its pages): a 64 MiB data area and the rings. */
+#define VGPU_WORKER_MAX_GRANTS (20u * 1024u)
+/* Channels one worker serves at most (one per vGPU of each session it serves). */
+#define VGPU_WORKER_MAX_CHANNELS 128u
+
+#define VGPU_WMSG_MAGIC 0x4b524757u /* "WGRK" */
+
+struct vgpu_wmsg_hdr {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t pad;
+    uint32_t size; /* whole message */
+    uint32_t reserved;
+};
+
+/* The phases of a worker, as vgpud sees it. */
+#define VGPU_WP_START 0x1u   /* started, State sent; Ready or Devices expected */
+#define VGPU_WP_SERVING 0x2u /* ready: in the pool, or serving its tenant */
+
+enum vgpu_wmsg_dir { VGPU_TO_WORKER = 1, VGPU_TO_SUPERVISOR = 2 };
+
+enum vgpu_wmsg_type {
+    VGPU_WMSG_NONE = 0,
+#define VGPU_WMSG(name, dir, fmin, fmax, tail, phases, fields) VGPU_WMSG_##name,
+#include "vgpu/worker.def"
+#undef VGPU_WMSG
+    VGPU_WMSG_COUNT
+};
+
+#define VGPU_WMSG(name, dir, fmin, fmax, tail, phases, fields)                                        \
+    struct vgpu_wmsg_##name {                                                                          \
+        struct vgpu_wmsg_hdr hdr;                                                                      \
+        VGPU_FIELDS_ fields                                                                            \
+    };                                                                                                 \
+    _Static_assert(sizeof(struct vgpu_wmsg_##name) % 8 == 0, #name " is a multiple of 8");            \
+    _Static_assert(sizeof(struct vgpu_wmsg_##name) + (tail) <= VGPU_MAX_MSG, #name " fits");
+#include "vgpu/worker.def"
+#undef VGPU_WMSG
+
+struct vgpu_wmsg_info {
+    const char *name;
+    uint8_t dir;
+    uint8_t fds_min, fds_max;
+    uint8_t phases;
+    uint32_t size, tail_max;
+};
+
+/* Indexed by enum vgpu_wmsg_type; entry 0 is empty. */
+extern const struct vgpu_wmsg_info vgpu_wmsg_info[VGPU_WMSG_COUNT];
+
+/* Check a received message against its entry: its header, its size, its descriptor count, the
+ * direction it came from and (phase != 0) the phase it is allowed in. Returns its type, or 0. */
+unsigned vgpu_wmsg_check(const void *buf, size_t len, unsigned nfds, enum vgpu_wmsg_dir dir, unsigned phase);
+/* Zero a whole message of size bytes (its tail too) and fill in its header. */
+void vgpu_wmsg_init(struct vgpu_wmsg_hdr *h, unsigned type, uint32_t size);
+
+/* State.mode */
+#define VGPU_WORKER_PROBE 1u /* describe the devices and exit */
+#define VGPU_WORKER_SERVE 2u /* serve channels */
+
+/* State.seccomp */
+#define VGPU_SECCOMP_OFF 0u
+#define VGPU_SECCOMP_LOG 1u  /* refused calls are allowed and logged by the kernel */
+#define VGPU_SECCOMP_ON 2u
+
+/* State.uid / gid when the worker keeps vgpud's identity. */
+#define VGPU_WORKER_SAME_ID 0xffffffffu
+
+/* ---------------------------------------------------------------- the statistics page */
+
+/* One channel's accounting and call counts. Single writer: the worker (its poller, or the channel's
+ * owner for the gauges); vgpud reads them as data to show, never as sizes. */
+struct vgpu_chan_stats {
+    _Atomic uint32_t channel; /* nonzero while the slot is used */
+    uint32_t reserved;
+    _Atomic uint64_t mem_bytes; /* device memory the client holds */
+    _Atomic uint64_t mem_allocs;
+    _Atomic uint64_t host_bytes; /* data-area bytes registered as pinned memory */
+    _Atomic uint32_t live[8];    /* live objects by kind (worker/objects.h) */
+    _Atomic uint64_t calls[VGPU_OP_COUNT];
+    _Atomic uint64_t errors[VGPU_OP_COUNT];
+    _Atomic uint64_t nanos[VGPU_OP_COUNT];
+};
+
+#define VGPU_STATS_MAGIC 0x54415453u /* "STAT" */
+
+struct vgpu_worker_stats {
+    uint32_t magic;
+    uint32_t slots;
+    _Atomic uint64_t dev_used[VGPU_MAX_DEVICES]; /* device memory the worker's contexts hold */
+    struct vgpu_chan_stats chan[];
+};
+
+static inline size_t vgpu_worker_stats_size(unsigned slots)
+{
+    size_t n = sizeof(struct vgpu_worker_stats) + (size_t)slots * sizeof(struct vgpu_chan_stats);
+    return (n + 4095) & ~(size_t)4095;
+}
+
+#endif

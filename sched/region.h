@@ -1,0 +1,86 @@
+/* The scheduler's memory shared between vgpud and its workers.
+ *
+ * vgpud runs the schedulers (scheduler.h) for every device's compute and copy engines; workers
+ * run the operations. They meet in two kinds of shared pages:
+ *  - the board, one per vgpud: written by vgpud only, mapped read-only by every worker. It says
+ *    which engines somebody waits for (a holder then ends its turn soon) and whether vgpud's
+ *    scheduler thread sleeps (a worker then wakes it through its eventfd).
+ *  - a worker's slots, one page per worker, one slot per channel it serves. A slot's counters have
+ *    one writer each (the worker asks, reports and gives back; vgpud grants), except the hold word,
+ *    which changes by compare-and-swap on both sides as the states below say.
+ *
+ * vgpud reads a worker's slots as hostile input: counters only ever trigger work it would do
+ * anyway, and a reported time is clamped by the wall time it covers.
+ *
+ * A hold of one engine:
+ *   FREE   the worker does not hold it: it bumps `arrive`, wakes vgpud and waits for the hold word
+ *          to leave FREE (a futex on it).
+ *   IDLE   held, not in use: the worker takes it back with IDLE -> BUSY at no cost. A vGPU alone on
+ *          an engine keeps it this way between bursts, so it never waits for vgpud.
+ *   BUSY   held and in use (granted: FREE -> BUSY by vgpud).
+ *   RECALL others wait: vgpud wants it back (BUSY -> RECALL). When the worker's work on the engine
+ *          has finished, it adds the time used to `busy_ns`, stores FREE and bumps `done`.
+ * When others wait, vgpud takes an IDLE hold back itself (IDLE -> FREE); a worker whose turn ends
+ * while others wait gives it back (BUSY -> FREE, `done`). */
+#ifndef VGPU_SCHED_REGION_H
+#define VGPU_SCHED_REGION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vgpu/wire.h"
+
+#define SCHED_BOARD_MAGIC 0x44524f42u  /* "BORD" */
+#define SCHED_SLOTS_MAGIC 0x544f4c53u  /* "SLOT" */
+#define SCHED_REGION_VERSION 1u
+
+enum { SCHED_RES_COMPUTE, SCHED_RES_COPY, SCHED_RESOURCES };
+
+/* How the engines are shared (vgpud --sched...). */
+#define SCHED_POLICY_NONE (-1)
+struct sched_options {
+    int policy;          /* an enum sched_policy, or SCHED_POLICY_NONE: operations pass unscheduled */
+    uint64_t period_ns;  /* budget period */
+    uint64_t wait_ns;    /* BAND's time buffer */
+    uint64_t quantum_ns; /* how long a turn may grow while others wait */
+};
+
+enum sched_hold_word { SCHED_HOLD_FREE = 0, SCHED_HOLD_IDLE = 1, SCHED_HOLD_BUSY = 2, SCHED_HOLD_RECALL = 3 };
+
+struct sched_board {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t devices;
+    uint32_t reserved;
+    _Alignas(64) _Atomic uint32_t host_sleeping; /* vgpud's scheduler sleeps: ring its eventfd */
+    struct {
+        _Alignas(64) _Atomic uint32_t contended[SCHED_RESOURCES]; /* somebody waits for the engine */
+    } dev[VGPU_MAX_DEVICES];
+};
+
+struct sched_slot {
+    _Alignas(64) _Atomic uint32_t hold[SCHED_RESOURCES];   /* enum sched_hold_word, both sides */
+    _Atomic uint32_t arrive[SCHED_RESOURCES];              /* worker: it wants the engine */
+    _Atomic uint32_t done[SCHED_RESOURCES];                /* worker: it gave the engine back */
+    _Atomic uint64_t busy_ns[SCHED_RESOURCES];             /* worker: engine time used, in all */
+    _Atomic uint32_t turns[SCHED_RESOURCES];               /* worker: turns finished, in all */
+};
+
+struct sched_slots {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t count;
+    uint32_t reserved;
+    struct sched_slot slot[];
+};
+
+static inline size_t sched_slots_size(unsigned count)
+{
+    size_t n = sizeof(struct sched_slots) + (size_t)count * sizeof(struct sched_slot);
+    return (n + 4095) & ~(size_t)4095;
+}
+
+static inline size_t sched_board_size(void) { return (sizeof(struct sched_board) + 4095) & ~(size_t)4095; }
+
+#endif

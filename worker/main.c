@@ -1,0 +1,385 @@
+/* vgpu-worker: see worker.h. Started by vgpud with its control socket at VGPU_WORKER_FD_CONTROL and
+ * its stderr on a pipe vgpud reads; it asks for nothing else. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg_socket.h"
+#include "sealed.h"
+#include "worker.h"
+
+/* How long a new worker waits for its State, and how long channels get to close at the end. */
+#define STATE_TIMEOUT_MS 30000
+#define CLOSE_TIMEOUT_S 30
+
+static struct {
+    int ctl;
+    pthread_mutex_t send_mu;
+    struct vchannel_limits limits;
+    struct vgpu_exec *x;
+    struct vgpu_worker_stats *stats;
+    size_t stats_size;
+    unsigned slots;
+    struct gate_client gate;
+    bool sched_on;
+    struct vchannel_host host;
+    pthread_mutex_t mu; /* the channel table */
+    pthread_cond_t cv;  /* a channel has gone */
+    struct {
+        uint32_t id;
+        struct vchannel *ch;
+    } chans[VGPU_WORKER_MAX_CHANNELS];
+    unsigned nchans;
+} w = {.ctl = VGPU_WORKER_FD_CONTROL, .send_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER};
+
+int worker_send(const void *msg, size_t len, const int *fds, unsigned nfds)
+{
+    pthread_mutex_lock(&w.send_mu);
+    int e = vgpu_msg_sendv(w.ctl, msg, len, fds, nfds);
+    pthread_mutex_unlock(&w.send_mu);
+    return e;
+}
+
+/* ---------------------------------------------------------------- channels */
+
+static void channel_gone(struct vchannel *ch, CUresult status)
+{
+    struct vgpu_wmsg_ChannelGone m;
+    vgpu_wmsg_init(&m.hdr, VGPU_WMSG_ChannelGone, sizeof m);
+    m.channel = ch->id;
+    m.status = (int32_t)status;
+    pthread_mutex_lock(&w.mu);
+    for (unsigned i = 0; i < w.nchans; i++)
+        if (w.chans[i].ch == ch) {
+            w.chans[i] = w.chans[--w.nchans];
+            break;
+        }
+    pthread_mutex_unlock(&w.mu);
+    vchannel_free(ch);
+    worker_send(&m, sizeof m, NULL, 0);
+    pthread_mutex_lock(&w.mu);
+    pthread_cond_broadcast(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+}
+
+/* What the worker's contexts hold on the channel's device, for vgpud's accounting: the executor's
+ * own count where it keeps one, else the channels' allocations. */
+static void memory_changed(struct vchannel *ch)
+{
+    int dev = ch->device;
+    uint64_t used = w.x->ops->device_used ? w.x->ops->device_used(w.x, dev) : 0;
+    if (!w.x->ops->device_used) {
+        pthread_mutex_lock(&w.mu);
+        for (unsigned i = 0; i < w.nchans; i++)
+            if (w.chans[i].ch->device == dev && !atomic_load(&w.chans[i].ch->finished))
+                used += atomic_load(&w.chans[i].ch->acct->mem_bytes);
+        pthread_mutex_unlock(&w.mu);
+    }
+    if (dev >= 0 && dev < (int)VGPU_MAX_DEVICES)
+        atomic_store(&w.stats->dev_used[dev], used);
+}
+
+static void memfd_release(struct vchannel_memory *m)
+{
+    munmap(m->base, m->size);
+}
+
+static CUresult map_memfd(int fd, size_t size, struct vchannel_memory *out)
+{
+    /* vgpud seals what it hands out; a memfd that could still shrink would be a SIGBUS waiting. */
+    if (!vgpu_memfd_is_sealed(fd, size, false))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (struct vchannel_memory){
+        .base = base,
+        .size = size,
+        .transport = {.ops = &vgpu_host_transport_ops},
+        .release = memfd_release,
+    };
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t *tail, size_t tail_len, int fd)
+{
+    struct vchannel_params p = {
+        .id = m->channel,
+        .session = m->session,
+        .device = (int)m->device,
+        .slot = m->slot,
+        .host_code = m->host_code != 0,
+        .layout = {m->req_off, m->req_size, m->rsp_off, m->rsp_size, m->data_off, m->data_size, m->slot_count,
+                   m->slot_size, m->map_size},
+    };
+    if (m->channel == 0 || m->slot >= w.slots || m->device >= (uint32_t)w.x->ops->device_count(w.x) ||
+        vgpu_channel_layout_check(&p.layout) || m->map_size > SIZE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&w.mu);
+    bool taken = w.nchans == VGPU_WORKER_MAX_CHANNELS;
+    for (unsigned i = 0; i < w.nchans; i++)
+        taken |= w.chans[i].id == m->channel;
+    pthread_mutex_unlock(&w.mu);
+    if (taken)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vchannel_memory mem;
+    CUresult r;
+    if (fd >= 0)
+        r = map_memfd(fd, (size_t)m->map_size, &mem);
+    else if (m->domid >= 0 && tail_len == (size_t)m->pages * sizeof(uint32_t))
+        r = worker_xen_channel((uint32_t)m->domid, (const uint32_t *)(const void *)tail, m->pages, m->port, &mem);
+    else
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct vgpu_chan_stats *acct = &w.stats->chan[m->slot];
+    memset(acct, 0, sizeof *acct);
+    atomic_store(&acct->channel, m->channel);
+    p.acct = acct;
+    struct vchannel *ch = vchannel_open(&w.host, &p, &mem, true);
+    if (!ch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&w.mu);
+    w.chans[w.nchans].id = m->channel;
+    w.chans[w.nchans].ch = ch;
+    w.nchans++;
+    pthread_mutex_unlock(&w.mu);
+    return CUDA_SUCCESS;
+}
+
+static struct vchannel *channel_by_id(uint32_t id)
+{
+    for (unsigned i = 0; i < w.nchans; i++)
+        if (w.chans[i].id == id)
+            return w.chans[i].ch;
+    return NULL;
+}
+
+static void on_add_channel(const uint8_t *buf, size_t len, int fd)
+{
+    struct vgpu_wmsg_AddChannel m;
+    memcpy(&m, buf, sizeof m);
+    CUresult r = add_channel(&m, buf + sizeof m, len - sizeof m, fd);
+    if (fd >= 0)
+        close(fd);
+    struct vgpu_wmsg_ChannelReady a;
+    vgpu_wmsg_init(&a.hdr, VGPU_WMSG_ChannelReady, sizeof a);
+    a.channel = m.channel;
+    a.status = (int32_t)r;
+    worker_send(&a, sizeof a, NULL, 0);
+    if (r != CUDA_SUCCESS) {
+        LOG_WARN("channel %u (session %llu): cannot serve it (error %d)", m.channel, (unsigned long long)m.session,
+                 (int)r);
+        return;
+    }
+    pthread_mutex_lock(&w.mu);
+    struct vchannel *ch = channel_by_id(m.channel);
+    pthread_mutex_unlock(&w.mu);
+    /* Answered first: a poller that ends at once says ChannelGone after ChannelReady. */
+    vchannel_start(ch);
+}
+
+static void on_close_channel(const uint8_t *buf)
+{
+    struct vgpu_wmsg_CloseChannel m;
+    memcpy(&m, buf, sizeof m);
+    pthread_mutex_lock(&w.mu);
+    struct vchannel *ch = channel_by_id(m.channel);
+    if (ch)
+        vchannel_close(ch);
+    pthread_mutex_unlock(&w.mu);
+}
+
+/* vgpud has gone (or retired this worker): every channel closes, then the worker ends. Returns
+ * how many did not close in time. */
+static unsigned close_all(void)
+{
+    worker_images_abandon();
+    pthread_mutex_lock(&w.mu);
+    for (unsigned i = 0; i < w.nchans; i++)
+        vchannel_close(w.chans[i].ch);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += CLOSE_TIMEOUT_S;
+    while (w.nchans && pthread_cond_timedwait(&w.cv, &w.mu, &until) == 0)
+        ;
+    unsigned left = w.nchans;
+    pthread_mutex_unlock(&w.mu);
+    if (left)
+        LOG_WARN("%u channel(s) did not close in %d s", left, CLOSE_TIMEOUT_S);
+    return left;
+}
+
+static void serve(void)
+{
+    uint8_t *buf = malloc(VGPU_MAX_MSG);
+    if (!buf)
+        return;
+    for (;;) {
+        int fds[VGPU_MSG_MAX_FDS];
+        unsigned nfds = 0;
+        ssize_t n = vgpu_msg_recvv(w.ctl, buf, VGPU_MAX_MSG, fds, VGPU_MSG_MAX_FDS, &nfds, -1);
+        if (n <= 0)
+            break;
+        unsigned type = vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_SERVING);
+        if (type == VGPU_WMSG_AddChannel) {
+            on_add_channel(buf, (size_t)n, nfds ? fds[0] : -1);
+            continue;
+        }
+        if (type == VGPU_WMSG_CloseChannel)
+            on_close_channel(buf);
+        else if (type == VGPU_WMSG_Image) {
+            struct vgpu_wmsg_Image m;
+            memcpy(&m, buf, sizeof m);
+            worker_image_answer(&m, nfds ? fds[0] : -1);
+            continue;
+        } else
+            LOG_ERROR("unexpected message from vgpud (%zd bytes)", n);
+        vgpu_close_fds(fds, &nfds);
+    }
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- start */
+
+static int probe(void)
+{
+    int count = w.x->ops->device_count(w.x);
+    if (count < 0 || count > (int)VGPU_MAX_DEVICES)
+        count = 0;
+    size_t size = sizeof(struct vgpu_wmsg_Devices) + (size_t)count * sizeof(struct vgpu_device_info);
+    uint8_t *msg = calloc(1, size);
+    if (!msg)
+        return 1;
+    struct vgpu_wmsg_Devices *d = (struct vgpu_wmsg_Devices *)msg;
+    vgpu_wmsg_init(&d->hdr, VGPU_WMSG_Devices, (uint32_t)size);
+    d->driver_version = w.x->ops->driver_version(w.x);
+    d->device_count = (uint32_t)count;
+    snprintf(d->executor, sizeof d->executor, "%s", w.x->ops->name);
+    for (int i = 0; i < count; i++)
+        if (w.x->ops->device_info(w.x, i, (struct vgpu_device_info *)(msg + sizeof *d) + i) != CUDA_SUCCESS)
+            LOG_WARN("device %d: incomplete description", i);
+    int e = worker_send(msg, size, NULL, 0);
+    free(msg);
+    return e ? 1 : 0;
+}
+
+/* Map the pages vgpud gave: the statistics page and, when scheduling is on, the slots and the
+ * board. Returns 0 or -1 (said). */
+static int map_pages(const struct vgpu_wmsg_State *st, const int *fds, unsigned nfds)
+{
+    w.slots = st->slots;
+    if (w.slots == 0 || w.slots > VGPU_WORKER_MAX_CHANNELS)
+        return -1;
+    w.stats_size = vgpu_worker_stats_size(w.slots);
+    w.stats = mmap(NULL, w.stats_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (w.stats == MAP_FAILED) {
+        LOG_ERROR("cannot map the statistics page: %s", strerror(errno));
+        return -1;
+    }
+    w.stats->magic = VGPU_STATS_MAGIC;
+    w.stats->slots = w.slots;
+    if (!st->sched_on)
+        return 0;
+    if (nfds < 4)
+        return -1;
+    size_t slots_size = sched_slots_size(w.slots);
+    void *slots = mmap(NULL, slots_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+    void *board = mmap(NULL, sched_board_size(), PROT_READ, MAP_SHARED, fds[2], 0);
+    if (slots == MAP_FAILED || board == MAP_FAILED) {
+        LOG_ERROR("cannot map the scheduler's pages: %s", strerror(errno));
+        return -1;
+    }
+    w.gate = (struct gate_client){
+        .board = board,
+        .slots = slots,
+        .host_fd = fds[3],
+        .quantum_ns = st->sched_quantum_ns,
+        .period_ns = st->sched_period_ns ? st->sched_period_ns : 30000000ull,
+        .x = w.x,
+    };
+    if (w.gate.board->magic != SCHED_BOARD_MAGIC || w.gate.slots->count < w.slots)
+        return -1;
+    w.sched_on = true;
+    return 0;
+}
+
+static int start(void)
+{
+    uint8_t buf[sizeof(struct vgpu_wmsg_State)];
+    int fds[VGPU_MSG_MAX_FDS];
+    unsigned nfds = 0;
+    ssize_t n = vgpu_msg_recvv(w.ctl, buf, sizeof buf, fds, VGPU_MSG_MAX_FDS, &nfds, STATE_TIMEOUT_MS);
+    if (n <= 0 || vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_START) != VGPU_WMSG_State) {
+        LOG_ERROR("no state from vgpud");
+        return 1;
+    }
+    struct vgpu_wmsg_State st;
+    memcpy(&st, buf, sizeof st);
+    st.executor[sizeof st.executor - 1] = '\0';
+    st.cuda_driver[sizeof st.cuda_driver - 1] = '\0';
+    vgpu_log_set_level((int)st.log_level);
+    w.limits = (struct vchannel_limits){st.poll_spin_ns, st.max_contexts, st.max_streams, st.max_events,
+                                        st.max_modules, st.max_functions};
+    if (st.mode == VGPU_WORKER_SERVE && st.xen_channels && worker_xen_prepare(st.xen_channels) != 0)
+        LOG_WARN("cannot open Xen's devices; guests' channels will fail");
+    struct vgpu_exec_config cfg = {
+        .kind = st.executor,
+        .cuda_driver = st.cuda_driver[0] ? st.cuda_driver : NULL,
+        .emu_devices = (int)st.emu_devices,
+        .emu_memory = st.emu_memory,
+    };
+    w.x = vgpu_exec_create(&cfg);
+    int rc = 1;
+    if (st.mode == VGPU_WORKER_PROBE) {
+        if (w.x)
+            rc = probe();
+    } else if (w.x && map_pages(&st, fds, nfds) == 0 && worker_demote(st.uid, st.gid) == 0 &&
+               worker_filter(st.seccomp) == 0) {
+        w.host = (struct vchannel_host){
+            .limits = &w.limits,
+            .x = w.x,
+            .gate = w.sched_on ? &w.gate : NULL,
+            .gone = channel_gone,
+            .image_get = worker_image_get,
+            .image_release = worker_image_release,
+            .image_offer = worker_image_offer,
+            .memory_changed = memory_changed,
+        };
+        struct vgpu_wmsg_Ready r;
+        vgpu_wmsg_init(&r.hdr, VGPU_WMSG_Ready, sizeof r);
+        snprintf(r.executor, sizeof r.executor, "%s", w.x->ops->name);
+        int e = worker_send(&r, sizeof r, NULL, 0);
+        if (e == 0) {
+            serve();
+            if (close_all())
+                _exit(1); /* pollers still use the executor: nothing can be torn down */
+        }
+        rc = e == 0 || e == -EPIPE ? 0 : 1; /* EPIPE: vgpud retired it before it was ready */
+    }
+    if (nfds > 0 && w.stats && w.stats != MAP_FAILED)
+        munmap(w.stats, w.stats_size);
+    vgpu_close_fds(fds, &nfds);
+    if (w.x)
+        w.x->ops->destroy(w.x);
+    return rc;
+}
+
+int main(void)
+{
+    vgpu_log_init("vgpu-worker", VGPU_LOG_INFO, false);
+    signal(SIGPIPE, SIG_IGN);
+    /* A worker never outlives vgpud (the fork set this too; an exec'd program says it again). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        return 1;
+    return start();
+}

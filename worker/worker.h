@@ -1,0 +1,36 @@
+/* vgpu-worker: the process that runs one tenant's GPU work (its channels' pollers, the handlers and
+ * the executor), started and supervised by vgpud. It learns everything from vgpud's State message
+ * and talks to nobody but vgpud (its control socket) and its tenant (the channels' memory). */
+#ifndef VGPU_WORKER_INTERNAL_H
+#define VGPU_WORKER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vchannel.h"
+#include "vgpu/worker.h"
+
+/* The control socket: one message at a time from any thread. Returns 0 or -errno. */
+int worker_send(const void *msg, size_t len, const int *fds, unsigned nfds);
+
+/* Module images through vgpud's cache (the vchannel_host callbacks). */
+int worker_image_get(const uint8_t hash[32], struct vchannel_image *img);
+void worker_image_release(struct vchannel_image *img);
+void worker_image_offer(const void *bytes, size_t size);
+/* vgpud answered an ImageGet (the control loop); takes fd. */
+void worker_image_answer(const struct vgpu_wmsg_Image *m, int fd);
+/* vgpud has gone: nobody waits for an answer any more. */
+void worker_images_abandon(void);
+
+/* Drop privileges and install the system-call filter (sandbox.c), after everything the worker
+ * needs has been opened. uid/gid VGPU_WORKER_SAME_ID keep vgpud's. Returns 0 or -errno (said). */
+int worker_demote(uint32_t uid, uint32_t gid);
+int worker_filter(uint32_t mode);
+
+/* A Xen guest's channel: its granted pages mapped, its event channel bound (xen_channel.c). */
+CUresult worker_xen_channel(uint32_t domid, const uint32_t *refs, uint32_t pages, uint32_t port,
+                            struct vchannel_memory *out);
+/* Open Xen's device files now, for channels that come after privileges are dropped. */
+int worker_xen_prepare(unsigned channels);
+
+#endif

@@ -1,0 +1,117 @@
+/* A Xen guest's channel inside its worker: the guest's granted pages mapped and its event channel
+ * bound, with handles on Xen's device files that the worker opened before it gave up its
+ * privileges (Xen's grant-table and event-channel devices belong to root). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "worker.h"
+#include "xen_transport.h"
+
+/* Handles opened at start, for channels that come after privileges are dropped; a channel gives
+ * its handles back when it goes. */
+static struct {
+    pthread_mutex_t mu;
+    const struct vgpu_xenlib *x;
+    xengnttab_handle **gnttab;
+    xenevtchn_handle **evtchn;
+    unsigned count, cap;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int worker_xen_prepare(unsigned channels)
+{
+    const char *why = NULL;
+    pool.x = vgpu_xenlib(&why);
+    if (!pool.x) {
+        LOG_WARN("xen: %s", why);
+        return -ENODEV;
+    }
+    pool.gnttab = calloc(channels, sizeof *pool.gnttab);
+    pool.evtchn = calloc(channels, sizeof *pool.evtchn);
+    if (!pool.gnttab || !pool.evtchn)
+        return -ENOMEM;
+    pool.cap = channels;
+    for (unsigned i = 0; i < channels; i++) {
+        xengnttab_handle *g = pool.x->xengnttab_open(pool.x->logger, 0);
+        xenevtchn_handle *e = g ? pool.x->xenevtchn_open(pool.x->logger, 0) : NULL;
+        if (!e) {
+            if (g)
+                pool.x->xengnttab_close(g);
+            return errno ? -errno : -ENODEV;
+        }
+        pool.gnttab[pool.count] = g;
+        pool.evtchn[pool.count] = e;
+        pool.count++;
+    }
+    return 0;
+}
+
+struct xen_channel {
+    struct vgpu_xen_mapping map;
+    struct vgpu_xen_evtchn evtchn;
+};
+
+static void give_back(xengnttab_handle *g, xenevtchn_handle *e)
+{
+    pthread_mutex_lock(&pool.mu);
+    if (g && e && pool.count < pool.cap) {
+        pool.gnttab[pool.count] = g;
+        pool.evtchn[pool.count] = e;
+        pool.count++;
+        g = NULL;
+        e = NULL;
+    }
+    pthread_mutex_unlock(&pool.mu);
+    if (g)
+        pool.x->xengnttab_close(g);
+    if (e)
+        pool.x->xenevtchn_close(e);
+}
+
+static void xen_channel_release(struct vchannel_memory *m)
+{
+    struct xen_channel *c = m->owner;
+    xenevtchn_handle *e = vgpu_xen_evtchn_close_keep(&c->evtchn);
+    xengnttab_handle *g = vgpu_xen_unmap_keep(&c->map);
+    give_back(g, e);
+    free(c);
+}
+
+CUresult worker_xen_channel(uint32_t domid, const uint32_t *refs, uint32_t pages, uint32_t port,
+                            struct vchannel_memory *out)
+{
+    const struct vgpu_xenlib *x = pool.x ? pool.x : vgpu_xenlib(NULL);
+    struct xen_channel *c = x ? calloc(1, sizeof *c) : NULL;
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pool.x = x;
+    xengnttab_handle *g = NULL;
+    xenevtchn_handle *e = NULL;
+    pthread_mutex_lock(&pool.mu);
+    if (pool.count) {
+        pool.count--;
+        g = pool.gnttab[pool.count];
+        e = pool.evtchn[pool.count];
+    }
+    pthread_mutex_unlock(&pool.mu);
+    int r = vgpu_xen_map_on(&c->map, x, g, domid, refs, pages);
+    if (r == 0)
+        r = vgpu_xen_evtchn_bind_on(&c->evtchn, x, e, domid, port);
+    if (r) {
+        LOG_WARN("xen: dom%u: cannot map its channel (%u pages, port %u): %s", domid, pages, port, strerror(-r));
+        xenevtchn_handle *ee = c->evtchn.xce ? vgpu_xen_evtchn_close_keep(&c->evtchn) : e;
+        give_back(vgpu_xen_unmap_keep(&c->map), ee);
+        free(c);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = (struct vchannel_memory){
+        .base = c->map.base,
+        .size = (size_t)pages * VGPU_XEN_PAGE,
+        .transport = {.ops = &vgpu_xen_transport_ops, .priv = &c->evtchn},
+        .release = xen_channel_release,
+        .owner = c,
+    };
+    return CUDA_SUCCESS;
+}
