@@ -134,7 +134,20 @@ static void session_free(struct server *srv, struct session *s)
         LOG_INFO("session %llu (pid %d, %s) ended", (unsigned long long)s->id, (int)s->pid, s->program);
     if (s->worker)
         worker_release(srv, s->worker);
-    free(s);
+    s->worker = NULL;
+    s->next = srv->dead_sessions; /* freed at the end of the loop's turn */
+    srv->dead_sessions = s;
+}
+
+/* The end of a turn of the loop: what was freed during it goes. */
+static void bury(struct server *srv)
+{
+    while (srv->dead_sessions) {
+        struct session *s = srv->dead_sessions;
+        srv->dead_sessions = s->next;
+        free(s);
+    }
+    workers_bury(srv);
 }
 
 /* Nothing of the session is left in its worker: answer its goodbye, or free it. */
@@ -887,6 +900,7 @@ int server_run(struct server *srv)
         }
         close_killed(srv);
         tick(srv);
+        bury(srv);
     }
     LOG_INFO("vgpud stopping");
     close(srv->listen_fd);
@@ -913,8 +927,10 @@ int server_run(struct server *srv)
                 (void)r;
             }
         }
+        bury(srv);
     }
     workers_stop(srv);
+    bury(srv);
     return 0;
 }
 
@@ -933,6 +949,7 @@ void server_fini(struct server *srv)
                 schan_free(srv, s, s->chans[v]);
         session_free(srv, s);
     }
+    bury(srv);
     sched_host_destroy(srv->sched);
     srv->sched = NULL;
     if (srv->listen_fd >= 0)

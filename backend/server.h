@@ -42,6 +42,10 @@ struct server {
     uid_t uid; /* vgpud's own */
     /* Calls of channels that have closed, so that status shows everything served. */
     uint64_t served_calls[VGPU_OP_COUNT], served_errors[VGPU_OP_COUNT];
+    /* Freed at the end of the loop's turn, so that later events of the same turn never meet a freed
+     * object (epoll hands out several at once). */
+    struct session *dead_sessions;
+    struct worker *dead_workers;
     /* Workers, and why the last ones ended. */
     struct worker *workers;
     uint64_t workers_started, workers_lost;

@@ -41,6 +41,7 @@ struct worker {
     uid_t uid;
     unsigned sessions;
     int64_t retired_ns;
+    bool dead; /* reaped; freed at the end of the loop's turn */
     char executor[16];
     /* Its statistics page (read-only here) and its scheduler slots. */
     const struct vgpu_worker_stats *stats;
@@ -86,6 +87,8 @@ void workers_on_event(struct server *srv, struct watch *wt);
 void workers_tick(struct server *srv);
 /* At the end: every worker is told to go and reaped. */
 void workers_stop(struct server *srv);
+/* Free the workers reaped during the loop's turn. */
+void workers_bury(struct server *srv);
 /* The CUresult a tenant's calls get after its worker ended with this wait status. */
 int32_t worker_exit_error(int status);
 /* How many workers the tenant key's principal (uid or domain) has. */

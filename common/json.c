@@ -247,3 +247,8 @@ size_t json_length(const struct json *j)
         n++;
     return n;
 }
+
+bool json_bool(const struct json *j, bool fallback)
+{
+    return j && j->type == JSON_BOOL ? j->boolean : fallback;
+}

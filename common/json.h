@@ -29,6 +29,7 @@ const struct json *json_path(const struct json *j, const char *path);
 /* A number (or the fallback when j is NULL or not a number). */
 double json_number(const struct json *j, double fallback);
 const char *json_string(const struct json *j, const char *fallback);
+bool json_bool(const struct json *j, bool fallback);
 size_t json_length(const struct json *j); /* elements of an array or members of an object */
 
 #endif

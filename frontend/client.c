@@ -91,7 +91,7 @@ static void note_news(const void *buf)
     int lost = h.status ? h.status : CUDA_ERROR_UNKNOWN;
     int none = 0;
     if (atomic_compare_exchange_strong(&fe.lost, &none, lost))
-        LOG_ERROR("the vGPU's worker in vgpud has ended; every call fails with %d from now on", lost);
+        LOG_INFO("the vGPU's worker in vgpud has ended; every call fails with %d from now on", lost);
 }
 
 ssize_t fe_link_recv(struct vgpu_msg_link *link, void *buf, size_t cap, int *fd, int timeout_ms)

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cuda.h>
 
 #include "json.h"
 
@@ -37,17 +40,23 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Run argv with stdout and stderr going to out_path; returns the exit status (128+signal if it was
- * killed, -1 on timeout). */
-static int run_to(char *const argv[], const char *out_path, int timeout_s)
+/* The user the tests play other tenants as, when they run as root: nobody. */
+#define OTHER_UID 65534
+#define OTHER_GID 65534
+
+/* Run argv with stdout and stderr going to out_path, as uid `as` (-1: ours); returns the exit
+ * status (128+signal if it was killed, -1 on timeout). */
+static int run_to_as(char *const argv[], const char *out_path, int timeout_s, int as)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        if (as >= 0 && (setgroups(0, NULL) != 0 || setgid(OTHER_GID) != 0 || setuid((uid_t)as) != 0))
+            _exit(126);
         execv(argv[0], argv);
         _exit(127);
     }
@@ -64,6 +73,11 @@ static int run_to(char *const argv[], const char *out_path, int timeout_s)
         }
         usleep(2000);
     }
+}
+
+static int run_to(char *const argv[], const char *out_path, int timeout_s)
+{
+    return run_to_as(argv, out_path, timeout_s, -1);
 }
 
 static char *slurp(const char *path)
@@ -171,8 +185,13 @@ static void start_vgpud(void)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl(exe, exe, "--foreground", "--executor", "emu", "--socket", sock, "--log-level", "info", "--emu-memory",
-              "4G", "--weight", "prog_hold=250", (char *)NULL);
+        /* As root, the workers run as another user, as a production setup would have them. */
+        if (geteuid() == 0)
+            execl(exe, exe, "--foreground", "--executor", "emu", "--socket", sock, "--log-level", "info",
+                  "--emu-memory", "4G", "--weight", "prog_hold=250", "--worker-user", "nobody", (char *)NULL);
+        else
+            execl(exe, exe, "--foreground", "--executor", "emu", "--socket", sock, "--log-level", "info",
+                  "--emu-memory", "4G", "--weight", "prog_hold=250", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {
@@ -508,6 +527,7 @@ static pid_t start_hold(char *dptr, size_t cap)
     if (pid == 0) {
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
+        dup2(fd, 2);
         execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, (char *)NULL);
         _exit(127);
     }
@@ -617,6 +637,212 @@ START_TEST(test_sched_weights)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------- faults and privileges */
+
+static long long workers_lost(void)
+{
+    struct json *j = status();
+    long long n = num(j, "workers_lost");
+    json_free(j);
+    return n;
+}
+
+/* A worker ended with this reason (in vgpud's status) and gave its tenant this error. */
+static int exit_seen(const char *reason, int error)
+{
+    struct json *j = status();
+    int seen = 0;
+    const struct json *xs = json_get(j, "worker_exits");
+    for (const struct json *x = xs ? xs->child : NULL; x; x = x->next)
+        seen |= strstr(json_string(json_get(x, "reason"), ""), reason) && num(x, "error") == error;
+    json_free(j);
+    return seen;
+}
+
+/* Tenants whose emu kernels fault (a bad pointer; a failed assert) get the error a GPU gives, from
+ * their next synchronisation on, and nothing else changes: three tenants copying and launching at
+ * the same time pass, and so does one started afterwards. vgpud says which worker died and why. */
+START_TEST(test_faulting_tenants)
+{
+    long long lost = workers_lost();
+    enum { N = 5 };
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            char *out = NULL;
+            int rc = i == 0   ? run_prog("prog_copies", "16777216", NULL, NULL)
+                     : i == 1 ? run_prog("prog_streams", emu_module, NULL, NULL)
+                     : i == 2 ? run_prog("prog_vecadd", emu_module, NULL, NULL)
+                              : run_prog("prog_fault", emu_module, i == 3 ? "write" : "assert", &out);
+            if (rc == 0 && i == 3)
+                rc = strstr(out, "synchronize CUDA_ERROR_ILLEGAL_ADDRESS, then alloc CUDA_ERROR_ILLEGAL_ADDRESS") ? 0 : 3;
+            if (rc == 0 && i == 4)
+                rc = strstr(out, "synchronize CUDA_ERROR_ASSERT, then alloc CUDA_ERROR_ASSERT") ? 0 : 3;
+            if (rc == 3)
+                fprintf(stderr, "unexpected: %s\n", out);
+            _exit(rc);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
+    }
+    ck_assert(wait_idle(10));
+    ck_assert_int_eq(workers_lost(), lost + 2);
+    ck_assert(exit_seen("signal 11", CUDA_ERROR_ILLEGAL_ADDRESS));
+    ck_assert(exit_seen("signal 6", CUDA_ERROR_ASSERT));
+    ck_assert_int_eq(run_prog("prog_vecadd", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+/* A worker killed in the middle of its tenant's copies (the OOM killer, an operator): the tenant's
+ * calls in flight and after fail, it does not hang, everything of it is freed, others go on. */
+START_TEST(test_worker_killed)
+{
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    usleep(200000);
+    struct json *j = status();
+    long long worker = -1;
+    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
+        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
+            worker = num(x, "worker");
+    json_free(j);
+    ck_assert_int_gt(worker, 0);
+    ck_assert_int_eq(kill((pid_t)worker, SIGKILL), 0);
+    /* prog_hold's next call fails, and it exits on its own, well before this. */
+    int st = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 1000 && r == 0; i++) {
+        r = waitpid(hold, &st, WNOHANG);
+        usleep(10000);
+    }
+    if (r == 0) {
+        kill(hold, SIGKILL);
+        waitpid(hold, NULL, 0);
+    }
+    ck_assert_msg(r == hold && WIFEXITED(st) && WEXITSTATUS(st) == 1, "prog_hold did not fail on its own (%#x)", st);
+    char out[700];
+    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    char *text = slurp(out);
+    ck_assert_msg(strstr(text, "CUDA_ERROR_LAUNCH_FAILED"), "%s", text);
+    free(text);
+    ck_assert(wait_idle(10));
+    ck_assert(exit_seen("signal 9", CUDA_ERROR_LAUNCH_FAILED));
+    ck_assert_int_eq(run_prog("prog_streams", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
+/* A client that keeps its channel's memfd cannot resize it: vgpud's workers never fault on it. */
+START_TEST(test_hostile_truncate)
+{
+    ck_assert_int_eq(run_hostile("truncate", NULL), 0);
+    assert_still_serving();
+}
+END_TEST
+
+/* A flood of connections that never say hello, from another user: a real tenant gets in at once,
+ * and vgpud closes the silent ones. */
+START_TEST(test_flood_of_silent_connections)
+{
+    char exe[600], out[700];
+    snprintf(exe, sizeof exe, "%s/hostile", progs);
+    snprintf(out, sizeof out, "%s/hostile-flood.out", tmp);
+    pid_t flood = fork();
+    if (flood == 0) {
+        char *argv[] = {exe, sock, "flood", "1100", "8", NULL};
+        _exit(run_to_as(argv, out, 60, geteuid() == 0 ? OTHER_UID : -1));
+    }
+    usleep(1500000); /* the flood is in */
+    if (geteuid() == 0) {
+        char vgpu_run[600], prog[600], pout[700];
+        snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
+        snprintf(prog, sizeof prog, "%s/prog_memset", progs);
+        snprintf(pout, sizeof pout, "%s/memset-flood.out", tmp);
+        char *argv[] = {vgpu_run, "--socket", sock, "--", prog, NULL};
+        ck_assert_int_eq(run_to(argv, pout, 10), 0); /* within seconds, not after the flood */
+    }
+    int st;
+    waitpid(flood, &st, 0);
+    char *text = slurp(out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", text);
+    ck_assert_msg(strstr(text, "1100 of 1100 connections opened"), "%s", text);
+    free(text);
+    assert_still_serving();
+}
+END_TEST
+
+/* What a tenant's code can do inside its worker: no programs, no network, no signals to others,
+ * no namespaces; the worker holds no descriptor of vgpud's or of other tenants' channels, and runs
+ * as the worker user. */
+START_TEST(test_worker_sandbox)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_sandbox", emu_module, NULL, &out), 0);
+    int exec_e, sock_e, kill_e, unshare_e, sockets, channels, uid;
+    ck_assert_msg(sscanf(strstr(out, "sandbox:"), "sandbox: exec %d socket %d kill %d unshare %d sockets %d channels %d uid %d",
+                         &exec_e, &sock_e, &kill_e, &unshare_e, &sockets, &channels, &uid) == 7,
+                  "%s", out);
+    ck_assert_int_eq(exec_e, EPERM);
+    ck_assert_int_eq(sock_e, EACCES);
+    ck_assert_int_eq(kill_e, EPERM);
+    ck_assert_int_eq(unshare_e, EPERM);
+    ck_assert_int_eq(sockets, 1); /* its control socket to vgpud */
+    ck_assert_int_eq(channels, 0);
+    ck_assert_int_eq(uid, geteuid() == 0 ? OTHER_UID : (int)geteuid());
+    free(out);
+}
+END_TEST
+
+/* The control interface has owners: another user sees only its own sessions and changes nothing. */
+START_TEST(test_control_owners)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_control_owners: needs root to act as another user; not run\n");
+        return;
+    }
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    struct json *j = status();
+    long long session = -1;
+    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
+        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
+            session = num(x, "id");
+    json_free(j);
+    ck_assert_int_gt(session, 0);
+    char ctl[600], out[700], sid[32];
+    snprintf(ctl, sizeof ctl, "%s/vgpuctl", bin);
+    snprintf(out, sizeof out, "%s/vgpuctl-other.out", tmp);
+    snprintf(sid, sizeof sid, "%lld", session);
+    char *weight[] = {ctl, "--socket", sock, "weight", sid, "5", NULL};
+    ck_assert_int_eq(run_to_as(weight, out, 10, OTHER_UID), 1);
+    char *text = slurp(out);
+    ck_assert_msg(strstr(text, "not permitted"), "%s", text);
+    free(text);
+    char *st[] = {ctl, "--socket", sock, "--json", "status", NULL};
+    ck_assert_int_eq(run_to_as(st, out, 10, OTHER_UID), 0);
+    text = slurp(out);
+    j = json_parse(text);
+    free(text);
+    ck_assert_ptr_nonnull(j);
+    ck_assert(!json_bool(json_get(j, "admin"), true));
+    ck_assert_int_eq(num(j, "totals.sessions"), 0); /* root's prog_hold is not its business */
+    json_free(j);
+    j = status();
+    ck_assert(json_bool(json_get(j, "admin"), false));
+    ck_assert_int_ge(num(j, "totals.sessions"), 1);
+    const struct json *ch = channel_of(j, "prog_hold");
+    ck_assert_int_eq(num(ch, "sched.compute.weight"), 250); /* unchanged */
+    json_free(j);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    ck_assert(wait_idle(10));
+}
+END_TEST
+
 int main(void)
 {
     snprintf(bin, sizeof bin, "%s", env_or_die("VGPU_TEST_BIN"));
@@ -663,6 +889,12 @@ int main(void)
     tcase_add_test(hostile, test_foreign_handles);
     tcase_add_test(hostile, test_killed_client_freed);
     tcase_add_test(hostile, test_sched_weights);
+    tcase_add_test(hostile, test_faulting_tenants);
+    tcase_add_test(hostile, test_worker_killed);
+    tcase_add_test(hostile, test_hostile_truncate);
+    tcase_add_test(hostile, test_flood_of_silent_connections);
+    tcase_add_test(hostile, test_worker_sandbox);
+    tcase_add_test(hostile, test_control_owners);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

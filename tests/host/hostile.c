@@ -4,8 +4,11 @@
  *   hostile SOCKET records        malformed and out-of-range records on a healthy channel
  *   hostile SOCKET foreign DPTR   touch another client's memory and handles
  *   hostile SOCKET garbage        corrupt the ring itself: vgpud must drop the session
- *   hostile SOCKET handshake      malformed control messages */
+ *   hostile SOCKET handshake      malformed control messages
+ *   hostile SOCKET truncate       keep the channel's memfd and try to shrink, grow or seal it
+ *   hostile SOCKET flood N S      open N connections that never say hello and hold them S seconds */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,7 +65,8 @@ static int hello(const char *path)
     return s;
 }
 
-static void open_channel(struct conn *c, const char *path)
+/* Open a channel; its memfd is kept in *keep_fd when asked for. */
+static void open_channel_keep(struct conn *c, const char *path, int *keep_fd)
 {
     c->sock = hello(path);
     struct vgpu_msg_open_channel req;
@@ -79,13 +83,18 @@ static void open_channel(struct conn *c, const char *path)
     struct vgpu_channel_layout l;
     vgpu_channel_layout_from_msg(&l, &m);
     void *base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    if (keep_fd)
+        *keep_fd = fd;
+    else
+        close(fd);
     if (base == MAP_FAILED || vgpu_channel_map_attach(&c->map, base, &l, false)) {
         fprintf(stderr, "hostile: cannot map the channel\n");
         exit(2);
     }
     c->t.ops = &vgpu_host_transport_ops;
 }
+
+static void open_channel(struct conn *c, const char *path) { open_channel_keep(c, path, NULL); }
 
 /* Post raw bytes as one record (header fields as given, size forced to len). */
 static void post_raw(struct conn *c, void *rec, uint32_t len)
@@ -398,10 +407,60 @@ static int mode_handshake(const char *path)
     return failures ? 1 : 0;
 }
 
+/* The channel's memory is the client's to use, not to resize: vgpud seals it before anybody has
+ * it, so that no process serving it can be made to fault by a truncated mapping. */
+static int mode_truncate(const char *path)
+{
+    struct conn c = {0};
+    int fd = -1;
+    open_channel_keep(&c, path, &fd);
+    make_ctx(&c, 1);
+    int seals = fcntl(fd, F_GET_SEALS);
+    EXPECT(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW),
+           "the channel's memfd is not sealed against resizing (seals %#x)", seals);
+    EXPECT(ftruncate(fd, 0) != 0 && errno == EPERM, "the channel's memfd could be truncated");
+    EXPECT(ftruncate(fd, (off_t)c.map.layout.map_size * 2) != 0, "the channel's memfd could grow");
+    EXPECT(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) != 0, "the channel's memfd took a new seal");
+    /* The channel, and the worker serving it, go on. */
+    alive(&c, "attempts to resize its memory");
+    struct vgpu_req_MemAlloc q = {.size = 4096};
+    EXPECT(CALL(&c, MemAlloc, 1, q) == CUDA_SUCCESS, "the channel fails after attempts to resize its memory");
+    close(fd);
+    close(c.sock);
+    printf("hostile truncate: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+/* Connections that never say hello: vgpud keeps only a few of one user's at a time, and closes
+ * them when they stay silent. */
+static int mode_flood(const char *path, int count, int seconds)
+{
+    int *fds = calloc((size_t)count, sizeof *fds);
+    int opened = 0;
+    for (int i = 0; i < count && fds; i++) {
+        fds[i] = vgpu_socket_connect(path);
+        opened += fds[i] >= 0;
+    }
+    printf("hostile flood: %d of %d connections opened\n", opened, count);
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    int closed = 0;
+    for (int i = 0; i < count && fds; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN | POLLRDHUP};
+        closed += fds[i] >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP));
+        if (fds[i] >= 0)
+            close(fds[i]);
+    }
+    printf("hostile flood: %d closed by vgpud\n", closed);
+    EXPECT(closed == opened, "vgpud kept %d silent connection(s) for %d s", opened - closed, seconds);
+    free(fds);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: hostile SOCKET records|garbage|handshake|foreign DPTR\n");
+        fprintf(stderr, "usage: hostile SOCKET records|garbage|handshake|truncate|foreign DPTR|flood N S\n");
         return 2;
     }
     if (strcmp(argv[2], "records") == 0)
@@ -412,6 +471,10 @@ int main(int argc, char **argv)
         return mode_handshake(argv[1]);
     if (strcmp(argv[2], "foreign") == 0 && argc > 3)
         return mode_foreign(argv[1], strtoull(argv[3], NULL, 0));
+    if (strcmp(argv[2], "truncate") == 0)
+        return mode_truncate(argv[1]);
+    if (strcmp(argv[2], "flood") == 0 && argc > 4)
+        return mode_flood(argv[1], atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "hostile: unknown mode\n");
     return 2;
 }

@@ -1,3 +1,5 @@
+#include <assert.h>
+
 // Kernels of the integration programs, for the GPU. basic.emu.c has the same kernels, with the same
 // names and parameters, for the emu executor.
 struct Mixed {
@@ -56,3 +58,9 @@ extern "C" __global__ void mixed(Mixed s, char c, short h, double d, float4 f, d
         out[9] = f.w;
     }
 }
+
+// Writes through the pointer it is given: through a bad one, CUDA_ERROR_ILLEGAL_ADDRESS.
+extern "C" __global__ void fault_write(unsigned *p, unsigned v) { *p = v; }
+
+// A failed device-side assert unless v is 0: CUDA_ERROR_ASSERT.
+extern "C" __global__ void fault_assert(int v) { assert(v == 0); }

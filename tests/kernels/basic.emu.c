@@ -1,7 +1,16 @@
 /* Kernels of the integration programs, for the emu executor: the same names and parameters as
  * basic.cu, written as host functions run once per thread block (vgpu/emu_kernel.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vgpu/emu_kernel.h"
 
@@ -106,3 +115,60 @@ static void mixed(const struct vgpu_emu_block *b, void *const *p)
 }
 VGPU_EMU_KERNEL(mixed, mixed, VGPU_EMU_PARAM(struct mixed), VGPU_EMU_PARAM(char), VGPU_EMU_PARAM(short),
                 VGPU_EMU_PARAM(double), VGPU_EMU_PARAM(struct float4), VGPU_EMU_PARAM(double *))
+
+/* Writes through the pointer it is given: through a bad one, the worker running it faults, as a
+ * GPU does (CUDA_ERROR_ILLEGAL_ADDRESS). */
+static void fault_write(const struct vgpu_emu_block *b, void *const *p)
+{
+    (void)b;
+    volatile unsigned *target = VGPU_EMU_ARG(p, 0, unsigned *);
+    *target = VGPU_EMU_ARG(p, 1, unsigned);
+}
+VGPU_EMU_KERNEL(fault_write, fault_write, VGPU_EMU_PARAM(unsigned *), VGPU_EMU_PARAM(unsigned))
+
+/* A failed device-side assert unless v is 0 (CUDA_ERROR_ASSERT). */
+static void fault_assert(const struct vgpu_emu_block *b, void *const *p)
+{
+    (void)b;
+    if (VGPU_EMU_ARG(p, 0, int) != 0)
+        abort();
+}
+VGPU_EMU_KERNEL(fault_assert, fault_assert, VGPU_EMU_PARAM(int))
+
+/* What a tenant's code can reach from inside its worker, written to out[]: the errno of running a
+ * program, of a network socket, of a signal to another process and of a new namespace; the
+ * sockets and the channel memfds the worker holds; the worker's uid. */
+static void sandbox_probe(const struct vgpu_emu_block *b, void *const *p)
+{
+    if (b->block_idx.x != 0)
+        return;
+    int *out = VGPU_EMU_ARG(p, 0, int *);
+    char *const argv[] = {"true", NULL};
+    errno = 0;
+    out[0] = execve("/bin/true", argv, argv + 1) == 0 ? 0 : errno;
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    out[1] = s >= 0 ? 0 : errno;
+    if (s >= 0)
+        close(s);
+    out[2] = kill(1, 0) == 0 ? 0 : errno;
+    out[3] = unshare(CLONE_NEWUSER) == 0 ? 0 : errno;
+    int sockets = 0, channels = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], target[300];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        sockets += strncmp(target, "socket:", 7) == 0;
+        channels += strstr(target, "vgpu-channel") != NULL;
+    }
+    if (d)
+        closedir(d);
+    out[4] = sockets;
+    out[5] = channels;
+    out[6] = (int)getuid();
+}
+VGPU_EMU_KERNEL(sandbox_probe, sandbox_probe, VGPU_EMU_PARAM(int *))
