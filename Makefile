@@ -1,9 +1,10 @@
 # vGPU assemblies for Xen: the whole build, in one non-recursive make.
 #
-#   make            libcuda.so.1 (the frontend), vgpud, vgpu-run, vgpuctl under build/
+#   make            libcuda.so.1 (the frontend), vgpud, vgpu-worker, vgpu-run, vgpuctl under build/
 #   make demo       start vgpud and run a CUDA program through a vGPU (GPU if present, else emu)
 #   make check      unit and host-mode integration tests, built with ASan+UBSan (no GPU needed),
-#                   then the Xen smoke test
+#                   a bounded run of every fuzzer, then the Xen smoke test
+#   make fuzz       the fuzzers for long (tests/fuzz/fuzz.mk)
 #   make check-xen  the Xen smoke test alone: Xen 4.17 under QEMU, vgpud in dom0, CUDA in a domU
 #   make check-gpu  the integration programs on a real GPU, compared with native runs
 #   make bench-gpu  native vs vGPU benchmarks on a real GPU
@@ -28,7 +29,7 @@ O ?= build
 SANFLAGS :=
 endif
 
-DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev
+DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev
 PKGS := libzstd liblz4
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -80,7 +81,7 @@ SCHED_SIM := $(O)/bin/sched-sim
 all: $(FRONTEND) $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
 
 help:
-	@sed -n '2,11p' Makefile
+	@sed -n '2,13p' Makefile
 
 # ------------------------------------------------------------------------------------------ rules
 $(O)/obj/%.o: %.c | $(GEN)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bell.h"
+#include "client_msg.h"
 #include "image_cache.h"
 #include "server.h"
 #include "strbuf.h"
@@ -260,17 +261,15 @@ static void set_weight(struct server *srv, const struct session *asker, unsigned
 
 char *control_answer(struct server *srv, struct session *asker, const char *command, size_t *len)
 {
-    while (*command == ' ')
-        command++;
-    if (strncmp(command, "status", 6) == 0)
+    unsigned long long session = 0;
+    unsigned weight = 0;
+    enum control_verb verb = control_parse(command, &session, &weight);
+    if (verb == CONTROL_STATUS)
         return status_json(srv, asker, len);
     struct strbuf b = {0};
-    unsigned long long session;
-    unsigned weight;
-    int used = 0;
-    if (strncmp(command, "ping", 4) == 0)
+    if (verb == CONTROL_PING)
         strbuf_printf(&b, "{\"pong\":true}\n");
-    else if (sscanf(command, "weight %llu %u %n", &session, &weight, &used) == 2 && command[used] == '\0')
+    else if (verb == CONTROL_WEIGHT)
         set_weight(srv, asker, session, weight, &b);
     else
         strbuf_printf(&b, "{\"error\":\"unknown command\"}\n");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bell.h"
+#include "client_msg.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "sealed.h"
@@ -200,16 +201,8 @@ static void session_close(struct server *srv, struct session *s)
 
 static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
 {
-    if (vgpu_msg_check(buf, len, VGPU_MSG_HELLO, sizeof(struct vgpu_msg_hello)))
-        return -EPROTO;
-    struct vgpu_msg_hello hello;
-    memcpy(&hello, buf, sizeof hello);
-    memcpy(s->program, hello.program, sizeof s->program);
-    s->program[sizeof s->program - 1] = '\0';
-    for (char *p = s->program; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
-            *p = '?';
-    if (hello.role != VGPU_ROLE_CONTROL && hello.role != VGPU_ROLE_CLIENT)
+    uint32_t role = 0;
+    if (client_hello(buf, len, &role, s->program) != CUDA_SUCCESS)
         return -EPROTO;
     if (count_sessions(srv, s->domid, s->uid, false) >= srv->opt.max_user_sessions) {
         LOG_WARN("session %llu: %s %d has %u sessions already; refused", (unsigned long long)s->id,
@@ -218,7 +211,7 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
         send_status(s, VGPU_MSG_WELCOME, CUDA_ERROR_OUT_OF_MEMORY);
         return -EPROTO;
     }
-    if (hello.role == VGPU_ROLE_CONTROL) {
+    if (role == VGPU_ROLE_CONTROL) {
         s->state = SESSION_CONTROL;
         return send_status(s, VGPU_MSG_WELCOME, CUDA_SUCCESS);
     }
@@ -346,21 +339,17 @@ static void channel_to_worker(struct server *srv, struct session *s, struct scha
 
 static int on_open_channel(struct server *srv, struct session *s, const void *buf, size_t len)
 {
-    if (vgpu_msg_check(buf, len, VGPU_MSG_OPEN_CHANNEL, sizeof(struct vgpu_msg_open_channel)))
+    bool guest = s->domid >= 0;
+    uint32_t vgpu = 0;
+    struct vgpu_channel_layout l;
+    int r = client_open_channel(buf, len, guest ? srv->opt.max_xen_data_area : srv->opt.max_data_area, &vgpu, &l);
+    if (r < 0)
         return -EPROTO;
-    struct vgpu_msg_open_channel req;
-    memcpy(&req, buf, sizeof req);
     if (s->lost)
         return send_status(s, VGPU_MSG_CHANNEL, (CUresult)s->lost);
-    if (req.device >= (uint32_t)s->vgpu_count)
+    if (vgpu >= (uint32_t)s->vgpu_count)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_DEVICE);
-    if (s->chans[req.device] || s->pending.active)
-        return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
-    bool guest = s->domid >= 0;
-    uint64_t cap = guest ? srv->opt.max_xen_data_area : srv->opt.max_data_area;
-    uint64_t data = req.data_size && req.data_size < cap ? req.data_size : cap;
-    struct vgpu_channel_layout l;
-    if (vgpu_channel_layout_make(&l, req.req_size, req.rsp_size, data, req.slot_count, req.slot_size))
+    if (r != CUDA_SUCCESS || s->chans[vgpu] || s->pending.active)
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_INVALID_VALUE);
     uint32_t id = ++srv->next_channel;
     if (guest) { /* the guest grants the memory next (VGPU_MSG_GRANTS) */
@@ -370,13 +359,13 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
         m.channel = id;
         vgpu_channel_layout_to_msg(&l, &m);
         s->pending.active = true;
-        s->pending.vgpu = (int)req.device;
+        s->pending.vgpu = (int)vgpu;
         s->pending.id = id;
         s->pending.layout = l;
         return s->link.ops->send(&s->link, &m, sizeof m, -1);
     }
     CUresult err;
-    struct schan *c = add_channel(srv, s, (int)req.device, id, &l, &err);
+    struct schan *c = add_channel(srv, s, (int)vgpu, id, &l, &err);
     if (!c)
         return send_status(s, VGPU_MSG_CHANNEL, err);
     /* Sealed before anybody else has it: neither the client nor the worker can resize it under
@@ -397,30 +386,28 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
  * maps them. */
 static int on_grants(struct server *srv, struct session *s, const void *buf, size_t len)
 {
-    struct vgpu_msg_grants g;
-    if (len < sizeof g || vgpu_msg_check(buf, len, VGPU_MSG_GRANTS, sizeof g))
-        return -EPROTO;
-    memcpy(&g, buf, sizeof g);
-    bool fits = s->pending.active && g.channel == s->pending.id &&
-                g.pages == (s->pending.layout.map_size + VGPU_XEN_PAGE - 1) / VGPU_XEN_PAGE &&
-                g.pages <= VGPU_WORKER_MAX_GRANTS && len == sizeof g + (size_t)g.pages * sizeof(uint32_t);
+    const uint32_t *refs = NULL;
+    uint32_t pages = 0, port = 0;
+    int r = client_grants(buf, len, s->pending.id, s->pending.active ? &s->pending.layout : NULL, &refs, &pages, &port);
     s->pending.active = false;
-    if (!fits)
-        return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_INVALID_VALUE);
+    if (r < 0)
+        return -EPROTO;
+    if (r != CUDA_SUCCESS)
+        return send_status(s, VGPU_MSG_GRANTS, (CUresult)r);
     if (s->lost)
         return send_status(s, VGPU_MSG_GRANTS, (CUresult)s->lost);
     CUresult err;
-    struct schan *c = add_channel(srv, s, s->pending.vgpu, g.channel, &s->pending.layout, &err);
+    struct schan *c = add_channel(srv, s, s->pending.vgpu, s->pending.id, &s->pending.layout, &err);
     if (!c)
         return send_status(s, VGPU_MSG_GRANTS, err);
-    c->refs = malloc((size_t)g.pages * sizeof(uint32_t));
+    c->refs = malloc((size_t)pages * sizeof(uint32_t));
     if (!c->refs) {
         schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_GRANTS, CUDA_ERROR_OUT_OF_MEMORY);
     }
-    memcpy(c->refs, (const uint8_t *)buf + sizeof g, (size_t)g.pages * sizeof(uint32_t));
-    c->pages = g.pages;
-    c->port = g.port;
+    memcpy(c->refs, refs, (size_t)pages * sizeof(uint32_t));
+    c->pages = pages;
+    c->port = port;
     channel_to_worker(srv, s, c);
     return 0;
 }
@@ -430,7 +417,7 @@ static int on_grants(struct server *srv, struct session *s, const void *buf, siz
  * dom0 no longer maps it, and otherwise retries only a few per second. */
 static int on_bye(struct server *srv, struct session *s, const void *buf, size_t len)
 {
-    if (vgpu_msg_check(buf, len, VGPU_MSG_BYE, sizeof(struct vgpu_msg_hdr)))
+    if (client_bye(buf, len) != CUDA_SUCCESS)
         return -EPROTO;
     s->bye = true;
     s->state = SESSION_CLOSING; /* nothing more may come from the client */
@@ -441,13 +428,11 @@ static int on_bye(struct server *srv, struct session *s, const void *buf, size_t
 
 static int on_control(struct server *srv, struct session *s, const void *buf, size_t len)
 {
-    if (vgpu_msg_check(buf, len, VGPU_MSG_CONTROL, sizeof(struct vgpu_msg_control)))
+    char command[256];
+    if (client_control(buf, len, command) != CUDA_SUCCESS)
         return -EPROTO;
-    struct vgpu_msg_control req;
-    memcpy(&req, buf, sizeof req);
-    req.command[sizeof req.command - 1] = '\0';
     size_t text_len = 0;
-    char *text = control_answer(srv, s, req.command, &text_len);
+    char *text = control_answer(srv, s, command, &text_len);
     if (!text)
         return send_status(s, VGPU_MSG_CONTROL_REPLY, CUDA_ERROR_OUT_OF_MEMORY);
     if (text_len > VGPU_MAX_MSG - sizeof(struct vgpu_msg_hdr))
@@ -471,9 +456,7 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
 {
     int e = -EPROTO;
     if (n > 0) {
-        uint16_t type = 0;
-        if ((size_t)n >= sizeof(struct vgpu_msg_hdr))
-            memcpy(&type, buf + offsetof(struct vgpu_msg_hdr, type), sizeof type);
+        unsigned type = client_msg_type(buf, (size_t)n);
         if (s->state == SESSION_NEW)
             e = on_hello(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CLIENT && type == VGPU_MSG_OPEN_CHANNEL)
@@ -859,14 +842,14 @@ static void tick(struct server *srv)
     srv->last_tick_ns = now;
     close_silent(srv, now);
     workers_tick(srv);
-    workers_fill_pool(srv);
+    workers_fill_pool(srv, false);
 }
 
 int server_run(struct server *srv)
 {
     LOG_INFO("vgpud serving %d device(s) with the %s executor on %s", srv->device_count, srv->executor,
              srv->opt.socket_path);
-    workers_fill_pool(srv);
+    workers_fill_pool(srv, true);
     while (!srv->stopping) {
         struct epoll_event evs[32];
         int n = epoll_wait(srv->epoll_fd, evs, 32, TICK_MS);

@@ -52,6 +52,7 @@ struct server {
     struct worker_exit exits[WORKER_EXITS_KEPT];
     unsigned exit_count;
     int64_t last_tick_ns;
+    int64_t last_pool_take_ns;
 };
 
 int server_init(struct server *srv, const struct server_options *opt);

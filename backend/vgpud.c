@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --sched-period MS      budget period (default 30)\n"
             "  --sched-wait US        BAND's time buffer (default 500)\n"
             "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
+            "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 100)\n"
+            "  --sched-calibrate on|off  charge turns without the GPU's fixed cost of a launch, measured at\n"
+            "                         each worker's start (default on)\n"
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
             "  --default-weight W     weight of the other clients (default 100)\n"
             "  --any-user-host-code   let clients of any user, and guests, load emu modules (host code run\n"
@@ -103,7 +106,7 @@ struct settings {
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
        O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
-       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY };
+       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -125,6 +128,8 @@ static const struct option longopts[] = {
     {"max-user-sessions", required_argument, 0, O_USER_SESSIONS},
     {"max-user-workers", required_argument, 0, O_USER_WORKERS},
     {"max-user-memory", required_argument, 0, O_USER_MEMORY},
+    {"sched-spin", required_argument, 0, O_SCHED_SPIN},
+    {"sched-calibrate", required_argument, 0, O_CALIBRATE},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -267,6 +272,20 @@ static int apply(struct settings *st, int c, const char *arg)
     case O_XEN_DATA:
         if (parse_size_opt("--xen-max-data-area", arg, &st->opt.max_xen_data_area))
             return 2;
+        break;
+    case O_SCHED_SPIN:
+        if (vgpu_parse_uint(arg, 1000000, &v)) {
+            fprintf(stderr, "vgpud: --sched-spin is 0 to 1000000 (us)\n");
+            return 2;
+        }
+        st->opt.sched.spin_ns = v * 1000;
+        break;
+    case O_CALIBRATE:
+        if (strcmp(arg, "on") && strcmp(arg, "off")) {
+            fprintf(stderr, "vgpud: --sched-calibrate is on or off\n");
+            return 2;
+        }
+        st->opt.sched.calibrate = strcmp(arg, "on") == 0;
         break;
     case O_ISOLATION:
         if (strcmp(arg, "session") == 0)
@@ -605,7 +624,7 @@ int main(int argc, char **argv)
                 .max_modules = 4096,
                 .max_functions = 65536,
                 .max_data_area = 4ull << 30,
-                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000},
+                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000, 100000, true},
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
                 .xen_config_dir = "/etc/xen",

@@ -93,17 +93,17 @@ static const char *worker_path(struct server *srv)
 /* The child's side of a start, between fork and exec: only async-signal-safe calls. */
 static void exec_worker(const char *path, int ctl, int log_fd, char **env)
 {
-    int null = open("/dev/null", O_RDWR);
-    if (ctl != VGPU_WORKER_FD_CONTROL)
-        dup2(ctl, VGPU_WORKER_FD_CONTROL);
-    if (log_fd != STDERR_FILENO)
-        dup2(log_fd, STDERR_FILENO);
-    if (null >= 0) {
-        dup2(null, STDIN_FILENO);
-        dup2(null, STDOUT_FILENO);
-    }
-    fcntl(VGPU_WORKER_FD_CONTROL, F_SETFD, 0);
-    fcntl(STDERR_FILENO, F_SETFD, 0);
+    /* Out of the way of the numbers they go to, whatever numbers they have now. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int c = fcntl(ctl, F_DUPFD_CLOEXEC, 16), l = fcntl(log_fd, F_DUPFD_CLOEXEC, 16);
+    int n = null >= 0 ? fcntl(null, F_DUPFD_CLOEXEC, 16) : -1;
+    if (c < 0 || l < 0 || dup2(c, VGPU_WORKER_FD_CONTROL) < 0 || dup2(l, STDERR_FILENO) < 0)
+        _exit(126);
+    /* Its stdout too: what the GPU driver prints for a tenant (a device-side assert's message)
+     * reaches vgpud's log. */
+    dup2(l, STDOUT_FILENO);
+    if (n >= 0)
+        dup2(n, STDIN_FILENO);
     /* No descriptor of vgpud's reaches a worker, whoever opened it and however. */
     if (syscall(SYS_close_range, VGPU_WORKER_FD_CONTROL + 1, ~0u, 0) != 0)
         for (int fd = VGPU_WORKER_FD_CONTROL + 1; fd < 4096; fd++)
@@ -212,6 +212,8 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     st.sched_on = w->region != NULL;
     st.sched_quantum_ns = srv->opt.sched.quantum_ns;
     st.sched_period_ns = srv->opt.sched.period_ns;
+    st.sched_spin_ns = srv->opt.sched.spin_ns;
+    st.sched_calibrate = srv->opt.sched.calibrate;
     st.uid = srv->opt.worker_uid;
     st.gid = srv->opt.worker_gid;
     st.seccomp = srv->opt.seccomp;
@@ -578,15 +580,18 @@ int workers_probe(struct server *srv)
     return rc;
 }
 
-void workers_fill_pool(struct server *srv)
+/* How long after a tenant took a pooled worker the pool is refilled. */
+#define REFILL_DELAY_NS 1000000000ll
+
+void workers_fill_pool(struct server *srv, bool all)
 {
-    if (srv->stopping)
+    if (srv->stopping || (!all && vgpu_now_ns() - srv->last_pool_take_ns < REFILL_DELAY_NS))
         return;
     unsigned spare = 0;
     for (struct worker *w = srv->workers; w; w = w->next)
         spare += !w->tenant[0] && (w->phase == WORKER_STARTING || w->phase == WORKER_POOLED);
     for (; spare < srv->opt.worker_pool; spare++)
-        if (!start(srv))
+        if (!start(srv) || !all)
             return;
 }
 
@@ -617,7 +622,9 @@ struct worker *workers_for_tenant(struct server *srv, const char *tenant, int do
     for (w = srv->workers; w; w = w->next)
         if (!w->tenant[0] && (w->phase == WORKER_POOLED || (w->phase == WORKER_STARTING && !pick)))
             pick = w;
-    if (!pick)
+    if (pick)
+        srv->last_pool_take_ns = vgpu_now_ns();
+    else
         pick = start(srv);
     if (!pick)
         return NULL;

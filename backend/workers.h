@@ -69,8 +69,10 @@ struct worker_exit {
 
 /* Describe the devices: a probing worker opens the executor, answers, and exits. 0 or -errno. */
 int workers_probe(struct server *srv);
-/* Keep the pool filled (called from the loop). */
-void workers_fill_pool(struct server *srv);
+/* Keep the pool filled: all at once (at the start), or one worker at a time and only a while
+ * after a tenant took one (from the loop), so that starting a driver does not slow the tenant
+ * that has just arrived. */
+void workers_fill_pool(struct server *srv, bool all);
 /* A worker for this tenant: one already serving it (--isolation domain), one from the pool, or a
  * new one (starting: its Ready comes later). NULL when none can be had. */
 struct worker *workers_for_tenant(struct server *srv, const char *tenant, int domid, uid_t uid);

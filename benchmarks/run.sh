@@ -11,12 +11,15 @@
 #   BENCH_ROUNDS how many times each pair runs, alternating native and vGPU (default 3); each side
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
 #                the comparison from a noisy neighbour on the machine
+#   BENCH_PARTS  which parts run (default "apps pytorch latency launch copy first tenant")
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch copy first tenant} "
+part() { case $BENCH_PARTS in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
 . "$(dirname "$0")/../tools/vgpud-background.sh"
@@ -31,6 +34,7 @@ run_pair() { # name, program and arguments
         echo "== $name, round $round: native" >&2
         "$@" >>"$BENCH_OUT/$name.native"
         echo "== $name, round $round: vgpu" >&2
+        wait_vgpud_idle "$VGPU_BIN" "$sock"
         "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$@" >>"$BENCH_OUT/$name.vgpu"
     done
 }
@@ -55,19 +59,22 @@ app_once() { # results file, app name, command...
 }
 : >"$BENCH_OUT/apps.native"
 : >"$BENCH_OUT/apps.vgpu"
+part apps || APP_NAMES=
 for name in $APP_NAMES; do
     args=(); case $APP_BENCH_SIZES in *" $name "*) args=(--bench) ;; esac
     for round in $(seq "$BENCH_ROUNDS"); do
         echo "== app $name ${args[*]:-}, round $round" >&2
         app_once "$BENCH_OUT/apps.native" "$name" "$APPS/$name.static" "${args[@]}"
+        wait_vgpud_idle "$VGPU_BIN" "$sock"
         app_once "$BENCH_OUT/apps.vgpu" "$name" "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$APPS/$name.static" "${args[@]}"
     done
 done
 
 # PyTorch, where it is installed (BENCH_PYTHON).
 PYTHON=${BENCH_PYTHON:-python3}
-summaries="latency launch copy apps"
-if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+summaries=""
+part apps && summaries="apps"
+if part pytorch && "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     run_pair pytorch "$PYTHON" "$(dirname "$0")/bench_pytorch.py"
     summaries="$summaries pytorch"
 fi
@@ -79,9 +86,44 @@ best() {
          END { for (k in b) print k, b[k], unit[k] }' "$1"
 }
 
-run_pair latency "$BENCH_BIN/bench_latency"
-run_pair launch "$BENCH_BIN/bench_launch" "$BENCH_MODULE"
-run_pair copy "$BENCH_BIN/bench_copy"
+for p in latency launch copy; do
+    if part $p; then
+        case $p in launch) run_pair launch "$BENCH_BIN/bench_launch" "$BENCH_MODULE" ;; *) run_pair $p "$BENCH_BIN/bench_$p" ;; esac
+        summaries="$summaries $p"
+    fi
+done
+# A new process's first kernel: natively the driver initialises; through a vGPU a pooled worker
+# whose driver is initialised already serves it.
+if part first; then
+    run_pair first "$BENCH_BIN/bench_first" "$BENCH_MODULE"
+    summaries="$summaries first"
+fi
+
+# What a tenant costs: its worker's resident memory (idle in the pool, and serving one context),
+# and the device memory of a process with one context, natively and as a worker.
+if part tenant; then
+    gpu_mem_of() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+        awk -F', *' -v p="$1" '$1 == p { print $2 }'; }
+    "$BENCH_BIN/bench_first" "$BENCH_MODULE" 4 >/dev/null & np=$!
+    sleep 2.5
+    native_mib=$(gpu_mem_of $np); wait $np
+    wait_vgpud_idle "$VGPU_BIN" "$sock"
+    "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$BENCH_BIN/bench_first" "$BENCH_MODULE" 4 >/dev/null & vp=$!
+    sleep 2.5
+    st=$("$VGPU_BIN/vgpuctl" --socket "$sock" --json)
+    wpid=$(echo "$st" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(next((w["pid"] for w in j["workers"] if w["phase"] == "serving"), 0))')
+    serving_rss=$(echo "$st" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(next((w["rss_bytes"] for w in j["workers"] if w["phase"] == "serving"), 0))')
+    pooled_rss=$(echo "$st" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(next((w["rss_bytes"] for w in j["workers"] if w["phase"] == "pooled"), 0))')
+    pooled_pid=$(echo "$st" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(next((w["pid"] for w in j["workers"] if w["phase"] == "pooled"), 0))')
+    worker_mib=$(gpu_mem_of $wpid)
+    pooled_mib=$(gpu_mem_of $pooled_pid)
+    wait $vp
+    {
+        echo "TENANT native process with one context: ${native_mib:-?} MiB of device memory"
+        echo "TENANT worker serving one context: ${worker_mib:-?} MiB of device memory, $((serving_rss >> 20)) MiB resident"
+        echo "TENANT pooled worker (driver open, no tenant): ${pooled_mib:-?} MiB of device memory, $((pooled_rss >> 20)) MiB resident"
+    } | tee "$BENCH_OUT/tenant.txt"
+fi
 
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"

@@ -11,6 +11,8 @@
 #   SHARE_PARTS  which parts run (default "two four eight launch")
 #   SHARE_SECONDS measured seconds per run (default 20)
 #   SHARE_EXECUTOR vgpud executor (default cuda; emu with BENCH_SPIN=basic.emu.so tries the script)
+#   SHARE_POLICIES which policies run (default "native fifo credit band")
+#   SHARE_VGPUD_OPTS more vgpud options for every run (to compare settings)
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
@@ -20,6 +22,10 @@ BENCH_OUT=${BENCH_OUT:-build/benchmarks/share}
 SHARE_PARTS=${SHARE_PARTS:-two four eight launch}
 SECONDS_MEASURED=${SHARE_SECONDS:-20}
 EXECUTOR=${SHARE_EXECUTOR:-cuda}
+POLICIES=" ${SHARE_POLICIES:-native fifo credit band} "
+# shellcheck disable=SC2206
+MORE_OPTS=(${SHARE_VGPUD_OPTS:-})
+wanted() { case $POLICIES in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$BENCH_OUT/bin"
 . "$(dirname "$0")/../tools/vgpud-background.sh"
 trap stop_vgpud EXIT
@@ -36,6 +42,7 @@ client_bin() {
 run() {
     local name=$1 policy=$2; shift 2
     [ "$policy" != native ] || [ "$EXECUTOR" = cuda ] || return 0
+    wanted "$policy" || return 0
     local dir="$BENCH_OUT/$name" weights=() pids=() spec
     rm -rf "$dir"; mkdir -p "$dir"
     for spec in "$@"; do
@@ -45,7 +52,7 @@ run() {
     done
     echo "policy $policy" >>"$dir/meta"
     if [ "$policy" != native ]; then
-        start_vgpud "$VGPU_BIN" "$sock" "$dir/vgpud.log" "$EXECUTOR" info --sched "$policy" "${weights[@]}"
+        start_vgpud "$VGPU_BIN" "$sock" "$dir/vgpud.log" "$EXECUTOR" info --sched "$policy" "${weights[@]}" "${MORE_OPTS[@]}"
     fi
     local epoch; epoch=$(date +%s%N)
     echo "epoch $epoch" >>"$dir/meta"
@@ -83,10 +90,11 @@ run_fixed() {
     local name=$1 policy=$2 n=8 kernels=2000 k=500
     [ "$policy" != native ] || [ "$EXECUTOR" = cuda ] || return 0
     local dir="$BENCH_OUT/$name" pids=()
+    wanted "$policy" || return 0
     rm -rf "$dir"; mkdir -p "$dir"
     echo "policy $policy" >"$dir/meta"
     echo "fixed $n $kernels $k" >>"$dir/meta"
-    [ "$policy" = native ] || start_vgpud "$VGPU_BIN" "$sock" "$dir/vgpud.log" "$EXECUTOR" info --sched "$policy"
+    [ "$policy" = native ] || start_vgpud "$VGPU_BIN" "$sock" "$dir/vgpud.log" "$EXECUTOR" info --sched "$policy" "${MORE_OPTS[@]}"
     echo "== $(date +%T) $name ($policy): $n clients x $kernels kernels of $k us" >&2
     for i in $(seq $n); do
         local exe; exe=$(client_bin "fixed$i")

@@ -232,8 +232,14 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
                  bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
                  uint32_t *rsp_tail_len)
 {
-    /* A vGPU whose worker has gone fails every call, asynchronous ones too (the sticky error). */
-    int dead = chan_check(ch);
+    /* A vGPU whose worker has gone fails every call, asynchronous ones too (the sticky error): a
+     * few loads per call, and a look at the link every 256 calls, which synchronous calls make
+     * anyway while they wait. */
+    int dead = atomic_load_explicit(&ch->dead, memory_order_relaxed);
+    uint32_t calls = atomic_load_explicit(&ch->calls, memory_order_relaxed); /* a count, not a lock: */
+    atomic_store_explicit(&ch->calls, calls + 1, memory_order_relaxed);     /* threads may lose some */
+    if (!dead && (atomic_load_explicit(&fe.lost, memory_order_relaxed) || (calls & 255u) == 0))
+        dead = chan_check(ch);
     if (dead)
         return (CUresult)dead;
     struct vgpu_req_hdr *h = req;

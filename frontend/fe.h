@@ -68,6 +68,7 @@ struct fe_chan {
     pthread_mutex_t ranges_mu; /* device ranges of this vGPU (client's copy) */
     struct vgpu_ranges ranges;
     _Atomic int dead; /* CUresult the channel died with, 0 while alive */
+    _Atomic uint32_t calls; /* counts calls, so that every so many look for news from vgpud */
     /* Under Xen: the pages this process granted to vgpud for the channel, and its doorbell. */
     struct vgpu_xen_grant grant;
     struct vgpu_xen_evtchn evtchn;

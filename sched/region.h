@@ -26,6 +26,7 @@
 #define VGPU_SCHED_REGION_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,8 @@ struct sched_options {
     uint64_t period_ns;  /* budget period */
     uint64_t wait_ns;    /* BAND's time buffer */
     uint64_t quantum_ns; /* how long a turn may grow while others wait */
+    uint64_t spin_ns;    /* how long a worker waiting for an engine spins before it sleeps */
+    bool calibrate;      /* charge turns without the GPU's fixed cost of a launch */
 };
 
 enum sched_hold_word { SCHED_HOLD_FREE = 0, SCHED_HOLD_IDLE = 1, SCHED_HOLD_BUSY = 2, SCHED_HOLD_RECALL = 3 };

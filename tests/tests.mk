@@ -33,6 +33,7 @@ $(TEST_O)/kernels/%.emu.so: tests/kernels/%.emu.c include/vgpu/emu_kernel.h
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC -shared -Iinclude $< -o $@
 
 include tests/apps/apps.mk
+include tests/fuzz/fuzz.mk
 
 # ---- unit tests
 UNIT_SRC := $(sort $(wildcard tests/unit/check_*.c))
@@ -83,11 +84,13 @@ check-host: $(HOST_TEST_DEPS)
 	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
 
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
-# run the whole suite built with ASan and UBSan, then the Xen smoke test on the plain build.
+# run the whole suite built with ASan and UBSan, a bounded run of each fuzzer, then the Xen smoke
+# test on the plain build.
 check:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
+	@$(MAKE) --no-print-directory check-fuzz
 	@$(MAKE) --no-print-directory check-xen XEN_SAN_BUILD=build/san
 
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
@@ -115,4 +118,4 @@ $(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
 XEN_SAN_BUILD ?=
 check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
 	VGPU_BUILD=$(abspath $(O)) VGPU_SAN_BUILD=$(if $(XEN_SAN_BUILD),$(abspath $(XEN_SAN_BUILD))) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
-	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 170
+	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 300

@@ -27,3 +27,16 @@ stop_vgpud() {
         wait "$VGPUD_PID" 2>/dev/null || true
     fi
 }
+
+# wait_vgpud_idle BIN SOCKET: until vgpud serves nobody and no worker of its is starting or ending
+# (at most 10 s), so that one measured run does not overlap the end of the previous one.
+wait_vgpud_idle() {
+    for _ in $(seq 100); do
+        "$1/vgpuctl" --socket "$2" --json 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+busy = j["totals"]["sessions"] or any(w["phase"] in ("starting", "retiring") for w in j["workers"])
+sys.exit(1 if busy else 0)' && return 0
+        sleep 0.1
+    done
+}

@@ -15,8 +15,6 @@
 /* How long a waiting poller sleeps at most between checks of its channel and its draining turns. */
 #define WAIT_SLICE_NS 5000000ll
 #define DRAIN_POLL_NS 20000ll
-/* How long a poller waiting for an engine spins before it sleeps on the hold word. */
-#define GRANT_SPIN_NS 20000ll
 /* Operations in a contended turn before anything is known of their length. */
 #define FIRST_OP_LIMIT 4u
 
@@ -154,6 +152,12 @@ static void complete(struct gate_member *m, enum gate_resource r, uint64_t now)
     struct gate_hold *h = &m->h[r];
     /* Turns reported along the way (long, uncontended) count by the clock; others by the GPU. */
     uint64_t busy = h->charged_until == h->granted_at ? measured_ns(m, h) : 0;
+    if (busy && r == GATE_COMPUTE) {
+        /* The GPU's fixed cost of starting the turn's first kernel is nobody's kernel time: a vGPU
+         * of short kernels would otherwise pay it on every turn, in its share. */
+        uint64_t fixed = m->c->launch_overhead_ns[m->device];
+        busy = busy > 2 * fixed ? busy - fixed : busy / 2;
+    }
     if (busy == 0 || busy > now - h->charged_until)
         busy = now - h->charged_until;
     if (h->ops) {
@@ -187,6 +191,7 @@ void gate_join(struct gate_client *c, struct gate_member *m, unsigned slot, int 
     if (!c || !c->slots || slot >= c->slots->count || device < 0 || device >= (int)VGPU_MAX_DEVICES)
         return;
     m->c = c;
+    m->device = device;
     m->slot = &c->slots->slot[slot];
     m->contended = c->board->dev[device].contended;
 }
@@ -370,8 +375,8 @@ static bool other_draining(const struct gate_member *m, enum gate_resource r)
 /* Sleep until the hold word leaves FREE (vgpud granted the engine), at most timeout_ns. */
 static void wait_grant(struct gate_member *m, enum gate_resource r, int64_t timeout_ns)
 {
-    int64_t start = vgpu_now_ns();
-    while (vgpu_now_ns() - start < GRANT_SPIN_NS && timeout_ns > GRANT_SPIN_NS) {
+    int64_t start = vgpu_now_ns(), spin = (int64_t)m->c->spin_ns;
+    while (vgpu_now_ns() - start < spin && timeout_ns > spin) {
         if (hold_word(m, r) != SCHED_HOLD_FREE || atomic_load_explicit(m->closing, memory_order_relaxed))
             return;
         vgpu_cpu_relax();
@@ -398,21 +403,27 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
             return CUDA_ERROR_NOT_PERMITTED;
         uint64_t now = (uint64_t)vgpu_now_ns();
         switch (h->state) {
-        case HOLD_OPEN:
-            if (!contended(m, r) || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
-                if (h->ops == 0 && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
-                    h->start_ctx = ctx;
+        case HOLD_OPEN: {
+            bool others = contended(m, r);
+            if (!others || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
                 int idx = touch(h, ctx, stream);
-                if (idx >= 0) {
-                    m->mark_pending = true;
-                    m->mark_r = r;
-                    m->mark_idx = (unsigned)idx;
+                /* A turn others wait for is timed on the GPU, so that they are charged fairly; one
+                 * nobody waits for goes by the clock and costs no events. */
+                if (others) {
+                    if (h->ops == 0 && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
+                        h->start_ctx = ctx;
+                    if (idx >= 0) {
+                        m->mark_pending = true;
+                        m->mark_r = r;
+                        m->mark_idx = (unsigned)idx;
+                    }
                 }
                 h->ops++;
                 return CUDA_SUCCESS;
             }
             close_turn(m, r, now); /* its batch is over: the others come first */
             continue;
+        }
         case HOLD_DRAINING:
             if (!contended(m, r) && hold_word(m, r) == SCHED_HOLD_BUSY) { /* nobody waits: go on */
                 h->state = HOLD_OPEN;

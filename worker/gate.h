@@ -34,7 +34,11 @@ struct gate_client {
     struct sched_slots *slots;
     int host_fd;
     uint64_t quantum_ns, period_ns;
+    uint64_t spin_ns; /* how long a poller waiting for an engine spins before it sleeps */
     struct vgpu_exec *x;
+    /* By device: the GPU time a launch costs besides its kernel (between the events around it),
+     * which a turn is not charged (0: none known). */
+    uint64_t launch_overhead_ns[VGPU_MAX_DEVICES];
 };
 
 const char *gate_resource_name(enum gate_resource r);
@@ -68,6 +72,7 @@ struct gate_hold {
 /* A channel's membership: NULL client when scheduling is off. */
 struct gate_member {
     struct gate_client *c;
+    int device;
     struct sched_slot *slot;
     const _Atomic uint32_t *contended; /* the board's flags of its device */
     const _Atomic bool *closing;

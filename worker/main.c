@@ -304,8 +304,15 @@ static int map_pages(const struct vgpu_wmsg_State *st, const int *fds, unsigned 
         .host_fd = fds[3],
         .quantum_ns = st->sched_quantum_ns,
         .period_ns = st->sched_period_ns ? st->sched_period_ns : 30000000ull,
+        .spin_ns = st->sched_spin_ns,
         .x = w.x,
     };
+    int devices = w.x->ops->device_count(w.x);
+    for (int d = 0; st->sched_calibrate && w.x->ops->launch_overhead && d < devices && d < (int)VGPU_MAX_DEVICES; d++) {
+        w.gate.launch_overhead_ns[d] = w.x->ops->launch_overhead(w.x, d);
+        LOG_DEBUG("device %d: a launch costs %llu ns besides its kernel", d,
+                  (unsigned long long)w.gate.launch_overhead_ns[d]);
+    }
     if (w.gate.board->magic != SCHED_BOARD_MAGIC || w.gate.slots->count < w.slots)
         return -1;
     w.sched_on = true;

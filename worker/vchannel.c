@@ -370,6 +370,41 @@ static void teardown(struct vchannel *ch)
     ch->reg_count = 0;
 }
 
+/* Serve the next record of the request ring: 1, 0 when there is none, -1 when the ring is corrupt
+ * (the channel is then broken). */
+static int serve_one(struct vchannel *ch)
+{
+    int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
+    if (n > 0) {
+        /* The record is ours now: let the client go on writing while it runs. */
+        vgpu_ring_release(&ch->map.req);
+        vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
+        return 1;
+    }
+    if (n < 0) {
+        LOG_WARN("channel %u (session %llu): the request ring is corrupt; closing the session", ch->id,
+                 (unsigned long long)ch->session);
+        ch->broken = CUDA_ERROR_ILLEGAL_STATE;
+        return -1;
+    }
+    return 0;
+}
+
+int vchannel_serve_pending(struct vchannel *ch)
+{
+    int served = 0, n;
+    while ((n = serve_one(ch)) > 0)
+        served++;
+    progress(ch);
+    return n < 0 ? -1 : served;
+}
+
+void vchannel_teardown(struct vchannel *ch)
+{
+    teardown(ch);
+    atomic_store(&ch->finished, true);
+}
+
 static void *poller_main(void *arg)
 {
     struct vchannel *ch = arg;
@@ -396,21 +431,14 @@ static void *poller_main(void *arg)
     holding.timeout_ns = w.spin_ns;
     unsigned served = 0;
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
-        int n = vgpu_ring_read(&ch->map.req, ch->req_buf, VGPU_MAX_RECORD);
+        int n = serve_one(ch);
         if (n > 0) {
-            /* The record is ours now: let the client go on writing while it runs. */
-            vgpu_ring_release(&ch->map.req);
-            vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
             if ((++served & 63u) == 0)
                 progress(ch);
             continue;
         }
-        if (n < 0) {
-            LOG_WARN("channel %u (session %llu): the request ring is corrupt; closing the session", ch->id,
-                     (unsigned long long)ch->session);
-            ch->broken = CUDA_ERROR_ILLEGAL_STATE;
+        if (n < 0)
             break;
-        }
         bool draining = gate_poll(&ch->gate);
         gate_idle(&ch->gate, false);
         bool in_flight = progress(ch) || draining;

@@ -123,6 +123,12 @@ void vchannel_close(struct vchannel *ch);
 /* Free what is left once the poller has finished. */
 void vchannel_free(struct vchannel *ch);
 
+/* Without a poller (tests and fuzzers drive a channel on their own thread): serve what the request
+ * ring holds now (the number of records, -1 when the ring is corrupt); free everything the channel
+ * made on the executor. */
+int vchannel_serve_pending(struct vchannel *ch);
+void vchannel_teardown(struct vchannel *ch);
+
 /* ---- for the handlers (poller thread only) */
 
 /* One call being served. */

@@ -8,13 +8,15 @@
 #include "bell.h"
 #include "vgpu/wire.h"
 
-/* A message waits here until all of it has come. */
+/* A message waits here until all of it has come; the buffer grows to the largest message seen. */
 struct vchan_link {
     const struct vgpu_xenlib *x;
     struct libxenvchan *v;
     uint8_t *buf;
-    size_t have;
+    size_t have, cap;
 };
+
+#define FIRST_CAP 4096u
 
 #define SEND_TIMEOUT_MS 2000
 
@@ -55,8 +57,9 @@ static int vl_send(struct vgpu_msg_link *l, const void *msg, size_t len, int pas
     return 0;
 }
 
-/* A whole message at the front of the buffer: its length, 0 if not yet, -1 if it cannot be one. */
-static ssize_t complete(const struct vchan_link *c, size_t cap)
+/* A whole message at the front of the buffer: its length, 0 if not yet (the buffer made large
+ * enough for it), -1 if it cannot be one. */
+static ssize_t complete(struct vchan_link *c, size_t cap)
 {
     if (c->have < sizeof(struct vgpu_msg_hdr))
         return 0;
@@ -64,6 +67,13 @@ static ssize_t complete(const struct vchan_link *c, size_t cap)
     memcpy(&h, c->buf, sizeof h);
     if (h.magic != VGPU_MAGIC || h.size < sizeof h || h.size > VGPU_MAX_MSG || h.size > cap)
         return -1;
+    if (h.size > c->cap) {
+        uint8_t *b = realloc(c->buf, h.size);
+        if (!b)
+            return -1;
+        c->buf = b;
+        c->cap = h.size;
+    }
     return c->have >= h.size ? (ssize_t)h.size : 0;
 }
 
@@ -76,8 +86,8 @@ static ssize_t vl_recv(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd, 
     wait_readable(c, 0);
     for (;;) {
         int ready = c->x->libxenvchan_data_ready(c->v);
-        if (ready > 0 && c->have < VGPU_MAX_MSG) {
-            size_t room = VGPU_MAX_MSG - c->have;
+        if (ready > 0 && c->have < c->cap) {
+            size_t room = c->cap - c->have;
             int n = c->x->libxenvchan_read(c->v, c->buf + c->have, (size_t)ready < room ? (size_t)ready : room);
             if (n < 0)
                 return -EIO;
@@ -94,7 +104,7 @@ static ssize_t vl_recv(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd, 
         }
         if (!c->x->libxenvchan_is_open(c->v))
             return 0;
-        if (ready > 0)
+        if (ready > 0 && c->have < c->cap)
             continue;
         if (timeout_ms == 0)
             return -EAGAIN;
@@ -138,7 +148,7 @@ static const struct vgpu_msg_link_ops vchan_ops = {vl_send, vl_recv, vl_poll_fd,
 static int finish(struct vgpu_msg_link *l, const struct vgpu_xenlib *x, struct libxenvchan *v)
 {
     struct vchan_link *c = calloc(1, sizeof *c);
-    uint8_t *buf = malloc(VGPU_MAX_MSG);
+    uint8_t *buf = malloc(FIRST_CAP);
     if (!v || !c || !buf) {
         int r = !v ? (errno ? -errno : -EIO) : -ENOMEM;
         if (v)
@@ -151,6 +161,7 @@ static int finish(struct vgpu_msg_link *l, const struct vgpu_xenlib *x, struct l
     c->x = x;
     c->v = v;
     c->buf = buf;
+    c->cap = FIRST_CAP;
     l->ops = &vchan_ops;
     l->priv = c;
     l->fd = -1;

@@ -99,6 +99,34 @@ else
     fail "killed client not freed (sessions $(sessions))"
 fi
 
+# Faults: a kernel that writes through a bad pointer, and one that fails a device-side assert, each
+# through a vGPU while another client runs kernels. The faulting client sees what it sees natively
+# (the same errors, sticky), the other client passes, and so does a client started afterwards; 20
+# rounds on the same vgpud. Each fault ends only its tenant's worker's context.
+for kind in write assert; do
+    "$PROGS/prog_fault" "$K/basic.fatbin" $kind >"$OUT/fault-$kind.native" 2>&1
+done
+fault_bad=0
+for round in $(seq "${VGPU_FAULT_ROUNDS:-20}"); do
+    "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_busy" "$K/basic.fatbin" 3 >"$OUT/busy.$round" 2>&1 &
+    busy=$!
+    sleep 0.5
+    for kind in write assert; do
+        "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_fault" "$K/basic.fatbin" $kind >"$OUT/fault-$kind.vgpu" 2>&1
+        if ! cmp -s <(grep '^fault ' "$OUT/fault-$kind.native") <(grep '^fault ' "$OUT/fault-$kind.vgpu"); then
+            fault_bad=$((fault_bad + 1))
+            echo "round $round, $kind: native: $(grep '^fault ' "$OUT/fault-$kind.native")"
+            echo "round $round, $kind: vGPU:   $(grep '^fault ' "$OUT/fault-$kind.vgpu" || tail -3 "$OUT/fault-$kind.vgpu")"
+        fi
+    done
+    wait $busy || { fault_bad=$((fault_bad + 1)); echo "round $round: the other client failed"; tail -3 "$OUT/busy.$round"; }
+    "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_vecadd" "$K/basic.fatbin" >"$OUT/after-fault.$round" 2>&1 ||
+        { fault_bad=$((fault_bad + 1)); echo "round $round: a client afterwards failed"; tail -3 "$OUT/after-fault.$round"; }
+done
+echo "faults natively: $(grep -h '^fault ' "$OUT"/fault-*.native | tr '\n' ';')"
+[ $fault_bad -eq 0 ] && pass "faulting kernels (bad pointer, assert): native errors, bystanders unharmed, ${VGPU_FAULT_ROUNDS:-20} rounds" ||
+    fail "faulting kernels: $fault_bad problem(s)"
+
 # PyTorch, the next frontier: how far it gets natively and through a vGPU (reported, not judged).
 PYTHON=${VGPU_PYTHON:-python3}
 if "$PYTHON" -c "import torch" >/dev/null 2>&1; then

@@ -106,7 +106,13 @@ static void rig_up(struct rig *r, int policy)
     /* The board is sealed: nobody else may map it writable. */
     ck_assert_ptr_eq(mmap(NULL, sched_board_size(), PROT_READ | PROT_WRITE, MAP_SHARED, sched_host_board_fd(r->h), 0),
                      MAP_FAILED);
-    r->c = (struct gate_client){board, slots, sched_host_wake_fd(r->h), 1000000, SCHED_DEFAULT_PERIOD_NS, &fake};
+    r->c = (struct gate_client){.board = board,
+                                .slots = slots,
+                                .host_fd = sched_host_wake_fd(r->h),
+                                .quantum_ns = 1000000,
+                                .period_ns = SCHED_DEFAULT_PERIOD_NS,
+                                .spin_ns = 20000,
+                                .x = &fake};
 }
 
 /* A second worker's slots on the same host. */
@@ -179,8 +185,9 @@ START_TEST(turn_drain_keep)
     ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_FREE);
     ck_assert_int_eq(gate_admit(&m, GATE_COMPUTE, (void *)1, (void *)2), CUDA_SUCCESS);
     ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_BUSY); /* granted by the host's thread */
-    usleep(10000);       /* the fake GPU's work: between the start event and the end event */
-    gate_dispatched(&m); /* the first operation of a turn is followed by an end event */
+    usleep(10000);       /* the fake GPU's work */
+    gate_dispatched(&m); /* nobody waits: no end event */
+    ck_assert(!m.h[GATE_COMPUTE].touched[0].fresh);
     ck_assert(gate_open(&m));
     ck_assert(!gate_should_yield(&m));
     ck_assert_str_eq(stats(&r, 0, GATE_COMPUTE).state, "holding");
@@ -196,7 +203,7 @@ START_TEST(turn_drain_keep)
     struct sched_host_stats st = stats(&r, 0, GATE_COMPUTE);
     ck_assert_str_eq(st.state, "idle");
     ck_assert_uint_eq(st.holds, 1);
-    /* Charged by its events: the 10 ms between them, not the drain after them. */
+    /* Alone on the engine, the turn went by the clock (no timing events): at least the 10 ms. */
     ck_assert_uint_ge(st.busy_ns, 10000000);
     ck_assert_uint_lt(st.busy_ns, 10000000000ull);
     /* The next turn takes the engine back by itself; its fast-path operations get no events, and
@@ -257,6 +264,7 @@ START_TEST(hand_over)
 {
     struct rig r;
     rig_up(&r, SCHED_POLICY_FIFO);
+    r.c.quantum_ns = 1000000000; /* a's turn may go on for a while when others wait */
     struct gate_member a, b;
     member(&r, &a, 0, &not_closing);
     member(&r, &b, 1, &not_closing);
@@ -267,6 +275,10 @@ START_TEST(hand_over)
     pthread_create(&t, NULL, admit_thread, &w);
     ck_assert(wait_yield(&a)); /* b waits: a is asked to close */
     ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "waiting");
+    /* While b waits, a's operations are timed on the GPU. */
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    gate_dispatched(&a);
+    ck_assert(a.h[GATE_COMPUTE].touched[0].fresh);
     ck_assert(!wait_done(&w, 20));
     gate_idle(&a, false); /* contended: closed */
     ck_assert(gate_poll(&a));

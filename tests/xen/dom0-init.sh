@@ -1,8 +1,10 @@
 #!/bin/sh
-# /init of dom0 in the Xen smoke test: the Xen toolstack, vgpud (emu executor), a guest from
-# configs/vgpu-guest.cfg that runs CUDA programs through its vGPU, then `xl destroy` of the guest
-# while it holds vGPU resources, and a check that vgpud has freed all of them. Every stage has a
-# deadline and says what it waited for; the verdict is `XEN-SMOKE: PASS` or `XEN-SMOKE: FAIL (...)`.
+# /init of dom0 in the Xen smoke test: the Xen toolstack, vgpud (emu executor), a second guest that
+# holds vGPU resources while a guest from configs/vgpu-guest.cfg runs CUDA programs through its vGPU
+# (one of which crashes its worker), then `xl destroy` of that guest while it holds vGPU resources
+# and a check that vgpud has freed them and left the second guest alone, then the second guest's
+# vGPUs detached by the toolstack. Every stage has a deadline and says what it waited for; the
+# verdict is `XEN-SMOKE: PASS` or `XEN-SMOKE: FAIL (...)`.
 export PATH=/opt/vgpu/bin:/usr/lib/xen-4.17/bin:/sbin:/bin:/usr/sbin:/usr/bin
 up() { cut -d' ' -f1 /proc/uptime; }
 stage() { echo "XEN-STAGE $(up) $*"; }
@@ -44,7 +46,24 @@ vgpud --config /etc/vgpu/vgpud.conf --foreground --log-level debug >/var/log/vgp
 vgpud_pid=$!
 wait_for 20 "vgpud to answer" vgpuctl ping
 stage "vgpud up"
+base0_mem=$(vgpuctl --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')
+
+# The second guest first: it holds vGPU resources while the first one's programs run, and must not
+# notice anything of them (a worker of the first one crashes).
+xl create /etc/xen/vgpu-guest.cfg 'name="vgpu-guest2"' 'extra="console=hvc0 quiet vgpu_test=hold"' >/tmp/xl.out 2>&1 ||
+    { cat /tmp/xl.out; fail "xl create (second guest)"; }
+DOM2=$(xl domid vgpu-guest2) || fail "xl domid vgpu-guest2"
+stage "second guest created (domain $DOM2)"
+tail -f /var/log/xen/guest-vgpu-guest2.log 2>/dev/null | while IFS= read -r l; do echo "domU2| $l"; done &
+wait_for 90 "the second guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOM2/data/holding
+[ "$(xenstore-read /local/domain/$DOM2/data/holding)" = 1 ] || fail "second guest: $(xenstore-read /local/domain/$DOM2/data/holding)"
+# Its session, its memory: what must stay as it is.
+of_dom() { vgpuctl --json | tr '{' '\n' | grep -c "\"domain\":$1,"; }
+dom2_mem() { vgpuctl --json | sed -n 's/.*"totals":{[^}]*"mem_bytes":\([0-9]*\).*/\1/p'; }
+dom2_held=$(dom2_mem)
+[ "$(of_dom $DOM2)" -ge 1 ] && [ "${dom2_held:-0}" -gt 0 ] || fail "vgpud does not list the second guest holding memory"
 base_mem=$(vgpuctl --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')
+stage "second guest holds $dom2_held bytes"
 
 xl create /etc/xen/vgpu-guest.cfg >/tmp/xl.out 2>&1 || { cat /tmp/xl.out; fail "xl create"; }
 DOMID=$(xl domid vgpu-guest) || fail "xl domid"
@@ -53,45 +72,43 @@ stage "guest created (domain $DOMID)"
 tail -f /var/log/xen/guest-vgpu-guest.log 2>/dev/null | while IFS= read -r l; do echo "domU| $l"; done &
 wait_for 30 "vgpud to offer the guest a vGPU" xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/vgpus
 stage "vGPU offered"
-wait_for 150 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
+wait_for 180 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
 result=$(xenstore-read /local/domain/$DOMID/data/result)
 [ "$result" = PASS ] || fail "guest: $(xenstore-read /local/domain/$DOMID/data/detail)"
 stage "guest programs passed"
+vgpuctl --json | grep -q '"reason":"signal 11 (SEGV)","error":700' || fail "vgpud did not report the guest's crashed worker"
+[ "$(of_dom $DOM2)" -ge 1 ] || fail "the second guest lost its session when the first one's worker crashed"
+stage "a worker of the guest crashed; its program got CUDA_ERROR_ILLEGAL_ADDRESS, its other program and the second guest went on"
 wait_for 30 "the guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOMID/data/holding
 holding=$(xenstore-read /local/domain/$DOMID/data/holding)
 [ "$holding" = 1 ] || fail "guest: $holding"
-sessions=$(vgpuctl --json | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')
-held=$(vgpuctl --json | sed -n 's/.*"totals":{[^}]*"mem_bytes":\([0-9]*\).*/\1/p')
-[ "${sessions:-0}" -ge 1 ] && [ "${held:-0}" -gt 0 ] || fail "vgpud sees no guest session holding memory"
-vgpuctl --json | grep -q "\"domain\":$DOMID," || fail "vgpud does not list a session of domain $DOMID"
+[ "$(of_dom $DOMID)" -ge 1 ] || fail "vgpud does not list a session of domain $DOMID"
 vgpuctl status
-stage "guest holds $held bytes in $sessions session(s); destroying it"
+stage "guest holds vGPU resources; destroying it"
 xl destroy vgpu-guest || fail "xl destroy"
-freed() {
+# Everything of the destroyed guest is freed; the second guest's session and memory are as they were.
+guest_freed() {
     j=$(vgpuctl --json)
-    [ "$(echo "$j" | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')" = 0 ] &&
-        [ "$(echo "$j" | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')" = "$base_mem" ]
+    [ "$(of_dom $DOMID)" = 0 ] && [ "$(echo "$j" | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')" = "$base_mem" ] &&
+        [ "$(dom2_mem)" = "$dom2_held" ]
 }
-wait_for 20 "vgpud to free everything of the destroyed guest" freed
+wait_for 20 "vgpud to free everything of the destroyed guest" guest_freed
 [ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/state 2>/dev/null)" ] ||
     fail "the guest's backend entries are still in xenstore"
-stage "vgpud freed the destroyed guest's sessions, memory and xenstore entries"
+stage "vgpud freed the destroyed guest's sessions, memory and xenstore entries; the second guest holds on"
 # The same round trip from a process of dom0 through vgpud's socket, in the same emulated machine.
 VGPU_SOCKET=/run/vgpud.sock LD_LIBRARY_PATH=/opt/vgpu/lib bench_latency 1000 >/tmp/latency.out 2>&1 ||
     { cat /tmp/latency.out; fail "bench_latency in dom0"; }
 grep RESULT /tmp/latency.out | sed 's/^/DOM0-RTT /'
 stage "dom0's round trip measured"
 
-# A second guest, holding vGPU resources, whose vGPUs the toolstack detaches while it runs (the
-# backend's state set to Closing, as for any device): vgpud ends its sessions and removes the entries.
-xl create /etc/xen/vgpu-guest.cfg 'name="vgpu-guest2"' 'extra="console=hvc0 quiet vgpu_test=hold"' >/tmp/xl.out 2>&1 ||
-    { cat /tmp/xl.out; fail "xl create (second guest)"; }
-DOM2=$(xl domid vgpu-guest2) || fail "xl domid vgpu-guest2"
-stage "second guest created (domain $DOM2)"
-tail -f /var/log/xen/guest-vgpu-guest2.log 2>/dev/null | while IFS= read -r l; do echo "domU2| $l"; done &
-wait_for 60 "the second guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOM2/data/holding
-[ "$(xenstore-read /local/domain/$DOM2/data/holding)" = 1 ] || fail "second guest: $(xenstore-read /local/domain/$DOM2/data/holding)"
-vgpuctl --json | grep -q "\"domain\":$DOM2," || fail "vgpud does not list a session of domain $DOM2"
+# The second guest's vGPUs detached by the toolstack while it runs (the backend's state set to
+# Closing, as for any device): vgpud ends its sessions and removes the entries.
+freed() {
+    j=$(vgpuctl --json)
+    [ "$(echo "$j" | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p')" = 0 ] &&
+        [ "$(echo "$j" | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')" = "$base0_mem" ]
+}
 xenstore-write /local/domain/0/backend/vgpu/$DOM2/0/state 5
 wait_for 20 "vgpud to free everything of the detached vGPUs" freed
 [ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOM2/0/state 2>/dev/null)" ] ||

@@ -38,6 +38,18 @@ run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
 run hostile xen_hostile
 run after-hostile prog_copies 65536
+# A program whose kernel writes through a bad pointer: its worker in dom0 dies of it, the program
+# gets what a GPU gives (CUDA_ERROR_ILLEGAL_ADDRESS, from then on), and the guest's other program,
+# busy meanwhile, goes on.
+prog_busy /opt/vgpu/basic.emu.so 6 >/tmp/busy.out 2>&1 &
+busy=$!
+sleep 1
+run fault prog_fault /opt/vgpu/basic.emu.so write
+grep -q "synchronize CUDA_ERROR_ILLEGAL_ADDRESS, then alloc CUDA_ERROR_ILLEGAL_ADDRESS" /tmp/fault.out ||
+    fail "the faulting program saw: $(cat /tmp/fault.out)"
+wait $busy || fail "the guest's other program failed when a worker crashed: $(tail -2 /tmp/busy.out)"
+say "busy: $(tail -1 /tmp/busy.out)"
+run after-fault prog_vecadd /opt/vgpu/basic.emu.so
 # With the driver's default grant limit (1,024 pages), channels shrink to fit half of it.
 echo 1024 >/sys/module/xen_gntalloc/parameters/limit || fail "cannot set gntalloc's limit"
 VGPU_LOG_LEVEL=info run small-grant-limit prog_copies 4194304

@@ -22,12 +22,16 @@ STAGES = [
     (r"XEN-STAGE .* dom0 userspace", "dom0's /init runs", 60),
     (r"XEN-STAGE .* toolstack up", "xenstored and xenconsoled run", 30),
     (r"XEN-STAGE .* vgpud up", "vgpud answers", 30),
+    (r"XEN-STAGE .* second guest created", "xl creates the second guest", 40),
+    (r"XEN-STAGE .* second guest holds", "the second guest holds vGPU resources", 100),
     (r"XEN-STAGE .* guest created", "xl creates the guest", 40),
     (r"XEN-STAGE .* vGPU offered", "vgpud offers the guest a vGPU", 40),
-    (r"XEN-STAGE .* guest programs passed", "the guest's CUDA programs pass", 160),
+    (r"XEN-STAGE .* guest programs passed", "the guest's CUDA programs pass", 200),
+    (r"XEN-STAGE .* a worker of the guest crashed", "vgpud reports the guest's crashed worker", 20),
     (r"XEN-STAGE .* destroying it", "the guest holds vGPU resources", 40),
     (r"XEN-STAGE .* vgpud freed", "vgpud frees the destroyed guest", 40),
-    (r"XEN-SMOKE: PASS", "the verdict", 30),
+    (r"XEN-STAGE .* vGPUs detached", "vgpud frees the detached guest's vGPUs", 60),
+    (r"XEN-SMOKE: PASS", "the verdict", 40),
 ]
 FATAL = r"Hardware Dom0 crashed|Panic on CPU|Kernel panic - not syncing|KVM internal error"
 
@@ -42,7 +46,7 @@ def main():
     log_path = a.log or os.path.join(a.out, "serial.log")
     o = a.out
     # RDRAND lets the guests' entropy pool fill at boot (xl stalls in libuuid otherwise).
-    cmd = ["qemu-system-x86_64", "-machine", "pc", "-accel", a.accel, "-m", "1024", "-smp", "2",
+    cmd = ["qemu-system-x86_64", "-machine", "pc", "-accel", a.accel, "-m", "1536", "-smp", "2",
            "-display", "none", "-vga", "none", "-nodefaults", "-no-reboot", "-serial", "stdio", "-monitor", "none",
            "-kernel", f"{o}/xen",
            "-append", "console=com1 com1=115200,8n1 dom0_mem=512M,max:512M dom0_max_vcpus=2 noreboot",

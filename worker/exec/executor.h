@@ -113,6 +113,11 @@ struct vgpu_exec_ops {
     CUresult (*event_synchronize)(struct vgpu_exec *x, void *ctx, void *event);
     CUresult (*event_query)(struct vgpu_exec *x, void *ctx, void *event);
     CUresult (*event_elapsed)(struct vgpu_exec *x, void *ctx, void *start, void *end, float *ms);
+
+    /* ---- optional */
+    /* The GPU time between two events around an empty kernel on dev: what any launch costs
+     * besides its kernel (0 when unknown). */
+    uint64_t (*launch_overhead)(struct vgpu_exec *x, int dev);
 };
 
 struct vgpu_exec {

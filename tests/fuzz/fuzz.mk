@@ -1,0 +1,62 @@
+# Fuzzers (libFuzzer, clang): everything a tenant or a peer sends that vgpud or a worker decodes.
+#   make check-fuzz    each fuzzer for FUZZ_SECONDS (default 20) from the committed seed corpus
+#   make fuzz          each for FUZZ_LONG_SECONDS (default 3600), corpora kept under $(O)/fuzz/work
+#   make fuzz-seeds    rewrite the seed corpora (tests/fuzz/corpus) from well-formed inputs
+# They are built apart from the rest with clang's sanitizers (ASan, UBSan and the fuzzer's own
+# coverage), from the project's own sources.
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_LONG_SECONDS ?= 3600
+FUZZERS := records images control vchan
+FUZZ_O := $(O)/fuzz
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pthread \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ibackend -I$(O)/gen \
+	-isystem $(CUDA_HOME)/include $(PKG_CFLAGS)
+# What the fuzzers drive: a worker's channel, handlers and emu executor; the parsers; vgpud's
+# decoders of client messages; the vchan framing.
+FUZZ_SRC := $(COMMON_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
+	backend/client_msg.c xen/vchan_link.c
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_O)/obj/%.o)
+FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)
+
+$(FUZZ_O)/obj/%.o: %.c | $(GEN)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+
+$(FUZZ_O)/libfuzzed.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_O)/fuzz_%: $(FUZZ_O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_O)/libfuzzed.a
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ $(PKG_LIBS) -ldl -lm
+
+$(FUZZ_O)/seeds: tests/fuzz/seeds.c | $(GEN)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $<
+
+# A bounded run of each, from the committed seeds (new inputs go to a scratch corpus).
+check-fuzz: $(FUZZ_BIN)
+	@set -e; for f in $(FUZZERS); do \
+		rm -rf $(FUZZ_O)/scratch/$$f; mkdir -p $(FUZZ_O)/scratch/$$f; \
+		echo "== fuzz_$$f for $(FUZZ_SECONDS) s"; \
+		rc=0; $(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_O)/crash-$$f- $(FUZZ_O)/scratch/$$f tests/fuzz/corpus/$$f \
+			>$(FUZZ_O)/fuzz_$$f.log 2>&1 || rc=$$?; \
+		grep -E "^(stat::number_of_executed_units|stat::new_units_added)" $(FUZZ_O)/fuzz_$$f.log || true; \
+		if [ $$rc -ne 0 ]; then tail -60 $(FUZZ_O)/fuzz_$$f.log; exit 1; fi; \
+	done
+
+# Long runs; what they find goes in FUZZING.md. The corpora grow under $(FUZZ_O)/work.
+fuzz: $(FUZZ_BIN)
+	@set -e; for f in $(FUZZERS); do \
+		mkdir -p $(FUZZ_O)/work/$$f; \
+		$(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_LONG_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_O)/crash-$$f- $(FUZZ_O)/work/$$f tests/fuzz/corpus/$$f 2>&1 | tail -12; \
+	done
+
+fuzz-seeds: $(FUZZ_O)/seeds $(TEST_O)/kernels/basic.zstd.fatbin $(TEST_O)/kernels/basic.lz4.fatbin \
+		$(TEST_O)/kernels/basic.none.fatbin $(TEST_O)/kernels/params.zstd.fatbin
+	$(FUZZ_O)/seeds tests/fuzz/corpus $(filter %.fatbin,$^)
+
+.PHONY: check-fuzz fuzz fuzz-seeds

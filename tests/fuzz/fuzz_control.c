@@ -1,0 +1,84 @@
+/* libFuzzer: what vgpud reads on its control links, from clients (hello, channels, grants,
+ * goodbye, control commands) and from its workers (worker.def's messages, checked by direction,
+ * size, descriptors and phase). An input is a sequence of chunks [u8 source/phase][u16 length]
+ * [bytes], played against a session's state as the server keeps it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "client_msg.h"
+#include "vgpu/worker.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    enum { NEW, CLIENT, CONTROL, GONE } state = NEW;
+    struct {
+        int active;
+        uint32_t id;
+        struct vgpu_channel_layout layout;
+    } pending = {0};
+    size_t at = 0;
+    while (at + 3 <= size && state != GONE) {
+        uint8_t how = data[at];
+        uint16_t len;
+        memcpy(&len, data + at + 1, 2);
+        at += 3;
+        if (len > size - at)
+            len = (uint16_t)(size - at);
+        /* A copy of just the message: the decoders must not read past it. */
+        uint8_t *msg = malloc(len ? len : 1);
+        memcpy(msg, data + at, len);
+        at += len;
+        if (how & 0x80) { /* from a worker */
+            unsigned phase = (how & 1) ? VGPU_WP_START : VGPU_WP_SERVING;
+            (void)vgpu_wmsg_check(msg, len, (how >> 1) & 3, (how & 8) ? VGPU_TO_WORKER : VGPU_TO_SUPERVISOR, phase);
+            free(msg);
+            continue;
+        }
+        unsigned type = client_msg_type(msg, len);
+        int r = -1;
+        if (state == NEW) {
+            uint32_t role;
+            char program[64];
+            r = client_hello(msg, len, &role, program);
+            if (r == CUDA_SUCCESS)
+                state = role == VGPU_ROLE_CONTROL ? CONTROL : CLIENT;
+        } else if (state == CLIENT && type == VGPU_MSG_OPEN_CHANNEL) {
+            uint32_t vgpu;
+            struct vgpu_channel_layout l;
+            r = client_open_channel(msg, len, (how & 1) ? 64ull << 20 : 4ull << 30, &vgpu, &l);
+            if (r == CUDA_SUCCESS && !pending.active) {
+                pending.active = 1;
+                pending.id++;
+                pending.layout = l;
+            }
+        } else if (state == CLIENT && type == VGPU_MSG_GRANTS) {
+            const uint32_t *refs;
+            uint32_t pages, port;
+            r = client_grants(msg, len, pending.id, pending.active ? &pending.layout : NULL, &refs, &pages, &port);
+            /* Every reference it hands out lies inside the message (ASan says otherwise). */
+            uint32_t sum = 0;
+            for (uint32_t i = 0; r == CUDA_SUCCESS && i < pages; i++)
+                sum += refs[i];
+            (void)sum;
+            pending.active = 0;
+        } else if (state == CLIENT && type == VGPU_MSG_BYE) {
+            r = client_bye(msg, len);
+        } else if (state == CONTROL && type == VGPU_MSG_CONTROL) {
+            char command[256];
+            r = client_control(msg, len, command);
+            if (r == CUDA_SUCCESS) {
+                unsigned long long session;
+                unsigned weight;
+                (void)control_parse(command, &session, &weight);
+            }
+        }
+        free(msg);
+        if (r < 0)
+            state = GONE; /* the server closes the session */
+    }
+    return 0;
+}

@@ -1,0 +1,208 @@
+/* Writes the seed corpora of the fuzzers (tests/fuzz/corpus/NAME/): well-formed inputs from which
+ * libFuzzer mutates. Run by `make fuzz-seeds`; the files are committed.
+ *   seeds DIR [FATBIN...] */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "vgpu/calls.h"
+#include "vgpu/wire.h"
+
+static uint8_t out[1 << 20];
+static size_t out_len;
+
+static void put(const void *p, size_t n)
+{
+    if (out_len + n <= sizeof out) {
+        memcpy(out + out_len, p, n);
+        out_len += n;
+    }
+}
+
+static void save(const char *dir, const char *sub, const char *name)
+{
+    char path[1024];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(out, 1, out_len, f) != out_len) {
+        perror(path);
+        exit(1);
+    }
+    fclose(f);
+    out_len = 0;
+}
+
+/* ---- records: [u16 length][record] */
+
+static uint32_t seq;
+
+static void record(uint16_t op, uint32_t ctx, void *rec, uint32_t size, const void *tail, uint32_t tail_len)
+{
+    struct vgpu_req_hdr *h = rec;
+    uint32_t total = size + tail_len, padded = vgpu_align8(total);
+    h->size = padded;
+    h->op = op;
+    h->flags = (uint16_t)(VGPU_REQ_WANT_REPLY | ((padded - total) << VGPU_REC_PAD_SHIFT));
+    h->seq = ++seq;
+    h->ctx = ctx;
+    static uint8_t buf[VGPU_MAX_RECORD];
+    memset(buf, 0, padded);
+    memcpy(buf, rec, size);
+    if (tail_len)
+        memcpy(buf + size, tail, tail_len);
+    uint16_t len = (uint16_t)padded;
+    put(&len, 2);
+    put(buf, padded);
+}
+
+#define REC(Name, ctx, q, tail, tail_len) record(VGPU_OP_##Name, (ctx), &(q), sizeof(q), (tail), (tail_len))
+
+static void records(const char *dir, const uint8_t *image, size_t image_len)
+{
+    struct vgpu_req_CtxCreate cc = {.id = 1};
+    struct vgpu_req_MemAlloc ma = {.size = 4096};
+    struct vgpu_req_Memset ms = {.dst = 0, .count = 1024, .value = 7, .elem_size = 4};
+    struct vgpu_req_StreamCreate sc = {.stream = 2};
+    struct vgpu_req_EventCreate ec = {.event = 3};
+    struct vgpu_req_EventRecord er = {.event = 3, .stream = 2};
+    struct vgpu_req_StreamWaitEvent swe = {.stream = 0, .event = 3};
+    struct vgpu_req_CtxSynchronize cs = {{0}};
+    struct vgpu_req_CopyDtoH dh = {.offset = 0, .size = 64, .stream = 2, .slot = 0};
+    struct vgpu_req_MemGetInfo mi = {{0}};
+    REC(CtxCreate, 0, cc, NULL, 0);
+    REC(MemAlloc, 1, ma, NULL, 0);
+    REC(MemGetInfo, 1, mi, NULL, 0);
+    REC(StreamCreate, 1, sc, NULL, 0);
+    REC(EventCreate, 1, ec, NULL, 0);
+    REC(Memset, 1, ms, NULL, 0); /* on an address it does not own: refused */
+    REC(EventRecord, 1, er, NULL, 0);
+    REC(StreamWaitEvent, 1, swe, NULL, 0);
+    REC(CopyDtoH, 1, dh, NULL, 0);
+    REC(CtxSynchronize, 1, cs, NULL, 0);
+    save(dir, "records", "streams-events");
+    REC(CtxCreate, 0, cc, NULL, 0);
+    if (image_len && image_len <= VGPU_INLINE_MAX) {
+        struct vgpu_req_ModuleLoad ml = {.module = 4};
+        REC(ModuleLoad, 1, ml, image, (uint32_t)image_len);
+    }
+    struct vgpu_req_ModuleGetFunction gf = {.module = 4, .function = 5};
+    REC(ModuleGetFunction, 1, gf, "vecadd", 7);
+    struct vgpu_req_ModuleGetGlobal gg = {.module = 4};
+    REC(ModuleGetGlobal, 1, gg, "table", 6);
+    struct vgpu_req_FuncGetParamInfo pi = {.function = 5};
+    REC(FuncGetParamInfo, 1, pi, NULL, 0);
+    struct vgpu_req_LaunchKernel lk = {.function = 5, .grid = {1, 1, 1}, .block = {1, 1, 1}, .param_size = 8};
+    uint64_t param = 0;
+    REC(LaunchKernel, 1, lk, &param, 8);
+    struct vgpu_req_ModuleUnload mu = {.module = 4};
+    REC(ModuleUnload, 1, mu, NULL, 0);
+    struct vgpu_req_CtxDestroy cd = {.id = 1};
+    REC(CtxDestroy, 0, cd, NULL, 0);
+    save(dir, "records", "modules");
+    REC(CtxCreate, 0, cc, NULL, 0);
+    REC(MemAlloc, 1, ma, NULL, 0);
+    uint8_t bytes[256];
+    memset(bytes, 0x5a, sizeof bytes);
+    struct vgpu_req_CopyHtoDInline hi = {.dst = 0, .stream = 0};
+    REC(CopyHtoDInline, 1, hi, bytes, sizeof bytes);
+    struct vgpu_req_HostRegister hr = {.offset = 2u * 65536u, .size = 4096, .flags = 2};
+    REC(HostRegister, 1, hr, NULL, 0);
+    struct vgpu_req_HostUnregister hu = {.offset = 2u * 65536u};
+    REC(HostUnregister, 1, hu, NULL, 0);
+    save(dir, "records", "copies");
+}
+
+/* ---- control: [u8 source][u16 length][message] */
+
+static void msg(uint8_t how, const void *m, uint16_t len)
+{
+    put(&how, 1);
+    put(&len, 2);
+    put(m, len);
+}
+
+static void control(const char *dir)
+{
+    struct vgpu_msg_hello h;
+    memset(&h, 0, sizeof h);
+    h.hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_HELLO, VGPU_PROTO_VERSION, sizeof h, 0};
+    h.role = VGPU_ROLE_CLIENT;
+    strcpy(h.program, "seed");
+    msg(0, &h, sizeof h);
+    struct vgpu_msg_open_channel oc;
+    memset(&oc, 0, sizeof oc);
+    oc.hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_OPEN_CHANNEL, VGPU_PROTO_VERSION, sizeof oc, 0};
+    oc.data_size = 12u << 20;
+    oc.slot_count = 4;
+    oc.slot_size = 1u << 20;
+    msg(1, &oc, sizeof oc);
+    static uint8_t g[sizeof(struct vgpu_msg_grants) + 4 * 4096];
+    struct vgpu_msg_grants *gr = (struct vgpu_msg_grants *)g;
+    uint32_t pages = 3152;
+    uint16_t glen = (uint16_t)(sizeof *gr + 4 * 16);
+    gr->hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_GRANTS, VGPU_PROTO_VERSION, glen, 0};
+    gr->channel = 1;
+    gr->pages = pages;
+    gr->port = 7;
+    msg(0, g, glen);
+    struct vgpu_msg_hdr bye = {VGPU_MAGIC, VGPU_MSG_BYE, VGPU_PROTO_VERSION, sizeof bye, 0};
+    msg(0, &bye, sizeof bye);
+    save(dir, "control", "client");
+    h.role = VGPU_ROLE_CONTROL;
+    msg(0, &h, sizeof h);
+    struct vgpu_msg_control c;
+    memset(&c, 0, sizeof c);
+    c.hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_CONTROL, VGPU_PROTO_VERSION, sizeof c, 0};
+    strcpy(c.command, "weight 3 250");
+    msg(0, &c, sizeof c);
+    strcpy(c.command, "status");
+    msg(0, &c, sizeof c);
+    save(dir, "control", "control");
+}
+
+/* ---- vchan: [u8 piece size][bytes of messages] */
+
+static void vchan(const char *dir)
+{
+    uint8_t piece = 7;
+    put(&piece, 1);
+    struct vgpu_msg_hello h;
+    memset(&h, 0, sizeof h);
+    h.hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_HELLO, VGPU_PROTO_VERSION, sizeof h, 0};
+    put(&h, sizeof h);
+    struct vgpu_msg_hdr bye = {VGPU_MAGIC, VGPU_MSG_BYE, VGPU_PROTO_VERSION, sizeof bye, 0};
+    put(&bye, sizeof bye);
+    save(dir, "vchan", "messages");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: seeds DIR [IMAGE...]\n");
+        return 2;
+    }
+    static uint8_t image[VGPU_INLINE_MAX];
+    size_t image_len = 0;
+    for (int i = 2; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f)
+            continue;
+        out_len = fread(out, 1, sizeof out, f);
+        fclose(f);
+        if (!image_len && out_len <= sizeof image) {
+            memcpy(image, out, out_len);
+            image_len = out_len;
+        }
+        const char *base = strrchr(argv[i], '/');
+        save(argv[1], "images", base ? base + 1 : argv[i]);
+    }
+    records(argv[1], image, image_len);
+    control(argv[1]);
+    vchan(argv[1]);
+    return 0;
+}
