@@ -481,7 +481,10 @@ void sched_host_stats(struct sched_host *h, struct sched_host_region *g, unsigne
         const struct sched_vgpu *v = &m->v[resource];
         out->weight = v->weight;
         out->share = sched_share(s, v, (uint64_t)now);
+        /* A long turn is charged when it ends: shown, its time is spread over the period at most. */
         out->utilization = sched_utilization(v, (uint64_t)now, s->cfg.period_ns);
+        if (out->utilization > 1.0)
+            out->utilization = 1.0;
         out->busy_ns = v->busy_ns;
         out->holds = atomic_load(&m->g->slots->slot[m->slot].turns[resource]) - m->turns_at_join[resource];
         out->wait_ns = v->wait_ns_total;

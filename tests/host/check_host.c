@@ -523,14 +523,16 @@ static pid_t start_hold(char *dptr, size_t cap)
     snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
     snprintf(prog, sizeof prog, "%s/prog_hold", progs);
     snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    /* Emptied before the child starts: a "ready" of an earlier prog_hold is not this one's. */
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
         execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, (char *)NULL);
         _exit(127);
     }
+    close(fd);
     for (int i = 0; i < 1000; i++) {
         char *t = slurp(out);
         char *r = strstr(t, "ready ");
@@ -797,6 +799,53 @@ START_TEST(test_worker_sandbox)
 }
 END_TEST
 
+/* --isolation domain: the sessions of one user (in host mode) share one worker. */
+START_TEST(test_isolation_domain)
+{
+    char exe[600], log[700], other[700];
+    snprintf(exe, sizeof exe, "%s/vgpud", bin);
+    snprintf(log, sizeof log, "%s/vgpud-domain.log", tmp);
+    snprintf(other, sizeof other, "%.500s/vgpud-domain-%d.sock", tmp, (int)getpid());
+    pid_t d = fork();
+    if (d == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(exe, exe, "--foreground", "--executor", "emu", "--socket", other, "--emu-memory", "1G", "--isolation",
+              "domain", "--worker-pool", "0", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(sock, sizeof sock, "%.590s", other); /* this test's own vgpud (the test runs in a child) */
+    struct json *up = NULL;
+    for (int i = 0; i < 500 && !(up = status()); i++)
+        usleep(10000);
+    json_free(up);
+    char dptr[64];
+    pid_t a = start_hold(dptr, sizeof dptr);
+    pid_t b = start_hold(dptr, sizeof dptr);
+    struct json *j = status();
+    long long wa = -1, wb = -1;
+    int n = 0;
+    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next, n++)
+        *(n == 0 ? &wa : &wb) = num(x, "worker");
+    ck_assert_str_eq(json_string(json_get(j, "isolation"), ""), "domain");
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_gt(wa, 0);
+    ck_assert_int_eq(wa, wb);
+    ck_assert_int_eq(json_length(json_get(j, "workers")), 1);
+    json_free(j);
+    kill(a, SIGKILL);
+    kill(b, SIGKILL);
+    waitpid(a, NULL, 0);
+    waitpid(b, NULL, 0);
+    ck_assert(wait_idle(10));
+    kill(d, SIGTERM);
+    int st;
+    waitpid(d, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the second vgpud ended with %#x", st);
+}
+END_TEST
+
 /* The control interface has owners: another user sees only its own sessions and changes nothing. */
 START_TEST(test_control_owners)
 {
@@ -895,6 +944,7 @@ int main(void)
     tcase_add_test(hostile, test_flood_of_silent_connections);
     tcase_add_test(hostile, test_worker_sandbox);
     tcase_add_test(hostile, test_control_owners);
+    tcase_add_test(hostile, test_isolation_domain);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
