@@ -15,8 +15,8 @@
  *   }
  *   VGPU_EMU_KERNEL(vecadd, vecadd, VGPU_EMU_PARAM(const float *), ..., VGPU_EMU_PARAM(int))
  *
- * Emu modules run inside vgpud: vgpud accepts them only from clients of its own user (see
- * vgpud --help). */
+ * Emu modules run inside the tenant's worker process: vgpud accepts them only from clients of its
+ * own user unless told otherwise (see vgpud --help). */
 #ifndef VGPU_EMU_KERNEL_H
 #define VGPU_EMU_KERNEL_H
 
