@@ -17,8 +17,6 @@
 #include "server.h"
 #include "strbuf.h"
 
-static const char *const kind_names[] = {"contexts", "streams", "events", "modules", "functions"};
-
 static void channel_json(struct server *srv, struct strbuf *b, const struct session *s, const struct schan *c)
 {
     const struct worker *w = s->worker;
@@ -29,8 +27,8 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
     strbuf_printf(b, "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_allocs\":%llu,\"host_bytes\":%llu", c->id,
                   c->device, (unsigned long long)atomic_load(&st->mem_bytes),
                   (unsigned long long)atomic_load(&st->mem_allocs), (unsigned long long)atomic_load(&st->host_bytes));
-    for (size_t k = 0; k < sizeof kind_names / sizeof kind_names[0]; k++)
-        strbuf_printf(b, ",\"%s\":%u", kind_names[k], atomic_load(&st->live[k]));
+    for (unsigned k = 0; k < VGPU_OBJ_KINDS; k++)
+        strbuf_printf(b, ",\"%s\":%u", vgpu_object_kind_names[k], atomic_load(&st->live[k]));
     uint64_t calls = 0, errors = 0;
     for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
         calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);

@@ -1,6 +1,7 @@
 #include "sealed.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -35,6 +36,31 @@ int vgpu_sealed_memfd(const char *name, size_t size, void **map)
 int vgpu_seal_final(int fd, bool read_only)
 {
     return fcntl(fd, F_ADD_SEALS, (read_only ? F_SEAL_FUTURE_WRITE : 0) | F_SEAL_SEAL) < 0 ? -errno : 0;
+}
+
+int vgpu_memfd_of(const char *name, const void *bytes, size_t size, bool sealed)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
+    if (fd < 0)
+        return -errno;
+    const uint8_t *p = bytes;
+    size_t left = size;
+    while (left) {
+        ssize_t n = write(fd, p, left);
+        if (n <= 0) {
+            int e = n < 0 ? -errno : -EIO;
+            close(fd);
+            return e;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
 }
 
 bool vgpu_memfd_is_sealed(int fd, size_t size, bool write)

@@ -10,6 +10,12 @@ const struct vgpu_wmsg_info vgpu_wmsg_info[VGPU_WMSG_COUNT] = {
 };
 #undef VGPU_WMSG
 
+const char *const vgpu_object_kind_names[VGPU_OBJ_KINDS] = {
+#define VGPU_KIND_(id, name) #name,
+    VGPU_OBJECT_KINDS(VGPU_KIND_)
+#undef VGPU_KIND_
+};
+
 void vgpu_wmsg_init(struct vgpu_wmsg_hdr *h, unsigned type, uint32_t size)
 {
     memset(h, 0, size);

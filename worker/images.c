@@ -112,26 +112,13 @@ void worker_images_abandon(void)
 
 void worker_image_offer(const void *bytes, size_t size)
 {
-    int fd = memfd_create("vgpu-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int fd = vgpu_memfd_of("vgpu-image", bytes, size, true);
     if (fd < 0)
         return;
-    const uint8_t *p = bytes;
-    size_t left = size;
-    while (left) {
-        ssize_t n = write(fd, p, left);
-        if (n <= 0) {
-            close(fd);
-            return;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0) {
-        struct vgpu_wmsg_ImagePut m;
-        vgpu_wmsg_init(&m.hdr, VGPU_WMSG_ImagePut, sizeof m);
-        m.size = size;
-        if (worker_send(&m, sizeof m, &fd, 1) != 0)
-            LOG_DEBUG("could not offer an image of %zu bytes to vgpud", size);
-    }
+    struct vgpu_wmsg_ImagePut m;
+    vgpu_wmsg_init(&m.hdr, VGPU_WMSG_ImagePut, sizeof m);
+    m.size = size;
+    if (worker_send(&m, sizeof m, &fd, 1) != 0)
+        LOG_DEBUG("could not offer an image of %zu bytes to vgpud", size);
     close(fd);
 }

@@ -6,8 +6,6 @@
 
 #include "vgpu/wire.h"
 
-const char *const srv_kind_names[SRV_KINDS] = {"contexts", "streams", "events", "modules", "functions"};
-
 void srv_table_init(struct srv_table *t, uint32_t limit)
 {
     memset(t, 0, sizeof *t);

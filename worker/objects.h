@@ -9,10 +9,17 @@
 #include <stdint.h>
 
 #include "ranges.h"
+#include "vgpu/worker.h"
 
-enum srv_kind { SRV_CTX, SRV_STREAM, SRV_EVENT, SRV_MODULE, SRV_FUNCTION, SRV_KINDS };
-
-extern const char *const srv_kind_names[SRV_KINDS];
+/* The kinds are the statistics' (vgpu/worker.h). */
+enum srv_kind {
+    SRV_CTX = VGPU_OBJ_CTX,
+    SRV_STREAM = VGPU_OBJ_STREAM,
+    SRV_EVENT = VGPU_OBJ_EVENT,
+    SRV_MODULE = VGPU_OBJ_MODULE,
+    SRV_FUNCTION = VGPU_OBJ_FUNCTION,
+    SRV_KINDS = VGPU_OBJ_KINDS
+};
 
 struct srv_obj {
     void *x;          /* the executor's handle */

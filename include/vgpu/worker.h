@@ -83,6 +83,16 @@ void vgpu_wmsg_init(struct vgpu_wmsg_hdr *h, unsigned type, uint32_t size);
 
 /* ---------------------------------------------------------------- the statistics page */
 
+/* The objects a channel counts, by kind: the live[] of its statistics. */
+#define VGPU_OBJECT_KINDS(X) X(CTX, contexts) X(STREAM, streams) X(EVENT, events) X(MODULE, modules) X(FUNCTION, functions)
+enum vgpu_object_kind {
+#define VGPU_KIND_(id, name) VGPU_OBJ_##id,
+    VGPU_OBJECT_KINDS(VGPU_KIND_)
+#undef VGPU_KIND_
+    VGPU_OBJ_KINDS
+};
+extern const char *const vgpu_object_kind_names[VGPU_OBJ_KINDS];
+
 /* One channel's accounting and call counts. Single writer: the worker (its poller, or the channel's
  * owner for the gauges); vgpud reads them as data to show, never as sizes. */
 struct vgpu_chan_stats {
@@ -91,7 +101,8 @@ struct vgpu_chan_stats {
     _Atomic uint64_t mem_bytes; /* device memory the client holds */
     _Atomic uint64_t mem_allocs;
     _Atomic uint64_t host_bytes; /* data-area bytes registered as pinned memory */
-    _Atomic uint32_t live[8];    /* live objects by kind (worker/objects.h) */
+    _Atomic uint32_t live[VGPU_OBJ_KINDS]; /* live objects by kind */
+    uint32_t pad;
     _Atomic uint64_t calls[VGPU_OP_COUNT];
     _Atomic uint64_t errors[VGPU_OP_COUNT];
     _Atomic uint64_t nanos[VGPU_OP_COUNT];

@@ -15,26 +15,16 @@
 #include "emu.h"
 #include "fatbin.h"
 #include "log.h"
+#include "sealed.h"
 
 /* Images larger than this are refused (a generous bound for test modules and cubins). */
 #define EMU_MAX_IMAGE (256u << 20)
 
 static CUresult load_shared_object(struct emu_module *m, const void *image, size_t size)
 {
-    int fd = memfd_create("vgpu-emu-module", MFD_CLOEXEC);
+    int fd = vgpu_memfd_of("vgpu-emu-module", image, size, false);
     if (fd < 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
-    const uint8_t *p = image;
-    size_t left = size;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w <= 0) {
-            close(fd);
-            return CUDA_ERROR_OPERATING_SYSTEM;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
