@@ -107,6 +107,23 @@ static void print_status(const char *text)
                        json_string(json_get(e, "state"), "?"));
         }
     }
+    printf("\nWORKER   TENANT                 PHASE     SESSIONS  RSS MiB\n");
+    for (const struct json *w = json_get(j, "workers") ? json_get(j, "workers")->child : NULL; w; w = w->next)
+        printf("%-8llu %-22.22s %-9s %-9llu %llu\n", NUM(w, "pid"), json_string(json_get(w, "tenant"), "?"),
+               json_string(json_get(w, "phase"), "?"), NUM(w, "sessions"), NUM(w, "rss_bytes") >> 20);
+    const struct json *exits = json_get(j, "worker_exits");
+    if (exits && exits->child) {
+        printf("\nworkers ended (%llu started, %llu lost with their tenant's work):\n", NUM(j, "workers_started"),
+               NUM(j, "workers_lost"));
+        for (const struct json *x = exits->child; x; x = x->next) {
+            int error = (int)json_number(json_get(x, "error"), 0);
+            printf("  %.0f s ago: worker %llu (%s): %s%s", json_number(json_get(x, "ago_s"), 0), NUM(x, "pid"),
+                   json_string(json_get(x, "tenant"), "?"), json_string(json_get(x, "reason"), "?"),
+                   error ? "; its tenant's calls fail with " : "\n");
+            if (error)
+                printf("%d\n", error);
+        }
+    }
     const struct json *served = json_get(j, "served");
     printf("\ncalls served by finished sessions: %llu (%llu failed)", NUM(served, "calls"), NUM(served, "errors"));
     const struct json *ops = json_get(served, "ops");
