@@ -361,6 +361,8 @@ static int start(void)
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
         };
+        LOG_DEBUG("ready: %s executor, uid %d gid %d, system-call filter %s", w.x->ops->name, (int)getuid(),
+                  (int)getgid(), st.seccomp == VGPU_SECCOMP_ON ? "on" : st.seccomp == VGPU_SECCOMP_LOG ? "logging" : "off");
         struct vgpu_wmsg_Ready r;
         vgpu_wmsg_init(&r.hdr, VGPU_WMSG_Ready, sizeof r);
         snprintf(r.executor, sizeof r.executor, "%s", w.x->ops->name);

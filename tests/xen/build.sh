@@ -105,7 +105,8 @@ base_root() {
     copy_bin "$r" /usr/bin/xenstore
     for t in read write ls list rm exists watch; do ln -s xenstore "$r/usr/bin/xenstore-$t"; done
     copy_dlopened "$r" libgcc_s.so.1 libxenstore.so.4 libxengnttab.so.1 libxenevtchn.so.1 "libxenvchan.so.$XENVER"
-    echo "root:x:0:0:root:/root:/bin/sh" >"$r/etc/passwd"
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' >"$r/etc/group"
 }
 mkcpio() { (cd "$1" && find . | cpio -o -H newc --quiet | $2) >"$3"; }
 

@@ -78,6 +78,8 @@ result=$(xenstore-read /local/domain/$DOMID/data/result)
 stage "guest programs passed"
 vgpuctl --json | grep -q '"reason":"signal 11 (SEGV)","error":700' || fail "vgpud did not report the guest's crashed worker"
 [ "$(of_dom $DOM2)" -ge 1 ] || fail "the second guest lost its session when the first one's worker crashed"
+grep -q "ready: emu executor, uid 65534 gid 65534, system-call filter on" /var/log/vgpud.log ||
+    fail "the workers did not run as nobody under the system-call filter"
 stage "a worker of the guest crashed; its program got CUDA_ERROR_ILLEGAL_ADDRESS, its other program and the second guest went on"
 wait_for 30 "the guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOMID/data/holding
 holding=$(xenstore-read /local/domain/$DOMID/data/holding)
