@@ -533,6 +533,7 @@ int workers_probe(struct server *srv)
     struct worker *w = spawn(srv, VGPU_WORKER_PROBE);
     if (!w)
         return -EIO;
+    snprintf(w->tenant, sizeof w->tenant, "probe");
     size_t cap = sizeof(struct vgpu_wmsg_Devices) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;
@@ -566,7 +567,7 @@ int workers_probe(struct server *srv)
     free(buf);
     if (rc != 0) {
         kill(w->pid, SIGKILL);
-        LOG_ERROR("no executor: the probing worker did not describe the devices");
+        LOG_ERROR("no executor: the probing worker (%s) did not describe the devices", worker_path(srv));
     }
     int status = 0;
     waitpid(w->pid, &status, 0);
