@@ -729,7 +729,8 @@ static void on_accept(struct server *srv)
     }
     /* Connections that have not said hello are capped per user and in all (sshd's MaxStartups), so
      * that one user's flood cannot keep the others out. */
-    const char *refused = srv->session_count >= srv->opt.max_sessions ? "too many sessions"
+    const char *refused = workers_own(srv, cred.pid)                  ? "a worker is nobody's client"
+                          : srv->session_count >= srv->opt.max_sessions ? "too many sessions"
                           : count_sessions(srv, -1, cred.uid, true) >= srv->opt.max_user_startups
                               ? "too many of its connections have not said hello"
                           : count_startups(srv) >= srv->opt.max_startups ? "too many connections have not said hello"

@@ -596,6 +596,33 @@ void workers_fill_pool(struct server *srv, bool all)
             return;
 }
 
+/* The parent of pid, from /proc (0 if unknown). */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *close_paren = strrchr(line, ')'); /* the name may hold anything but its end */
+    int ppid = 0;
+    if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+        return 0;
+    return (pid_t)ppid;
+}
+
+bool workers_own(struct server *srv, pid_t pid)
+{
+    for (int depth = 0; depth < 32 && pid > 1; depth++, pid = parent_of(pid))
+        for (struct worker *w = srv->workers; w; w = w->next)
+            if (w->pid == pid)
+                return true;
+    return false;
+}
+
 unsigned workers_of_principal(struct server *srv, int domid, uid_t uid)
 {
     unsigned n = 0;

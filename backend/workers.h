@@ -93,6 +93,8 @@ void workers_stop(struct server *srv);
 void workers_bury(struct server *srv);
 /* The CUresult a tenant's calls get after its worker ended with this wait status. */
 int32_t worker_exit_error(int status);
+/* Is pid a worker of vgpud's, or a descendant of one? (A worker is never a client.) */
+bool workers_own(struct server *srv, pid_t pid);
 /* How many workers the tenant key's principal (uid or domain) has. */
 unsigned workers_of_principal(struct server *srv, int domid, uid_t uid);
 

@@ -5,8 +5,10 @@
  *
  * The filter is a denylist: the CUDA driver opens files late, starts threads and issues many
  * ioctls, so what is refused is what a worker never needs and an attacker inside it would want:
- * running programs, reaching other processes (tracing, their memory, signals), new namespaces,
- * mounts, kernel modules, BPF, keys, io_uring, and network sockets (only unix and netlink ones). */
+ * running programs, new processes (threads only), reaching other processes (tracing, their memory,
+ * signals), new namespaces, mounts, kernel modules, BPF, keys, io_uring, and network sockets (only
+ * unix and netlink ones). vgpud refuses connections from its workers, so that a worker cannot
+ * become a client of its own. */
 #include <errno.h>
 #include <grp.h>
 #include <linux/audit.h>
@@ -106,6 +108,9 @@ static const int denied_calls[] = {
 #ifdef SYS_acct
     SYS_acct,
 #endif
+#ifdef SYS_fork
+    SYS_fork, SYS_vfork,
+#endif
 };
 
 int worker_filter(uint32_t mode)
@@ -138,10 +143,12 @@ int worker_filter(uint32_t mode)
         EMIT(DENY_NR((uint32_t)denied_calls[i]));
     /* clone3 hides its flags in memory: refuse it (the C library falls back to clone). */
     EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
-    /* clone: no new namespaces. */
-    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4), LOAD(SC_ARG_LO(0)),
-         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, new_ns, 0, 1), BPF_STMT(BPF_RET | BPF_K, deny),
-         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    /* clone: threads (sharing the memory; the sanitizers' helper too), no new processes, no new
+     * namespaces. */
+    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 5), LOAD(SC_ARG_LO(0)),
+         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, new_ns | CLONE_VFORK, 2, 0),
+         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_VM, 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+         BPF_STMT(BPF_RET | BPF_K, deny));
     /* Signals only to this process: kill(self, ...) and tgkill(self, ...). */
     EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kill, 1, 0), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_tgkill, 0, 6),
          LOAD(SC_ARG_HI(0)), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2), LOAD(SC_ARG_LO(0)),

@@ -777,16 +777,17 @@ START_TEST(test_flood_of_silent_connections)
 }
 END_TEST
 
-/* What a tenant's code can do inside its worker: no programs, no network, no signals to others,
- * no namespaces; the worker holds no descriptor of vgpud's or of other tenants' channels, and runs
- * as the worker user. */
+/* What a tenant's code can do inside its worker: no programs, no new processes, no network, no
+ * signals to others, no namespaces, no session of its own with vgpud; the worker holds no
+ * descriptor of vgpud's or of other tenants' channels, and runs as the worker user. */
 START_TEST(test_worker_sandbox)
 {
     char *out;
     ck_assert_int_eq(run_prog("prog_sandbox", emu_module, NULL, &out), 0);
-    int exec_e, sock_e, kill_e, unshare_e, sockets, channels, uid;
-    ck_assert_msg(sscanf(strstr(out, "sandbox:"), "sandbox: exec %d socket %d kill %d unshare %d sockets %d channels %d uid %d",
-                         &exec_e, &sock_e, &kill_e, &unshare_e, &sockets, &channels, &uid) == 7,
+    int exec_e, sock_e, kill_e, unshare_e, sockets, channels, uid, fork_e, vgpud;
+    const char *line = strstr(out, "sandbox:");
+    ck_assert_msg(line && sscanf(line, "sandbox: exec %d socket %d kill %d unshare %d sockets %d channels %d uid %d fork %d vgpud %d",
+                                 &exec_e, &sock_e, &kill_e, &unshare_e, &sockets, &channels, &uid, &fork_e, &vgpud) == 9,
                   "%s", out);
     ck_assert_int_eq(exec_e, EPERM);
     ck_assert_int_eq(sock_e, EACCES);
@@ -795,6 +796,8 @@ START_TEST(test_worker_sandbox)
     ck_assert_int_eq(sockets, 1); /* its control socket to vgpud */
     ck_assert_int_eq(channels, 0);
     ck_assert_int_eq(uid, geteuid() == 0 ? OTHER_UID : (int)geteuid());
+    ck_assert_int_eq(fork_e, EPERM);
+    ck_assert_int_eq(vgpud, 0); /* connected, then turned away: a worker is nobody's client */
     free(out);
 }
 END_TEST

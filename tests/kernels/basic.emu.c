@@ -8,9 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vgpu/wire.h"
 
 #include "vgpu/emu_kernel.h"
 
@@ -135,14 +140,45 @@ static void fault_assert(const struct vgpu_emu_block *b, void *const *p)
 }
 VGPU_EMU_KERNEL(fault_assert, fault_assert, VGPU_EMU_PARAM(int))
 
+/* Connect to vgpud's socket at path and say hello as a control tool: 1 if vgpud answers, 0 if it
+ * closes the connection, -errno if there is no connection. */
+static int hello_vgpud(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = -errno;
+        close(s);
+        return e;
+    }
+    struct vgpu_msg_hello h;
+    memset(&h, 0, sizeof h);
+    h.hdr.magic = VGPU_MAGIC;
+    h.hdr.type = VGPU_MSG_HELLO;
+    h.hdr.version = VGPU_PROTO_VERSION;
+    h.hdr.size = sizeof h;
+    h.role = VGPU_ROLE_CONTROL;
+    char answer[64];
+    struct pollfd pf = {.fd = s, .events = POLLIN};
+    int r = send(s, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t)sizeof h && poll(&pf, 1, 5000) == 1 &&
+            recv(s, answer, sizeof answer, 0) > 0;
+    close(s);
+    return r;
+}
+
 /* What a tenant's code can reach from inside its worker, written to out[]: the errno of running a
  * program, of a network socket, of a signal to another process and of a new namespace; the
- * sockets and the channel memfds the worker holds; the worker's uid. */
+ * sockets and the channel memfds the worker holds; the worker's uid; the errno of a new process;
+ * whether vgpud (its socket's path in the second parameter) lets the worker in as a client. */
 static void sandbox_probe(const struct vgpu_emu_block *b, void *const *p)
 {
     if (b->block_idx.x != 0)
         return;
     int *out = VGPU_EMU_ARG(p, 0, int *);
+    const char *socket_path = VGPU_EMU_ARG(p, 1, const char *);
     char *const argv[] = {"true", NULL};
     errno = 0;
     out[0] = execve("/bin/true", argv, argv + 1) == 0 ? 0 : errno;
@@ -170,5 +206,12 @@ static void sandbox_probe(const struct vgpu_emu_block *b, void *const *p)
     out[4] = sockets;
     out[5] = channels;
     out[6] = (int)getuid();
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    out[7] = child > 0 ? 0 : errno;
+    if (child > 0)
+        waitpid(child, NULL, 0);
+    out[8] = hello_vgpud(socket_path);
 }
-VGPU_EMU_KERNEL(sandbox_probe, sandbox_probe, VGPU_EMU_PARAM(int *))
+VGPU_EMU_KERNEL(sandbox_probe, sandbox_probe, VGPU_EMU_PARAM(int *), VGPU_EMU_PARAM(const char *))
