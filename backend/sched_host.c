@@ -36,6 +36,8 @@ struct member {
      * reports is bounded by the rest. */
     int64_t held_since[SCHED_RESOURCES];
     uint64_t held_charged[SCHED_RESOURCES];
+    /* Since when others wait while it holds the engine (0: nobody does). */
+    int64_t wanted_since[SCHED_RESOURCES];
     uint32_t turns_at_join[SCHED_RESOURCES];
     struct member *next;              /* on its device */
 };
@@ -54,6 +56,7 @@ struct device {
 };
 
 struct sched_host {
+    uint64_t max_turn_ns;
     pthread_mutex_t mu;
     pthread_t thread;
     bool running, stop;
@@ -82,6 +85,7 @@ static void grant(struct member *m, unsigned r, int64_t now)
     m->seen_busy[r] = atomic_load_explicit(&m->g->slots->slot[m->slot].busy_ns[r], memory_order_acquire);
     m->held_since[r] = now;
     m->held_charged[r] = 0;
+    m->wanted_since[r] = 0;
     atomic_store_explicit(w, SCHED_HOLD_BUSY, memory_order_release);
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -133,6 +137,30 @@ static void recall(struct sched_host *h, int d, unsigned r, int64_t now)
         complete(h, m, r, now);
     else
         atomic_compare_exchange_strong(w, &busy, SCHED_HOLD_RECALL);
+}
+
+/* A turn others have waited for too long (a kernel that does not end, a worker that does not give
+ * the engine back) is taken back: charged for the whole time, and the next vGPU runs beside it on
+ * the GPU's own time slices rather than waiting for ever. */
+static void revoke_overdue(struct sched_host *h, int d, unsigned r, int64_t now)
+{
+    struct sched_vgpu *hv = h->dev[d].s[r].holder;
+    if (!hv)
+        return;
+    struct member *m = member_of(hv, r);
+    if (!m->wanted_since[r]) {
+        m->wanted_since[r] = now;
+        return;
+    }
+    if ((uint64_t)(now - m->wanted_since[r]) < h->max_turn_ns)
+        return;
+    LOG_WARN("sched: device %d: a vGPU kept the %s engine %lld ms while others waited; taken back", d,
+             r == SCHED_RES_COMPUTE ? "compute" : "copy", (long long)((now - m->wanted_since[r]) / 1000000));
+    atomic_store(hold_of(m, r), SCHED_HOLD_FREE);
+    uint64_t held = (uint64_t)(now - m->held_since[r]);
+    uint64_t busy = held > m->held_charged[r] ? held - m->held_charged[r] : 0;
+    m->seen_busy[r] = atomic_load(&m->g->slots->slot[m->slot].busy_ns[r]);
+    apply(h, d, r, sched_complete(&h->dev[d].s[r], &m->v[r], busy, (uint64_t)now), now);
 }
 
 /* What a slot has done since the last look; true if anything happened. */
@@ -191,7 +219,10 @@ static bool scan(struct sched_host *h, int64_t now, bool *hot, int64_t *wake_at)
                  * they asked) gives it up now. */
                 if (s->holder && atomic_load(hold_of(member_of(s->holder, r), r)) == SCHED_HOLD_IDLE)
                     recall(h, d, r, now);
+                revoke_overdue(h, d, r, now);
                 *hot = true;
+            } else if (s->holder) {
+                member_of(s->holder, r)->wanted_since[r] = 0;
             }
             if (s->buffer_until) {
                 *hot = true;
@@ -281,6 +312,7 @@ int sched_host_create(struct sched_host **out, int devices, const struct sched_o
         return -ENOMEM;
     h->opt = *opt;
     h->devices = devices;
+    h->max_turn_ns = opt->max_turn_ns ? opt->max_turn_ns : 4 * (opt->period_ns ? opt->period_ns : SCHED_DEFAULT_PERIOD_NS);
     h->epfd = h->wake_fd = h->board_fd = -1;
     pthread_mutex_init(&h->mu, NULL);
     struct sched_config cfg = {(enum sched_policy)opt->policy, opt->period_ns, opt->wait_ns};

@@ -49,6 +49,8 @@ static void usage(FILE *f)
             "  --sched-wait US        BAND's time buffer (default 500)\n"
             "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
             "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 100)\n"
+            "  --sched-max-turn MS    a turn others wait for longer than this is taken back (a kernel that\n"
+            "                         never ends); the GPU then time-slices (default: 4 periods)\n"
             "  --sched-calibrate on|off  charge turns without the GPU's fixed cost of a launch, measured at\n"
             "                         each worker's start (default on)\n"
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
@@ -106,7 +108,7 @@ struct settings {
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
        O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
-       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE };
+       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -130,6 +132,7 @@ static const struct option longopts[] = {
     {"max-user-memory", required_argument, 0, O_USER_MEMORY},
     {"sched-spin", required_argument, 0, O_SCHED_SPIN},
     {"sched-calibrate", required_argument, 0, O_CALIBRATE},
+    {"sched-max-turn", required_argument, 0, O_MAX_TURN},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -279,6 +282,13 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         }
         st->opt.sched.spin_ns = v * 1000;
+        break;
+    case O_MAX_TURN:
+        if (vgpu_parse_uint(arg, 3600000, &v) || v == 0) {
+            fprintf(stderr, "vgpud: --sched-max-turn is 1 to 3600000 (ms)\n");
+            return 2;
+        }
+        st->opt.sched.max_turn_ns = v * 1000000;
         break;
     case O_CALIBRATE:
         if (strcmp(arg, "on") && strcmp(arg, "off")) {

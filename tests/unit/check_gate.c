@@ -92,7 +92,8 @@ struct rig {
 
 static void rig_up(struct rig *r, int policy)
 {
-    struct sched_options o = {policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000};
+    struct sched_options o = {policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000, 20000, false,
+                              200000000};
     ck_assert_int_eq(sched_host_create(&r->h, 1, &o), 0);
     ck_assert_ptr_nonnull(r->h);
     int fd = -1;
@@ -421,6 +422,35 @@ START_TEST(dead_worker_releases)
 }
 END_TEST
 
+/* A turn that never ends (a kernel that runs for ever) while another vGPU waits is taken back
+ * after the longest turn vgpud allows: the waiter goes on, and the holder is charged the time. */
+START_TEST(endless_turn_taken_back)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_BAND);
+    struct gate_member a, b;
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
+    atomic_store(&streams_busy, true); /* a's work never finishes */
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    gate_before_blocking(&a);
+    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, admit_thread, &w);
+    ck_assert(!wait_done(&w, 100));
+    ck_assert(wait_done(&w, 3000)); /* 200 ms in this rig */
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.result, CUDA_SUCCESS);
+    ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
+    ck_assert_uint_ge(stats(&r, 0, GATE_COMPUTE).busy_ns, 200000000);
+    atomic_store(&streams_busy, false);
+    ck_assert(!gate_poll(&a)); /* its turn ends at last, and it gives back what it no longer has */
+    gate_leave(&b);
+    gate_leave(&a);
+    rig_down(&r);
+}
+END_TEST
+
 /* A hostile worker's slot: absurd engine times are bounded by the wall time they cover, and
  * counters bumped at random change nothing they should not. */
 START_TEST(hostile_slot)
@@ -492,6 +522,7 @@ int main(void)
     tcase_add_test(tc, forget_streams);
     tcase_add_test(tc, dead_worker_releases);
     tcase_add_test(tc, hostile_slot);
+    tcase_add_test(tc, endless_turn_taken_back);
     suite_add_tcase(s, tc);
     return vgpu_check_run(s);
 }
