@@ -9,6 +9,10 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_LONG_SECONDS ?= 3600
 FUZZERS := records images control vchan
+# The longest input of each: records a few dozen records (each input sets a channel up afresh),
+# images whole fatbins, the others 8 KiB.
+FUZZ_MAX_LEN_records := 2048
+FUZZ_MAX_LEN_images := 65536
 FUZZ_O := $(O)/fuzz
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pthread \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
@@ -40,7 +44,8 @@ check-fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZERS); do \
 		rm -rf $(FUZZ_O)/scratch/$$f; mkdir -p $(FUZZ_O)/scratch/$$f; \
 		echo "== fuzz_$$f for $(FUZZ_SECONDS) s"; \
-		rc=0; $(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+		case $$f in records) len=$(FUZZ_MAX_LEN_records) ;; images) len=$(FUZZ_MAX_LEN_images) ;; *) len=8192 ;; esac; \
+		rc=0; $(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=$$len -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_O)/crash-$$f- $(FUZZ_O)/scratch/$$f tests/fuzz/corpus/$$f \
 			>$(FUZZ_O)/fuzz_$$f.log 2>&1 || rc=$$?; \
 		grep -E "^(stat::number_of_executed_units|stat::new_units_added)" $(FUZZ_O)/fuzz_$$f.log || true; \
@@ -51,7 +56,8 @@ check-fuzz: $(FUZZ_BIN)
 fuzz: $(FUZZ_BIN)
 	@set -e; for f in $(FUZZERS); do \
 		mkdir -p $(FUZZ_O)/work/$$f; \
-		$(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_LONG_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+		case $$f in records) len=$(FUZZ_MAX_LEN_records) ;; images) len=$(FUZZ_MAX_LEN_images) ;; *) len=8192 ;; esac; \
+		$(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_LONG_SECONDS) -max_len=$$len -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_O)/crash-$$f- $(FUZZ_O)/work/$$f tests/fuzz/corpus/$$f 2>&1 | tail -12; \
 	done
 

@@ -33,7 +33,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     struct vgpu_exec_config cfg = {.kind = "emu", .emu_devices = 1, .emu_memory = 32ull << 20};
     x = vgpu_exec_create(&cfg);
     host.x = x;
-    if (!x || vgpu_channel_layout_make(&layout, 64u << 10, 64u << 10, 1u << 20, 2, 64u << 10))
+    /* A small channel: what each input costs to set up is what limits the fuzzer's pace. */
+    if (!x || vgpu_channel_layout_make(&layout, 32u << 10, 32u << 10, 256u << 10, 2, 32u << 10))
         abort();
     mem = mmap(NULL, layout.map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
