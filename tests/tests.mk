@@ -47,7 +47,11 @@ $(O)/obj/tests/%.o: tests/%.c | $(GEN)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # Tests of a worker's parts and of vgpud's see their headers.
-$(O)/obj/tests/unit/check_gate.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ibackend
+$(O)/obj/tests/unit/check_gate.o $(O)/obj/tests/unit/check_objects.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ibackend
+
+$(TEST_O)/unit/check_objects: $(O)/obj/tests/unit/check_objects.o $(O)/obj/worker/objects.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
 # ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
 # libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.

@@ -25,9 +25,18 @@ struct srv_obj *srv_table_get(struct srv_table *t, uint32_t id)
     return &t->slots[id];
 }
 
+/* The largest id a table takes. Clients reuse the ids they free, so an id stays below the most
+ * objects of a kind a client can hold at once on all its vGPUs; a larger one would only grow the
+ * table (which is sized by its largest id) for nothing. */
+static uint32_t id_bound(const struct srv_table *t)
+{
+    uint64_t bound = (uint64_t)t->limit * VGPU_MAX_DEVICES + 64;
+    return bound < VGPU_MAX_ID ? (uint32_t)bound : VGPU_MAX_ID;
+}
+
 struct srv_obj *srv_table_add(struct srv_table *t, uint32_t id, CUresult *err)
 {
-    if (id == 0 || id >= VGPU_MAX_ID) {
+    if (id == 0 || id >= id_bound(t)) {
         *err = CUDA_ERROR_INVALID_VALUE;
         return NULL;
     }
@@ -39,8 +48,8 @@ struct srv_obj *srv_table_add(struct srv_table *t, uint32_t id, CUresult *err)
         uint32_t cap = t->cap ? t->cap : 64;
         while (cap <= id)
             cap *= 2;
-        if (cap > VGPU_MAX_ID)
-            cap = VGPU_MAX_ID;
+        if (cap > id_bound(t))
+            cap = id_bound(t);
         struct srv_obj *s = realloc(t->slots, (size_t)cap * sizeof *s);
         if (!s) {
             *err = CUDA_ERROR_OUT_OF_MEMORY;

@@ -29,7 +29,8 @@ struct srv_obj {
     bool live;
 };
 
-/* Ids are minted by the client; the table grows to the largest id in use, up to VGPU_MAX_ID. */
+/* Ids are minted by the client; the table grows to the largest id in use, up to what the limit
+ * allows on all of a client's vGPUs (clients reuse freed ids), and never beyond VGPU_MAX_ID. */
 struct srv_table {
     struct srv_obj *slots;
     uint32_t cap;
