@@ -538,14 +538,17 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
 {
     struct session *s = NULL;
     struct schan *c = schan_of(srv, w, channel, &s);
-    if (!c || c->state != SCHAN_OPENING)
+    if (!c || (c->state != SCHAN_OPENING && c->state != SCHAN_CLOSING))
         return;
-    if (status != CUDA_SUCCESS) {
-        answer_channel(s, c, (CUresult)status);
+    if (status != CUDA_SUCCESS) { /* the worker has nothing of it: no ChannelGone will come */
+        if (c->state == SCHAN_OPENING)
+            answer_channel(s, c, (CUresult)status);
         schan_free(srv, s, c);
         session_settle(srv, s);
         return;
     }
+    if (c->state == SCHAN_CLOSING) /* closed meanwhile: its ChannelGone comes next */
+        return;
     c->state = SCHAN_OPEN;
     answer_channel(s, c, CUDA_SUCCESS);
     close(c->memfd);
