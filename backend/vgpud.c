@@ -69,7 +69,8 @@ static void usage(FILE *f)
             "  --max-user-startups N  ... of one uid (default 16)\n"
             "  --max-user-sessions N  sessions of one uid, or one Xen domain (default 256)\n"
             "  --max-user-workers N   workers of one uid, or one Xen domain (default 64)\n"
-            "  --max-user-memory SIZE channel memory of one uid, or one Xen domain (default 64G)\n"
+            "  --max-user-memory SIZE channels (data areas and rings) of one uid, or one Xen domain, in all\n"
+            "                         (default 256G: 64 processes with the default 4G data area)\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
             "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
             "  --xen-config-dir DIR   the guests' xl configurations, as NAME.cfg (default /etc/xen)\n"
@@ -649,7 +650,7 @@ int main(int argc, char **argv)
                 .max_user_startups = 16,
                 .max_user_sessions = 256,
                 .max_user_workers = 64,
-                .max_user_memory = 64ull << 30,
+                .max_user_memory = 256ull << 30,
             },
         .level = VGPU_LOG_INFO,
     };
