@@ -27,6 +27,8 @@ static struct {
 
 void image_cache_configure(uint64_t limit) { cache.limit = limit; }
 
+uint64_t image_cache_limit(void) { return cache.limit; }
+
 static struct entry *find(const uint8_t hash[32])
 {
     for (struct entry *e = cache.entries; e; e = e->next)

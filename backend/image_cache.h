@@ -11,6 +11,7 @@
 
 /* Set the most bytes kept (0 disables the cache). */
 void image_cache_configure(uint64_t limit);
+uint64_t image_cache_limit(void);
 /* Keep the image in fd (size bytes; taken over: closed here whatever happens) unless it is not
  * sealed as said, is too large, or the same image is there already. */
 void image_cache_add(int fd, uint64_t size);

@@ -472,8 +472,13 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
     case VGPU_WMSG_ImagePut: {
         struct vgpu_wmsg_ImagePut m;
         memcpy(&m, buf, sizeof m);
-        image_cache_add(fds[0], m.size);
-        *nfds = 0; /* the cache took it */
+        /* vgpud hashes what it keeps: a worker may offer at most a cache's worth in its life, so
+         * that none can keep vgpud's loop busy hashing. */
+        if (m.size <= image_cache_limit() && w->offered + m.size <= image_cache_limit()) {
+            w->offered += m.size;
+            image_cache_add(fds[0], m.size);
+            *nfds = 0; /* the cache took it */
+        }
         break;
     }
     case VGPU_WMSG_ImageGet: {

@@ -42,6 +42,7 @@ struct worker {
     unsigned sessions;
     int64_t retired_ns;
     bool dead; /* reaped; freed at the end of the loop's turn */
+    uint64_t offered; /* bytes of module images it offered the cache */
     char executor[16];
     /* Its statistics page (read-only here) and its scheduler slots. */
     const struct vgpu_worker_stats *stats;
