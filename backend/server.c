@@ -480,7 +480,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
 static void on_session_readable(struct server *srv, struct session *s)
 {
     static uint8_t buf[VGPU_MAX_MSG]; /* a guest's grant references come in one message */
-    while (!s->link_gone) {
+    /* A few at a time, as for workers: a chatty client does not keep the loop to itself. */
+    for (int budget = 64; budget > 0 && !s->link_gone; budget--) {
         ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
         if (n == -EAGAIN || n == -EINTR)
             return;

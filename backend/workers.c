@@ -493,7 +493,9 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
 static void on_control(struct server *srv, struct worker *w)
 {
     static uint8_t buf[VGPU_MAX_MSG];
-    while (w->ctl >= 0 && w->phase != WORKER_RETIRING) {
+    /* A few at a time: one worker's messages must not keep the loop from everybody else's
+     * (epoll comes back for the rest). */
+    for (int budget = 64; budget > 0 && w->ctl >= 0 && w->phase != WORKER_RETIRING; budget--) {
         int fds[VGPU_MSG_MAX_FDS];
         unsigned nfds = 0;
         ssize_t n = vgpu_msg_recvv(w->ctl, buf, sizeof buf, fds, VGPU_MSG_MAX_FDS, &nfds, 0);
