@@ -67,8 +67,8 @@ static void usage(FILE *f)
             "  --hello-timeout S      close connections that have not said hello after S seconds (default 5)\n"
             "  --max-startups N       connections that have not said hello, in all (default 256)\n"
             "  --max-user-startups N  ... of one uid (default 16)\n"
-            "  --max-user-sessions N  sessions of one uid, or one Xen domain (default 256)\n"
-            "  --max-user-workers N   workers of one uid, or one Xen domain (default 64)\n"
+            "  --max-user-sessions N  sessions of one uid, or one Xen domain (default 64)\n"
+            "  --max-user-workers N   workers of one uid, or one Xen domain (default 16: each holds GPU contexts)\n"
             "  --max-user-memory SIZE channels (data areas and rings) of one uid, or one Xen domain, in all\n"
             "                         (default 256G: 64 processes with the default 4G data area)\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
@@ -648,8 +648,8 @@ int main(int argc, char **argv)
                 .hello_timeout_s = 5,
                 .max_startups = 256,
                 .max_user_startups = 16,
-                .max_user_sessions = 256,
-                .max_user_workers = 64,
+                .max_user_sessions = 64,
+                .max_user_workers = 16,
                 .max_user_memory = 256ull << 30,
             },
         .level = VGPU_LOG_INFO,

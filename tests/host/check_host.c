@@ -802,27 +802,43 @@ START_TEST(test_worker_sandbox)
 }
 END_TEST
 
-/* --isolation domain: the sessions of one user (in host mode) share one worker. */
-START_TEST(test_isolation_domain)
+/* Another vgpud with some options of its own, for one test (tests run in a child process, so the
+ * socket the helpers use is switched for that test alone); waits until it answers. */
+static pid_t start_other_vgpud(const char *name, const char *a1, const char *a2, const char *a3, const char *a4)
 {
     char exe[600], log[700], other[700];
     snprintf(exe, sizeof exe, "%s/vgpud", bin);
-    snprintf(log, sizeof log, "%s/vgpud-domain.log", tmp);
-    snprintf(other, sizeof other, "%.500s/vgpud-domain-%d.sock", tmp, (int)getpid());
+    snprintf(log, sizeof log, "%s/vgpud-%s.log", tmp, name);
+    snprintf(other, sizeof other, "%.500s/vgpud-%s-%d.sock", tmp, name, (int)getpid());
     pid_t d = fork();
     if (d == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        execl(exe, exe, "--foreground", "--executor", "emu", "--socket", other, "--emu-memory", "1G", "--isolation",
-              "domain", "--worker-pool", "0", (char *)NULL);
+        execl(exe, exe, "--foreground", "--executor", "emu", "--socket", other, "--emu-memory", "1G", "--worker-pool",
+              "0", a1, a2, a3, a4, (char *)NULL);
         _exit(127);
     }
-    snprintf(sock, sizeof sock, "%.590s", other); /* this test's own vgpud (the test runs in a child) */
+    snprintf(sock, sizeof sock, "%.590s", other);
     struct json *up = NULL;
     for (int i = 0; i < 500 && !(up = status()); i++)
         usleep(10000);
     json_free(up);
+    return d;
+}
+
+static void stop_other_vgpud(pid_t d)
+{
+    kill(d, SIGTERM);
+    int st;
+    waitpid(d, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other vgpud ended with %#x", st);
+}
+
+/* --isolation domain: the sessions of one user (in host mode) share one worker. */
+START_TEST(test_isolation_domain)
+{
+    pid_t d = start_other_vgpud("domain", "--isolation", "domain", NULL, NULL);
     char dptr[64];
     pid_t a = start_hold(dptr, sizeof dptr);
     pid_t b = start_hold(dptr, sizeof dptr);
@@ -842,10 +858,26 @@ START_TEST(test_isolation_domain)
     waitpid(a, NULL, 0);
     waitpid(b, NULL, 0);
     ck_assert(wait_idle(10));
-    kill(d, SIGTERM);
-    int st;
-    waitpid(d, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the second vgpud ended with %#x", st);
+    stop_other_vgpud(d);
+}
+END_TEST
+
+/* A user's workers are limited: beyond them, a new tenant's context fails as a driver out of memory
+ * does, and the others go on. */
+START_TEST(test_user_worker_limit)
+{
+    pid_t d = start_other_vgpud("limits", "--max-user-workers", "1", NULL, NULL);
+    char dptr[64];
+    pid_t a = start_hold(dptr, sizeof dptr);
+    char *out;
+    ck_assert_int_eq(run_in(progs, "prog_memset", NULL, NULL, 1, &out), 1);
+    ck_assert_msg(strstr(out, "CUDA_ERROR_OUT_OF_MEMORY"), "%s", out);
+    free(out);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    ck_assert(wait_idle(10));
+    ck_assert_int_eq(run_prog("prog_memset", NULL, NULL, NULL), 0); /* its worker gone, the next one fits */
+    stop_other_vgpud(d);
 }
 END_TEST
 
@@ -948,6 +980,7 @@ int main(void)
     tcase_add_test(hostile, test_worker_sandbox);
     tcase_add_test(hostile, test_control_owners);
     tcase_add_test(hostile, test_isolation_domain);
+    tcase_add_test(hostile, test_user_worker_limit);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
