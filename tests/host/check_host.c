@@ -397,6 +397,17 @@ START_TEST(test_image_cache)
 END_TEST
 
 /* Several clients at once, each with its own channel, all correct. */
+/* Every forked client exits 0, and vgpud then forgets them all. */
+static void wait_clients(const pid_t *kids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
+    }
+    ck_assert(wait_idle(10));
+}
+
 START_TEST(test_concurrent_clients)
 {
     enum { N = 6 };
@@ -410,12 +421,7 @@ START_TEST(test_concurrent_clients)
             _exit(rc);
         }
     }
-    for (int i = 0; i < N; i++) {
-        int st;
-        waitpid(kids[i], &st, 0);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
-    }
-    ck_assert(wait_idle(10));
+    wait_clients(kids, N);
 }
 END_TEST
 
@@ -687,12 +693,7 @@ START_TEST(test_faulting_tenants)
             _exit(rc);
         }
     }
-    for (int i = 0; i < N; i++) {
-        int st;
-        waitpid(kids[i], &st, 0);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed (status %#x)", i, st);
-    }
-    ck_assert(wait_idle(10));
+    wait_clients(kids, N);
     ck_assert_int_eq(workers_lost(), lost + 2);
     ck_assert(exit_seen("signal 11", CUDA_ERROR_ILLEGAL_ADDRESS));
     ck_assert(exit_seen("signal 6", CUDA_ERROR_ASSERT));
