@@ -98,8 +98,9 @@ wait_for 20 "vgpud to free everything of the destroyed guest" guest_freed
 [ -z "$(xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/state 2>/dev/null)" ] ||
     fail "the guest's backend entries are still in xenstore"
 stage "vgpud freed the destroyed guest's sessions, memory and xenstore entries; the second guest holds on"
-# The same round trip from a process of dom0 through vgpud's socket, in the same emulated machine.
-VGPU_SOCKET=/run/vgpud.sock LD_LIBRARY_PATH=/opt/vgpu/lib bench_latency 1000 >/tmp/latency.out 2>&1 ||
+# The same round trip from a process of dom0 through vgpud's socket, in the same emulated machine
+# (a few hundred: under emulation a round trip takes milliseconds, and at times far more).
+VGPU_SOCKET=/run/vgpud.sock LD_LIBRARY_PATH=/opt/vgpu/lib bench_latency 200 >/tmp/latency.out 2>&1 ||
     { cat /tmp/latency.out; fail "bench_latency in dom0"; }
 grep RESULT /tmp/latency.out | sed 's/^/DOM0-RTT /'
 stage "dom0's round trip measured"

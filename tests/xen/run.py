@@ -30,7 +30,8 @@ STAGES = [
     (r"XEN-STAGE .* a worker of the guest crashed", "vgpud reports the guest's crashed worker", 20),
     (r"XEN-STAGE .* destroying it", "the guest holds vGPU resources", 40),
     (r"XEN-STAGE .* vgpud freed", "vgpud frees the destroyed guest", 40),
-    (r"XEN-STAGE .* vGPUs detached", "vgpud frees the detached guest's vGPUs", 60),
+    (r"XEN-STAGE .* dom0's round trip measured", "round trips from a process of dom0", 60),
+    (r"XEN-STAGE .* vGPUs detached", "vgpud frees the detached guest's vGPUs", 30),
     (r"XEN-SMOKE: PASS", "the verdict", 40),
 ]
 FATAL = r"Hardware Dom0 crashed|Panic on CPU|Kernel panic - not syncing|KVM internal error"
