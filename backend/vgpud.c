@@ -86,14 +86,36 @@ static int parse_size_opt(const char *name, const char *v, uint64_t *out)
     return -1;
 }
 
+/* A whole number from min to max (in unit, said in the message). */
+static int parse_number(const char *name, const char *v, uint64_t min, uint64_t max, const char *unit, uint64_t *out)
+{
+    if (vgpu_parse_uint(v, max, out) == 0 && *out >= min)
+        return 0;
+    fprintf(stderr, "vgpud: %s is %llu to %llu%s\n", name, (unsigned long long)min, (unsigned long long)max, unit);
+    return -1;
+}
+
 static int parse_count(const char *name, const char *v, unsigned min, unsigned max, unsigned *out)
 {
     uint64_t n;
-    if (vgpu_parse_uint(v, max, &n) == 0 && n >= min) {
-        *out = (unsigned)n;
-        return 0;
-    }
-    fprintf(stderr, "vgpud: %s is %u to %u\n", name, min, max);
+    if (parse_number(name, v, min, max, "", &n))
+        return -1;
+    *out = (unsigned)n;
+    return 0;
+}
+
+/* One of the words (NULL-terminated); *out is its index. */
+static int parse_word(const char *name, const char *v, const char *const *words, int *out)
+{
+    for (int i = 0; words[i]; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "vgpud: %s is", name);
+    for (int i = 0; words[i]; i++)
+        fprintf(stderr, "%s %s", i == 0 ? "" : words[i + 1] ? "," : " or", words[i]);
+    fprintf(stderr, "\n");
     return -1;
 }
 
@@ -142,6 +164,7 @@ static const struct option longopts[] = {
 static int apply(struct settings *st, int c, const char *arg)
 {
     uint64_t v;
+    int word;
     switch (c) {
     case O_SOCKET:
         st->socket_path = arg;
@@ -171,10 +194,8 @@ static int apply(struct settings *st, int c, const char *arg)
         st->opt.exec.cuda_driver = arg;
         break;
     case O_EMU_DEV:
-        if (vgpu_parse_uint(arg, VGPU_MAX_DEVICES, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --emu-devices is 1 to %u\n", VGPU_MAX_DEVICES);
+        if (parse_number("--emu-devices", arg, 1, VGPU_MAX_DEVICES, "", &v))
             return 2;
-        }
         st->opt.exec.emu_devices = (int)v;
         break;
     case O_EMU_MEM:
@@ -182,10 +203,8 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         break;
     case O_SPIN:
-        if (vgpu_parse_uint(arg, 1000000, &v)) {
-            fprintf(stderr, "vgpud: --poll-spin-us is 0 to 1000000\n");
+        if (parse_number("--poll-spin-us", arg, 0, 1000000, "", &v))
             return 2;
-        }
         st->opt.poll_spin_ns = (int64_t)v * 1000;
         break;
     case O_DATA:
@@ -193,10 +212,8 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         break;
     case O_SESS:
-        if (vgpu_parse_uint(arg, 1u << 20, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --max-sessions wants a positive number\n");
+        if (parse_number("--max-sessions", arg, 1, 1u << 20, "", &v))
             return 2;
-        }
         st->opt.max_sessions = (uint32_t)v;
         break;
     case O_ANY:
@@ -216,24 +233,18 @@ static int apply(struct settings *st, int c, const char *arg)
         }
         break;
     case O_PERIOD:
-        if (vgpu_parse_uint(arg, 10000, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --sched-period is 1 to 10000 (ms)\n");
+        if (parse_number("--sched-period", arg, 1, 10000, " (ms)", &v))
             return 2;
-        }
         st->opt.sched.period_ns = v * 1000000;
         break;
     case O_WAIT:
-        if (vgpu_parse_uint(arg, 1000000, &v)) {
-            fprintf(stderr, "vgpud: --sched-wait is 0 to 1000000 (us)\n");
+        if (parse_number("--sched-wait", arg, 0, 1000000, " (us)", &v))
             return 2;
-        }
         st->opt.sched.wait_ns = v * 1000;
         break;
     case O_QUANTUM:
-        if (vgpu_parse_uint(arg, 1000000, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --sched-quantum is 1 to 1000000 (us)\n");
+        if (parse_number("--sched-quantum", arg, 1, 1000000, " (us)", &v))
             return 2;
-        }
         st->opt.sched.quantum_ns = v * 1000;
         break;
     case O_WEIGHT: {
@@ -252,24 +263,17 @@ static int apply(struct settings *st, int c, const char *arg)
         break;
     }
     case O_DEFWEIGHT:
-        if (vgpu_parse_uint(arg, SCHED_MAX_WEIGHT, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --default-weight is 1 to %u\n", SCHED_MAX_WEIGHT);
+        if (parse_number("--default-weight", arg, 1, SCHED_MAX_WEIGHT, "", &v))
             return 2;
-        }
         st->opt.default_weight = (unsigned)v;
         break;
-    case O_XEN:
-        if (strcmp(arg, "auto") == 0)
-            st->opt.xen = 0;
-        else if (strcmp(arg, "on") == 0)
-            st->opt.xen = 1;
-        else if (strcmp(arg, "off") == 0)
-            st->opt.xen = -1;
-        else {
-            fprintf(stderr, "vgpud: --xen is auto, on or off\n");
+    case O_XEN: {
+        static const char *const modes[] = {"off", "auto", "on", NULL};
+        if (parse_word("--xen", arg, modes, &word))
             return 2;
-        }
+        st->opt.xen = word - 1; /* -1, 0, 1 */
         break;
+    }
     case O_XEN_DIR:
         st->opt.xen_config_dir = arg;
         break;
@@ -278,36 +282,30 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         break;
     case O_SCHED_SPIN:
-        if (vgpu_parse_uint(arg, 1000000, &v)) {
-            fprintf(stderr, "vgpud: --sched-spin is 0 to 1000000 (us)\n");
+        if (parse_number("--sched-spin", arg, 0, 1000000, " (us)", &v))
             return 2;
-        }
         st->opt.sched.spin_ns = v * 1000;
         break;
     case O_MAX_TURN:
-        if (vgpu_parse_uint(arg, 3600000, &v) || v == 0) {
-            fprintf(stderr, "vgpud: --sched-max-turn is 1 to 3600000 (ms)\n");
+        if (parse_number("--sched-max-turn", arg, 1, 3600000, " (ms)", &v))
             return 2;
-        }
         st->opt.sched.max_turn_ns = v * 1000000;
         break;
-    case O_CALIBRATE:
-        if (strcmp(arg, "on") && strcmp(arg, "off")) {
-            fprintf(stderr, "vgpud: --sched-calibrate is on or off\n");
+    case O_CALIBRATE: {
+        static const char *const modes[] = {"off", "on", NULL};
+        if (parse_word("--sched-calibrate", arg, modes, &word))
             return 2;
-        }
-        st->opt.sched.calibrate = strcmp(arg, "on") == 0;
+        st->opt.sched.calibrate = word == 1;
         break;
-    case O_ISOLATION:
-        if (strcmp(arg, "session") == 0)
-            st->opt.isolation = ISOLATION_SESSION;
-        else if (strcmp(arg, "domain") == 0)
-            st->opt.isolation = ISOLATION_DOMAIN;
-        else {
-            fprintf(stderr, "vgpud: --isolation is session or domain\n");
+    }
+    case O_ISOLATION: {
+        static const char *const modes[ISOLATION_DOMAIN + 2] = {[ISOLATION_SESSION] = "session",
+                                                               [ISOLATION_DOMAIN] = "domain"};
+        if (parse_word("--isolation", arg, modes, &word))
             return 2;
-        }
+        st->opt.isolation = word;
         break;
+    }
     case O_POOL:
         if (parse_count("--worker-pool", arg, 0, 64, &st->opt.worker_pool))
             return 2;
@@ -329,18 +327,14 @@ static int apply(struct settings *st, int c, const char *arg)
         st->opt.worker_gid = (uint32_t)pw->pw_gid;
         break;
     }
-    case O_SECCOMP:
-        if (strcmp(arg, "on") == 0)
-            st->opt.seccomp = VGPU_SECCOMP_ON;
-        else if (strcmp(arg, "log") == 0)
-            st->opt.seccomp = VGPU_SECCOMP_LOG;
-        else if (strcmp(arg, "off") == 0)
-            st->opt.seccomp = VGPU_SECCOMP_OFF;
-        else {
-            fprintf(stderr, "vgpud: --seccomp is on, log or off\n");
+    case O_SECCOMP: {
+        static const char *const modes[VGPU_SECCOMP_ON + 2] = {[VGPU_SECCOMP_OFF] = "off", [VGPU_SECCOMP_LOG] = "log",
+                                                              [VGPU_SECCOMP_ON] = "on"};
+        if (parse_word("--seccomp", arg, modes, &word))
             return 2;
-        }
+        st->opt.seccomp = (uint32_t)word;
         break;
+    }
     case O_ADMIN: {
         struct group *gr = getgrnam(arg);
         if (!gr) {
