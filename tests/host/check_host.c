@@ -141,15 +141,20 @@ static struct json *status(void)
 static long long num(const struct json *j, const char *path) { return (long long)json_number(json_path(j, path), -1); }
 
 /* The first channel of the session running program (NULL if there is none). */
-static const struct json *channel_of(const struct json *j, const char *program)
+/* The first session of the program in vgpud's status, or NULL. */
+static const struct json *session_of(const struct json *j, const char *program)
 {
     const struct json *sessions = json_get(j, "sessions");
     for (const struct json *s = sessions ? sessions->child : NULL; s; s = s->next)
-        if (strcmp(json_string(json_get(s, "program"), ""), program) == 0) {
-            const struct json *chans = json_get(s, "channels");
-            return chans ? chans->child : NULL;
-        }
+        if (strcmp(json_string(json_get(s, "program"), ""), program) == 0)
+            return s;
     return NULL;
+}
+
+static const struct json *channel_of(const struct json *j, const char *program)
+{
+    const struct json *chans = json_get(session_of(j, program), "channels");
+    return chans ? chans->child : NULL;
 }
 
 /* Wait until vgpud holds nothing for any client: no sessions, no device memory in use. */
@@ -621,10 +626,7 @@ START_TEST(test_sched_weights)
     ck_assert_int_eq(num(ch, "sched.copy.weight"), 250);
     ck_assert_int_gt(num(ch, "sched.copy.holds") + num(ch, "sched.copy.busy_ns"), 0);
     /* the session id of prog_hold */
-    long long session = -1;
-    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
-        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
-            session = num(x, "id");
+    long long session = num(session_of(j, "prog_hold"), "id");
     json_free(j);
     ck_assert_int_gt(session, 0);
     char sid[32];
@@ -709,10 +711,7 @@ START_TEST(test_worker_killed)
     pid_t hold = start_hold(dptr, sizeof dptr);
     usleep(200000);
     struct json *j = status();
-    long long worker = -1;
-    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
-        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
-            worker = num(x, "worker");
+    long long worker = num(session_of(j, "prog_hold"), "worker");
     json_free(j);
     ck_assert_int_gt(worker, 0);
     ck_assert_int_eq(kill((pid_t)worker, SIGKILL), 0);
@@ -892,10 +891,7 @@ START_TEST(test_control_owners)
     char dptr[64];
     pid_t hold = start_hold(dptr, sizeof dptr);
     struct json *j = status();
-    long long session = -1;
-    for (const struct json *x = json_get(j, "sessions")->child; x; x = x->next)
-        if (strcmp(json_string(json_get(x, "program"), ""), "prog_hold") == 0)
-            session = num(x, "id");
+    long long session = num(session_of(j, "prog_hold"), "id");
     json_free(j);
     ck_assert_int_gt(session, 0);
     char ctl[600], out[700], sid[32];
