@@ -104,7 +104,7 @@ static uint64_t rss_of(pid_t pid)
 /* Does the asker see session o? */
 static bool visible(const struct session *asker, const struct session *o)
 {
-    return asker->admin || (asker->domid >= 0 ? o->domid == asker->domid : o->domid < 0 && o->uid == asker->uid);
+    return asker->admin || same_principal(asker->domid, asker->uid, o->domid, o->uid);
 }
 
 static void workers_json(struct server *srv, struct strbuf *b, const struct session *asker)
@@ -112,12 +112,11 @@ static void workers_json(struct server *srv, struct strbuf *b, const struct sess
     strbuf_printf(b, "\"workers\":[");
     bool first = true;
     for (const struct worker *w = srv->workers; w; w = w->next) {
-        bool mine = w->tenant[0] &&
-                    (w->domid >= 0 ? asker->domid == w->domid : asker->domid < 0 && asker->uid == w->uid);
+        bool mine = w->tenant[0] && same_principal(w->domid, w->uid, asker->domid, asker->uid);
         if (!asker->admin && !mine)
             continue;
         strbuf_printf(b, "%s{\"pid\":%d,\"tenant\":", first ? "" : ",", (int)w->pid);
-        strbuf_json_string(b, w->tenant[0] ? w->tenant : "pool");
+        strbuf_json_string(b, worker_name(w));
         strbuf_printf(b, ",\"phase\":\"%s\",\"sessions\":%u,\"rss_bytes\":%llu,\"age_s\":%.3f}", phase_name(w->phase),
                       w->sessions, (unsigned long long)rss_of(w->pid),
                       (double)(vgpu_now_ns() - w->started_ns) / 1e9);

@@ -103,14 +103,19 @@ static void apply(struct sched_host *h, int d, unsigned r, struct sched_next n, 
     publish(h, d, r);
 }
 
-/* Engine time the holder m reports since it was last read, bounded by the time it has held the
- * engine and not been charged for yet. */
+/* The time the holder m has held the engine and not been charged for yet. */
+static uint64_t uncharged(const struct member *m, unsigned r, int64_t now)
+{
+    uint64_t held = now > m->held_since[r] ? (uint64_t)(now - m->held_since[r]) : 0;
+    return held > m->held_charged[r] ? held - m->held_charged[r] : 0;
+}
+
+/* Engine time the holder m reports since it was last read, bounded by what is uncharged. */
 static uint64_t take_busy(struct member *m, unsigned r, int64_t now)
 {
     uint64_t b = atomic_load_explicit(&m->g->slots->slot[m->slot].busy_ns[r], memory_order_acquire);
     uint64_t delta = b - m->seen_busy[r];
-    uint64_t held = now > m->held_since[r] ? (uint64_t)(now - m->held_since[r]) : 0;
-    uint64_t bound = held > m->held_charged[r] ? held - m->held_charged[r] : 0;
+    uint64_t bound = uncharged(m, r, now);
     m->seen_busy[r] = b;
     if (delta > bound)
         delta = bound;
@@ -157,8 +162,7 @@ static void revoke_overdue(struct sched_host *h, int d, unsigned r, int64_t now)
     LOG_WARN("sched: device %d: a vGPU kept the %s engine %lld ms while others waited; taken back", d,
              r == SCHED_RES_COMPUTE ? "compute" : "copy", (long long)((now - m->wanted_since[r]) / 1000000));
     atomic_store(hold_of(m, r), SCHED_HOLD_FREE);
-    uint64_t held = (uint64_t)(now - m->held_since[r]);
-    uint64_t busy = held > m->held_charged[r] ? held - m->held_charged[r] : 0;
+    uint64_t busy = uncharged(m, r, now);
     m->seen_busy[r] = atomic_load(&m->g->slots->slot[m->slot].busy_ns[r]);
     apply(h, d, r, sched_complete(&h->dev[d].s[r], &m->v[r], busy, (uint64_t)now), now);
 }
@@ -238,13 +242,6 @@ static bool scan(struct sched_host *h, int64_t now, bool *hot, int64_t *wake_at)
     return changed;
 }
 
-static void drain_eventfd(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
-
 static void *host_main(void *arg)
 {
     struct sched_host *h = arg;
@@ -281,8 +278,9 @@ static void *host_main(void *arg)
         pthread_mutex_unlock(&h->mu);
         struct epoll_event ev;
         int n = epoll_wait(h->epfd, &ev, 1, timeout);
+        eventfd_t count;
         if (n > 0)
-            drain_eventfd(h->wake_fd);
+            eventfd_read(h->wake_fd, &count);
         pthread_mutex_lock(&h->mu);
         atomic_store(&h->board->host_sleeping, 0);
         last_event = vgpu_now_ns();
@@ -291,12 +289,7 @@ static void *host_main(void *arg)
     return NULL;
 }
 
-static void wake(struct sched_host *h)
-{
-    uint64_t one = 1;
-    ssize_t w = write(h->wake_fd, &one, sizeof one);
-    (void)w;
-}
+static void wake(struct sched_host *h) { eventfd_write(h->wake_fd, 1); }
 
 /* ---------------------------------------------------------------- life cycle */
 

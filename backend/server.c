@@ -23,29 +23,18 @@
 /* How often the loop looks at deadlines (hellos, retiring workers). */
 #define TICK_MS 250
 
-static void wake_loop(struct server *srv)
-{
-    uint64_t one = 1;
-    ssize_t w = write(srv->wake_fd, &one, sizeof one);
-    (void)w;
-}
+static void wake_loop(struct server *srv) { eventfd_write(srv->wake_fd, 1); }
 
 static void mark_killed(struct server *srv, struct session *s);
 
 /* ---------------------------------------------------------------- principals and limits */
-
-/* A principal is a domain for a guest's process, a uid for a host process. */
-static bool same_principal(const struct session *s, int domid, uid_t uid)
-{
-    return domid >= 0 ? s->domid == domid : s->domid < 0 && s->uid == uid;
-}
 
 /* Live sessions of a principal, those that have said hello or those that have not. */
 static unsigned count_sessions(struct server *srv, int domid, uid_t uid, bool before_hello)
 {
     unsigned n = 0;
     for (struct session *s = srv->sessions; s; s = s->next)
-        if (!s->link_gone && same_principal(s, domid, uid) && (s->state == SESSION_NEW) == before_hello)
+        if (!s->link_gone && same_principal(domid, uid, s->domid, s->uid) && (s->state == SESSION_NEW) == before_hello)
             n++;
     return n;
 }
@@ -62,7 +51,7 @@ static uint64_t principal_memory(struct server *srv, int domid, uid_t uid)
 {
     uint64_t bytes = 0;
     for (struct session *s = srv->sessions; s; s = s->next)
-        if (same_principal(s, domid, uid))
+        if (same_principal(domid, uid, s->domid, s->uid))
             for (int v = 0; v < s->vgpu_count; v++)
                 if (s->chans[v])
                     bytes += s->chans[v]->layout.map_size;
@@ -868,9 +857,8 @@ int server_run(struct server *srv)
             struct watch *wt = evs[i].data.ptr;
             switch (wt->kind) {
             case WATCH_WAKE: {
-                uint64_t count;
-                ssize_t r = read(srv->wake_fd, &count, sizeof count);
-                (void)r;
+                eventfd_t count;
+                eventfd_read(srv->wake_fd, &count);
                 take_incoming(srv);
                 close_killed(srv);
                 break;
@@ -910,9 +898,8 @@ int server_run(struct server *srv)
             if (wt->kind == WATCH_WORKER_CONTROL || wt->kind == WATCH_WORKER_LOG || wt->kind == WATCH_WORKER_EXIT)
                 workers_on_event(srv, wt);
             else if (wt->kind == WATCH_WAKE) {
-                uint64_t count;
-                ssize_t r = read(srv->wake_fd, &count, sizeof count);
-                (void)r;
+                eventfd_t count;
+                eventfd_read(srv->wake_fd, &count);
             }
         }
         bury(srv);

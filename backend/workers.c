@@ -285,7 +285,7 @@ static void relay_line(struct worker *w, char *line)
             *colon = ':';
         }
     }
-    vgpu_log(level, "worker %d (%s): %s", (int)w->pid, w->tenant[0] ? w->tenant : "pool", msg);
+    vgpu_log(level, "worker %d (%s): %s", (int)w->pid, worker_name(w), msg);
 }
 
 static void on_log(struct worker *w)
@@ -365,7 +365,7 @@ static void reap(struct server *srv, struct worker *w)
     memset(x, 0, sizeof *x);
     x->pid = w->pid;
     x->at_ns = vgpu_now_ns();
-    snprintf(x->tenant, sizeof x->tenant, "%s", w->tenant[0] ? w->tenant : "pool");
+    snprintf(x->tenant, sizeof x->tenant, "%s", worker_name(w));
     describe_status(status, x->reason, sizeof x->reason);
     /* Its vGPUs leave the schedulers before anything else: others may wait for its engines. */
     sched_host_region_free(srv->sched, w->region);
@@ -411,7 +411,7 @@ static void retire(struct server *srv, struct worker *w)
 /* A worker broke the protocol: it is not to be trusted with anything any more. */
 static void kill_worker(struct server *srv, struct worker *w, const char *why)
 {
-    LOG_WARN("worker %d (%s): %s; killed", (int)w->pid, w->tenant[0] ? w->tenant : "pool", why);
+    LOG_WARN("worker %d (%s): %s; killed", (int)w->pid, worker_name(w), why);
     kill(w->pid, SIGKILL);
     watch_del(srv, w->ctl);
     close(w->ctl);
@@ -634,7 +634,7 @@ unsigned workers_of_principal(struct server *srv, int domid, uid_t uid)
 {
     unsigned n = 0;
     for (struct worker *w = srv->workers; w; w = w->next)
-        if (w->tenant[0] && w->phase != WORKER_RETIRING && (domid >= 0 ? w->domid == domid : w->domid < 0 && w->uid == uid))
+        if (w->tenant[0] && w->phase != WORKER_RETIRING && same_principal(domid, uid, w->domid, w->uid))
             n++;
     return n;
 }
@@ -710,7 +710,7 @@ void workers_tick(struct server *srv)
     for (struct worker *w = srv->workers; w; w = w->next) {
         if ((w->phase == WORKER_RETIRING && now - w->retired_ns > RETIRE_TIMEOUT_NS) ||
             (w->phase == WORKER_STARTING && now - w->started_ns > START_TIMEOUT_NS)) {
-            LOG_WARN("worker %d (%s) did not %s in time; killed", (int)w->pid, w->tenant[0] ? w->tenant : "pool",
+            LOG_WARN("worker %d (%s) did not %s in time; killed", (int)w->pid, worker_name(w),
                      w->phase == WORKER_RETIRING ? "end" : "start");
             kill(w->pid, SIGKILL);
             w->retired_ns = now;
@@ -746,7 +746,7 @@ void workers_stop(struct server *srv)
         if (r != w->pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             char why[48];
             describe_status(status, why, sizeof why);
-            LOG_WARN("worker %d (%s) ended with %s", (int)w->pid, w->tenant[0] ? w->tenant : "pool", why);
+            LOG_WARN("worker %d (%s) ended with %s", (int)w->pid, worker_name(w), why);
         }
         watch_del(srv, w->log_fd);
         watch_del(srv, w->pidfd);

@@ -68,6 +68,16 @@ struct worker_exit {
 
 #define WORKER_EXITS_KEPT 32
 
+/* A principal is a Xen domain for a guest's processes, a uid for host processes: is (domid, uid)
+ * the same principal as (other_domid, other_uid)? */
+static inline bool same_principal(int domid, uid_t uid, int other_domid, uid_t other_uid)
+{
+    return domid >= 0 ? other_domid == domid : other_domid < 0 && other_uid == uid;
+}
+
+/* How a worker is named in logs and status: its tenant, or "pool". */
+static inline const char *worker_name(const struct worker *w) { return w->tenant[0] ? w->tenant : "pool"; }
+
 /* Describe the devices: a probing worker opens the executor, answers, and exits. 0 or -errno. */
 int workers_probe(struct server *srv);
 /* Keep the pool filled: all at once (at the start), or one worker at a time and only a while

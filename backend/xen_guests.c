@@ -511,9 +511,7 @@ void xen_guests_stop(struct server *srv)
     struct xen_guests *g = srv->xen;
     if (!g)
         return;
-    uint64_t one = 1;
-    ssize_t w = write(g->stop_fd, &one, sizeof one);
-    (void)w;
+    eventfd_write(g->stop_fd, 1);
     pthread_join(g->thread, NULL);
     while (g->guests) {
         struct guest *d = g->guests;

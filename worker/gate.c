@@ -5,6 +5,7 @@
 #include <linux/futex.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,11 +42,8 @@ static bool hold_cas(struct gate_member *m, enum gate_resource r, uint32_t from,
 static void ring_host(struct gate_member *m)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load(&m->c->board->host_sleeping)) {
-        uint64_t one = 1;
-        ssize_t w = write(m->c->host_fd, &one, sizeof one);
-        (void)w;
-    }
+    if (atomic_load(&m->c->board->host_sleeping))
+        eventfd_write(m->c->host_fd, 1);
 }
 
 /* ---------------------------------------------------------------- timing events */

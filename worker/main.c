@@ -230,19 +230,25 @@ static void serve(void)
         if (n <= 0)
             break;
         unsigned type = vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_SERVING);
-        if (type == VGPU_WMSG_AddChannel) {
+        switch (type) {
+        case VGPU_WMSG_AddChannel:
             on_add_channel(buf, (size_t)n, nfds ? fds[0] : -1);
-            continue;
-        }
-        if (type == VGPU_WMSG_CloseChannel)
+            nfds = 0; /* taken */
+            break;
+        case VGPU_WMSG_CloseChannel:
             on_close_channel(buf);
-        else if (type == VGPU_WMSG_Image) {
+            break;
+        case VGPU_WMSG_Image: {
             struct vgpu_wmsg_Image m;
             memcpy(&m, buf, sizeof m);
             worker_image_answer(&m, nfds ? fds[0] : -1);
-            continue;
-        } else
+            nfds = 0; /* taken */
+            break;
+        }
+        default:
             LOG_ERROR("unexpected message from vgpud (%zd bytes)", n);
+            break;
+        }
         vgpu_close_fds(fds, &nfds);
     }
     free(buf);
@@ -272,8 +278,20 @@ static int probe(void)
     return e ? 1 : 0;
 }
 
+/* What a launch costs each device besides its kernel, not to be charged to a turn (measured while
+ * the worker waits in the pool, not while a tenant waits). */
+static void calibrate(void)
+{
+    int devices = w.x->ops->device_count(w.x);
+    for (int d = 0; w.x->ops->launch_overhead && d < devices && d < (int)VGPU_MAX_DEVICES; d++) {
+        w.gate.launch_overhead_ns[d] = w.x->ops->launch_overhead(w.x, d);
+        LOG_DEBUG("device %d: a launch costs %llu ns besides its kernel", d,
+                  (unsigned long long)w.gate.launch_overhead_ns[d]);
+    }
+}
+
 /* Map the pages vgpud gave: the statistics page and, when scheduling is on, the slots and the
- * board. Returns 0 or -1 (said). */
+ * board (then, if asked, calibrate). Returns 0 or -1 (said). */
 static int map_pages(const struct vgpu_wmsg_State *st, const int *fds, unsigned nfds)
 {
     w.slots = st->slots;
@@ -307,15 +325,11 @@ static int map_pages(const struct vgpu_wmsg_State *st, const int *fds, unsigned 
         .spin_ns = st->sched_spin_ns,
         .x = w.x,
     };
-    int devices = w.x->ops->device_count(w.x);
-    for (int d = 0; st->sched_calibrate && w.x->ops->launch_overhead && d < devices && d < (int)VGPU_MAX_DEVICES; d++) {
-        w.gate.launch_overhead_ns[d] = w.x->ops->launch_overhead(w.x, d);
-        LOG_DEBUG("device %d: a launch costs %llu ns besides its kernel", d,
-                  (unsigned long long)w.gate.launch_overhead_ns[d]);
-    }
     if (w.gate.board->magic != SCHED_BOARD_MAGIC || w.gate.slots->count < w.slots)
         return -1;
     w.sched_on = true;
+    if (st->sched_calibrate)
+        calibrate();
     return 0;
 }
 

@@ -354,8 +354,9 @@ static int still_open(void *arg)
     return atomic_load(&ch->closing) ? -ECANCELED : 0;
 }
 
-/* Free everything the channel made on the executor (poller thread, at the end). */
-static void teardown(struct vchannel *ch)
+/* Free everything the channel made on the executor (poller thread, at the end); the channel is
+ * finished from then on. */
+void vchannel_teardown(struct vchannel *ch)
 {
     gate_leave(&ch->gate);
     struct srv_table *ctxs = &ch->tables[SRV_CTX];
@@ -368,6 +369,7 @@ static void teardown(struct vchannel *ch)
             atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
     }
     ch->reg_count = 0;
+    atomic_store(&ch->finished, true);
 }
 
 /* Serve the next record of the request ring: 1, 0 when there is none, -1 when the ring is corrupt
@@ -397,12 +399,6 @@ int vchannel_serve_pending(struct vchannel *ch)
         served++;
     progress(ch);
     return n < 0 ? -1 : served;
-}
-
-void vchannel_teardown(struct vchannel *ch)
-{
-    teardown(ch);
-    atomic_store(&ch->finished, true);
 }
 
 static void *poller_main(void *arg)
@@ -451,8 +447,7 @@ static void *poller_main(void *arg)
     }
     atomic_store((_Atomic uint32_t *)&ch->map.ctl->server_state, VGPU_CHAN_CLOSED);
     vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
-    teardown(ch);
-    atomic_store(&ch->finished, true);
+    vchannel_teardown(ch);
     if (ch->host->memory_changed)
         ch->host->memory_changed(ch);
     ch->host->gone(ch, ch->broken);
@@ -519,8 +514,7 @@ void vchannel_start(struct vchannel *ch)
     if (pthread_create(&poller, NULL, poller_main, ch) != 0) {
         ch->poller_started = false;
         LOG_ERROR("channel %u: cannot start its poller", ch->id);
-        teardown(ch);
-        atomic_store(&ch->finished, true);
+        vchannel_teardown(ch);
         ch->host->gone(ch, CUDA_SUCCESS);
         return;
     }
