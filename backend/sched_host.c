@@ -17,8 +17,11 @@
 #include "log.h"
 #include "sealed.h"
 
-/* How long the thread goes on looking after the last thing it saw happen, when nobody waits. */
+/* How long the thread goes on looking after the last thing it saw happen, when nobody waits (while
+ * somebody does: --sched-host-spin). */
 #define IDLE_SPIN_NS 50000ll
+/* A timer closer than this is waited for looking, not sleeping: epoll's timeouts are milliseconds. */
+#define NEAR_TIMER_NS 2000000ll
 /* While a vGPU holds an engine and others are active, the thread looks at least this often (for
  * budgets and utilization); otherwise it sleeps until a worker wakes it. */
 #define CHARGE_TICK_MS 10
@@ -57,6 +60,7 @@ struct device {
 
 struct sched_host {
     uint64_t max_turn_ns;
+    uint64_t host_spin_ns;
     pthread_mutex_t mu;
     pthread_t thread;
     bool running, stop;
@@ -225,6 +229,11 @@ static bool scan(struct sched_host *h, int64_t now, bool *hot, int64_t *wake_at)
                     recall(h, d, r, now);
                 revoke_overdue(h, d, r, now);
                 *hot = true;
+                if (s->holder) { /* when its turn becomes overdue */
+                    int64_t due = member_of(s->holder, r)->wanted_since[r] + (int64_t)h->max_turn_ns;
+                    if (!*wake_at || due < *wake_at)
+                        *wake_at = due;
+                }
             } else if (s->holder) {
                 member_of(s->holder, r)->wanted_since[r] = 0;
             }
@@ -253,7 +262,11 @@ static void *host_main(void *arg)
         bool hot;
         if (scan(h, now, &hot, &wake_at))
             last_event = now;
-        if (hot || now - last_event < IDLE_SPIN_NS) {
+        /* While vGPUs wait, the next hand-over is near and a sleeping thread would add its wake-up
+         * to it: look on for a while. Then sleep (a worker that hands over or asks wakes it), so
+         * that long turns do not cost vgpud a CPU. */
+        int64_t spin = hot ? (int64_t)h->host_spin_ns : IDLE_SPIN_NS;
+        if (now - last_event < spin || (wake_at && wake_at - now < NEAR_TIMER_NS)) {
             /* Let the control thread in between two looks. */
             pthread_mutex_unlock(&h->mu);
             for (int i = 0; i < 16; i++)
@@ -265,7 +278,7 @@ static void *host_main(void *arg)
          * clear and did not ring). */
         atomic_store(&h->board->host_sleeping, 1);
         atomic_thread_fence(memory_order_seq_cst);
-        if (scan(h, vgpu_now_ns(), &hot, &wake_at) || hot) {
+        if (scan(h, vgpu_now_ns(), &hot, &wake_at)) {
             atomic_store(&h->board->host_sleeping, 0);
             last_event = vgpu_now_ns();
             continue;
@@ -306,6 +319,7 @@ int sched_host_create(struct sched_host **out, int devices, const struct sched_o
     h->opt = *opt;
     h->devices = devices;
     h->max_turn_ns = opt->max_turn_ns ? opt->max_turn_ns : 4 * (opt->period_ns ? opt->period_ns : SCHED_DEFAULT_PERIOD_NS);
+    h->host_spin_ns = opt->host_spin_ns;
     h->epfd = h->wake_fd = h->board_fd = -1;
     pthread_mutex_init(&h->mu, NULL);
     struct sched_config cfg = {(enum sched_policy)opt->policy, opt->period_ns, opt->wait_ns};

@@ -12,6 +12,7 @@
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
 #                the comparison from a noisy neighbour on the machine
 #   BENCH_PARTS  which parts run (default "apps pytorch latency launch copy first tenant")
+#   BENCH_VGPUD_OPTS more vgpud options (to compare settings, e.g. "--sched none")
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
@@ -24,7 +25,8 @@ mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
 . "$(dirname "$0")/../tools/vgpud-background.sh"
 trap stop_vgpud EXIT
-start_vgpud "$VGPU_BIN" "$sock" "$BENCH_OUT/vgpud.log" cuda
+# shellcheck disable=SC2086
+start_vgpud "$VGPU_BIN" "$sock" "$BENCH_OUT/vgpud.log" cuda warn ${BENCH_VGPUD_OPTS:-}
 
 run_pair() { # name, program and arguments
     name=$1; shift

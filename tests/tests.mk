@@ -122,4 +122,4 @@ $(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
 XEN_SAN_BUILD ?=
 check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
 	VGPU_BUILD=$(abspath $(O)) VGPU_SAN_BUILD=$(if $(XEN_SAN_BUILD),$(abspath $(XEN_SAN_BUILD))) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
-	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 300
+	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 480

@@ -287,10 +287,11 @@ static void close_if(struct gate_member *m, bool all)
 
 void gate_before_blocking(struct gate_member *m)
 {
-    /* All of them: a client that waits for its work ends its turn (a synchronous client's turns
-     * are then its operations, each measured on the GPU). */
+    /* A client that waits for its work ends a turn others wait for (a synchronous client's turns
+     * are then its operations, each measured on the GPU). Alone, it keeps the turn open: closing
+     * it would cost a query of its streams on every synchronous call, for nobody. */
     if (m->c)
-        close_if(m, true);
+        close_if(m, false);
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)

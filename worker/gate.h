@@ -99,7 +99,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
 /* After the executor has been given an admitted operation: timing events follow contended ones
  * (never before: an event the client did not ask for must not delay what it waits for). */
 void gate_dispatched(struct gate_member *m);
-/* Before a call that may block the poller: its turns are closed. */
+/* Before a call that may block the poller: its turns others wait for are closed. */
 void gate_before_blocking(struct gate_member *m);
 /* The poller found no request: turns others wait for are closed, all of them if it is going to
  * sleep. */

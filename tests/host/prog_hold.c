@@ -1,5 +1,7 @@
 /* A client that holds resources and keeps vgpud busy until it is killed: for the tests that check
- * what vgpud frees when a client dies. Prints "ready <device pointer>" once set up. */
+ * what vgpud frees when a client dies. Prints "ready <device pointer>" once set up.
+ *   prog_hold [MODULE [PAUSE_MS]]: with a pause, it rests that long after each round of copies (a
+ *   bystander that must not slow everything else down, under emulation). */
 #include <string.h>
 #include <unistd.h>
 
@@ -24,13 +26,18 @@ int main(int argc, char **argv)
         CUmodule m = prog_module(argv[1]);
         (void)m;
     }
+    unsigned pause_ms = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 0;
     printf("ready %#llx\n", (unsigned long long)d);
     fflush(stdout);
     for (unsigned long i = 0;; i++) {
         CHECK(cuMemcpyHtoDAsync(d, host, n, s));
         CHECK(cuMemcpyDtoHAsync(pinned, d, n, s));
         CHECK(cuEventRecord(e, s));
-        if (i % 4 == 0)
+        if (pause_ms) {
             CHECK(cuEventSynchronize(e));
+            usleep(pause_ms * 1000u);
+        } else if (i % 4 == 0) {
+            CHECK(cuEventSynchronize(e));
+        }
     }
 }

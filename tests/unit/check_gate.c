@@ -195,7 +195,9 @@ START_TEST(turn_drain_keep)
     atomic_store(&streams_busy, true);
     gate_idle(&m, false); /* nobody waits: the turn stays open */
     ck_assert(gate_open(&m));
-    gate_before_blocking(&m); /* the client waits for its work: the turn is closed */
+    gate_before_blocking(&m); /* the client waits for its work, alone: the turn stays open */
+    ck_assert(gate_open(&m));
+    gate_idle(&m, true); /* the poller goes to sleep: the turn is closed */
     ck_assert(!gate_open(&m));
     ck_assert(gate_poll(&m)); /* still draining */
     atomic_store(&streams_busy, false);
@@ -438,13 +440,19 @@ START_TEST(endless_turn_taken_back)
     pthread_t t;
     pthread_create(&t, NULL, admit_thread, &w);
     ck_assert(!wait_done(&w, 100));
+    /* Meanwhile vgpud's thread sleeps (it looks on 0 µs in this rig): a long turn costs it no CPU,
+     * and the turn is taken back on its timer. */
+    ck_assert_uint_eq(atomic_load(&r.c.board->host_sleeping), 1);
     ck_assert(wait_done(&w, 3000)); /* 200 ms in this rig */
     pthread_join(t, NULL);
     ck_assert_int_eq(w.result, CUDA_SUCCESS);
     ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
     ck_assert_uint_ge(stats(&r, 0, GATE_COMPUTE).busy_ns, 200000000);
     atomic_store(&streams_busy, false);
-    ck_assert(!gate_poll(&a)); /* its turn ends at last, and it gives back what it no longer has */
+    gate_idle(&a, true); /* its poller is back and finds nothing to do: the turn ends at last */
+    ck_assert(!gate_open(&a));
+    ck_assert(!gate_poll(&a)); /* and it gives back what it no longer has */
+    ck_assert_uint_eq(word(&r, 0, GATE_COMPUTE), SCHED_HOLD_FREE);
     gate_leave(&b);
     gate_leave(&a);
     rig_down(&r);
@@ -495,7 +503,7 @@ START_TEST(forget_streams)
         }
         gate_forget(&m, (void *)1, (void *)(2 + 10 * round), false);
         ck_assert_uint_eq(m.h[GATE_COPY].ntouched, 3);
-        gate_before_blocking(&m);
+        gate_idle(&m, true); /* the turn ends */
         ck_assert(!gate_poll(&m));
     }
     ck_assert_int_eq(gate_admit(&m, GATE_COPY, (void *)1, (void *)99), CUDA_SUCCESS);

@@ -72,7 +72,7 @@ stage "guest created (domain $DOMID)"
 tail -f /var/log/xen/guest-vgpu-guest.log 2>/dev/null | while IFS= read -r l; do echo "domU| $l"; done &
 wait_for 30 "vgpud to offer the guest a vGPU" xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/vgpus
 stage "vGPU offered"
-wait_for 180 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
+wait_for 330 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
 result=$(xenstore-read /local/domain/$DOMID/data/result)
 [ "$result" = PASS ] || fail "guest: $(xenstore-read /local/domain/$DOMID/data/detail)"
 stage "guest programs passed"
