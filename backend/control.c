@@ -41,10 +41,13 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
         sched_host_stats(srv->sched, w ? w->region : NULL, c->slot, r, &ss);
         strbuf_printf(b,
                       "%s\"%s\":{\"state\":\"%s\",\"weight\":%u,\"share\":%.4f,\"utilization\":%.4f,\"busy_ns\":%llu,"
-                      "\"holds\":%llu,\"wait_ns\":%llu}",
+                      "\"holds\":%llu,\"wait_ns\":%llu,\"handover\":{\"wake_ns\":%llu,\"wakes\":%llu,"
+                      "\"notice_ns\":%llu,\"notices\":%llu,\"free_ns\":%llu,\"frees\":%llu}}",
                       r ? "," : "", r == SCHED_RES_COMPUTE ? "compute" : "copy", ss.state, ss.weight, ss.share,
                       ss.utilization, (unsigned long long)ss.busy_ns, (unsigned long long)ss.holds,
-                      (unsigned long long)ss.wait_ns);
+                      (unsigned long long)ss.wait_ns, (unsigned long long)ss.wake_ns, (unsigned long long)ss.wakes,
+                      (unsigned long long)ss.notice_ns, (unsigned long long)ss.notices,
+                      (unsigned long long)ss.free_ns, (unsigned long long)ss.frees);
     }
     strbuf_printf(b, "}");
     strbuf_printf(b, ",\"calls\":%llu,\"errors\":%llu,\"closing\":%s,\"ops\":{", (unsigned long long)calls,

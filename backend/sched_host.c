@@ -42,6 +42,10 @@ struct member {
     /* Since when others wait while it holds the engine (0: nobody does). */
     int64_t wanted_since[SCHED_RESOURCES];
     uint32_t turns_at_join[SCHED_RESOURCES];
+    /* Hand-overs as vgpud sees them: from a worker's hand-back to vgpud noticing it, and how long
+     * the engine stood free, others waiting, before this vGPU got it. */
+    uint64_t notice_ns[SCHED_RESOURCES], notices[SCHED_RESOURCES];
+    uint64_t free_ns[SCHED_RESOURCES], frees[SCHED_RESOURCES];
     struct member *next;              /* on its device */
 };
 
@@ -56,6 +60,7 @@ struct sched_host_region {
 struct device {
     struct sched s[SCHED_RESOURCES];
     struct member *members;
+    int64_t free_since[SCHED_RESOURCES]; /* a holder gave the engine back while others waited (0: no) */
 };
 
 struct sched_host {
@@ -82,14 +87,22 @@ static struct member *member_of(struct sched_vgpu *v, unsigned r)
 
 static _Atomic uint32_t *hold_of(struct member *m, unsigned r) { return &m->g->slots->slot[m->slot].hold[r]; }
 
-static void grant(struct member *m, unsigned r, int64_t now)
+static void grant(struct sched_host *h, struct member *m, unsigned r, int64_t now)
 {
     _Atomic uint32_t *w = hold_of(m, r);
+    struct sched_slot *sl = &m->g->slots->slot[m->slot];
     /* What it reported before it held the engine counts for nothing. */
-    m->seen_busy[r] = atomic_load_explicit(&m->g->slots->slot[m->slot].busy_ns[r], memory_order_acquire);
+    m->seen_busy[r] = atomic_load_explicit(&sl->busy_ns[r], memory_order_acquire);
     m->held_since[r] = now;
     m->held_charged[r] = 0;
     m->wanted_since[r] = 0;
+    int64_t *free_since = &h->dev[m->device].free_since[r];
+    if (*free_since && now >= *free_since) {
+        m->free_ns[r] += (uint64_t)(now - *free_since);
+        m->frees[r]++;
+    }
+    *free_since = 0;
+    atomic_store_explicit(&sl->granted_at[r], (uint64_t)now, memory_order_relaxed);
     atomic_store_explicit(w, SCHED_HOLD_BUSY, memory_order_release);
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -103,7 +116,7 @@ static void publish(struct sched_host *h, int d, unsigned r)
 static void apply(struct sched_host *h, int d, unsigned r, struct sched_next n, int64_t now)
 {
     if (n.run)
-        grant(member_of(n.run, r), r, now);
+        grant(h, member_of(n.run, r), r, now);
     publish(h, d, r);
 }
 
@@ -130,7 +143,10 @@ static uint64_t take_busy(struct member *m, unsigned r, int64_t now)
 static void complete(struct sched_host *h, struct member *m, unsigned r, int64_t now)
 {
     uint64_t busy = take_busy(m, r, now);
-    apply(h, m->device, r, sched_complete(&h->dev[m->device].s[r], &m->v[r], busy, (uint64_t)now), now);
+    struct sched *s = &h->dev[m->device].s[r];
+    if (sched_contended(s))
+        h->dev[m->device].free_since[r] = now;
+    apply(h, m->device, r, sched_complete(s, &m->v[r], busy, (uint64_t)now), now);
 }
 
 /* Others wait: take the engine back from its holder, at once if it is idle between turns. */
@@ -184,15 +200,21 @@ static bool look(struct sched_host *h, struct member *m, unsigned r, int64_t now
     if (done != m->seen_done[r]) {
         m->seen_done[r] = done;
         changed = true;
-        if (s->holder == &m->v[r])
+        if (s->holder == &m->v[r]) {
+            uint64_t at = atomic_load_explicit(&sl->gave_back_at[r], memory_order_relaxed);
+            if (at && (int64_t)at <= now && (uint64_t)now - at < 1000000000ull) {
+                m->notice_ns[r] += (uint64_t)now - at;
+                m->notices[r]++;
+            }
             complete(h, m, r, now);
+        }
     }
     if (arrive != m->seen_arrive[r]) {
         m->seen_arrive[r] = arrive;
         changed = true;
         if (sched_arrive(s, &m->v[r], (uint64_t)now)) {
             if (atomic_load(hold_of(m, r)) == SCHED_HOLD_FREE)
-                grant(m, r, now);
+                grant(h, m, r, now);
         } else {
             publish(h, m->device, r);
             recall(h, m->device, r, now);
@@ -527,6 +549,13 @@ void sched_host_stats(struct sched_host *h, struct sched_host_region *g, unsigne
         out->busy_ns = v->busy_ns;
         out->holds = atomic_load(&m->g->slots->slot[m->slot].turns[resource]) - m->turns_at_join[resource];
         out->wait_ns = v->wait_ns_total;
+        const struct sched_slot *sl = &m->g->slots->slot[m->slot];
+        out->wake_ns = atomic_load_explicit(&sl->wake_ns[resource], memory_order_relaxed);
+        out->wakes = atomic_load_explicit(&sl->wakes[resource], memory_order_relaxed);
+        out->notice_ns = m->notice_ns[resource];
+        out->notices = m->notices[resource];
+        out->free_ns = m->free_ns[resource];
+        out->frees = m->frees[resource];
         uint32_t w = atomic_load(hold_of(m, resource));
         out->state = s->holder == v ? (w == SCHED_HOLD_IDLE ? "idle" : "holding") : v->waiting ? "waiting" : "idle";
     }

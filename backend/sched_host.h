@@ -43,6 +43,9 @@ struct sched_host_stats {
     unsigned weight;
     double share, utilization;
     uint64_t busy_ns, holds, wait_ns;
+    /* Hand-overs: grant to the worker's turn (as the worker reports it), hand-back to vgpud noticing
+     * it, and the engine standing free while others waited, before this vGPU got it. */
+    uint64_t wake_ns, wakes, notice_ns, notices, free_ns, frees;
     const char *state;
 };
 void sched_host_stats(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource,

@@ -67,19 +67,23 @@ def share_run(d, meta):
                                 for c in clients))
     return {"rows": rows, "gap": gap, "windows": windows, "series": series,
             "charged_gap": charged_gap(d, meta, first, last),
+            "handovers": handovers(d, meta, first, last),
             "win_mean": sum(win_gaps) / len(win_gaps) if win_gaps else 0, "win_max": max(win_gaps, default=0),
             "gpu": total / (len(windows) * 1e9) if windows else 0}
 
 
-def charged_gap(d, meta, first, last):
-    """The same interval from vgpud's samples: each vGPU's share of the compute time its scheduler
-    charged (busy_ns), against the target."""
+HANDOVER_KEYS = ("wake_ns", "wakes", "notice_ns", "notices", "free_ns", "frees")
+
+
+def vgpud_samples(d, meta, first, last):
+    """vgpud's samples within [first, last] s: the first and the last, each (t, {program: busy_ns},
+    {hand-over total: value over every vGPU's compute engine}); None without two of them."""
     path = os.path.join(d, "samples")
     if not os.path.exists(path):
         return None
     import json
     epoch = int(meta["epoch"])
-    points = []  # (seconds since epoch, {program: busy_ns})
+    points = []
     t = None
     for line in open(path):
         if line.startswith("T "):
@@ -89,20 +93,46 @@ def charged_gap(d, meta, first, last):
                 j = json.loads(line)
             except ValueError:
                 continue
-            busy = {}
+            busy, handover = {}, dict.fromkeys(HANDOVER_KEYS, 0)
             for s in j.get("sessions", []):
                 for c in s.get("channels", []):
-                    busy[s["program"]] = busy.get(s["program"], 0) + c["sched"]["compute"]["busy_ns"]
-            points.append((t, busy))
+                    compute = c["sched"]["compute"]
+                    busy[s["program"]] = busy.get(s["program"], 0) + compute["busy_ns"]
+                    for k in HANDOVER_KEYS:
+                        handover[k] += compute.get("handover", {}).get(k, 0)
+            points.append((t, busy, handover))
     inside = [p for p in points if first <= p[0] <= last]
-    if len(inside) < 2:
+    return (inside[0], inside[-1]) if len(inside) >= 2 else None
+
+
+def charged_gap(d, meta, first, last):
+    """The same interval from vgpud's samples: each vGPU's share of the compute time its scheduler
+    charged (busy_ns), against the target."""
+    ends = vgpud_samples(d, meta, first, last)
+    if not ends:
         return None
-    a, b = inside[0], inside[-1]
+    a, b = ends
     clients = meta["clients"]
     used = {c["name"]: b[1].get(c["name"], 0) - a[1].get(c["name"], 0) for c in clients}
     total = sum(used.values()) or 1
     total_w = sum(c["weight"] for c in clients)
     return max(abs(used[c["name"]] / total - c["weight"] / total_w) * 100 for c in clients)
+
+
+def handovers(d, meta, first, last):
+    """What a hand-over of the compute engine cost over the interval, in us: the grant reaching the
+    worker, vgpud noticing a hand-back, the engine standing free while others waited; and how many
+    hand-overs a second. None where vgpud does not report them."""
+    ends = vgpud_samples(d, meta, first, last)
+    if not ends:
+        return None
+    a, b = ends[0][2], ends[1][2]
+    delta = {k: b[k] - a[k] for k in HANDOVER_KEYS}
+    if not delta["wakes"]:
+        return None
+    mean = lambda total, count: delta[total] / delta[count] / 1e3 if delta[count] else 0
+    return {"wake": mean("wake_ns", "wakes"), "notice": mean("notice_ns", "notices"),
+            "free": mean("free_ns", "frees"), "per_s": delta["wakes"] / (ends[1][0] - ends[0][0])}
 
 
 def fixed_run(d, meta):
@@ -183,6 +213,10 @@ def main():
         print("%-24s %-8s GPU busy %.1f%%, %d windows; per-window gap mean %.2f, worst %.2f%s"
               % ("", "", 100 * r["gpu"], len(r["windows"]), r["win_mean"], r["win_max"],
                  "; by vgpud's accounting %.2f" % r["charged_gap"] if r["charged_gap"] is not None else ""))
+        if r["handovers"]:
+            h = r["handovers"]
+            print("%-24s %-8s hand-overs %.0f/s: grant to worker %.1f us, hand-back to vgpud %.1f us, engine free "
+                  "while others waited %.1f us" % ("", "", h["per_s"], h["wake"], h["notice"], h["free"]))
     rates = launch_rates(os.path.join(top, "launch")) if os.path.isdir(os.path.join(top, "launch")) else {}
     if rates.get("none"):
         print("launch rate, one client: scheduler off %.0f/s, BAND %.0f/s, ratio %.3f"

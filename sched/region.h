@@ -34,7 +34,7 @@
 
 #define SCHED_BOARD_MAGIC 0x44524f42u  /* "BORD" */
 #define SCHED_SLOTS_MAGIC 0x544f4c53u  /* "SLOT" */
-#define SCHED_REGION_VERSION 1u
+#define SCHED_REGION_VERSION 2u
 
 enum { SCHED_RES_COMPUTE, SCHED_RES_COPY, SCHED_RESOURCES };
 
@@ -71,6 +71,11 @@ struct sched_slot {
     _Atomic uint32_t done[SCHED_RESOURCES];                /* worker: it gave the engine back */
     _Atomic uint64_t busy_ns[SCHED_RESOURCES];             /* worker: engine time used, in all */
     _Atomic uint32_t turns[SCHED_RESOURCES];               /* worker: turns finished, in all */
+    /* What hand-overs cost, for vgpuctl (monotonic clock, ns; statistics only, never trusted). */
+    _Atomic uint64_t granted_at[SCHED_RESOURCES];          /* vgpud: when it last granted the engine */
+    _Atomic uint64_t gave_back_at[SCHED_RESOURCES];        /* worker: when it last gave it back */
+    _Atomic uint64_t wake_ns[SCHED_RESOURCES];             /* worker: grant to the turn it opened, in all */
+    _Atomic uint32_t wakes[SCHED_RESOURCES];               /* worker: how many of those */
 };
 
 struct sched_slots {

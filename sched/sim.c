@@ -20,7 +20,19 @@ const struct sim_scenario sim_scenarios[] = {
       {1, 2 * MS, 1, 10 * US, 30 * S}}},
     {"batched", "a launch-heavy vGPU (32 x 20 us per hold) beside a long-task one (2 ms)", 30 * S, S, 2,
      {{1, 20 * US, 32, 10 * US, 0}, {1, 2 * MS, 1, 10 * US, 0}}},
-    {NULL, NULL, 0, 0, 0, {{0}}},
+    /* benchmarks/share.sh's scenarios as the GPU runs them through workers: synchronous clients
+     * that come back 15 us after their kernel, and 20 us of idle resource per hand-over. */
+    {"share-two", "bench-share's two: 50 us and 2 ms kernels, synchronous, with hand-over costs", 20 * S, S, 2,
+     {{1, 50 * US, 1, 15 * US, 0}, {1, 2 * MS, 1, 15 * US, 1 * S}}, 20 * US},
+    {"share-weighted", "bench-share's two with weights 30:70", 20 * S, S, 2,
+     {{30, 50 * US, 1, 15 * US, 0}, {70, 2 * MS, 1, 15 * US, 1 * S}}, 20 * US},
+    {"share-four", "bench-share's four: 50 us, 200 us, 1 ms and 2 ms kernels, synchronous", 20 * S, S, 4,
+     {{1, 50 * US, 1, 15 * US, 0},
+      {1, 200 * US, 1, 15 * US, 1 * S},
+      {1, 1 * MS, 1, 15 * US, 2 * S},
+      {1, 2 * MS, 1, 15 * US, 3 * S}},
+     20 * US},
+    {NULL, NULL, 0, 0, 0, {{0}}, 0},
 };
 
 const struct sim_scenario *sim_scenario_find(const char *name)
@@ -69,17 +81,19 @@ static void account(struct world *w, unsigned i, uint64_t a, uint64_t b)
         w->windows[k * w->sc->nclients + i] += overlap(a, b, k * win, (k + 1) * win);
 }
 
-static void start_hold(struct client *c, uint64_t now)
+static uint64_t hold_work(const struct client *c) { return c->spec->task_ns * (c->spec->batch ? c->spec->batch : 1); }
+
+static void start_hold(struct world *w, struct client *c, uint64_t now)
 {
     c->state = RUNNING;
-    c->run_from = now;
-    c->at = now + c->spec->task_ns * (c->spec->batch ? c->spec->batch : 1);
+    c->run_from = now + w->sc->handover_ns / 2;
+    c->at = c->run_from + hold_work(c) + (w->sc->handover_ns - w->sc->handover_ns / 2);
 }
 
 static void apply(struct world *w, struct sched_next n, uint64_t now)
 {
     if (n.run)
-        start_hold(&w->c[n.run->id], now);
+        start_hold(w, &w->c[n.run->id], now);
     if (n.wake_at)
         w->expire_at = n.wake_at;
 }
@@ -129,8 +143,8 @@ int sim_run(const struct sim_scenario *sc, const struct sched_config *cfg, struc
             break;
         if (kind == 0) {
             struct client *c = &w.c[who];
-            uint64_t busy = now - c->run_from;
-            account(&w, (unsigned)who, c->run_from, now);
+            uint64_t busy = hold_work(c);
+            account(&w, (unsigned)who, c->run_from, c->run_from + busy);
             c->state = IDLE;
             c->at = now + c->spec->think_ns;
             apply(&w, sched_complete(&w.s, &c->v, busy, now), now);
@@ -140,15 +154,17 @@ int sim_run(const struct sim_scenario *sc, const struct sched_config *cfg, struc
         } else {
             struct client *c = &w.c[who];
             if (sched_arrive(&w.s, &c->v, now))
-                start_hold(c, now);
+                start_hold(&w, c, now);
             else
                 c->state = WAITING;
         }
     }
     /* Holds still running at the end count up to the end. */
     for (unsigned i = 0; i < sc->nclients; i++)
-        if (w.c[i].state == RUNNING)
-            account(&w, i, w.c[i].run_from, sc->duration_ns);
+        if (w.c[i].state == RUNNING && w.c[i].run_from < sc->duration_ns) {
+            uint64_t end = w.c[i].run_from + hold_work(&w.c[i]);
+            account(&w, i, w.c[i].run_from, end < sc->duration_ns ? end : sc->duration_ns);
+        }
 
     memset(out, 0, sizeof *out);
     out->from_ns = w.from;

@@ -26,6 +26,10 @@ struct sim_scenario {
     uint64_t window_ns; /* for the utilization series */
     unsigned nclients;
     struct sim_client clients[SIM_MAX_CLIENTS];
+    /* What a hand-over costs besides the tasks, as vgpud and its workers pay it: half from the grant
+     * to the start of the work (the waiter wakes, launches), half from its end to the scheduler
+     * hearing of it. The resource idles meanwhile; holders are charged their tasks only. */
+    uint64_t handover_ns;
 };
 
 struct sim_result {

@@ -59,6 +59,13 @@ static char *ask(const char *path, const char *command)
 
 #define NUM(j, path) ((unsigned long long)json_number(json_path((j), (path)), 0))
 
+/* The mean of a total over a count, in microseconds (0 when nothing was counted). */
+static double mean_us(const struct json *j, const char *total_ns, const char *count)
+{
+    double n = json_number(json_get(j, count), 0);
+    return n > 0 ? json_number(json_get(j, total_ns), 0) / n / 1e3 : 0;
+}
+
 static void print_status(const char *text)
 {
     struct json *j = json_parse(text);
@@ -94,17 +101,22 @@ static void print_status(const char *text)
     printf("\nscheduler %s, period %.0f ms, wait %.0f us, quantum %.0f us\n", json_string(json_get(sched, "policy"), "?"),
            json_number(json_get(sched, "period_ns"), 0) / 1e6, json_number(json_get(sched, "wait_ns"), 0) / 1e3,
            json_number(json_get(sched, "quantum_ns"), 0) / 1e3);
-    printf("SESSION  GPU  ENGINE   WEIGHT  SHARE   UTIL    BUSY s     TURNS      WAIT ms    STATE\n");
+    printf("SESSION  GPU  ENGINE   WEIGHT  SHARE   UTIL    BUSY s     TURNS      WAIT ms    STATE    "
+           "HAND-OVER us: WAKE/NOTICE/FREE\n");
     for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {
         const struct json *chans = json_get(s, "channels");
         for (const struct json *c = chans ? chans->child : NULL; c; c = c->next) {
             const struct json *engines = json_get(c, "sched");
-            for (const struct json *e = engines ? engines->child : NULL; e; e = e->next)
-                printf("%-8llu %-4llu %-8s %-7llu %5.1f%%  %5.1f%%  %-10.3f %-10llu %-10.3f %s\n", NUM(s, "id"),
-                       NUM(c, "device"), e->key, NUM(e, "weight"), 100 * json_number(json_get(e, "share"), 0),
-                       100 * json_number(json_get(e, "utilization"), 0), json_number(json_get(e, "busy_ns"), 0) / 1e9,
-                       NUM(e, "holds"), json_number(json_get(e, "wait_ns"), 0) / 1e6,
-                       json_string(json_get(e, "state"), "?"));
+            for (const struct json *e = engines ? engines->child : NULL; e; e = e->next) {
+                const struct json *ho = json_get(e, "handover");
+                printf("%-8llu %-4llu %-8s %-7llu %5.1f%%  %5.1f%%  %-10.3f %-10llu %-10.3f %-8s %.1f/%.1f/%.1f\n",
+                       NUM(s, "id"), NUM(c, "device"), e->key, NUM(e, "weight"),
+                       100 * json_number(json_get(e, "share"), 0), 100 * json_number(json_get(e, "utilization"), 0),
+                       json_number(json_get(e, "busy_ns"), 0) / 1e9, NUM(e, "holds"),
+                       json_number(json_get(e, "wait_ns"), 0) / 1e6, json_string(json_get(e, "state"), "?"),
+                       mean_us(ho, "wake_ns", "wakes"), mean_us(ho, "notice_ns", "notices"),
+                       mean_us(ho, "free_ns", "frees"));
+            }
         }
     }
     printf("\nWORKER   TENANT                 PHASE     SESSIONS  RSS MiB\n");

@@ -138,6 +138,7 @@ static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
 /* Give an engine back to vgpud (the hold word FREE, then `done`). */
 static void give_back(struct gate_member *m, enum gate_resource r)
 {
+    atomic_store_explicit(&m->slot->gave_back_at[r], (uint64_t)vgpu_now_ns(), memory_order_relaxed);
     atomic_store_explicit(&m->slot->hold[r], SCHED_HOLD_FREE, memory_order_release);
     atomic_fetch_add_explicit(&m->slot->done[r], 1, memory_order_release);
     ring_host(m);
@@ -371,6 +372,16 @@ static bool other_draining(const struct gate_member *m, enum gate_resource r)
     return false;
 }
 
+/* How long the grant vgpud just made took to reach this worker (for vgpuctl). */
+static void note_wake(struct gate_member *m, enum gate_resource r, uint64_t now)
+{
+    uint64_t at = atomic_load_explicit(&m->slot->granted_at[r], memory_order_relaxed);
+    if (at == 0 || at > now || now - at > 1000000000ull)
+        return;
+    atomic_fetch_add_explicit(&m->slot->wake_ns[r], now - at, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->slot->wakes[r], 1, memory_order_relaxed);
+}
+
 /* Sleep until the hold word leaves FREE (vgpud granted the engine), at most timeout_ns. */
 static void wait_grant(struct gate_member *m, enum gate_resource r, int64_t timeout_ns)
 {
@@ -452,6 +463,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
             /* Granted (recalled already if others wait too: the turn is then a short one). */
             if (w == SCHED_HOLD_BUSY || w == SCHED_HOLD_RECALL ||
                 (w == SCHED_HOLD_IDLE && hold_cas(m, r, SCHED_HOLD_IDLE, SCHED_HOLD_BUSY))) {
+                note_wake(m, r, now);
                 open_turn(m, h, now);
                 continue;
             }

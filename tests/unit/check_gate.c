@@ -294,6 +294,15 @@ START_TEST(hand_over)
     ck_assert_int_eq(w.result, CUDA_SUCCESS);
     ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
     ck_assert_uint_eq(stats(&r, 0, GATE_COMPUTE).holds, 1);
+    /* The hand-over's cost is on record: b woke to one grant, vgpud noticed a's hand-back once, and
+     * the engine stood free once, others waiting, before b got it; all of it in well under a second. */
+    struct sched_host_stats sb = stats(&r, 1, GATE_COMPUTE), sa = stats(&r, 0, GATE_COMPUTE);
+    ck_assert_uint_eq(sb.wakes, 1);
+    ck_assert_uint_eq(sa.notices, 1);
+    ck_assert_uint_eq(sb.frees, 1);
+    ck_assert_uint_eq(sa.wakes, 1); /* a was granted the free engine once too ... */
+    ck_assert_uint_eq(sa.frees, 0); /* ... when nobody waited for it */
+    ck_assert_uint_lt(sb.wake_ns + sa.notice_ns + sb.free_ns, 1000000000ull);
     /* a, idle between turns no more, waits in turn; b leaving hands the engine on. */
     struct waiter wa = {&a, GATE_COMPUTE, false, 0};
     pthread_create(&t, NULL, admit_thread, &wa);

@@ -235,6 +235,27 @@ START_TEST(sim_four)
 }
 END_TEST
 
+/* bench-share's scenarios with what hand-overs cost through workers: BAND stays within 3 points,
+ * and the resource idles for each hand-over (the same scenario without that cost is busier). */
+START_TEST(sim_handover_costs)
+{
+    static const char *const names[] = {"share-two", "share-weighted", "share-four"};
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const struct sim_scenario *sc = sim_scenario_find(names[i]);
+        ck_assert_ptr_nonnull(sc);
+        ck_assert_uint_gt(sc->handover_ns, 0);
+        struct sim_scenario free_handovers = *sc;
+        free_handovers.handover_ns = 0;
+        struct sched_config c = config(SCHED_POLICY_BAND);
+        struct sim_result costly, cheap;
+        ck_assert_int_eq(sim_run(sc, &c, &costly, NULL), 0);
+        ck_assert_int_eq(sim_run(&free_handovers, &c, &cheap, NULL), 0);
+        ck_assert_double_le(costly.gap_pct, 3.0);
+        ck_assert_double_lt(costly.gpu_busy, cheap.gpu_busy - 0.03);
+    }
+}
+END_TEST
+
 /* A vGPU that submits batches still gets only its share. */
 START_TEST(sim_batched)
 {
@@ -275,6 +296,7 @@ int main(void)
     tcase_add_test(sim, sim_weighted);
     tcase_add_test(sim, sim_four);
     tcase_add_test(sim, sim_batched);
+    tcase_add_test(sim, sim_handover_costs);
     tcase_add_test(sim, sim_deterministic);
     suite_add_tcase(s, sim);
     return vgpu_check_run(s);
