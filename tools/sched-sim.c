@@ -1,6 +1,9 @@
 /* sched-sim: replay a workload through vgpud's scheduler on a virtual clock.
- *   sched-sim [--policy band|credit|fifo] [--period MS] [--wait US] [--series FILE] --scenario NAME
+ *   sched-sim [--policy band|credit|fifo] [--period MS] [--wait US] [--series FILE]
+ *             [--think US] [--handover US] --scenario NAME
  *   sched-sim --list
+ * --think sets every client's time between a hold's end and its next arrival (its round trip),
+ * --handover what a hand-over costs (sim.h): what-ifs on a scenario without editing it.
  * Prints each vGPU's utilization and share over the time all of them are busy; the last line is
  * gap_pct=<the largest deviation from the configured shares, in percentage points>. */
 #include <getopt.h>
@@ -13,7 +16,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sched-sim [--policy band|credit|fifo] [--period MS] [--wait US] [--series FILE]\n"
-               "                 --scenario NAME\n"
+               "                 [--think US] [--handover US] --scenario NAME\n"
                "       sched-sim --list\n");
 }
 
@@ -33,10 +36,12 @@ int main(int argc, char **argv)
 {
     struct sched_config cfg = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS};
     const char *scenario = NULL, *series_path = NULL;
+    double think_us = -1, handover_us = -1;
     static const struct option opts[] = {
         {"policy", required_argument, 0, 'p'}, {"period", required_argument, 0, 'P'},
         {"wait", required_argument, 0, 'w'},   {"series", required_argument, 0, 's'},
         {"scenario", required_argument, 0, 'S'}, {"list", no_argument, 0, 'l'},
+        {"think", required_argument, 0, 't'},  {"handover", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     int o;
@@ -65,12 +70,20 @@ int main(int argc, char **argv)
         case 's':
             series_path = optarg;
             break;
+        case 't':
+            if (parse_number("--think", optarg, &think_us))
+                return 2;
+            break;
+        case 'H':
+            if (parse_number("--handover", optarg, &handover_us))
+                return 2;
+            break;
         case 'S':
             scenario = optarg;
             break;
         case 'l':
             for (const struct sim_scenario *sc = sim_scenarios; sc->name; sc++)
-                printf("%-10s %s\n", sc->name, sc->what);
+                printf("%-15s %s\n", sc->name, sc->what);
             return 0;
         case 'h':
             usage(stdout);
@@ -87,6 +100,12 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    struct sim_scenario what_if = *sc;
+    for (unsigned i = 0; think_us >= 0 && i < what_if.nclients; i++)
+        what_if.clients[i].think_ns = (uint64_t)(think_us * 1e3);
+    if (handover_us >= 0)
+        what_if.handover_ns = (uint64_t)(handover_us * 1e3);
+    sc = &what_if;
     FILE *series = NULL;
     if (series_path && !(series = fopen(series_path, "w"))) {
         fprintf(stderr, "sched-sim: cannot write %s\n", series_path);
