@@ -201,9 +201,10 @@ static bool look(struct sched_host *h, struct member *m, unsigned r, int64_t now
         m->seen_done[r] = done;
         changed = true;
         if (s->holder == &m->v[r]) {
-            uint64_t at = atomic_load_explicit(&sl->gave_back_at[r], memory_order_relaxed);
-            if (at && (int64_t)at <= now && (uint64_t)now - at < 1000000000ull) {
-                m->notice_ns[r] += (uint64_t)now - at;
+            uint64_t took;
+            if (sched_since_stamp(atomic_load_explicit(&sl->gave_back_at[r], memory_order_relaxed), (uint64_t)now,
+                                  &took)) {
+                m->notice_ns[r] += took;
                 m->notices[r]++;
             }
             complete(h, m, r, now);
@@ -547,9 +548,9 @@ void sched_host_stats(struct sched_host *h, struct sched_host_region *g, unsigne
         if (out->utilization > 1.0)
             out->utilization = 1.0;
         out->busy_ns = v->busy_ns;
-        out->holds = atomic_load(&m->g->slots->slot[m->slot].turns[resource]) - m->turns_at_join[resource];
-        out->wait_ns = v->wait_ns_total;
         const struct sched_slot *sl = &m->g->slots->slot[m->slot];
+        out->holds = atomic_load(&sl->turns[resource]) - m->turns_at_join[resource];
+        out->wait_ns = v->wait_ns_total;
         out->wake_ns = atomic_load_explicit(&sl->wake_ns[resource], memory_order_relaxed);
         out->wakes = atomic_load_explicit(&sl->wakes[resource], memory_order_relaxed);
         out->notice_ns = m->notice_ns[resource];

@@ -65,9 +65,9 @@ def share_run(d, meta):
         if tot:
             win_gaps.append(max(abs(series[c["name"]].get(k, 0) / tot - c["weight"] / total_w) * 100
                                 for c in clients))
+    ends = vgpud_samples(d, meta, first, last)
     return {"rows": rows, "gap": gap, "windows": windows, "series": series,
-            "charged_gap": charged_gap(d, meta, first, last),
-            "handovers": handovers(d, meta, first, last),
+            "charged_gap": charged_gap(meta, ends), "handovers": handovers(ends),
             "win_mean": sum(win_gaps) / len(win_gaps) if win_gaps else 0, "win_max": max(win_gaps, default=0),
             "gpu": total / (len(windows) * 1e9) if windows else 0}
 
@@ -105,10 +105,9 @@ def vgpud_samples(d, meta, first, last):
     return (inside[0], inside[-1]) if len(inside) >= 2 else None
 
 
-def charged_gap(d, meta, first, last):
-    """The same interval from vgpud's samples: each vGPU's share of the compute time its scheduler
-    charged (busy_ns), against the target."""
-    ends = vgpud_samples(d, meta, first, last)
+def charged_gap(meta, ends):
+    """The same interval from vgpud's samples (vgpud_samples): each vGPU's share of the compute
+    time its scheduler charged (busy_ns), against the target."""
     if not ends:
         return None
     a, b = ends
@@ -119,11 +118,11 @@ def charged_gap(d, meta, first, last):
     return max(abs(used[c["name"]] / total - c["weight"] / total_w) * 100 for c in clients)
 
 
-def handovers(d, meta, first, last):
-    """What a hand-over of the compute engine cost over the interval, in us: the grant reaching the
-    worker, vgpud noticing a hand-back, the engine standing free while others waited; and how many
-    hand-overs a second. None where vgpud does not report them."""
-    ends = vgpud_samples(d, meta, first, last)
+def handovers(ends):
+    """What a hand-over of the compute engine cost over the interval of vgpud's samples
+    (vgpud_samples), in us: the grant reaching the worker, vgpud noticing a hand-back, the engine
+    standing free while others waited; and how many hand-overs a second. None where vgpud does not
+    report them."""
     if not ends:
         return None
     a, b = ends[0][2], ends[1][2]

@@ -94,4 +94,14 @@ static inline size_t sched_slots_size(unsigned count)
 
 static inline size_t sched_board_size(void) { return (sizeof(struct sched_board) + 4095) & ~(size_t)4095; }
 
+/* The time from a stamp the other side wrote in a slot to now, for the hand-over statistics: false
+ * when there is no stamp or it is not a plausible one (in the future, or more than a second ago). */
+static inline bool sched_since_stamp(uint64_t stamp, uint64_t now, uint64_t *elapsed)
+{
+    if (stamp == 0 || stamp > now || now - stamp > 1000000000ull)
+        return false;
+    *elapsed = now - stamp;
+    return true;
+}
+
 #endif

@@ -375,10 +375,10 @@ static bool other_draining(const struct gate_member *m, enum gate_resource r)
 /* How long the grant vgpud just made took to reach this worker (for vgpuctl). */
 static void note_wake(struct gate_member *m, enum gate_resource r, uint64_t now)
 {
-    uint64_t at = atomic_load_explicit(&m->slot->granted_at[r], memory_order_relaxed);
-    if (at == 0 || at > now || now - at > 1000000000ull)
+    uint64_t took;
+    if (!sched_since_stamp(atomic_load_explicit(&m->slot->granted_at[r], memory_order_relaxed), now, &took))
         return;
-    atomic_fetch_add_explicit(&m->slot->wake_ns[r], now - at, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->slot->wake_ns[r], took, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->slot->wakes[r], 1, memory_order_relaxed);
 }
 
