@@ -48,9 +48,14 @@ static void usage(FILE *f)
             "  --sched-period MS      budget period (default 30)\n"
             "  --sched-wait US        BAND's time buffer (default 500)\n"
             "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
-            "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 100)\n"
+            "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 2000\n"
+            "                         on machines of 8 processors or more, else 100)\n"
             "  --sched-host-spin US   how long vgpud's scheduler thread keeps looking after a hand-over or a\n"
-            "                         request while vGPUs wait, before it sleeps until woken (default 200)\n"
+            "                         request while vGPUs wait, before it sleeps until woken (default 1000000\n"
+            "                         on machines of 8 processors or more, else 200)\n"
+            "  --sched-turn-idle US   how long a turn others wait for stays open while its client is between\n"
+            "                         requests, e.g. waiting for a kernel and launching the next (default 50; 0:\n"
+            "                         the turn closes at once, and each synchronous kernel is a turn)\n"
             "  --sched-max-turn MS    a turn others wait for longer than this is taken back (a kernel that\n"
             "                         never ends); the GPU then time-slices (default: 4 periods)\n"
             "  --sched-calibrate on|off  charge turns without the GPU's fixed cost of a launch, measured at\n"
@@ -133,7 +138,8 @@ struct settings {
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
        O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
-       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN };
+       O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
+       O_TURN_IDLE };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -159,6 +165,7 @@ static const struct option longopts[] = {
     {"sched-calibrate", required_argument, 0, O_CALIBRATE},
     {"sched-max-turn", required_argument, 0, O_MAX_TURN},
     {"sched-host-spin", required_argument, 0, O_HOST_SPIN},
+    {"sched-turn-idle", required_argument, 0, O_TURN_IDLE},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -293,6 +300,11 @@ static int apply(struct settings *st, int c, const char *arg)
         if (parse_number("--sched-host-spin", arg, 0, 1000000, " (us)", &v))
             return 2;
         st->opt.sched.host_spin_ns = v * 1000;
+        break;
+    case O_TURN_IDLE:
+        if (parse_number("--sched-turn-idle", arg, 0, 1000000, " (us)", &v))
+            return 2;
+        st->opt.sched.turn_idle_ns = v * 1000;
         break;
     case O_MAX_TURN:
         if (parse_number("--sched-max-turn", arg, 1, 3600000, " (ms)", &v))
@@ -625,6 +637,10 @@ static int serve(const struct settings *st)
 
 int main(int argc, char **argv)
 {
+    /* Where the machine has processors to spare, vGPUs waiting for an engine and vgpud's scheduler
+     * thread look on rather than sleep while others use the engine (a wake-up costs the GPU tens of
+     * microseconds at every hand-over); on a small machine they sleep soon. */
+    bool spare_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
     struct settings st = {
         .opt =
             {
@@ -637,8 +653,8 @@ int main(int argc, char **argv)
                 .max_modules = 4096,
                 .max_functions = 65536,
                 .max_data_area = 4ull << 30,
-                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000, 100000, true, 0,
-                          200000},
+                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000,
+                          spare_cpus ? 2000000 : 100000, true, 0, spare_cpus ? 1000000000 : 200000, 50000},
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
                 .xen_config_dir = "/etc/xen",

@@ -213,6 +213,7 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     st.sched_quantum_ns = srv->opt.sched.quantum_ns;
     st.sched_period_ns = srv->opt.sched.period_ns;
     st.sched_spin_ns = srv->opt.sched.spin_ns;
+    st.sched_turn_idle_ns = srv->opt.sched.turn_idle_ns;
     st.sched_calibrate = srv->opt.sched.calibrate;
     st.uid = srv->opt.worker_uid;
     st.gid = srv->opt.worker_gid;

@@ -38,6 +38,15 @@ CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch)
     return fe_ctx_get((CUcontext)(uintptr_t)h, ctx, ch);
 }
 
+int64_t fe_wait_spin_ns(void)
+{
+    uint64_t h = current_handle();
+    struct fe_ctx *c = h ? fe_handle_get(FE_CTX, h) : NULL;
+    if (c && (c->flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC)
+        return fe_cfg.block_spin_ns;
+    return fe_cfg.spin_ns;
+}
+
 CUresult fe_ctx_activate(struct fe_ctx *c)
 {
     struct fe_chan *ch;

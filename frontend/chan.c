@@ -70,7 +70,7 @@ static void wait_bell(struct fe_chan *ch, bool (*ready)(void *), void *arg)
         .ready = ready,
         .check = check_arg,
         .arg = arg,
-        .spin_ns = fe_cfg.spin_ns,
+        .spin_ns = fe_wait_spin_ns(),
         .slice_ns = 20000000,
         .timeout_ns = -1,
     };
@@ -281,7 +281,7 @@ uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot)
 {
     struct slot_wait sw = {ch, slot};
     if (!slot_ready(&sw)) {
-        struct vgpu_wait w = {.ready = slot_ready, .check = slot_check, .arg = &sw, .spin_ns = fe_cfg.spin_ns,
+        struct vgpu_wait w = {.ready = slot_ready, .check = slot_check, .arg = &sw, .spin_ns = fe_wait_spin_ns(),
                               .slice_ns = 20000000, .timeout_ns = -1};
         vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
     }

@@ -305,11 +305,15 @@ CUresult fe_function_layout(struct fe_function *f, struct fe_chan *ch);
 /* Environment knobs, read once. */
 struct fe_config {
     int64_t spin_ns;      /* VGPU_SPIN_US: how long a waiting call spins before sleeping */
+    int64_t block_spin_ns; /* ... in a context made with CU_CTX_SCHED_BLOCKING_SYNC */
     uint64_t data_area;   /* VGPU_DATA_AREA: size of each channel's data area */
     uint32_t slot_size;   /* VGPU_SLOT_SIZE */
     uint32_t slot_count;  /* VGPU_SLOTS */
 };
 extern struct fe_config fe_cfg;
+/* How long the calling thread spins for a response before it sleeps, as its current context's
+ * scheduling flags say. */
+int64_t fe_wait_spin_ns(void);
 
 #define FE_RETURN_IF(expr)                                                                             \
     do {                                                                                               \

@@ -50,6 +50,8 @@ struct sched_options {
     uint64_t max_turn_ns; /* a turn others wait for longer than this is taken back (0: 4 periods) */
     uint64_t host_spin_ns; /* how long vgpud's scheduler thread looks on after something happened
                             * while somebody waits, before it sleeps until a worker wakes it */
+    uint64_t turn_idle_ns; /* how long a turn others wait for stays open while its client is between
+                            * requests (0: it closes as soon as the client waits or pauses) */
 };
 
 enum sched_hold_word { SCHED_HOLD_FREE = 0, SCHED_HOLD_IDLE = 1, SCHED_HOLD_BUSY = 2, SCHED_HOLD_RECALL = 3 };

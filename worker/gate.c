@@ -127,6 +127,10 @@ static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
     h->ops = 0;
     h->ntouched = 0;
     h->overflow = false;
+    h->segments_ns = 0;
+    h->segment_at = now;
+    h->idle_since = 0;
+    h->new_segment = false;
     if (h->op_ns > 0) {
         double n = (double)m->c->quantum_ns / h->op_ns;
         h->op_limit = n < 1 ? 1 : n > 1e6 ? 1000000u : (uint32_t)n;
@@ -144,19 +148,47 @@ static void give_back(struct gate_member *m, enum gate_resource r)
     ring_host(m);
 }
 
+/* Has the work of a hold finished? Only the owning poller calls this. */
+static bool drained(struct gate_member *m, struct gate_hold *h)
+{
+    struct vgpu_exec *x = m->c->x;
+    for (unsigned i = 0; i < h->ntouched; i++) {
+        CUresult q = h->touched[i].fresh ? x->ops->event_query(x, h->touched[i].ctx, h->touched[i].end)
+                                         : x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream);
+        if (q == CUDA_ERROR_NOT_READY)
+            return false;
+    }
+    return true;
+}
+
+/* The engine time of the operations of a segment (measured from its events): the GPU's fixed cost
+ * of starting its first kernel is nobody's kernel time, and a vGPU of short kernels would otherwise
+ * pay it on every turn, in its share. */
+static uint64_t calibrated(const struct gate_member *m, enum gate_resource r, uint64_t busy)
+{
+    if (r != GATE_COMPUTE)
+        return busy;
+    uint64_t fixed = m->c->launch_overhead_ns[m->device];
+    return busy > 2 * fixed ? busy - fixed : busy / 2;
+}
+
+/* The engine time of the current segment: measured on the GPU, or by the clock when its events
+ * cannot tell; 0 when it has no operations. */
+static uint64_t segment_ns(struct gate_member *m, enum gate_resource r, struct gate_hold *h, uint64_t now)
+{
+    if (h->ntouched == 0 && !h->overflow)
+        return 0;
+    uint64_t busy = measured_ns(m, h);
+    return busy ? calibrated(m, r, busy) : now - h->segment_at;
+}
+
 /* A turn's work has finished: report its engine time, then keep the engine for the next turn if
  * nobody waits for it, or give it back. */
 static void complete(struct gate_member *m, enum gate_resource r, uint64_t now)
 {
     struct gate_hold *h = &m->h[r];
     /* Turns reported along the way (long, uncontended) count by the clock; others by the GPU. */
-    uint64_t busy = h->charged_until == h->granted_at ? measured_ns(m, h) : 0;
-    if (busy && r == GATE_COMPUTE) {
-        /* The GPU's fixed cost of starting the turn's first kernel is nobody's kernel time: a vGPU
-         * of short kernels would otherwise pay it on every turn, in its share. */
-        uint64_t fixed = m->c->launch_overhead_ns[m->device];
-        busy = busy > 2 * fixed ? busy - fixed : busy / 2;
-    }
+    uint64_t busy = h->charged_until == h->granted_at ? h->segments_ns + segment_ns(m, r, h, now) : 0;
     if (busy == 0 || busy > now - h->charged_until)
         busy = now - h->charged_until;
     if (h->ops) {
@@ -169,6 +201,29 @@ static void complete(struct gate_member *m, enum gate_resource r, uint64_t now)
     atomic_fetch_add_explicit(&m->slot->turns[r], 1, memory_order_relaxed);
     if (contended(m, r) || !hold_cas(m, r, SCHED_HOLD_BUSY, SCHED_HOLD_IDLE))
         give_back(m, r); /* others wait, or vgpud recalled it */
+}
+
+/* The client of a turn that stays open has paused: when the turn's work so far has finished, its
+ * engine time becomes a segment (by the clock if its events cannot tell, e.g. operations from
+ * before others waited), and the pause goes uncharged. */
+static void split_turn(struct gate_member *m, enum gate_resource r, uint64_t now)
+{
+    struct gate_hold *h = &m->h[r];
+    if (h->ntouched == 0 || h->overflow || h->charged_until != h->granted_at || !drained(m, h))
+        return;
+    h->segments_ns += segment_ns(m, r, h, now);
+    release_events(m, h);
+    h->ntouched = 0;
+    h->segment_at = now;
+    h->new_segment = true;
+}
+
+/* A turn others wait for ends when its quantum has run out, or when its client has been quiet
+ * longer than the idle allowance (at once without one). */
+static bool turn_over(const struct gate_member *m, const struct gate_hold *h, uint64_t now)
+{
+    return m->c->turn_idle_ns == 0 || now - h->granted_at >= m->c->quantum_ns ||
+           (h->idle_since && now - h->idle_since >= m->c->turn_idle_ns);
 }
 
 static void close_turn(struct gate_member *m, enum gate_resource r, uint64_t now)
@@ -248,19 +303,6 @@ void gate_dispatched(struct gate_member *m)
     t->fresh = t->end != NULL;
 }
 
-/* Has the work of a draining hold finished? Only the owning poller calls this. */
-static bool drained(struct gate_member *m, struct gate_hold *h)
-{
-    struct vgpu_exec *x = m->c->x;
-    for (unsigned i = 0; i < h->ntouched; i++) {
-        CUresult q = h->touched[i].fresh ? x->ops->event_query(x, h->touched[i].ctx, h->touched[i].end)
-                                         : x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream);
-        if (q == CUDA_ERROR_NOT_READY)
-            return false;
-    }
-    return true;
-}
-
 bool gate_poll(struct gate_member *m)
 {
     if (!m->c)
@@ -279,26 +321,41 @@ bool gate_poll(struct gate_member *m)
     return pending;
 }
 
-static void close_if(struct gate_member *m, bool all)
+static void close_over(struct gate_member *m, bool all)
 {
+    uint64_t now = (uint64_t)vgpu_now_ns();
     for (int r = 0; r < GATE_RESOURCES; r++)
-        if (m->h[r].state == HOLD_OPEN && (all || contended(m, (enum gate_resource)r)))
-            close_turn(m, (enum gate_resource)r, (uint64_t)vgpu_now_ns());
+        if (m->h[r].state == HOLD_OPEN &&
+            (all || (contended(m, (enum gate_resource)r) && turn_over(m, &m->h[r], now))))
+            close_turn(m, (enum gate_resource)r, now);
 }
 
 void gate_before_blocking(struct gate_member *m)
 {
-    /* A client that waits for its work ends a turn others wait for (a synchronous client's turns
-     * are then its operations, each measured on the GPU). Alone, it keeps the turn open: closing
-     * it would cost a query of its streams on every synchronous call, for nobody. */
+    /* A client that waits for its work ends a turn others wait for, unless the turn may stay open
+     * through such pauses (then its parts are measured on the GPU one by one). Alone, it keeps the
+     * turn open: closing it would cost a query of its streams on every synchronous call, for
+     * nobody. */
     if (m->c)
-        close_if(m, false);
+        close_over(m, false);
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)
 {
-    if (m->c)
-        close_if(m, sleeping);
+    if (!m->c)
+        return;
+    close_over(m, sleeping);
+    if (sleeping)
+        return;
+    uint64_t now = (uint64_t)vgpu_now_ns();
+    for (int r = 0; r < GATE_RESOURCES; r++) {
+        struct gate_hold *h = &m->h[r];
+        if (h->state != HOLD_OPEN || !contended(m, (enum gate_resource)r))
+            continue;
+        split_turn(m, (enum gate_resource)r, now);
+        if (!h->idle_since)
+            h->idle_since = now;
+    }
 }
 
 bool gate_open(const struct gate_member *m)
@@ -315,9 +372,16 @@ bool gate_should_yield(const struct gate_member *m)
 {
     if (!m->c)
         return false;
-    for (int r = 0; r < GATE_RESOURCES; r++)
-        if (m->h[r].state == HOLD_OPEN && contended(m, (enum gate_resource)r))
+    uint64_t now = 0;
+    for (int r = 0; r < GATE_RESOURCES; r++) {
+        const struct gate_hold *h = &m->h[r];
+        if (h->state != HOLD_OPEN || !contended(m, (enum gate_resource)r))
+            continue;
+        if (!now && m->c->turn_idle_ns)
+            now = (uint64_t)vgpu_now_ns();
+        if (turn_over(m, h, now))
             return true;
+    }
     return false;
 }
 
@@ -403,6 +467,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
     struct gate_hold *h = &m->h[r];
     /* The fast path: the holder goes on while nobody waits. */
     if (h->state == HOLD_OPEN && !contended(m, r)) {
+        h->idle_since = 0;
         touch(h, ctx, stream);
         if ((++h->ops & 63u) == 0)
             checkpoint(m, r);
@@ -417,11 +482,15 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
             bool others = contended(m, r);
             if (!others || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
                 int idx = touch(h, ctx, stream);
+                h->idle_since = 0;
                 /* A turn others wait for is timed on the GPU, so that they are charged fairly; one
                  * nobody waits for goes by the clock and costs no events. */
                 if (others) {
-                    if (h->ops == 0 && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
+                    if ((h->ops == 0 || h->new_segment) && !h->start &&
+                        (h->start = event_mark(m, ctx, stream, NULL))) {
                         h->start_ctx = ctx;
+                        h->new_segment = false;
+                    }
                     if (idx >= 0) {
                         m->mark_pending = true;
                         m->mark_r = r;

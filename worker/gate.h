@@ -35,6 +35,7 @@ struct gate_client {
     int host_fd;
     uint64_t quantum_ns, period_ns;
     uint64_t spin_ns; /* how long a poller waiting for an engine spins before it sleeps */
+    uint64_t turn_idle_ns; /* how long a turn others wait for stays open while its client is quiet */
     struct vgpu_exec *x;
     /* By device: the GPU time a launch costs besides its kernel (between the events around it),
      * which a turn is not charged (0: none known). */
@@ -65,6 +66,13 @@ struct gate_hold {
      * to the events after its last one on each stream (the time the turn lasted when these are not
      * there: operations on the fast path get no events). */
     void *start_ctx, *start;
+    /* A turn others wait for stays open while its client waits for its work and sends the next,
+     * within the quantum: the engine time of the part before such a pause is taken as a segment,
+     * so that the pause is not charged, and the next operation starts a new timed segment. */
+    uint64_t segments_ns; /* engine time of the turn's finished segments */
+    uint64_t segment_at;  /* when the current segment began */
+    uint64_t idle_since;  /* when the client went quiet with the turn open (0: it is not) */
+    bool new_segment;     /* the next operation starts a timed segment */
 };
 
 #define GATE_EVENT_POOL (2 * GATE_MAX_STREAMS + 4)
@@ -99,15 +107,16 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
 /* After the executor has been given an admitted operation: timing events follow contended ones
  * (never before: an event the client did not ask for must not delay what it waits for). */
 void gate_dispatched(struct gate_member *m);
-/* Before a call that may block the poller: its turns others wait for are closed. */
+/* Before a call that may block the poller: its turns others wait for are closed, unless they may
+ * stay open through the client's pauses (turn_idle_ns) and their quantum has not run out. */
 void gate_before_blocking(struct gate_member *m);
-/* The poller found no request: turns others wait for are closed, all of them if it is going to
- * sleep. */
+/* The poller found no request: turns others wait for are closed once their quantum or their idle
+ * allowance has run out (or split into segments until then), all of them if it is going to sleep. */
 void gate_idle(struct gate_member *m, bool sleeping);
 /* Finish the drains whose work has completed; true while some turn is still draining. */
 bool gate_poll(struct gate_member *m);
-/* Some turn is open (the poller then naps briefly rather than sleeps), or open and wanted by others
- * (the poller should wake up and close it). */
+/* Some turn is open (the poller then naps briefly rather than sleeps), or open, wanted by others
+ * and over (the poller should wake up and close it). */
 bool gate_open(const struct gate_member *m);
 bool gate_should_yield(const struct gate_member *m);
 /* A stream or a whole context is going away: stop watching it. */

@@ -323,6 +323,7 @@ static int map_pages(const struct vgpu_wmsg_State *st, const int *fds, unsigned 
         .quantum_ns = st->sched_quantum_ns,
         .period_ns = st->sched_period_ns ? st->sched_period_ns : 30000000ull,
         .spin_ns = st->sched_spin_ns,
+        .turn_idle_ns = st->sched_turn_idle_ns,
         .x = w.x,
     };
     if (w.gate.board->magic != SCHED_BOARD_MAGIC || w.gate.slots->count < w.slots)

@@ -317,6 +317,71 @@ START_TEST(hand_over)
 }
 END_TEST
 
+static bool wait_contended(struct gate_member *m, enum gate_resource r)
+{
+    for (int i = 0; i < 2000 && !atomic_load(&m->contended[r]); i++)
+        usleep(1000);
+    return atomic_load(&m->contended[r]) != 0;
+}
+
+/* With an idle allowance, a turn others wait for stays open while its client waits for its kernel
+ * and sends the next one (no hand-over for each synchronous kernel); each part is measured on the
+ * GPU, so the pauses between them are not charged; the turn ends once the client stays quiet
+ * longer than the allowance, or when its quantum has run out. */
+START_TEST(turn_spans_pauses)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_FIFO);
+    r.c.quantum_ns = 2000000000;
+    r.c.turn_idle_ns = 60000000; /* (the rig takes back a turn others wait for after 200 ms) */
+    struct gate_member a, b;
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
+    atomic_store(&streams_busy, false);
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, admit_thread, &w);
+    ck_assert(wait_contended(&a, GATE_COMPUTE));
+    for (int part = 0; part < 2; part++) {
+        ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+        usleep(5000); /* the kernel, 5 ms on the fake GPU (from its start event to its end event) */
+        gate_dispatched(&a);
+        gate_before_blocking(&a); /* the client waits for it: the turn stays open */
+        ck_assert(gate_open(&a));
+        gate_idle(&a, false); /* the client's pause: the part so far becomes a segment */
+        ck_assert(gate_open(&a));
+        ck_assert_uint_eq(a.h[GATE_COMPUTE].ntouched, 0);
+        ck_assert(!gate_should_yield(&a));
+        usleep(20000); /* the pause, shorter than the allowance */
+        ck_assert(!wait_done(&w, 1));
+    }
+    ck_assert(wait_yield(&a)); /* quiet for longer than the allowance: over */
+    gate_idle(&a, false);
+    ck_assert(!gate_open(&a));
+    ck_assert(!gate_poll(&a));
+    ck_assert(wait_done(&w, 2000));
+    pthread_join(t, NULL);
+    struct sched_host_stats sa = stats(&r, 0, GATE_COMPUTE);
+    ck_assert_uint_eq(sa.holds, 1); /* one turn ... */
+    ck_assert_uint_ge(sa.busy_ns, 10000000); /* ... charged its two kernels ... */
+    ck_assert_uint_lt(sa.busy_ns, 40000000); /* ... and not the 100 ms of pauses */
+    /* b's turn, a waiting: once its quantum has run out, b's next wait for its work ends it. */
+    r.c.quantum_ns = 1;
+    struct waiter wa = {&a, GATE_COMPUTE, false, 0};
+    pthread_create(&t, NULL, admit_thread, &wa);
+    ck_assert(wait_contended(&b, GATE_COMPUTE));
+    gate_before_blocking(&b);
+    ck_assert(!gate_open(&b));
+    ck_assert(!gate_poll(&b));
+    ck_assert(wait_done(&wa, 2000));
+    pthread_join(t, NULL);
+    gate_leave(&a);
+    gate_leave(&b);
+    rig_down(&r);
+}
+END_TEST
+
 /* An engine kept idle between turns is taken back by vgpud as soon as another vGPU asks. */
 START_TEST(idle_engine_recalled)
 {
@@ -533,6 +598,7 @@ int main(void)
     tcase_add_test(tc, unscheduled);
     tcase_add_test(tc, turn_drain_keep);
     tcase_add_test(tc, hand_over);
+    tcase_add_test(tc, turn_spans_pauses);
     tcase_add_test(tc, idle_engine_recalled);
     tcase_add_test(tc, leave_during_time_buffer);
     tcase_add_test(tc, closing_waiter);
