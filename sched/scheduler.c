@@ -74,6 +74,19 @@ static double used_share(const struct sched *s, const struct sched_vgpu *v, uint
     return total > 0 ? mine / total : 0;
 }
 
+/* BAND: v has used more than its share of what was used recently. */
+static bool over_share(const struct sched *s, const struct sched_vgpu *v, uint64_t now)
+{
+    return used_share(s, v, now) > sched_share(s, v, now);
+}
+
+/* BAND: how well served v is, its part of what was used over its share (1: exactly its share). */
+static double served(const struct sched *s, const struct sched_vgpu *v, uint64_t now)
+{
+    double share = sched_share(s, v, now);
+    return share > 0 ? used_share(s, v, now) / share : 0;
+}
+
 /* Budgets are refilled at period boundaries by each active vGPU's share of the period, up to one
  * period's worth: credit does not pile up while a vGPU is idle. */
 static void refill(struct sched *s, uint64_t now)
@@ -122,6 +135,7 @@ static void grant(struct sched *s, struct sched_vgpu *v, uint64_t now)
 {
     s->holder = v;
     s->buffer_until = 0;
+    s->buffer_for = NULL;
     if (v->waiting) {
         v->waiting = false;
         v->wait_ns_total += now - v->arrived;
@@ -129,17 +143,28 @@ static void grant(struct sched *s, struct sched_vgpu *v, uint64_t now)
 }
 
 /* The queue head: the first vGPU in round-robin order with work; under FIFO the one that has
- * waited longest. */
-static struct sched_vgpu *head(const struct sched *s)
+ * waited longest; under BAND the first one within its share, if any is (one that waits already
+ * needs no time buffer to come back). */
+static struct sched_vgpu *head(const struct sched *s, uint64_t now)
 {
     struct sched_vgpu *best = NULL;
     for (struct sched_vgpu *v = s->order; v; v = v->next) {
         if (!v->waiting)
             continue;
-        if (s->cfg.policy != SCHED_POLICY_FIFO)
+        switch (s->cfg.policy) {
+        case SCHED_POLICY_FIFO:
+            if (!best || v->arrived < best->arrived)
+                best = v;
+            break;
+        case SCHED_POLICY_BAND:
+            if (!over_share(s, v, now))
+                return v;
+            if (!best)
+                best = v;
+            break;
+        default:
             return v;
-        if (!best || v->arrived < best->arrived)
-            best = v;
+        }
     }
     return best;
 }
@@ -164,11 +189,15 @@ bool sched_arrive(struct sched *s, struct sched_vgpu *v, uint64_t now)
     refill(s, now);
     if (s->holder == v)
         return true;
-    /* A free resource goes to whoever asks, also while BAND keeps it free for a short while: that
-     * wait exists so that a vGPU with short work can come back and take it. */
+    /* A free resource goes to whoever asks, but while BAND keeps it free for the vGPU that just
+     * finished (the time buffer: its short work comes back soon) only to that vGPU or to one served
+     * worse than it: another one queues instead of taking a turn out of order. */
     if (!s->holder) {
-        grant(s, v, now);
-        return true;
+        const struct sched_vgpu *f = s->buffer_for;
+        if (!s->buffer_until || v == f || (f && served(s, v, now) < served(s, f, now))) {
+            grant(s, v, now);
+            return true;
+        }
     }
     if (!v->waiting) {
         v->waiting = true;
@@ -182,13 +211,24 @@ static struct sched_next pick(struct sched *s, struct sched_vgpu *v, uint64_t no
 {
     struct sched_next n = {0};
     enum sched_policy p = s->cfg.policy;
-    if (v && p != SCHED_POLICY_FIFO && v->budget_ns < 0 && (p == SCHED_POLICY_CREDIT || used_share(s, v, now) > sched_share(s, v, now)))
+    if (v && p != SCHED_POLICY_FIFO && v->budget_ns < 0 && (p == SCHED_POLICY_CREDIT || over_share(s, v, now)))
         move_to_tail(s, v);
-    struct sched_vgpu *next = head(s);
-    if (!next)
+    struct sched_vgpu *next = head(s, now);
+    if (!next) {
+        /* Nobody waits: a vGPU within its share that just finished comes back soon. Without a
+         * buffer, whoever comes back first would take the resource: a vGPU of long tasks, whose
+         * round trip outlasts a short task, would then run again and again. */
+        if (p == SCHED_POLICY_BAND && v && s->cfg.wait_ns && !over_share(s, v, now)) {
+            s->buffer_until = now + s->cfg.wait_ns;
+            s->buffer_for = v;
+            n.wake_at = s->buffer_until;
+        }
         return n;
-    if (p == SCHED_POLICY_BAND && v && next != v && s->cfg.wait_ns && used_share(s, next, now) > sched_share(s, next, now)) {
+    }
+    if (p == SCHED_POLICY_BAND && v && next != v && s->cfg.wait_ns &&
+        (over_share(s, next, now) || served(s, v, now) < served(s, next, now))) {
         s->buffer_until = now + s->cfg.wait_ns;
+        s->buffer_for = v;
         n.wake_at = s->buffer_until;
         return n;
     }
@@ -232,8 +272,9 @@ struct sched_next sched_expire(struct sched *s, uint64_t now)
     if (now < s->buffer_until)
         return (struct sched_next){.wake_at = s->buffer_until};
     s->buffer_until = 0;
+    s->buffer_for = NULL;
     struct sched_next n = {0};
-    struct sched_vgpu *next = head(s);
+    struct sched_vgpu *next = head(s, now);
     if (next) {
         grant(s, next, now);
         n.run = next;
@@ -245,6 +286,8 @@ struct sched_next sched_leave(struct sched *s, struct sched_vgpu *v, uint64_t no
 {
     bool held = s->holder == v;
     v->waiting = false;
+    if (s->buffer_for == v)
+        s->buffer_for = NULL;
     unlink_vgpu(s, v);
     if (!held)
         return (struct sched_next){0};

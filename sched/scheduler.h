@@ -52,6 +52,7 @@ struct sched {
     struct sched_vgpu *holder;
     uint64_t period_end;       /* next budget refill */
     uint64_t buffer_until;     /* BAND: the resource is kept idle until then (0: not buffering) */
+    struct sched_vgpu *buffer_for; /* ... for this vGPU to come back */
     bool started;
 };
 

@@ -180,6 +180,122 @@ START_TEST(band_time_buffer)
 }
 END_TEST
 
+/* BAND with three vGPUs: a (short tasks) is under its share, b and c (long ones) past it. When a
+ * is already waiting it goes next, whatever the round-robin order, with no time buffer. */
+START_TEST(band_prefers_the_underserved)
+{
+    struct sched s;
+    struct sched_vgpu a, b, c;
+    struct sched_config cfg = config(SCHED_POLICY_BAND);
+    sched_init(&s, &cfg);
+    sched_join(&s, &b, 1, 1, 0);
+    sched_join(&s, &c, 2, 1, 0);
+    sched_join(&s, &a, 0, 1, 0); /* last in round-robin order */
+    /* Credit enough that b and c keep their places ahead of a in that order. */
+    b.budget_ns = c.budget_ns = 1000 * (int64_t)MS;
+    uint64_t t = 0;
+    ck_assert(sched_arrive(&s, &a, t));
+    t += 50 * US;
+    sched_complete(&s, &a, 50 * US, t);
+    for (int i = 0; i < 10; i++) { /* b and c take 2 ms turns in turn */
+        struct sched_vgpu *v = i % 2 ? &c : &b;
+        ck_assert(sched_arrive(&s, v, t));
+        t += 2 * MS;
+        sched_complete(&s, v, 2 * MS, t);
+    }
+    ck_assert(sched_arrive(&s, &b, t));
+    ck_assert(!sched_arrive(&s, &c, t + 1));
+    ck_assert(!sched_arrive(&s, &a, t + 2));
+    t += 2 * MS;
+    /* c waits ahead of a in round-robin order, but a has had least: it runs at once. */
+    struct sched_next n = sched_complete(&s, &b, 2 * MS, t);
+    ck_assert_ptr_eq(n.run, &a);
+    ck_assert_uint_eq(n.wake_at, 0);
+    ck_assert(!sched_arrive(&s, &b, t + 1));
+    t += 50 * US;
+    /* Now only b and c wait, both past their shares: the resource is kept for a ... */
+    n = sched_complete(&s, &a, 50 * US, t);
+    ck_assert_ptr_null(n.run);
+    ck_assert_uint_eq(n.wake_at, t + SCHED_DEFAULT_WAIT_NS);
+    /* ... which comes back and runs. */
+    ck_assert(sched_arrive(&s, &a, t + 10 * US));
+    ck_assert(b.waiting && c.waiting);
+    t += 60 * US;
+    n = sched_complete(&s, &a, 50 * US, t);
+    ck_assert_ptr_null(n.run);
+    /* a does not come back: when the buffer ends, the first waiting in round-robin order runs. */
+    n = sched_expire(&s, t + SCHED_DEFAULT_WAIT_NS);
+    ck_assert_ptr_eq(n.run, &b);
+}
+END_TEST
+
+/* A time buffer is kept for the vGPU that just finished: during it, a vGPU served better than that
+ * one queues instead of taking the resource, whether others wait or not. */
+START_TEST(band_buffer_is_for_the_finisher)
+{
+    struct sched s;
+    struct sched_vgpu a, b, c;
+    struct sched_config cfg = config(SCHED_POLICY_BAND);
+    sched_init(&s, &cfg);
+    sched_join(&s, &a, 0, 1, 0);
+    sched_join(&s, &b, 1, 1, 0);
+    sched_join(&s, &c, 2, 1, 0);
+    b.budget_ns = c.budget_ns = 1000 * (int64_t)MS; /* b stays ahead of c */
+    uint64_t t = 0;
+    for (int i = 0; i < 10; i++) { /* b and c take 2 ms turns in turn */
+        struct sched_vgpu *v = i % 2 ? &c : &b;
+        ck_assert(sched_arrive(&s, v, t));
+        t += 2 * MS;
+        sched_complete(&s, v, 2 * MS, t);
+    }
+    ck_assert(sched_arrive(&s, &a, t));
+    ck_assert(!sched_arrive(&s, &b, t + 1));
+    t += 50 * US;
+    ck_assert_uint_eq(sched_complete(&s, &a, 50 * US, t).wake_at, t + SCHED_DEFAULT_WAIT_NS);
+    ck_assert_ptr_eq(s.buffer_for, &a);
+    /* c comes back first: served better than a, it queues, and the buffer goes on ... */
+    ck_assert(!sched_arrive(&s, &c, t + 5 * US));
+    ck_assert_ptr_null(s.holder);
+    ck_assert_uint_eq(s.buffer_until, t + SCHED_DEFAULT_WAIT_NS);
+    /* ... until a comes back, 80 us later. */
+    ck_assert(sched_arrive(&s, &a, t + 80 * US));
+    ck_assert(b.waiting && c.waiting);
+}
+END_TEST
+
+/* Nobody waits when the short-task vGPU finishes (the long-task one's round trip outlasts a short
+ * task): the buffer is kept for it all the same, and the long-task vGPU, past its share, coming
+ * back first queues. Without it BAND gave the long-task vGPU nearly everything. */
+START_TEST(band_buffer_with_nobody_waiting)
+{
+    struct sched s;
+    struct sched_vgpu a, b;
+    pair(&s, SCHED_POLICY_BAND, &a, 1, &b, 1);
+    uint64_t t = 0;
+    for (int i = 0; i < 10; i++) { /* b: long tasks, alone */
+        ck_assert(sched_arrive(&s, &b, t));
+        t += 2 * MS;
+        sched_complete(&s, &b, 2 * MS, t);
+    }
+    ck_assert(sched_arrive(&s, &a, t));
+    t += 50 * US;
+    struct sched_next n = sched_complete(&s, &a, 50 * US, t);
+    ck_assert_ptr_null(n.run);
+    ck_assert_uint_eq(n.wake_at, t + SCHED_DEFAULT_WAIT_NS);
+    ck_assert(!sched_arrive(&s, &b, t + 75 * US));
+    ck_assert(sched_arrive(&s, &a, t + 100 * US));
+    /* a, past its own share now, keeps no buffer for itself: b, waiting, runs next. */
+    for (int i = 0; i < 200; i++) {
+        t += 200 * US;
+        n = sched_complete(&s, &a, 50 * US, t);
+        if (n.run == &b)
+            break;
+        ck_assert(sched_arrive(&s, &a, t + 75 * US));
+    }
+    ck_assert_ptr_eq(n.run, &b);
+}
+END_TEST
+
 /* Credit never leaves the resource idle while someone waits. */
 START_TEST(credit_no_buffer)
 {
@@ -256,6 +372,23 @@ START_TEST(sim_handover_costs)
 }
 END_TEST
 
+/* The same clients with round trips of 100 us, longer than a short task's turn: BAND still keeps
+ * every vGPU within 3 points (it waits for the short-task vGPU even when nobody else waits). */
+START_TEST(sim_long_round_trips)
+{
+    static const char *const names[] = {"share-two", "share-weighted", "share-four"};
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct sim_scenario sc = *sim_scenario_find(names[i]);
+        for (unsigned k = 0; k < sc.nclients; k++)
+            sc.clients[k].think_ns = 100 * US;
+        struct sched_config c = config(SCHED_POLICY_BAND);
+        struct sim_result r;
+        ck_assert_int_eq(sim_run(&sc, &c, &r, NULL), 0);
+        ck_assert_double_le(r.gap_pct, 3.0);
+    }
+}
+END_TEST
+
 /* A vGPU that submits batches still gets only its share. */
 START_TEST(sim_batched)
 {
@@ -289,6 +422,9 @@ int main(void)
     tcase_add_test(core, budget_refill);
     tcase_add_test(core, band_time_buffer);
     tcase_add_test(core, credit_no_buffer);
+    tcase_add_test(core, band_prefers_the_underserved);
+    tcase_add_test(core, band_buffer_is_for_the_finisher);
+    tcase_add_test(core, band_buffer_with_nobody_waiting);
     suite_add_tcase(s, core);
     TCase *sim = tcase_create("sim");
     tcase_set_timeout(sim, 120);
@@ -297,6 +433,7 @@ int main(void)
     tcase_add_test(sim, sim_four);
     tcase_add_test(sim, sim_batched);
     tcase_add_test(sim, sim_handover_costs);
+    tcase_add_test(sim, sim_long_round_trips);
     tcase_add_test(sim, sim_deterministic);
     suite_add_tcase(s, sim);
     return vgpu_check_run(s);
