@@ -27,7 +27,13 @@ FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)
 
 $(FUZZ_O)/obj/%.o: %.c | $(GEN)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -MMD -MP -c $< -o $@
+
+# Headers change the layout of what the objects share: they are rebuilt with them (the harnesses'
+# objects too, which make would otherwise treat as intermediate, delete, and not look at again).
+FUZZ_HARNESS_OBJ := $(FUZZERS:%=$(FUZZ_O)/obj/tests/fuzz/fuzz_%.o)
+.SECONDARY: $(FUZZ_HARNESS_OBJ)
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_HARNESS_OBJ:.o=.d)
 
 $(FUZZ_O)/libfuzzed.a: $(FUZZ_OBJ)
 	rm -f $@ && ar rcs $@ $^
