@@ -247,6 +247,13 @@ static void *admit_thread(void *arg)
     return NULL;
 }
 
+/* m asks for resource r on a thread of its own (it waits there until it gets it). */
+static void wait_in_thread(struct waiter *w, pthread_t *t, struct gate_member *m, enum gate_resource r)
+{
+    *w = (struct waiter){m, r, false, 0};
+    ck_assert_int_eq(pthread_create(t, NULL, admit_thread, w), 0);
+}
+
 static bool wait_done(struct waiter *w, int ms)
 {
     for (int i = 0; i < ms && !atomic_load(&w->done); i++)
@@ -273,9 +280,9 @@ START_TEST(hand_over)
     member(&r, &b, 1, &not_closing);
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     atomic_store(&streams_busy, true);
-    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
     ck_assert(wait_yield(&a)); /* b waits: a is asked to close */
     ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "waiting");
     /* While b waits, a's operations are timed on the GPU. */
@@ -304,8 +311,8 @@ START_TEST(hand_over)
     ck_assert_uint_eq(sa.frees, 0); /* ... when nobody waited for it */
     ck_assert_uint_lt(sb.wake_ns + sa.notice_ns + sb.free_ns, 1000000000ull);
     /* a, idle between turns no more, waits in turn; b leaving hands the engine on. */
-    struct waiter wa = {&a, GATE_COMPUTE, false, 0};
-    pthread_create(&t, NULL, admit_thread, &wa);
+    struct waiter wa;
+    wait_in_thread(&wa, &t, &a, GATE_COMPUTE);
     ck_assert(!wait_done(&wa, 20));
     gate_leave(&b);
     sched_host_leave(r.h, r.g, 1);
@@ -339,9 +346,9 @@ START_TEST(turn_spans_pauses)
     member(&r, &b, 1, &not_closing);
     atomic_store(&streams_busy, false);
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
-    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
     ck_assert(wait_contended(&a, GATE_COMPUTE));
     for (int part = 0; part < 2; part++) {
         ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
@@ -368,8 +375,8 @@ START_TEST(turn_spans_pauses)
     ck_assert_uint_lt(sa.busy_ns, 40000000); /* ... and not the 100 ms of pauses */
     /* b's turn, a waiting: once its quantum has run out, b's next wait for its work ends it. */
     r.c.quantum_ns = 1;
-    struct waiter wa = {&a, GATE_COMPUTE, false, 0};
-    pthread_create(&t, NULL, admit_thread, &wa);
+    struct waiter wa;
+    wait_in_thread(&wa, &t, &a, GATE_COMPUTE);
     ck_assert(wait_contended(&b, GATE_COMPUTE));
     gate_before_blocking(&b);
     ck_assert(!gate_open(&b));
@@ -396,9 +403,9 @@ START_TEST(idle_engine_recalled)
     ck_assert(!gate_poll(&a));
     ck_assert_uint_eq(word(&r, 0, GATE_COPY), SCHED_HOLD_IDLE);
     /* a's poller sleeps; b asks and gets the engine without a doing anything. */
-    struct waiter w = {&b, GATE_COPY, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COPY);
     ck_assert(wait_done(&w, 2000));
     pthread_join(t, NULL);
     ck_assert_int_eq(w.result, CUDA_SUCCESS);
@@ -426,9 +433,9 @@ START_TEST(leave_during_time_buffer)
     ck_assert(!gate_poll(&b));
     /* a asks: vgpud takes the idle engine back from b and gives it to a. */
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
-    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
     ck_assert(wait_yield(&a));
     gate_idle(&a, false);
     ck_assert(!gate_poll(&a)); /* a completes; b is over its share: the buffer starts */
@@ -452,9 +459,9 @@ START_TEST(closing_waiter)
     member(&r, &a, 0, &not_closing);
     member(&r, &b, 1, &closing);
     ck_assert_int_eq(gate_admit(&a, GATE_COPY, (void *)1, NULL), CUDA_SUCCESS);
-    struct waiter w = {&b, GATE_COPY, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COPY);
     ck_assert(!wait_done(&w, 20));
     atomic_store(&closing, true);
     ck_assert(wait_done(&w, 2000));
@@ -478,9 +485,9 @@ START_TEST(dead_worker_releases)
     member(&r2, &b, 0, &not_closing);
     atomic_store(&streams_busy, true);
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
-    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
     ck_assert(wait_yield(&a));
     ck_assert(!wait_done(&w, 50)); /* a holds on: its work never drains */
     gate_forget(&a, (void *)1, NULL, true); /* (the test's own timing events) */
@@ -510,9 +517,9 @@ START_TEST(endless_turn_taken_back)
     atomic_store(&streams_busy, true); /* a's work never finishes */
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     gate_before_blocking(&a);
-    struct waiter w = {&b, GATE_COMPUTE, false, 0};
+    struct waiter w;
     pthread_t t;
-    pthread_create(&t, NULL, admit_thread, &w);
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
     ck_assert(!wait_done(&w, 100));
     /* Meanwhile vgpud's thread sleeps (it looks on 0 µs in this rig): a long turn costs it no CPU,
      * and the turn is taken back on its timer. */

@@ -25,6 +25,16 @@ static void pair(struct sched *s, enum sched_policy p, struct sched_vgpu *a, uns
     sched_join(s, b, 1, wb, 0);
 }
 
+/* Three BAND vGPUs of equal weight, joined in this round-robin order. */
+static void band_trio(struct sched *s, struct sched_vgpu *x, struct sched_vgpu *y, struct sched_vgpu *z)
+{
+    struct sched_config c = config(SCHED_POLICY_BAND);
+    sched_init(s, &c);
+    sched_join(s, x, 0, 1, 0);
+    sched_join(s, y, 1, 1, 0);
+    sched_join(s, z, 2, 1, 0);
+}
+
 START_TEST(policy_names)
 {
     ck_assert_int_eq(sched_policy_parse("band"), SCHED_POLICY_BAND);
@@ -145,6 +155,19 @@ START_TEST(budget_refill)
 }
 END_TEST
 
+/* b and c take n 2 ms turns between them, in turn, from t (b alone when c is b); returns the time
+ * they end. */
+static uint64_t long_turns(struct sched *s, struct sched_vgpu *b, struct sched_vgpu *c, int n, uint64_t t)
+{
+    for (int i = 0; i < n; i++) {
+        struct sched_vgpu *v = i % 2 ? c : b;
+        ck_assert(sched_arrive(s, v, t));
+        t += 2 * MS;
+        sched_complete(s, v, 2 * MS, t);
+    }
+    return t;
+}
+
 /* BAND's time buffer: when the next vGPU has used more than its share, the resource stays free
  * for `wait`; an arrival in that time takes it, or the waiting vGPU gets it when the time ends. */
 START_TEST(band_time_buffer)
@@ -154,11 +177,7 @@ START_TEST(band_time_buffer)
     pair(&s, SCHED_POLICY_BAND, &a, 1, &b, 1);
     /* b runs long tasks alone for a while: its used share is 100 %. */
     uint64_t t = 0;
-    for (int i = 0; i < 20; i++) {
-        ck_assert(sched_arrive(&s, &b, t));
-        t += 2 * MS;
-        sched_complete(&s, &b, 2 * MS, t);
-    }
+    t = long_turns(&s, &b, &b, 20, t);
     ck_assert(sched_arrive(&s, &a, t));
     ck_assert(!sched_arrive(&s, &b, t + 1));
     t += 50 * US;
@@ -186,23 +205,14 @@ START_TEST(band_prefers_the_underserved)
 {
     struct sched s;
     struct sched_vgpu a, b, c;
-    struct sched_config cfg = config(SCHED_POLICY_BAND);
-    sched_init(&s, &cfg);
-    sched_join(&s, &b, 1, 1, 0);
-    sched_join(&s, &c, 2, 1, 0);
-    sched_join(&s, &a, 0, 1, 0); /* last in round-robin order */
+    band_trio(&s, &b, &c, &a); /* a last in round-robin order */
     /* Credit enough that b and c keep their places ahead of a in that order. */
     b.budget_ns = c.budget_ns = 1000 * (int64_t)MS;
     uint64_t t = 0;
     ck_assert(sched_arrive(&s, &a, t));
     t += 50 * US;
     sched_complete(&s, &a, 50 * US, t);
-    for (int i = 0; i < 10; i++) { /* b and c take 2 ms turns in turn */
-        struct sched_vgpu *v = i % 2 ? &c : &b;
-        ck_assert(sched_arrive(&s, v, t));
-        t += 2 * MS;
-        sched_complete(&s, v, 2 * MS, t);
-    }
+    t = long_turns(&s, &b, &c, 10, t); /* b and c take 2 ms turns in turn */
     ck_assert(sched_arrive(&s, &b, t));
     ck_assert(!sched_arrive(&s, &c, t + 1));
     ck_assert(!sched_arrive(&s, &a, t + 2));
@@ -235,19 +245,10 @@ START_TEST(band_buffer_is_for_the_finisher)
 {
     struct sched s;
     struct sched_vgpu a, b, c;
-    struct sched_config cfg = config(SCHED_POLICY_BAND);
-    sched_init(&s, &cfg);
-    sched_join(&s, &a, 0, 1, 0);
-    sched_join(&s, &b, 1, 1, 0);
-    sched_join(&s, &c, 2, 1, 0);
+    band_trio(&s, &a, &b, &c);
     b.budget_ns = c.budget_ns = 1000 * (int64_t)MS; /* b stays ahead of c */
     uint64_t t = 0;
-    for (int i = 0; i < 10; i++) { /* b and c take 2 ms turns in turn */
-        struct sched_vgpu *v = i % 2 ? &c : &b;
-        ck_assert(sched_arrive(&s, v, t));
-        t += 2 * MS;
-        sched_complete(&s, v, 2 * MS, t);
-    }
+    t = long_turns(&s, &b, &c, 10, t); /* b and c take 2 ms turns in turn */
     ck_assert(sched_arrive(&s, &a, t));
     ck_assert(!sched_arrive(&s, &b, t + 1));
     t += 50 * US;
@@ -272,11 +273,7 @@ START_TEST(band_buffer_with_nobody_waiting)
     struct sched_vgpu a, b;
     pair(&s, SCHED_POLICY_BAND, &a, 1, &b, 1);
     uint64_t t = 0;
-    for (int i = 0; i < 10; i++) { /* b: long tasks, alone */
-        ck_assert(sched_arrive(&s, &b, t));
-        t += 2 * MS;
-        sched_complete(&s, &b, 2 * MS, t);
-    }
+    t = long_turns(&s, &b, &b, 10, t); /* b: long tasks, alone */
     ck_assert(sched_arrive(&s, &a, t));
     t += 50 * US;
     struct sched_next n = sched_complete(&s, &a, 50 * US, t);
