@@ -17,6 +17,8 @@ static uint64_t current_handle(void) { return ctx_depth ? ctx_stack[ctx_depth - 
 CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch)
 {
     FE_RETURN_IF(fe_ready());
+    if (fe_in_host_fn) /* what acts on a context is refused inside a host function, as natively */
+        return CUDA_ERROR_NOT_PERMITTED;
     struct fe_ctx *c = fe_handle_get(FE_CTX, (uint64_t)(uintptr_t)h);
     if (!c || !atomic_load(&c->active))
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -32,6 +34,8 @@ CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch)
 CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch)
 {
     FE_RETURN_IF(fe_ready());
+    if (fe_in_host_fn)
+        return CUDA_ERROR_NOT_PERMITTED;
     uint64_t h = current_handle();
     if (!h)
         return CUDA_ERROR_INVALID_CONTEXT;

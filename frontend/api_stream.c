@@ -141,9 +141,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return r;
 }
 
-/* A stream argument of a synchronizing call: the legacy and per-thread values mean the current
- * context's default streams. */
-static CUresult resolve(CUstream h, bool pt, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
+CUresult fe_stream_resolve(CUstream h, bool pt, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
 {
     struct fe_stream *s = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)h);
     if (s) {
@@ -160,7 +158,7 @@ static CUresult stream_sync(CUstream h, bool pt)
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     FE_REQ(q, StreamSynchronize);
     FE_RSP(a, StreamSynchronize);
     q.stream = sid;
@@ -175,7 +173,7 @@ static CUresult stream_query(CUstream h, bool pt)
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     FE_REQ(q, StreamQuery);
     FE_RSP(a, StreamQuery);
     q.stream = sid;
@@ -190,7 +188,7 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     struct fe_event *ev = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)e);
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -211,7 +209,7 @@ static CUresult stream_props(CUstream h, bool pt, struct fe_stream **s, struct f
 {
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(resolve(h, pt, c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_resolve(h, pt, c, &ch, &sid));
     *s = sid ? fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)h) : NULL;
     if (sid && !*s) {
         /* A per-thread stream asked for by its special value. */
@@ -453,7 +451,7 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(resolve(h, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     if (!status)
         return CUDA_ERROR_INVALID_VALUE;
     *status = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -235,6 +235,8 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
     /* A vGPU whose worker has gone fails every call, asynchronous ones too (the sticky error): a
      * few loads per call, and a look at the link every 256 calls, which synchronous calls make
      * anyway while they wait. */
+    if (fe_in_host_fn)
+        return CUDA_ERROR_NOT_PERMITTED;
     int dead = atomic_load_explicit(&ch->dead, memory_order_relaxed);
     uint32_t calls = atomic_load_explicit(&ch->calls, memory_order_relaxed); /* a count, not a lock: */
     atomic_store_explicit(&ch->calls, calls + 1, memory_order_relaxed);     /* threads may lose some */

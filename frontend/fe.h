@@ -72,6 +72,13 @@ struct fe_chan {
     /* Under Xen: the pages this process granted to vgpud for the channel, and its doorbell. */
     struct vgpu_xen_grant grant;
     struct vgpu_xen_evtchn evtchn;
+    /* Host functions queued on this vGPU's streams (api_hostfn.c), in the order queued, and the
+     * thread that runs them. */
+    pthread_mutex_t hostfn_mu;
+    struct fe_host_call *hostfn_queue;
+    bool hostfn_thread;
+    uint64_t *hostfn_words; /* data-area offsets of free handshake words */
+    size_t hostfn_word_count, hostfn_word_cap;
 };
 
 struct fe_extent {
@@ -232,6 +239,11 @@ struct fe_stream {
  * stream (id 0), CU_STREAM_PER_THREAD (or NULL under per_thread) the calling thread's default
  * stream. Checks that the stream belongs to ctx. */
 CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe_chan *ch, uint32_t *id);
+/* A stream argument with its context: a stream handle names its own context; the legacy and
+ * per-thread values mean the current context's default streams. */
+CUresult fe_stream_resolve(CUstream h, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
+/* Set while this thread runs a host function: CUDA calls are refused then, as natively. */
+extern _Thread_local bool fe_in_host_fn;
 
 /* ---------------------------------------------------------------- memory */
 

@@ -67,6 +67,17 @@ CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_
     return OPS(c)->stream_wait_event(EXEC(c), c->ctx->x, stream, e->x, q->flags);
 }
 
+CUresult vgpu_handle_HostFn(struct vgpu_call *c, const struct vgpu_req_HostFn *q, struct vgpu_rsp_HostFn *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct vgpu_host_fn_word *w = (q->word & 7u) ? NULL : vchannel_data(c, q->word, sizeof *w);
+    return w ? vchannel_hold_stream(c, stream, w) : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult vgpu_handle_EventCreate(struct vgpu_call *c, const struct vgpu_req_EventCreate *q, struct vgpu_rsp_EventCreate *a)
 {
     (void)a;

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <unistd.h>
 
 #include "array.h"
@@ -227,6 +230,72 @@ void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
     return c->ch->map.data + offset;
 }
 
+/* ---------------------------------------------------------------- host functions */
+
+/* Host functions a channel may have queued at once (each holds its stream, as natively). */
+#define MAX_HOLDS 65536u
+
+struct stream_hold {
+    struct vchannel *ch;
+    struct vgpu_host_fn_word *w;
+};
+
+/* The channel is closing (its poller may be waiting for the held stream) or has ended. */
+static bool holds_end(struct vchannel *ch)
+{
+    return atomic_load(&ch->holds_released) || atomic_load_explicit(&ch->closing, memory_order_relaxed);
+}
+
+/* On the executor's thread, in stream order: tell the client, then hold the stream until it has run
+ * its function. The words are the client's to change: only "nonzero" is read from them. */
+static void hold_run(void *arg, CUresult status)
+{
+    struct stream_hold *h = arg;
+    struct vchannel *ch = h->ch;
+    _Atomic uint32_t *release = (_Atomic uint32_t *)&h->w->release;
+    if (status == CUDA_SUCCESS && !holds_end(ch)) {
+        atomic_store_explicit((_Atomic uint32_t *)&h->w->done, 1, memory_order_release);
+        vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
+        /* A host client wakes this futex; a guest cannot, so it is looked at every millisecond too. */
+        while (!atomic_load_explicit(release, memory_order_acquire) && !holds_end(ch)) {
+            struct timespec ts = {0, 1000000};
+            syscall(SYS_futex, (uint32_t *)release, FUTEX_WAIT, 0, &ts, NULL, 0);
+        }
+    }
+    free(h);
+    atomic_fetch_sub(&ch->holds_pending, 1);
+}
+
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w)
+{
+    struct vchannel *ch = c->ch;
+    if (!ch->x->ops->stream_hold)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (atomic_load(&ch->holds_pending) >= MAX_HOLDS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct stream_hold *h = malloc(sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = (struct stream_hold){ch, w};
+    atomic_fetch_add(&ch->holds_pending, 1);
+    CUresult r = ch->x->ops->stream_hold(ch->x, c->ctx->x, stream, hold_run, h);
+    if (r != CUDA_SUCCESS) {
+        free(h);
+        atomic_fetch_sub(&ch->holds_pending, 1);
+    }
+    return r;
+}
+
+/* The channel has ended (holds_released): no hold may outlive the memory it reads. */
+static void wait_holds(struct vchannel *ch)
+{
+    for (int i = 0; atomic_load(&ch->holds_pending) && i < 5000; i++)
+        usleep(1000);
+    if (atomic_load(&ch->holds_pending))
+        LOG_WARN("channel %u: %u host functions still queued after its contexts ended", ch->id,
+                 atomic_load(&ch->holds_pending));
+}
+
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status)
 {
     if (slot >= ch->map.layout.slot_count)
@@ -359,10 +428,12 @@ static int still_open(void *arg)
 void vchannel_teardown(struct vchannel *ch)
 {
     gate_leave(&ch->gate);
+    atomic_store(&ch->holds_released, true);
     struct srv_table *ctxs = &ch->tables[SRV_CTX];
     for (uint32_t id = 1; id < ctxs->cap; id++)
         if (ctxs->slots[id].live)
             vchannel_drop_ctx(ch, id);
+    wait_holds(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
         ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
         if (!ch->regs[i].staging)

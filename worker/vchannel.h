@@ -84,6 +84,8 @@ struct vchannel {
     _Atomic bool closing;  /* set by whoever wants the channel gone */
     _Atomic bool finished; /* the poller has released everything */
     _Atomic uint32_t callbacks_pending; /* staging-slot completions not reported yet */
+    _Atomic uint32_t holds_pending;     /* host functions queued or running on the executor */
+    _Atomic bool holds_released;        /* held streams go on at once (the channel ends; fuzzers) */
     CUresult broken; /* the client broke the channel: why the poller ended on its own */
 
     /* touched only by the poller thread */
@@ -173,6 +175,9 @@ void vchannel_remove(struct vchannel *ch, enum srv_kind kind, uint32_t id);
 bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n);
 /* A data-area range, as a server-side pointer; NULL if outside the data area. */
 void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size);
+/* Hold stream, in order, while the client runs a host function: w is its handshake in the data
+ * area (set done, then wait for release). */
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w);
 /* Mark a staging slot finished (from any thread). */
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status);
 /* Arrange for a staging slot to be marked done when the stream reaches this point. */

@@ -82,6 +82,13 @@ struct vgpu_bell {
 };
 
 /* Producer and consumer indexes of one ring, on separate cache lines; free-running byte counts. */
+/* A host function's handshake in the data area (HostFn): both words start at 0; the server stores
+ * done = 1 when the stream has reached the function, the client release = 1 when it has run it. */
+struct vgpu_host_fn_word {
+    uint32_t done;
+    uint32_t release;
+};
+
 struct vgpu_ring_idx {
     _Alignas(64) uint32_t prod;
     _Alignas(64) uint32_t cons;

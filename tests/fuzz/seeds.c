@@ -82,6 +82,10 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(Memset, 1, ms, NULL, 0); /* on an address it does not own: refused */
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
+    struct vgpu_req_HostFn hf = {.word = 64, .stream = 2};
+    REC(HostFn, 1, hf, NULL, 0);
+    hf.word = 3; /* not a word's offset: refused */
+    REC(HostFn, 1, hf, NULL, 0);
     REC(CopyDtoH, 1, dh, NULL, 0);
     REC(CtxSynchronize, 1, cs, NULL, 0);
     save(dir, "records", "streams-events");

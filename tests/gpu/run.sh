@@ -44,6 +44,7 @@ compare copies "$PROGS/prog_copies"
 # Pinned buffers larger than the data area (32 MiB of these 40 are staging slots): spilled.
 VGPU_DATA_AREA=40M compare copies-spilled "$PROGS/prog_copies" 16777216
 compare memset "$PROGS/prog_memset"
+compare hostfn "$PROGS/prog_hostfn"
 compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"

@@ -70,6 +70,7 @@
     X(cuStreamDestroy_v2)                                                                              \
     X(cuStreamSynchronize)                                                                             \
     X(cuStreamQuery)                                                                                   \
+    X(cuLaunchHostFunc)                                                                                \
     X(cuStreamWaitEvent)                                                                               \
     X(cuEventCreate)                                                                                   \
     X(cuEventDestroy_v2)                                                                               \
@@ -427,6 +428,33 @@ static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *strea
     return CUDA_SUCCESS;
 }
 
+struct hold {
+    vgpu_exec_callback fn;
+    void *arg;
+};
+
+static void CUDA_CB run_hold(void *arg)
+{
+    struct hold h = *(struct hold *)arg;
+    free(arg);
+    h.fn(h.arg, CUDA_SUCCESS);
+}
+
+/* The driver's own host function: its callback thread runs it in stream order and holds the stream
+ * until it returns. */
+static CUresult cuda_stream_hold(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+{
+    BIND(x, ctx);
+    struct hold *h = malloc(sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = (struct hold){fn, arg};
+    CUresult r = API(x)->cuLaunchHostFunc(stream, run_hold, h);
+    if (r != CUDA_SUCCESS)
+        free(h);
+    return r;
+}
+
 static int cuda_progress(struct vgpu_exec *x, void *ctx)
 {
     struct cuda_ctx *cc = ctx;
@@ -701,6 +729,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .copy_dtod = cuda_copy_dtod,
     .memset = cuda_memset,
     .stream_callback = cuda_stream_callback,
+    .stream_hold = cuda_stream_hold,
     .progress = cuda_progress,
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,

@@ -616,6 +616,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .copy_dtod = emu_copy_dtod,
     .memset = emu_memset,
     .stream_callback = emu_stream_callback,
+    .stream_hold = emu_stream_callback, /* its stream worker runs callbacks in order, holding the stream */
     .module_load = emu_module_load_op,
     .module_unload = emu_module_unload,
     .module_get_function = emu_module_get_function,

@@ -68,6 +68,11 @@ struct vgpu_exec_ops {
      * and must not call back into the executor; it runs from a later progress() call on the
      * caller's thread, or (executors without progress) on a thread of the executor's. */
     CUresult (*stream_callback)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg);
+    /* Call fn(arg, status) in stream order, once everything queued on stream so far has completed,
+     * on a thread of the executor's; the stream's later work waits until fn returns, and fn may
+     * block (a client's host function runs meanwhile). Calls queued but never run when ctx is
+     * destroyed run with an error status, or not at all. */
+    CUresult (*stream_hold)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg);
     /* Run the callbacks of ctx whose work has completed; returns how many still wait. NULL when the
      * executor runs callbacks by itself. */
     int (*progress)(struct vgpu_exec *x, void *ctx);

@@ -1,0 +1,223 @@
+/* Driver API: host functions and stream callbacks (cuLaunchHostFunc, cuStreamAddCallback).
+ *
+ * The function runs here, in the client, as natively: in stream order, after everything queued on
+ * the stream before it has completed, with the stream's later work waiting until it returns. Each
+ * call gets a handshake word in the data area and one HostFn record: the worker holds the stream at
+ * that point, sets `done` when the stream gets there and waits for `release`. A thread of this
+ * vGPU's runs the functions whose `done` is set and releases their streams (a stream reaches its
+ * next function only after that, so each stream's run in the order queued). CUDA calls made inside a host function are refused (CUDA_ERROR_NOT_PERMITTED). */
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "array.h"
+#include "bell.h"
+#include "fe.h"
+#include "log.h"
+
+/* Handshake words come from data-area pages kept for them, a page's worth at a time. */
+#define WORD_PAGE 4096u
+
+_Thread_local bool fe_in_host_fn;
+
+struct fe_host_call {
+    CUhostFn fn;              /* cuLaunchHostFunc's */
+    CUstreamCallback cb;      /* or cuStreamAddCallback's */
+    CUstream stream;          /* as the caller named it (passed to cb) */
+    void *data;
+    uint64_t off;             /* the word's data-area offset */
+    struct vgpu_host_fn_word *w;
+    struct fe_host_call *next;
+};
+
+/* A zeroed handshake word (hostfn_mu held). */
+static CUresult word_get(struct fe_chan *ch, uint64_t *off)
+{
+    if (!ch->hostfn_word_count) {
+        const size_t per_page = WORD_PAGE / sizeof(struct vgpu_host_fn_word);
+        uint64_t *words = vgpu_array_grow(ch->hostfn_words, &ch->hostfn_word_cap, per_page, sizeof *words);
+        if (!words)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        ch->hostfn_words = words;
+        uint64_t page;
+        FE_RETURN_IF(fe_heap_alloc(ch, 0, WORD_PAGE, 0, false, &page));
+        for (size_t i = 0; i < per_page; i++)
+            words[i] = page + i * sizeof(struct vgpu_host_fn_word);
+        ch->hostfn_word_count = per_page;
+    }
+    *off = ch->hostfn_words[--ch->hostfn_word_count];
+    memset(ch->map.data + *off, 0, sizeof(struct vgpu_host_fn_word));
+    return CUDA_SUCCESS;
+}
+
+/* Give a word back (hostfn_mu held); the stack has room: it held every word once. */
+static void word_put(struct fe_chan *ch, uint64_t off)
+{
+    uint64_t *words = vgpu_array_grow(ch->hostfn_words, &ch->hostfn_word_cap, ch->hostfn_word_count + 1,
+                                      sizeof *words);
+    if (words) { /* (a word is lost, not reused, should the stack fail to grow) */
+        ch->hostfn_words = words;
+        words[ch->hostfn_word_count++] = off;
+    }
+}
+
+static bool word_done(const struct fe_host_call *h)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)&h->w->done, memory_order_acquire) != 0;
+}
+
+/* A queued call whose stream has reached it (hostfn_mu held). */
+static struct fe_host_call *take_ready(struct fe_chan *ch)
+{
+    for (struct fe_host_call **pp = &ch->hostfn_queue; *pp; pp = &(*pp)->next)
+        if (word_done(*pp)) {
+            struct fe_host_call *h = *pp;
+            *pp = h->next;
+            return h;
+        }
+    return NULL;
+}
+
+static bool any_ready(void *arg)
+{
+    struct fe_chan *ch = arg;
+    pthread_mutex_lock(&ch->hostfn_mu);
+    bool ready = false;
+    for (struct fe_host_call *h = ch->hostfn_queue; h && !ready; h = h->next)
+        ready = word_done(h);
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    return ready || atomic_load(&ch->dead);
+}
+
+static int channel_dead(void *arg) { return atomic_load(&((struct fe_chan *)arg)->dead); }
+
+static void run(struct fe_chan *ch, struct fe_host_call *h, CUresult status)
+{
+    fe_in_host_fn = true;
+    if (h->cb)
+        h->cb(h->stream, status, h->data);
+    else if (status == CUDA_SUCCESS)
+        h->fn(h->data);
+    fe_in_host_fn = false;
+    atomic_store_explicit((_Atomic uint32_t *)&h->w->release, 1, memory_order_release);
+    /* A worker on this host sleeps on the word (a guest's looks at it every millisecond). */
+    syscall(SYS_futex, &h->w->release, FUTEX_WAKE, 1, NULL, NULL, 0);
+    pthread_mutex_lock(&ch->hostfn_mu);
+    word_put(ch, h->off);
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    free(h);
+}
+
+static void *dispatcher(void *arg)
+{
+    struct fe_chan *ch = arg;
+    struct vgpu_wait w = {
+        .ready = any_ready,
+        .check = channel_dead,
+        .arg = ch,
+        .spin_ns = fe_cfg.block_spin_ns,
+        .slice_ns = 1000000, /* the bell may wake another waiter of this channel instead */
+        .timeout_ns = -1,
+    };
+    for (;;) {
+        pthread_mutex_lock(&ch->hostfn_mu);
+        struct fe_host_call *h = take_ready(ch);
+        int dead = atomic_load(&ch->dead);
+        if (!h && dead) { /* the vGPU is gone: callbacks learn why, host functions never run */
+            h = ch->hostfn_queue;
+            if (h)
+                ch->hostfn_queue = h->next;
+            else
+                ch->hostfn_thread = false; /* and nothing more can be queued on it */
+        }
+        pthread_mutex_unlock(&ch->hostfn_mu);
+        if (h)
+            run(ch, h, dead && !word_done(h) ? (CUresult)dead : CUDA_SUCCESS);
+        else if (dead)
+            return NULL;
+        else
+            vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+    }
+}
+
+static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, void *data)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+    if (fe_in_host_fn)
+        return CUDA_ERROR_NOT_PERMITTED;
+    struct fe_host_call *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = (struct fe_host_call){.fn = fn, .cb = cb, .stream = s, .data = data};
+    pthread_mutex_lock(&ch->hostfn_mu);
+    CUresult r = word_get(ch, &h->off);
+    if (r == CUDA_SUCCESS && !ch->hostfn_thread) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        ch->hostfn_thread = pthread_create(&t, &attr, dispatcher, ch) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ch->hostfn_thread) {
+            word_put(ch, h->off);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&ch->hostfn_mu);
+        free(h);
+        return r;
+    }
+    h->w = (struct vgpu_host_fn_word *)(ch->map.data + h->off);
+    h->next = ch->hostfn_queue; /* any order: the dispatcher runs whichever its stream has reached */
+    ch->hostfn_queue = h;
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    /* Not under the lock: a full ring waits for a worker that may wait for a host function. */
+    FE_REQ(q, HostFn);
+    q.word = h->off;
+    q.stream = sid;
+    r = FE_POST(ch, c->id, HostFn, &q, false);
+    if (r != CUDA_SUCCESS) { /* never posted, so never taken by the dispatcher */
+        pthread_mutex_lock(&ch->hostfn_mu);
+        for (struct fe_host_call **pp = &ch->hostfn_queue; *pp; pp = &(*pp)->next)
+            if (*pp == h) {
+                *pp = h->next;
+                break;
+            }
+        word_put(ch, h->off);
+        pthread_mutex_unlock(&ch->hostfn_mu);
+        free(h);
+    }
+    return r;
+}
+
+static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, bool pt)
+{
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue(s, pt, fn, NULL, data);
+}
+
+static CUresult add_callback(CUstream s, CUstreamCallback cb, void *data, unsigned flags, bool pt)
+{
+    if (!cb || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue(s, pt, NULL, cb, data);
+}
+
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) { return launch_host_func(s, fn, data, false); }
+CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data) { return launch_host_func(s, fn, data, true); }
+
+CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *data, unsigned int flags)
+{
+    return add_callback(s, cb, data, flags, false);
+}
+CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *data, unsigned int flags)
+{
+    return add_callback(s, cb, data, flags, true);
+}
