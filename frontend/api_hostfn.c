@@ -2,10 +2,12 @@
  *
  * The function runs here, in the client, as natively: in stream order, after everything queued on
  * the stream before it has completed, with the stream's later work waiting until it returns. Each
- * call gets a handshake word in the data area and one HostFn record: the worker holds the stream at
- * that point, sets `done` when the stream gets there and waits for `release`. A thread of this
+ * call gets a handshake word in the data area, a ticket and one HostFn record: the worker holds the
+ * stream at that point, sets `done` to the ticket when the stream gets there and waits for
+ * `release` to reach it. A thread of this
  * vGPU's runs the functions whose `done` is set and releases their streams (a stream reaches its
- * next function only after that, so each stream's run in the order queued). CUDA calls made inside a host function are refused (CUDA_ERROR_NOT_PERMITTED). */
+ * next function only after that, so each stream's run in the order queued). CUDA calls made inside
+ * a host function are refused (CUDA_ERROR_NOT_PERMITTED). */
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +30,13 @@ struct fe_host_call {
     CUstream stream;          /* as the caller named it (passed to cb) */
     void *data;
     uint64_t off;             /* the word's data-area offset */
+    uint32_t ticket;
     struct vgpu_host_fn_word *w;
     struct fe_host_call *next;
 };
 
-/* A zeroed handshake word (hostfn_mu held). */
+/* A handshake word (hostfn_mu held): a fresh page's are zeroed, a reused one keeps its last
+ * ticket, which is older than any to come. */
 static CUresult word_get(struct fe_chan *ch, uint64_t *off)
 {
     if (!ch->hostfn_word_count) {
@@ -43,12 +47,12 @@ static CUresult word_get(struct fe_chan *ch, uint64_t *off)
         ch->hostfn_words = words;
         uint64_t page;
         FE_RETURN_IF(fe_heap_alloc(ch, 0, WORD_PAGE, 0, false, &page));
+        memset(ch->map.data + page, 0, WORD_PAGE);
         for (size_t i = 0; i < per_page; i++)
             words[i] = page + i * sizeof(struct vgpu_host_fn_word);
         ch->hostfn_word_count = per_page;
     }
     *off = ch->hostfn_words[--ch->hostfn_word_count];
-    memset(ch->map.data + *off, 0, sizeof(struct vgpu_host_fn_word));
     return CUDA_SUCCESS;
 }
 
@@ -65,7 +69,7 @@ static void word_put(struct fe_chan *ch, uint64_t off)
 
 static bool word_done(const struct fe_host_call *h)
 {
-    return atomic_load_explicit((_Atomic uint32_t *)&h->w->done, memory_order_acquire) != 0;
+    return atomic_load_explicit((_Atomic uint32_t *)&h->w->done, memory_order_acquire) == h->ticket;
 }
 
 /* A queued call whose stream has reached it (hostfn_mu held). */
@@ -101,7 +105,7 @@ static void run(struct fe_chan *ch, struct fe_host_call *h, CUresult status)
     else if (status == CUDA_SUCCESS)
         h->fn(h->data);
     fe_in_host_fn = false;
-    atomic_store_explicit((_Atomic uint32_t *)&h->w->release, 1, memory_order_release);
+    atomic_store_explicit((_Atomic uint32_t *)&h->w->release, h->ticket, memory_order_release);
     /* A worker on this host sleeps on the word (a guest's looks at it every millisecond). */
     syscall(SYS_futex, &h->w->release, FUTEX_WAKE, 1, NULL, NULL, 0);
     pthread_mutex_lock(&ch->hostfn_mu);
@@ -174,6 +178,9 @@ static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, v
         return r;
     }
     h->w = (struct vgpu_host_fn_word *)(ch->map.data + h->off);
+    if (++ch->hostfn_ticket == 0) /* 0 is a fresh word's */
+        ch->hostfn_ticket = 1;
+    h->ticket = ch->hostfn_ticket;
     h->next = ch->hostfn_queue; /* any order: the dispatcher runs whichever its stream has reached */
     ch->hostfn_queue = h;
     pthread_mutex_unlock(&ch->hostfn_mu);
@@ -181,6 +188,7 @@ static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, v
     FE_REQ(q, HostFn);
     q.word = h->off;
     q.stream = sid;
+    q.ticket = h->ticket;
     r = FE_POST(ch, c->id, HostFn, &q, false);
     if (r != CUDA_SUCCESS) { /* never posted, so never taken by the dispatcher */
         pthread_mutex_lock(&ch->hostfn_mu);

@@ -77,6 +77,7 @@ struct fe_chan {
     pthread_mutex_t hostfn_mu;
     struct fe_host_call *hostfn_queue;
     bool hostfn_thread;
+    uint32_t hostfn_ticket; /* the last one handed out */
     uint64_t *hostfn_words; /* data-area offsets of free handshake words */
     size_t hostfn_word_count, hostfn_word_cap;
 };

@@ -238,6 +238,7 @@ void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
 struct stream_hold {
     struct vchannel *ch;
     struct vgpu_host_fn_word *w;
+    uint32_t ticket;
 };
 
 /* The channel is closing (its poller may be waiting for the held stream) or has ended. */
@@ -247,26 +248,30 @@ static bool holds_end(struct vchannel *ch)
 }
 
 /* On the executor's thread, in stream order: tell the client, then hold the stream until it has run
- * its function. The words are the client's to change: only "nonzero" is read from them. */
+ * its function. The words are the client's to change: a client that lies only holds or frees its
+ * own stream. */
 static void hold_run(void *arg, CUresult status)
 {
     struct stream_hold *h = arg;
     struct vchannel *ch = h->ch;
     _Atomic uint32_t *release = (_Atomic uint32_t *)&h->w->release;
     if (status == CUDA_SUCCESS && !holds_end(ch)) {
-        atomic_store_explicit((_Atomic uint32_t *)&h->w->done, 1, memory_order_release);
+        atomic_store_explicit((_Atomic uint32_t *)&h->w->done, h->ticket, memory_order_release);
         vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
         /* A host client wakes this futex; a guest cannot, so it is looked at every millisecond too. */
-        while (!atomic_load_explicit(release, memory_order_acquire) && !holds_end(ch)) {
+        for (;;) {
+            uint32_t v = atomic_load_explicit(release, memory_order_acquire);
+            if ((int32_t)(v - h->ticket) >= 0 || holds_end(ch))
+                break;
             struct timespec ts = {0, 1000000};
-            syscall(SYS_futex, (uint32_t *)release, FUTEX_WAIT, 0, &ts, NULL, 0);
+            syscall(SYS_futex, (uint32_t *)release, FUTEX_WAIT, v, &ts, NULL, 0);
         }
     }
     free(h);
     atomic_fetch_sub(&ch->holds_pending, 1);
 }
 
-CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w)
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint32_t ticket)
 {
     struct vchannel *ch = c->ch;
     if (!ch->x->ops->stream_hold)
@@ -276,7 +281,7 @@ CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_hos
     struct stream_hold *h = malloc(sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *h = (struct stream_hold){ch, w};
+    *h = (struct stream_hold){ch, w, ticket};
     atomic_fetch_add(&ch->holds_pending, 1);
     CUresult r = ch->x->ops->stream_hold(ch->x, c->ctx->x, stream, hold_run, h);
     if (r != CUDA_SUCCESS) {

@@ -176,8 +176,8 @@ bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n);
 /* A data-area range, as a server-side pointer; NULL if outside the data area. */
 void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size);
 /* Hold stream, in order, while the client runs a host function: w is its handshake in the data
- * area (set done, then wait for release). */
-CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w);
+ * area (done = ticket, then wait for release to reach it). */
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint32_t ticket);
 /* Mark a staging slot finished (from any thread). */
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status);
 /* Arrange for a staging slot to be marked done when the stream reaches this point. */

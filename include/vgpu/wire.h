@@ -82,8 +82,10 @@ struct vgpu_bell {
 };
 
 /* Producer and consumer indexes of one ring, on separate cache lines; free-running byte counts. */
-/* A host function's handshake in the data area (HostFn): both words start at 0; the server stores
- * done = 1 when the stream has reached the function, the client release = 1 when it has run it. */
+/* A host function's handshake in the data area (HostFn): the server stores done = ticket when the
+ * stream has reached the function, the client release = ticket when it has run it. Tickets grow on
+ * each channel (modulo 2^32), so a word can be reused at once: a server still looking at it after
+ * its release sees a later ticket, never an earlier one. */
 struct vgpu_host_fn_word {
     uint32_t done;
     uint32_t release;

@@ -82,7 +82,7 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(Memset, 1, ms, NULL, 0); /* on an address it does not own: refused */
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
-    struct vgpu_req_HostFn hf = {.word = 64, .stream = 2};
+    struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};
     REC(HostFn, 1, hf, NULL, 0);
     hf.word = 3; /* not a word's offset: refused */
     REC(HostFn, 1, hf, NULL, 0);

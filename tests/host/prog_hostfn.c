@@ -46,6 +46,8 @@ static void CUDA_CB note_order(CUstream stream, CUresult status, void *arg)
 
 static void CUDA_CB set_flag(void *arg) { *(volatile int *)arg = 1; }
 
+static void CUDA_CB count(void *arg) { ++*(volatile int *)arg; }
+
 int main(void)
 {
     prog_init(NULL);
@@ -97,6 +99,13 @@ int main(void)
             EXPECT(order[w][r] == r, "stream %d: callback %u ran in place %u", w, order[w][r], r);
     }
 
+    /* Many in a row on one stream, each released as the next is queued (their words are reused). */
+    volatile int counted = 0;
+    for (int i = 0; i < 2000; i++)
+        CHECK(cuLaunchHostFunc(s, count, (void *)&counted));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(counted == 2000, "%d of 2000 host functions ran", counted);
+
     /* The legacy default stream, and a context synchronize that waits for the function. */
     volatile int flag = 0;
     CHECK(cuLaunchHostFunc(NULL, set_flag, (void *)&flag));
@@ -109,6 +118,7 @@ int main(void)
     CHECK(cuMemFree(b));
     CHECK(cuStreamDestroy(s));
     CHECK(cuStreamDestroy(t));
-    printf("hostfn: host functions and callbacks in stream order, %d on two streams, ok\n", 2 * ROUNDS);
+    printf("hostfn: host functions and callbacks in stream order, %d on two streams, 2000 in a row, ok\n",
+           2 * ROUNDS);
     return 0;
 }
