@@ -77,6 +77,16 @@ static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned elem, size_
     return fe_memset(c, ch, sid, dst, value, elem, count, async);
 }
 
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,
+                          CUstream s, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    return fe_memset_2d(c, ch, sid, dst, pitch, value, elem, width, height);
+}
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(dst, src, n, NULL, false, false); }
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return htod(dst, src, n, NULL, false, true); }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
@@ -142,3 +152,26 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream
 {
     return memset_any(d, v, 4, n, s, true, true);
 }
+
+/* 2D memsets: synchronous ones behave as the driver's do for device memory (they return once queued
+ * on the legacy stream, like the 1D ones above). */
+#define MEMSET_2D(bits, type, elem)                                                                    \
+    CUresult cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h)           \
+    {                                                                                                  \
+        return memset_2d(d, pitch, v, elem, w, h, NULL, false);                                         \
+    }                                                                                                  \
+    CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h)      \
+    {                                                                                                  \
+        return memset_2d(d, pitch, v, elem, w, h, NULL, true);                                          \
+    }                                                                                                  \
+    CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h, CUstream s) \
+    {                                                                                                  \
+        return memset_2d(d, pitch, v, elem, w, h, s, false);                                            \
+    }                                                                                                  \
+    CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h, CUstream s) \
+    {                                                                                                  \
+        return memset_2d(d, pitch, v, elem, w, h, s, true);                                             \
+    }
+MEMSET_2D(8, unsigned char, 1)
+MEMSET_2D(16, unsigned short, 2)
+MEMSET_2D(32, unsigned int, 4)

@@ -83,6 +83,27 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return CUDA_SUCCESS;
 }
 
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem_size)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!dptr || !pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The pitch is the device's driver's choice (its alignment varies between GPUs): asked of it. */
+    FE_REQ(q, MemAllocPitch);
+    FE_RSP(a, MemAllocPitch);
+    q.width = width;
+    q.height = height;
+    q.elem_size = elem_size;
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemAllocPitch, &q, &a));
+    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = a.pitch * height, .ctx = c->id,
+                                           .kind = VGPU_RANGE_ALLOC});
+    *dptr = a.dptr;
+    *pitch = a.pitch;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     struct fe_ctx *c;

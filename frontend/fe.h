@@ -266,6 +266,9 @@ CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
                       bool async);
 CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
                    size_t count, bool async);
+/* height rows of width elements, pitch bytes apart (cuMemsetD2D*). */
+CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, size_t pitch, uint32_t value,
+                      unsigned elem, size_t width, size_t height);
 
 /* Copy n bytes, with helper threads when it is large (bulkcopy.c); streaming: the destination is
  * staging memory the CPU will not read again. */

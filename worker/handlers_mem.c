@@ -17,6 +17,19 @@ CUresult vgpu_handle_MemGetInfo(struct vgpu_call *c, const struct vgpu_req_MemGe
     return r ? r : OPS(c)->mem_get_info(EXEC(c), c->ctx->x, &a->free, &a->total);
 }
 
+/* A new allocation of the caller's context: the client may use it from now on, and it counts. */
+static CUresult allocated(struct vgpu_call *c, uint64_t dptr, uint64_t size)
+{
+    struct vgpu_range range = {.base = dptr, .size = size, .ctx = c->ctx_id, .kind = VGPU_RANGE_ALLOC};
+    if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+        OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    atomic_fetch_add(&c->ch->acct->mem_bytes, size);
+    atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAlloc *q, struct vgpu_rsp_MemAlloc *a)
 {
     CUresult r = vchannel_need_ctx(c);
@@ -26,17 +39,30 @@ CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAllo
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t dptr = 0;
     r = OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
+    if (r == CUDA_SUCCESS && (r = allocated(c, dptr, q->size)) == CUDA_SUCCESS)
+        a->dptr = dptr;
+    return r;
+}
+
+CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_MemAllocPitch *q,
+                                   struct vgpu_rsp_MemAllocPitch *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    uint64_t dptr = 0, pitch = 0;
+    r = OPS(c)->mem_alloc_pitch(EXEC(c), c->ctx->x, q->width, q->height, q->elem_size, &dptr, &pitch);
     if (r != CUDA_SUCCESS)
         return r;
-    struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = c->ctx_id, .kind = VGPU_RANGE_ALLOC};
-    if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+    if (pitch < q->width || (q->height && pitch > UINT64_MAX / q->height)) { /* not what a driver does */
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_ERROR_UNKNOWN;
     }
-    atomic_fetch_add(&c->ch->acct->mem_bytes, q->size);
-    atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
-    a->dptr = dptr;
-    return CUDA_SUCCESS;
+    if ((r = allocated(c, dptr, pitch * q->height)) == CUDA_SUCCESS) {
+        a->dptr = dptr;
+        a->pitch = pitch;
+    }
+    return r;
 }
 
 CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree *q, struct vgpu_rsp_MemFree *a)
@@ -177,6 +203,27 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
         return CUDA_ERROR_INVALID_VALUE;
     r = vchannel_admit(c, GATE_COPY, stream);
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+}
+
+CUresult vgpu_handle_Memset2D(struct vgpu_call *c, const struct vgpu_req_Memset2D *q, struct vgpu_rsp_Memset2D *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (q->width == 0 || q->height == 0)
+        return CUDA_SUCCESS;
+    /* Everything the rows touch, from the first row's start to the last row's end, is the caller's. */
+    if (q->width > UINT64_MAX / q->elem_size || q->height - 1 > UINT64_MAX / (q->pitch ? q->pitch : 1) ||
+        q->pitch * (q->height - 1) > UINT64_MAX - q->width * q->elem_size ||
+        !vchannel_device_range(c, q->dst, q->pitch * (q->height - 1) + q->width * q->elem_size))
+        return CUDA_ERROR_INVALID_VALUE;
+    r = vchannel_admit(c, GATE_COPY, stream);
+    return r ? r : OPS(c)->memset_2d(EXEC(c), c->ctx->x, stream, q->dst, q->pitch, q->value, q->elem_size, q->width,
+                                     q->height, xfer_flags(c));
 }
 
 CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q, struct vgpu_rsp_Memset *a)

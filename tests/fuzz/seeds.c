@@ -80,6 +80,10 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(StreamCreate, 1, sc, NULL, 0);
     REC(EventCreate, 1, ec, NULL, 0);
     REC(Memset, 1, ms, NULL, 0); /* on an address it does not own: refused */
+    struct vgpu_req_MemAllocPitch map = {.width = 1000, .height = 4, .elem_size = 4};
+    REC(MemAllocPitch, 1, map, NULL, 0);
+    struct vgpu_req_Memset2D m2 = {.dst = 0, .pitch = 1024, .width = 100, .height = 4, .value = 1, .elem_size = 1};
+    REC(Memset2D, 1, m2, NULL, 0); /* on an address it does not own: refused */
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
     struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};

@@ -314,6 +314,12 @@ START_TEST(test_memset)
 }
 END_TEST
 
+START_TEST(test_pitch)
+{
+    ck_assert_int_eq(run_prog("prog_pitch", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_hostfn)
 {
     ck_assert_int_eq(run_prog("prog_hostfn", NULL, NULL, NULL), 0);
@@ -954,6 +960,7 @@ int main(void)
     tcase_add_test(programs, test_copies_spilled);
     tcase_add_test(programs, test_memset);
     tcase_add_test(programs, test_hostfn);
+    tcase_add_test(programs, test_pitch);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);

@@ -58,6 +58,9 @@ struct emu_dep {
 
 struct emu_function;
 
+/* The row alignment of pitched allocations. */
+#define EMU_PITCH_ALIGN 512u
+
 struct emu_op {
     struct emu_op *next;
     enum emu_op_kind kind;
@@ -74,7 +77,9 @@ struct emu_op {
             void *dst;
             uint32_t value;
             unsigned elem;
-            uint64_t count;
+            uint64_t count;  /* elements per row */
+            uint64_t rows;   /* 1 for a plain memset */
+            uint64_t pitch;  /* bytes from one row to the next */
         } memset;
         struct {
             const struct emu_function *fn;

@@ -87,28 +87,31 @@ static void run_kernel(struct emu_op *op)
     free(ptrs);
 }
 
+static void fill(uint8_t *d, uint32_t value, unsigned elem, uint64_t n)
+{
+    if (elem == 1) {
+        memset(d, (int)(value & 0xff), n);
+    } else if (elem == 2) {
+        uint16_t v = (uint16_t)value;
+        for (uint64_t i = 0; i < n; i++)
+            memcpy(d + 2 * i, &v, 2);
+    } else {
+        for (uint64_t i = 0; i < n; i++)
+            memcpy(d + 4 * i, &value, 4);
+    }
+}
+
 static void run_op(struct emu_op *op)
 {
     switch (op->kind) {
     case EMU_OP_COPY:
         memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
         break;
-    case EMU_OP_MEMSET: {
-        uint8_t *d = op->u.memset.dst;
-        uint64_t n = op->u.memset.count;
-        if (op->u.memset.elem == 1) {
-            memset(d, (int)(op->u.memset.value & 0xff), n);
-        } else if (op->u.memset.elem == 2) {
-            uint16_t v = (uint16_t)op->u.memset.value;
-            for (uint64_t i = 0; i < n; i++)
-                memcpy(d + 2 * i, &v, 2);
-        } else {
-            uint32_t v = op->u.memset.value;
-            for (uint64_t i = 0; i < n; i++)
-                memcpy(d + 4 * i, &v, 4);
-        }
+    case EMU_OP_MEMSET:
+        for (uint64_t row = 0; row < op->u.memset.rows; row++)
+            fill((uint8_t *)op->u.memset.dst + row * op->u.memset.pitch, op->u.memset.value, op->u.memset.elem,
+                 op->u.memset.count);
         break;
-    }
     case EMU_OP_KERNEL:
         run_kernel(op);
         break;

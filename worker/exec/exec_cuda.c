@@ -71,6 +71,10 @@
     X(cuStreamSynchronize)                                                                             \
     X(cuStreamQuery)                                                                                   \
     X(cuLaunchHostFunc)                                                                                \
+    X(cuMemAllocPitch_v2)                                                                              \
+    X(cuMemsetD2D8Async)                                                                               \
+    X(cuMemsetD2D16Async)                                                                              \
+    X(cuMemsetD2D32Async)                                                                              \
     X(cuStreamWaitEvent)                                                                               \
     X(cuEventCreate)                                                                                   \
     X(cuEventDestroy_v2)                                                                               \
@@ -406,6 +410,39 @@ static CUresult cuda_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64
     return finish(x, stream, flags, r);
 }
 
+static CUresult cuda_memset_2d(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch,
+                               uint32_t value, unsigned elem_size, uint64_t width, uint64_t height, unsigned flags)
+{
+    BIND(x, ctx);
+    CUresult r;
+    switch (elem_size) {
+    case 1:
+        r = API(x)->cuMemsetD2D8Async(dst, pitch, (unsigned char)value, width, height, stream);
+        break;
+    case 2:
+        r = API(x)->cuMemsetD2D16Async(dst, pitch, (unsigned short)value, width, height, stream);
+        break;
+    case 4:
+        r = API(x)->cuMemsetD2D32Async(dst, pitch, value, width, height, stream);
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return finish(x, stream, flags, r);
+}
+
+static CUresult cuda_mem_alloc_pitch(struct vgpu_exec *x, void *ctx, uint64_t width, uint64_t height,
+                                     unsigned elem_size, uint64_t *dptr, uint64_t *pitch)
+{
+    BIND(x, ctx);
+    CUdeviceptr d = 0;
+    size_t p = 0;
+    CUresult r = API(x)->cuMemAllocPitch_v2(&d, &p, (size_t)width, (size_t)height, elem_size);
+    *dptr = d;
+    *pitch = p;
+    return r;
+}
+
 static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
 {
     struct cuda_ctx *cc = ctx;
@@ -728,6 +765,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .copy_dtoh = cuda_copy_dtoh,
     .copy_dtod = cuda_copy_dtod,
     .memset = cuda_memset,
+    .memset_2d = cuda_memset_2d,
+    .mem_alloc_pitch = cuda_mem_alloc_pitch,
     .stream_callback = cuda_stream_callback,
     .stream_hold = cuda_stream_hold,
     .progress = cuda_progress,

@@ -228,7 +228,44 @@ static CUresult emu_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_
     op->u.memset.value = value;
     op->u.memset.elem = elem_size;
     op->u.memset.count = count;
+    op->u.memset.rows = 1;
     return submit(CTX(ctx), stream, op, flags);
+}
+
+static CUresult emu_memset_2d(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch,
+                              uint32_t value, unsigned elem_size, uint64_t width, uint64_t height, unsigned flags)
+{
+    (void)x;
+    if (elem_size != 1 && elem_size != 2 && elem_size != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (width == 0 || height == 0)
+        return CUDA_SUCCESS;
+    struct emu_op *op = emu_op_new(EMU_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.memset.dst = (void *)(uintptr_t)dst;
+    op->u.memset.value = value;
+    op->u.memset.elem = elem_size;
+    op->u.memset.count = width;
+    op->u.memset.rows = height;
+    op->u.memset.pitch = pitch;
+    return submit(CTX(ctx), stream, op, flags);
+}
+
+/* Rows padded to EMU_PITCH_ALIGN bytes, as a GPU's driver pads them to its own alignment. */
+static CUresult emu_mem_alloc_pitch(struct vgpu_exec *x, void *ctx, uint64_t width, uint64_t height,
+                                    unsigned elem_size, uint64_t *dptr, uint64_t *pitch)
+{
+    if ((elem_size != 4 && elem_size != 8 && elem_size != 16) || width == 0 || height == 0 ||
+        width > UINT64_MAX - EMU_PITCH_ALIGN)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t p = (width + EMU_PITCH_ALIGN - 1) / EMU_PITCH_ALIGN * EMU_PITCH_ALIGN;
+    if (height > UINT64_MAX / p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = x->ops->mem_alloc(x, ctx, p * height, dptr);
+    if (r == CUDA_SUCCESS)
+        *pitch = p;
+    return r;
 }
 
 static CUresult emu_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
@@ -615,6 +652,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .copy_dtoh = emu_copy_dtoh,
     .copy_dtod = emu_copy_dtod,
     .memset = emu_memset,
+    .memset_2d = emu_memset_2d,
+    .mem_alloc_pitch = emu_mem_alloc_pitch,
     .stream_callback = emu_stream_callback,
     .stream_hold = emu_stream_callback, /* its stream worker runs callbacks in order, holding the stream */
     .module_load = emu_module_load_op,

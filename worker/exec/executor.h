@@ -50,6 +50,9 @@ struct vgpu_exec_ops {
     CUresult (*mem_get_info)(struct vgpu_exec *x, void *ctx, uint64_t *free_bytes, uint64_t *total);
     CUresult (*mem_alloc)(struct vgpu_exec *x, void *ctx, uint64_t size, uint64_t *dptr);
     CUresult (*mem_free)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
+    /* height rows of width bytes, at the pitch the device wants for elements of elem_size bytes. */
+    CUresult (*mem_alloc_pitch)(struct vgpu_exec *x, void *ctx, uint64_t width, uint64_t height, unsigned elem_size,
+                                uint64_t *dptr, uint64_t *pitch);
     /* Make host memory (a data-area range) DMA-able for every context on dev (page-locked,
      * portable); *dptr receives its device address when CU_MEMHOSTREGISTER_DEVICEMAP is asked. */
     CUresult (*host_register)(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr);
@@ -64,6 +67,9 @@ struct vgpu_exec_ops {
                           unsigned flags);
     CUresult (*memset)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
                        unsigned elem_size, uint64_t count, unsigned flags);
+    /* height rows of width elements, pitch bytes apart. */
+    CUresult (*memset_2d)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch, uint32_t value,
+                          unsigned elem_size, uint64_t width, uint64_t height, unsigned flags);
     /* Call fn(arg, status) once everything queued on stream so far has completed. fn must be quick
      * and must not call back into the executor; it runs from a later progress() call on the
      * caller's thread, or (executors without progress) on a thread of the executor's. */
