@@ -213,25 +213,6 @@ static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint
                 flags & ~VGPU_XFER_TRANSIENT);
 }
 
-static CUresult emu_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
-                           unsigned elem_size, uint64_t count, unsigned flags)
-{
-    (void)x;
-    if (elem_size != 1 && elem_size != 2 && elem_size != 4)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (count == 0)
-        return CUDA_SUCCESS;
-    struct emu_op *op = emu_op_new(EMU_OP_MEMSET);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.memset.dst = (void *)(uintptr_t)dst;
-    op->u.memset.value = value;
-    op->u.memset.elem = elem_size;
-    op->u.memset.count = count;
-    op->u.memset.rows = 1;
-    return submit(CTX(ctx), stream, op, flags);
-}
-
 static CUresult emu_memset_2d(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch,
                               uint32_t value, unsigned elem_size, uint64_t width, uint64_t height, unsigned flags)
 {
@@ -250,6 +231,13 @@ static CUresult emu_memset_2d(struct vgpu_exec *x, void *ctx, void *stream, uint
     op->u.memset.rows = height;
     op->u.memset.pitch = pitch;
     return submit(CTX(ctx), stream, op, flags);
+}
+
+/* A plain memset is one row. */
+static CUresult emu_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
+                           unsigned elem_size, uint64_t count, unsigned flags)
+{
+    return emu_memset_2d(x, ctx, stream, dst, 0, value, elem_size, count, 1, flags);
 }
 
 /* Rows padded to EMU_PITCH_ALIGN bytes, as a GPU's driver pads them to its own alignment. */
