@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <pwd.h>
 
+#include "bell.h"
 #include "image_cache.h"
 #include "log.h"
 #include "msg_socket.h"
@@ -640,7 +641,7 @@ int main(int argc, char **argv)
     /* Where the machine has processors to spare, vGPUs waiting for an engine and vgpud's scheduler
      * thread look on rather than sleep while others use the engine (a wake-up costs the GPU tens of
      * microseconds at every hand-over); on a small machine they sleep soon. */
-    bool spare_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 8;
+    bool spare_cpus = vgpu_cpus_to_spare();
     struct settings st = {
         .opt =
             {

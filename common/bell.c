@@ -3,9 +3,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SEQ(b) ((_Atomic uint32_t *)&(b)->seq)
 #define SLEEPERS(b) ((_Atomic uint32_t *)&(b)->sleepers)
+
+bool vgpu_cpus_to_spare(void) { return sysconf(_SC_NPROCESSORS_ONLN) >= 8; }
 
 int64_t vgpu_now_ns(void)
 {

@@ -27,6 +27,10 @@ struct vgpu_wait {
 /* Wait until w->ready(); returns 0, -ETIMEDOUT, or what w->check() returned. */
 int vgpu_bell_wait(struct vgpu_transport *t, struct vgpu_bell *b, const struct vgpu_wait *w);
 
+/* Whether this machine has processors to spare for waits that spin a long while (8 or more online,
+ * as the driver's CU_CTX_SCHED_AUTO spins while a process has fewer contexts than processors). */
+bool vgpu_cpus_to_spare(void);
+
 /* Monotonic clock in nanoseconds. */
 int64_t vgpu_now_ns(void);
 

@@ -33,12 +33,10 @@ __attribute__((constructor)) static void read_config(void)
     int level = vgpu_log_level_parse(getenv("VGPU_LOG_LEVEL"));
     vgpu_log_init("vgpu", level >= 0 ? level : VGPU_LOG_WARN, false);
     uint64_t v;
-    /* Like the driver's CU_CTX_SCHED_AUTO, which spins while a process has fewer contexts than
-     * there are processors: a client that waits for a short kernel and launches the next loses
-     * a sleeping thread's wake-up each time, so where the machine has processors to spare it
-     * spins for a while; a context made with BLOCKING_SYNC spins only briefly. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    fe_cfg.spin_ns = cpus >= 8 ? 2000000 : 50000;
+    /* A client that waits for a short kernel and launches the next loses a sleeping thread's
+     * wake-up each time, so where the machine has processors to spare it spins for a while; a
+     * context made with BLOCKING_SYNC spins only briefly. */
+    fe_cfg.spin_ns = vgpu_cpus_to_spare() ? 2000000 : 50000;
     if (getenv("VGPU_SPIN_US") && vgpu_parse_uint(getenv("VGPU_SPIN_US"), 1000000, &v) == 0)
         fe_cfg.spin_ns = (int64_t)v * 1000;
     fe_cfg.block_spin_ns = fe_cfg.spin_ns < 50000 ? fe_cfg.spin_ns : 50000;

@@ -225,16 +225,17 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
 CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, size_t pitch, uint32_t value,
                       unsigned elem, size_t width, size_t height)
 {
-    if (width == 0 || height == 0)
+    if (height <= 1) /* the pitch goes unused */
+        return height ? fe_memset(c, ch, stream, dst, value, elem, width, true) : CUDA_SUCCESS;
+    if (width == 0)
         return CUDA_SUCCESS;
-    /* The pitch goes unused for one row; rows may not overlap. */
-    if ((dst % elem) || (height > 1 && ((pitch % elem) || pitch / elem < width)) || width > SIZE_MAX / elem ||
-        (height > 1 && height - 1 > (SIZE_MAX - width * elem) / pitch) ||
-        !fe_device_range(ch, c->id, dst, (height > 1 ? pitch * (height - 1) : 0) + width * elem))
+    /* Rows may not overlap. */
+    if ((dst % elem) || (pitch % elem) || pitch / elem < width || height - 1 > (SIZE_MAX - width * elem) / pitch ||
+        !fe_device_range(ch, c->id, dst, pitch * (height - 1) + width * elem))
         return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, Memset2D);
     q.dst = dst;
-    q.pitch = height > 1 ? pitch : width * elem;
+    q.pitch = pitch;
     q.width = width;
     q.height = height;
     q.value = value;

@@ -130,7 +130,6 @@ static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
     h->segments_ns = 0;
     h->segment_at = now;
     h->idle_since = 0;
-    h->new_segment = false;
     if (h->op_ns > 0) {
         double n = (double)m->c->quantum_ns / h->op_ns;
         h->op_limit = n < 1 ? 1 : n > 1e6 ? 1000000u : (uint32_t)n;
@@ -215,7 +214,6 @@ static void split_turn(struct gate_member *m, enum gate_resource r, uint64_t now
     release_events(m, h);
     h->ntouched = 0;
     h->segment_at = now;
-    h->new_segment = true;
 }
 
 /* A turn others wait for ends when its quantum has run out, or when its client has been quiet
@@ -321,9 +319,8 @@ bool gate_poll(struct gate_member *m)
     return pending;
 }
 
-static void close_over(struct gate_member *m, bool all)
+static void close_over(struct gate_member *m, bool all, uint64_t now)
 {
-    uint64_t now = (uint64_t)vgpu_now_ns();
     for (int r = 0; r < GATE_RESOURCES; r++)
         if (m->h[r].state == HOLD_OPEN &&
             (all || (contended(m, (enum gate_resource)r) && turn_over(m, &m->h[r], now))))
@@ -337,17 +334,17 @@ void gate_before_blocking(struct gate_member *m)
      * turn open: closing it would cost a query of its streams on every synchronous call, for
      * nobody. */
     if (m->c)
-        close_over(m, false);
+        close_over(m, false, (uint64_t)vgpu_now_ns());
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)
 {
     if (!m->c)
         return;
-    close_over(m, sleeping);
+    uint64_t now = (uint64_t)vgpu_now_ns();
+    close_over(m, sleeping, now);
     if (sleeping)
         return;
-    uint64_t now = (uint64_t)vgpu_now_ns();
     for (int r = 0; r < GATE_RESOURCES; r++) {
         struct gate_hold *h = &m->h[r];
         if (h->state != HOLD_OPEN || !contended(m, (enum gate_resource)r))
@@ -481,16 +478,14 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
         case HOLD_OPEN: {
             bool others = contended(m, r);
             if (!others || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
+                bool fresh_segment = h->ntouched == 0; /* the turn's first operation, or a pause's next */
                 int idx = touch(h, ctx, stream);
                 h->idle_since = 0;
                 /* A turn others wait for is timed on the GPU, so that they are charged fairly; one
                  * nobody waits for goes by the clock and costs no events. */
                 if (others) {
-                    if ((h->ops == 0 || h->new_segment) && !h->start &&
-                        (h->start = event_mark(m, ctx, stream, NULL))) {
+                    if (fresh_segment && !h->start && (h->start = event_mark(m, ctx, stream, NULL)))
                         h->start_ctx = ctx;
-                        h->new_segment = false;
-                    }
                     if (idx >= 0) {
                         m->mark_pending = true;
                         m->mark_r = r;

@@ -68,11 +68,11 @@ struct gate_hold {
     void *start_ctx, *start;
     /* A turn others wait for stays open while its client waits for its work and sends the next,
      * within the quantum: the engine time of the part before such a pause is taken as a segment,
-     * so that the pause is not charged, and the next operation starts a new timed segment. */
+     * so that the pause is not charged, and the next operation (the first on no stream yet touched)
+     * starts a new timed segment. */
     uint64_t segments_ns; /* engine time of the turn's finished segments */
     uint64_t segment_at;  /* when the current segment began */
     uint64_t idle_since;  /* when the client went quiet with the turn open (0: it is not) */
-    bool new_segment;     /* the next operation starts a timed segment */
 };
 
 #define GATE_EVENT_POOL (2 * GATE_MAX_STREAMS + 4)

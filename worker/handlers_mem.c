@@ -205,40 +205,46 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
+/* A memset of height rows of width elements, pitch bytes apart (one row: a plain memset): its
+ * stream, once admitted to the copy engine; *none when there is nothing to set. Everything the rows
+ * touch, from the first row's start to the last row's end, must be the caller's. */
+static CUresult memset_target(struct vgpu_call *c, uint32_t stream_id, uint64_t dst, uint64_t pitch, uint32_t elem,
+                              uint64_t width, uint64_t height, void **stream, bool *none)
+{
+    CUresult r = vchannel_stream(c, stream_id, stream);
+    if (r)
+        return r;
+    if (elem != 1 && elem != 2 && elem != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    *none = width == 0 || height == 0;
+    if (*none)
+        return CUDA_SUCCESS;
+    if (width > UINT64_MAX / elem || height - 1 > UINT64_MAX / (pitch ? pitch : 1) ||
+        pitch * (height - 1) > UINT64_MAX - width * elem ||
+        !vchannel_device_range(c, dst, pitch * (height - 1) + width * elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    return vchannel_admit(c, GATE_COPY, *stream);
+}
+
 CUresult vgpu_handle_Memset2D(struct vgpu_call *c, const struct vgpu_req_Memset2D *q, struct vgpu_rsp_Memset2D *a)
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_stream(c, q->stream, &stream);
-    if (r)
+    bool none;
+    CUresult r = memset_target(c, q->stream, q->dst, q->pitch, q->elem_size, q->width, q->height, &stream, &none);
+    if (r || none)
         return r;
-    if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (q->width == 0 || q->height == 0)
-        return CUDA_SUCCESS;
-    /* Everything the rows touch, from the first row's start to the last row's end, is the caller's. */
-    if (q->width > UINT64_MAX / q->elem_size || q->height - 1 > UINT64_MAX / (q->pitch ? q->pitch : 1) ||
-        q->pitch * (q->height - 1) > UINT64_MAX - q->width * q->elem_size ||
-        !vchannel_device_range(c, q->dst, q->pitch * (q->height - 1) + q->width * q->elem_size))
-        return CUDA_ERROR_INVALID_VALUE;
-    r = vchannel_admit(c, GATE_COPY, stream);
-    return r ? r : OPS(c)->memset_2d(EXEC(c), c->ctx->x, stream, q->dst, q->pitch, q->value, q->elem_size, q->width,
-                                     q->height, xfer_flags(c));
+    return OPS(c)->memset_2d(EXEC(c), c->ctx->x, stream, q->dst, q->pitch, q->value, q->elem_size, q->width, q->height,
+                             xfer_flags(c));
 }
 
 CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q, struct vgpu_rsp_Memset *a)
 {
     (void)a;
     void *stream;
-    CUresult r = vchannel_stream(c, q->stream, &stream);
-    if (r)
+    bool none;
+    CUresult r = memset_target(c, q->stream, q->dst, 0, q->elem_size, q->count, 1, &stream, &none);
+    if (r || none)
         return r;
-    if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (q->count == 0)
-        return CUDA_SUCCESS;
-    if (q->count > UINT64_MAX / q->elem_size || !vchannel_device_range(c, q->dst, q->count * q->elem_size))
-        return CUDA_ERROR_INVALID_VALUE;
-    r = vchannel_admit(c, GATE_COPY, stream);
-    return r ? r : OPS(c)->memset(EXEC(c), c->ctx->x, stream, q->dst, q->value, q->elem_size, q->count, xfer_flags(c));
+    return OPS(c)->memset(EXEC(c), c->ctx->x, stream, q->dst, q->value, q->elem_size, q->count, xfer_flags(c));
 }
