@@ -103,6 +103,7 @@ static void grant(struct sched_host *h, struct member *m, unsigned r, int64_t no
     }
     *free_since = 0;
     atomic_store_explicit(&sl->granted_at[r], (uint64_t)now, memory_order_relaxed);
+    atomic_store_explicit(&h->board->dev[m->device].granted_at[r], (uint64_t)now, memory_order_relaxed);
     atomic_store_explicit(w, SCHED_HOLD_BUSY, memory_order_release);
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -341,7 +342,7 @@ int sched_host_create(struct sched_host **out, int devices, const struct sched_o
         return -ENOMEM;
     h->opt = *opt;
     h->devices = devices;
-    h->max_turn_ns = opt->max_turn_ns ? opt->max_turn_ns : 4 * (opt->period_ns ? opt->period_ns : SCHED_DEFAULT_PERIOD_NS);
+    h->max_turn_ns = opt->max_turn_ns ? opt->max_turn_ns : opt->quantum_ns + SCHED_DEFAULT_OVERDUE_NS;
     h->host_spin_ns = opt->host_spin_ns;
     h->epfd = h->wake_fd = h->board_fd = -1;
     pthread_mutex_init(&h->mu, NULL);

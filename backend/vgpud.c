@@ -46,9 +46,11 @@ static void usage(FILE *f)
             "  --image-cache SIZE     module images kept for reuse, by content (default 256M; 0: none)\n"
             "  --sched POLICY         band, credit, fifo or none: how vGPUs share a GPU's compute and copy\n"
             "                         engines (default band)\n"
-            "  --sched-period MS      budget period (default 30)\n"
+            "  --sched-period MS      budget period, over which BAND's utilization decays (default 30\n"
+            "                         quanta, at least 30 ms)\n"
             "  --sched-wait US        BAND's time buffer (default 500)\n"
-            "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 1000)\n"
+            "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 8000:\n"
+            "                         a switch between two vGPUs costs the GPU about 140 us)\n"
             "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 2000\n"
             "                         on machines of 8 processors or more, else 100)\n"
             "  --sched-host-spin US   how long vgpud's scheduler thread keeps looking after a hand-over or a\n"
@@ -58,7 +60,7 @@ static void usage(FILE *f)
             "                         requests, e.g. waiting for a kernel and launching the next (default 50; 0:\n"
             "                         the turn closes at once, and each synchronous kernel is a turn)\n"
             "  --sched-max-turn MS    a turn others wait for longer than this is taken back (a kernel that\n"
-            "                         never ends); the GPU then time-slices (default: 4 periods)\n"
+            "                         never ends); the GPU then time-slices (default: 120 ms beyond the quantum)\n"
             "  --sched-calibrate on|off  charge turns without the GPU's fixed cost of a launch, measured at\n"
             "                         each worker's start (default on)\n"
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
@@ -654,7 +656,7 @@ int main(int argc, char **argv)
                 .max_modules = 4096,
                 .max_functions = 65536,
                 .max_data_area = 4ull << 30,
-                .sched = {SCHED_POLICY_BAND, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000,
+                .sched = {SCHED_POLICY_BAND, 0, SCHED_DEFAULT_WAIT_NS, SCHED_DEFAULT_QUANTUM_NS,
                           spare_cpus ? 2000000 : 100000, true, 0, spare_cpus ? 1000000000 : 200000, 50000},
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
@@ -675,6 +677,8 @@ int main(int argc, char **argv)
         .level = VGPU_LOG_INFO,
     };
     int rc = parse_settings(&st, argc, argv);
+    if (!st.opt.sched.period_ns)
+        st.opt.sched.period_ns = sched_period_for(st.opt.sched.quantum_ns, SCHED_DEFAULT_PERIOD_NS);
     rc = rc == 0 ? serve(&st) : rc == 1 ? 0 : rc;
     if (st.config)
         vgpu_xen_toolstack(NULL)->xlu_cfg_destroy(st.config);

@@ -21,6 +21,7 @@ bench-share: all $(BENCH_BIN) $(O)/benchmarks/spin.fatbin
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
 		BENCH_MODULE=$(O)/tests/kernels/basic.fatbin BENCH_OUT=$(O)/benchmarks/share benchmarks/share.sh
 
-bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin $(APPS_BIN)
+bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin $(O)/benchmarks/spin.fatbin $(APPS_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
+		BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
 		BENCH_APPS=$(APPS_O) BENCH_APP_NAMES="$(APPS_NAMES)" BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

@@ -11,7 +11,8 @@
 #   BENCH_ROUNDS how many times each pair runs, alternating native and vGPU (default 3); each side
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
 #                the comparison from a noisy neighbour on the machine
-#   BENCH_PARTS  which parts run (default "apps pytorch latency launch copy first tenant")
+#   BENCH_SPIN   fatbin holding the `spin` kernel, for the switch part (default build/benchmarks/spin.fatbin)
+#   BENCH_PARTS  which parts run (default "apps pytorch latency launch copy first switch tenant")
 #   BENCH_VGPUD_OPTS more vgpud options (to compare settings, e.g. "--sched none")
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
@@ -19,7 +20,7 @@ BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
-BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch copy first tenant} "
+BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch copy first switch tenant} "
 part() { case $BENCH_PARTS in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
@@ -88,6 +89,14 @@ best() {
          END { for (k in b) print k, b[k], unit[k] }' "$1"
 }
 
+# The median of the rounds, beside the best: a noisy machine moves the best of a few rounds more.
+median() {
+    awk '/^RESULT/ { n[$2]++; v[$2, n[$2]] = $3 }
+         END { for (k in n) { m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i];
+                 for (i = 2; i <= m; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+                 print k, (m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2) } }' "$1"
+}
+
 for p in latency launch copy; do
     if part $p; then
         case $p in launch) run_pair launch "$BENCH_BIN/bench_launch" "$BENCH_MODULE" ;; *) run_pair $p "$BENCH_BIN/bench_$p" ;; esac
@@ -99,6 +108,13 @@ done
 if part first; then
     run_pair first "$BENCH_BIN/bench_first" "$BENCH_MODULE"
     summaries="$summaries first"
+fi
+
+# What a switch between two processes' contexts costs the GPU (natively: the driver's time slices;
+# through vGPUs: a hand-over between two vGPUs, which vgpud's quantum pays for).
+if part switch; then
+    run_pair switch "$BENCH_BIN/bench_switch" "${BENCH_SPIN:-build/benchmarks/spin.fatbin}" 50 4 400
+    summaries="$summaries switch"
 fi
 
 # What a tenant costs: its worker's resident memory (idle in the pool, and serving one context),
@@ -129,12 +145,13 @@ fi
 
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
-    echo "date:   $(date -u +%Y-%m-%dT%H:%MZ), best of $BENCH_ROUNDS alternating rounds"
-    printf '%-32s %18s %18s %9s\n' metric native vgpu vgpu/native
+    echo "date:   $(date -u +%Y-%m-%dT%H:%MZ), best of $BENCH_ROUNDS alternating rounds (and the ratio of their medians)"
+    printf '%-32s %18s %18s %9s %9s\n' metric native vgpu vgpu/native medians
     for f in $summaries; do
         join -j 1 <(best "$BENCH_OUT/$f.native" | sort -k1,1) \
                   <(best "$BENCH_OUT/$f.vgpu" | awk '{print $1, $2}' | sort -k1,1) |
-        awk '{ printf "%-32s %10.3f %-7s %10.3f %-7s %8.3f\n", $1, $2, $3, $4, $3, ($2 > 0 ? $4 / $2 : 0) }' |
+        join -j 1 - <(join -j 1 <(median "$BENCH_OUT/$f.native" | sort -k1,1) <(median "$BENCH_OUT/$f.vgpu" | sort -k1,1)) |
+        awk '{ printf "%-32s %10.3f %-7s %10.3f %-7s %8.3f %9.3f\n", $1, $2, $3, $4, $3, ($2 > 0 ? $4 / $2 : 0), ($5 > 0 ? $6 / $5 : 0) }' |
         sort -t_ -k1,2 -k3,3n
     done
 } | tee "$BENCH_OUT/summary.txt"

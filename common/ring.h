@@ -23,6 +23,7 @@ struct vgpu_ring {
     uint32_t prod;             /* producer side: produced so far, including reserved and unpublished */
     uint32_t cons_seen;        /* producer side: the consumer's index when last read */
     uint32_t cons;             /* consumer side: consumed so far, including unreleased */
+    uint32_t prod_seen;        /* consumer side: the producer's index when last read (checked) */
 };
 
 /* Set up one side of a ring over shared memory; size must be a power of two between 4 KiB and

@@ -34,7 +34,7 @@
 
 #define SCHED_BOARD_MAGIC 0x44524f42u  /* "BORD" */
 #define SCHED_SLOTS_MAGIC 0x544f4c53u  /* "SLOT" */
-#define SCHED_REGION_VERSION 2u
+#define SCHED_REGION_VERSION 3u
 
 enum { SCHED_RES_COMPUTE, SCHED_RES_COPY, SCHED_RESOURCES };
 
@@ -54,6 +54,23 @@ struct sched_options {
                             * requests (0: it closes as soon as the client waits or pauses) */
 };
 
+/* A turn is long because a switch between two vGPUs' contexts costs the GPU about 140 us (a
+ * process's first kernel after another process's, H200; benchmarks/RESULTS.md): at 8 ms a turn
+ * loses under 2 % of the GPU to it, at 1 ms over 10 %. */
+#define SCHED_DEFAULT_QUANTUM_NS 8000000ull
+/* BAND's utilization decays over one period, which must span many turns or a single turn sways it
+ * (30:70 shares missed by 3.4 points with 8 ms turns in a 30 ms period): by default the period is
+ * this many quanta, and at least the scheduler's default. */
+#define SCHED_PERIOD_QUANTA 30u
+/* A turn others wait for is taken back this long after its quantum, by default. */
+#define SCHED_DEFAULT_OVERDUE_NS 120000000ull
+
+static inline uint64_t sched_period_for(uint64_t quantum_ns, uint64_t floor_ns)
+{
+    uint64_t p = quantum_ns * SCHED_PERIOD_QUANTA;
+    return p > floor_ns ? p : floor_ns;
+}
+
 enum sched_hold_word { SCHED_HOLD_FREE = 0, SCHED_HOLD_IDLE = 1, SCHED_HOLD_BUSY = 2, SCHED_HOLD_RECALL = 3 };
 
 struct sched_board {
@@ -64,6 +81,9 @@ struct sched_board {
     _Alignas(64) _Atomic uint32_t host_sleeping; /* vgpud's scheduler sleeps: ring its eventfd */
     struct {
         _Alignas(64) _Atomic uint32_t contended[SCHED_RESOURCES]; /* somebody waits for the engine */
+        /* When vgpud granted the engine to its holder (monotonic ns; a hint for the waiters, who
+         * wake to look on shortly before the holder's quantum runs out). */
+        _Atomic uint64_t granted_at[SCHED_RESOURCES];
     } dev[VGPU_MAX_DEVICES];
 };
 

@@ -16,6 +16,8 @@
 /* How long a waiting poller sleeps at most between checks of its channel and its draining turns. */
 #define WAIT_SLICE_NS 5000000ll
 #define DRAIN_POLL_NS 20000ll
+/* A waiter wakes this long before the holder's quantum runs out, to spin through the hand-over. */
+#define PREWAKE_NS 300000ll
 /* Operations in a contended turn before anything is known of their length. */
 #define FIRST_OP_LIMIT 4u
 
@@ -443,7 +445,20 @@ static void note_wake(struct gate_member *m, enum gate_resource r, uint64_t now)
     atomic_fetch_add_explicit(&m->slot->wakes[r], 1, memory_order_relaxed);
 }
 
-/* Sleep until the hold word leaves FREE (vgpud granted the engine), at most timeout_ns. */
+/* How long a waiter may sleep before the holder's quantum runs out, less a margin to spin through
+ * (a wake-up on the grant itself would leave the engine idle for tens of microseconds); 0 when the
+ * hand-over is not foreseeable (the holder is past its quantum: the grant may come any time). */
+static int64_t sleep_before_handover(const struct gate_member *m, enum gate_resource r, int64_t now)
+{
+    int64_t spin = (int64_t)m->c->spin_ns, margin = spin < PREWAKE_NS ? spin : PREWAKE_NS;
+    uint64_t since = atomic_load_explicit(&m->c->board->dev[m->device].granted_at[r], memory_order_relaxed);
+    int64_t left = since ? (int64_t)(since + m->c->quantum_ns) - margin - now : 0;
+    return spin > 0 && left > 0 ? left : 0;
+}
+
+/* Sleep until the hold word leaves FREE (vgpud granted the engine), at most timeout_ns: spin
+ * first, and when sleeping, wake shortly before the holder's quantum runs out (the next call spins
+ * again). */
 static void wait_grant(struct gate_member *m, enum gate_resource r, int64_t timeout_ns)
 {
     int64_t start = vgpu_now_ns(), spin = (int64_t)m->c->spin_ns;
@@ -452,6 +467,9 @@ static void wait_grant(struct gate_member *m, enum gate_resource r, int64_t time
             return;
         vgpu_cpu_relax();
     }
+    int64_t ahead = sleep_before_handover(m, r, vgpu_now_ns());
+    if (ahead > 0 && ahead < timeout_ns)
+        timeout_ns = ahead;
     struct timespec ts = {.tv_sec = timeout_ns / 1000000000ll, .tv_nsec = timeout_ns % 1000000000ll};
     /* Shared (not private): vgpud wakes it through its own mapping of the same page. */
     syscall(SYS_futex, (uint32_t *)&m->slot->hold[r], FUTEX_WAIT, SCHED_HOLD_FREE, &ts, NULL, 0);
