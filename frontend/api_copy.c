@@ -175,3 +175,95 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream
 MEMSET_2D(8, unsigned char, 1)
 MEMSET_2D(16, unsigned short, 2)
 MEMSET_2D(32, unsigned int, 4)
+
+/* ---------------------------------------------------------------- 2D and 3D copies */
+
+/* One side of a 2D or 3D copy as the driver's descriptor gives it: where its first copied byte is
+ * (x bytes, y rows and z slices in), and what kind of memory holds it. Arrays are not served yet. */
+static CUresult copy_side(struct fe_chan *ch, CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                          size_t z, size_t pitch, size_t rows, struct fe_copy_side *s)
+{
+    uint64_t off;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        *s = (struct fe_copy_side){.device = false, .addr = (uint64_t)(uintptr_t)host};
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+        *s = (struct fe_copy_side){.device = true, .addr = dev};
+        break;
+    case CU_MEMORYTYPE_UNIFIED: /* the address tells */
+        *s = (struct fe_copy_side){.device = fe_classify(ch, dev, &off) == FE_DEVICE, .addr = dev};
+        break;
+    case CU_MEMORYTYPE_ARRAY:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!s->addr)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t slice, at;
+    if (__builtin_mul_overflow((uint64_t)rows, (uint64_t)pitch, &slice) || __builtin_mul_overflow((uint64_t)z, slice, &slice) ||
+        __builtin_mul_overflow((uint64_t)y, (uint64_t)pitch, &at) || __builtin_add_overflow(at, slice, &at) ||
+        __builtin_add_overflow(at, (uint64_t)x, &at) || __builtin_add_overflow(s->addr, at, &s->addr))
+        return CUDA_ERROR_INVALID_VALUE;
+    s->pitch = pitch;
+    s->rows = rows;
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, bool async, bool pt)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    if (p->reserved0 || p->reserved1)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_copy_3d k = {.width = p->WidthInBytes, .height = p->Height, .depth = p->Depth};
+    FE_RETURN_IF(copy_side(ch, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                           p->srcHeight, &k.src));
+    FE_RETURN_IF(copy_side(ch, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                           p->dstHeight, &k.dst));
+    return fe_copy_3d(c, ch, sid, &k, async);
+}
+
+/* A 2D copy is a 3D copy of one slice. */
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream s, bool async, bool pt)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY3D q = {
+        .srcXInBytes = p->srcXInBytes,
+        .srcY = p->srcY,
+        .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost,
+        .srcDevice = p->srcDevice,
+        .srcArray = p->srcArray,
+        .srcPitch = p->srcPitch,
+        .dstXInBytes = p->dstXInBytes,
+        .dstY = p->dstY,
+        .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost,
+        .dstDevice = p->dstDevice,
+        .dstArray = p->dstArray,
+        .dstPitch = p->dstPitch,
+        .WidthInBytes = p->WidthInBytes,
+        .Height = p->Height,
+        .Depth = 1,
+    };
+    return copy_3d(&q, s, async, pt);
+}
+
+/* Unaligned 2D copies have no alignment rule to relax here: the executor's copy takes any pitch. */
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, false, false); }
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, false, true); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, false, false); }
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, false, true); }
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s, true, false); }
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s, true, true); }
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, false, false); }
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, false, true); }
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, true, false); }
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, true, true); }

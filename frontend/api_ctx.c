@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cudaProfiler.h>
+
 #include "fe.h"
 #include "log.h"
 
@@ -440,5 +442,52 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
     pthread_mutex_lock(&fe.mu);
     d->primary_flags = flags;
     pthread_mutex_unlock(&fe.mu);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the rest of the context family */
+
+/* Profiling is the host's business (vgpud's statistics); these only mark ranges for a profiler,
+ * and with none attached the driver accepts them too. */
+CUresult cuProfilerStart(void)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    return fe_current(&c, &ch);
+}
+
+CUresult cuProfilerStop(void)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    return fe_current(&c, &ch);
+}
+
+/* A vGPU's writes reach its memory through the worker's driver, which orders them itself: there
+ * are no GPUDirect RDMA writes of the client's to flush. */
+CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ||
+        (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER && scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* A context of a vGPU has every multiprocessor of its device (no green contexts, no affinity). */
+CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType type)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!param || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    int sms = 0;
+    FE_RETURN_IF(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->device));
+    memset(param, 0, sizeof *param);
+    param->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    param->param.smCount.val = (unsigned)sms;
     return CUDA_SUCCESS;
 }

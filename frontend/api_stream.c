@@ -262,6 +262,22 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, bool pt)
 CUresult cuStreamGetCtx(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, false); }
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, true); }
 
+/* A vGPU has no green contexts: a stream's is always NULL. */
+static CUresult get_ctx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green, bool pt)
+{
+    if (!pctx || !green)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(get_ctx(h, pctx, pt));
+    *green = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green) { return get_ctx_v2(h, pctx, green, false); }
+CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pctx, CUgreenCtx *green)
+{
+    return get_ctx_v2(h, pctx, green, true);
+}
+
 static CUresult get_id(CUstream h, unsigned long long *id, bool pt)
 {
     struct fe_stream *s;

@@ -7,6 +7,9 @@
  *  - other (pageable) memory streams through the staging slots: the client fills slot k+1 while
  *    vgpud's executor moves slot k (Gdev's split transaction), and each slot is handed back when
  *    its copy is complete.
+ * 2D and 3D copies take the same paths: device to device and pinned memory as one Copy3D record
+ * (rows, pitches and slices travel, not the bytes), pageable memory packed whole rows at a time into
+ * the staging slots, a chunk never crossing a slice; host to host is done here.
  * Semantics follow the driver's: a pageable host-to-device copy returns once the source has been
  * consumed; device-to-host copies into pageable memory return when the data is there; copies from
  * or to pinned memory are asynchronous only in their *Async forms. */
@@ -242,4 +245,130 @@ CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     q.elem_size = elem;
     q.stream = stream;
     return FE_POST(ch, c->id, Memset2D, &q, false);
+}
+
+/* ---------------------------------------------------------------- 2D and 3D copies */
+
+/* The address of row y of slice z of a side. */
+static uint64_t row_at(const struct fe_copy_side *s, size_t y, size_t z)
+{
+    return s->addr + (uint64_t)z * s->rows * s->pitch + (uint64_t)y * s->pitch;
+}
+
+/* One Copy3D record; a host side's addr is then a data-area offset (its bit in host). */
+static CUresult post_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, uint32_t host,
+                        uint32_t slot, bool reply)
+{
+    FE_REQ(q, Copy3D);
+    q.dst = k->dst.addr;
+    q.src = k->src.addr;
+    q.dst_pitch = k->dst.pitch;
+    q.src_pitch = k->src.pitch;
+    q.dst_rows = k->dst.rows;
+    q.src_rows = k->src.rows;
+    q.width = k->width;
+    q.height = k->height;
+    q.depth = k->depth;
+    q.stream = stream;
+    q.slot = slot;
+    q.host = host;
+    return FE_POST(ch, c->id, Copy3D, &q, reply);
+}
+
+/* Rows wider than a staging slot go one by one, each a 1D copy of its own. */
+static CUresult rows_one_by_one(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k,
+                                bool async)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (size_t z = 0; z < k->depth && r == CUDA_SUCCESS; z++)
+        for (size_t y = 0; y < k->height && r == CUDA_SUCCESS; y++) {
+            uint64_t d = row_at(&k->dst, y, z), s = row_at(&k->src, y, z);
+            r = k->dst.device ? fe_copy_htod(c, ch, stream, d, (const void *)(uintptr_t)s, k->width, async)
+                              : fe_copy_dtoh(c, ch, stream, (void *)(uintptr_t)d, s, k->width, async);
+        }
+    return r;
+}
+
+/* Pageable host memory and the device, through the staging slots: as many whole rows of one slice
+ * as a slot holds per record. Towards the device a chunk is handed over once packed (the source is
+ * consumed); towards the host each chunk is waited for and unpacked. */
+static CUresult staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k)
+{
+    const uint64_t slot_size = ch->map.layout.slot_size;
+    const size_t per_slot = (size_t)(slot_size / k->width);
+    const bool to_device = k->dst.device;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->staging_mu);
+    for (size_t z = 0; z < k->depth && r == CUDA_SUCCESS; z++)
+        for (size_t y = 0; y < k->height && r == CUDA_SUCCESS;) {
+            size_t n = k->height - y < per_slot ? k->height - y : per_slot;
+            uint32_t slot = next_slot(ch);
+            uint8_t *staged = ch->map.data + (uint64_t)slot * slot_size;
+            if ((r = claim_slot(ch, slot)) != CUDA_SUCCESS)
+                break;
+            struct fe_copy_3d chunk = {.dst = k->dst, .src = k->src, .width = k->width, .height = n, .depth = 1};
+            struct fe_copy_side *dev = to_device ? &chunk.dst : &chunk.src, *host = to_device ? &chunk.src : &chunk.dst;
+            dev->addr = row_at(to_device ? &k->dst : &k->src, y, z);
+            *host = (struct fe_copy_side){.addr = (uint64_t)slot * slot_size, .pitch = k->width, .rows = n};
+            if (to_device) {
+                for (size_t i = 0; i < n; i++)
+                    fe_bulk_copy(staged + i * k->width, (const void *)(uintptr_t)row_at(&k->src, y + i, z), k->width,
+                                 true);
+                slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
+                r = post_3d(c, ch, stream, &chunk, VGPU_COPY3D_SRC_HOST, slot, false);
+            } else if ((r = post_3d(c, ch, stream, &chunk, VGPU_COPY3D_DST_HOST, VGPU_NO_SLOT, true)) == CUDA_SUCCESS) {
+                for (size_t i = 0; i < n; i++)
+                    fe_bulk_copy((void *)(uintptr_t)row_at(&k->dst, y + i, z), staged + i * k->width, k->width, false);
+            }
+            y += n;
+        }
+    pthread_mutex_unlock(&ch->staging_mu);
+    return r;
+}
+
+/* Host to host: after the stream's earlier work, as the driver orders it. */
+static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k)
+{
+    FE_REQ(q, StreamSynchronize);
+    FE_RSP(a, StreamSynchronize);
+    q.stream = stream;
+    FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+    for (size_t z = 0; z < k->depth; z++)
+        for (size_t y = 0; y < k->height; y++)
+            memmove((void *)(uintptr_t)row_at(&k->dst, y, z), (const void *)(uintptr_t)row_at(&k->src, y, z), k->width);
+    return CUDA_SUCCESS;
+}
+
+/* Is a host side's whole span inside pinned data-area memory? Then *off is where it starts there. */
+static bool pinned_side(struct fe_chan *ch, const struct fe_copy_side *s, uint64_t span, uint64_t *off)
+{
+    struct fe_block b;
+    return fe_heap_find(ch, (const void *)(uintptr_t)s->addr, &b, off) && b.registered && span <= b.size - (*off - b.off);
+}
+
+CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
+{
+    if (k->width == 0 || k->height == 0 || k->depth == 0)
+        return CUDA_SUCCESS;
+    uint64_t dst_span, src_span;
+    if (!vgpu_copy3d_extent(k->dst.pitch, k->dst.rows, k->width, k->height, k->depth, &dst_span) ||
+        !vgpu_copy3d_extent(k->src.pitch, k->src.rows, k->width, k->height, k->depth, &src_span) || !k->dst.addr ||
+        !k->src.addr || (k->dst.device && !fe_device_range(ch, c->id, k->dst.addr, dst_span)) ||
+        (k->src.device && !fe_device_range(ch, c->id, k->src.addr, src_span)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
+        return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
+    if (!k->dst.device && !k->src.device)
+        return host_3d(c, ch, stream, k);
+    struct fe_copy_3d pinned = *k;
+    struct fe_copy_side *host = k->dst.device ? &pinned.src : &pinned.dst;
+    uint64_t off;
+    if (pinned_side(ch, host, k->dst.device ? src_span : dst_span, &off)) {
+        host->addr = off;
+        return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
+                       VGPU_NO_SLOT, !async);
+    }
+    if (k->width > ch->map.layout.slot_size)
+        return rows_one_by_one(c, ch, stream, k, async);
+    return staged_3d(c, ch, stream, k);
 }

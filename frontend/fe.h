@@ -267,6 +267,19 @@ CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
 CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
                    size_t count, bool async);
 /* height rows of width elements, pitch bytes apart (cuMemsetD2D*). */
+/* One side of a 2D or 3D copy: device memory or host memory at addr (the first byte copied),
+ * rows pitch bytes apart, slices rows x pitch bytes apart. */
+struct fe_copy_side {
+    bool device;
+    uint64_t addr;
+    size_t pitch, rows;
+};
+/* depth slices of height rows of width bytes from src to dst. */
+struct fe_copy_3d {
+    struct fe_copy_side dst, src;
+    size_t width, height, depth;
+};
+CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async);
 CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, size_t pitch, uint32_t value,
                       unsigned elem, size_t width, size_t height);
 

@@ -205,6 +205,50 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
+/* A side of a copy is the caller's device memory, or a range of its data area. */
+static CUresult copy_side(struct vgpu_call *c, bool host, uint64_t where, struct vgpu_copy_side *s,
+                          const struct vgpu_copy_3d *d)
+{
+    uint64_t extent;
+    if (!vgpu_copy3d_extent(s->pitch, s->rows, d->width, d->height, d->depth, &extent))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (host) {
+        s->host = vchannel_data(c, where, extent);
+        return s->host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    s->dev = where;
+    return vchannel_device_range(c, where, extent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult vgpu_handle_Copy3D(struct vgpu_call *c, const struct vgpu_req_Copy3D *q, struct vgpu_rsp_Copy3D *a)
+{
+    (void)a;
+    void *stream = NULL;
+    CUresult r = check_slot(c, q->slot);
+    if (r)
+        return r;
+    r = vchannel_stream(c, q->stream, &stream);
+    if (r == CUDA_SUCCESS && q->width && q->height && q->depth) {
+        struct vgpu_copy_3d d = {.dst = {.pitch = q->dst_pitch, .rows = q->dst_rows},
+                                 .src = {.pitch = q->src_pitch, .rows = q->src_rows},
+                                 .width = q->width,
+                                 .height = q->height,
+                                 .depth = q->depth};
+        const uint32_t both = VGPU_COPY3D_DST_HOST | VGPU_COPY3D_SRC_HOST;
+        if ((q->host & both) == both || (q->host & ~both))
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            r = copy_side(c, q->host & VGPU_COPY3D_DST_HOST, q->dst, &d.dst, &d);
+        if (r == CUDA_SUCCESS)
+            r = copy_side(c, q->host & VGPU_COPY3D_SRC_HOST, q->src, &d.src, &d);
+        if (r == CUDA_SUCCESS)
+            r = vchannel_admit(c, GATE_COPY, stream);
+        if (r == CUDA_SUCCESS)
+            r = OPS(c)->copy_3d(EXEC(c), c->ctx->x, stream, &d, xfer_flags(c));
+    }
+    return finish_staged(c, stream, q->slot, r);
+}
+
 /* A memset of height rows of width elements, pitch bytes apart (one row: a plain memset): its
  * stream, once admitted to the copy engine; *none when there is nothing to set. Everything the rows
  * touch, from the first row's start to the last row's end, must be the caller's. */

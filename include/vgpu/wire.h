@@ -12,10 +12,11 @@
 #ifndef VGPU_WIRE_H
 #define VGPU_WIRE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 3u
+#define VGPU_PROTO_VERSION 4u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -104,6 +105,25 @@ struct vgpu_ring_idx {
 #define VGPU_SLOT_ERROR 0x80000000u
 #define VGPU_MAX_SLOTS 64u
 #define VGPU_NO_SLOT 0xffffffffu
+/* Copy3D: which of its sides are data-area offsets rather than device addresses. */
+#define VGPU_COPY3D_DST_HOST 1u
+#define VGPU_COPY3D_SRC_HOST 2u
+
+/* The bytes one side of a 2D or 3D copy spans, from its first row's start to its last row's end
+ * (depth slices of height rows of width bytes, rows pitch bytes apart, slices rows x pitch): false
+ * when that overflows or its rows or slices would overlap. Both ends check a Copy3D with it. */
+static inline bool vgpu_copy3d_extent(uint64_t pitch, uint64_t rows, uint64_t width, uint64_t height, uint64_t depth,
+                                      uint64_t *extent)
+{
+    uint64_t slices = 0, span = 0;
+    if (width == 0 || height == 0 || depth == 0 || ((height > 1 || depth > 1) && pitch < width) ||
+        (depth > 1 && rows < height))
+        return false;
+    if (depth > 1 && (__builtin_mul_overflow(rows, pitch, &slices) || __builtin_mul_overflow(depth - 1, slices, &slices)))
+        return false;
+    return !__builtin_mul_overflow(height - 1, pitch, &span) && !__builtin_add_overflow(slices, span, &span) &&
+           !__builtin_add_overflow(span, width, extent);
+}
 
 /* The control page at offset 0 of a channel. The server writes the layout fields once; it never
  * reads them back (it keeps its own copy), so a guest that scribbles on them only hurts itself. */

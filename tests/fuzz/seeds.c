@@ -84,6 +84,17 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(MemAllocPitch, 1, map, NULL, 0);
     struct vgpu_req_Memset2D m2 = {.dst = 0, .pitch = 1024, .width = 100, .height = 4, .value = 1, .elem_size = 1};
     REC(Memset2D, 1, m2, NULL, 0); /* on an address it does not own: refused */
+    /* A 3D copy from the data area to a device address it does not own (refused), then one with
+     * both sides in the data area (refused), then one whose slices overflow (refused). */
+    struct vgpu_req_Copy3D c3 = {.dst = 0x10000, .src = 0, .dst_pitch = 256, .src_pitch = 128, .dst_rows = 4,
+                                 .src_rows = 4, .width = 100, .height = 4, .depth = 2, .stream = 2, .slot = 0,
+                                 .host = VGPU_COPY3D_SRC_HOST};
+    REC(Copy3D, 1, c3, NULL, 0);
+    c3.host = VGPU_COPY3D_SRC_HOST | VGPU_COPY3D_DST_HOST;
+    REC(Copy3D, 1, c3, NULL, 0);
+    c3.host = VGPU_COPY3D_DST_HOST;
+    c3.depth = UINT64_MAX;
+    REC(Copy3D, 1, c3, NULL, 0);
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
     struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};

@@ -46,6 +46,8 @@ VGPU_DATA_AREA=40M compare copies-spilled "$PROGS/prog_copies" 16777216
 compare memset "$PROGS/prog_memset"
 compare hostfn "$PROGS/prog_hostfn"
 compare pitch "$PROGS/prog_pitch"
+compare copy3d "$PROGS/prog_copy3d"
+compare queries "$PROGS/prog_queries"
 compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"

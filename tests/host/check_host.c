@@ -320,6 +320,18 @@ START_TEST(test_pitch)
 }
 END_TEST
 
+START_TEST(test_copy3d)
+{
+    ck_assert_int_eq(run_prog("prog_copy3d", NULL, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_queries)
+{
+    ck_assert_int_eq(run_prog("prog_queries", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_hostfn)
 {
     ck_assert_int_eq(run_prog("prog_hostfn", NULL, NULL, NULL), 0);
@@ -961,6 +973,8 @@ int main(void)
     tcase_add_test(programs, test_memset);
     tcase_add_test(programs, test_hostfn);
     tcase_add_test(programs, test_pitch);
+    tcase_add_test(programs, test_copy3d);
+    tcase_add_test(programs, test_queries);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);

@@ -24,6 +24,25 @@
 
 /* ------------------------------------------------------------------------------ call table */
 
+/* The span of one side of a 2D/3D copy, as both ends check a Copy3D. */
+START_TEST(copy3d_extent)
+{
+    uint64_t e = 0;
+    ck_assert(vgpu_copy3d_extent(256, 4, 100, 4, 1, &e));
+    ck_assert_uint_eq(e, 3 * 256 + 100); /* to the last row's end, not the pitch's */
+    ck_assert(vgpu_copy3d_extent(256, 10, 100, 4, 3, &e));
+    ck_assert_uint_eq(e, 2 * 10 * 256 + 3 * 256 + 100);
+    ck_assert(vgpu_copy3d_extent(0, 0, 100, 1, 1, &e)); /* one row: its pitch goes unused */
+    ck_assert_uint_eq(e, 100);
+    ck_assert(!vgpu_copy3d_extent(64, 4, 100, 2, 1, &e));          /* rows would overlap */
+    ck_assert(!vgpu_copy3d_extent(256, 3, 100, 4, 2, &e));         /* slices would overlap */
+    ck_assert(!vgpu_copy3d_extent(256, 4, 0, 4, 1, &e));           /* nothing to copy is not a span */
+    ck_assert(!vgpu_copy3d_extent(UINT64_MAX, 4, 100, 4, 1, &e));  /* rows overflow */
+    ck_assert(!vgpu_copy3d_extent(256, 4, 100, 4, UINT64_MAX, &e)); /* slices overflow */
+    ck_assert(!vgpu_copy3d_extent(1u << 20, 1ull << 40, 100, 2, 1u << 30, &e));
+}
+END_TEST
+
 START_TEST(op_table_entries)
 {
     ck_assert_int_gt(VGPU_OP_COUNT, 1);
@@ -724,6 +743,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, msg_check_rejects);
     tcase_add_test(tc, socket_listen_connect);
     tcase_add_test(tc, socket_path_choice);
+    tcase_add_test(tc, copy3d_extent);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -70,7 +70,9 @@ struct emu_op {
         struct {
             void *dst;
             const void *src;
-            uint64_t n;
+            uint64_t n;      /* bytes per row */
+            uint64_t rows, slices; /* 1 and 1 for a plain copy */
+            uint64_t dst_pitch, src_pitch, dst_slice, src_slice;
             void *owned; /* a private copy of a transient source */
         } copy;
         struct {

@@ -105,7 +105,11 @@ static void run_op(struct emu_op *op)
 {
     switch (op->kind) {
     case EMU_OP_COPY:
-        memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+        for (uint64_t z = 0; z < op->u.copy.slices; z++)
+            for (uint64_t y = 0; y < op->u.copy.rows; y++)
+                memmove((uint8_t *)op->u.copy.dst + z * op->u.copy.dst_slice + y * op->u.copy.dst_pitch,
+                        (const uint8_t *)op->u.copy.src + z * op->u.copy.src_slice + y * op->u.copy.src_pitch,
+                        op->u.copy.n);
         break;
     case EMU_OP_MEMSET:
         for (uint64_t row = 0; row < op->u.memset.rows; row++)

@@ -49,6 +49,7 @@
     X(cuMemcpyHtoDAsync_v2)                                                                            \
     X(cuMemcpyDtoHAsync_v2)                                                                            \
     X(cuMemcpyDtoDAsync_v2)                                                                            \
+    X(cuMemcpy3DAsync_v2)                                                                              \
     X(cuMemsetD8Async)                                                                                 \
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
@@ -387,6 +388,31 @@ static CUresult cuda_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uin
 {
     BIND(x, ctx);
     return finish(x, stream, flags, API(x)->cuMemcpyDtoDAsync_v2(dst, src, n, stream));
+}
+
+static void copy_side(const struct vgpu_copy_side *s, uint64_t height, CUmemorytype *type, const void **host,
+                      CUdeviceptr *dev, size_t *pitch, size_t *rows)
+{
+    *type = s->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    *host = s->host;
+    *dev = s->host ? 0 : s->dev;
+    *pitch = s->pitch;
+    *rows = s->rows > height ? s->rows : height;
+}
+
+static CUresult cuda_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
+{
+    BIND(x, ctx);
+    CUDA_MEMCPY3D m;
+    memset(&m, 0, sizeof m);
+    const void *host;
+    copy_side(&c->src, c->height, &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcPitch, &m.srcHeight);
+    copy_side(&c->dst, c->height, &m.dstMemoryType, &host, &m.dstDevice, &m.dstPitch, &m.dstHeight);
+    m.dstHost = (void *)(uintptr_t)host;
+    m.WidthInBytes = c->width;
+    m.Height = c->height;
+    m.Depth = c->depth;
+    return finish(x, stream, flags, API(x)->cuMemcpy3DAsync_v2(&m, stream));
 }
 
 static CUresult cuda_memset(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
@@ -766,6 +792,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .copy_dtod = cuda_copy_dtod,
     .memset = cuda_memset,
     .memset_2d = cuda_memset_2d,
+    .copy_3d = cuda_copy_3d,
     .mem_alloc_pitch = cuda_mem_alloc_pitch,
     .stream_callback = cuda_stream_callback,
     .stream_hold = cuda_stream_hold,

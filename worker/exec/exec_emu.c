@@ -179,6 +179,7 @@ static CUresult copy(struct emu_ctx *c, void *stream, void *dst, const void *src
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.n = n;
+    op->u.copy.rows = op->u.copy.slices = 1;
     if ((flags & VGPU_XFER_TRANSIENT) && !(flags & VGPU_XFER_SYNC)) {
         op->u.copy.owned = malloc(n);
         if (!op->u.copy.owned) {
@@ -211,6 +212,28 @@ static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint
     (void)x;
     return copy(CTX(ctx), stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n,
                 flags & ~VGPU_XFER_TRANSIENT);
+}
+
+static void *side_ptr(const struct vgpu_copy_side *s) { return s->host ? s->host : (void *)(uintptr_t)s->dev; }
+
+static CUresult emu_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
+{
+    (void)x;
+    if (c->width == 0 || c->height == 0 || c->depth == 0)
+        return CUDA_SUCCESS;
+    struct emu_op *op = emu_op_new(EMU_OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = side_ptr(&c->dst);
+    op->u.copy.src = side_ptr(&c->src);
+    op->u.copy.n = c->width;
+    op->u.copy.rows = c->height;
+    op->u.copy.slices = c->depth;
+    op->u.copy.dst_pitch = c->dst.pitch;
+    op->u.copy.src_pitch = c->src.pitch;
+    op->u.copy.dst_slice = c->dst.pitch * c->dst.rows;
+    op->u.copy.src_slice = c->src.pitch * c->src.rows;
+    return submit(CTX(ctx), stream, op, flags);
 }
 
 static CUresult emu_memset_2d(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch,
@@ -641,6 +664,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .copy_dtod = emu_copy_dtod,
     .memset = emu_memset,
     .memset_2d = emu_memset_2d,
+    .copy_3d = emu_copy_3d,
     .mem_alloc_pitch = emu_mem_alloc_pitch,
     .stream_callback = emu_stream_callback,
     .stream_hold = emu_stream_callback, /* its stream worker runs callbacks in order, holding the stream */

@@ -26,6 +26,19 @@ struct vgpu_exec;
 
 typedef void (*vgpu_exec_callback)(void *arg, CUresult status);
 
+/* One side of a 2D or 3D copy: host memory the worker reaches (host != NULL: the data area) or
+ * device memory (dev); rows are pitch bytes apart, slices rows x pitch. */
+struct vgpu_copy_side {
+    uint64_t dev;
+    void *host;
+    uint64_t pitch, rows;
+};
+
+struct vgpu_copy_3d {
+    struct vgpu_copy_side dst, src;
+    uint64_t width, height, depth; /* bytes, rows, slices */
+};
+
 struct vgpu_exec_ops {
     const char *name;
     void (*destroy)(struct vgpu_exec *x);
@@ -67,6 +80,8 @@ struct vgpu_exec_ops {
                           unsigned flags);
     CUresult (*memset)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
                        unsigned elem_size, uint64_t count, unsigned flags);
+    /* depth slices of height rows of width bytes (see struct vgpu_copy_3d). */
+    CUresult (*copy_3d)(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags);
     /* height rows of width elements, pitch bytes apart. */
     CUresult (*memset_2d)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t pitch, uint32_t value,
                           unsigned elem_size, uint64_t width, uint64_t height, unsigned flags);
