@@ -530,3 +530,89 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     *mode = old;
     return CUDA_SUCCESS;
 }
+
+/* ---------------------------------------------------------------- stream attributes */
+
+static CUresult attribute_call(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *value, bool set, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, StreamAttribute);
+    FE_RSP(a, StreamAttribute);
+    _Static_assert(sizeof *value == sizeof q.value, "a stream attribute's value travels as 64 bytes");
+    q.stream = sid;
+    q.attr = (int32_t)attr;
+    q.set = set;
+    memcpy(q.value, value, sizeof q.value);
+    FE_RETURN_IF(FE_CALL(ch, c->id, StreamAttribute, &q, &a));
+    if (!set)
+        memcpy(value, a.value, sizeof a.value);
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_attribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *value, bool pt)
+{
+    return attribute_call(h, attr, value, false, pt);
+}
+
+/* A priority set as an attribute is what cuStreamGetPriority answers from then on (as the driver
+ * clamped it). */
+static CUresult set_attribute(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *value, bool pt)
+{
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamAttrValue v = *value;
+    FE_RETURN_IF(attribute_call(h, attr, &v, true, pt));
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    if (attr == CU_LAUNCH_ATTRIBUTE_PRIORITY && stream_props(h, pt, &s, &c) == CUDA_SUCCESS && s &&
+        get_attribute(h, attr, &v, pt) == CUDA_SUCCESS)
+        s->priority = v.priority;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *value)
+{
+    return get_attribute(h, attr, value, false);
+}
+CUresult cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *value)
+{
+    return get_attribute(h, attr, value, true);
+}
+CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *value)
+{
+    return set_attribute(h, attr, value, false);
+}
+CUresult cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *value)
+{
+    return set_attribute(h, attr, value, true);
+}
+
+/* What a stream's attributes say about how its work runs (its priority stays its own). */
+static const CUstreamAttrID copied_attributes[] = {
+    CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
+    CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN};
+
+static CUresult copy_attributes(CUstream dst, CUstream src, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *dc, *sc;
+    FE_RETURN_IF(stream_props(dst, pt, &s, &dc));
+    FE_RETURN_IF(stream_props(src, pt, &s, &sc));
+    if (dc != sc)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    for (size_t i = 0; i < sizeof copied_attributes / sizeof copied_attributes[0]; i++) {
+        CUstreamAttrValue v;
+        memset(&v, 0, sizeof v);
+        FE_RETURN_IF(get_attribute(src, copied_attributes[i], &v, pt));
+        FE_RETURN_IF(set_attribute(dst, copied_attributes[i], &v, pt));
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) { return copy_attributes(dst, src, false); }
+CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) { return copy_attributes(dst, src, true); }

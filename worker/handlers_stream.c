@@ -1,4 +1,6 @@
 /* Handlers: streams and events. */
+#include <string.h>
+
 #include "vchannel.h"
 
 #define EXEC(c) ((c)->ch->x)
@@ -51,6 +53,39 @@ CUresult vgpu_handle_StreamQuery(struct vgpu_call *c, const struct vgpu_req_Stre
     void *stream;
     CUresult r = vchannel_stream(c, q->stream, &stream);
     return r ? r : OPS(c)->stream_query(EXEC(c), c->ctx->x, stream);
+}
+
+/* The attributes a stream has (the others are launch attributes): an access policy window may only
+ * name the caller's own memory, since it steers the L2 cache every tenant shares. */
+CUresult vgpu_handle_StreamAttribute(struct vgpu_call *c, const struct vgpu_req_StreamAttribute *q,
+                                     struct vgpu_rsp_StreamAttribute *a)
+{
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    switch (q->attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (q->set > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamAttrValue v;
+    _Static_assert(sizeof v == sizeof q->value, "a stream attribute's value travels as 64 bytes");
+    memcpy(&v, q->value, sizeof v);
+    if (q->set && q->attr == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW && v.accessPolicyWindow.num_bytes &&
+        !vchannel_device_range(c, (uint64_t)(uintptr_t)v.accessPolicyWindow.base_ptr, v.accessPolicyWindow.num_bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    r = OPS(c)->stream_attribute(EXEC(c), c->ctx->x, stream, q->attr, q->set, &v);
+    if (r == CUDA_SUCCESS && !q->set)
+        memcpy(a->value, &v, sizeof v);
+    return r;
 }
 
 CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_StreamWaitEvent *q,

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cuda.h>
+
 #include "vgpu/calls.h"
 #include "vgpu/wire.h"
 
@@ -97,6 +99,13 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(Copy3D, 1, c3, NULL, 0);
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
+    struct vgpu_req_StreamAttribute sa = {.stream = 2, .attr = CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, .set = 1};
+    sa.value[0] = 2;
+    REC(StreamAttribute, 1, sa, NULL, 0);
+    sa.attr = CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW; /* a window over memory it does not own: refused */
+    sa.value[1] = 0x10;
+    sa.value[8] = 0x40;
+    REC(StreamAttribute, 1, sa, NULL, 0);
     struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};
     REC(HostFn, 1, hf, NULL, 0);
     hf.word = 3; /* not a word's offset: refused */

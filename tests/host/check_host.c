@@ -332,6 +332,12 @@ START_TEST(test_queries)
 }
 END_TEST
 
+START_TEST(test_stream_attrs)
+{
+    ck_assert_int_eq(run_prog("prog_stream_attrs", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_hostfn)
 {
     ck_assert_int_eq(run_prog("prog_hostfn", NULL, NULL, NULL), 0);
@@ -975,6 +981,7 @@ int main(void)
     tcase_add_test(programs, test_pitch);
     tcase_add_test(programs, test_copy3d);
     tcase_add_test(programs, test_queries);
+    tcase_add_test(programs, test_stream_attrs);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);

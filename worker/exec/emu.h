@@ -58,6 +58,13 @@ struct emu_dep {
 
 struct emu_function;
 
+/* Stream priorities, as a GPU's driver gives them (lower is higher). */
+#define EMU_LEAST_PRIORITY 0
+#define EMU_GREATEST_PRIORITY (-5)
+
+/* Stream attribute ids an emu stream keeps (CUstreamAttrID values are below this). */
+#define EMU_STREAM_ATTRS 16
+
 /* The row alignment of pitched allocations. */
 #define EMU_PITCH_ALIGN 512u
 
@@ -103,6 +110,8 @@ struct emu_stream {
     struct emu_ctx *ctx;
     unsigned flags; /* CU_STREAM_NON_BLOCKING */
     int priority;
+    /* Attributes as set (by CUstreamAttrID; the priority is the field above). */
+    uint8_t attrs[EMU_STREAM_ATTRS][64];
     bool is_null;
     bool destroyed;  /* the client let go of it; freed once drained and unreferenced */
     bool stop;       /* the worker must exit */

@@ -71,6 +71,8 @@
     X(cuStreamDestroy_v2)                                                                              \
     X(cuStreamSynchronize)                                                                             \
     X(cuStreamQuery)                                                                                   \
+    X(cuStreamGetAttribute)                                                                            \
+    X(cuStreamSetAttribute)                                                                            \
     X(cuLaunchHostFunc)                                                                                \
     X(cuMemAllocPitch_v2)                                                                              \
     X(cuMemsetD2D8Async)                                                                               \
@@ -680,6 +682,13 @@ static CUresult cuda_stream_query(struct vgpu_exec *x, void *ctx, void *stream)
     return API(x)->cuStreamQuery(stream);
 }
 
+static CUresult cuda_stream_attribute(struct vgpu_exec *x, void *ctx, void *stream, int attr, bool set, void *value)
+{
+    BIND(x, ctx);
+    return set ? API(x)->cuStreamSetAttribute(stream, (CUstreamAttrID)attr, value)
+               : API(x)->cuStreamGetAttribute(stream, (CUstreamAttrID)attr, value);
+}
+
 static CUresult cuda_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
 {
     BIND(x, ctx);
@@ -812,6 +821,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,
     .stream_query = cuda_stream_query,
+    .stream_attribute = cuda_stream_attribute,
     .stream_wait_event = cuda_stream_wait_event,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

@@ -111,8 +111,8 @@ static CUresult emu_ctx_stream_priority_range(struct vgpu_exec *x, void *ctx, in
 {
     (void)x;
     (void)ctx;
-    *least = 0;
-    *greatest = -5;
+    *least = EMU_LEAST_PRIORITY;
+    *greatest = EMU_GREATEST_PRIORITY;
     return CUDA_SUCCESS;
 }
 
@@ -512,6 +512,34 @@ static CUresult emu_stream_query(struct vgpu_exec *x, void *ctx, void *stream)
     return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+/* Attributes are kept as set and read back; the priority is the stream's own (within the range
+ * cuCtxGetStreamPriorityRange gives, as the driver clamps it). */
+static CUresult emu_stream_attribute(struct vgpu_exec *x, void *ctx, void *stream, int attr, bool set, void *value)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_stream *s = stream ? stream : c->null_stream;
+    if (attr <= 0 || attr >= EMU_STREAM_ATTRS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->mu);
+    if (attr == CU_LAUNCH_ATTRIBUTE_PRIORITY) {
+        int p;
+        if (set) {
+            memcpy(&p, value, sizeof p);
+            s->priority = p > EMU_LEAST_PRIORITY ? EMU_LEAST_PRIORITY : p < EMU_GREATEST_PRIORITY ? EMU_GREATEST_PRIORITY : p;
+        } else {
+            memset(value, 0, 64);
+            memcpy(value, &s->priority, sizeof s->priority);
+        }
+    } else if (set) {
+        memcpy(s->attrs[attr], value, 64);
+    } else {
+        memcpy(value, s->attrs[attr], 64);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return CUDA_SUCCESS;
+}
+
 static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
 {
     (void)x;
@@ -683,6 +711,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_destroy = emu_stream_destroy,
     .stream_synchronize = emu_stream_synchronize,
     .stream_query = emu_stream_query,
+    .stream_attribute = emu_stream_attribute,
     .stream_wait_event = emu_stream_wait_event,
     .event_create = emu_event_create,
     .event_destroy = emu_event_destroy,

@@ -132,6 +132,9 @@ struct vgpu_exec_ops {
     CUresult (*stream_destroy)(struct vgpu_exec *x, void *ctx, void *stream);
     CUresult (*stream_synchronize)(struct vgpu_exec *x, void *ctx, void *stream);
     CUresult (*stream_query)(struct vgpu_exec *x, void *ctx, void *stream);
+    /* Read, or write when set, attribute attr (a CUstreamAttrID) of stream; value is a
+     * CUstreamAttrValue. */
+    CUresult (*stream_attribute)(struct vgpu_exec *x, void *ctx, void *stream, int attr, bool set, void *value);
     CUresult (*stream_wait_event)(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags);
     CUresult (*event_create)(struct vgpu_exec *x, void *ctx, unsigned flags, void **event);
     CUresult (*event_destroy)(struct vgpu_exec *x, void *ctx, void *event);
