@@ -142,6 +142,14 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     return r;
 }
 
+/* Are the n bytes at p all inside pinned data-area memory? Then *off is where they start there (the
+ * executor DMAs straight from or to them). */
+static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, uint64_t *off)
+{
+    struct fe_block b;
+    return fe_heap_find(ch, p, &b, off) && b.registered && n <= b.size - (*off - b.off);
+}
+
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
                       bool async)
 {
@@ -150,8 +158,7 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     if (!src || !fe_device_range(ch, c->id, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t off;
-    struct fe_block b;
-    if (fe_heap_find(ch, src, &b, &off) && b.registered && n <= b.size - (off - b.off)) {
+    if (pinned_range(ch, src, n, &off)) {
         FE_REQ(q, CopyHtoD);
         q.dst = dst;
         q.offset = off;
@@ -177,8 +184,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     if (!dst || !fe_device_range(ch, c->id, src, n))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t off;
-    struct fe_block b;
-    if (fe_heap_find(ch, dst, &b, &off) && b.registered && n <= b.size - (off - b.off)) {
+    if (pinned_range(ch, dst, n, &off)) {
         FE_REQ(q, CopyDtoH);
         q.src = src;
         q.offset = off;
@@ -339,13 +345,6 @@ static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, c
     return CUDA_SUCCESS;
 }
 
-/* Is a host side's whole span inside pinned data-area memory? Then *off is where it starts there. */
-static bool pinned_side(struct fe_chan *ch, const struct fe_copy_side *s, uint64_t span, uint64_t *off)
-{
-    struct fe_block b;
-    return fe_heap_find(ch, (const void *)(uintptr_t)s->addr, &b, off) && b.registered && span <= b.size - (*off - b.off);
-}
-
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
 {
     if (k->width == 0 || k->height == 0 || k->depth == 0)
@@ -363,7 +362,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     struct fe_copy_3d pinned = *k;
     struct fe_copy_side *host = k->dst.device ? &pinned.src : &pinned.dst;
     uint64_t off;
-    if (pinned_side(ch, host, k->dst.device ? src_span : dst_span, &off)) {
+    if (pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, &off)) {
         host->addr = off;
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);
