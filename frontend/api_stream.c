@@ -262,13 +262,18 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, bool pt)
 CUresult cuStreamGetCtx(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, false); }
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, true); }
 
-/* A vGPU has no green contexts: a stream's is always NULL. */
+/* A vGPU has no green contexts: a stream's is always NULL. Either answer may be left out, as
+ * natively, but not both. */
 static CUresult get_ctx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green, bool pt)
 {
-    if (!pctx || !green)
+    if (!pctx && !green)
         return CUDA_ERROR_INVALID_VALUE;
-    FE_RETURN_IF(get_ctx(h, pctx, pt));
-    *green = NULL;
+    CUcontext ctx;
+    FE_RETURN_IF(get_ctx(h, &ctx, pt));
+    if (pctx)
+        *pctx = ctx;
+    if (green)
+        *green = NULL;
     return CUDA_SUCCESS;
 }
 

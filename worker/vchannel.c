@@ -67,6 +67,9 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
     }
 }
 
+/* Of the calls nobody waits for, one in this many is timed. */
+#define TIME_SAMPLE 16u
+
 /* Statistics have one writer, the poller: a plain relaxed update, no locked instruction on its path. */
 static void stat_add(_Atomic uint64_t *counter, uint64_t v)
 {
@@ -131,14 +134,23 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         c.rsp_tail_cap = info->rsp_tail_max;
         if (may_block(op, info, reply))
             gate_before_blocking(&ch->gate);
-        int64_t t0 = vgpu_now_ns();
+        /* Reading the clock twice costs a launch-bound tenant a few percent of its launch rate
+         * (tens of nanoseconds on a virtual machine's clock, against a launch's 3 µs): calls
+         * nobody waits for are timed one in TIME_SAMPLE, and that one counts for all of them. */
+        uint64_t weight = 0;
+        if (reply || ++ch->untimed >= TIME_SAMPLE) {
+            weight = reply ? 1 : ch->untimed;
+            if (!reply)
+                ch->untimed = 0;
+        }
+        int64_t t0 = weight ? vgpu_now_ns() : 0;
         r = handlers[op](&c, rec, ch->rsp_buf);
         gate_dispatched(&ch->gate);
-        int64_t t1 = vgpu_now_ns();
+        if (weight)
+            stat_add(&ch->acct->nanos[op], (uint64_t)(vgpu_now_ns() - t0) * weight);
         if (c.rsp_tail_len > c.rsp_tail_cap)
             c.rsp_tail_len = 0;
         stat_add(&ch->acct->calls[op], 1);
-        stat_add(&ch->acct->nanos[op], (uint64_t)(t1 - t0));
         if (failed(op, r))
             stat_add(&ch->acct->errors[op], 1);
         if (changes_memory(op) && ch->host->memory_changed)

@@ -95,6 +95,7 @@ struct vchannel {
     size_t reg_count, reg_cap;
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
+    uint32_t untimed; /* calls nobody waits for since the last one timed (vchannel_dispatch) */
     struct gate_member gate; /* its place in the device's schedulers */
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
