@@ -104,6 +104,14 @@ static CUresult wire_attrs(const CUlaunchAttribute *attrs, unsigned n, struct vg
     return CUDA_SUCCESS;
 }
 
+static bool cooperative(const CUlaunchAttribute *attrs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && attrs[i].value.cooperative)
+            return true;
+    return false;
+}
+
 static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem, CUstream hs,
                        const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra, bool pt)
 {
@@ -147,7 +155,10 @@ static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t blo
             q.shared_mem = shmem;
             q.param_size = size;
             q.attr_count = wcount;
-            r = fe_call(ch, c->id, &q, sizeof q, tail, (uint32_t)(attr_bytes + size), false, NULL, 0, NULL, 0, NULL);
+            /* A cooperative grid that does not fit on the device at once fails at the launch
+             * natively (COOPERATIVE_LAUNCH_TOO_LARGE), so such a launch waits for its answer. */
+            r = fe_call(ch, c->id, &q, sizeof q, tail, (uint32_t)(attr_bytes + size), cooperative(attrs, nattrs),
+                        NULL, 0, NULL, 0, NULL);
             free(tail);
         }
     }
@@ -190,6 +201,52 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **ker
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
     return launch_ex(config, f, kernelParams, extra, true);
+}
+
+/* A cooperative launch is a launch with the cooperative attribute: its blocks may synchronize with
+ * each other, so all of them must be resident at once. */
+static CUresult launch_cooperative(CUfunction f, const uint32_t grid[3], const uint32_t block[3], unsigned shmem,
+                                   CUstream hs, void **params, bool pt)
+{
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    return launch(f, grid, block, shmem, hs, &attr, 1, params, NULL, pt);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+    const uint32_t grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+    return launch_cooperative(f, grid, block, sharedMemBytes, hStream, kernelParams, false);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                        void **kernelParams)
+{
+    const uint32_t grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+    return launch_cooperative(f, grid, block, sharedMemBytes, hStream, kernelParams, true);
+}
+
+/* One device's list is a cooperative launch (the flags' synchronization with the other devices'
+ * work has no other device to wait for); grids synchronizing across several vGPUs are not
+ * offered. */
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int count, unsigned int flags)
+{
+    const unsigned known = CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+                           CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
+    if (!list || count == 0 || (flags & ~known))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (count > 1)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    const CUDA_LAUNCH_PARAMS *p = &list[0];
+    const uint32_t grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+    const uint32_t block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+    return launch_cooperative(p->function, grid, block, p->sharedMemBytes, p->hStream, p->kernelParams, false);
 }
 
 /* ---------------------------------------------------------------- occupancy */

@@ -389,26 +389,53 @@ static CUresult emu_func_set_cache_config(struct vgpu_exec *x, void *ctx, void *
     return config >= 0 && config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Occupancy figures from the emu profile (emu_device.c): 2048 threads, 32 blocks and 228 KiB of
+ * shared memory per multiprocessor, 1 KiB of it reserved per block. */
+#define EMU_SM_THREADS 2048u
+#define EMU_SM_BLOCKS 32u
+#define EMU_SM_SHARED 233472u
+#define EMU_BLOCK_RESERVED 1024u
+#define EMU_SMS 4u
+
+static uint64_t emu_blocks_per_sm(uint64_t block_size, uint64_t smem)
+{
+    uint64_t blocks = EMU_SM_THREADS / block_size;
+    if (blocks > EMU_SM_BLOCKS)
+        blocks = EMU_SM_BLOCKS;
+    if (smem && (smem + EMU_BLOCK_RESERVED) * blocks > EMU_SM_SHARED)
+        blocks = EMU_SM_SHARED / (smem + EMU_BLOCK_RESERVED);
+    return blocks;
+}
+
+static bool wants_cooperation(const CUlaunchAttribute *attrs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && attrs[i].value.cooperative)
+            return true;
+    return false;
+}
+
 /* Launch attributes (clusters, cooperation, priorities) change nothing for a CPU that runs every
- * block of a grid in turn. */
+ * block of a grid in turn, but a cooperative grid must fit the device at once, as on a GPU. */
 static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *stream, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
                            unsigned nattrs, const void *params, uint32_t param_size)
 {
     (void)x;
-    (void)attrs;
-    (void)nattrs;
     const struct emu_function *f = fn;
     if (param_size < f->param_bytes)
         return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < 3; i++)
         if (grid[i] == 0 || block[i] == 0)
             return CUDA_ERROR_INVALID_VALUE;
-    if ((uint64_t)block[0] * block[1] * block[2] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 ||
-        grid[0] > 2147483647u)
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (threads > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > 2147483647u)
         return CUDA_ERROR_INVALID_VALUE;
     if (shared_mem > 232448)
         return CUDA_ERROR_INVALID_VALUE;
+    if (wants_cooperation(attrs, nattrs) &&
+        (uint64_t)grid[0] * grid[1] * grid[2] > EMU_SMS * emu_blocks_per_sm(threads, shared_mem))
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     struct emu_op *op = emu_op_new(EMU_OP_KERNEL);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -427,8 +454,6 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
     return submit(CTX(ctx), stream, op, 0);
 }
 
-/* Occupancy figures from the emu profile (emu_device.c): 2048 threads, 32 blocks and 228 KiB of
- * shared memory per multiprocessor, 1 KiB of it reserved per block. */
 static CUresult emu_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind, uint32_t block_size, uint64_t smem,
                               uint32_t flags, uint32_t num_blocks, uint64_t *value)
 {
@@ -436,21 +461,15 @@ static CUresult emu_occupancy(struct vgpu_exec *x, void *ctx, void *fn, int kind
     (void)ctx;
     (void)fn;
     (void)flags;
-    const uint64_t sm_threads = 2048, sm_blocks = 32, sm_shared = 233472, reserved = 1024;
     if (block_size == 0 || block_size > 1024)
         return CUDA_ERROR_INVALID_VALUE;
     if (kind == 1) {
-        uint64_t blocks = sm_threads / block_size;
-        if (blocks > sm_blocks)
-            blocks = sm_blocks;
-        if (smem && (smem + reserved) * blocks > sm_shared)
-            blocks = sm_shared / (smem + reserved);
-        *value = blocks;
+        *value = emu_blocks_per_sm(block_size, smem);
         return CUDA_SUCCESS;
     }
-    if (num_blocks == 0 || (uint64_t)num_blocks * block_size > sm_threads || num_blocks > sm_blocks)
+    if (num_blocks == 0 || (uint64_t)num_blocks * block_size > EMU_SM_THREADS || num_blocks > EMU_SM_BLOCKS)
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t per_block = sm_shared / num_blocks - reserved;
+    uint64_t per_block = EMU_SM_SHARED / num_blocks - EMU_BLOCK_RESERVED;
     *value = per_block < 232448 ? per_block : 232448;
     return CUDA_SUCCESS;
 }
