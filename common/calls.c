@@ -31,6 +31,39 @@ enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id)
     }
 }
 
+/* Flag and kind values as the driver API defines them (cuda.h's CUstreamBatchMemOpType and the
+ * wait, write and barrier flags). */
+enum {
+    MEM_OP_WAIT_32 = 1, MEM_OP_WRITE_32 = 2, MEM_OP_FLUSH_REMOTE_WRITES = 3, MEM_OP_WAIT_64 = 4,
+    MEM_OP_WRITE_64 = 5, MEM_OP_BARRIER = 6,
+    WAIT_CONDITION_MASK = 0x3, WAIT_FLUSH = 1 << 30, BARRIER_GPU = 0x1,
+};
+
+int vgpu_mem_op_width(const struct vgpu_mem_op *m)
+{
+    switch (m->op) {
+    case MEM_OP_WAIT_32:
+    case MEM_OP_WAIT_64:
+        if (m->flags & ~(uint32_t)(WAIT_CONDITION_MASK | WAIT_FLUSH))
+            return -1;
+        break;
+    case MEM_OP_WRITE_32:
+    case MEM_OP_WRITE_64:
+        /* The driver (580, Hopper) refuses CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER too. */
+        if (m->flags)
+            return -1;
+        break;
+    case MEM_OP_FLUSH_REMOTE_WRITES:
+        return m->flags ? -1 : 0;
+    case MEM_OP_BARRIER:
+        return m->flags & ~(uint32_t)BARRIER_GPU ? -1 : 0;
+    default:
+        return -1;
+    }
+    int width = m->op == MEM_OP_WAIT_32 || m->op == MEM_OP_WRITE_32 ? 4 : 8;
+    return m->address % (uint64_t)width ? -1 : width;
+}
+
 const char *vgpu_op_name(unsigned op)
 {
     if (op == VGPU_OP_NONE || op >= VGPU_OP_COUNT)

@@ -88,6 +88,29 @@ CUresult vgpu_handle_StreamAttribute(struct vgpu_call *c, const struct vgpu_req_
     return r;
 }
 
+/* Waits and writes only on the caller's own memory (device memory or its mapped pinned memory):
+ * a write is a store the GPU makes, and a wait on another tenant's memory would read it. */
+CUresult vgpu_handle_StreamMemOps(struct vgpu_call *c, const struct vgpu_req_StreamMemOps *q,
+                                  struct vgpu_rsp_StreamMemOps *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    if (q->count == 0 || q->count > VGPU_MAX_MEM_OPS || (uint64_t)q->count * sizeof(struct vgpu_mem_op) != c->tail_len)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_mem_op ops[VGPU_MAX_MEM_OPS];
+    memcpy(ops, c->tail, c->tail_len);
+    for (uint32_t i = 0; i < q->count; i++) {
+        int width = vgpu_mem_op_width(&ops[i]);
+        if (width < 0 || (width > 0 && !vchannel_device_range(c, ops[i].address, (uint64_t)width)))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    r = vchannel_admit(c, GATE_COMPUTE, stream);
+    return r ? r : OPS(c)->stream_mem_ops(EXEC(c), c->ctx->x, stream, ops, q->count);
+}
+
 CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_StreamWaitEvent *q,
                                      struct vgpu_rsp_StreamWaitEvent *a)
 {

@@ -55,6 +55,11 @@ const char *vgpu_op_name(unsigned op);
 enum vgpu_attr_policy { VGPU_ATTR_FORWARD, VGPU_ATTR_DROP, VGPU_ATTR_REFUSE };
 enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id);
 
+/* The bytes a stream memory operation touches at its address: 4 or 8 for waits and writes (the
+ * address must be aligned to it), 0 for a flush or a barrier, -1 for an unknown kind or flags. One
+ * answer for both sides. */
+int vgpu_mem_op_width(const struct vgpu_mem_op *m);
+
 /* Round a byte count up to the record alignment. */
 static inline uint32_t vgpu_align8(uint32_t n) { return (n + 7u) & ~7u; }
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 4u
+#define VGPU_PROTO_VERSION 5u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -124,6 +124,19 @@ static inline bool vgpu_copy3d_extent(uint64_t pitch, uint64_t rows, uint64_t wi
     return !__builtin_mul_overflow(height - 1, pitch, &span) && !__builtin_add_overflow(slices, span, &span) &&
            !__builtin_add_overflow(span, width, extent);
 }
+
+/* Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*, cuStreamBatchMemOp): one per
+ * entry of a StreamMemOps record's tail. op is a CUstreamBatchMemOpType, flags its own flags; a
+ * 32-bit value is the low half of value. */
+struct vgpu_mem_op {
+    uint32_t op;
+    uint32_t flags;
+    uint64_t address;
+    uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_mem_op) == 24, "a memory operation travels as 24 bytes");
+/* The most operations one batch may hold, as the driver allows. */
+#define VGPU_MAX_MEM_OPS 256u
 
 /* The control page at offset 0 of a channel. The server writes the layout fields once; it never
  * reads them back (it keeps its own copy), so a guest that scribbles on them only hurts itself. */

@@ -30,7 +30,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     vgpu_log_init("fuzz", VGPU_LOG_ERROR, false);
-    struct vgpu_exec_config cfg = {.kind = "emu", .emu_devices = 1, .emu_memory = 32ull << 20};
+    struct vgpu_exec_config cfg = {.kind = "emu", .emu_devices = 1, .emu_memory = 32ull << 20,
+                                   .emu_wait_limit_ns = 1000000};
     x = vgpu_exec_create(&cfg);
     host.x = x;
     /* A small channel: what each input costs to set up is what limits the fuzzer's pace. */

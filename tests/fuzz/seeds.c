@@ -106,6 +106,12 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     sa.value[1] = 0x10;
     sa.value[8] = 0x40;
     REC(StreamAttribute, 1, sa, NULL, 0);
+    /* Memory operations: a barrier, then a write to memory it does not own (refused). */
+    struct vgpu_mem_op mops[2] = {{.op = CU_STREAM_MEM_OP_BARRIER}, {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = 0x10000}};
+    struct vgpu_req_StreamMemOps smo = {.stream = 2, .count = 1};
+    REC(StreamMemOps, 1, smo, mops, sizeof mops[0]);
+    smo.count = 2;
+    REC(StreamMemOps, 1, smo, mops, sizeof mops);
     struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};
     REC(HostFn, 1, hf, NULL, 0);
     hf.word = 3; /* not a word's offset: refused */

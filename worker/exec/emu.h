@@ -21,6 +21,7 @@ struct emu_device {
 
 struct emu_exec {
     struct vgpu_exec base;
+    int64_t wait_limit_ns; /* vgpu_exec_config's emu_wait_limit_ns */
     int device_count;
     struct emu_device *devices;
 };
@@ -46,7 +47,7 @@ struct emu_ctx {
     uint64_t limits[16];
 };
 
-enum emu_op_kind { EMU_OP_COPY, EMU_OP_MEMSET, EMU_OP_KERNEL, EMU_OP_RECORD, EMU_OP_CALLBACK, EMU_OP_NOTHING };
+enum emu_op_kind { EMU_OP_COPY, EMU_OP_MEMSET, EMU_OP_KERNEL, EMU_OP_RECORD, EMU_OP_CALLBACK, EMU_OP_MEM_OPS, EMU_OP_NOTHING };
 
 /* Something an op must wait for before it runs. */
 struct emu_dep {
@@ -103,6 +104,10 @@ struct emu_op {
             vgpu_exec_callback fn;
             void *arg;
         } callback;
+        struct {
+            struct vgpu_mem_op *ops; /* checked (vgpu_mem_op_width) */
+            unsigned n;
+        } mem_ops;
     } u;
 };
 

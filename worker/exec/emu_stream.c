@@ -42,6 +42,8 @@ static void op_free(struct emu_op *op)
         free(op->u.copy.owned);
     if (op->kind == EMU_OP_KERNEL)
         free(op->u.kernel.params);
+    if (op->kind == EMU_OP_MEM_OPS)
+        free(op->u.mem_ops.ops);
     free(op);
 }
 
@@ -101,7 +103,63 @@ static void fill(uint8_t *d, uint32_t value, unsigned elem, uint64_t n)
     }
 }
 
-static void run_op(struct emu_op *op)
+static bool wait_satisfied(const struct vgpu_mem_op *m)
+{
+    uint64_t v, want = m->value;
+    if (m->op == CU_STREAM_MEM_OP_WAIT_VALUE_32) {
+        v = __atomic_load_n((const uint32_t *)(uintptr_t)m->address, __ATOMIC_ACQUIRE);
+        want = (uint32_t)want;
+    } else {
+        v = __atomic_load_n((const uint64_t *)(uintptr_t)m->address, __ATOMIC_ACQUIRE);
+    }
+    bool wide = m->op == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    switch (m->flags & 3u) {
+    case CU_STREAM_WAIT_VALUE_GEQ: /* cyclic: the difference read as signed */
+        return wide ? (int64_t)(v - want) >= 0 : (int32_t)(uint32_t)(v - want) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+        return v == want;
+    case CU_STREAM_WAIT_VALUE_AND:
+        return (v & want) != 0;
+    default: /* NOR */
+        return wide ? ~(v | want) != 0 : (uint32_t)~(v | want) != 0;
+    }
+}
+
+/* Waits poll the memory (another stream, a kernel or the client's host code may write it) until
+ * they hold or the stream is stopped, as a GPU's front end would poll it. */
+static void run_mem_ops(struct emu_stream *s, const struct emu_op *op)
+{
+    for (unsigned i = 0; i < op->u.mem_ops.n; i++) {
+        const struct vgpu_mem_op *m = &op->u.mem_ops.ops[i];
+        switch (m->op) {
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+            __atomic_store_n((uint32_t *)(uintptr_t)m->address, (uint32_t)m->value, __ATOMIC_RELEASE);
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            __atomic_store_n((uint64_t *)(uintptr_t)m->address, m->value, __ATOMIC_RELEASE);
+            break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+            int64_t limit = s->ctx->x->wait_limit_ns, start = limit ? vgpu_now_ns() : 0;
+            for (unsigned spins = 0; !wait_satisfied(m) && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); spins++) {
+                if (spins < 1000) {
+                    vgpu_cpu_relax();
+                    continue;
+                }
+                if (limit && vgpu_now_ns() - start > limit)
+                    break;
+                nanosleep(&(struct timespec){0, 20000}, NULL);
+            }
+            break;
+        }
+        default: /* a flush or a barrier: every store above is already visible */
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            break;
+        }
+    }
+}
+
+static void run_op(struct emu_stream *s, struct emu_op *op)
 {
     switch (op->kind) {
     case EMU_OP_COPY:
@@ -121,6 +179,9 @@ static void run_op(struct emu_op *op)
         break;
     case EMU_OP_CALLBACK:
         op->u.callback.fn(op->u.callback.arg, CUDA_SUCCESS);
+        break;
+    case EMU_OP_MEM_OPS:
+        run_mem_ops(s, op);
         break;
     case EMU_OP_RECORD:
     case EMU_OP_NOTHING:
@@ -144,7 +205,7 @@ static void *stream_worker(void *arg)
         if (s->stop)
             break;
         pthread_mutex_unlock(&c->mu);
-        run_op(op);
+        run_op(s, op);
         pthread_mutex_lock(&c->mu);
         if (op->kind == EMU_OP_RECORD) {
             struct emu_event *e = op->u.record.event;
@@ -269,7 +330,7 @@ void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
             LOG_ERROR("emu: cannot start a stream worker; running inline");
             while (s->head) {
                 struct emu_op *h = s->head;
-                run_op(h);
+                run_op(s, h);
                 s->head = h->next;
                 s->done++;
                 op_release_deps_locked(h);
@@ -304,9 +365,10 @@ void emu_wait_all_locked(struct emu_ctx *c)
 void emu_streams_shutdown(struct emu_ctx *c)
 {
     pthread_mutex_lock(&c->mu);
-    c->null_stream->stop = true;
+    /* A waiting memory operation reads it without the lock. */
+    __atomic_store_n(&c->null_stream->stop, true, __ATOMIC_RELEASE);
     for (size_t i = 0; i < c->stream_count; i++)
-        c->streams[i]->stop = true;
+        __atomic_store_n(&c->streams[i]->stop, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; i <= c->stream_count; i++) {

@@ -73,6 +73,7 @@
     X(cuStreamQuery)                                                                                   \
     X(cuStreamGetAttribute)                                                                            \
     X(cuStreamSetAttribute)                                                                            \
+    X(cuStreamBatchMemOp_v2)\
     X(cuLaunchHostFunc)                                                                                \
     X(cuMemAllocPitch_v2)                                                                              \
     X(cuMemsetD2D8Async)                                                                               \
@@ -689,6 +690,50 @@ static CUresult cuda_stream_attribute(struct vgpu_exec *x, void *ctx, void *stre
                : API(x)->cuStreamGetAttribute(stream, (CUstreamAttrID)attr, value);
 }
 
+_Static_assert(CU_STREAM_MEM_OP_WAIT_VALUE_32 == 1 && CU_STREAM_MEM_OP_WRITE_VALUE_32 == 2 &&
+                   CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES == 3 && CU_STREAM_MEM_OP_WAIT_VALUE_64 == 4 &&
+                   CU_STREAM_MEM_OP_WRITE_VALUE_64 == 5 && CU_STREAM_MEM_OP_BARRIER == 6,
+               "memory operations travel as the driver numbers them");
+
+static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops,
+                                    unsigned n)
+{
+    BIND(x, ctx);
+    CUstreamBatchMemOpParams p[VGPU_MAX_MEM_OPS];
+    if (n > VGPU_MAX_MEM_OPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(p, 0, n * sizeof p[0]);
+    for (unsigned i = 0; i < n; i++) {
+        CUstreamBatchMemOpType op = (CUstreamBatchMemOpType)ops[i].op;
+        p[i].operation = op;
+        switch (op) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            p[i].waitValue.address = ops[i].address;
+            p[i].waitValue.value64 = ops[i].value;
+            if (op == CU_STREAM_MEM_OP_WAIT_VALUE_32)
+                p[i].waitValue.value = (cuuint32_t)ops[i].value;
+            p[i].waitValue.flags = ops[i].flags;
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            p[i].writeValue.address = ops[i].address;
+            p[i].writeValue.value64 = ops[i].value;
+            if (op == CU_STREAM_MEM_OP_WRITE_VALUE_32)
+                p[i].writeValue.value = (cuuint32_t)ops[i].value;
+            p[i].writeValue.flags = ops[i].flags;
+            break;
+        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+            p[i].flushRemoteWrites.flags = ops[i].flags;
+            break;
+        default:
+            p[i].memoryBarrier.flags = ops[i].flags;
+            break;
+        }
+    }
+    return API(x)->cuStreamBatchMemOp_v2(stream, n, p, 0);
+}
+
 static CUresult cuda_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
 {
     BIND(x, ctx);
@@ -822,6 +867,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_synchronize = cuda_stream_synchronize,
     .stream_query = cuda_stream_query,
     .stream_attribute = cuda_stream_attribute,
+    .stream_mem_ops = cuda_stream_mem_ops,
     .stream_wait_event = cuda_stream_wait_event,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

@@ -559,6 +559,23 @@ static CUresult emu_stream_attribute(struct vgpu_exec *x, void *ctx, void *strea
     return CUDA_SUCCESS;
 }
 
+static CUresult emu_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops,
+                                   unsigned n)
+{
+    (void)x;
+    struct emu_op *op = emu_op_new(EMU_OP_MEM_OPS);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.mem_ops.ops = malloc(n * sizeof *ops);
+    if (!op->u.mem_ops.ops) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(op->u.mem_ops.ops, ops, n * sizeof *ops);
+    op->u.mem_ops.n = n;
+    return submit(CTX(ctx), stream, op, 0);
+}
+
 static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
 {
     (void)x;
@@ -731,6 +748,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_synchronize = emu_stream_synchronize,
     .stream_query = emu_stream_query,
     .stream_attribute = emu_stream_attribute,
+    .stream_mem_ops = emu_stream_mem_ops,
     .stream_wait_event = emu_stream_wait_event,
     .event_create = emu_event_create,
     .event_destroy = emu_event_destroy,
@@ -746,6 +764,7 @@ struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg)
     if (!x)
         return NULL;
     x->base.ops = &emu_ops;
+    x->wait_limit_ns = cfg->emu_wait_limit_ns;
     int count = cfg->emu_devices > 0 ? cfg->emu_devices : 1;
     uint64_t memory = cfg->emu_memory ? cfg->emu_memory : (16ull << 30);
     if (emu_devices_init(x, count, memory)) {

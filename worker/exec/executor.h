@@ -135,6 +135,9 @@ struct vgpu_exec_ops {
     /* Read, or write when set, attribute attr (a CUstreamAttrID) of stream; value is a
      * CUstreamAttrValue. */
     CUresult (*stream_attribute)(struct vgpu_exec *x, void *ctx, void *stream, int attr, bool set, void *value);
+    /* n memory operations (struct vgpu_mem_op, already checked: known kinds and flags, aligned
+     * addresses of the caller's memory) queued on stream in order. */
+    CUresult (*stream_mem_ops)(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops, unsigned n);
     CUresult (*stream_wait_event)(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags);
     CUresult (*event_create)(struct vgpu_exec *x, void *ctx, unsigned flags, void **event);
     CUresult (*event_destroy)(struct vgpu_exec *x, void *ctx, void *event);
@@ -158,6 +161,9 @@ struct vgpu_exec_config {
     const char *cuda_driver; /* absolute path of the real libcuda.so.1, NULL: search the usual places */
     int emu_devices;         /* number of emu devices */
     uint64_t emu_memory;     /* advertised memory of each emu device */
+    /* How long an emu stream's memory wait polls before it gives up and its stream goes on (0: for
+     * ever, as a GPU waits); the fuzzers bound it, since their inputs can wait on nothing. */
+    int64_t emu_wait_limit_ns;
 };
 
 /* Create the executor the configuration asks for ("auto": cuda when a GPU is usable, else emu).
