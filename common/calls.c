@@ -31,6 +31,29 @@ enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id)
     }
 }
 
+enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option)
+{
+    switch (option) {
+    case 2: /* wall time */
+    case 3: /* information log buffer */
+    case 4: /* its size */
+    case 5: /* error log buffer */
+    case 6: /* its size */
+        return VGPU_JIT_LOCAL;
+    case 19: /* global symbol count */
+    case 26: /* referenced kernel count */
+    case 28: /* referenced variable count */
+        return VGPU_JIT_DROP;
+    case 17: /* global symbol names */
+    case 18: /* global symbol addresses */
+    case 25: /* referenced kernel names */
+    case 27: /* referenced variable names */
+        return VGPU_JIT_REFUSE;
+    default:
+        return option < 35 ? VGPU_JIT_FORWARD : VGPU_JIT_REFUSE; /* 35: CU_JIT_NUM_OPTIONS in CUDA 13 */
+    }
+}
+
 /* Flag and kind values as the driver API defines them (cuda.h's CUstreamBatchMemOpType and the
  * wait, write and barrier flags). */
 enum {

@@ -93,6 +93,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
     fe_handle_each(FE_STREAM, forget_stream, c);
     fe_handle_each(FE_EVENT, fe_event_forget, c);
     fe_handle_each(FE_MODULE, fe_module_forget, c);
+    fe_handle_each(FE_LINK, fe_link_forget, c);
     return r;
 }
 

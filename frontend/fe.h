@@ -26,7 +26,7 @@
 
 /* ---------------------------------------------------------------- handles */
 
-enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_KINDS };
+enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_KINDS };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
 uint64_t fe_handle_new(enum fe_kind kind, void *obj);
@@ -202,6 +202,7 @@ CUresult fe_connect_locked(void);
 /* Forget what belonged to a context that went away (api_stream.c, api_module.c). */
 void fe_event_forget(void *obj, uint64_t handle, void *ctx);
 void fe_module_forget(void *obj, uint64_t handle, void *ctx);
+void fe_link_forget(void *obj, uint64_t handle, void *ctx);
 /* The initialised process, or the error every call must return. */
 CUresult fe_ready(void);
 /* The driver version reported to applications (vgpud's, or the headers' before connecting). */

@@ -14,6 +14,14 @@ FATBINS := $(foreach k,$(KERNEL_NAMES),$(TEST_O)/kernels/$(k).fatbin $(TEST_O)/k
 $(TEST_O)/kernels/%.fatbin: tests/kernels/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_GENCODE) $< -o $@
+# PTX and relocatable cubins, for the JIT linking test.
+PTXS := $(foreach k,$(KERNEL_NAMES),$(TEST_O)/kernels/$(k).ptx $(TEST_O)/kernels/$(k).rdc.cubin)
+$(TEST_O)/kernels/%.rdc.cubin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -rdc=true -arch=sm_$(GPU_ARCH) $< -o $@
+$(TEST_O)/kernels/%.ptx: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_$(GPU_ARCH) $< -o $@
 $(TEST_O)/kernels/%.none.fatbin: tests/kernels/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_GENCODE) -compress-mode=none $< -o $@
@@ -70,7 +78,7 @@ $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS)
+HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS) $(PTXS)
 
 TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
 	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp) \
@@ -100,7 +108,7 @@ check:
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.
 GPU_PROGS := $(PROG_BIN)
-check-gpu: all $(PROG_BIN) $(FATBINS) $(APPS_BIN)
+check-gpu: all $(PROG_BIN) $(FATBINS) $(PTXS) $(APPS_BIN)
 	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
 		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES)" VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) \
 		tests/gpu/run.sh

@@ -1,9 +1,6 @@
 /* Handlers: the channel itself and contexts. */
 #include "vchannel.h"
 
-#define EXEC(c) ((c)->ch->x)
-#define OPS(c) ((c)->ch->x->ops)
-
 CUresult vgpu_handle_Nop(struct vgpu_call *c, const struct vgpu_req_Nop *q, struct vgpu_rsp_Nop *a)
 {
     (void)c;

@@ -5,9 +5,6 @@
 
 #include "vchannel.h"
 
-#define EXEC(c) ((c)->ch->x)
-#define OPS(c) ((c)->ch->x->ops)
-
 #define PAGE 4096u
 
 CUresult vgpu_handle_MemGetInfo(struct vgpu_call *c, const struct vgpu_req_MemGetInfo *q, struct vgpu_rsp_MemGetInfo *a)

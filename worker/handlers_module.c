@@ -6,9 +6,6 @@
 #include "log.h"
 #include "vchannel.h"
 
-#define EXEC(c) ((c)->ch->x)
-#define OPS(c) ((c)->ch->x->ops)
-
 /* A name in the request's tail: non-empty and NUL-terminated inside the tail. */
 static const char *tail_name(const struct vgpu_call *c)
 {

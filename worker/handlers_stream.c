@@ -3,9 +3,6 @@
 
 #include "vchannel.h"
 
-#define EXEC(c) ((c)->ch->x)
-#define OPS(c) ((c)->ch->x->ops)
-
 CUresult vgpu_handle_StreamCreate(struct vgpu_call *c, const struct vgpu_req_StreamCreate *q,
                                   struct vgpu_rsp_StreamCreate *a)
 {

@@ -67,6 +67,9 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
     }
 }
 
+/* JIT links a channel may hold at once (a program links, loads the result, and destroys the link). */
+#define MAX_LINKS 64u
+
 /* Of the calls nobody waits for, one in this many is timed. */
 #define TIME_SAMPLE 16u
 
@@ -404,6 +407,11 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     struct srv_obj *c = srv_table_get(&ch->tables[SRV_CTX], ctx_id);
     if (!c)
         return;
+    /* Links are the executor's own objects, not the context's: they go first. */
+    struct srv_table *links = &ch->tables[SRV_LINK];
+    for (uint32_t id = 1; id < links->cap; id++)
+        if (links->slots[id].live && links->slots[id].ctx == ctx_id)
+            ch->x->ops->link_destroy(ch->x, c->x, links->slots[id].x);
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
     gate_forget(&ch->gate, c->x, NULL, true);
     ch->x->ops->ctx_destroy(ch->x, c->x);
@@ -570,6 +578,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_EVENT], opt->max_events);
     srv_table_init(&ch->tables[SRV_MODULE], opt->max_modules);
     srv_table_init(&ch->tables[SRV_FUNCTION], opt->max_functions);
+    srv_table_init(&ch->tables[SRV_LINK], MAX_LINKS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
     ch->rsp_buf = aligned_alloc(64, VGPU_MAX_RECORD + VGPU_MAX_SLOTS * sizeof(struct slot_cb));

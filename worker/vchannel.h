@@ -148,6 +148,10 @@ struct vgpu_call {
     bool reply;                 /* the client waits for a response */
 };
 
+/* A handler's executor and its operations. */
+#define EXEC(c) ((c)->ch->x)
+#define OPS(c) ((c)->ch->x->ops)
+
 /* Handlers, one per op of calls.def: vgpu_handle_<Name>(call, request, response). */
 #define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp)                                           \
     CUresult vgpu_handle_##name(struct vgpu_call *c, const struct vgpu_req_##name *q, struct vgpu_rsp_##name *a);

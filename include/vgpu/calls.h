@@ -55,6 +55,13 @@ const char *vgpu_op_name(unsigned op);
 enum vgpu_attr_policy { VGPU_ATTR_FORWARD, VGPU_ATTR_DROP, VGPU_ATTR_REFUSE };
 enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id);
 
+/* What happens to a JIT option: the worker's driver gets it; the frontend serves it (the log
+ * buffers, their sizes and the wall time, which name the client's memory); it is dropped (a count
+ * that goes with a refused array); or the call is refused (arrays of the client's pointers). One
+ * answer for both sides. */
+enum vgpu_jit_policy { VGPU_JIT_FORWARD, VGPU_JIT_LOCAL, VGPU_JIT_DROP, VGPU_JIT_REFUSE };
+enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option);
+
 /* The bytes a stream memory operation touches at its address: 4 or 8 for waits and writes (the
  * address must be aligned to it), 0 for a flush or a barrier, -1 for an unknown kind or flags. One
  * answer for both sides. */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 5u
+#define VGPU_PROTO_VERSION 6u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -137,6 +137,18 @@ struct vgpu_mem_op {
 _Static_assert(sizeof(struct vgpu_mem_op) == 24, "a memory operation travels as 24 bytes");
 /* The most operations one batch may hold, as the driver allows. */
 #define VGPU_MAX_MEM_OPS 256u
+
+/* JIT options (cuLinkCreate, cuLinkAddData) travel as the option and its value (a scalar: the
+ * pointer-sized value the driver API passes). */
+struct vgpu_jit_option {
+    uint32_t option; /* a CUjit_option */
+    uint32_t pad;
+    uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16 bytes");
+#define VGPU_MAX_JIT_OPTIONS 64u
+/* The most of each JIT log (information, errors) that comes back with an answer. */
+#define VGPU_JIT_LOG_MAX 8192u
 
 /* The control page at offset 0 of a channel. The server writes the layout fields once; it never
  * reads them back (it keeps its own copy), so a guest that scribbles on them only hurts itself. */

@@ -112,6 +112,22 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(StreamMemOps, 1, smo, mops, sizeof mops[0]);
     smo.count = 2;
     REC(StreamMemOps, 1, smo, mops, sizeof mops);
+    /* A link: an option, an input from the data area (not an image: refused with a log), the
+     * answer, the output, then a refused option and an unknown link. */
+    struct vgpu_jit_option jo = {.option = CU_JIT_OPTIMIZATION_LEVEL, .value = 3};
+    struct vgpu_req_LinkCreate lc = {.link = 5, .count = 1};
+    REC(LinkCreate, 1, lc, &jo, sizeof jo);
+    struct vgpu_req_LinkAddData la = {.link = 5, .type = CU_JIT_INPUT_CUBIN, .offset = 0, .size = 64, .name_len = 2};
+    REC(LinkAddData, 1, la, "in", 2);
+    struct vgpu_req_LinkComplete lco = {.link = 5};
+    REC(LinkComplete, 1, lco, NULL, 0);
+    struct vgpu_req_LinkOutput lo = {.link = 5, .offset = 0, .size = 64};
+    REC(LinkOutput, 1, lo, NULL, 0);
+    struct vgpu_req_LinkDestroy ld = {.link = 5};
+    REC(LinkDestroy, 1, ld, NULL, 0);
+    jo.option = CU_JIT_INFO_LOG_BUFFER; /* names the client's memory: refused */
+    REC(LinkCreate, 1, lc, &jo, sizeof jo);
+    REC(LinkDestroy, 1, ld, NULL, 0);
     struct vgpu_req_HostFn hf = {.word = 64, .stream = 2, .ticket = 1};
     REC(HostFn, 1, hf, NULL, 0);
     hf.word = 3; /* not a word's offset: refused */

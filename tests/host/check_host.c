@@ -344,6 +344,12 @@ START_TEST(test_hostfn)
 }
 END_TEST
 
+START_TEST(test_link)
+{
+    ck_assert_int_eq(run_prog("prog_link", getenv("VGPU_TEST_KERNELS"), NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_memops)
 {
     ck_assert_int_eq(run_prog("prog_memops", NULL, NULL, NULL), 0);
@@ -996,6 +1002,7 @@ int main(void)
     tcase_add_test(programs, test_stream_attrs);
     tcase_add_test(programs, test_coop);
     tcase_add_test(programs, test_memops);
+    tcase_add_test(programs, test_link);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);

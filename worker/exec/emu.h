@@ -183,6 +183,16 @@ void emu_streams_shutdown(struct emu_ctx *c);
 struct emu_op *emu_op_new(enum emu_op_kind kind);
 void emu_event_put_locked(struct emu_event *e);
 
+/* emu_link.c: the executor's link operations (executor.h) */
+CUresult emu_link_create(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,
+                         void **link);
+CUresult emu_link_add(struct vgpu_exec *x, void *ctx, void *link, int type, void *data, size_t size,
+                      const char *name, const struct vgpu_jit_option *options, unsigned n);
+CUresult emu_link_complete(struct vgpu_exec *x, void *ctx, void *link, const void **image, size_t *size,
+                           float *wall_ms);
+void emu_link_logs(struct vgpu_exec *x, void *link, const char **info, const char **error);
+void emu_link_destroy(struct vgpu_exec *x, void *ctx, void *link);
+
 /* emu_module.c */
 CUresult emu_module_load(struct emu_ctx *c, const void *image, size_t size, bool host_code, struct emu_module **out);
 void emu_module_free(struct emu_ctx *c, struct emu_module *m, bool free_memory);

@@ -54,6 +54,10 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                    \
+    X(cuLinkCreate_v2)                                                                                     \
+    X(cuLinkAddData_v2)                                                                                    \
+    X(cuLinkComplete)                                                                                      \
+    X(cuLinkDestroy)                                                                                       \
     X(cuModuleUnload)                                                                                  \
     X(cuModuleGetFunction)                                                                             \
     X(cuModuleGetGlobal_v2)                                                                            \
@@ -547,6 +551,113 @@ static int cuda_progress(struct vgpu_exec *x, void *ctx)
     return (int)out;
 }
 
+/* A link keeps its option arrays and log buffers for the driver, which writes the logs and the wall
+ * time into them until the link is destroyed. */
+struct cuda_link {
+    CUlinkState state;
+    CUjit_option opt[VGPU_MAX_JIT_OPTIONS + 5];
+    void *val[VGPU_MAX_JIT_OPTIONS + 5];
+    char info[VGPU_JIT_LOG_MAX], error[VGPU_JIT_LOG_MAX];
+    void **inputs; /* what was added: the driver may read it until the link is complete */
+    size_t input_count, input_cap;
+    void *image;   /* the driver's output once complete (the driver completes a link once) */
+    size_t image_size;
+    float wall_ms;
+};
+
+/* Forwarded options as the driver takes them (both arrays hold at least n entries). */
+static void jit_options(const struct vgpu_jit_option *in, unsigned n, CUjit_option *opt, void **val)
+{
+    for (unsigned i = 0; i < n; i++) {
+        opt[i] = (CUjit_option)in[i].option;
+        val[i] = (void *)(uintptr_t)in[i].value;
+    }
+}
+
+static CUresult cuda_link_create(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,
+                                 void **link)
+{
+    BIND(x, ctx);
+    if (n > VGPU_MAX_JIT_OPTIONS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct cuda_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    const CUjit_option own[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                                CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME};
+    void *own_val[] = {l->info, (void *)(uintptr_t)(sizeof l->info - 1), l->error,
+                       (void *)(uintptr_t)(sizeof l->error - 1), NULL};
+    memcpy(l->opt, own, sizeof own);
+    memcpy(l->val, own_val, sizeof own_val);
+    jit_options(options, n, l->opt + 5, l->val + 5);
+    CUresult r = API(x)->cuLinkCreate_v2(n + 5, l->opt, l->val, &l->state);
+    if (r != CUDA_SUCCESS) {
+        free(l);
+        return r;
+    }
+    *link = l;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_link_add(struct vgpu_exec *x, void *ctx, void *link, int type, void *data, size_t size,
+                              const char *name, const struct vgpu_jit_option *options, unsigned n)
+{
+    struct cuda_link *l = link;
+    void **inputs = vgpu_array_grow(l->inputs, &l->input_cap, l->input_count + 1, sizeof *inputs);
+    CUresult r = bind(x, CC(ctx)->c);
+    if (!inputs || r != CUDA_SUCCESS || n > VGPU_MAX_JIT_OPTIONS) {
+        free(data);
+        return !inputs ? CUDA_ERROR_OUT_OF_MEMORY : r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    }
+    l->inputs = inputs;
+    l->inputs[l->input_count++] = data;
+    CUjit_option opt[VGPU_MAX_JIT_OPTIONS];
+    void *val[VGPU_MAX_JIT_OPTIONS];
+    jit_options(options, n, opt, val);
+    return API(x)->cuLinkAddData_v2(l->state, (CUjitInputType)type, data, size, name, n, n ? opt : NULL,
+                                    n ? val : NULL);
+}
+
+static CUresult cuda_link_complete(struct vgpu_exec *x, void *ctx, void *link, const void **image, size_t *size,
+                                   float *wall_ms)
+{
+    struct cuda_link *l = link;
+    if (!l->image) {
+        BIND(x, ctx);
+        CUresult r = API(x)->cuLinkComplete(l->state, &l->image, &l->image_size);
+        if (r != CUDA_SUCCESS) {
+            l->image = NULL;
+            return r;
+        }
+        uintptr_t bits = (uintptr_t)l->val[4];
+        memcpy(&l->wall_ms, &bits, sizeof l->wall_ms); /* the driver stores the float in the value slot itself */
+    }
+    *image = l->image;
+    *size = l->image_size;
+    *wall_ms = l->wall_ms;
+    return CUDA_SUCCESS;
+}
+
+static void cuda_link_logs(struct vgpu_exec *x, void *link, const char **info, const char **error)
+{
+    (void)x;
+    struct cuda_link *l = link;
+    l->info[sizeof l->info - 1] = l->error[sizeof l->error - 1] = '\0';
+    *info = l->info;
+    *error = l->error;
+}
+
+static void cuda_link_destroy(struct vgpu_exec *x, void *ctx, void *link)
+{
+    struct cuda_link *l = link;
+    if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
+        API(x)->cuLinkDestroy(l->state);
+    for (size_t i = 0; i < l->input_count; i++)
+        free(l->inputs[i]);
+    free(l->inputs);
+    free(l);
+}
+
 static CUresult cuda_module_load(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
                                  void **mod)
 {
@@ -868,6 +979,11 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_query = cuda_stream_query,
     .stream_attribute = cuda_stream_attribute,
     .stream_mem_ops = cuda_stream_mem_ops,
+    .link_create = cuda_link_create,
+    .link_add = cuda_link_add,
+    .link_complete = cuda_link_complete,
+    .link_logs = cuda_link_logs,
+    .link_destroy = cuda_link_destroy,
     .stream_wait_event = cuda_stream_wait_event,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

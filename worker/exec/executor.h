@@ -127,6 +127,21 @@ struct vgpu_exec_ops {
                                   const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
                                   unsigned nattrs, int *value);
 
+    /* ---- JIT linking: the driver's linker, with log buffers of the executor's own (VGPU_JIT_LOG_MAX
+     * bytes each). options: n forwarded options (vgpu_jit_option_policy). */
+    CUresult (*link_create)(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,
+                            void **link);
+    /* type: a CUjitInputType; name: NUL-terminated. data (malloc'd) is the link's from the call on,
+     * whatever it answers: the driver may read it until the link is complete. */
+    CUresult (*link_add)(struct vgpu_exec *x, void *ctx, void *link, int type, void *data, size_t size,
+                         const char *name, const struct vgpu_jit_option *options, unsigned n);
+    /* The linked image stays the link's until it is destroyed. */
+    CUresult (*link_complete)(struct vgpu_exec *x, void *ctx, void *link, const void **image, size_t *size,
+                              float *wall_ms);
+    /* The logs so far, NUL-terminated, owned by the link. */
+    void (*link_logs)(struct vgpu_exec *x, void *link, const char **info, const char **error);
+    void (*link_destroy)(struct vgpu_exec *x, void *ctx, void *link);
+
     /* ---- streams and events */
     CUresult (*stream_create)(struct vgpu_exec *x, void *ctx, unsigned flags, int priority, void **stream);
     CUresult (*stream_destroy)(struct vgpu_exec *x, void *ctx, void *stream);
