@@ -262,6 +262,37 @@ CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size)
     return CUDA_SUCCESS;
 }
 
+CUresult fe_jit_compile(const void *ptx, size_t size, unsigned n, CUjit_option *opt, void **val, void **link,
+                        void **image, size_t *image_size)
+{
+    CUlinkState state;
+    FE_RETURN_IF(link_create(n, opt, val, &state));
+    CUresult r = link_add(state, CU_JIT_INPUT_PTX, ptx, size, "module", 0, NULL, NULL);
+    if (r == CUDA_SUCCESS)
+        r = cuLinkComplete(state, image, image_size);
+    if (r != CUDA_SUCCESS) {
+        cuLinkDestroy(state);
+        return r;
+    }
+    *link = state;
+    return CUDA_SUCCESS;
+}
+
+void fe_jit_done(void *link) { cuLinkDestroy((CUlinkState)link); }
+
+CUresult fe_jit_no_logs(unsigned n, CUjit_option *opt, void **val, CUresult r)
+{
+    if (!opt || !val)
+        return r;
+    struct fe_link l = {.values = val, .info_at = -1, .info_size_at = -1, .error_at = -1, .error_size_at = -1,
+                        .wall_at = -1};
+    struct vgpu_jit_option unused[VGPU_MAX_JIT_OPTIONS];
+    uint32_t count;
+    if (split_options(n, opt, val, &l, unused, &count) == CUDA_SUCCESS)
+        put_logs(&l, (const uint8_t *)"", 0, 0, 0);
+    return r;
+}
+
 /* A link goes with the context it was made in, as the worker's does. */
 void fe_link_forget(void *obj, uint64_t handle, void *ctx)
 {

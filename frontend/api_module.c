@@ -133,14 +133,24 @@ static CUresult load(CUmodule *out, const void *image, size_t size)
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) { return load(module, image, 0); }
 
+/* With options, PTX is compiled by the worker's linker (its options, logs and wall time as
+ * cuModuleLoadDataEx gives them: fe_jit_compile); compiled images need no compiler and get empty
+ * logs. */
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
                             void **optionValues)
 {
-    /* JIT options tune compilation in vgpud's driver; they do not change what is loaded. */
-    (void)numOptions;
-    (void)options;
-    (void)optionValues;
-    return load(module, image, 0);
+    FE_RETURN_IF(fe_ready());
+    if (!module || !image || (numOptions && (!options || !optionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (numOptions == 0 || vgpu_image_kind(image, 16) != VGPU_IMAGE_PTX)
+        return fe_jit_no_logs(numOptions, options, optionValues, load(module, image, 0));
+    void *cubin;
+    size_t size;
+    void *link;
+    FE_RETURN_IF(fe_jit_compile(image, strlen(image) + 1, numOptions, options, optionValues, &link, &cubin, &size));
+    CUresult r = load(module, cubin, size);
+    fe_jit_done(link);
+    return r;
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) { return load(module, fatCubin, 0); }

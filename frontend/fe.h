@@ -203,6 +203,13 @@ CUresult fe_connect_locked(void);
 void fe_event_forget(void *obj, uint64_t handle, void *ctx);
 void fe_module_forget(void *obj, uint64_t handle, void *ctx);
 void fe_link_forget(void *obj, uint64_t handle, void *ctx);
+/* PTX compiled by the worker's linker with the program's JIT options (logs and wall time written
+ * back into them); the image stays valid until fe_jit_done(link). */
+CUresult fe_jit_compile(const void *ptx, size_t size, unsigned n, CUjit_option *opt, void **val, void **link,
+                        void **image, size_t *image_size);
+void fe_jit_done(void *link);
+/* Empty logs for a load that compiled nothing; passes r through. */
+CUresult fe_jit_no_logs(unsigned n, CUjit_option *opt, void **val, CUresult r);
 /* The initialised process, or the error every call must return. */
 CUresult fe_ready(void);
 /* The driver version reported to applications (vgpud's, or the headers' before connecting). */

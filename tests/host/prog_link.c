@@ -4,6 +4,7 @@
  * check-gpu to compare with the driver's. A device without a JIT compiler (emu) must say so for
  * PTX and put a line in the error log. Argument: the directory of the test kernels, whose basic
  * kernels it links as PTX, as a relocatable cubin (nvcc -rdc) and as an executable fatbin. */
+#include <stdio.h>
 #include <string.h>
 
 #include "progutil.h"
@@ -71,8 +72,27 @@ int main(int argc, char **argv)
         CHECK(cuMemcpyDtoH(h, d, sizeof h));
         for (int i = 0; i < n; i++)
             EXPECT(h[i] == 11, "element %d is %u", i, h[i]);
-        CHECK(cuMemFree(d));
         CHECK(cuModuleUnload(m));
+
+        /* PTX loaded with JIT options compiles with them and answers with its logs. */
+        FILE *f_ptx = fopen(ptx, "rb");
+        EXPECT(f_ptx != NULL, "cannot open %s", ptx);
+        static char text[1 << 20];
+        size_t len = fread(text, 1, sizeof text - 1, f_ptx);
+        fclose(f_ptx);
+        text[len] = '\0';
+        CUjit_option o[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_MAX_REGISTERS,
+                            CU_JIT_WALL_TIME};
+        void *ov[] = {info, (void *)(uintptr_t)sizeof info, (void *)(uintptr_t)32, NULL};
+        CHECK(cuModuleLoadDataEx(&m, text, 4, o, ov));
+        CHECK(cuModuleGetFunction(&f, m, "add_u32"));
+        CHECK(cuLaunchKernel(f, (unsigned)(n + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+        CHECK(cuMemcpyDtoH(h, d, sizeof h));
+        for (int i = 0; i < n; i++)
+            EXPECT(h[i] == 17, "element %d is %u after the JIT-compiled module", i, h[i]);
+        EXPECT((uintptr_t)ov[1] < sizeof info, "info log size %zu", (size_t)(uintptr_t)ov[1]);
+        CHECK(cuModuleUnload(m));
+        CHECK(cuMemFree(d));
     }
     CHECK(cuLinkDestroy(l));
 
