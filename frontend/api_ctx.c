@@ -71,6 +71,9 @@ static void forget_stream(void *obj, uint64_t h, void *arg)
 {
     struct fe_stream *s = obj;
     if (s->ctx == arg) {
+        struct fe_chan *ch = __atomic_load_n(&fe.devices[s->ctx->device].chan, __ATOMIC_ACQUIRE);
+        if (ch)
+            fe_capture_forget(ch, s->id);
         fe_handle_free(FE_STREAM, h);
         free(s);
     }
@@ -94,6 +97,8 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
     fe_handle_each(FE_EVENT, fe_event_forget, c);
     fe_handle_each(FE_MODULE, fe_module_forget, c);
     fe_handle_each(FE_LINK, fe_link_forget, c);
+    fe_handle_each(FE_GRAPH, fe_graph_forget, c);
+    fe_handle_each(FE_GRAPH_EXEC, fe_graph_forget, c);
     return r;
 }
 

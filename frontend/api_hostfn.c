@@ -152,6 +152,7 @@ static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, v
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid)); /* (refused inside a host function) */
+    FE_RETURN_IF(fe_capture_refuse(ch, sid)); /* host nodes are not offered yet */
     struct fe_host_call *h = calloc(1, sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;

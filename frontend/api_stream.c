@@ -136,6 +136,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     FE_REQ(q, StreamDestroy);
     q.stream = s->id;
     CUresult r = FE_POST(ch, s->ctx->id, StreamDestroy, &q, false);
+    fe_capture_forget(ch, s->id);
     fe_handle_free(FE_STREAM, s->handle);
     free(s);
     return r;
@@ -162,7 +163,10 @@ static CUresult stream_sync(CUstream h, bool pt)
     FE_REQ(q, StreamSynchronize);
     FE_RSP(a, StreamSynchronize);
     q.stream = sid;
-    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+    CUresult r = FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) /* the driver gave up the stream's capture */
+        (void)fe_capture_refuse(ch, sid);
+    return r;
 }
 
 CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, false); }
@@ -177,7 +181,10 @@ static CUresult stream_query(CUstream h, bool pt)
     FE_REQ(q, StreamQuery);
     FE_RSP(a, StreamQuery);
     q.stream = sid;
-    return FE_CALL(ch, c->id, StreamQuery, &q, &a);
+    CUresult r = FE_CALL(ch, c->id, StreamQuery, &q, &a);
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) /* the driver gave up the stream's capture */
+        (void)fe_capture_refuse(ch, sid);
+    return r;
 }
 
 CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
@@ -458,82 +465,6 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     return elapsed(pMilliseconds, hStart, hEnd);
-}
-
-/* ---------------------------------------------------------------- stream capture
- * Graphs are not supported yet (cuStreamBeginCapture answers CUDA_ERROR_NOT_SUPPORTED), so no
- * stream is ever capturing. The runtime and libraries ask anyway, before many operations. */
-
-static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
-{
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (id)
-        *id = 0;
-    if (graph)
-        *graph = NULL;
-    if (deps)
-        *deps = NULL;
-    if (edges)
-        *edges = NULL;
-    if (count)
-        *count = 0;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status)
-{
-    return capture_info(h, false, status, NULL, NULL, NULL, NULL, NULL);
-}
-CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *status)
-{
-    return capture_info(h, true, status, NULL, NULL, NULL, NULL, NULL);
-}
-CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id)
-{
-    return capture_info(h, false, status, id, NULL, NULL, NULL, NULL);
-}
-CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id)
-{
-    return capture_info(h, true, status, id, NULL, NULL, NULL, NULL);
-}
-CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                   const CUgraphNode **deps, size_t *count)
-{
-    return capture_info(h, false, status, id, graph, deps, NULL, count);
-}
-CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                        const CUgraphNode **deps, size_t *count)
-{
-    return capture_info(h, true, status, id, graph, deps, NULL, count);
-}
-CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                   const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
-{
-    return capture_info(h, false, status, id, graph, deps, edges, count);
-}
-CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                        const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
-{
-    return capture_info(h, true, status, id, graph, deps, edges, count);
-}
-
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- stream attributes */

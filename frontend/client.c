@@ -23,8 +23,8 @@ struct fe_state fe = {
 struct fe_config fe_cfg;
 
 /* Marks this library as the frontend, so that vgpud never loads it as a real driver. */
-__attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 6";
-_Static_assert(VGPU_PROTO_VERSION == 6, "vgpu_frontend_version names the protocol version");
+__attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 7";
+_Static_assert(VGPU_PROTO_VERSION == 7, "vgpu_frontend_version names the protocol version");
 
 /* Read when the library is loaded: the runtime looks up entry points before cuInit, and those
  * lookups should already be logged as asked. */
@@ -292,6 +292,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     pthread_mutex_init(&ch->staging_mu, NULL);
     pthread_mutex_init(&ch->heap_mu, NULL);
     pthread_mutex_init(&ch->ranges_mu, NULL);
+    pthread_mutex_init(&ch->capture_mu, NULL);
     pthread_mutex_init(&ch->hostfn_mu, NULL);
     LOG_DEBUG("channel %u for device %d: %llu MiB data area, %u staging slots of %u KiB", m.channel, device,
               (unsigned long long)(l.data_size >> 20), l.slot_count, l.slot_size >> 10);

@@ -167,6 +167,7 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         q.slot = VGPU_NO_SLOT;
         return FE_POST(ch, c->id, CopyHtoD, &q, !async);
     }
+    FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (n <= VGPU_INLINE_MAX) {
         FE_REQ(q, CopyHtoDInline);
         q.dst = dst;
@@ -193,6 +194,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         q.slot = VGPU_NO_SLOT;
         return FE_POST(ch, c->id, CopyDtoH, &q, !async);
     }
+    FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
@@ -357,8 +359,10 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         return CUDA_ERROR_INVALID_VALUE;
     if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
         return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
-    if (!k->dst.device && !k->src.device)
+    if (!k->dst.device && !k->src.device) {
+        FE_RETURN_IF(fe_capture_refuse(ch, stream));
         return host_3d(c, ch, stream, k);
+    }
     struct fe_copy_3d pinned = *k;
     struct fe_copy_side *host = k->dst.device ? &pinned.src : &pinned.dst;
     uint64_t off;
@@ -367,6 +371,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);
     }
+    FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (k->width > ch->map.layout.slot_size)
         return rows_one_by_one(c, ch, stream, k, async);
     return staged_3d(c, ch, stream, k);

@@ -26,7 +26,10 @@
 
 /* ---------------------------------------------------------------- handles */
 
-enum fe_kind { FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_KINDS };
+enum fe_kind {
+    FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
+    FE_KINDS
+};
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
 uint64_t fe_handle_new(enum fe_kind kind, void *obj);
@@ -45,6 +48,9 @@ void fe_handle_each(enum fe_kind kind, void (*fn)(void *obj, uint64_t handle, vo
 struct fe_wait; /* a caller waiting for its response */
 
 /* The client side of one channel (one vGPU). */
+/* Streams of one vGPU that may capture at once. */
+#define FE_MAX_CAPTURES 64
+
 struct fe_chan {
     int device;
     void *base;
@@ -66,6 +72,14 @@ struct fe_chan {
     struct fe_block *blocks; /* allocated heap blocks, sorted by offset */
     size_t block_count, block_cap;
     pthread_mutex_t ranges_mu; /* device ranges of this vGPU (client's copy) */
+    /* Streams capturing now (api_graph.c): what the frontend must not stage while they capture. */
+    pthread_mutex_t capture_mu;
+    _Atomic uint32_t capture_count;
+    struct fe_capture {
+        uint32_t stream;
+        bool invalid; /* something was refused during the capture: ending it fails */
+        uint64_t id;
+    } captures[FE_MAX_CAPTURES];
     struct vgpu_ranges ranges;
     _Atomic int dead; /* CUresult the channel died with, 0 while alive */
     _Atomic uint32_t calls; /* counts calls, so that every so many look for news from vgpud */
@@ -203,6 +217,13 @@ CUresult fe_connect_locked(void);
 void fe_event_forget(void *obj, uint64_t handle, void *ctx);
 void fe_module_forget(void *obj, uint64_t handle, void *ctx);
 void fe_link_forget(void *obj, uint64_t handle, void *ctx);
+void fe_graph_forget(void *obj, uint64_t handle, void *ctx);
+/* Work the frontend would stage through the data area (pageable copies, host functions) cannot be
+ * captured: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture fails when it ends, if stream
+ * is capturing; else CUDA_SUCCESS. */
+CUresult fe_capture_refuse(struct fe_chan *ch, uint32_t stream);
+/* The stream is gone: so is its capture. */
+void fe_capture_forget(struct fe_chan *ch, uint32_t stream);
 /* PTX compiled by the worker's linker with the program's JIT options (logs and wall time written
  * back into them); the image stays valid until fe_jit_done(link). */
 CUresult fe_jit_compile(const void *ptx, size_t size, unsigned n, CUjit_option *opt, void **val, void **link,

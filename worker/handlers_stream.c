@@ -30,6 +30,7 @@ CUresult vgpu_handle_StreamDestroy(struct vgpu_call *c, const struct vgpu_req_St
     if (r)
         return r;
     gate_forget(&c->ch->gate, c->ctx->x, s->x, false);
+    vchannel_capturing(c->ch, s->x, false);
     r = OPS(c)->stream_destroy(EXEC(c), c->ctx->x, s->x);
     vchannel_remove(c->ch, SRV_STREAM, q->stream);
     return r;

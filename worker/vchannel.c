@@ -69,6 +69,8 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
 
 /* JIT links a channel may hold at once (a program links, loads the result, and destroys the link). */
 #define MAX_LINKS 64u
+/* Graphs, and executable graphs, a channel may hold at once. */
+#define MAX_GRAPHS 65536u
 
 /* Of the calls nobody waits for, one in this many is timed. */
 #define TIME_SAMPLE 16u
@@ -215,7 +217,27 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
 
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
 {
-    return gate_admit(&c->ch->gate, r, c->ctx->x, stream);
+    struct vchannel *ch = c->ch;
+    for (unsigned i = 0; i < ch->capture_count; i++)
+        if (ch->capturing[i] == stream && stream) /* captured, not run: nothing to schedule */
+            return CUDA_SUCCESS;
+    return gate_admit(&ch->gate, r, c->ctx->x, stream);
+}
+
+bool vchannel_capturing(struct vchannel *ch, void *stream, bool on)
+{
+    for (unsigned i = 0; i < ch->capture_count; i++)
+        if (ch->capturing[i] == stream) {
+            if (!on)
+                ch->capturing[i] = ch->capturing[--ch->capture_count];
+            return true;
+        }
+    if (!on)
+        return true;
+    if (ch->capture_count == VCHANNEL_MAX_CAPTURES)
+        return false;
+    ch->capturing[ch->capture_count++] = stream;
+    return true;
 }
 
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
@@ -407,11 +429,26 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     struct srv_obj *c = srv_table_get(&ch->tables[SRV_CTX], ctx_id);
     if (!c)
         return;
-    /* Links are the executor's own objects, not the context's: they go first. */
-    struct srv_table *links = &ch->tables[SRV_LINK];
-    for (uint32_t id = 1; id < links->cap; id++)
-        if (links->slots[id].live && links->slots[id].ctx == ctx_id)
-            ch->x->ops->link_destroy(ch->x, c->x, links->slots[id].x);
+    struct srv_table *streams = &ch->tables[SRV_STREAM];
+    for (uint32_t id = 1; id < streams->cap; id++)
+        if (streams->slots[id].live && streams->slots[id].ctx == ctx_id)
+            vchannel_capturing(ch, streams->slots[id].x, false);
+    /* Links and graphs are the executor's own objects, not the context's: they go first
+     * (executable graphs before the graphs they came from). */
+    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH};
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+        struct srv_table *t = &ch->tables[own[k]];
+        for (uint32_t id = 1; id < t->cap; id++) {
+            if (!t->slots[id].live || t->slots[id].ctx != ctx_id)
+                continue;
+            if (own[k] == SRV_LINK)
+                ch->x->ops->link_destroy(ch->x, c->x, t->slots[id].x);
+            else if (own[k] == SRV_GRAPH_EXEC)
+                ch->x->ops->graph_exec_destroy(ch->x, c->x, t->slots[id].x);
+            else
+                ch->x->ops->graph_destroy(ch->x, c->x, t->slots[id].x);
+        }
+    }
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
     gate_forget(&ch->gate, c->x, NULL, true);
     ch->x->ops->ctx_destroy(ch->x, c->x);
@@ -579,6 +616,8 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_MODULE], opt->max_modules);
     srv_table_init(&ch->tables[SRV_FUNCTION], opt->max_functions);
     srv_table_init(&ch->tables[SRV_LINK], MAX_LINKS);
+    srv_table_init(&ch->tables[SRV_GRAPH], MAX_GRAPHS);
+    srv_table_init(&ch->tables[SRV_GRAPH_EXEC], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
     ch->rsp_buf = aligned_alloc(64, VGPU_MAX_RECORD + VGPU_MAX_SLOTS * sizeof(struct slot_cb));

@@ -65,6 +65,9 @@ struct vchannel_memory {
     void *owner; /* for release() */
 };
 
+/* Streams of a channel that may capture at once. */
+#define VCHANNEL_MAX_CAPTURES 64u
+
 struct vchannel {
     const struct vchannel_host *host;
     uint32_t id;
@@ -96,6 +99,9 @@ struct vchannel {
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
     uint32_t untimed; /* calls nobody waits for since the last one timed (vchannel_dispatch) */
+    /* Executor streams capturing now: their work runs nowhere, so the gate does not see it. */
+    void *capturing[VCHANNEL_MAX_CAPTURES];
+    unsigned capture_count;
     struct gate_member gate; /* its place in the device's schedulers */
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
@@ -168,6 +174,8 @@ CUresult vchannel_need_ctx(struct vgpu_call *c);
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream);
 /* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
  * (NULL). */
+/* A stream begins or ends capturing (false: too many capture at once). */
+bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
 /* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE

@@ -112,6 +112,27 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(StreamMemOps, 1, smo, mops, sizeof mops[0]);
     smo.count = 2;
     REC(StreamMemOps, 1, smo, mops, sizeof mops);
+    /* A capture on stream 2 (a memset captured), its graph instantiated, launched twice and
+     * destroyed; then ending a capture never begun (refused). */
+    struct vgpu_req_StreamBeginCapture bc = {.stream = 2, .mode = CU_STREAM_CAPTURE_MODE_RELAXED};
+    REC(StreamBeginCapture, 1, bc, NULL, 0);
+    struct vgpu_req_Memset msc = {.dst = 0, .count = 16, .value = 1, .elem_size = 4, .stream = 2};
+    REC(Memset, 1, msc, NULL, 0);
+    struct vgpu_req_StreamEndCapture ec2 = {.stream = 2, .graph = 6};
+    REC(StreamEndCapture, 1, ec2, NULL, 0);
+    struct vgpu_req_GraphInstantiate gi = {.graph = 6, .exec = 7};
+    REC(GraphInstantiate, 1, gi, NULL, 0);
+    struct vgpu_req_GraphLaunch gl = {.exec = 7, .stream = 2};
+    REC(GraphLaunch, 1, gl, NULL, 0);
+    gl.upload = 1;
+    REC(GraphLaunch, 1, gl, NULL, 0);
+    struct vgpu_req_GraphExecDestroy ged = {.exec = 7};
+    REC(GraphExecDestroy, 1, ged, NULL, 0);
+    struct vgpu_req_GraphDestroy gd = {.graph = 6};
+    REC(GraphDestroy, 1, gd, NULL, 0);
+    REC(StreamEndCapture, 1, ec2, NULL, 0);
+    struct vgpu_req_ExchangeCaptureMode xm = {.mode = CU_STREAM_CAPTURE_MODE_RELAXED};
+    REC(ExchangeCaptureMode, 1, xm, NULL, 0);
     /* A link: an option, an input from the data area (not an image: refused with a log), the
      * answer, the output, then a refused option and an unknown link. */
     struct vgpu_jit_option jo = {.option = CU_JIT_OPTIMIZATION_LEVEL, .value = 3};

@@ -123,6 +123,10 @@ struct emu_stream {
     unsigned refs;   /* deps of queued ops pointing here, plus the owner */
     uint64_t enq, done;
     struct emu_op *head, *tail;
+    struct emu_graph *capture; /* what a capture has gathered (NULL: not capturing) */
+    int capture_mode;          /* its CUstreamCaptureMode */
+    uint64_t capture_id;
+    bool capture_invalid;      /* something it could not capture happened: ending it fails */
     pthread_t thread;
     bool thread_started;
 };
@@ -181,7 +185,26 @@ void emu_wait_all_locked(struct emu_ctx *c);
 /* Stop every worker and free every stream (context teardown; c->mu not held). */
 void emu_streams_shutdown(struct emu_ctx *c);
 struct emu_op *emu_op_new(enum emu_op_kind kind);
+void emu_op_free(struct emu_op *op);
+void emu_op_release_deps_locked(struct emu_op *op);
 void emu_event_put_locked(struct emu_event *e);
+
+/* emu_graph.c: capture (c->mu held for the _locked ones) and the executor's graph operations. */
+struct emu_graph;
+/* Keep op (queued on a capturing stream) in the capture instead of running it. */
+void emu_capture_locked(struct emu_stream *s, struct emu_op *op);
+/* A synchronization that capture forbids: waiting for s while it captures (s NULL: for every
+ * stream, forbidden while one captures in global mode). Invalidates those captures; true if any. */
+bool emu_capture_refuse_locked(struct emu_ctx *c, struct emu_stream *s);
+/* Forget a capture in progress (its stream is going away). */
+void emu_capture_drop(struct emu_stream *s);
+CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id);
+CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
+CUresult emu_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode);
+CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
+CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
+void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
+void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
 
 /* emu_link.c: the executor's link operations (executor.h) */
 CUresult emu_link_create(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,

@@ -23,7 +23,7 @@ struct emu_op *emu_op_new(enum emu_op_kind kind)
     return op;
 }
 
-static void op_release_deps_locked(struct emu_op *op)
+void emu_op_release_deps_locked(struct emu_op *op)
 {
     for (size_t i = 0; i < op->dep_count; i++) {
         if (op->deps[i].stream)
@@ -31,11 +31,14 @@ static void op_release_deps_locked(struct emu_op *op)
         if (op->deps[i].event)
             emu_event_put_locked(op->deps[i].event);
     }
+    free(op->deps);
+    op->deps = NULL;
+    op->dep_count = 0;
     if (op->kind == EMU_OP_RECORD)
         emu_event_put_locked(op->u.record.event);
 }
 
-static void op_free(struct emu_op *op)
+void emu_op_free(struct emu_op *op)
 {
     free(op->deps);
     if (op->kind == EMU_OP_COPY)
@@ -218,10 +221,10 @@ static void *stream_worker(void *arg)
         if (!s->head)
             s->tail = NULL;
         s->done++;
-        op_release_deps_locked(op);
+        emu_op_release_deps_locked(op);
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
-        op_free(op);
+        emu_op_free(op);
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
@@ -241,6 +244,7 @@ static void reap_streams_locked(struct emu_ctx *c)
                 pthread_mutex_lock(&c->mu);
             }
             c->streams[i] = c->streams[--c->stream_count];
+            emu_capture_drop(s);
             free(s);
             continue;
         }
@@ -302,6 +306,10 @@ void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
 {
     if (!s)
         s = c->null_stream;
+    if (s->capture) {
+        emu_capture_locked(s, op);
+        return;
+    }
     /* The legacy default stream's implicit synchronization. Allocation failures here only lose an
      * ordering edge under memory exhaustion; the op itself still runs in stream order. */
     if (s->is_null) {
@@ -333,8 +341,8 @@ void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
                 run_op(s, h);
                 s->head = h->next;
                 s->done++;
-                op_release_deps_locked(h);
-                op_free(h);
+                emu_op_release_deps_locked(h);
+                emu_op_free(h);
             }
             s->tail = NULL;
         }
@@ -381,9 +389,10 @@ void emu_streams_shutdown(struct emu_ctx *c)
             /* A staging-slot callback must still learn that its copy will never happen. */
             if (op->kind == EMU_OP_CALLBACK)
                 op->u.callback.fn(op->u.callback.arg, CUDA_ERROR_CONTEXT_IS_DESTROYED);
-            op_release_deps_locked(op);
-            op_free(op);
+            emu_op_release_deps_locked(op);
+            emu_op_free(op);
         }
+        emu_capture_drop(s);
         if (i > 0)
             free(s);
     }

@@ -54,6 +54,15 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                    \
+    X(cuStreamBeginCapture_v2)                                                                             \
+    X(cuStreamEndCapture)                                                                                  \
+    X(cuStreamGetCaptureInfo_v3)                                                                           \
+    X(cuThreadExchangeStreamCaptureMode)                                                                   \
+    X(cuGraphInstantiateWithFlags)                                                                         \
+    X(cuGraphLaunch)                                                                                       \
+    X(cuGraphUpload)                                                                                       \
+    X(cuGraphExecDestroy)                                                                                  \
+    X(cuGraphDestroy)                                                                                      \
     X(cuLinkCreate_v2)                                                                                     \
     X(cuLinkAddData_v2)                                                                                    \
     X(cuLinkComplete)                                                                                      \
@@ -551,6 +560,66 @@ static int cuda_progress(struct vgpu_exec *x, void *ctx)
     return (int)out;
 }
 
+/* ---------------------------------------------------------------- stream capture and graphs */
+
+static CUresult cuda_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id)
+{
+    BIND(x, ctx);
+    CUresult r = API(x)->cuStreamBeginCapture_v2(stream, (CUstreamCaptureMode)mode);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUstreamCaptureStatus status;
+    cuuint64_t cid = 0;
+    r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, &cid, NULL, NULL, NULL, NULL);
+    *id = cid;
+    return r;
+}
+
+static CUresult cuda_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph)
+{
+    BIND(x, ctx);
+    CUgraph g = NULL;
+    CUresult r = API(x)->cuStreamEndCapture(stream, &g);
+    *graph = g;
+    return r == CUDA_SUCCESS && !g ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
+}
+
+static CUresult cuda_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode)
+{
+    BIND(x, ctx);
+    CUstreamCaptureMode m = (CUstreamCaptureMode)*mode;
+    CUresult r = API(x)->cuThreadExchangeStreamCaptureMode(&m);
+    *mode = (int)m;
+    return r;
+}
+
+static CUresult cuda_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec)
+{
+    BIND(x, ctx);
+    CUgraphExec e = NULL;
+    CUresult r = API(x)->cuGraphInstantiateWithFlags(&e, graph, flags);
+    *exec = e;
+    return r;
+}
+
+static CUresult cuda_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload)
+{
+    BIND(x, ctx);
+    return upload ? API(x)->cuGraphUpload(exec, stream) : API(x)->cuGraphLaunch(exec, stream);
+}
+
+static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
+{
+    if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
+        API(x)->cuGraphExecDestroy(exec);
+}
+
+static void cuda_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph)
+{
+    if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
+        API(x)->cuGraphDestroy(graph);
+}
+
 /* A link keeps its option arrays and log buffers for the driver, which writes the logs and the wall
  * time into them until the link is destroyed. */
 struct cuda_link {
@@ -979,6 +1048,13 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_query = cuda_stream_query,
     .stream_attribute = cuda_stream_attribute,
     .stream_mem_ops = cuda_stream_mem_ops,
+    .stream_begin_capture = cuda_stream_begin_capture,
+    .stream_end_capture = cuda_stream_end_capture,
+    .exchange_capture_mode = cuda_exchange_capture_mode,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_launch = cuda_graph_launch,
+    .graph_exec_destroy = cuda_graph_exec_destroy,
+    .graph_destroy = cuda_graph_destroy,
     .link_create = cuda_link_create,
     .link_add = cuda_link_add,
     .link_complete = cuda_link_complete,

@@ -84,6 +84,10 @@ static CUresult emu_ctx_synchronize(struct vgpu_exec *x, void *ctx)
     (void)x;
     struct emu_ctx *c = CTX(ctx);
     pthread_mutex_lock(&c->mu);
+    if (emu_capture_refuse_locked(c, NULL)) {
+        pthread_mutex_unlock(&c->mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     emu_wait_all_locked(c);
     pthread_mutex_unlock(&c->mu);
     return CUDA_SUCCESS;
@@ -511,6 +515,10 @@ static CUresult emu_stream_synchronize(struct vgpu_exec *x, void *ctx, void *str
     (void)x;
     struct emu_ctx *c = CTX(ctx);
     pthread_mutex_lock(&c->mu);
+    if (emu_capture_refuse_locked(c, stream)) {
+        pthread_mutex_unlock(&c->mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     /* Synchronizing the legacy default stream also waits for the blocking streams it waits on. */
     if (!stream)
         emu_wait_all_locked(c);
@@ -526,6 +534,10 @@ static CUresult emu_stream_query(struct vgpu_exec *x, void *ctx, void *stream)
     struct emu_ctx *c = CTX(ctx);
     struct emu_stream *s = stream ? stream : c->null_stream;
     pthread_mutex_lock(&c->mu);
+    if (emu_capture_refuse_locked(c, s)) {
+        pthread_mutex_unlock(&c->mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     bool idle = s->done == s->enq;
     pthread_mutex_unlock(&c->mu);
     return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -749,6 +761,13 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_query = emu_stream_query,
     .stream_attribute = emu_stream_attribute,
     .stream_mem_ops = emu_stream_mem_ops,
+    .stream_begin_capture = emu_stream_begin_capture,
+    .stream_end_capture = emu_stream_end_capture,
+    .exchange_capture_mode = emu_exchange_capture_mode,
+    .graph_instantiate = emu_graph_instantiate,
+    .graph_launch = emu_graph_launch,
+    .graph_exec_destroy = emu_graph_exec_destroy,
+    .graph_destroy = emu_graph_destroy,
     .link_create = emu_link_create,
     .link_add = emu_link_add,
     .link_complete = emu_link_complete,

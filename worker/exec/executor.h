@@ -127,6 +127,17 @@ struct vgpu_exec_ops {
                                   const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
                                   unsigned nattrs, int *value);
 
+    /* ---- stream capture and graphs: mode is a CUstreamCaptureMode, status a
+     * CUstreamCaptureStatus. Graphs and executable graphs are the executor's objects, not the
+     * context's: their owner destroys them before the context. */
+    CUresult (*stream_begin_capture)(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id);
+    CUresult (*stream_end_capture)(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
+    CUresult (*exchange_capture_mode)(struct vgpu_exec *x, void *ctx, int *mode);
+    CUresult (*graph_instantiate)(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
+    CUresult (*graph_launch)(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
+    void (*graph_exec_destroy)(struct vgpu_exec *x, void *ctx, void *exec);
+    void (*graph_destroy)(struct vgpu_exec *x, void *ctx, void *graph);
+
     /* ---- JIT linking: the driver's linker, with log buffers of the executor's own (VGPU_JIT_LOG_MAX
      * bytes each). options: n forwarded options (vgpu_jit_option_policy). */
     CUresult (*link_create)(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,

@@ -1,0 +1,404 @@
+/* Driver API: stream capture and graphs. The worker's driver captures the stream's work as the
+ * records arrive (so a captured kernel, memset, device or pinned copy, memory operation or event is
+ * the driver's own node), and graphs and executable graphs are the worker's, named by ids; a graph
+ * launch is one record. The frontend keeps which streams capture (their status and id are asked
+ * for often, by the runtime and by libraries, and answered here) and refuses what it would stage
+ * through the data area while a stream captures: a staged copy could not be replayed.
+ * Not yet: explicit graph construction and node queries, host nodes, the dependencies and graph of
+ * a capture in progress (cuStreamGetCaptureInfo answers none), cross-stream status. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+
+/* A graph or an executable graph (kind FE_GRAPH or FE_GRAPH_EXEC). */
+struct fe_graph {
+    uint64_t handle;
+    uint32_t id;
+    enum fe_kind kind;
+    struct fe_ctx *ctx;
+    struct fe_chan *ch;
+};
+
+/* ---------------------------------------------------------------- which streams capture */
+
+static struct fe_capture *capture_of_locked(struct fe_chan *ch, uint32_t stream)
+{
+    for (uint32_t i = 0; i < FE_MAX_CAPTURES; i++)
+        if (ch->captures[i].stream == stream && ch->captures[i].id)
+            return &ch->captures[i];
+    return NULL;
+}
+
+/* The capture on stream: its id and whether it was invalidated (false: not capturing). */
+static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool *invalid)
+{
+    if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
+        return false;
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, stream);
+    if (k) {
+        *id = k->id;
+        *invalid = k->invalid;
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return k != NULL;
+}
+
+CUresult fe_capture_refuse(struct fe_chan *ch, uint32_t stream)
+{
+    if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, stream);
+    if (k)
+        k->invalid = true;
+    pthread_mutex_unlock(&ch->capture_mu);
+    return k ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+static CUresult capture_add(struct fe_chan *ch, uint32_t stream, uint64_t id)
+{
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *free_slot = NULL;
+    for (uint32_t i = 0; i < FE_MAX_CAPTURES && !free_slot; i++)
+        if (!ch->captures[i].id)
+            free_slot = &ch->captures[i];
+    if (free_slot) {
+        *free_slot = (struct fe_capture){.stream = stream, .id = id};
+        atomic_fetch_add(&ch->capture_count, 1);
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return free_slot ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Forget the capture on stream; whether it had been invalidated. */
+static bool capture_remove(struct fe_chan *ch, uint32_t stream)
+{
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, stream);
+    bool invalid = false;
+    if (k) {
+        invalid = k->invalid;
+        *k = (struct fe_capture){0};
+        atomic_fetch_sub(&ch->capture_count, 1);
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return invalid;
+}
+
+void fe_capture_forget(struct fe_chan *ch, uint32_t stream)
+{
+    if (atomic_load_explicit(&ch->capture_count, memory_order_acquire))
+        (void)capture_remove(ch, stream);
+}
+
+/* ---------------------------------------------------------------- graph objects */
+
+static struct fe_graph *graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch)
+{
+    struct fe_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    *g = (struct fe_graph){.kind = kind, .ctx = c, .ch = ch};
+    g->handle = fe_handle_new(kind, g);
+    if (!g->handle) {
+        free(g);
+        return NULL;
+    }
+    g->id = fe_handle_id(g->handle);
+    return g;
+}
+
+static void graph_free(struct fe_graph *g)
+{
+    fe_handle_free(g->kind, g->handle);
+    free(g);
+}
+
+void fe_graph_forget(void *obj, uint64_t handle, void *ctx)
+{
+    (void)handle;
+    struct fe_graph *g = obj;
+    if (g->ctx == ctx)
+        graph_free(g);
+}
+
+/* Ask the worker to destroy a graph or an executable graph, then forget it. */
+static CUresult graph_destroy(struct fe_graph *g)
+{
+    CUresult r;
+    if (g->kind == FE_GRAPH) {
+        FE_REQ(q, GraphDestroy);
+        q.graph = g->id;
+        r = FE_CALL(g->ch, g->ctx->id, GraphDestroy, &q, NULL);
+    } else {
+        FE_REQ(q, GraphExecDestroy);
+        q.exec = g->id;
+        r = FE_CALL(g->ch, g->ctx->id, GraphExecDestroy, &q, NULL);
+    }
+    graph_free(g);
+    return r;
+}
+
+/* ---------------------------------------------------------------- capture */
+
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, StreamBeginCapture);
+    FE_RSP(a, StreamBeginCapture);
+    q.stream = sid;
+    q.mode = (uint32_t)mode;
+    FE_RETURN_IF(FE_CALL(ch, c->id, StreamBeginCapture, &q, &a));
+    CUresult r = capture_add(ch, sid, a.id ? a.id : 1);
+    if (r != CUDA_SUCCESS) { /* cannot keep track of it: end it again */
+        FE_REQ(e, StreamEndCapture);
+        e.stream = sid;
+        (void)FE_CALL(ch, c->id, StreamEndCapture, &e, NULL);
+    }
+    return r;
+}
+
+CUresult cuStreamBeginCapture(CUstream h) { return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false); }
+CUresult cuStreamBeginCapture_ptsz(CUstream h) { return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, true); }
+CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, false); }
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, true); }
+
+static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = graph_new(FE_GRAPH, c, ch);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    FE_REQ(q, StreamEndCapture);
+    q.stream = sid;
+    q.graph = g->id;
+    CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
+    bool refused = capture_remove(ch, sid);
+    if (r != CUDA_SUCCESS) {
+        graph_free(g);
+        *out = NULL;
+        return r;
+    }
+    if (refused) { /* the worker's graph lacks what the frontend refused during the capture */
+        graph_destroy(g);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *out = (CUgraph)(uintptr_t)g->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream h, CUgraph *out) { return end_capture(h, out, false); }
+CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *out) { return end_capture(h, out, true); }
+
+static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t cid = 0;
+    bool invalid = false;
+    bool active = capture_get(ch, sid, &cid, &invalid);
+    *status = !active ? CU_STREAM_CAPTURE_STATUS_NONE
+                      : invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id)
+        *id = active ? cid : 0;
+    if (graph)
+        *graph = NULL;
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (count)
+        *count = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status)
+{
+    return capture_info(h, false, status, NULL, NULL, NULL, NULL, NULL);
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *status)
+{
+    return capture_info(h, true, status, NULL, NULL, NULL, NULL, NULL);
+}
+CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+    return capture_info(h, false, status, id, NULL, NULL, NULL, NULL);
+}
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+    return capture_info(h, true, status, id, NULL, NULL, NULL, NULL);
+}
+CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                   const CUgraphNode **deps, size_t *count)
+{
+    return capture_info(h, false, status, id, graph, deps, NULL, count);
+}
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                        const CUgraphNode **deps, size_t *count)
+{
+    return capture_info(h, true, status, id, graph, deps, NULL, count);
+}
+CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                   const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
+{
+    return capture_info(h, false, status, id, graph, deps, edges, count);
+}
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                        const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
+{
+    return capture_info(h, true, status, id, graph, deps, edges, count);
+}
+
+/* The mode decides what the worker's driver lets the tenant do while a capture runs; it is the
+ * calling thread's natively, and every thread of a tenant is served by one thread of its worker,
+ * so the worker's mode is the last one a thread of the tenant set. */
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    if (fe_current(&c, &ch) != CUDA_SUCCESS) { /* no context yet: nothing can be capturing */
+        static _Thread_local CUstreamCaptureMode local = CU_STREAM_CAPTURE_MODE_GLOBAL;
+        CUstreamCaptureMode old = local;
+        local = *mode;
+        *mode = old;
+        return CUDA_SUCCESS;
+    }
+    FE_REQ(q, ExchangeCaptureMode);
+    FE_RSP(a, ExchangeCaptureMode);
+    q.mode = (uint32_t)*mode;
+    FE_RETURN_IF(FE_CALL(ch, c->id, ExchangeCaptureMode, &q, &a));
+    *mode = (CUstreamCaptureMode)a.mode;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+static struct fe_graph *graph_of(enum fe_kind kind, uint64_t handle) { return fe_handle_get(kind, handle); }
+
+CUresult cuGraphDestroy(CUgraph h)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    return g ? graph_destroy(g) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec h)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *e = graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    return e ? graph_destroy(e) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph h, uint64_t flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *e = graph_new(FE_GRAPH_EXEC, g->ctx, g->ch);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    FE_REQ(q, GraphInstantiate);
+    q.graph = g->id;
+    q.exec = e->id;
+    q.flags = flags;
+    CUresult r = FE_CALL(g->ch, g->ctx->id, GraphInstantiate, &q, NULL);
+    if (r != CUDA_SUCCESS) {
+        graph_free(e);
+        return r;
+    }
+    *out = (CUgraphExec)(uintptr_t)e->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsigned long long flags)
+{
+    return instantiate(out, h, flags);
+}
+
+/* The CUDA 10 and 11 entry points: no failing node or log to report beyond the result. */
+static CUresult instantiate_logged(CUgraphExec *out, CUgraph h, CUgraphNode *error_node, char *log, size_t log_size)
+{
+    if (error_node)
+        *error_node = NULL;
+    if (log && log_size)
+        log[0] = '\0';
+    return instantiate(out, h, 0);
+}
+CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph h, CUgraphNode *error_node, char *log, size_t log_size)
+{
+    return instantiate_logged(out, h, error_node, log, log_size);
+}
+CUresult cuGraphInstantiate_v2(CUgraphExec *out, CUgraph h, CUgraphNode *error_node, char *log, size_t log_size)
+{
+    return instantiate_logged(out, h, error_node, log, log_size);
+}
+
+static CUresult launch_on(CUgraphExec h, CUstream s, bool upload, bool pt);
+
+static CUresult instantiate_with_params(CUgraphExec *out, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p, bool pt)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    p->hErrNode_out = NULL;
+    /* The upload is a launch of its own here (the worker's driver takes the flag only with a stream). */
+    CUresult r = instantiate(out, h, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+        r = launch_on(*out, p->hUploadStream, true, pt);
+    return r;
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    return instantiate_with_params(out, h, p, false);
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    return instantiate_with_params(out, h, p, true);
+}
+
+static CUresult launch_on(CUgraphExec h, CUstream s, bool upload, bool pt)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *e = graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+    if (ch != e->ch || c != e->ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, GraphLaunch);
+    q.exec = e->id;
+    q.stream = sid;
+    q.upload = upload;
+    return FE_POST(ch, c->id, GraphLaunch, &q, false);
+}
+
+CUresult cuGraphLaunch(CUgraphExec h, CUstream s) { return launch_on(h, s, false, false); }
+CUresult cuGraphLaunch_ptsz(CUgraphExec h, CUstream s) { return launch_on(h, s, false, true); }
+CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return launch_on(h, s, true, false); }
+CUresult cuGraphUpload_ptsz(CUgraphExec h, CUstream s) { return launch_on(h, s, true, true); }

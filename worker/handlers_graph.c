@@ -1,0 +1,117 @@
+/* Handlers: stream capture and graphs. The worker's driver captures the stream's work as the
+ * tenant's records arrive; a graph launch is one record. Graphs and executable graphs belong to
+ * the context they were made in and go with it. */
+#include "vchannel.h"
+
+CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_req_StreamBeginCapture *q,
+                                        struct vgpu_rsp_StreamBeginCapture *a)
+{
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (stream && !vchannel_capturing(c->ch, stream, true))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = OPS(c)->stream_begin_capture(EXEC(c), c->ctx->x, stream, (int)q->mode, &a->id);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_ILLEGAL_STATE) /* illegal state: it captures already */
+        vchannel_capturing(c->ch, stream, false);
+    return r;
+}
+
+CUresult vgpu_handle_StreamEndCapture(struct vgpu_call *c, const struct vgpu_req_StreamEndCapture *q,
+                                      struct vgpu_rsp_StreamEndCapture *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *g = vchannel_add(c, SRV_GRAPH, q->graph, &r);
+    if (!g)
+        return r;
+    r = OPS(c)->stream_end_capture(EXEC(c), c->ctx->x, stream, &g->x);
+    vchannel_capturing(c->ch, stream, false);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_GRAPH, q->graph);
+    return r;
+}
+
+CUresult vgpu_handle_ExchangeCaptureMode(struct vgpu_call *c, const struct vgpu_req_ExchangeCaptureMode *q,
+                                         struct vgpu_rsp_ExchangeCaptureMode *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    int mode = (int)q->mode;
+    r = OPS(c)->exchange_capture_mode(EXEC(c), c->ctx->x, &mode);
+    a->mode = (uint32_t)mode;
+    return r;
+}
+
+CUresult vgpu_handle_GraphInstantiate(struct vgpu_call *c, const struct vgpu_req_GraphInstantiate *q,
+                                      struct vgpu_rsp_GraphInstantiate *a)
+{
+    (void)a;
+    struct srv_obj *g;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    const uint64_t known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                           CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    if (q->flags & ~known)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *e = vchannel_add(c, SRV_GRAPH_EXEC, q->exec, &r);
+    if (!e)
+        return r;
+    r = OPS(c)->graph_instantiate(EXEC(c), c->ctx->x, g->x, q->flags, &e->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_GRAPH_EXEC, q->exec);
+    return r;
+}
+
+CUresult vgpu_handle_GraphLaunch(struct vgpu_call *c, const struct vgpu_req_GraphLaunch *q,
+                                 struct vgpu_rsp_GraphLaunch *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct srv_obj *e = vchannel_obj(c, SRV_GRAPH_EXEC, q->exec);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (q->upload > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = vchannel_admit(c, GATE_COMPUTE, stream);
+    return r ? r : OPS(c)->graph_launch(EXEC(c), c->ctx->x, e->x, stream, q->upload == 1);
+}
+
+CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
+                                      struct vgpu_rsp_GraphExecDestroy *a)
+{
+    (void)a;
+    struct srv_obj *e;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH_EXEC, q->exec, &e);
+    if (r)
+        return r;
+    OPS(c)->graph_exec_destroy(EXEC(c), c->ctx->x, e->x);
+    vchannel_remove(c->ch, SRV_GRAPH_EXEC, q->exec);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphDestroy(struct vgpu_call *c, const struct vgpu_req_GraphDestroy *q,
+                                  struct vgpu_rsp_GraphDestroy *a)
+{
+    (void)a;
+    struct srv_obj *g;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
+    vchannel_remove(c->ch, SRV_GRAPH, q->graph);
+    return CUDA_SUCCESS;
+}
