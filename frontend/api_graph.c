@@ -4,8 +4,9 @@
  * launch is one record. The frontend keeps which streams capture (their status and id are asked
  * for often, by the runtime and by libraries, and answered here) and refuses what it would stage
  * through the data area while a stream captures: a staged copy could not be replayed.
- * Not yet: explicit graph construction and node queries, host nodes, the dependencies and graph of
- * a capture in progress (cuStreamGetCaptureInfo answers none), cross-stream status. */
+ * A graph's nodes are named by their index in the worker's order (captured graphs do not change).
+ * Not yet: explicit graph construction, node types and parameters, exec updates, host nodes, the
+ * dependencies and graph of a capture in progress (cuStreamGetCaptureInfo answers none). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,14 @@ struct fe_graph {
     enum fe_kind kind;
     struct fe_ctx *ctx;
     struct fe_chan *ch;
+    uint64_t *nodes; /* handles of its nodes, by their index in the worker's order, once asked for */
+    size_t node_count;
+};
+
+/* A node of a graph: its index in the worker's order (a captured graph does not change). */
+struct fe_graph_node {
+    struct fe_graph *graph;
+    uint32_t index;
 };
 
 /* ---------------------------------------------------------------- which streams capture */
@@ -112,6 +121,11 @@ static struct fe_graph *graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe
 
 static void graph_free(struct fe_graph *g)
 {
+    for (size_t i = 0; i < g->node_count; i++) {
+        free(fe_handle_get(FE_GRAPH_NODE, g->nodes[i]));
+        fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
+    }
+    free(g->nodes);
     fe_handle_free(g->kind, g->handle);
     free(g);
 }
@@ -402,3 +416,103 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream s) { return launch_on(h, s, false
 CUresult cuGraphLaunch_ptsz(CUgraphExec h, CUstream s) { return launch_on(h, s, false, true); }
 CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return launch_on(h, s, true, false); }
 CUresult cuGraphUpload_ptsz(CUgraphExec h, CUstream s) { return launch_on(h, s, true, true); }
+
+/* ---------------------------------------------------------------- nodes */
+
+/* Handles for the graph's first n nodes. */
+static CUresult node_handles(struct fe_graph *g, size_t n)
+{
+    if (n <= g->node_count)
+        return CUDA_SUCCESS;
+    uint64_t *all = realloc(g->nodes, n * sizeof *all);
+    if (!all)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->nodes = all;
+    for (; g->node_count < n; g->node_count++) {
+        struct fe_graph_node *node = malloc(sizeof *node);
+        uint64_t h = node ? fe_handle_new(FE_GRAPH_NODE, node) : 0;
+        if (!h) {
+            free(node);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        *node = (struct fe_graph_node){g, (uint32_t)g->node_count};
+        g->nodes[g->node_count] = h;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Nodes of g as `what` (VGPU_GRAPH_NODES_*) gives them, the driver's way: the count alone when out
+ * is NULL, else *num entries filled (NULL past the last) and *num the count filled. */
+static CUresult nodes_of(struct fe_graph *g, unsigned what, uint32_t node, CUgraphNode *out, CUgraphEdgeData *edges,
+                         size_t *num)
+{
+    if (!num)
+        return CUDA_ERROR_INVALID_VALUE;
+    static _Thread_local uint32_t idx[VGPU_MAX_GRAPH_NODES];
+    uint32_t idx_len = 0;
+    FE_REQ(q, GraphNodes);
+    FE_RSP(a, GraphNodes);
+    q.graph = g->id;
+    q.node = node;
+    q.what = what;
+    FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, idx, sizeof idx, &idx_len));
+    if (!out) {
+        *num = (size_t)a.count;
+        return CUDA_SUCCESS;
+    }
+    FE_REQ(all, GraphNodes);
+    FE_RSP(total, GraphNodes);
+    all.graph = g->id;
+    FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphNodes, &all, &total));
+    FE_RETURN_IF(node_handles(g, (size_t)total.count));
+    size_t have = what == VGPU_GRAPH_NODES_ALL ? (size_t)a.count : idx_len / 4;
+    size_t n = have < *num ? have : *num;
+    for (size_t i = 0; i < *num; i++) {
+        uint32_t at = what == VGPU_GRAPH_NODES_ALL ? (uint32_t)i : i < n ? idx[i] : UINT32_MAX;
+        out[i] = i < n && at < g->node_count ? (CUgraphNode)(uintptr_t)g->nodes[at] : NULL;
+        if (edges)
+            memset(&edges[i], 0, sizeof edges[i]); /* captured edges carry the default data */
+    }
+    *num = n;
+    return CUDA_SUCCESS;
+}
+
+static struct fe_graph *graph_arg(CUgraph h) { return graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h); }
+
+CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = graph_arg(h);
+    return g ? nodes_of(g, VGPU_GRAPH_NODES_ALL, 0, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGraphGetRootNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = graph_arg(h);
+    return g ? nodes_of(g, VGPU_GRAPH_NODES_ROOTS, 0, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult node_relatives(CUgraphNode h, unsigned what, CUgraphNode *out, CUgraphEdgeData *edges, size_t *num)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *node = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)h);
+    return node ? nodes_of(node->graph, what, node->index, out, edges, num) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode h, CUgraphNode *deps, size_t *num)
+{
+    return node_relatives(h, VGPU_GRAPH_NODES_DEPENDENCIES, deps, NULL, num);
+}
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUgraphEdgeData *edges, size_t *num)
+{
+    return node_relatives(h, VGPU_GRAPH_NODES_DEPENDENCIES, deps, edges, num);
+}
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode h, CUgraphNode *deps, size_t *num)
+{
+    return node_relatives(h, VGPU_GRAPH_NODES_DEPENDENTS, deps, NULL, num);
+}
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *deps, CUgraphEdgeData *edges, size_t *num)
+{
+    return node_relatives(h, VGPU_GRAPH_NODES_DEPENDENTS, deps, edges, num);
+}

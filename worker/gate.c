@@ -149,11 +149,24 @@ static void give_back(struct gate_member *m, enum gate_resource r)
     ring_host(m);
 }
 
+static bool capture_spares(const struct gate_member *m, void *stream)
+{
+    unsigned n = m->captures ? *m->captures : 0;
+    if (n && !stream)
+        return true;
+    for (unsigned i = 0; i < n; i++)
+        if (m->capturing[i] == stream)
+            return true;
+    return false;
+}
+
 /* Has the work of a hold finished? Only the owning poller calls this. */
 static bool drained(struct gate_member *m, struct gate_hold *h)
 {
     struct vgpu_exec *x = m->c->x;
     for (unsigned i = 0; i < h->ntouched; i++) {
+        if (!h->touched[i].fresh && capture_spares(m, h->touched[i].stream)) /* counted as drained */
+            continue;
         CUresult q = h->touched[i].fresh ? x->ops->event_query(x, h->touched[i].ctx, h->touched[i].end)
                                          : x->ops->stream_query(x, h->touched[i].ctx, h->touched[i].stream);
         if (q == CUDA_ERROR_NOT_READY)

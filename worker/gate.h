@@ -84,6 +84,10 @@ struct gate_member {
     struct sched_slot *slot;
     const _Atomic uint32_t *contended; /* the board's flags of its device */
     const _Atomic bool *closing;
+    /* The member's streams that capture now (captures NULL: none can). Neither they nor, while one
+     * captures, the legacy stream are queried: that would end the capture. */
+    void *const *capturing;
+    const unsigned *captures;
     struct gate_hold h[GATE_RESOURCES];
     /* An operation admitted on the slow path, to be followed by an end event once dispatched. */
     bool mark_pending;

@@ -90,6 +90,21 @@ CUresult vgpu_handle_GraphLaunch(struct vgpu_call *c, const struct vgpu_req_Grap
     return r ? r : OPS(c)->graph_launch(EXEC(c), c->ctx->x, e->x, stream, q->upload == 1);
 }
 
+CUresult vgpu_handle_GraphNodes(struct vgpu_call *c, const struct vgpu_req_GraphNodes *q, struct vgpu_rsp_GraphNodes *a)
+{
+    struct srv_obj *g;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    if (q->what > VGPU_GRAPH_NODES_DEPENDENTS)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint32_t cap = c->rsp_tail_cap / 4;
+    r = OPS(c)->graph_nodes(EXEC(c), c->ctx->x, g->x, q->what, q->node, (uint32_t *)c->rsp_tail, cap, &a->count);
+    if (r == CUDA_SUCCESS && q->what != VGPU_GRAPH_NODES_ALL)
+        c->rsp_tail_len = (uint32_t)(a->count < cap ? a->count : cap) * 4;
+    return r;
+}
+
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
                                       struct vgpu_rsp_GraphExecDestroy *a)
 {

@@ -619,6 +619,8 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_GRAPH], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_GRAPH_EXEC], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
+    ch->gate.capturing = ch->capturing;
+    ch->gate.captures = &ch->capture_count;
     ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
     ch->rsp_buf = aligned_alloc(64, VGPU_MAX_RECORD + VGPU_MAX_SLOTS * sizeof(struct slot_cb));
     if (!ch->req_buf || !ch->rsp_buf || !mem->base || mem->size < p->layout.map_size)

@@ -147,6 +147,13 @@ struct vgpu_jit_option {
 };
 _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16 bytes");
 #define VGPU_MAX_JIT_OPTIONS 64u
+/* The most node indexes one GraphNodes answer carries. */
+#define VGPU_MAX_GRAPH_NODES 8192u
+/* GraphNodes: what is asked. */
+#define VGPU_GRAPH_NODES_ALL 0u
+#define VGPU_GRAPH_NODES_DEPENDENCIES 1u
+#define VGPU_GRAPH_NODES_ROOTS 2u
+#define VGPU_GRAPH_NODES_DEPENDENTS 3u
 /* The most of each JIT log (information, errors) that comes back with an answer. */
 #define VGPU_JIT_LOG_MAX 8192u
 

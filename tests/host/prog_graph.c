@@ -1,10 +1,11 @@
 /* Stream capture and graphs: work captured on a stream (a memset, two kernels, a device copy and a
  * copy into pinned memory) does not run while it is captured, the stream reports its capture, and
  * the instantiated graph replays it each time it is launched, with kernel arguments as captured;
- * uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
+ * the graph's nodes and their dependencies; uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
  * compare with the driver's): capturing the legacy stream, capturing twice, ending a capture that
  * was not begun, synchronizing a capturing stream. Argument: the module holding add_u32 and
  * muladd_u32. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "progutil.h"
@@ -61,6 +62,25 @@ int main(int argc, char **argv)
     CHECK(cuStreamEndCapture(s, &g));
     CHECK(cuStreamIsCapturing(s, &status));
     EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "still capturing after the capture (%d)", (int)status);
+
+    /* The captured work is a chain of nodes, each depending on the one before. */
+    size_t count = 0;
+    CHECK(cuGraphGetNodes(g, NULL, &count));
+    CUgraphNode nodes[16], roots[4], deps[4];
+    size_t got = 16, nroots = 4;
+    CHECK(cuGraphGetNodes(g, nodes, &got));
+    CHECK(cuGraphGetRootNodes(g, roots, &nroots));
+    EXPECT(got == count && count >= 2 && count <= 16, "%zu nodes, then %zu", count, got);
+    bool chain = nroots == 1;
+    for (size_t i = 0; i < count && chain; i++) {
+        size_t nd = 4;
+        CHECK(cuGraphNodeGetDependencies(nodes[i], deps, NULL, &nd));
+        chain = i == 0 ? nd == 0 && roots[0] == nodes[0] : nd == 1 && deps[0] == nodes[i - 1];
+        size_t nafter = 4;
+        CHECK(cuGraphNodeGetDependentNodes(nodes[i], deps, NULL, &nafter));
+        chain = chain && nafter == (i + 1 < count ? 1u : 0u);
+    }
+    printf("captured nodes: %zu, a chain: %s\n", count, chain ? "yes" : "no");
 
     unsigned *h = malloc(N * sizeof(unsigned));
     CHECK(cuMemcpyDtoH(h, d, N * sizeof(unsigned)));

@@ -203,6 +203,8 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
 CUresult emu_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode);
 CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
 CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
+CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
+                         uint32_t cap, uint64_t *count);
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
 void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
 

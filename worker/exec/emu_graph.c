@@ -217,6 +217,37 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     return CUDA_SUCCESS;
 }
 
+/* A captured graph is a chain: node i depends on node i - 1. */
+CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
+                         uint32_t cap, uint64_t *count)
+{
+    (void)x;
+    (void)ctx;
+    const struct emu_graph *g = graph;
+    if (what != VGPU_GRAPH_NODES_ALL && what != VGPU_GRAPH_NODES_ROOTS && node >= g->n)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint32_t one;
+    bool has = false;
+    switch (what) {
+    case VGPU_GRAPH_NODES_ALL:
+        *count = g->n;
+        return CUDA_SUCCESS;
+    case VGPU_GRAPH_NODES_ROOTS:
+        has = g->n > 0, one = 0;
+        break;
+    case VGPU_GRAPH_NODES_DEPENDENCIES:
+        has = node > 0, one = node - 1;
+        break;
+    default:
+        has = node + 1 < g->n, one = node + 1;
+        break;
+    }
+    *count = has;
+    if (has && cap)
+        out[0] = one;
+    return CUDA_SUCCESS;
+}
+
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     (void)x;

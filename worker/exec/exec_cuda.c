@@ -54,6 +54,10 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                    \
+    X(cuGraphGetNodes)                                                                                     \
+    X(cuGraphGetRootNodes)                                                                                 \
+    X(cuGraphNodeGetDependencies_v2)                                                                       \
+    X(cuGraphNodeGetDependentNodes_v2)                                                                     \
     X(cuStreamBeginCapture_v2)                                                                             \
     X(cuStreamEndCapture)                                                                                  \
     X(cuStreamGetCaptureInfo_v3)                                                                           \
@@ -608,6 +612,59 @@ static CUresult cuda_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, vo
     return upload ? API(x)->cuGraphUpload(exec, stream) : API(x)->cuGraphLaunch(exec, stream);
 }
 
+/* The graph's nodes in the driver's order (malloc'd). */
+static CUresult all_nodes(struct vgpu_exec *x, CUgraph g, CUgraphNode **nodes, size_t *n)
+{
+    *nodes = NULL;
+    CUresult r = API(x)->cuGraphGetNodes(g, NULL, n);
+    if (r != CUDA_SUCCESS || *n == 0)
+        return r;
+    *nodes = calloc(*n, sizeof **nodes);
+    if (!*nodes)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return API(x)->cuGraphGetNodes(g, *nodes, n);
+}
+
+static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node,
+                                 uint32_t *out, uint32_t cap, uint64_t *count)
+{
+    BIND(x, ctx);
+    CUgraphNode *nodes, *some = NULL;
+    size_t n, k = 0;
+    CUresult r = all_nodes(x, graph, &nodes, &n);
+    if (r == CUDA_SUCCESS && what != VGPU_GRAPH_NODES_ALL && what != VGPU_GRAPH_NODES_ROOTS && node >= n)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && what != VGPU_GRAPH_NODES_ALL) {
+        /* The nodes asked for, then each one's index among all of them. */
+        if (what == VGPU_GRAPH_NODES_ROOTS)
+            r = API(x)->cuGraphGetRootNodes(graph, NULL, &k);
+        else if (what == VGPU_GRAPH_NODES_DEPENDENCIES)
+            r = API(x)->cuGraphNodeGetDependencies_v2(nodes[node], NULL, NULL, &k);
+        else
+            r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], NULL, NULL, &k);
+        if (r == CUDA_SUCCESS && k && !(some = calloc(k, sizeof *some)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS && k) {
+            if (what == VGPU_GRAPH_NODES_ROOTS)
+                r = API(x)->cuGraphGetRootNodes(graph, some, &k);
+            else if (what == VGPU_GRAPH_NODES_DEPENDENCIES)
+                r = API(x)->cuGraphNodeGetDependencies_v2(nodes[node], some, NULL, &k);
+            else
+                r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], some, NULL, &k);
+        }
+        for (size_t i = 0; r == CUDA_SUCCESS && i < k && i < cap; i++) {
+            out[i] = UINT32_MAX;
+            for (size_t j = 0; j < n; j++)
+                if (nodes[j] == some[i])
+                    out[i] = (uint32_t)j;
+        }
+    }
+    *count = what == VGPU_GRAPH_NODES_ALL ? n : k;
+    free(some);
+    free(nodes);
+    return r;
+}
+
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
@@ -1053,6 +1110,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .exchange_capture_mode = cuda_exchange_capture_mode,
     .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
+    .graph_nodes = cuda_graph_nodes,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
     .link_create = cuda_link_create,

@@ -766,6 +766,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .exchange_capture_mode = emu_exchange_capture_mode,
     .graph_instantiate = emu_graph_instantiate,
     .graph_launch = emu_graph_launch,
+    .graph_nodes = emu_graph_nodes,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
     .link_create = emu_link_create,
