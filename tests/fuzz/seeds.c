@@ -126,6 +126,13 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphLaunch, 1, gl, NULL, 0);
     gl.upload = 1;
     REC(GraphLaunch, 1, gl, NULL, 0);
+    struct vgpu_req_GraphNodes gn = {.graph = 6, .what = VGPU_GRAPH_NODES_ALL};
+    REC(GraphNodes, 1, gn, NULL, 0);
+    gn.what = VGPU_GRAPH_NODES_DEPENDENTS; /* of node 0 */
+    REC(GraphNodes, 1, gn, NULL, 0);
+    gn.node = 99; /* no such node: refused */
+    gn.what = VGPU_GRAPH_NODES_DEPENDENCIES;
+    REC(GraphNodes, 1, gn, NULL, 0);
     struct vgpu_req_GraphExecDestroy ged = {.exec = 7};
     REC(GraphExecDestroy, 1, ged, NULL, 0);
     struct vgpu_req_GraphDestroy gd = {.graph = 6};
