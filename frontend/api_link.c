@@ -195,8 +195,7 @@ static CUresult link_add_file(CUlinkState state, CUjitInputType type, const char
     if (r == CUDA_ERROR_INVALID_IMAGE) /* empty: nothing the driver could take */
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(r);
-    /* PTX goes with its NUL, as cuLinkAddData wants text. */
-    r = link_add(state, type, image, type == CU_JIT_INPUT_PTX ? size + 1 : size, path, n, opt, val);
+    r = link_add(state, type, image, size, path, n, opt, val); /* PTX's size counts its NUL */
     free(image);
     return r;
 }

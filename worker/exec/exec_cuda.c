@@ -53,24 +53,24 @@
     X(cuMemsetD8Async)                                                                                 \
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
-    X(cuModuleLoadData)                                                                                    \
-    X(cuGraphGetNodes)                                                                                     \
-    X(cuGraphGetRootNodes)                                                                                 \
-    X(cuGraphNodeGetDependencies_v2)                                                                       \
-    X(cuGraphNodeGetDependentNodes_v2)                                                                     \
-    X(cuStreamBeginCapture_v2)                                                                             \
-    X(cuStreamEndCapture)                                                                                  \
-    X(cuStreamGetCaptureInfo_v3)                                                                           \
-    X(cuThreadExchangeStreamCaptureMode)                                                                   \
-    X(cuGraphInstantiateWithFlags)                                                                         \
-    X(cuGraphLaunch)                                                                                       \
-    X(cuGraphUpload)                                                                                       \
-    X(cuGraphExecDestroy)                                                                                  \
-    X(cuGraphDestroy)                                                                                      \
-    X(cuLinkCreate_v2)                                                                                     \
-    X(cuLinkAddData_v2)                                                                                    \
-    X(cuLinkComplete)                                                                                      \
-    X(cuLinkDestroy)                                                                                       \
+    X(cuModuleLoadData)                                                                                \
+    X(cuGraphGetNodes)                                                                                 \
+    X(cuGraphGetRootNodes)                                                                             \
+    X(cuGraphNodeGetDependencies_v2)                                                                   \
+    X(cuGraphNodeGetDependentNodes_v2)                                                                 \
+    X(cuStreamBeginCapture_v2)                                                                         \
+    X(cuStreamEndCapture)                                                                              \
+    X(cuStreamGetCaptureInfo_v3)                                                                       \
+    X(cuThreadExchangeStreamCaptureMode)                                                               \
+    X(cuGraphInstantiateWithFlags)                                                                     \
+    X(cuGraphLaunch)                                                                                   \
+    X(cuGraphUpload)                                                                                   \
+    X(cuGraphExecDestroy)                                                                              \
+    X(cuGraphDestroy)                                                                                  \
+    X(cuLinkCreate_v2)                                                                                 \
+    X(cuLinkAddData_v2)                                                                                \
+    X(cuLinkComplete)                                                                                  \
+    X(cuLinkDestroy)                                                                                   \
     X(cuModuleUnload)                                                                                  \
     X(cuModuleGetFunction)                                                                             \
     X(cuModuleGetGlobal_v2)                                                                            \
@@ -90,7 +90,7 @@
     X(cuStreamQuery)                                                                                   \
     X(cuStreamGetAttribute)                                                                            \
     X(cuStreamSetAttribute)                                                                            \
-    X(cuStreamBatchMemOp_v2)\
+    X(cuStreamBatchMemOp_v2)                                                                           \
     X(cuLaunchHostFunc)                                                                                \
     X(cuMemAllocPitch_v2)                                                                              \
     X(cuMemsetD2D8Async)                                                                               \
@@ -932,6 +932,18 @@ _Static_assert(CU_STREAM_MEM_OP_WAIT_VALUE_32 == 1 && CU_STREAM_MEM_OP_WRITE_VAL
                    CU_STREAM_MEM_OP_WRITE_VALUE_64 == 5 && CU_STREAM_MEM_OP_BARRIER == 6,
                "memory operations travel as the driver numbers them");
 
+/* A wait's or a write's parameters, which the driver lays out alike for both. */
+static void mem_op_value(const struct vgpu_mem_op *m, bool narrow, CUdeviceptr *address, cuuint32_t *value,
+                         cuuint64_t *value64, unsigned int *flags)
+{
+    *address = m->address;
+    if (narrow)
+        *value = (cuuint32_t)m->value;
+    else
+        *value64 = m->value;
+    *flags = m->flags;
+}
+
 static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops,
                                     unsigned n)
 {
@@ -946,19 +958,13 @@ static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream
         switch (op) {
         case CU_STREAM_MEM_OP_WAIT_VALUE_32:
         case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-            p[i].waitValue.address = ops[i].address;
-            p[i].waitValue.value64 = ops[i].value;
-            if (op == CU_STREAM_MEM_OP_WAIT_VALUE_32)
-                p[i].waitValue.value = (cuuint32_t)ops[i].value;
-            p[i].waitValue.flags = ops[i].flags;
+            mem_op_value(&ops[i], op == CU_STREAM_MEM_OP_WAIT_VALUE_32, &p[i].waitValue.address,
+                         &p[i].waitValue.value, &p[i].waitValue.value64, &p[i].waitValue.flags);
             break;
         case CU_STREAM_MEM_OP_WRITE_VALUE_32:
         case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-            p[i].writeValue.address = ops[i].address;
-            p[i].writeValue.value64 = ops[i].value;
-            if (op == CU_STREAM_MEM_OP_WRITE_VALUE_32)
-                p[i].writeValue.value = (cuuint32_t)ops[i].value;
-            p[i].writeValue.flags = ops[i].flags;
+            mem_op_value(&ops[i], op == CU_STREAM_MEM_OP_WRITE_VALUE_32, &p[i].writeValue.address,
+                         &p[i].writeValue.value, &p[i].writeValue.value64, &p[i].writeValue.flags);
             break;
         case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
             p[i].flushRemoteWrites.flags = ops[i].flags;
