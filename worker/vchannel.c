@@ -72,7 +72,8 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
 /* Graphs, and executable graphs, a channel may hold at once. */
 #define MAX_GRAPHS 65536u
 
-/* Of the calls nobody waits for, one in this many is timed. */
+/* Calls of an op timed before sampling starts, and then one in how many is timed. */
+#define TIME_ALWAYS 256u
 #define TIME_SAMPLE 16u
 
 /* Statistics have one writer, the poller: a plain relaxed update, no locked instruction on its path. */
@@ -139,15 +140,15 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         c.rsp_tail_cap = info->rsp_tail_max;
         if (may_block(op, info, reply))
             gate_before_blocking(&ch->gate);
-        /* Reading the clock twice costs a launch-bound tenant a few percent of its launch rate
-         * (tens of nanoseconds on a virtual machine's clock, against a launch's 3 µs): calls
-         * nobody waits for are timed one in TIME_SAMPLE, and that one counts for all of them. */
+        /* Reading the clock twice costs tens of nanoseconds on a virtual machine's clock: a few
+         * percent of a launch-bound tenant's launch rate, and of a round trip. An op's first
+         * TIME_ALWAYS calls are all timed; after that one call in TIME_SAMPLE is, and it counts for
+         * all the calls since the last one timed. */
         uint64_t weight = 0;
-        if (reply || ++ch->untimed >= TIME_SAMPLE) {
-            weight = reply ? 1 : ch->untimed;
-            if (!reply)
-                ch->untimed = 0;
-        }
+        if (atomic_load_explicit(&ch->acct->calls[op], memory_order_relaxed) < TIME_ALWAYS)
+            weight = 1;
+        else if (++ch->untimed >= TIME_SAMPLE)
+            weight = ch->untimed, ch->untimed = 0;
         int64_t t0 = weight ? vgpu_now_ns() : 0;
         r = handlers[op](&c, rec, ch->rsp_buf);
         gate_dispatched(&ch->gate);

@@ -98,7 +98,7 @@ struct vchannel {
     size_t reg_count, reg_cap;
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
-    uint32_t untimed; /* calls nobody waits for since the last one timed (vchannel_dispatch) */
+    uint32_t untimed; /* calls not timed since the last one timed (vchannel_dispatch) */
     /* Executor streams capturing now: their work runs nowhere, so the gate does not see it. */
     void *capturing[VCHANNEL_MAX_CAPTURES];
     unsigned capture_count;
