@@ -31,6 +31,42 @@ enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id)
     }
 }
 
+uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels)
+{
+    uint32_t size;
+    switch (format) {
+    case 0x01: /* unsigned int8 */
+    case 0x08: /* signed int8 */
+        size = 1;
+        break;
+    case 0x02: /* unsigned int16 */
+    case 0x09: /* signed int16 */
+    case 0x10: /* half */
+        size = 2;
+        break;
+    case 0x03: /* unsigned int32 */
+    case 0x0a: /* signed int32 */
+    case 0x20: /* float */
+        size = 4;
+        break;
+    case 0xc0: case 0xc6: /* unorm, snorm int8 x1 */
+        return channels == 1 ? 1 : 0;
+    case 0xc1: case 0xc7: /* x2 */
+        return channels == 2 ? 2 : 0;
+    case 0xc2: case 0xc8: /* x4 */
+        return channels == 4 ? 4 : 0;
+    case 0xc3: case 0xc9: /* unorm, snorm int16 x1 */
+        return channels == 1 ? 2 : 0;
+    case 0xc4: case 0xca: /* x2 */
+        return channels == 2 ? 4 : 0;
+    case 0xc5: case 0xcb: /* x4 */
+        return channels == 4 ? 8 : 0;
+    default:
+        return 0;
+    }
+    return channels == 1 || channels == 2 || channels == 4 ? size * channels : 0;
+}
+
 enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option)
 {
     switch (option) {

@@ -179,9 +179,10 @@ MEMSET_2D(32, unsigned int, 4)
 /* ---------------------------------------------------------------- 2D and 3D copies */
 
 /* One side of a 2D or 3D copy as the driver's descriptor gives it: where its first copied byte is
- * (x bytes, y rows and z slices in), and what kind of memory holds it. Arrays are not served yet. */
-static CUresult copy_side(struct fe_chan *ch, CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
-                          size_t z, size_t pitch, size_t rows, struct fe_copy_side *s)
+ * (x bytes, y rows and z slices in), and what kind of memory holds it. */
+static CUresult copy_side(struct fe_ctx *c, struct fe_chan *ch, CUmemorytype type, const void *host, CUdeviceptr dev,
+                          CUarray array, size_t x, size_t y, size_t z, size_t pitch, size_t rows,
+                          struct fe_copy_side *s)
 {
     uint64_t off;
     switch (type) {
@@ -195,7 +196,7 @@ static CUresult copy_side(struct fe_chan *ch, CUmemorytype type, const void *hos
         *s = (struct fe_copy_side){.device = fe_classify(ch, dev, &off) == FE_DEVICE, .addr = dev};
         break;
     case CU_MEMORYTYPE_ARRAY:
-        return CUDA_ERROR_NOT_SUPPORTED;
+        return fe_array_side(array, c, x, y, z, s);
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -222,10 +223,10 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, bool async, bool pt)
     if (p->reserved0 || p->reserved1)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_copy_3d k = {.width = p->WidthInBytes, .height = p->Height, .depth = p->Depth};
-    FE_RETURN_IF(copy_side(ch, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
-                           p->srcHeight, &k.src));
-    FE_RETURN_IF(copy_side(ch, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
-                           p->dstHeight, &k.dst));
+    FE_RETURN_IF(copy_side(c, ch, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY,
+                           p->srcZ, p->srcPitch, p->srcHeight, &k.src));
+    FE_RETURN_IF(copy_side(c, ch, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY,
+                           p->dstZ, p->dstPitch, p->dstHeight, &k.dst));
     return fe_copy_3d(c, ch, sid, &k, async);
 }
 

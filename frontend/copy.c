@@ -257,6 +257,16 @@ CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
 
 /* ---------------------------------------------------------------- 2D and 3D copies */
 
+/* A copy's box lies inside an array side, as the driver checks before it copies. */
+static bool inside_array(const struct fe_copy_side *s, const struct fe_copy_3d *k)
+{
+    if (!s->array)
+        return true;
+    uint64_t slice = (uint64_t)s->pitch * s->rows;
+    uint64_t z = s->addr / slice, y = s->addr % slice / s->pitch, x = s->addr % s->pitch;
+    return k->width <= s->pitch - x && k->height <= s->rows - y && z < s->slices && k->depth <= s->slices - z;
+}
+
 /* The address of row y of slice z of a side. */
 static uint64_t row_at(const struct fe_copy_side *s, size_t y, size_t z)
 {
@@ -280,6 +290,8 @@ static CUresult post_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, c
     q.stream = stream;
     q.slot = slot;
     q.host = host;
+    q.dst_array = k->dst.array;
+    q.src_array = k->src.array;
     return FE_POST(ch, c->id, Copy3D, &q, reply);
 }
 
@@ -353,9 +365,11 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         return CUDA_SUCCESS;
     uint64_t dst_span, src_span;
     if (!vgpu_copy3d_extent(k->dst.pitch, k->dst.rows, k->width, k->height, k->depth, &dst_span) ||
-        !vgpu_copy3d_extent(k->src.pitch, k->src.rows, k->width, k->height, k->depth, &src_span) || !k->dst.addr ||
-        !k->src.addr || (k->dst.device && !fe_device_range(ch, c->id, k->dst.addr, dst_span)) ||
-        (k->src.device && !fe_device_range(ch, c->id, k->src.addr, src_span)))
+        !vgpu_copy3d_extent(k->src.pitch, k->src.rows, k->width, k->height, k->depth, &src_span) ||
+        (!k->dst.addr && !k->dst.array) || (!k->src.addr && !k->src.array) ||
+        (k->dst.device && !k->dst.array && !fe_device_range(ch, c->id, k->dst.addr, dst_span)) ||
+        (k->src.device && !k->src.array && !fe_device_range(ch, c->id, k->src.addr, src_span)) ||
+        !inside_array(&k->dst, k) || !inside_array(&k->src, k))
         return CUDA_ERROR_INVALID_VALUE;
     if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
         return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
@@ -372,7 +386,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
                        VGPU_NO_SLOT, !async);
     }
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
-    if (k->width > ch->map.layout.slot_size)
-        return rows_one_by_one(c, ch, stream, k, async);
+    if (k->width > ch->map.layout.slot_size) /* an array's row always fits a slot (2 MiB at most) */
+        return k->dst.array || k->src.array ? CUDA_ERROR_INVALID_VALUE : rows_one_by_one(c, ch, stream, k, async);
     return staged_3d(c, ch, stream, k);
 }

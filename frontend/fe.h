@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
@@ -302,7 +302,12 @@ struct fe_copy_side {
     bool device;
     uint64_t addr;
     size_t pitch, rows;
+    uint32_t array; /* an array's id (device is then true, addr the offset in its rows end to end) */
+    size_t slices;  /* an array's slices */
 };
+/* The side of a 2D or 3D copy that an array of ctx is (api_array.c), x bytes, y rows, z slices in. */
+CUresult fe_array_side(CUarray a, struct fe_ctx *ctx, size_t x, size_t y, size_t z, struct fe_copy_side *s);
+void fe_array_forget(void *obj, uint64_t handle, void *ctx);
 /* depth slices of height rows of width bytes from src to dst. */
 struct fe_copy_3d {
     struct fe_copy_side dst, src;

@@ -234,10 +234,14 @@ CUresult vgpu_handle_Copy3D(struct vgpu_call *c, const struct vgpu_req_Copy3D *q
         const uint32_t both = VGPU_COPY3D_DST_HOST | VGPU_COPY3D_SRC_HOST;
         if ((q->host & both) == both || (q->host & ~both))
             r = CUDA_ERROR_INVALID_VALUE;
+        if ((q->dst_array && (q->host & VGPU_COPY3D_DST_HOST)) || (q->src_array && (q->host & VGPU_COPY3D_SRC_HOST)))
+            r = CUDA_ERROR_INVALID_VALUE;
         if (r == CUDA_SUCCESS)
-            r = copy_side(c, q->host & VGPU_COPY3D_DST_HOST, q->dst, &d.dst, &d);
+            r = q->dst_array ? vchannel_array_side(c, q->dst_array, q->dst, &d.dst, &d)
+                             : copy_side(c, q->host & VGPU_COPY3D_DST_HOST, q->dst, &d.dst, &d);
         if (r == CUDA_SUCCESS)
-            r = copy_side(c, q->host & VGPU_COPY3D_SRC_HOST, q->src, &d.src, &d);
+            r = q->src_array ? vchannel_array_side(c, q->src_array, q->src, &d.src, &d)
+                             : copy_side(c, q->host & VGPU_COPY3D_SRC_HOST, q->src, &d.src, &d);
         if (r == CUDA_SUCCESS)
             r = vchannel_admit(c, GATE_COPY, stream);
         if (r == CUDA_SUCCESS)

@@ -69,7 +69,7 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
 
 /* JIT links a channel may hold at once (a program links, loads the result, and destroys the link). */
 #define MAX_LINKS 64u
-/* Graphs, and executable graphs, a channel may hold at once. */
+/* Graphs, executable graphs and arrays a channel may hold at once, of each. */
 #define MAX_GRAPHS 65536u
 
 /* Calls of an op timed before sampling starts, and then one in how many is timed. */
@@ -434,9 +434,9 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     for (uint32_t id = 1; id < streams->cap; id++)
         if (streams->slots[id].live && streams->slots[id].ctx == ctx_id)
             vchannel_capturing(ch, streams->slots[id].x, false);
-    /* Links and graphs are the executor's own objects, not the context's: they go first
+    /* Links, graphs and the worker's records of arrays are not the executor context's: they go first
      * (executable graphs before the graphs they came from). */
-    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH};
+    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH, SRV_ARRAY};
     for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
         struct srv_table *t = &ch->tables[own[k]];
         for (uint32_t id = 1; id < t->cap; id++) {
@@ -446,6 +446,8 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
                 ch->x->ops->link_destroy(ch->x, c->x, t->slots[id].x);
             else if (own[k] == SRV_GRAPH_EXEC)
                 ch->x->ops->graph_exec_destroy(ch->x, c->x, t->slots[id].x);
+            else if (own[k] == SRV_ARRAY)
+                vchannel_array_destroy(ch, c->x, t->slots[id].x);
             else
                 ch->x->ops->graph_destroy(ch->x, c->x, t->slots[id].x);
         }
@@ -619,6 +621,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_LINK], MAX_LINKS);
     srv_table_init(&ch->tables[SRV_GRAPH], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_GRAPH_EXEC], MAX_GRAPHS);
+    srv_table_init(&ch->tables[SRV_ARRAY], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->gate.capturing = ch->capturing;
     ch->gate.captures = &ch->capture_count;

@@ -174,6 +174,11 @@ CUresult vchannel_need_ctx(struct vgpu_call *c);
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream);
 /* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
  * (NULL). */
+/* An array side of a copy (handlers_array.c): the array's handle, its bytes checked. */
+CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, struct vgpu_copy_side *s,
+                             const struct vgpu_copy_3d *d);
+/* Free an array (the worker's record of it and the executor's). */
+void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array);
 /* A stream begins or ends capturing (false: too many capture at once). */
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);

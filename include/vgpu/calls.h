@@ -62,6 +62,10 @@ enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id);
 enum vgpu_jit_policy { VGPU_JIT_FORWARD, VGPU_JIT_LOCAL, VGPU_JIT_DROP, VGPU_JIT_REFUSE };
 enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option);
 
+/* Bytes per element of an array of this CUarray_format and channel count; 0 for a combination the
+ * vGPU does not offer (planar video and block-compressed formats). One answer for both sides. */
+uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels);
+
 /* The bytes a stream memory operation touches at its address: 4 or 8 for waits and writes (the
  * address must be aligned to it), 0 for a flush or a barrier, -1 for an unknown kind or flags. One
  * answer for both sides. */

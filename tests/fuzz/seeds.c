@@ -112,6 +112,17 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(StreamMemOps, 1, smo, mops, sizeof mops[0]);
     smo.count = 2;
     REC(StreamMemOps, 1, smo, mops, sizeof mops);
+    /* An array, a copy into it from the data area, a box past its end (refused), its destruction. */
+    struct vgpu_req_ArrayCreate ac = {.array = 8, .format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 4, .channels = 1};
+    REC(ArrayCreate, 1, ac, NULL, 0);
+    struct vgpu_req_Copy3D ca = {.dst = 0, .src = 0, .dst_pitch = 64, .src_pitch = 64, .dst_rows = 4, .src_rows = 4,
+                                 .width = 64, .height = 4, .depth = 1, .stream = 2, .slot = VGPU_NO_SLOT,
+                                 .host = VGPU_COPY3D_SRC_HOST, .dst_array = 8};
+    REC(Copy3D, 1, ca, NULL, 0);
+    ca.dst = 64; /* one row in: the box runs past the last row */
+    REC(Copy3D, 1, ca, NULL, 0);
+    struct vgpu_req_ArrayDestroy ad = {.array = 8};
+    REC(ArrayDestroy, 1, ad, NULL, 0);
     /* A capture on stream 2 (a memset captured), its graph instantiated, launched twice and
      * destroyed; then ending a capture never begun (refused). */
     struct vgpu_req_StreamBeginCapture bc = {.stream = 2, .mode = CU_STREAM_CAPTURE_MODE_RELAXED};

@@ -54,6 +54,8 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                \
+    X(cuArray3DCreate_v2)                                                                              \
+    X(cuArrayDestroy)                                                                                  \
     X(cuGraphGetNodes)                                                                                 \
     X(cuGraphGetRootNodes)                                                                             \
     X(cuGraphNodeGetDependencies_v2)                                                                   \
@@ -411,8 +413,16 @@ static CUresult cuda_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uin
 }
 
 static void copy_side(const struct vgpu_copy_side *s, uint64_t height, CUmemorytype *type, const void **host,
-                      CUdeviceptr *dev, size_t *pitch, size_t *rows)
+                      CUdeviceptr *dev, size_t *pitch, size_t *rows, CUarray *array, size_t *x, size_t *y, size_t *z)
 {
+    if (s->array) { /* the offset in its rows laid end to end, as x bytes, y rows, z slices */
+        *type = CU_MEMORYTYPE_ARRAY;
+        *array = s->array;
+        *z = s->dev / (s->pitch * s->rows);
+        *y = s->dev % (s->pitch * s->rows) / s->pitch;
+        *x = s->dev % s->pitch;
+        return;
+    }
     *type = s->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
     *host = s->host;
     *dev = s->host ? 0 : s->dev;
@@ -425,9 +435,11 @@ static CUresult cuda_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const
     BIND(x, ctx);
     CUDA_MEMCPY3D m;
     memset(&m, 0, sizeof m);
-    const void *host;
-    copy_side(&c->src, c->height, &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcPitch, &m.srcHeight);
-    copy_side(&c->dst, c->height, &m.dstMemoryType, &host, &m.dstDevice, &m.dstPitch, &m.dstHeight);
+    const void *host = NULL;
+    copy_side(&c->src, c->height, &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcPitch, &m.srcHeight, &m.srcArray,
+              &m.srcXInBytes, &m.srcY, &m.srcZ);
+    copy_side(&c->dst, c->height, &m.dstMemoryType, &host, &m.dstDevice, &m.dstPitch, &m.dstHeight, &m.dstArray,
+              &m.dstXInBytes, &m.dstY, &m.dstZ);
     m.dstHost = (void *)(uintptr_t)host;
     m.WidthInBytes = c->width;
     m.Height = c->height;
@@ -562,6 +574,23 @@ static int cuda_progress(struct vgpu_exec *x, void *ctx)
     }
     cc->pending_count = out;
     return (int)out;
+}
+
+/* ---------------------------------------------------------------- arrays */
+
+static CUresult cuda_array_create(struct vgpu_exec *x, void *ctx, const void *desc, void **array)
+{
+    BIND(x, ctx);
+    CUarray a = NULL;
+    CUresult r = API(x)->cuArray3DCreate_v2(&a, desc);
+    *array = a;
+    return r;
+}
+
+static void cuda_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
+{
+    if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
+        API(x)->cuArrayDestroy(array);
 }
 
 /* ---------------------------------------------------------------- stream capture and graphs */
@@ -1111,6 +1140,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_query = cuda_stream_query,
     .stream_attribute = cuda_stream_attribute,
     .stream_mem_ops = cuda_stream_mem_ops,
+    .array_create = cuda_array_create,
+    .array_destroy = cuda_array_destroy,
     .stream_begin_capture = cuda_stream_begin_capture,
     .stream_end_capture = cuda_stream_end_capture,
     .exchange_capture_mode = cuda_exchange_capture_mode,

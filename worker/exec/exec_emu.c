@@ -6,6 +6,7 @@
 
 #include "emu.h"
 #include "log.h"
+#include "vgpu/calls.h"
 
 #define EMU(x) ((struct emu_exec *)(x))
 #define CTX(c) ((struct emu_ctx *)(c))
@@ -218,7 +219,33 @@ static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint
                 flags & ~VGPU_XFER_TRANSIENT);
 }
 
-static void *side_ptr(const struct vgpu_copy_side *s) { return s->host ? s->host : (void *)(uintptr_t)s->dev; }
+/* An emu array is device memory whose rows lie end to end (emu_array_create), so its side is the
+ * offset from its start. */
+static void *side_ptr(const struct vgpu_copy_side *s)
+{
+    if (s->array)
+        return (uint8_t *)s->array + s->dev;
+    return s->host ? s->host : (void *)(uintptr_t)s->dev;
+}
+
+static CUresult emu_array_create(struct vgpu_exec *x, void *ctx, const void *desc, void **array)
+{
+    const CUDA_ARRAY3D_DESCRIPTOR *d = desc;
+    uint64_t elem = vgpu_array_element_size((uint32_t)d->Format, d->NumChannels);
+    uint64_t rows = d->Height ? d->Height : 1, slices = d->Depth ? d->Depth : 1, size;
+    if (!elem || __builtin_mul_overflow((uint64_t)d->Width * elem, rows, &size) ||
+        __builtin_mul_overflow(size, slices, &size))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t dptr;
+    CUresult r = x->ops->mem_alloc(x, ctx, size, &dptr);
+    *array = (void *)(uintptr_t)dptr;
+    return r;
+}
+
+static void emu_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
+{
+    x->ops->mem_free(x, ctx, (uint64_t)(uintptr_t)array);
+}
 
 static CUresult emu_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
 {
@@ -761,6 +788,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_query = emu_stream_query,
     .stream_attribute = emu_stream_attribute,
     .stream_mem_ops = emu_stream_mem_ops,
+    .array_create = emu_array_create,
+    .array_destroy = emu_array_destroy,
     .stream_begin_capture = emu_stream_begin_capture,
     .stream_end_capture = emu_stream_end_capture,
     .exchange_capture_mode = emu_exchange_capture_mode,

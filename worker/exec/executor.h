@@ -32,6 +32,9 @@ struct vgpu_copy_side {
     uint64_t dev;
     void *host;
     uint64_t pitch, rows;
+    /* Or an array (when not NULL): dev is then the byte offset of the first copied byte in its
+     * rows laid end to end (pitch: a row's bytes; rows: rows per slice), checked against its size. */
+    void *array;
 };
 
 struct vgpu_copy_3d {
@@ -126,6 +129,10 @@ struct vgpu_exec_ops {
     CUresult (*cluster_occupancy)(struct vgpu_exec *x, void *ctx, void *fn, int kind, const uint32_t grid[3],
                                   const uint32_t block[3], uint32_t shared_mem, const CUlaunchAttribute *attrs,
                                   unsigned nattrs, int *value);
+
+    /* ---- arrays (desc: a CUDA_ARRAY3D_DESCRIPTOR, checked: a format the vGPU offers) */
+    CUresult (*array_create)(struct vgpu_exec *x, void *ctx, const void *desc, void **array);
+    void (*array_destroy)(struct vgpu_exec *x, void *ctx, void *array);
 
     /* ---- stream capture and graphs: mode is a CUstreamCaptureMode, status a
      * CUstreamCaptureStatus. Graphs and executable graphs are the executor's objects, not the
