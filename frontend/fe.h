@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_ARRAY, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
@@ -308,6 +308,7 @@ struct fe_copy_side {
 /* The side of a 2D or 3D copy that an array of ctx is (api_array.c), x bytes, y rows, z slices in. */
 CUresult fe_array_side(CUarray a, struct fe_ctx *ctx, size_t x, size_t y, size_t z, struct fe_copy_side *s);
 void fe_array_forget(void *obj, uint64_t handle, void *ctx);
+void fe_texobj_forget(void *obj, uint64_t handle, void *ctx);
 /* depth slices of height rows of width bytes from src to dst. */
 struct fe_copy_3d {
     struct fe_copy_side dst, src;

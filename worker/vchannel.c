@@ -69,7 +69,7 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
 
 /* JIT links a channel may hold at once (a program links, loads the result, and destroys the link). */
 #define MAX_LINKS 64u
-/* Graphs, executable graphs and arrays a channel may hold at once, of each. */
+/* Graphs, executable graphs, arrays and texture objects a channel may hold at once, of each. */
 #define MAX_GRAPHS 65536u
 
 /* Calls of an op timed before sampling starts, and then one in how many is timed. */
@@ -436,20 +436,30 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             vchannel_capturing(ch, streams->slots[id].x, false);
     /* Links, graphs and the worker's records of arrays are not the executor context's: they go first
      * (executable graphs before the graphs they came from). */
-    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH, SRV_ARRAY};
+    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH, SRV_ARRAY, SRV_TEXOBJ};
     for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
         struct srv_table *t = &ch->tables[own[k]];
         for (uint32_t id = 1; id < t->cap; id++) {
             if (!t->slots[id].live || t->slots[id].ctx != ctx_id)
                 continue;
-            if (own[k] == SRV_LINK)
-                ch->x->ops->link_destroy(ch->x, c->x, t->slots[id].x);
-            else if (own[k] == SRV_GRAPH_EXEC)
-                ch->x->ops->graph_exec_destroy(ch->x, c->x, t->slots[id].x);
-            else if (own[k] == SRV_ARRAY)
-                vchannel_array_destroy(ch, c->x, t->slots[id].x);
-            else
-                ch->x->ops->graph_destroy(ch->x, c->x, t->slots[id].x);
+            void *x = t->slots[id].x;
+            switch (own[k]) {
+            case SRV_LINK:
+                ch->x->ops->link_destroy(ch->x, c->x, x);
+                break;
+            case SRV_GRAPH_EXEC:
+                ch->x->ops->graph_exec_destroy(ch->x, c->x, x);
+                break;
+            case SRV_GRAPH:
+                ch->x->ops->graph_destroy(ch->x, c->x, x);
+                break;
+            case SRV_ARRAY:
+                vchannel_array_destroy(ch, c->x, x);
+                break;
+            default:
+                vchannel_texobj_free(x);
+                break;
+            }
         }
     }
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
@@ -622,6 +632,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_GRAPH], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_GRAPH_EXEC], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_ARRAY], MAX_GRAPHS);
+    srv_table_init(&ch->tables[SRV_TEXOBJ], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->gate.capturing = ch->capturing;
     ch->gate.captures = &ch->capture_count;

@@ -121,6 +121,16 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(Copy3D, 1, ca, NULL, 0);
     ca.dst = 64; /* one row in: the box runs past the last row */
     REC(Copy3D, 1, ca, NULL, 0);
+    /* A texture over the array, one over memory it does not own (refused), and a surface. */
+    struct vgpu_req_TexObjectCreate tc = {.object = 9, .res_type = CU_RESOURCE_TYPE_ARRAY, .array = 8};
+    REC(TexObjectCreate, 1, tc, NULL, 0);
+    struct vgpu_req_TexObjectCreate tl = {.object = 10, .res_type = CU_RESOURCE_TYPE_LINEAR, .dev = 0x10000,
+                                          .format = CU_AD_FORMAT_FLOAT, .channels = 1, .width = 4096};
+    REC(TexObjectCreate, 1, tl, NULL, 0);
+    struct vgpu_req_TexObjectCreate sc2 = {.object = 11, .surface = 1, .res_type = CU_RESOURCE_TYPE_ARRAY, .array = 8};
+    REC(TexObjectCreate, 1, sc2, NULL, 0);
+    struct vgpu_req_TexObjectDestroy tdy = {.object = 9};
+    REC(TexObjectDestroy, 1, tdy, NULL, 0);
     struct vgpu_req_ArrayDestroy ad = {.array = 8};
     REC(ArrayDestroy, 1, ad, NULL, 0);
     /* A capture on stream 2 (a memset captured), its graph instantiated, launched twice and

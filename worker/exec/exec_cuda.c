@@ -54,6 +54,10 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                \
+    X(cuTexObjectCreate)                                                                               \
+    X(cuTexObjectDestroy)                                                                              \
+    X(cuSurfObjectCreate)                                                                              \
+    X(cuSurfObjectDestroy)                                                                             \
     X(cuArray3DCreate_v2)                                                                              \
     X(cuArrayDestroy)                                                                                  \
     X(cuGraphGetNodes)                                                                                 \
@@ -591,6 +595,28 @@ static void cuda_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
         API(x)->cuArrayDestroy(array);
+}
+
+static CUresult cuda_tex_object_create(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
+                                       const void *view, uint64_t *handle)
+{
+    BIND(x, ctx);
+    if (surface) {
+        CUsurfObject s = 0;
+        CUresult r = API(x)->cuSurfObjectCreate(&s, res);
+        *handle = s;
+        return r;
+    }
+    CUtexObject t = 0;
+    CUresult r = API(x)->cuTexObjectCreate(&t, res, tex, view);
+    *handle = t;
+    return r;
+}
+
+static CUresult cuda_tex_object_destroy(struct vgpu_exec *x, void *ctx, bool surface, uint64_t handle)
+{
+    BIND(x, ctx);
+    return surface ? API(x)->cuSurfObjectDestroy(handle) : API(x)->cuTexObjectDestroy(handle);
 }
 
 /* ---------------------------------------------------------------- stream capture and graphs */
@@ -1142,6 +1168,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_mem_ops = cuda_stream_mem_ops,
     .array_create = cuda_array_create,
     .array_destroy = cuda_array_destroy,
+    .tex_object_create = cuda_tex_object_create,
+    .tex_object_destroy = cuda_tex_object_destroy,
     .stream_begin_capture = cuda_stream_begin_capture,
     .stream_end_capture = cuda_stream_end_capture,
     .exchange_capture_mode = cuda_exchange_capture_mode,

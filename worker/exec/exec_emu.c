@@ -247,6 +247,31 @@ static void emu_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
     x->ops->mem_free(x, ctx, (uint64_t)(uintptr_t)array);
 }
 
+/* An emu kernel reads memory as the CPU does: a texture or surface object is only a handle to hand
+ * back (nonzero and distinct, as a GPU's are). */
+static CUresult emu_tex_object_create(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
+                                      const void *view, uint64_t *handle)
+{
+    (void)x;
+    (void)ctx;
+    (void)surface;
+    (void)res;
+    (void)tex;
+    (void)view;
+    static _Atomic uint64_t next = 1;
+    *handle = next++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_tex_object_destroy(struct vgpu_exec *x, void *ctx, bool surface, uint64_t handle)
+{
+    (void)x;
+    (void)ctx;
+    (void)surface;
+    (void)handle;
+    return CUDA_SUCCESS;
+}
+
 static CUresult emu_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
 {
     (void)x;
@@ -790,6 +815,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_mem_ops = emu_stream_mem_ops,
     .array_create = emu_array_create,
     .array_destroy = emu_array_destroy,
+    .tex_object_create = emu_tex_object_create,
+    .tex_object_destroy = emu_tex_object_destroy,
     .stream_begin_capture = emu_stream_begin_capture,
     .stream_end_capture = emu_stream_end_capture,
     .exchange_capture_mode = emu_exchange_capture_mode,

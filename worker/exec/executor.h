@@ -133,6 +133,12 @@ struct vgpu_exec_ops {
     /* ---- arrays (desc: a CUDA_ARRAY3D_DESCRIPTOR, checked: a format the vGPU offers) */
     CUresult (*array_create)(struct vgpu_exec *x, void *ctx, const void *desc, void **array);
     void (*array_destroy)(struct vgpu_exec *x, void *ctx, void *array);
+    /* A texture or surface object (res: a CUDA_RESOURCE_DESC naming executor arrays or checked
+     * device memory; tex, view: CUDA_TEXTURE_DESC and CUDA_RESOURCE_VIEW_DESC or NULL). Its
+     * resources are the context's: the context takes the object with it. */
+    CUresult (*tex_object_create)(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
+                                  const void *view, uint64_t *handle);
+    CUresult (*tex_object_destroy)(struct vgpu_exec *x, void *ctx, bool surface, uint64_t handle);
 
     /* ---- stream capture and graphs: mode is a CUstreamCaptureMode, status a
      * CUstreamCaptureStatus. Graphs and executable graphs are the executor's objects, not the
