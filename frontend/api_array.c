@@ -95,26 +95,28 @@ CUresult cuArrayDestroy(CUarray h)
     return r;
 }
 
-CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray h)
+/* The array a descriptor query names, and whether it has somewhere to answer. */
+static CUresult described(CUarray h, const void *out, struct fe_array **a)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_array *a = array_of(h);
-    if (!a)
+    *a = array_of(h);
+    if (!*a)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!d)
-        return CUDA_ERROR_INVALID_VALUE;
+    return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray h)
+{
+    struct fe_array *a;
+    FE_RETURN_IF(described(h, d, &a));
     *d = a->desc;
     return CUDA_SUCCESS;
 }
 
 CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray h)
 {
-    FE_RETURN_IF(fe_ready());
-    struct fe_array *a = array_of(h);
-    if (!a)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!d)
-        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_array *a;
+    FE_RETURN_IF(described(h, d, &a));
     *d = (CUDA_ARRAY_DESCRIPTOR){.Width = a->desc.Width, .Height = a->desc.Height, .Format = a->desc.Format,
                                  .NumChannels = a->desc.NumChannels};
     return CUDA_SUCCESS;

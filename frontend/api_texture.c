@@ -34,7 +34,8 @@ static struct fe_texobj **find_locked(struct fe_ctx *c, uint64_t value, bool sur
     return NULL;
 }
 
-static CUresult create(uint64_t *out, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,
+/* CUtexObject and CUsurfObject are both the driver's 64-bit handle. */
+static CUresult create(unsigned long long *out, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,
                        const CUDA_RESOURCE_VIEW_DESC *view, bool surface)
 {
     struct fe_ctx *c;
@@ -179,13 +180,7 @@ static CUresult describe(uint64_t value, bool surface, CUDA_RESOURCE_DESC *res, 
 CUresult cuTexObjectCreate(CUtexObject *out, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex,
                            const CUDA_RESOURCE_VIEW_DESC *view)
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t v = 0;
-    CUresult r = create(&v, res, tex, view, false);
-    if (r == CUDA_SUCCESS)
-        *out = (CUtexObject)v;
-    return r;
+    return create(out, res, tex, view, false);
 }
 
 CUresult cuTexObjectDestroy(CUtexObject t) { return destroy(t, false); }
@@ -207,15 +202,9 @@ CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *view, CUtexObje
 
 CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC *res)
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
     if (res && res->resType != CU_RESOURCE_TYPE_ARRAY) /* surfaces are arrays' only */
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t v = 0;
-    CUresult r = create(&v, res, NULL, NULL, true);
-    if (r == CUDA_SUCCESS)
-        *out = (CUsurfObject)v;
-    return r;
+    return create(out, res, NULL, NULL, true);
 }
 
 CUresult cuSurfObjectDestroy(CUsurfObject s) { return destroy(s, true); }
