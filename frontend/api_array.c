@@ -136,6 +136,12 @@ CUresult fe_array_side(CUarray h, struct fe_ctx *ctx, size_t x, size_t y, size_t
     return CUDA_SUCCESS;
 }
 
+size_t fe_array_element(CUarray h)
+{
+    struct fe_array *a = array_of(h);
+    return a ? a->pitch / a->desc.Width : 0;
+}
+
 /* ---------------------------------------------------------------- 1D copies: one row of bytes */
 
 /* A 1D copy as a 2D copy of one row: an array's offset is x bytes into its first row. */

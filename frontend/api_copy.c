@@ -268,3 +268,175 @@ CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, false, 
 CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, false, true); }
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, true, false); }
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, true, true); }
+
+/* ---------------------------------------------------------------- batch copies */
+
+/* A batch's copies may run in any order; here they run in the order given, on the stream. The
+ * legacy stream is refused, as natively. A source read in stream order that the frontend would
+ * stage (pageable memory) is read after the stream's earlier work. */
+static CUresult batch_begin(CUstream s, bool pt, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
+{
+    if (!s || s == CU_STREAM_LEGACY)
+        return CUDA_ERROR_INVALID_VALUE;
+    return begin(s, pt, c, ch, sid);
+}
+
+static bool order_ok(CUmemcpySrcAccessOrder o, unsigned flags)
+{
+    return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY &&
+           !(flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE);
+}
+
+/* Before a copy whose source must be read in stream order: the stream's earlier work, when the
+ * source is host memory the frontend stages at the call. */
+static CUresult stream_ordered_source(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const struct fe_copy_side *src,
+                                      bool *synced)
+{
+    uint64_t off;
+    if (*synced || src->device || fe_classify(ch, src->addr, &off) != FE_HOST)
+        return CUDA_SUCCESS;
+    FE_REQ(q, StreamSynchronize);
+    FE_RSP(a, StreamSynchronize);
+    q.stream = sid;
+    *synced = true;
+    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+}
+
+static CUresult batch_1d(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+                         size_t *idxs, size_t nattrs, size_t *fail, CUstream s, bool pt)
+{
+    if (fail)
+        *fail = SIZE_MAX;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(batch_begin(s, pt, &c, &ch, &sid));
+    if (count == 0 || !dsts || !srcs || !sizes || !attrs || !idxs || nattrs == 0 || nattrs > count || idxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++)
+        if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= count || !order_ok(attrs[k].srcAccessOrder, attrs[k].flags))
+            return CUDA_ERROR_INVALID_VALUE;
+    bool synced = false;
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++) {
+        while (k + 1 < nattrs && idxs[k + 1] <= i)
+            k++;
+        struct fe_copy_3d cp = {.width = sizes[i], .height = 1, .depth = 1};
+        CUresult r = copy_side(c, ch, CU_MEMORYTYPE_UNIFIED, NULL, dsts[i], NULL, 0, 0, 0, sizes[i], 1, &cp.dst);
+        if (r == CUDA_SUCCESS)
+            r = copy_side(c, ch, CU_MEMORYTYPE_UNIFIED, NULL, srcs[i], NULL, 0, 0, 0, sizes[i], 1, &cp.src);
+        if (r == CUDA_SUCCESS && attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+            r = stream_ordered_source(c, ch, sid, &cp.src, &synced);
+        if (r == CUDA_SUCCESS && sizes[i])
+            r = fe_copy_3d(c, ch, sid, &cp, true);
+        if (r != CUDA_SUCCESS) {
+            if (fail)
+                *fail = i;
+            return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+                            size_t *idxs, size_t nattrs, size_t *fail, CUstream s)
+{
+    return batch_1d(dsts, srcs, sizes, count, attrs, idxs, nattrs, fail, s, false);
+}
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, size_t *fail, CUstream s)
+{
+    return batch_1d(dsts, srcs, sizes, count, attrs, idxs, nattrs, fail, s, true);
+}
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream s)
+{
+    return batch_1d(dsts, srcs, sizes, count, attrs, idxs, nattrs, NULL, s, false);
+}
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                    CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream s)
+{
+    return batch_1d(dsts, srcs, sizes, count, attrs, idxs, nattrs, NULL, s, true);
+}
+
+/* One operand of a 3D batch copy: a pointer (rows of rowLength elements, layers of layerHeight
+ * rows; 0: packed) or an array at an offset in elements. */
+static CUresult operand_side(struct fe_ctx *c, struct fe_chan *ch, const CUmemcpy3DOperand *o, size_t elem,
+                             const CUextent3D *e, struct fe_copy_side *s)
+{
+    switch (o->type) {
+    case CU_MEMCPY_OPERAND_TYPE_POINTER: {
+        size_t row = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
+        size_t layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+        if (row < e->width || row > SIZE_MAX / elem)
+            return CUDA_ERROR_INVALID_VALUE;
+        return copy_side(c, ch, CU_MEMORYTYPE_UNIFIED, NULL, o->op.ptr.ptr, NULL, 0, 0, 0, row * elem, layer, s);
+    }
+    case CU_MEMCPY_OPERAND_TYPE_ARRAY:
+        if (o->op.array.offset.x > SIZE_MAX / elem)
+            return CUDA_ERROR_INVALID_VALUE;
+        return fe_array_side(o->op.array.array, c, o->op.array.offset.x * elem, o->op.array.offset.y,
+                             o->op.array.offset.z, s);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult batch_3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long flags, CUstream s,
+                         bool pt)
+{
+    if (fail)
+        *fail = SIZE_MAX;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(batch_begin(s, pt, &c, &ch, &sid));
+    if (n == 0 || !ops || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool synced = false;
+    for (size_t i = 0; i < n; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        /* Extents count elements of the array operand's format; bytes between two pointers. */
+        size_t elem = op->src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? fe_array_element(op->src.op.array.array)
+                      : op->dst.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? fe_array_element(op->dst.op.array.array)
+                                                                      : 1;
+        struct fe_copy_3d cp = {.width = op->extent.width * elem, .height = op->extent.height,
+                                .depth = op->extent.depth};
+        CUresult r = CUDA_SUCCESS;
+        if (!elem || !op->extent.width || !op->extent.height || !op->extent.depth ||
+            op->extent.width > SIZE_MAX / elem || !order_ok(op->srcAccessOrder, op->flags))
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+            r = operand_side(c, ch, &op->src, elem, &op->extent, &cp.src);
+        if (r == CUDA_SUCCESS)
+            r = operand_side(c, ch, &op->dst, elem, &op->extent, &cp.dst);
+        if (r == CUDA_SUCCESS && op->srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+            r = stream_ordered_source(c, ch, sid, &cp.src, &synced);
+        if (r == CUDA_SUCCESS)
+            r = fe_copy_3d(c, ch, sid, &cp, true);
+        if (r != CUDA_SUCCESS) {
+            if (fail)
+                *fail = i;
+            return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long flags, CUstream s)
+{
+    return batch_3d(n, ops, fail, flags, s, false);
+}
+CUresult cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long flags,
+                                   CUstream s)
+{
+    return batch_3d(n, ops, fail, flags, s, true);
+}
+CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s)
+{
+    return batch_3d(n, ops, NULL, flags, s, false);
+}
+CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s)
+{
+    return batch_3d(n, ops, NULL, flags, s, true);
+}

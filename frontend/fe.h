@@ -308,6 +308,8 @@ struct fe_copy_side {
 /* The side of a 2D or 3D copy that an array of ctx is (api_array.c), x bytes, y rows, z slices in. */
 CUresult fe_array_side(CUarray a, struct fe_ctx *ctx, size_t x, size_t y, size_t z, struct fe_copy_side *s);
 void fe_array_forget(void *obj, uint64_t handle, void *ctx);
+/* Bytes per element of an array (0: not an array). */
+size_t fe_array_element(CUarray a);
 void fe_texobj_forget(void *obj, uint64_t handle, void *ctx);
 /* depth slices of height rows of width bytes from src to dst. */
 struct fe_copy_3d {

@@ -350,6 +350,12 @@ START_TEST(test_link)
 }
 END_TEST
 
+START_TEST(test_batch)
+{
+    ck_assert_int_eq(run_prog("prog_batch", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_texture)
 {
     ck_assert_int_eq(run_prog("prog_texture", NULL, NULL, NULL), 0);
@@ -1024,6 +1030,7 @@ int main(void)
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_array);
     tcase_add_test(programs, test_texture);
+    tcase_add_test(programs, test_batch);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_errors);
