@@ -14,6 +14,17 @@ struct fe_array {
     struct fe_chan *ch;
     CUDA_ARRAY3D_DESCRIPTOR desc;
     uint64_t pitch, rows, depth; /* a row's bytes, rows per slice, slices */
+    bool level;                  /* a mipmapped array's level: it goes with that */
+};
+
+struct fe_mipmap {
+    uint64_t handle;
+    uint32_t id;
+    struct fe_ctx *ctx;
+    struct fe_chan *ch;
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    unsigned levels;
+    struct fe_array *level[]; /* as asked for */
 };
 
 static struct fe_array *array_of(CUarray h) { return fe_handle_get(FE_ARRAY, (uint64_t)(uintptr_t)h); }
@@ -28,8 +39,35 @@ void fe_array_forget(void *obj, uint64_t handle, void *ctx)
 {
     (void)handle;
     struct fe_array *a = obj;
-    if (a->ctx == ctx)
+    if (a->ctx == ctx && !a->level) /* levels go with their mipmapped arrays (forgotten first) */
         array_free(a);
+}
+
+/* An array's descriptor as the driver checks it: its element size. */
+static CUresult element_of(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t *elem)
+{
+    if (!d || d->Width == 0 || (d->Depth && !d->Height))
+        return CUDA_ERROR_INVALID_VALUE;
+    *elem = vgpu_array_element_size((uint32_t)d->Format, d->NumChannels);
+    if (*elem == 0 && (d->Format == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return *elem ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED; /* planar video, block-compressed */
+}
+
+/* The frontend's record of an array of this shape, with an id. */
+static struct fe_array *array_new(struct fe_ctx *c, struct fe_chan *ch, const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t elem)
+{
+    struct fe_array *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    *a = (struct fe_array){.ctx = c, .ch = ch, .desc = *d, .pitch = d->Width * elem, .rows = d->Height ? d->Height : 1,
+                           .depth = d->Depth ? d->Depth : 1};
+    if (!(a->handle = fe_handle_new(FE_ARRAY, a))) {
+        free(a);
+        return NULL;
+    }
+    a->id = fe_handle_id(a->handle);
+    return a;
 }
 
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
@@ -37,23 +75,13 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
-    if (!out || !d || d->Width == 0 || (d->Depth && !d->Height))
+    uint32_t elem;
+    if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    uint32_t elem = vgpu_array_element_size((uint32_t)d->Format, d->NumChannels);
-    if (elem == 0 && (d->Format == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4)))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (elem == 0) /* a format the vGPU does not offer (planar video, block-compressed) */
-        return CUDA_ERROR_NOT_SUPPORTED;
-    struct fe_array *a = calloc(1, sizeof *a);
+    FE_RETURN_IF(element_of(d, &elem));
+    struct fe_array *a = array_new(c, ch, d, elem);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *a = (struct fe_array){.ctx = c, .ch = ch, .desc = *d, .pitch = d->Width * elem, .rows = d->Height ? d->Height : 1,
-                           .depth = d->Depth ? d->Depth : 1};
-    if (!(a->handle = fe_handle_new(FE_ARRAY, a))) {
-        free(a);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    a->id = fe_handle_id(a->handle);
     FE_REQ(q, ArrayCreate);
     q.array = a->id;
     q.format = (uint32_t)d->Format;
@@ -88,6 +116,8 @@ CUresult cuArrayDestroy(CUarray h)
     struct fe_array *a = array_of(h);
     if (!a)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (a->level) /* its mipmapped array's to free */
+        return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, ArrayDestroy);
     q.array = a->id;
     CUresult r = FE_CALL(a->ch, a->ctx->id, ArrayDestroy, &q, NULL);
@@ -134,6 +164,119 @@ CUresult fe_array_side(CUarray h, struct fe_ctx *ctx, size_t x, size_t y, size_t
     *s = (struct fe_copy_side){.device = true, .addr = (uint64_t)z * a->rows * a->pitch + (uint64_t)y * a->pitch + x,
                                .pitch = a->pitch, .rows = a->rows, .array = a->id, .slices = a->depth};
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- mipmapped arrays */
+
+static struct fe_mipmap *mipmap_of(CUmipmappedArray h) { return fe_handle_get(FE_MIPMAP, (uint64_t)(uintptr_t)h); }
+
+static void mipmap_free(struct fe_mipmap *m)
+{
+    for (unsigned l = 0; l < m->levels; l++)
+        if (m->level[l])
+            array_free(m->level[l]);
+    fe_handle_free(FE_MIPMAP, m->handle);
+    free(m);
+}
+
+void fe_mipmap_forget(void *obj, uint64_t handle, void *ctx)
+{
+    (void)handle;
+    struct fe_mipmap *m = obj;
+    if (m->ctx == ctx)
+        mipmap_free(m);
+}
+
+uint32_t fe_mipmap_id(CUmipmappedArray h, struct fe_ctx *ctx)
+{
+    struct fe_mipmap *m = mipmap_of(h);
+    return m && m->ctx == ctx ? m->id : 0;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    uint32_t elem;
+    if (!out || levels == 0 || levels > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(element_of(d, &elem));
+    struct fe_mipmap *m = calloc(1, sizeof *m + levels * sizeof m->level[0]);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *m = (struct fe_mipmap){.ctx = c, .ch = ch, .desc = *d};
+    if (!(m->handle = fe_handle_new(FE_MIPMAP, m))) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->id = fe_handle_id(m->handle);
+    FE_REQ(q, MipmapCreate);
+    q.mipmap = m->id;
+    q.format = (uint32_t)d->Format;
+    q.width = d->Width;
+    q.height = d->Height;
+    q.depth = d->Depth;
+    q.channels = d->NumChannels;
+    q.flags = d->Flags;
+    q.levels = levels;
+    CUresult r = FE_CALL(ch, c->id, MipmapCreate, &q, NULL);
+    if (r != CUDA_SUCCESS) {
+        mipmap_free(m);
+        return r;
+    }
+    m->levels = levels;
+    *out = (CUmipmappedArray)(uintptr_t)m->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray h, unsigned int level)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_mipmap *m = mipmap_of(h);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!out || level >= m->levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!m->level[level]) {
+        /* Layers (and a cubemap's faces) do not shrink with the level. */
+        CUDA_ARRAY3D_DESCRIPTOR d = m->desc;
+        bool layered = d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+        d.Width = d.Width >> level ? d.Width >> level : 1;
+        d.Height = d.Height ? (d.Height >> level ? d.Height >> level : 1) : 0;
+        d.Depth = d.Depth && !layered ? (d.Depth >> level ? d.Depth >> level : 1) : d.Depth;
+        uint32_t elem;
+        FE_RETURN_IF(element_of(&d, &elem));
+        struct fe_array *a = array_new(m->ctx, m->ch, &d, elem);
+        if (!a)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        a->level = true;
+        FE_REQ(q, MipmapLevel);
+        q.mipmap = m->id;
+        q.level = level;
+        q.array = a->id;
+        CUresult r = FE_CALL(m->ch, m->ctx->id, MipmapLevel, &q, NULL);
+        if (r != CUDA_SUCCESS) {
+            array_free(a);
+            return r;
+        }
+        m->level[level] = a;
+    }
+    *out = (CUarray)(uintptr_t)m->level[level]->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_mipmap *m = mipmap_of(h);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    FE_REQ(q, MipmapDestroy);
+    q.mipmap = m->id;
+    CUresult r = FE_CALL(m->ch, m->ctx->id, MipmapDestroy, &q, NULL);
+    mipmap_free(m);
+    return r;
 }
 
 size_t fe_array_element(CUarray h)

@@ -99,6 +99,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
     fe_handle_each(FE_LINK, fe_link_forget, c);
     fe_handle_each(FE_GRAPH, fe_graph_forget, c);
     fe_handle_each(FE_GRAPH_EXEC, fe_graph_forget, c);
+    fe_handle_each(FE_MIPMAP, fe_mipmap_forget, c);
     fe_handle_each(FE_ARRAY, fe_array_forget, c);
     fe_handle_each(FE_TEXOBJ, fe_texobj_forget, c);
     return r;

@@ -72,7 +72,9 @@ static CUresult create(unsigned long long *out, const CUDA_RESOURCE_DESC *res, c
         q.pitch = res->res.pitch2D.pitchInBytes;
         break;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        return CUDA_ERROR_NOT_SUPPORTED;
+        if (surface || !(q.array = fe_mipmap_id(res->res.mipmap.hMipmappedArray, c)))
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }

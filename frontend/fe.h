@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
@@ -310,6 +310,9 @@ CUresult fe_array_side(CUarray a, struct fe_ctx *ctx, size_t x, size_t y, size_t
 void fe_array_forget(void *obj, uint64_t handle, void *ctx);
 /* Bytes per element of an array (0: not an array). */
 size_t fe_array_element(CUarray a);
+/* The id of a mipmapped array of ctx (0: none such). */
+uint32_t fe_mipmap_id(CUmipmappedArray m, struct fe_ctx *ctx);
+void fe_mipmap_forget(void *obj, uint64_t handle, void *ctx);
 void fe_texobj_forget(void *obj, uint64_t handle, void *ctx);
 /* depth slices of height rows of width bytes from src to dst. */
 struct fe_copy_3d {

@@ -27,7 +27,7 @@ struct table {
 
 static struct table tables[FE_KINDS] = {
 #define T {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 1}
-    T, T, T, T, T, T, T, T, T, T, T, T, T, T,
+    T, T, T, T, T, T, T, T, T, T, T, T, T, T, T,
 #undef T
 };
 

@@ -10,7 +10,25 @@
 struct worker_array {
     void *x;                     /* the executor's array */
     uint64_t pitch, rows, depth; /* a row's bytes, rows per slice, slices */
+    bool level;                  /* a mipmap level: its mipmapped array frees it */
 };
+
+/* The shape of an array as a copy sees it (elem: bytes per element). */
+static struct worker_array shape(uint32_t elem, uint64_t width, uint64_t height, uint64_t depth)
+{
+    return (struct worker_array){.pitch = width * elem, .rows = height ? height : 1, .depth = depth ? depth : 1};
+}
+
+/* The element size of an array description, or the error the driver gives for it. */
+static CUresult element_of(uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t depth,
+                           uint32_t *elem)
+{
+    *elem = vgpu_array_element_size(format, channels);
+    if (*elem == 0)
+        return format == 0 || (channels != 1 && channels != 2 && channels != 4) ? CUDA_ERROR_INVALID_VALUE
+                                                                                : CUDA_ERROR_NOT_SUPPORTED;
+    return width == 0 || width > UINT64_MAX / *elem || (depth && !height) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 
 CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_ArrayCreate *q,
                                  struct vgpu_rsp_ArrayCreate *a)
@@ -19,18 +37,13 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    uint32_t elem = vgpu_array_element_size(q->format, q->channels);
-    if (elem == 0)
-        return q->format == 0 || (q->channels != 1 && q->channels != 2 && q->channels != 4)
-                   ? CUDA_ERROR_INVALID_VALUE
-                   : CUDA_ERROR_NOT_SUPPORTED;
-    if (q->width == 0 || q->width > UINT64_MAX / elem || (q->depth && !q->height))
-        return CUDA_ERROR_INVALID_VALUE;
+    uint32_t elem;
+    if ((r = element_of(q->format, q->channels, q->width, q->height, q->depth, &elem)) != CUDA_SUCCESS)
+        return r;
     struct worker_array *wa = calloc(1, sizeof *wa);
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *wa = (struct worker_array){.pitch = q->width * elem, .rows = q->height ? q->height : 1,
-                                .depth = q->depth ? q->depth : 1};
+    *wa = shape(elem, q->width, q->height, q->depth);
     CUDA_ARRAY3D_DESCRIPTOR d = {.Width = q->width, .Height = q->height, .Depth = q->depth,
                                  .Format = (CUarray_format)q->format, .NumChannels = q->channels, .Flags = q->flags};
     struct srv_obj *o = vchannel_add(c, SRV_ARRAY, q->array, &r);
@@ -49,7 +62,8 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
 void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array)
 {
     struct worker_array *wa = array;
-    ch->x->ops->array_destroy(ch->x, ctx, wa->x);
+    if (!wa->level)
+        ch->x->ops->array_destroy(ch->x, ctx, wa->x);
     free(wa);
 }
 
@@ -61,8 +75,114 @@ CUresult vgpu_handle_ArrayDestroy(struct vgpu_call *c, const struct vgpu_req_Arr
     CUresult r = vchannel_lookup(c, SRV_ARRAY, q->array, &o);
     if (r)
         return r;
+    if (((struct worker_array *)o->x)->level) /* its mipmapped array's to free */
+        return CUDA_ERROR_INVALID_VALUE;
     vchannel_array_destroy(c->ch, c->ctx->x, o->x);
     vchannel_remove(c->ch, SRV_ARRAY, q->array);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- mipmapped arrays */
+
+/* What the worker keeps of a mipmapped array: the executor's handle and its level 0's shape. */
+struct worker_mipmap {
+    void *x;
+    uint32_t elem, levels, flags;
+    uint64_t width, height, depth;
+};
+
+CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_MipmapCreate *q,
+                                  struct vgpu_rsp_MipmapCreate *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    uint32_t elem;
+    if ((r = element_of(q->format, q->channels, q->width, q->height, q->depth, &elem)) != CUDA_SUCCESS)
+        return r;
+    if (q->levels == 0 || q->levels > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct worker_mipmap *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .flags = q->flags, .width = q->width,
+                                .height = q->height, .depth = q->depth};
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = q->width, .Height = q->height, .Depth = q->depth,
+                                 .Format = (CUarray_format)q->format, .NumChannels = q->channels, .Flags = q->flags};
+    struct srv_obj *o = vchannel_add(c, SRV_MIPMAP, q->mipmap, &r);
+    if (o)
+        r = OPS(c)->mipmap_create(EXEC(c), c->ctx->x, &d, q->levels, &m->x);
+    if (!o || r != CUDA_SUCCESS) {
+        if (o)
+            vchannel_remove(c->ch, SRV_MIPMAP, q->mipmap);
+        free(m);
+        return r;
+    }
+    o->x = m;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t halved(uint64_t n, uint32_t level) { return n ? (n >> level ? n >> level : 1) : 0; }
+
+CUresult vgpu_handle_MipmapLevel(struct vgpu_call *c, const struct vgpu_req_MipmapLevel *q,
+                                 struct vgpu_rsp_MipmapLevel *a)
+{
+    (void)a;
+    struct srv_obj *o;
+    CUresult r = vchannel_lookup(c, SRV_MIPMAP, q->mipmap, &o);
+    if (r)
+        return r;
+    const struct worker_mipmap *m = o->x;
+    if (q->level >= m->levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct worker_array *wa = calloc(1, sizeof *wa);
+    if (!wa)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Layers (and a cubemap's faces) do not shrink with the level. */
+    bool layered = m->flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+    *wa = shape(m->elem, halved(m->width, q->level), halved(m->height, q->level),
+                layered ? m->depth : halved(m->depth, q->level));
+    wa->level = true;
+    struct srv_obj *l = vchannel_add(c, SRV_ARRAY, q->array, &r);
+    if (l)
+        r = OPS(c)->mipmap_level(EXEC(c), c->ctx->x, m->x, q->level, &wa->x);
+    if (!l || r != CUDA_SUCCESS) {
+        if (l)
+            vchannel_remove(c->ch, SRV_ARRAY, q->array);
+        free(wa);
+        return r;
+    }
+    l->x = wa;
+    l->parent = q->mipmap;
+    return CUDA_SUCCESS;
+}
+
+void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap)
+{
+    struct worker_mipmap *m = mipmap;
+    ch->x->ops->mipmap_destroy(ch->x, ctx, m->x);
+    free(m);
+}
+
+CUresult vgpu_handle_MipmapDestroy(struct vgpu_call *c, const struct vgpu_req_MipmapDestroy *q,
+                                   struct vgpu_rsp_MipmapDestroy *a)
+{
+    (void)a;
+    struct srv_obj *o;
+    CUresult r = vchannel_lookup(c, SRV_MIPMAP, q->mipmap, &o);
+    if (r)
+        return r;
+    struct srv_table *arrays = &c->ch->tables[SRV_ARRAY];
+    for (uint32_t id = 1; id < arrays->cap; id++) {
+        struct srv_obj *l = &arrays->slots[id];
+        if (l->live && l->ctx == c->ctx_id && l->parent == q->mipmap && ((struct worker_array *)l->x)->level) {
+            free(l->x);
+            vchannel_remove(c->ch, SRV_ARRAY, id);
+        }
+    }
+    vchannel_mipmap_destroy(c->ch, c->ctx->x, o->x);
+    vchannel_remove(c->ch, SRV_MIPMAP, q->mipmap);
     return CUDA_SUCCESS;
 }
 
@@ -135,8 +255,16 @@ static CUresult resource_of(struct vgpu_call *c, const struct vgpu_req_TexObject
         res->res.pitch2D.pitchInBytes = q->pitch;
         return CUDA_SUCCESS;
     }
-    default: /* mipmapped arrays are not offered yet */
-        return q->res_type == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: {
+        struct srv_obj *o;
+        CUresult r = vchannel_lookup(c, SRV_MIPMAP, q->array, &o);
+        if (r)
+            return r == CUDA_ERROR_INVALID_HANDLE ? CUDA_ERROR_INVALID_VALUE : r;
+        res->res.mipmap.hMipmappedArray = ((struct worker_mipmap *)o->x)->x;
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 

@@ -23,13 +23,14 @@ enum srv_kind {
     SRV_GRAPH_EXEC = VGPU_OBJ_GRAPH_EXEC,
     SRV_ARRAY = VGPU_OBJ_ARRAY,
     SRV_TEXOBJ = VGPU_OBJ_TEXOBJ,
+    SRV_MIPMAP = VGPU_OBJ_MIPMAP,
     SRV_KINDS = VGPU_OBJ_KINDS
 };
 
 struct srv_obj {
     void *x;          /* the executor's handle */
     uint32_t ctx;     /* the owning context's id (a context: its own) */
-    uint32_t parent;  /* a function: its module's id */
+    uint32_t parent;  /* a function: its module's id; a mipmap level's array: its mipmapped array's */
     CUresult deferred; /* a context: the first error of a call nobody waited for */
     bool live;
 };

@@ -436,7 +436,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             vchannel_capturing(ch, streams->slots[id].x, false);
     /* Links, graphs and the worker's records of arrays are not the executor context's: they go first
      * (executable graphs before the graphs they came from). */
-    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH, SRV_ARRAY, SRV_TEXOBJ};
+    static const enum srv_kind own[] = {SRV_LINK, SRV_GRAPH_EXEC, SRV_GRAPH, SRV_ARRAY, SRV_MIPMAP, SRV_TEXOBJ};
     for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
         struct srv_table *t = &ch->tables[own[k]];
         for (uint32_t id = 1; id < t->cap; id++) {
@@ -453,8 +453,11 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             case SRV_GRAPH:
                 ch->x->ops->graph_destroy(ch->x, c->x, x);
                 break;
-            case SRV_ARRAY:
+            case SRV_ARRAY: /* levels too: their mipmapped arrays come after them */
                 vchannel_array_destroy(ch, c->x, x);
+                break;
+            case SRV_MIPMAP:
+                vchannel_mipmap_destroy(ch, c->x, x);
                 break;
             default:
                 vchannel_texobj_free(x);
@@ -633,6 +636,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_GRAPH_EXEC], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_ARRAY], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_TEXOBJ], MAX_GRAPHS);
+    srv_table_init(&ch->tables[SRV_MIPMAP], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->gate.capturing = ch->capturing;
     ch->gate.captures = &ch->capture_count;

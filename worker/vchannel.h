@@ -179,6 +179,8 @@ CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, 
                              const struct vgpu_copy_3d *d);
 /* Free an array (the worker's record of it and the executor's). */
 void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array);
+/* Free a mipmapped array (its levels' records must be gone first). */
+void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap);
 /* Free the worker's record of a texture or surface object (its context took the object). */
 void vchannel_texobj_free(void *texobj);
 /* A stream begins or ends capturing (false: too many capture at once). */

@@ -131,6 +131,22 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(TexObjectCreate, 1, sc2, NULL, 0);
     struct vgpu_req_TexObjectDestroy tdy = {.object = 9};
     REC(TexObjectDestroy, 1, tdy, NULL, 0);
+    /* A mipmapped array of three levels, its level 1 (then level 7: refused), destroying the level
+     * itself (refused), a texture over it, and its end. */
+    struct vgpu_req_MipmapCreate mc = {.mipmap = 12, .format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 8,
+                                       .channels = 1, .levels = 3};
+    REC(MipmapCreate, 1, mc, NULL, 0);
+    struct vgpu_req_MipmapLevel mlv = {.mipmap = 12, .level = 1, .array = 13};
+    REC(MipmapLevel, 1, mlv, NULL, 0);
+    mlv.level = 7;
+    mlv.array = 14;
+    REC(MipmapLevel, 1, mlv, NULL, 0);
+    struct vgpu_req_ArrayDestroy adl = {.array = 13};
+    REC(ArrayDestroy, 1, adl, NULL, 0);
+    struct vgpu_req_TexObjectCreate tm = {.object = 15, .res_type = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, .array = 12};
+    REC(TexObjectCreate, 1, tm, NULL, 0);
+    struct vgpu_req_MipmapDestroy md = {.mipmap = 12};
+    REC(MipmapDestroy, 1, md, NULL, 0);
     struct vgpu_req_ArrayDestroy ad = {.array = 8};
     REC(ArrayDestroy, 1, ad, NULL, 0);
     /* A capture on stream 2 (a memset captured), its graph instantiated, launched twice and

@@ -1,8 +1,9 @@
-/* Texture and surface objects: over a 2D array, pitched memory and linear memory, described back
- * as they were made; with the texture kernels' module (GPU), each is read by a kernel and a surface
- * written by one, and every value compared. What bad descriptors answer is printed, for check-gpu
- * to compare with the driver. Argument (optional): the module holding tex_read, tex_fetch and
- * surf_write. */
+/* Texture and surface objects: over a 2D array, a mipmapped array (each level filled apart),
+ * pitched memory and linear memory, described back as they were made; with the texture kernels'
+ * module (GPU), each is read by a kernel (every level of the mipmapped one) and a surface written
+ * by one, and every value compared. What bad descriptors answer is printed, for check-gpu
+ * to compare with the driver. Argument (optional): the module holding tex_read, tex_fetch,
+ * tex_lod and surf_write. */
 #include <string.h>
 
 #include "progutil.h"
@@ -24,12 +25,13 @@ static CUDA_TEXTURE_DESC point_desc(void)
 int main(int argc, char **argv)
 {
     prog_init(NULL);
-    CUfunction tex_read = NULL, tex_fetch = NULL, surf_write = NULL;
+    CUfunction tex_read = NULL, tex_fetch = NULL, surf_write = NULL, tex_lod = NULL;
     if (argc > 1) {
         CUmodule m = prog_module(argv[1]);
         CHECK(cuModuleGetFunction(&tex_read, m, "tex_read"));
         CHECK(cuModuleGetFunction(&tex_fetch, m, "tex_fetch"));
         CHECK(cuModuleGetFunction(&surf_write, m, "surf_write"));
+        CHECK(cuModuleGetFunction(&tex_lod, m, "tex_lod"));
     }
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++)
@@ -134,10 +136,60 @@ int main(int argc, char **argv)
                        (double)out[y][x]);
     }
 
+    /* A mipmapped array of four levels, each filled with its level number plus its coordinates. */
+    CUDA_ARRAY3D_DESCRIPTOR md = {.Width = W, .Height = H, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUmipmappedArray mm;
+    CHECK(cuMipmappedArrayCreate(&mm, &md, 4));
+    for (unsigned l = 0; l < 4; l++) {
+        CUarray la;
+        CHECK(cuMipmappedArrayGetLevel(&la, mm, l));
+        CUDA_ARRAY3D_DESCRIPTOR ld;
+        CHECK(cuArray3DGetDescriptor(&ld, la));
+        EXPECT(ld.Width == (size_t)W >> l && ld.Height == (size_t)H >> l, "level %u is %zu x %zu", l, ld.Width,
+               ld.Height);
+        for (size_t y = 0; y < ld.Height; y++)
+            for (size_t x = 0; x < ld.Width; x++)
+                host[y][x] = (float)(l * 100000 + y * 100 + x);
+        c = (CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host, .srcPitch = sizeof host[0],
+                            .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = la,
+                            .WidthInBytes = ld.Width * sizeof(float), .Height = ld.Height};
+        CHECK(cuMemcpy2D(&c));
+    }
+    memset(&res, 0, sizeof res);
+    res.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+    res.res.mipmap.hMipmappedArray = mm;
+    CUDA_TEXTURE_DESC mtd = point_desc();
+    mtd.flags = CU_TRSF_NORMALIZED_COORDINATES;
+    mtd.mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
+    mtd.maxMipmapLevelClamp = 3;
+    CUtexObject tm;
+    CHECK(cuTexObjectCreate(&tm, &res, &mtd, NULL));
+    if (tex_lod) {
+        for (int l = 0; l < 4; l++) {
+            int lw = W >> l, lh = H >> l;
+            float level = (float)l;
+            CHECK(cuMemsetD8(dout, 0, sizeof out));
+            void *args[] = {&tm, &dout, &lw, &lh, &level};
+            CHECK(cuLaunchKernel(tex_lod, (unsigned)(lw + 15) / 16, (unsigned)(lh + 7) / 8, 1, 16, 8, 1, 0, NULL, args, NULL));
+            CHECK(cuMemcpyDtoH(out, dout, (size_t)lw * lh * sizeof(float)));
+            const float *flat = &out[0][0];
+            for (int y = 0; y < lh; y++)
+                for (int x = 0; x < lw; x++)
+                    EXPECT(flat[y * lw + x] == (float)(l * 100000 + y * 100 + x), "level %d at (%d, %d): %g", l, x, y,
+                           (double)flat[y * lw + x]);
+        }
+    }
+    /* (Destroying a level itself crashes the driver: not compared.) */
+    CHECK(cuTexObjectDestroy(tm));
+    CHECK(cuMipmappedArrayDestroy(mm));
+
     /* Bad descriptors: printed, not asserted. */
     CUDA_RESOURCE_VIEW_DESC view;
     printf("view of an object made without one: %d\n", (int)cuTexObjectGetResourceViewDesc(&view, t));
     CUtexObject bad;
+    memset(&res, 0, sizeof res);
+    res.resType = CU_RESOURCE_TYPE_ARRAY;
+    res.res.array.hArray = a;
     printf("no texture descriptor: %d\n", (int)cuTexObjectCreate(&bad, &res, NULL, NULL));
     memset(&res, 0, sizeof res);
     res.resType = CU_RESOURCE_TYPE_LINEAR;

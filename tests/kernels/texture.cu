@@ -21,3 +21,10 @@ extern "C" __global__ void surf_write(cudaSurfaceObject_t s, int w, int h)
     if (x < w && y < h)
         surf2Dwrite((float)(x * 2 + y * 1000), s, x * (int)sizeof(float), y);
 }
+
+extern "C" __global__ void tex_lod(cudaTextureObject_t t, float *out, int w, int h, float level)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < w && y < h)
+        out[y * w + x] = tex2DLod<float>(t, (x + 0.5f) / w, (y + 0.5f) / h, level);
+}

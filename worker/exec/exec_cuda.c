@@ -54,6 +54,9 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                \
+    X(cuMipmappedArrayCreate)                                                                          \
+    X(cuMipmappedArrayGetLevel)                                                                        \
+    X(cuMipmappedArrayDestroy)                                                                         \
     X(cuTexObjectCreate)                                                                               \
     X(cuTexObjectDestroy)                                                                              \
     X(cuSurfObjectCreate)                                                                              \
@@ -595,6 +598,30 @@ static void cuda_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
         API(x)->cuArrayDestroy(array);
+}
+
+static CUresult cuda_mipmap_create(struct vgpu_exec *x, void *ctx, const void *desc, unsigned levels, void **mipmap)
+{
+    BIND(x, ctx);
+    CUmipmappedArray m = NULL;
+    CUresult r = API(x)->cuMipmappedArrayCreate(&m, desc, levels);
+    *mipmap = m;
+    return r;
+}
+
+static CUresult cuda_mipmap_level(struct vgpu_exec *x, void *ctx, void *mipmap, unsigned level, void **array)
+{
+    BIND(x, ctx);
+    CUarray a = NULL;
+    CUresult r = API(x)->cuMipmappedArrayGetLevel(&a, mipmap, level);
+    *array = a;
+    return r;
+}
+
+static void cuda_mipmap_destroy(struct vgpu_exec *x, void *ctx, void *mipmap)
+{
+    if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
+        API(x)->cuMipmappedArrayDestroy(mipmap);
 }
 
 static CUresult cuda_tex_object_create(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
@@ -1168,6 +1195,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_mem_ops = cuda_stream_mem_ops,
     .array_create = cuda_array_create,
     .array_destroy = cuda_array_destroy,
+    .mipmap_create = cuda_mipmap_create,
+    .mipmap_level = cuda_mipmap_level,
+    .mipmap_destroy = cuda_mipmap_destroy,
     .tex_object_create = cuda_tex_object_create,
     .tex_object_destroy = cuda_tex_object_destroy,
     .stream_begin_capture = cuda_stream_begin_capture,

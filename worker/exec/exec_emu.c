@@ -247,6 +247,59 @@ static void emu_array_destroy(struct vgpu_exec *x, void *ctx, void *array)
     x->ops->mem_free(x, ctx, (uint64_t)(uintptr_t)array);
 }
 
+/* A mipmapped array is its levels, each an emu array of its own. */
+struct emu_mipmap {
+    unsigned levels;
+    void *level[];
+};
+
+static CUresult emu_mipmap_create(struct vgpu_exec *x, void *ctx, const void *desc, unsigned levels, void **mipmap)
+{
+    const CUDA_ARRAY3D_DESCRIPTOR *d = desc;
+    if (levels == 0 || levels > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_mipmap *m = calloc(1, sizeof *m + levels * sizeof m->level[0]);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    bool layered = d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+    CUresult r = CUDA_SUCCESS;
+    for (; m->levels < levels && r == CUDA_SUCCESS; m->levels++) {
+        unsigned l = m->levels;
+        CUDA_ARRAY3D_DESCRIPTOR ld = *d;
+        ld.Width = d->Width >> l ? d->Width >> l : 1;
+        ld.Height = d->Height ? (d->Height >> l ? d->Height >> l : 1) : 0;
+        ld.Depth = d->Depth && !layered ? (d->Depth >> l ? d->Depth >> l : 1) : d->Depth;
+        r = emu_array_create(x, ctx, &ld, &m->level[l]);
+    }
+    if (r != CUDA_SUCCESS) {
+        m->levels--; /* the one that failed holds nothing */
+        *mipmap = m;
+        x->ops->mipmap_destroy(x, ctx, m);
+        return r;
+    }
+    *mipmap = m;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_mipmap_level(struct vgpu_exec *x, void *ctx, void *mipmap, unsigned level, void **array)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_mipmap *m = mipmap;
+    if (level >= m->levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    *array = m->level[level];
+    return CUDA_SUCCESS;
+}
+
+static void emu_mipmap_destroy(struct vgpu_exec *x, void *ctx, void *mipmap)
+{
+    struct emu_mipmap *m = mipmap;
+    for (unsigned l = 0; l < m->levels; l++)
+        emu_array_destroy(x, ctx, m->level[l]);
+    free(m);
+}
+
 /* An emu kernel reads memory as the CPU does: a texture or surface object is only a handle to hand
  * back (nonzero and distinct, as a GPU's are). */
 static CUresult emu_tex_object_create(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
@@ -815,6 +868,9 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_mem_ops = emu_stream_mem_ops,
     .array_create = emu_array_create,
     .array_destroy = emu_array_destroy,
+    .mipmap_create = emu_mipmap_create,
+    .mipmap_level = emu_mipmap_level,
+    .mipmap_destroy = emu_mipmap_destroy,
     .tex_object_create = emu_tex_object_create,
     .tex_object_destroy = emu_tex_object_destroy,
     .stream_begin_capture = emu_stream_begin_capture,

@@ -133,6 +133,11 @@ struct vgpu_exec_ops {
     /* ---- arrays (desc: a CUDA_ARRAY3D_DESCRIPTOR, checked: a format the vGPU offers) */
     CUresult (*array_create)(struct vgpu_exec *x, void *ctx, const void *desc, void **array);
     void (*array_destroy)(struct vgpu_exec *x, void *ctx, void *array);
+    /* Mipmapped arrays (desc as array_create's) and their levels, which are arrays the mipmapped
+     * array keeps (array_destroy is not called on them). */
+    CUresult (*mipmap_create)(struct vgpu_exec *x, void *ctx, const void *desc, unsigned levels, void **mipmap);
+    CUresult (*mipmap_level)(struct vgpu_exec *x, void *ctx, void *mipmap, unsigned level, void **array);
+    void (*mipmap_destroy)(struct vgpu_exec *x, void *ctx, void *mipmap);
     /* A texture or surface object (res: a CUDA_RESOURCE_DESC naming executor arrays or checked
      * device memory; tex, view: CUDA_TEXTURE_DESC and CUDA_RESOURCE_VIEW_DESC or NULL). Its
      * resources are the context's: the context takes the object with it. */
