@@ -67,6 +67,23 @@ uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels)
     return channels == 1 || channels == 2 || channels == 4 ? size * channels : 0;
 }
 
+static uint64_t halved(uint64_t n, uint32_t level)
+{
+    if (level >= 64)
+        return n ? 1 : 0;
+    return n ? (n >> level ? n >> level : 1) : 0;
+}
+
+struct vgpu_array_shape vgpu_mipmap_level(const struct vgpu_array_shape *s, uint32_t level)
+{
+    const uint32_t layered = 0x01 | 0x04; /* CUDA_ARRAY3D_LAYERED, CUDA_ARRAY3D_CUBEMAP */
+    struct vgpu_array_shape l = *s;
+    l.width = halved(s->width, level);
+    l.height = halved(s->height, level);
+    l.depth = (s->flags & layered) ? s->depth : halved(s->depth, level);
+    return l;
+}
+
 enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option)
 {
     switch (option) {

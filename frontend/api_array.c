@@ -54,6 +54,12 @@ static CUresult element_of(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t *elem)
     return *elem ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED; /* planar video, block-compressed */
 }
 
+static struct vgpu_array_shape shape_of(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    return (struct vgpu_array_shape){.width = d->Width, .height = d->Height, .depth = d->Depth,
+                                     .format = (uint32_t)d->Format, .channels = d->NumChannels, .flags = d->Flags};
+}
+
 /* The frontend's record of an array of this shape, with an id. */
 static struct fe_array *array_new(struct fe_ctx *c, struct fe_chan *ch, const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t elem)
 {
@@ -84,12 +90,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
         return CUDA_ERROR_OUT_OF_MEMORY;
     FE_REQ(q, ArrayCreate);
     q.array = a->id;
-    q.format = (uint32_t)d->Format;
-    q.width = d->Width;
-    q.height = d->Height;
-    q.depth = d->Depth;
-    q.channels = d->NumChannels;
-    q.flags = d->Flags;
+    q.shape = shape_of(d);
     CUresult r = FE_CALL(ch, c->id, ArrayCreate, &q, NULL);
     if (r != CUDA_SUCCESS) {
         array_free(a);
@@ -213,12 +214,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRI
     m->id = fe_handle_id(m->handle);
     FE_REQ(q, MipmapCreate);
     q.mipmap = m->id;
-    q.format = (uint32_t)d->Format;
-    q.width = d->Width;
-    q.height = d->Height;
-    q.depth = d->Depth;
-    q.channels = d->NumChannels;
-    q.flags = d->Flags;
+    q.shape = shape_of(d);
     q.levels = levels;
     CUresult r = FE_CALL(ch, c->id, MipmapCreate, &q, NULL);
     if (r != CUDA_SUCCESS) {
@@ -239,12 +235,11 @@ CUresult cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray h, unsigned int
     if (!out || level >= m->levels)
         return CUDA_ERROR_INVALID_VALUE;
     if (!m->level[level]) {
-        /* Layers (and a cubemap's faces) do not shrink with the level. */
+        struct vgpu_array_shape s0 = shape_of(&m->desc), ls = vgpu_mipmap_level(&s0, level);
         CUDA_ARRAY3D_DESCRIPTOR d = m->desc;
-        bool layered = d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
-        d.Width = d.Width >> level ? d.Width >> level : 1;
-        d.Height = d.Height ? (d.Height >> level ? d.Height >> level : 1) : 0;
-        d.Depth = d.Depth && !layered ? (d.Depth >> level ? d.Depth >> level : 1) : d.Depth;
+        d.Width = ls.width;
+        d.Height = ls.height;
+        d.Depth = ls.depth;
         uint32_t elem;
         FE_RETURN_IF(element_of(&d, &elem));
         struct fe_array *a = array_new(m->ctx, m->ch, &d, elem);

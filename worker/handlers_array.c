@@ -19,15 +19,18 @@ static struct worker_array shape(uint32_t elem, uint64_t width, uint64_t height,
     return (struct worker_array){.pitch = width * elem, .rows = height ? height : 1, .depth = depth ? depth : 1};
 }
 
-/* The element size of an array description, or the error the driver gives for it. */
-static CUresult element_of(uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t depth,
-                           uint32_t *elem)
+/* The element size of an array's shape, or the error the driver gives for it; and the driver's
+ * descriptor of it. */
+static CUresult element_of(const struct vgpu_array_shape *s, uint32_t *elem, CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    *elem = vgpu_array_element_size(format, channels);
+    *elem = vgpu_array_element_size(s->format, s->channels);
     if (*elem == 0)
-        return format == 0 || (channels != 1 && channels != 2 && channels != 4) ? CUDA_ERROR_INVALID_VALUE
-                                                                                : CUDA_ERROR_NOT_SUPPORTED;
-    return width == 0 || width > UINT64_MAX / *elem || (depth && !height) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        return s->format == 0 || (s->channels != 1 && s->channels != 2 && s->channels != 4) ? CUDA_ERROR_INVALID_VALUE
+                                                                                             : CUDA_ERROR_NOT_SUPPORTED;
+    *d = (CUDA_ARRAY3D_DESCRIPTOR){.Width = s->width, .Height = s->height, .Depth = s->depth,
+                                   .Format = (CUarray_format)s->format, .NumChannels = s->channels, .Flags = s->flags};
+    return s->width == 0 || s->width > UINT64_MAX / *elem || (s->depth && !s->height) ? CUDA_ERROR_INVALID_VALUE
+                                                                                      : CUDA_SUCCESS;
 }
 
 CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_ArrayCreate *q,
@@ -38,14 +41,13 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
     if (r)
         return r;
     uint32_t elem;
-    if ((r = element_of(q->format, q->channels, q->width, q->height, q->depth, &elem)) != CUDA_SUCCESS)
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if ((r = element_of(&q->shape, &elem, &d)) != CUDA_SUCCESS)
         return r;
     struct worker_array *wa = calloc(1, sizeof *wa);
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *wa = shape(elem, q->width, q->height, q->depth);
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = q->width, .Height = q->height, .Depth = q->depth,
-                                 .Format = (CUarray_format)q->format, .NumChannels = q->channels, .Flags = q->flags};
+    *wa = shape(elem, q->shape.width, q->shape.height, q->shape.depth);
     struct srv_obj *o = vchannel_add(c, SRV_ARRAY, q->array, &r);
     if (o)
         r = OPS(c)->array_create(EXEC(c), c->ctx->x, &d, &wa->x);
@@ -84,11 +86,14 @@ CUresult vgpu_handle_ArrayDestroy(struct vgpu_call *c, const struct vgpu_req_Arr
 
 /* ---------------------------------------------------------------- mipmapped arrays */
 
+_Static_assert(CUDA_ARRAY3D_LAYERED == 0x01 && CUDA_ARRAY3D_CUBEMAP == 0x04,
+               "vgpu_mipmap_level knows the layered flags by value");
+
 /* What the worker keeps of a mipmapped array: the executor's handle and its level 0's shape. */
 struct worker_mipmap {
     void *x;
-    uint32_t elem, levels, flags;
-    uint64_t width, height, depth;
+    uint32_t elem, levels;
+    struct vgpu_array_shape shape;
 };
 
 CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_MipmapCreate *q,
@@ -99,17 +104,15 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
     if (r)
         return r;
     uint32_t elem;
-    if ((r = element_of(q->format, q->channels, q->width, q->height, q->depth, &elem)) != CUDA_SUCCESS)
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if ((r = element_of(&q->shape, &elem, &d)) != CUDA_SUCCESS)
         return r;
     if (q->levels == 0 || q->levels > 64)
         return CUDA_ERROR_INVALID_VALUE;
     struct worker_mipmap *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .flags = q->flags, .width = q->width,
-                                .height = q->height, .depth = q->depth};
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = q->width, .Height = q->height, .Depth = q->depth,
-                                 .Format = (CUarray_format)q->format, .NumChannels = q->channels, .Flags = q->flags};
+    *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .shape = q->shape};
     struct srv_obj *o = vchannel_add(c, SRV_MIPMAP, q->mipmap, &r);
     if (o)
         r = OPS(c)->mipmap_create(EXEC(c), c->ctx->x, &d, q->levels, &m->x);
@@ -122,8 +125,6 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
     o->x = m;
     return CUDA_SUCCESS;
 }
-
-static uint64_t halved(uint64_t n, uint32_t level) { return n ? (n >> level ? n >> level : 1) : 0; }
 
 CUresult vgpu_handle_MipmapLevel(struct vgpu_call *c, const struct vgpu_req_MipmapLevel *q,
                                  struct vgpu_rsp_MipmapLevel *a)
@@ -139,10 +140,8 @@ CUresult vgpu_handle_MipmapLevel(struct vgpu_call *c, const struct vgpu_req_Mipm
     struct worker_array *wa = calloc(1, sizeof *wa);
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Layers (and a cubemap's faces) do not shrink with the level. */
-    bool layered = m->flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
-    *wa = shape(m->elem, halved(m->width, q->level), halved(m->height, q->level),
-                layered ? m->depth : halved(m->depth, q->level));
+    struct vgpu_array_shape ls = vgpu_mipmap_level(&m->shape, q->level);
+    *wa = shape(m->elem, ls.width, ls.height, ls.depth);
     wa->level = true;
     struct srv_obj *l = vchannel_add(c, SRV_ARRAY, q->array, &r);
     if (l)

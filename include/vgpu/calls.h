@@ -66,6 +66,10 @@ enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option);
  * vGPU does not offer (planar video and block-compressed formats). One answer for both sides. */
 uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels);
 
+/* The shape of level `level` of a mipmapped array whose level 0 is s: each extent halves (down to
+ * 1), but layers and a cubemap's faces do not. One answer for both sides and the emu executor. */
+struct vgpu_array_shape vgpu_mipmap_level(const struct vgpu_array_shape *s, uint32_t level);
+
 /* The bytes a stream memory operation touches at its address: 4 or 8 for waits and writes (the
  * address must be aligned to it), 0 for a flush or a barrier, -1 for an unknown kind or flags. One
  * answer for both sides. */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 10u
+#define VGPU_PROTO_VERSION 11u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -137,6 +137,16 @@ struct vgpu_mem_op {
 _Static_assert(sizeof(struct vgpu_mem_op) == 24, "a memory operation travels as 24 bytes");
 /* The most operations one batch may hold, as the driver allows. */
 #define VGPU_MAX_MEM_OPS 256u
+
+/* An array's shape as CUDA_ARRAY3D_DESCRIPTOR gives it (height and depth 0 for fewer dimensions). */
+struct vgpu_array_shape {
+    uint64_t width, height, depth;
+    uint32_t format; /* a CUarray_format */
+    uint32_t channels;
+    uint32_t flags;  /* CUDA_ARRAY3D_* */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_array_shape) == 40, "an array's shape travels as 40 bytes");
 
 /* JIT options (cuLinkCreate, cuLinkAddData) travel as the option and its value (a scalar: the
  * pointer-sized value the driver API passes). */

@@ -113,7 +113,8 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     smo.count = 2;
     REC(StreamMemOps, 1, smo, mops, sizeof mops);
     /* An array, a copy into it from the data area, a box past its end (refused), its destruction. */
-    struct vgpu_req_ArrayCreate ac = {.array = 8, .format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 4, .channels = 1};
+    struct vgpu_req_ArrayCreate ac = {.array = 8,
+                                      .shape = {.format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 4, .channels = 1}};
     REC(ArrayCreate, 1, ac, NULL, 0);
     struct vgpu_req_Copy3D ca = {.dst = 0, .src = 0, .dst_pitch = 64, .src_pitch = 64, .dst_rows = 4, .src_rows = 4,
                                  .width = 64, .height = 4, .depth = 1, .stream = 2, .slot = VGPU_NO_SLOT,
@@ -133,8 +134,8 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(TexObjectDestroy, 1, tdy, NULL, 0);
     /* A mipmapped array of three levels, its level 1 (then level 7: refused), destroying the level
      * itself (refused), a texture over it, and its end. */
-    struct vgpu_req_MipmapCreate mc = {.mipmap = 12, .format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 8,
-                                       .channels = 1, .levels = 3};
+    struct vgpu_req_MipmapCreate mc = {
+        .mipmap = 12, .levels = 3, .shape = {.format = CU_AD_FORMAT_FLOAT, .width = 16, .height = 8, .channels = 1}};
     REC(MipmapCreate, 1, mc, NULL, 0);
     struct vgpu_req_MipmapLevel mlv = {.mipmap = 12, .level = 1, .array = 13};
     REC(MipmapLevel, 1, mlv, NULL, 0);

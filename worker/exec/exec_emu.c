@@ -261,14 +261,16 @@ static CUresult emu_mipmap_create(struct vgpu_exec *x, void *ctx, const void *de
     struct emu_mipmap *m = calloc(1, sizeof *m + levels * sizeof m->level[0]);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    bool layered = d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+    const struct vgpu_array_shape s0 = {.width = d->Width, .height = d->Height, .depth = d->Depth,
+                                        .format = (uint32_t)d->Format, .channels = d->NumChannels, .flags = d->Flags};
     CUresult r = CUDA_SUCCESS;
     for (; m->levels < levels && r == CUDA_SUCCESS; m->levels++) {
         unsigned l = m->levels;
+        struct vgpu_array_shape ls = vgpu_mipmap_level(&s0, l);
         CUDA_ARRAY3D_DESCRIPTOR ld = *d;
-        ld.Width = d->Width >> l ? d->Width >> l : 1;
-        ld.Height = d->Height ? (d->Height >> l ? d->Height >> l : 1) : 0;
-        ld.Depth = d->Depth && !layered ? (d->Depth >> l ? d->Depth >> l : 1) : d->Depth;
+        ld.Width = ls.width;
+        ld.Height = ls.height;
+        ld.Depth = ls.depth;
         r = emu_array_create(x, ctx, &ld, &m->level[l]);
     }
     if (r != CUDA_SUCCESS) {
