@@ -69,9 +69,17 @@ struct emu_function;
 /* The row alignment of pitched allocations. */
 #define EMU_PITCH_ALIGN 512u
 
+/* Device memory a captured op touches (emu_graph.c): checked again before each replay, since the
+ * tenant may free it in between. */
+struct emu_span {
+    uint64_t p, n;
+};
+
 struct emu_op {
     struct emu_op *next;
     enum emu_op_kind kind;
+    struct emu_span *spans; /* a captured op's device memory (NULL otherwise) */
+    unsigned nspans;
     struct emu_dep *deps;
     size_t dep_count;
     union {

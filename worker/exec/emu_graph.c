@@ -3,7 +3,8 @@
  * queues a fresh copy of each op on the launch stream. What this does not model: a capture joined
  * by other streams through events (an event recorded during capture counts as complete, so another
  * stream that waits on it runs at once, uncaptured), and host functions (the frontend refuses them
- * during capture). */
+ * during capture). A replay whose device memory was freed since the capture fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU would fault. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,13 +29,22 @@ static void graph_free(struct emu_graph *g)
     free(g);
 }
 
-/* A copy of a captured op that can be queued (NULL when out of memory). */
-static struct emu_op *clone_op(const struct emu_op *op)
+/* A copy of a captured op that can be queued (NULL when out of memory); spans: keep its spans (a
+ * graph's op), else the copy is to run. */
+static struct emu_op *clone_op(const struct emu_op *op, bool spans)
 {
     struct emu_op *o = emu_op_new(op->kind);
     if (!o)
         return NULL;
     o->u = op->u;
+    if (spans && op->nspans) {
+        if (!(o->spans = malloc(op->nspans * sizeof *op->spans))) {
+            free(o);
+            return NULL;
+        }
+        memcpy(o->spans, op->spans, op->nspans * sizeof *op->spans);
+        o->nspans = op->nspans;
+    }
     switch (op->kind) {
     case EMU_OP_KERNEL: {
         size_t cap = ((size_t)op->u.kernel.fn->param_bytes + 63) & ~(size_t)63;
@@ -58,11 +68,12 @@ static struct emu_op *clone_op(const struct emu_op *op)
     }
     return o;
 fail:
+    free(o->spans);
     free(o);
     return NULL;
 }
 
-static struct emu_graph *clone_graph(const struct emu_graph *g)
+static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans)
 {
     struct emu_graph *c = calloc(1, sizeof *c);
     if (!c)
@@ -73,7 +84,7 @@ static struct emu_graph *clone_graph(const struct emu_graph *g)
         return NULL;
     }
     for (; c->n < g->n; c->n++) {
-        if (!(c->ops[c->n] = clone_op(g->ops[c->n]))) {
+        if (!(c->ops[c->n] = clone_op(g->ops[c->n], spans))) {
             graph_free(c);
             return NULL;
         }
@@ -85,6 +96,54 @@ void emu_capture_drop(struct emu_stream *s)
 {
     graph_free(s->capture);
     s->capture = NULL;
+}
+
+/* The bytes an op reads or writes from p on, if p is in the context's device memory: a span. */
+static bool add_span(const struct emu_ctx *c, struct emu_op *op, const void *p, uint64_t n)
+{
+    if (!vgpu_ranges_find(&c->allocs, (uint64_t)(uintptr_t)p))
+        return true; /* host memory: the channel's data area, mapped for the channel's life */
+    struct emu_span *s = realloc(op->spans, (op->nspans + 1) * sizeof *s);
+    if (!s)
+        return false;
+    op->spans = s;
+    op->spans[op->nspans++] = (struct emu_span){(uint64_t)(uintptr_t)p, n};
+    return true;
+}
+
+/* Note the device memory a captured op touches (false when out of memory). */
+static bool note_spans(const struct emu_ctx *c, struct emu_op *op)
+{
+    switch (op->kind) {
+    case EMU_OP_COPY: {
+        uint64_t d = (op->u.copy.slices - 1) * op->u.copy.dst_slice + (op->u.copy.rows - 1) * op->u.copy.dst_pitch;
+        uint64_t s = (op->u.copy.slices - 1) * op->u.copy.src_slice + (op->u.copy.rows - 1) * op->u.copy.src_pitch;
+        return add_span(c, op, op->u.copy.dst, d + op->u.copy.n) && add_span(c, op, op->u.copy.src, s + op->u.copy.n);
+    }
+    case EMU_OP_MEMSET:
+        return add_span(c, op, op->u.memset.dst,
+                        (op->u.memset.rows - 1) * op->u.memset.pitch + op->u.memset.count * op->u.memset.elem);
+    case EMU_OP_MEM_OPS:
+        for (unsigned i = 0; i < op->u.mem_ops.n; i++)
+            if (!add_span(c, op, (const void *)(uintptr_t)op->u.mem_ops.ops[i].address, 8))
+                return false;
+        return true;
+    default:
+        return true;
+    }
+}
+
+/* Is every span of a graph's ops still device memory of the context? (c->mu held) */
+static bool spans_live(const struct emu_ctx *c, const struct emu_graph *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        for (unsigned k = 0; k < g->ops[i]->nspans; k++) {
+            const struct emu_span *s = &g->ops[i]->spans[k];
+            const struct vgpu_range *r = vgpu_ranges_find(&c->allocs, s->p);
+            if (!r || s->n > r->size - (s->p - r->base))
+                return false;
+        }
+    return true;
 }
 
 void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
@@ -101,6 +160,8 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
         op->kind = EMU_OP_NOTHING;
     bool keep = op->kind == EMU_OP_KERNEL || op->kind == EMU_OP_MEMSET || op->kind == EMU_OP_MEM_OPS ||
                 (op->kind == EMU_OP_COPY && !op->u.copy.owned);
+    if (keep && !note_spans(s->ctx, op))
+        keep = false, s->capture_invalid = true;
     struct emu_graph *g = s->capture;
     struct emu_op **ops = keep ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
     if (!ops) {
@@ -192,7 +253,7 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
     (void)x;
     (void)ctx;
     (void)flags;
-    struct emu_graph *e = clone_graph(graph);
+    struct emu_graph *e = clone_graph(graph, true);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *exec = e;
@@ -205,10 +266,16 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     if (upload)
         return CUDA_SUCCESS;
     struct emu_ctx *c = ctx;
-    struct emu_graph *copy = clone_graph(exec);
+    struct emu_graph *copy = clone_graph(exec, false);
     if (!copy)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
+    /* Memory freed since the capture: a GPU would fault on it. */
+    if (!spans_live(c, exec)) {
+        pthread_mutex_unlock(&c->mu);
+        graph_free(copy);
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
     for (size_t i = 0; i < copy->n; i++)
         emu_enqueue(c, stream, copy->ops[i]);
     pthread_mutex_unlock(&c->mu);

@@ -40,6 +40,7 @@ void emu_op_release_deps_locked(struct emu_op *op)
 
 void emu_op_free(struct emu_op *op)
 {
+    free(op->spans);
     free(op->deps);
     if (op->kind == EMU_OP_COPY)
         free(op->u.copy.owned);
