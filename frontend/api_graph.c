@@ -516,3 +516,64 @@ CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *deps, CUgra
 {
     return node_relatives(h, VGPU_GRAPH_NODES_DEPENDENTS, deps, edges, num);
 }
+
+CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *node = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)h);
+    if (!node)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, GraphNodes);
+    FE_RSP(a, GraphNodes);
+    q.graph = node->graph->id;
+    q.node = node->index;
+    q.what = VGPU_GRAPH_NODES_TYPE;
+    FE_RETURN_IF(FE_CALL(node->graph->ch, node->graph->ctx->id, GraphNodes, &q, &a));
+    *type = (CUgraphNodeType)a.count;
+    return CUDA_SUCCESS;
+}
+
+/* The graph's edges the driver's way: the count alone when from and to are NULL, else *num pairs
+ * filled (NULL past the last) and *num the count filled. */
+static CUresult graph_edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = graph_arg(h);
+    if (!g || !num || (!from != !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    static _Thread_local uint32_t idx[VGPU_MAX_GRAPH_NODES];
+    uint32_t idx_len = 0;
+    FE_REQ(q, GraphNodes);
+    FE_RSP(a, GraphNodes);
+    q.graph = g->id;
+    q.what = VGPU_GRAPH_NODES_EDGES;
+    FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, idx, sizeof idx, &idx_len));
+    if (!from) {
+        *num = (size_t)a.count;
+        return CUDA_SUCCESS;
+    }
+    size_t all = 0;
+    FE_RETURN_IF(nodes_of(g, VGPU_GRAPH_NODES_ALL, 0, NULL, NULL, &all));
+    FE_RETURN_IF(node_handles(g, all));
+    size_t have = idx_len / 8, n = have < *num ? have : *num;
+    for (size_t i = 0; i < *num; i++) {
+        bool ok = i < n && idx[2 * i] < g->node_count && idx[2 * i + 1] < g->node_count;
+        from[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[2 * i]] : NULL;
+        to[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[2 * i + 1]] : NULL;
+        if (data)
+            memset(&data[i], 0, sizeof data[i]);
+    }
+    *num = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetEdges(CUgraph h, CUgraphNode *from, CUgraphNode *to, size_t *num)
+{
+    return graph_edges(h, from, to, NULL, num);
+}
+CUresult cuGraphGetEdges_v2(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
+{
+    return graph_edges(h, from, to, data, num);
+}

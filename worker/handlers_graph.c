@@ -96,12 +96,12 @@ CUresult vgpu_handle_GraphNodes(struct vgpu_call *c, const struct vgpu_req_Graph
     CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
     if (r)
         return r;
-    if (q->what > VGPU_GRAPH_NODES_DEPENDENTS)
+    if (q->what > VGPU_GRAPH_NODES_EDGES)
         return CUDA_ERROR_INVALID_VALUE;
-    uint32_t cap = c->rsp_tail_cap / 4;
+    uint32_t cap = c->rsp_tail_cap / 4, per = q->what == VGPU_GRAPH_NODES_EDGES ? 2 : 1;
     r = OPS(c)->graph_nodes(EXEC(c), c->ctx->x, g->x, q->what, q->node, (uint32_t *)c->rsp_tail, cap, &a->count);
-    if (r == CUDA_SUCCESS && q->what != VGPU_GRAPH_NODES_ALL)
-        c->rsp_tail_len = (uint32_t)(a->count < cap ? a->count : cap) * 4;
+    if (r == CUDA_SUCCESS && q->what != VGPU_GRAPH_NODES_ALL && q->what != VGPU_GRAPH_NODES_TYPE)
+        c->rsp_tail_len = (uint32_t)(a->count < cap / per ? a->count : cap / per) * 4 * per;
     return r;
 }
 

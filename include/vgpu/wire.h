@@ -164,6 +164,8 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_GRAPH_NODES_DEPENDENCIES 1u
 #define VGPU_GRAPH_NODES_ROOTS 2u
 #define VGPU_GRAPH_NODES_DEPENDENTS 3u
+#define VGPU_GRAPH_NODES_TYPE 4u
+#define VGPU_GRAPH_NODES_EDGES 5u
 /* The most of each JIT log (information, errors) that comes back with an answer. */
 #define VGPU_JIT_LOG_MAX 8192u
 

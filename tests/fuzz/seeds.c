@@ -168,6 +168,10 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphNodes, 1, gn, NULL, 0);
     gn.what = VGPU_GRAPH_NODES_DEPENDENTS; /* of node 0 */
     REC(GraphNodes, 1, gn, NULL, 0);
+    gn.what = VGPU_GRAPH_NODES_TYPE; /* of node 0 */
+    REC(GraphNodes, 1, gn, NULL, 0);
+    gn.what = VGPU_GRAPH_NODES_EDGES;
+    REC(GraphNodes, 1, gn, NULL, 0);
     gn.node = 99; /* no such node: refused */
     gn.what = VGPU_GRAPH_NODES_DEPENDENCIES;
     REC(GraphNodes, 1, gn, NULL, 0);

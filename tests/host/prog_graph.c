@@ -81,6 +81,26 @@ int main(int argc, char **argv)
         chain = chain && nafter == (i + 1 < count ? 1u : 0u);
     }
     printf("captured nodes: %zu, a chain: %s\n", count, chain ? "yes" : "no");
+    CUgraphNodeType types[16];
+    for (size_t i = 0; i < count; i++)
+        CHECK(cuGraphNodeGetType(nodes[i], &types[i]));
+    printf("node types:");
+    for (size_t i = 0; i < count; i++)
+        printf(" %d", (int)types[i]);
+    printf("\n");
+    size_t nedges = 0;
+    CHECK(cuGraphGetEdges(g, NULL, NULL, NULL, &nedges));
+    CUgraphNode from[16], to[16];
+    size_t got_edges = 16;
+    CHECK(cuGraphGetEdges(g, from, to, NULL, &got_edges));
+    bool edges_chain = got_edges == nedges && nedges == count - 1;
+    for (size_t i = 0; i < got_edges && edges_chain; i++) {
+        bool found = false;
+        for (size_t j = 0; j + 1 < count; j++)
+            found = found || (from[i] == nodes[j] && to[i] == nodes[j + 1]);
+        edges_chain = found;
+    }
+    printf("edges: %zu, the chain's: %s\n", nedges, edges_chain ? "yes" : "no");
 
     unsigned *h = malloc(N * sizeof(unsigned));
     CHECK(cuMemcpyDtoH(h, d, N * sizeof(unsigned)));

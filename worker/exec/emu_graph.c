@@ -291,8 +291,29 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     (void)x;
     (void)ctx;
     const struct emu_graph *g = graph;
-    if (what != VGPU_GRAPH_NODES_ALL && what != VGPU_GRAPH_NODES_ROOTS && node >= g->n)
+    bool of_node = what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS ||
+                   what == VGPU_GRAPH_NODES_TYPE;
+    if (of_node && node >= g->n)
         return CUDA_ERROR_INVALID_VALUE;
+    if (what == VGPU_GRAPH_NODES_TYPE) {
+        static const CUgraphNodeType types[] = {[EMU_OP_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,
+                                                [EMU_OP_COPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
+                                                [EMU_OP_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+                                                [EMU_OP_MEM_OPS] = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
+                                                [EMU_OP_RECORD] = CU_GRAPH_NODE_TYPE_EMPTY,
+                                                [EMU_OP_CALLBACK] = CU_GRAPH_NODE_TYPE_EMPTY,
+                                                [EMU_OP_NOTHING] = CU_GRAPH_NODE_TYPE_EMPTY};
+        *count = (uint64_t)types[g->ops[node]->kind];
+        return CUDA_SUCCESS;
+    }
+    if (what == VGPU_GRAPH_NODES_EDGES) { /* the chain's links */
+        *count = g->n ? g->n - 1 : 0;
+        for (size_t i = 0; i + 1 < g->n && 2 * i + 1 < cap; i++) {
+            out[2 * i] = (uint32_t)i;
+            out[2 * i + 1] = (uint32_t)i + 1;
+        }
+        return CUDA_SUCCESS;
+    }
     uint32_t one;
     bool has = false;
     switch (what) {

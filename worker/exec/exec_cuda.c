@@ -54,6 +54,8 @@
     X(cuMemsetD16Async)                                                                                \
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                \
+    X(cuGraphNodeGetType)                                                                              \
+    X(cuGraphGetEdges_v2)                                                                              \
     X(cuMipmappedArrayCreate)                                                                          \
     X(cuMipmappedArrayGetLevel)                                                                        \
     X(cuMipmappedArrayDestroy)                                                                         \
@@ -694,6 +696,47 @@ static CUresult cuda_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, vo
     return upload ? API(x)->cuGraphUpload(exec, stream) : API(x)->cuGraphLaunch(exec, stream);
 }
 
+/* The index of a node among all of a graph's (UINT32_MAX: not there). */
+static uint32_t index_of(const CUgraphNode *nodes, size_t n, CUgraphNode node)
+{
+    for (size_t j = 0; j < n; j++)
+        if (nodes[j] == node)
+            return (uint32_t)j;
+    return UINT32_MAX;
+}
+
+static CUresult node_type(struct vgpu_exec *x, CUgraphNode node, uint64_t *type)
+{
+    CUgraphNodeType t;
+    CUresult r = API(x)->cuGraphNodeGetType(node, &t);
+    *type = (uint64_t)t;
+    return r;
+}
+
+/* The graph's edges as pairs of node indexes. */
+static CUresult edges(struct vgpu_exec *x, CUgraph g, const CUgraphNode *nodes, size_t n, uint32_t *out, uint32_t cap,
+                      uint64_t *count)
+{
+    size_t k = 0;
+    CUresult r = API(x)->cuGraphGetEdges_v2(g, NULL, NULL, NULL, &k);
+    *count = k;
+    if (r != CUDA_SUCCESS || k == 0)
+        return r;
+    CUgraphNode *from = calloc(k, sizeof *from), *to = calloc(k, sizeof *to);
+    if (!from || !to)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuGraphGetEdges_v2(g, from, to, NULL, &k);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < k && 2 * i + 1 < cap; i++) {
+        out[2 * i] = index_of(nodes, n, from[i]);
+        out[2 * i + 1] = index_of(nodes, n, to[i]);
+    }
+    *count = k;
+    free(from);
+    free(to);
+    return r;
+}
+
 /* The graph's nodes in the driver's order (malloc'd). */
 static CUresult all_nodes(struct vgpu_exec *x, CUgraph g, CUgraphNode **nodes, size_t *n)
 {
@@ -714,8 +757,15 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
     CUgraphNode *nodes, *some = NULL;
     size_t n, k = 0;
     CUresult r = all_nodes(x, graph, &nodes, &n);
-    if (r == CUDA_SUCCESS && what != VGPU_GRAPH_NODES_ALL && what != VGPU_GRAPH_NODES_ROOTS && node >= n)
+    bool of_node = what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS ||
+                   what == VGPU_GRAPH_NODES_TYPE;
+    if (r == CUDA_SUCCESS && of_node && node >= n)
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && (what == VGPU_GRAPH_NODES_TYPE || what == VGPU_GRAPH_NODES_EDGES)) {
+        r = what == VGPU_GRAPH_NODES_TYPE ? node_type(x, nodes[node], count) : edges(x, graph, nodes, n, out, cap, count);
+        free(nodes);
+        return r;
+    }
     if (r == CUDA_SUCCESS && what != VGPU_GRAPH_NODES_ALL) {
         /* The nodes asked for, then each one's index among all of them. */
         if (what == VGPU_GRAPH_NODES_ROOTS)
@@ -734,12 +784,8 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
             else
                 r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], some, NULL, &k);
         }
-        for (size_t i = 0; r == CUDA_SUCCESS && i < k && i < cap; i++) {
-            out[i] = UINT32_MAX;
-            for (size_t j = 0; j < n; j++)
-                if (nodes[j] == some[i])
-                    out[i] = (uint32_t)j;
-        }
+        for (size_t i = 0; r == CUDA_SUCCESS && i < k && i < cap; i++)
+            out[i] = index_of(nodes, n, some[i]);
     }
     *count = what == VGPU_GRAPH_NODES_ALL ? n : k;
     free(some);

@@ -153,8 +153,8 @@ struct vgpu_exec_ops {
     CUresult (*exchange_capture_mode)(struct vgpu_exec *x, void *ctx, int *mode);
     CUresult (*graph_instantiate)(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
     CUresult (*graph_launch)(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
-    /* GraphNodes (calls.def): how many nodes answer `what` (VGPU_GRAPH_NODES_*), and up to cap of
-     * their indexes in out. */
+    /* GraphNodes (calls.def): how many nodes (or edges) answer `what` (VGPU_GRAPH_NODES_*), and up to
+     * cap indexes of theirs in out (edges: pairs); for TYPE, count is the node's type. */
     CUresult (*graph_nodes)(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
                             uint32_t cap, uint64_t *count);
     void (*graph_exec_destroy)(struct vgpu_exec *x, void *ctx, void *exec);
