@@ -4,30 +4,14 @@
  * launch is one record. The frontend keeps which streams capture (their status and id are asked
  * for often, by the runtime and by libraries, and answered here) and refuses what it would stage
  * through the data area while a stream captures: a staged copy could not be replayed.
- * A graph's nodes are named by their index in the worker's order (captured graphs do not change).
- * Not yet: explicit graph construction, node types and parameters, exec updates, host nodes, the
- * dependencies and graph of a capture in progress (cuStreamGetCaptureInfo answers none). */
+ * A captured graph's nodes are named by their index in the worker's order (captured graphs do not
+ * change). Graphs made by cuGraphCreate are kept here (api_graph_nodes.c) and built in the worker
+ * when instantiated (graph_build.c). Not yet: the dependencies and graph of a capture in progress
+ * (cuStreamGetCaptureInfo answers none). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-
-/* A graph or an executable graph (kind FE_GRAPH or FE_GRAPH_EXEC). */
-struct fe_graph {
-    uint64_t handle;
-    uint32_t id;
-    enum fe_kind kind;
-    struct fe_ctx *ctx;
-    struct fe_chan *ch;
-    uint64_t *nodes; /* handles of its nodes, by their index in the worker's order, once asked for */
-    size_t node_count;
-};
-
-/* A node of a graph: its index in the worker's order (a captured graph does not change). */
-struct fe_graph_node {
-    struct fe_graph *graph;
-    uint32_t index;
-};
+#include "graph.h"
 
 /* ---------------------------------------------------------------- which streams capture */
 
@@ -104,7 +88,7 @@ void fe_capture_forget(struct fe_chan *ch, uint32_t stream)
 
 /* ---------------------------------------------------------------- graph objects */
 
-static struct fe_graph *graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch)
+struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch)
 {
     struct fe_graph *g = calloc(1, sizeof *g);
     if (!g)
@@ -119,13 +103,18 @@ static struct fe_graph *graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe
     return g;
 }
 
-static void graph_free(struct fe_graph *g)
+void fe_graph_free(struct fe_graph *g)
 {
+    if (!g)
+        return;
     for (size_t i = 0; i < g->node_count; i++) {
         free(fe_handle_get(FE_GRAPH_NODE, g->nodes[i]));
         fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
     }
     free(g->nodes);
+    fe_graph_nodes_free(g);
+    fe_graph_free(g->plan);
+    fe_graph_hosts_drop(g->ch, g->hosts, g->nhosts);
     fe_handle_free(g->kind, g->handle);
     free(g);
 }
@@ -134,26 +123,27 @@ void fe_graph_forget(void *obj, uint64_t handle, void *ctx)
 {
     (void)handle;
     struct fe_graph *g = obj;
-    if (g->ctx == ctx)
-        graph_free(g);
+    if (g->ctx == ctx && !g->owned) /* (owned ones go with their node's graph) */
+        fe_graph_free(g);
 }
 
-/* Ask the worker to destroy a graph or an executable graph, then forget it. */
-static CUresult graph_destroy(struct fe_graph *g)
+CUresult fe_graph_destroy(struct fe_graph *g)
 {
-    CUresult r;
-    if (g->kind == FE_GRAPH) {
+    CUresult r = CUDA_SUCCESS;
+    if (g->kind == FE_GRAPH && !g->here) {
         FE_REQ(q, GraphDestroy);
         q.graph = g->id;
         r = FE_CALL(g->ch, g->ctx->id, GraphDestroy, &q, NULL);
-    } else {
+    } else if (g->kind == FE_GRAPH_EXEC) {
         FE_REQ(q, GraphExecDestroy);
         q.exec = g->id;
         r = FE_CALL(g->ch, g->ctx->id, GraphExecDestroy, &q, NULL);
     }
-    graph_free(g);
+    fe_graph_free(g);
     return r;
 }
+
+struct fe_graph *fe_graph_of(enum fe_kind kind, uint64_t handle) { return fe_handle_get(kind, handle); }
 
 /* ---------------------------------------------------------------- capture */
 
@@ -192,7 +182,7 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_graph *g = graph_new(FE_GRAPH, c, ch);
+    struct fe_graph *g = fe_graph_new(FE_GRAPH, c, ch);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     FE_REQ(q, StreamEndCapture);
@@ -201,12 +191,12 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
     bool refused = capture_remove(ch, sid);
     if (r != CUDA_SUCCESS) {
-        graph_free(g);
+        fe_graph_free(g);
         *out = NULL;
         return r;
     }
     if (refused) { /* the worker's graph lacks what the frontend refused during the capture */
-        graph_destroy(g);
+        fe_graph_destroy(g);
         *out = NULL;
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
@@ -307,31 +297,23 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 /* ---------------------------------------------------------------- graphs */
 
-static struct fe_graph *graph_of(enum fe_kind kind, uint64_t handle) { return fe_handle_get(kind, handle); }
-
 CUresult cuGraphDestroy(CUgraph h)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph *g = graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
-    return g ? graph_destroy(g) : CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    return g && !g->owned ? fe_graph_destroy(g) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec h)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph *e = graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
-    return e ? graph_destroy(e) : CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *e = fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    return e ? fe_graph_destroy(e) : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult instantiate(CUgraphExec *out, CUgraph h, uint64_t flags)
+CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct fe_graph **exec)
 {
-    FE_RETURN_IF(fe_ready());
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fe_graph *g = graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
-    if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fe_graph *e = graph_new(FE_GRAPH_EXEC, g->ctx, g->ch);
+    struct fe_graph *e = fe_graph_new(FE_GRAPH_EXEC, g->ctx, g->ch);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     FE_REQ(q, GraphInstantiate);
@@ -340,10 +322,35 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, uint64_t flags)
     q.flags = flags;
     CUresult r = FE_CALL(g->ch, g->ctx->id, GraphInstantiate, &q, NULL);
     if (r != CUDA_SUCCESS) {
-        graph_free(e);
+        fe_graph_free(e);
         return r;
     }
+    e->flags = flags;
+    *exec = e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph h, uint64_t flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *e;
+    FE_RETURN_IF(g->here ? fe_graph_instantiate_here(g, flags, &e) : fe_graph_instantiate_worker(g, flags, &e));
     *out = (CUgraphExec)(uintptr_t)e->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecGetFlags(CUgraphExec h, cuuint64_t *flags)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *e = fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    if (!e || !flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = e->flags;
     return CUDA_SUCCESS;
 }
 
@@ -396,7 +403,7 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph h, CUDA_GRA
 static CUresult launch_on(CUgraphExec h, CUstream s, bool upload, bool pt)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph *e = graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    struct fe_graph *e = fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_ctx *c;
@@ -429,13 +436,13 @@ static CUresult node_handles(struct fe_graph *g, size_t n)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->nodes = all;
     for (; g->node_count < n; g->node_count++) {
-        struct fe_graph_node *node = malloc(sizeof *node);
+        struct fe_graph_node *node = calloc(1, sizeof *node);
         uint64_t h = node ? fe_handle_new(FE_GRAPH_NODE, node) : 0;
         if (!h) {
             free(node);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        *node = (struct fe_graph_node){g, (uint32_t)g->node_count};
+        *node = (struct fe_graph_node){.handle = h, .graph = g, .index = (uint32_t)g->node_count};
         g->nodes[g->node_count] = h;
     }
     return CUDA_SUCCESS;
@@ -477,27 +484,36 @@ static CUresult nodes_of(struct fe_graph *g, unsigned what, uint32_t node, CUgra
     return CUDA_SUCCESS;
 }
 
-static struct fe_graph *graph_arg(CUgraph h) { return graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h); }
+static struct fe_graph *graph_arg(CUgraph h) { return fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h); }
+
+/* Nodes of a graph, here or the worker's. */
+static CUresult nodes_any(struct fe_graph *g, unsigned what, struct fe_graph_node *node, CUgraphNode *out,
+                          CUgraphEdgeData *edges, size_t *num)
+{
+    if (g->here)
+        return fe_graph_here_nodes(g, what, node, out, edges, num);
+    return nodes_of(g, what, node ? node->index : 0, out, edges, num);
+}
 
 CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph *g = graph_arg(h);
-    return g ? nodes_of(g, VGPU_GRAPH_NODES_ALL, 0, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
+    return g ? nodes_any(g, VGPU_GRAPH_NODES_ALL, NULL, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGraphGetRootNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph *g = graph_arg(h);
-    return g ? nodes_of(g, VGPU_GRAPH_NODES_ROOTS, 0, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
+    return g ? nodes_any(g, VGPU_GRAPH_NODES_ROOTS, NULL, nodes, NULL, num) : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult node_relatives(CUgraphNode h, unsigned what, CUgraphNode *out, CUgraphEdgeData *edges, size_t *num)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph_node *node = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)h);
-    return node ? nodes_of(node->graph, what, node->index, out, edges, num) : CUDA_ERROR_INVALID_VALUE;
+    return node ? nodes_any(node->graph, what, node, out, edges, num) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGraphNodeGetDependencies(CUgraphNode h, CUgraphNode *deps, size_t *num)
@@ -525,6 +541,10 @@ CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
         return CUDA_ERROR_INVALID_VALUE;
     if (!type)
         return CUDA_ERROR_INVALID_VALUE;
+    if (node->graph->here) {
+        *type = node->type;
+        return CUDA_SUCCESS;
+    }
     FE_REQ(q, GraphNodes);
     FE_RSP(a, GraphNodes);
     q.graph = node->graph->id;
@@ -543,6 +563,8 @@ static CUresult graph_edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgra
     struct fe_graph *g = graph_arg(h);
     if (!g || !num || (!from != !to))
         return CUDA_ERROR_INVALID_VALUE;
+    if (g->here)
+        return fe_graph_here_edges(g, from, to, data, num);
     static _Thread_local uint32_t idx[VGPU_MAX_GRAPH_NODES];
     uint32_t idx_len = 0;
     FE_REQ(q, GraphNodes);

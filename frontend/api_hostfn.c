@@ -7,7 +7,12 @@
  * `release` to reach it. A thread of this
  * vGPU's runs the functions whose `done` is set and releases their streams (a stream reaches its
  * next function only after that, so each stream's run in the order queued). CUDA calls made inside
- * a host function are refused (CUDA_ERROR_NOT_PERMITTED). */
+ * a host function are refused (CUDA_ERROR_NOT_PERMITTED).
+ *
+ * A graph's host node is a HostFn record with ticket 0 on the stream that builds the graph: the
+ * worker counts the node's runs in `done`, and the dispatcher runs the function whenever `done` moves
+ * and answers with the same count in `release`. Its word is its own for the vGPU's life (a replay
+ * still in flight may write it after the graph is gone). */
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +72,27 @@ static void word_put(struct fe_chan *ch, uint64_t off)
     }
 }
 
+struct fe_host_node {
+    CUhostFn fn;
+    void *data;
+    struct vgpu_host_fn_word *w;
+    uint32_t seen; /* the run last taken */
+    struct fe_host_node *next;
+};
+
+/* A node whose graph has reached it again (hostfn_mu held): its run, taken. */
+static struct fe_host_node *node_ready(struct fe_chan *ch, uint32_t *run)
+{
+    for (struct fe_host_node *n = ch->hostfn_nodes; n; n = n->next) {
+        uint32_t done = atomic_load_explicit((_Atomic uint32_t *)&n->w->done, memory_order_acquire);
+        if (done != n->seen) {
+            n->seen = *run = done;
+            return n;
+        }
+    }
+    return NULL;
+}
+
 static bool word_done(const struct fe_host_call *h)
 {
     return atomic_load_explicit((_Atomic uint32_t *)&h->w->done, memory_order_acquire) == h->ticket;
@@ -91,11 +117,21 @@ static bool any_ready(void *arg)
     bool ready = false;
     for (struct fe_host_call *h = ch->hostfn_queue; h && !ready; h = h->next)
         ready = word_done(h);
+    for (struct fe_host_node *n = ch->hostfn_nodes; n && !ready; n = n->next)
+        ready = atomic_load_explicit((_Atomic uint32_t *)&n->w->done, memory_order_acquire) != n->seen;
     pthread_mutex_unlock(&ch->hostfn_mu);
     return ready || atomic_load(&ch->dead);
 }
 
 static int channel_dead(void *arg) { return atomic_load(&((struct fe_chan *)arg)->dead); }
+
+/* Let the worker's held stream go on. */
+static void release(struct vgpu_host_fn_word *w, uint32_t ticket)
+{
+    atomic_store_explicit((_Atomic uint32_t *)&w->release, ticket, memory_order_release);
+    /* A worker on this host sleeps on the word (a guest's looks at it every millisecond). */
+    syscall(SYS_futex, &w->release, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
 
 static void run(struct fe_chan *ch, struct fe_host_call *h, CUresult status)
 {
@@ -105,9 +141,7 @@ static void run(struct fe_chan *ch, struct fe_host_call *h, CUresult status)
     else if (status == CUDA_SUCCESS)
         h->fn(h->data);
     fe_in_host_fn = false;
-    atomic_store_explicit((_Atomic uint32_t *)&h->w->release, h->ticket, memory_order_release);
-    /* A worker on this host sleeps on the word (a guest's looks at it every millisecond). */
-    syscall(SYS_futex, &h->w->release, FUTEX_WAKE, 1, NULL, NULL, 0);
+    release(h->w, h->ticket);
     pthread_mutex_lock(&ch->hostfn_mu);
     word_put(ch, h->off);
     pthread_mutex_unlock(&ch->hostfn_mu);
@@ -128,6 +162,19 @@ static void *dispatcher(void *arg)
     for (;;) {
         pthread_mutex_lock(&ch->hostfn_mu);
         struct fe_host_call *h = take_ready(ch);
+        uint32_t node_run = 0;
+        struct fe_host_node *n = h ? NULL : node_ready(ch, &node_run);
+        if (n) { /* (the node may be dropped once the lock is let go: its word stays) */
+            CUhostFn fn = n->fn;
+            void *data = n->data;
+            struct vgpu_host_fn_word *word = n->w;
+            pthread_mutex_unlock(&ch->hostfn_mu);
+            fe_in_host_fn = true;
+            fn(data);
+            fe_in_host_fn = false;
+            release(word, node_run);
+            continue;
+        }
         int dead = atomic_load(&ch->dead);
         if (!h && dead) { /* the vGPU is gone: callbacks learn why, host functions never run */
             h = ch->hostfn_queue;
@@ -146,6 +193,20 @@ static void *dispatcher(void *arg)
     }
 }
 
+/* The thread that runs this vGPU's host functions (hostfn_mu held). */
+static CUresult dispatcher_start(struct fe_chan *ch)
+{
+    if (ch->hostfn_thread)
+        return CUDA_SUCCESS;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    ch->hostfn_thread = pthread_create(&t, &attr, dispatcher, ch) == 0;
+    pthread_attr_destroy(&attr);
+    return ch->hostfn_thread ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, void *data)
 {
     struct fe_ctx *c;
@@ -159,18 +220,8 @@ static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, v
     *h = (struct fe_host_call){.fn = fn, .cb = cb, .stream = s, .data = data};
     pthread_mutex_lock(&ch->hostfn_mu);
     CUresult r = word_get(ch, &h->off);
-    if (r == CUDA_SUCCESS && !ch->hostfn_thread) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        ch->hostfn_thread = pthread_create(&t, &attr, dispatcher, ch) == 0;
-        pthread_attr_destroy(&attr);
-        if (!ch->hostfn_thread) {
-            word_put(ch, h->off);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS && (r = dispatcher_start(ch)) != CUDA_SUCCESS)
+        word_put(ch, h->off);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&ch->hostfn_mu);
         free(h);
@@ -227,4 +278,55 @@ CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *data, unsign
 CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *data, unsigned int flags)
 {
     return add_callback(s, cb, data, flags, true);
+}
+
+/* ---------------------------------------------------------------- graphs' host nodes */
+
+CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
+                          struct fe_host_node **node)
+{
+    struct fe_host_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t off = 0;
+    pthread_mutex_lock(&ch->hostfn_mu);
+    CUresult r = word_get(ch, &off);
+    if (r == CUDA_SUCCESS && (r = dispatcher_start(ch)) != CUDA_SUCCESS)
+        word_put(ch, off);
+    if (r == CUDA_SUCCESS) {
+        *n = (struct fe_host_node){.fn = fn, .data = data, .w = (struct vgpu_host_fn_word *)(ch->map.data + off)};
+        memset(n->w, 0, sizeof *n->w); /* the worker counts runs from 1 */
+        n->next = ch->hostfn_nodes;
+        ch->hostfn_nodes = n;
+    }
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    if (r != CUDA_SUCCESS) {
+        free(n);
+        return r;
+    }
+    FE_REQ(q, HostFn);
+    q.word = off;
+    q.stream = sid;
+    q.ticket = 0;
+    r = FE_POST(ch, c->id, HostFn, &q, false);
+    if (r != CUDA_SUCCESS) {
+        fe_host_node_drop(ch, n);
+        return r;
+    }
+    *node = n;
+    return CUDA_SUCCESS;
+}
+
+void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node)
+{
+    if (!node)
+        return;
+    pthread_mutex_lock(&ch->hostfn_mu);
+    for (struct fe_host_node **pp = &ch->hostfn_nodes; *pp; pp = &(*pp)->next)
+        if (*pp == node) {
+            *pp = node->next;
+            break;
+        }
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    free(node);
 }

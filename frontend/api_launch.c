@@ -51,7 +51,7 @@ static CUresult extra_buffer(void **extra, const void **buf, size_t *size)
 
 /* Pack a launch's arguments: from kernelParams by the function's layout, or an `extra` buffer as
  * given. *buf points into small when it fits there, else to malloc'd memory the caller frees. */
-static CUresult pack_args(struct fe_function *f, struct fe_chan *ch, void **params, void **extra, uint8_t *small,
+CUresult fe_pack_args(struct fe_function *f, struct fe_chan *ch, void **params, void **extra, uint8_t *small,
                           size_t small_size, uint8_t **buf, uint32_t *size)
 {
     if (params && extra)
@@ -127,7 +127,7 @@ static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t blo
     FE_RETURN_IF(wire_attrs(attrs, nattrs, wattrs, &wcount));
     uint8_t small[1024], *buf;
     uint32_t size;
-    FE_RETURN_IF(pack_args(f, ch, params, extra, small, sizeof small, &buf, &size));
+    FE_RETURN_IF(fe_pack_args(f, ch, params, extra, small, sizeof small, &buf, &size));
     CUresult r;
     if (wcount == 0) {
         FE_REQ(q, LaunchKernel);

@@ -90,6 +90,7 @@ struct fe_chan {
      * thread that runs them. */
     pthread_mutex_t hostfn_mu;
     struct fe_host_call *hostfn_queue;
+    struct fe_host_node *hostfn_nodes; /* graphs' host nodes, which run at every replay */
     bool hostfn_thread;
     uint32_t hostfn_ticket; /* the last one handed out */
     uint64_t *hostfn_words; /* data-area offsets of free handshake words */
@@ -274,6 +275,12 @@ CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe
 CUresult fe_stream_resolve(CUstream h, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
 /* Set while this thread runs a host function: CUDA calls are refused then, as natively. */
 extern _Thread_local bool fe_in_host_fn;
+/* A graph's host node, queued on capturing stream sid of context c: fn(data) runs here at every
+ * replay of the graph, until fe_host_node_drop. */
+struct fe_host_node;
+CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
+                          struct fe_host_node **node);
+void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -368,6 +375,10 @@ bool fe_is_kernel(uint64_t h);
 /* A CUfunction (or CUkernel) argument, and its parameter layout (asked from vgpud if needed). */
 CUresult fe_function_of(CUfunction h, struct fe_function **f, struct fe_chan **ch);
 CUresult fe_function_layout(struct fe_function *f, struct fe_chan *ch);
+/* Pack a launch's arguments: from kernelParams by the function's layout, or an `extra` buffer as
+ * given. *buf points into small when it fits there, else to malloc'd memory the caller frees. */
+CUresult fe_pack_args(struct fe_function *f, struct fe_chan *ch, void **params, void **extra, uint8_t *small,
+                      size_t small_size, uint8_t **buf, uint32_t *size);
 
 /* ---------------------------------------------------------------- misc */
 

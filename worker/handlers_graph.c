@@ -1,6 +1,9 @@
 /* Handlers: stream capture and graphs. The worker's driver captures the stream's work as the
  * tenant's records arrive; a graph launch is one record. Graphs and executable graphs belong to
  * the context they were made in and go with it. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "vchannel.h"
 
 CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_req_StreamBeginCapture *q,
@@ -129,4 +132,102 @@ CUresult vgpu_handle_GraphDestroy(struct vgpu_call *c, const struct vgpu_req_Gra
     OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
     vchannel_remove(c->ch, SRV_GRAPH, q->graph);
     return CUDA_SUCCESS;
+}
+
+/* A node of the build by its id (NULL: not named yet). */
+static void *build_node(const struct vchannel_build *b, uint32_t id) { return id < b->cap ? b->nodes[id] : NULL; }
+
+static CUresult build_name(struct vchannel_build *b, uint32_t id, void *node)
+{
+    if (id >= VGPU_MAX_GRAPH_NODES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (id >= b->cap) {
+        size_t cap = b->cap ? b->cap : 16;
+        while (cap <= id)
+            cap *= 2;
+        void **nodes = realloc(b->nodes, cap * sizeof *nodes);
+        if (!nodes)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memset(nodes + b->cap, 0, (cap - b->cap) * sizeof *nodes);
+        b->nodes = nodes;
+        b->cap = cap;
+    }
+    b->nodes[id] = node;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_GraphBuild *q, struct vgpu_rsp_GraphBuild *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    struct vchannel_build *b = stream ? vchannel_build_of(c->ch, stream) : NULL;
+    if (!b)
+        return CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
+    if (q->op == VGPU_BUILD_DEPS) {
+        if (c->tail_len % 4 || q->node || q->object)
+            return CUDA_ERROR_INVALID_VALUE;
+        size_t n = c->tail_len / 4;
+        void **deps = n ? malloc(n * sizeof *deps) : NULL;
+        if (n && !deps)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+            uint32_t id;
+            memcpy(&id, c->tail + 4 * i, 4);
+            if (!(deps[i] = build_node(b, id)))
+                r = CUDA_ERROR_INVALID_VALUE;
+        }
+        if (r == CUDA_SUCCESS)
+            r = OPS(c)->capture_deps(EXEC(c), c->ctx->x, stream, deps, n);
+        free(deps);
+        return r;
+    }
+    if (c->tail_len || q->op > VGPU_BUILD_CHILD || q->node >= VGPU_MAX_GRAPH_NODES || build_node(b, q->node))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *obj = NULL;
+    if (q->op == VGPU_BUILD_EVENT_RECORD || q->op == VGPU_BUILD_EVENT_WAIT || q->op == VGPU_BUILD_CHILD) {
+        struct srv_obj *o;
+        r = vchannel_lookup(c, q->op == VGPU_BUILD_CHILD ? SRV_GRAPH : SRV_EVENT, q->object, &o);
+        if (r)
+            return r;
+        obj = o->x;
+    } else if (q->object) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void *node = NULL;
+    r = OPS(c)->capture_node(EXEC(c), c->ctx->x, stream, q->op, obj, &node);
+    return r ? r : node ? build_name(b, q->node, node) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult vgpu_handle_GraphClone(struct vgpu_call *c, const struct vgpu_req_GraphClone *q, struct vgpu_rsp_GraphClone *a)
+{
+    (void)a;
+    struct srv_obj *g;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    struct srv_obj *clone = vchannel_add(c, SRV_GRAPH, q->clone, &r);
+    if (!clone)
+        return r;
+    r = OPS(c)->graph_clone(EXEC(c), c->ctx->x, g->x, &clone->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_GRAPH, q->clone);
+    return r;
+}
+
+CUresult vgpu_handle_GraphExecUpdate(struct vgpu_call *c, const struct vgpu_req_GraphExecUpdate *q,
+                                     struct vgpu_rsp_GraphExecUpdate *a)
+{
+    struct srv_obj *e, *g;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH_EXEC, q->exec, &e);
+    if (r == CUDA_SUCCESS)
+        r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    int result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    r = OPS(c)->graph_exec_update(EXEC(c), c->ctx->x, e->x, g->x, &result);
+    a->result = result;
+    return r;
 }

@@ -229,16 +229,30 @@ bool vchannel_capturing(struct vchannel *ch, void *stream, bool on)
 {
     for (unsigned i = 0; i < ch->capture_count; i++)
         if (ch->capturing[i] == stream) {
-            if (!on)
-                ch->capturing[i] = ch->capturing[--ch->capture_count];
+            if (!on) {
+                free(ch->builds[i].nodes);
+                ch->capture_count--;
+                ch->capturing[i] = ch->capturing[ch->capture_count];
+                ch->builds[i] = ch->builds[ch->capture_count];
+                ch->builds[ch->capture_count] = (struct vchannel_build){0};
+            }
             return true;
         }
     if (!on)
         return true;
     if (ch->capture_count == VCHANNEL_MAX_CAPTURES)
         return false;
+    ch->builds[ch->capture_count] = (struct vchannel_build){0};
     ch->capturing[ch->capture_count++] = stream;
     return true;
+}
+
+struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream)
+{
+    for (unsigned i = 0; i < ch->capture_count; i++)
+        if (ch->capturing[i] == stream)
+            return &ch->builds[i];
+    return NULL;
 }
 
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
@@ -276,7 +290,9 @@ void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
 struct stream_hold {
     struct vchannel *ch;
     struct vgpu_host_fn_word *w;
-    uint32_t ticket;
+    uint32_t ticket;          /* one-shot: the client's; a graph's host node: its last run's */
+    bool repeat;              /* a graph's host node: runs at every replay, kept until the channel ends */
+    struct stream_hold *next; /* on the channel's list of those */
 };
 
 /* The channel is closing (its poller may be waiting for the held stream) or has ended. */
@@ -287,11 +303,16 @@ static bool holds_end(struct vchannel *ch)
 
 /* On the executor's thread, in stream order: tell the client, then hold the stream until it has run
  * its function. The words are the client's to change: a client that lies only holds or frees its
- * own stream. */
+ * own stream. A graph's host node counts its runs in its ticket (never 0, a fresh word's). */
 static void hold_run(void *arg, CUresult status)
 {
     struct stream_hold *h = arg;
     struct vchannel *ch = h->ch;
+    if (h->repeat) {
+        atomic_fetch_add(&ch->holds_pending, 1);
+        if (++h->ticket == 0)
+            h->ticket = 1;
+    }
     _Atomic uint32_t *release = (_Atomic uint32_t *)&h->w->release;
     if (status == CUDA_SUCCESS && !holds_end(ch)) {
         atomic_store_explicit((_Atomic uint32_t *)&h->w->done, h->ticket, memory_order_release);
@@ -305,26 +326,36 @@ static void hold_run(void *arg, CUresult status)
             syscall(SYS_futex, (uint32_t *)release, FUTEX_WAIT, v, &ts, NULL, 0);
         }
     }
-    free(h);
+    if (!h->repeat)
+        free(h);
     atomic_fetch_sub(&ch->holds_pending, 1);
 }
 
 CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint32_t ticket)
 {
     struct vchannel *ch = c->ch;
+    bool repeat = ticket == 0;
     if (!ch->x->ops->stream_hold)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (atomic_load(&ch->holds_pending) >= MAX_HOLDS)
+    if (repeat && !vchannel_build_of(ch, stream)) /* a host node belongs in a graph */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (atomic_load(&ch->holds_pending) + ch->repeat_hold_count >= MAX_HOLDS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct stream_hold *h = malloc(sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *h = (struct stream_hold){ch, w, ticket};
-    atomic_fetch_add(&ch->holds_pending, 1);
-    CUresult r = ch->x->ops->stream_hold(ch->x, c->ctx->x, stream, hold_run, h);
+    *h = (struct stream_hold){.ch = ch, .w = w, .ticket = ticket, .repeat = repeat};
+    if (!repeat)
+        atomic_fetch_add(&ch->holds_pending, 1);
+    CUresult r = ch->x->ops->stream_hold(ch->x, c->ctx->x, stream, hold_run, h, repeat);
     if (r != CUDA_SUCCESS) {
         free(h);
-        atomic_fetch_sub(&ch->holds_pending, 1);
+        if (!repeat)
+            atomic_fetch_sub(&ch->holds_pending, 1);
+    } else if (repeat) {
+        h->next = ch->repeat_holds;
+        ch->repeat_holds = h;
+        ch->repeat_hold_count++;
     }
     return r;
 }
@@ -694,6 +725,13 @@ void vchannel_free(struct vchannel *ch)
         srv_table_free(&ch->tables[k]);
     vgpu_ranges_free(&ch->ranges);
     free(ch->regs);
+    for (unsigned i = 0; i < VCHANNEL_MAX_CAPTURES; i++)
+        free(ch->builds[i].nodes);
+    while (ch->repeat_holds) { /* the contexts whose graphs ran them are gone */
+        struct stream_hold *h = ch->repeat_holds;
+        ch->repeat_holds = h->next;
+        free(h);
+    }
     if (ch->mem.release)
         ch->mem.release(&ch->mem);
     free(ch->req_buf);

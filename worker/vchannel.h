@@ -68,6 +68,15 @@ struct vchannel_memory {
 /* Streams of a channel that may capture at once. */
 #define VCHANNEL_MAX_CAPTURES 64u
 
+/* The nodes a graph built node by node has named so far on its capturing stream (GraphBuild),
+ * by the client's build ids. */
+struct stream_hold;
+
+struct vchannel_build {
+    void **nodes;
+    size_t cap;
+};
+
 struct vchannel {
     const struct vchannel_host *host;
     uint32_t id;
@@ -89,6 +98,8 @@ struct vchannel {
     _Atomic uint32_t callbacks_pending; /* staging-slot completions not reported yet */
     _Atomic uint32_t holds_pending;     /* host functions queued or running on the executor */
     _Atomic bool holds_released;        /* held streams go on at once (the channel ends; fuzzers) */
+    struct stream_hold *repeat_holds;   /* graphs' host nodes, freed when the channel is */
+    uint32_t repeat_hold_count;
     CUresult broken; /* the client broke the channel: why the poller ended on its own */
 
     /* touched only by the poller thread */
@@ -101,6 +112,7 @@ struct vchannel {
     uint32_t untimed; /* calls not timed since the last one timed (vchannel_dispatch) */
     /* Executor streams capturing now: their work runs nowhere, so the gate does not see it. */
     void *capturing[VCHANNEL_MAX_CAPTURES];
+    struct vchannel_build builds[VCHANNEL_MAX_CAPTURES]; /* each capturing stream's, same index */
     unsigned capture_count;
     struct gate_member gate; /* its place in the device's schedulers */
 
@@ -185,6 +197,8 @@ void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap);
 void vchannel_texobj_free(void *texobj);
 /* A stream begins or ends capturing (false: too many capture at once). */
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
+/* The build on a capturing stream; NULL if the stream does not capture. */
+struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream);
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
 /* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE

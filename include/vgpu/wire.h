@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 11u
+#define VGPU_PROTO_VERSION 12u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -166,6 +166,14 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_GRAPH_NODES_DEPENDENTS 3u
 #define VGPU_GRAPH_NODES_TYPE 4u
 #define VGPU_GRAPH_NODES_EDGES 5u
+
+/* GraphBuild's ops (calls.def). */
+#define VGPU_BUILD_DEPS 0u
+#define VGPU_BUILD_TAKE 1u
+#define VGPU_BUILD_EMPTY 2u
+#define VGPU_BUILD_EVENT_RECORD 3u
+#define VGPU_BUILD_EVENT_WAIT 4u
+#define VGPU_BUILD_CHILD 5u
 /* The most of each JIT log (information, errors) that comes back with an answer. */
 #define VGPU_JIT_LOG_MAX 8192u
 

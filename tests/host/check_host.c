@@ -374,6 +374,12 @@ START_TEST(test_graph)
 }
 END_TEST
 
+START_TEST(test_graph_build)
+{
+    ck_assert_int_eq(run_prog("prog_graph_build", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_memops)
 {
     ck_assert_int_eq(run_prog("prog_memops", NULL, NULL, NULL), 0);
@@ -1028,6 +1034,7 @@ int main(void)
     tcase_add_test(programs, test_memops);
     tcase_add_test(programs, test_link);
     tcase_add_test(programs, test_graph);
+    tcase_add_test(programs, test_graph_build);
     tcase_add_test(programs, test_array);
     tcase_add_test(programs, test_texture);
     tcase_add_test(programs, test_batch);

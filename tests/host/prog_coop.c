@@ -49,8 +49,8 @@ int main(int argc, char **argv)
     cfg.gridDimX = blocks + 1;
     EXPECT_RESULT(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
 
-    CUstream s;
-    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstream s; /* a blocking stream: it waits for the launches on the legacy stream above */
+    CHECK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
     unsigned w = 4;
     void *args2[] = {&d, &w, &n};
     CUDA_LAUNCH_PARAMS lp = {f, blocks, 1, 1, BLOCK, 1, 1, 0, s, args2};

@@ -88,10 +88,10 @@ int main(int argc, char **argv)
     EXPECT(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, "too old a version: status %d", (int)st);
     EXPECT_RESULT(gp(NULL, &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     /* A call the frontend does not implement: found by name, refused by cuGetProcAddress. */
-    CUresult (*graph)(void *, unsigned) = (CUresult(*)(void *, unsigned))dlsym(lib, "cuGraphCreate");
-    EXPECT(graph, "cuGraphCreate not exported");
-    EXPECT_RESULT(graph(NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
-    EXPECT_RESULT(gp("cuGraphCreate", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CUresult (*unreg)(void *) = (CUresult(*)(void *))dlsym(lib, "cuGraphicsUnregisterResource");
+    EXPECT(unreg, "cuGraphicsUnregisterResource not exported");
+    EXPECT_RESULT(unreg(NULL), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RESULT(gp("cuGraphicsUnregisterResource", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     printf("procaddr: %d exports, versioned lookups ok\n", exports);
     return 0;
 }

@@ -111,6 +111,7 @@ struct emu_op {
         struct {
             vgpu_exec_callback fn;
             void *arg;
+            bool repeat; /* a graph's host node: kept by a capture, run at each replay */
         } callback;
         struct {
             struct vgpu_mem_op *ops; /* checked (vgpu_mem_op_width) */
@@ -215,6 +216,10 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
                          uint32_t cap, uint64_t *count);
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
 void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
+CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone);
+CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
+CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
 
 /* emu_link.c: the executor's link operations (executor.h) */
 CUresult emu_link_create(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,

@@ -2,8 +2,10 @@
  * instead of running them; a graph is that list, an executable graph a copy of it, and a launch
  * queues a fresh copy of each op on the launch stream. What this does not model: a capture joined
  * by other streams through events (an event recorded during capture counts as complete, so another
- * stream that waits on it runs at once, uncaptured), and host functions (the frontend refuses them
- * during capture). A replay whose device memory was freed since the capture fails with
+ * stream that waits on it runs at once, uncaptured; the event nodes of a graph built node by node
+ * likewise), and one-shot host functions (the frontend refuses them during capture; a graph's host
+ * nodes are kept). Dependencies are not modelled: a graph runs its ops in the order captured, which
+ * respects them. A replay whose device memory was freed since the capture fails with
  * CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU would fault. */
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +161,8 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     if (op->kind == EMU_OP_RECORD)
         op->kind = EMU_OP_NOTHING;
     bool keep = op->kind == EMU_OP_KERNEL || op->kind == EMU_OP_MEMSET || op->kind == EMU_OP_MEM_OPS ||
-                (op->kind == EMU_OP_COPY && !op->u.copy.owned);
+                (op->kind == EMU_OP_COPY && !op->u.copy.owned) ||
+                (op->kind == EMU_OP_CALLBACK && op->u.callback.repeat);
     if (keep && !note_spans(s->ctx, op))
         keep = false, s->capture_invalid = true;
     struct emu_graph *g = s->capture;
@@ -301,7 +304,7 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
                                                 [EMU_OP_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
                                                 [EMU_OP_MEM_OPS] = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
                                                 [EMU_OP_RECORD] = CU_GRAPH_NODE_TYPE_EMPTY,
-                                                [EMU_OP_CALLBACK] = CU_GRAPH_NODE_TYPE_EMPTY,
+                                                [EMU_OP_CALLBACK] = CU_GRAPH_NODE_TYPE_HOST,
                                                 [EMU_OP_NOTHING] = CU_GRAPH_NODE_TYPE_EMPTY};
         *count = (uint64_t)types[g->ops[node]->kind];
         return CUDA_SUCCESS;
@@ -348,4 +351,90 @@ void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph)
     (void)x;
     (void)ctx;
     graph_free(graph);
+}
+
+CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_graph *c = clone_graph(graph, true);
+    *clone = c;
+    return c ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_graph *e = exec;
+    const struct emu_graph *g = graph;
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    if (e->n != g->n)
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+    for (size_t i = 0; i < g->n; i++)
+        if (e->ops[i]->kind != g->ops[i]->kind)
+            return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    struct emu_graph *fresh = clone_graph(g, true);
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    if (!fresh)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Launches queued copies of the ops, so the exec's own may be replaced at once. */
+    struct emu_graph old = *e;
+    *e = *fresh;
+    free(fresh);
+    for (size_t i = 0; i < old.n; i++)
+        emu_op_free(old.ops[i]);
+    free(old.ops);
+    *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+/* Dependencies are not modelled (the ops run in the order captured), but the stream must capture. */
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n)
+{
+    (void)x;
+    (void)nodes;
+    (void)n;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    pthread_mutex_lock(&c->mu);
+    bool capturing = s && s->capture;
+    pthread_mutex_unlock(&c->mu);
+    return capturing ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+/* A node is named by a token: its place in the capture, counted from 1. A child graph's ops join the
+ * capture; empty and event nodes run nothing here. */
+CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&c->mu);
+    struct emu_graph *g = s ? s->capture : NULL;
+    if (!g)
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    if (r == CUDA_SUCCESS && kind == VGPU_BUILD_CHILD) {
+        const struct emu_graph *child = obj;
+        struct emu_op **ops = vgpu_array_grow(g->ops, &g->cap, g->n + child->n, sizeof *ops);
+        if (!ops)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            g->ops = ops;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < child->n; i++) {
+            struct emu_op *op = clone_op(child->ops[i], true);
+            if (!op)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            else
+                g->ops[g->n++] = op;
+        }
+        if (r != CUDA_SUCCESS)
+            s->capture_invalid = true;
+    }
+    if (r == CUDA_SUCCESS)
+        *node = (void *)(uintptr_t)(g->n + 1);
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }

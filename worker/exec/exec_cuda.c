@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,13 @@
     X(cuGraphUpload)                                                                                   \
     X(cuGraphExecDestroy)                                                                              \
     X(cuGraphDestroy)                                                                                  \
+    X(cuGraphClone)                                                                                    \
+    X(cuGraphExecUpdate_v2)                                                                            \
+    X(cuStreamUpdateCaptureDependencies_v2)                                                            \
+    X(cuGraphAddEmptyNode)                                                                             \
+    X(cuGraphAddEventRecordNode)                                                                       \
+    X(cuGraphAddEventWaitNode)                                                                         \
+    X(cuGraphAddChildGraphNode)                                                                        \
     X(cuLinkCreate_v2)                                                                                 \
     X(cuLinkAddData_v2)                                                                                \
     X(cuLinkComplete)                                                                                  \
@@ -129,6 +137,8 @@ struct cuda_exec {
     int device_count;
     CUdevice *devices;
     CUcontext *service; /* per device: the daemon's primary context */
+    pthread_mutex_t holds_mu;
+    struct hold *holds; /* graphs' host nodes, run at every replay: kept until the executor ends */
 };
 
 #define CX(x) ((struct cuda_exec *)(x))
@@ -535,6 +545,7 @@ static CUresult cuda_stream_callback(struct vgpu_exec *x, void *ctx, void *strea
 struct hold {
     vgpu_exec_callback fn;
     void *arg;
+    struct hold *next;
 };
 
 static void CUDA_CB run_hold(void *arg)
@@ -546,16 +557,29 @@ static void CUDA_CB run_hold(void *arg)
 
 /* The driver's own host function: its callback thread runs it in stream order and holds the stream
  * until it returns. */
-static CUresult cuda_stream_hold(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+static void CUDA_CB run_hold_again(void *arg)
+{
+    struct hold *h = arg;
+    h->fn(h->arg, CUDA_SUCCESS);
+}
+
+static CUresult cuda_stream_hold(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg,
+                                 bool repeat)
 {
     BIND(x, ctx);
     struct hold *h = malloc(sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *h = (struct hold){fn, arg};
-    CUresult r = API(x)->cuLaunchHostFunc(stream, run_hold, h);
-    if (r != CUDA_SUCCESS)
+    *h = (struct hold){fn, arg, NULL};
+    CUresult r = API(x)->cuLaunchHostFunc(stream, repeat ? run_hold_again : run_hold, h);
+    if (r != CUDA_SUCCESS) {
         free(h);
+    } else if (repeat) {
+        pthread_mutex_lock(&CX(x)->holds_mu);
+        h->next = CX(x)->holds;
+        CX(x)->holds = h;
+        pthread_mutex_unlock(&CX(x)->holds_mu);
+    }
     return r;
 }
 
@@ -803,6 +827,72 @@ static void cuda_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
         API(x)->cuGraphDestroy(graph);
+}
+
+static CUresult cuda_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone)
+{
+    BIND(x, ctx);
+    CUgraph g = NULL;
+    CUresult r = API(x)->cuGraphClone(&g, graph);
+    *clone = g;
+    return r;
+}
+
+static CUresult cuda_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result)
+{
+    BIND(x, ctx);
+    CUgraphExecUpdateResultInfo info = {0};
+    CUresult r = API(x)->cuGraphExecUpdate_v2(exec, graph, &info);
+    *result = (int)info.result;
+    return r;
+}
+
+static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n)
+{
+    BIND(x, ctx);
+    return API(x)->cuStreamUpdateCaptureDependencies_v2(stream, (CUgraphNode *)nodes, NULL, n,
+                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+}
+
+static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
+{
+    BIND(x, ctx);
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, &deps, NULL, &n);
+    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (kind == VGPU_BUILD_TAKE) { /* the node just captured is the capture's only dependency */
+        if (n != 1)
+            return CUDA_ERROR_INVALID_VALUE;
+        *node = deps[0];
+        return CUDA_SUCCESS;
+    }
+    CUgraphNode made = NULL;
+    switch (kind) {
+    case VGPU_BUILD_EMPTY:
+        r = API(x)->cuGraphAddEmptyNode(&made, g, deps, n);
+        break;
+    case VGPU_BUILD_EVENT_RECORD:
+        r = API(x)->cuGraphAddEventRecordNode(&made, g, deps, n, obj);
+        break;
+    case VGPU_BUILD_EVENT_WAIT:
+        r = API(x)->cuGraphAddEventWaitNode(&made, g, deps, n, obj);
+        break;
+    case VGPU_BUILD_CHILD:
+        r = API(x)->cuGraphAddChildGraphNode(&made, g, deps, n, obj);
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    *node = made;
+    return r;
 }
 
 /* A link keeps its option arrays and log buffers for the driver, which writes the logs and the wall
@@ -1191,6 +1281,12 @@ static void cuda_destroy(struct vgpu_exec *x)
             c->api.cuDevicePrimaryCtxRelease_v2(c->devices[i]);
     free(c->service);
     free(c->devices);
+    while (c->holds) {
+        struct hold *h = c->holds;
+        c->holds = h->next;
+        free(h);
+    }
+    pthread_mutex_destroy(&c->holds_mu);
     /* The driver stays loaded: its threads may outlive this object. */
     free(c);
 }
@@ -1254,6 +1350,10 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_nodes = cuda_graph_nodes,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
+    .graph_clone = cuda_graph_clone,
+    .graph_exec_update = cuda_graph_exec_update,
+    .capture_deps = cuda_capture_deps,
+    .capture_node = cuda_capture_node,
     .link_create = cuda_link_create,
     .link_add = cuda_link_add,
     .link_complete = cuda_link_complete,
@@ -1281,6 +1381,7 @@ struct vgpu_exec *vgpu_exec_cuda_create(const struct vgpu_exec_config *cfg, cons
     }
     c->base.ops = &cuda_ops;
     c->lib = lib;
+    pthread_mutex_init(&c->holds_mu, NULL);
 #define X(name)                                                                                        \
     c->api.name = (__typeof__(name) *)dlsym(lib, #name);                                               \
     if (!c->api.name) {                                                                                \

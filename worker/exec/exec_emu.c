@@ -390,7 +390,9 @@ static CUresult emu_mem_alloc_pitch(struct vgpu_exec *x, void *ctx, uint64_t wid
     return r;
 }
 
-static CUresult emu_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+/* Its stream worker runs callbacks in order, holding the stream. */
+static CUresult emu_stream_hold(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg,
+                                bool repeat)
 {
     (void)x;
     struct emu_op *op = emu_op_new(EMU_OP_CALLBACK);
@@ -398,7 +400,13 @@ static CUresult emu_stream_callback(struct vgpu_exec *x, void *ctx, void *stream
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.callback.fn = fn;
     op->u.callback.arg = arg;
+    op->u.callback.repeat = repeat;
     return submit(CTX(ctx), stream, op, 0);
+}
+
+static CUresult emu_stream_callback(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg)
+{
+    return emu_stream_hold(x, ctx, stream, fn, arg, false);
 }
 
 static CUresult emu_module_load_op(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
@@ -850,7 +858,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .copy_3d = emu_copy_3d,
     .mem_alloc_pitch = emu_mem_alloc_pitch,
     .stream_callback = emu_stream_callback,
-    .stream_hold = emu_stream_callback, /* its stream worker runs callbacks in order, holding the stream */
+    .stream_hold = emu_stream_hold,
     .module_load = emu_module_load_op,
     .module_unload = emu_module_unload,
     .module_get_function = emu_module_get_function,
@@ -883,6 +891,10 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_nodes = emu_graph_nodes,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
+    .graph_clone = emu_graph_clone,
+    .graph_exec_update = emu_graph_exec_update,
+    .capture_deps = emu_capture_deps,
+    .capture_node = emu_capture_node,
     .link_create = emu_link_create,
     .link_add = emu_link_add,
     .link_complete = emu_link_complete,

@@ -95,8 +95,10 @@ struct vgpu_exec_ops {
     /* Call fn(arg, status) in stream order, once everything queued on stream so far has completed,
      * on a thread of the executor's; the stream's later work waits until fn returns, and fn may
      * block (a client's host function runs meanwhile). Calls queued but never run when ctx is
-     * destroyed run with an error status, or not at all. */
-    CUresult (*stream_hold)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg);
+     * destroyed run with an error status, or not at all. repeat: the stream captures, and fn runs at
+     * each replay of the graph (the executor keeps what it needs for that while it lives). */
+    CUresult (*stream_hold)(struct vgpu_exec *x, void *ctx, void *stream, vgpu_exec_callback fn, void *arg,
+                            bool repeat);
     /* Run the callbacks of ctx whose work has completed; returns how many still wait. NULL when the
      * executor runs callbacks by itself. */
     int (*progress)(struct vgpu_exec *x, void *ctx);
@@ -159,6 +161,15 @@ struct vgpu_exec_ops {
                             uint32_t cap, uint64_t *count);
     void (*graph_exec_destroy)(struct vgpu_exec *x, void *ctx, void *exec);
     void (*graph_destroy)(struct vgpu_exec *x, void *ctx, void *graph);
+    CUresult (*graph_clone)(struct vgpu_exec *x, void *ctx, void *graph, void **clone);
+    /* cuGraphExecUpdate: exec takes graph's parameters; *result a CUgraphExecUpdateResult. */
+    CUresult (*graph_exec_update)(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
+    /* Building a graph on a capturing stream (GraphBuild): make nodes the dependencies of what is
+     * captured next; or name a node (kind VGPU_BUILD_TAKE: the one just captured, else a node of
+     * that kind added after the dependencies, which then depend on it alone; obj: its event or
+     * child graph). */
+    CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
+    CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
 
     /* ---- JIT linking: the driver's linker, with log buffers of the executor's own (VGPU_JIT_LOG_MAX
      * bytes each). options: n forwarded options (vgpu_jit_option_policy). */

@@ -1,0 +1,1066 @@
+/* Driver API: graphs built node by node (cuGraphCreate, cuGraphAdd*Node and their parameters,
+ * dependencies, clones and the DOT print).
+ *
+ * Such a graph is kept here, whole: its nodes, their parameters (kernel arguments copied when given,
+ * as natively) and their edges, so that every query and change is answered without the worker. It
+ * reaches the worker when it is instantiated (graph_build.c). Nodes a graph may hold: kernel, copy,
+ * memset, host, event record and wait, empty and child graph. Copies touch device memory and pinned
+ * memory only: a graph's copy of pageable memory would have to be staged at each replay, so it
+ * answers CUDA_ERROR_NOT_SUPPORTED. Memory allocation and free nodes, conditional nodes, batch
+ * memory operation and external semaphore nodes answer CUDA_ERROR_NOT_SUPPORTED too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "log.h"
+
+/* ---------------------------------------------------------------- nodes */
+
+static void kernel_clear(struct fe_kernel_node *k)
+{
+    free(k->args);
+    free(k->argv);
+    k->args = NULL;
+    k->argv = NULL;
+}
+
+static void node_free(struct fe_graph_node *n)
+{
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
+        kernel_clear(&n->u.kernel);
+    else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child)
+        fe_graph_destroy(n->u.child);
+    free(n->deps);
+    fe_handle_free(FE_GRAPH_NODE, n->handle);
+    free(n);
+}
+
+void fe_graph_nodes_free(struct fe_graph *g)
+{
+    for (size_t i = 0; i < g->count; i++)
+        node_free(g->list[i]);
+    free(g->list);
+    g->list = NULL;
+    g->count = g->cap = 0;
+}
+
+static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
+{
+    if (g->count >= VGPU_MAX_GRAPH_NODES)
+        return NULL;
+    if (g->count == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        struct fe_graph_node **list = realloc(g->list, cap * sizeof *list);
+        if (!list)
+            return NULL;
+        g->list = list;
+        g->cap = cap;
+    }
+    struct fe_graph_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    n->handle = fe_handle_new(FE_GRAPH_NODE, n);
+    if (!n->handle) {
+        free(n);
+        return NULL;
+    }
+    n->graph = g;
+    n->type = type;
+    n->index = (uint32_t)g->count;
+    g->list[g->count++] = n;
+    return n;
+}
+
+/* Take back the node made last (its parameters were refused). */
+static void node_undo(struct fe_graph_node *n)
+{
+    struct fe_graph *g = n->graph;
+    g->count--;
+    n->type = CU_GRAPH_NODE_TYPE_EMPTY; /* nothing of its own to free yet */
+    node_free(n);
+}
+
+static struct fe_graph_node *node_arg(CUgraphNode h) { return fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)h); }
+
+/* A node of a graph kept here, of type want (-1: any): INVALID_VALUE otherwise, NOT_SUPPORTED for
+ * a captured graph's node (its parameters are the worker's driver's). */
+static CUresult here_node(CUgraphNode h, int want, struct fe_graph_node **out)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = node_arg(h);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!n->graph->here)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (want >= 0 && n->type != (CUgraphNodeType)want)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = n;
+    return CUDA_SUCCESS;
+}
+
+static bool edge_default(const CUgraphEdgeData *d)
+{
+    static const CUgraphEdgeData zero;
+    return !d || memcmp(d, &zero, sizeof zero) == 0;
+}
+
+/* Make to depend on from (INVALID_VALUE if it does already, or on itself). */
+static CUresult edge_add(struct fe_graph_node *to, struct fe_graph_node *from, const CUgraphEdgeData *data)
+{
+    if (from == to || from->graph != to->graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < to->ndeps; i++)
+        if (to->deps[i].from == from)
+            return CUDA_ERROR_INVALID_VALUE;
+    if (!edge_default(data)) /* programmatic edges and ports are not offered */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (to->ndeps == to->deps_cap) {
+        size_t cap = to->deps_cap ? 2 * to->deps_cap : 4;
+        struct fe_edge *d = realloc(to->deps, cap * sizeof *d);
+        if (!d)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        to->deps = d;
+        to->deps_cap = cap;
+    }
+    to->deps[to->ndeps++] = (struct fe_edge){.from = from};
+    return CUDA_SUCCESS;
+}
+
+static bool edge_remove(struct fe_graph_node *to, const struct fe_graph_node *from)
+{
+    for (size_t i = 0; i < to->ndeps; i++)
+        if (to->deps[i].from == from) {
+            memmove(&to->deps[i], &to->deps[i + 1], (to->ndeps - i - 1) * sizeof *to->deps);
+            to->ndeps--;
+            return true;
+        }
+    return false;
+}
+
+/* The graph and the dependencies a cuGraphAdd*Node names, checked before anything is made. */
+static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                         size_t n, struct fe_graph **g)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!out || (n && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!*g)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(*g)->here) /* a captured graph is the worker's driver's, whole */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < n; i++) {
+        struct fe_graph_node *d = node_arg(deps[i]);
+        if (!d || d->graph != *g)
+            return CUDA_ERROR_INVALID_VALUE;
+        for (size_t j = 0; j < i; j++)
+            if (deps[j] == deps[i])
+                return CUDA_ERROR_INVALID_VALUE;
+        if (data && !edge_default(&data[i]))
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Make the node's edges, then hand it out; undone if out of memory. */
+static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        CUresult r = edge_add(n, node_arg(deps[i]), NULL);
+        if (r != CUDA_SUCCESS) {
+            n->graph->count--;
+            node_free(n);
+            return r;
+        }
+    }
+    *out = (CUgraphNode)(uintptr_t)n->handle;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static CUresult kernel_set(struct fe_kernel_node *k, CUfunction func, CUcontext ctx, const unsigned grid[3],
+                           const unsigned block[3], unsigned shmem, void **params, void **extra)
+{
+    struct fe_function *f;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_function_of(func, &f, &ch));
+    for (int i = 0; i < 3; i++)
+        if (!grid[i] || !block[i])
+            return CUDA_ERROR_INVALID_VALUE;
+    uint8_t small[256], *buf;
+    uint32_t size;
+    FE_RETURN_IF(fe_pack_args(f, ch, params, extra, small, sizeof small, &buf, &size));
+    uint8_t *args = malloc(size ? size : 1);
+    void **argv = NULL;
+    uint32_t argc = extra ? 0 : f->layout.param_count;
+    if (args && argc)
+        argv = calloc(argc, sizeof *argv);
+    if (!args || (argc && !argv)) {
+        if (buf != small)
+            free(buf);
+        free(args);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(args, buf, size);
+    if (buf != small)
+        free(buf);
+    for (uint32_t i = 0; i < argc; i++)
+        argv[i] = args + f->layout.params[i].offset;
+    kernel_clear(k);
+    k->func = func;
+    k->ctx = ctx;
+    memcpy(k->grid, grid, sizeof k->grid);
+    memcpy(k->block, block, sizeof k->block);
+    k->shmem = shmem;
+    k->args = args;
+    k->size = size;
+    k->argv = argv;
+    return CUDA_SUCCESS;
+}
+
+static CUresult kernel_set_v2(struct fe_kernel_node *k, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+    const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+    CUfunction f = p->func ? p->func : (CUfunction)p->kern;
+    return kernel_set(k, f, p->ctx, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+}
+
+static CUresult kernel_set_v1(struct fe_kernel_node *k, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+    const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+    return kernel_set(k, p->func, NULL, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+}
+
+static void kernel_get(const struct fe_kernel_node *k, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    *p = (CUDA_KERNEL_NODE_PARAMS){
+        .func = k->func,
+        .gridDimX = k->grid[0], .gridDimY = k->grid[1], .gridDimZ = k->grid[2],
+        .blockDimX = k->block[0], .blockDimY = k->block[1], .blockDimZ = k->block[2],
+        .sharedMemBytes = k->shmem,
+        .kernelParams = k->argv,
+        .ctx = k->ctx,
+    };
+}
+
+/* One side of a graph's copy: device memory, an array, or pinned memory (pageable memory would have
+ * to be staged at every replay). */
+static CUresult copy_side_ok(struct fe_chan *ch, CUmemorytype type, const void *host, CUdeviceptr dev)
+{
+    uint64_t off;
+    if (type == CU_MEMORYTYPE_HOST || (type == CU_MEMORYTYPE_UNIFIED && fe_classify(ch, dev, &off) == FE_HOST)) {
+        uint64_t p = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : (uint64_t)dev;
+        if (fe_classify(ch, p, &off) != FE_PINNED) {
+            LOG_INFO("a graph's copy of pageable host memory is not supported (pinned memory is)");
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return type >= CU_MEMORYTYPE_HOST && type <= CU_MEMORYTYPE_UNIFIED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult memcpy_set(struct fe_graph_node *n, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_chan *ch = n->graph->ch;
+    FE_RETURN_IF(copy_side_ok(ch, p->srcMemoryType, p->srcHost, p->srcDevice));
+    FE_RETURN_IF(copy_side_ok(ch, p->dstMemoryType, p->dstHost, p->dstDevice));
+    if (!p->WidthInBytes || !p->Height || !p->Depth)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->u.memcpy.p = *p;
+    n->u.memcpy.ctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_set(struct fe_graph_node *n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width || !p->height)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->height > 1 && p->pitch < p->width * p->elementSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->u.memset = (CUDA_MEMSET_NODE_PARAMS_v2){p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, ctx};
+    return CUDA_SUCCESS;
+}
+
+static CUresult host_set(struct fe_graph_node *n, const CUDA_HOST_NODE_PARAMS *p)
+{
+    if (!p || !p->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->u.host = (CUDA_HOST_NODE_PARAMS_v2){p->fn, p->userData};
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_set(struct fe_graph_node *n, CUevent e)
+{
+    if (!fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)e))
+        return CUDA_ERROR_INVALID_VALUE;
+    n->u.event = e;
+    return CUDA_SUCCESS;
+}
+
+/* A child graph node's own copy of child. */
+static CUresult child_copy(struct fe_graph *child, struct fe_graph **out)
+{
+    if (child->here)
+        FE_RETURN_IF(fe_graph_copy(child, out));
+    else {
+        struct fe_graph *c = fe_graph_new(FE_GRAPH, child->ctx, child->ch);
+        if (!c)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        FE_REQ(q, GraphClone);
+        q.graph = child->id;
+        q.clone = c->id;
+        CUresult r = FE_CALL(child->ch, child->ctx->id, GraphClone, &q, NULL);
+        if (r != CUDA_SUCCESS) {
+            fe_graph_free(c);
+            return r;
+        }
+        *out = c;
+    }
+    (*out)->owned = true;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h)
+{
+    struct fe_graph *child = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!child || child == n->graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (child->ch != n->graph->ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *copy;
+    FE_RETURN_IF(child_copy(child, &copy));
+    if (n->u.child)
+        fe_graph_destroy(n->u.child);
+    n->u.child = copy;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_graph_node *src)
+{
+    if (dst->type != src->type)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (src->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const struct fe_kernel_node *k = &src->u.kernel;
+        struct fe_kernel_node c = *k;
+        c.args = malloc(k->size ? k->size : 1);
+        c.argv = NULL;
+        struct fe_function *f;
+        struct fe_chan *ch;
+        size_t argc = 0;
+        if (k->argv && fe_function_of(k->func, &f, &ch) == CUDA_SUCCESS)
+            argc = f->layout.param_count;
+        if (argc && c.args)
+            c.argv = calloc(argc, sizeof *c.argv);
+        if (!c.args || (argc && !c.argv)) {
+            free(c.args);
+            free(c.argv);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(c.args, k->args, k->size);
+        for (size_t i = 0; i < argc; i++)
+            c.argv[i] = c.args + ((uint8_t *)k->argv[i] - k->args);
+        kernel_clear(&dst->u.kernel);
+        dst->u.kernel = c;
+        return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+        struct fe_graph *copy;
+        FE_RETURN_IF(child_copy(src->u.child, &copy));
+        if (dst->u.child)
+            fe_graph_destroy(dst->u.child);
+        dst->u.child = copy;
+        return CUDA_SUCCESS;
+    }
+    default:
+        dst->u = src->u;
+        return CUDA_SUCCESS;
+    }
+}
+
+CUresult fe_graph_copy_node(const struct fe_graph_node *n, struct fe_graph_node **out)
+{
+    struct fe_graph_node *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->type = n->type;
+    c->graph = n->graph;
+    CUresult r = fe_graph_node_params_copy(c, n);
+    if (r != CUDA_SUCCESS) {
+        free(c);
+        return r;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+void fe_graph_node_scratch_free(struct fe_graph_node *n)
+{
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
+        kernel_clear(&n->u.kernel);
+    else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child)
+        fe_graph_destroy(n->u.child);
+    free(n);
+}
+
+/* ---------------------------------------------------------------- making graphs and nodes */
+
+CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!out || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    struct fe_graph *g = fe_graph_new(FE_GRAPH, c, ch);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->here = true;
+    *out = (CUgraph)(uintptr_t)g->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out)
+{
+    struct fe_graph *c = fe_graph_new(FE_GRAPH, g->ctx, g->ch);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->here = true;
+    c->cloned_from = g->handle;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++) {
+        const struct fe_graph_node *src = g->list[i];
+        struct fe_graph_node *n = node_new(c, src->type);
+        if (!n) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        n->cloned_from = src->handle;
+        r = fe_graph_node_params_copy(n, src);
+        if (r != CUDA_SUCCESS)
+            node_undo(n);
+    }
+    for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++)
+        for (size_t k = 0; k < g->list[i]->ndeps && r == CUDA_SUCCESS; k++)
+            r = edge_add(c->list[i], c->list[g->list[i]->deps[k].from->index], NULL);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_free(c);
+        return r;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphClone(CUgraph *out, CUgraph h)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!out || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *c;
+    FE_RETURN_IF(child_copy(g, &c));
+    c->owned = false;
+    c->cloned_from = g->handle;
+    *out = (CUgraph)(uintptr_t)c->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode orig, CUgraph clone)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *o = node_arg(orig);
+    struct fe_graph *c = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)clone);
+    if (!out || !o || !c || c->cloned_from != o->graph->handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < c->count; i++)
+        if (c->list[i]->cloned_from == o->handle) {
+            *out = (CUgraphNode)(uintptr_t)c->list[i]->handle;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+#define ADD_PROLOGUE(type_)                                                                            \
+    struct fe_graph *g;                                                                                \
+    FE_RETURN_IF(add_args(out, h, deps, NULL, n, &g));                                                 \
+    struct fe_graph_node *node = node_new(g, type_);                                                   \
+    if (!node)                                                                                         \
+        return CUDA_ERROR_OUT_OF_MEMORY;                                                               \
+    CUresult r
+
+#define ADD_EPILOGUE()                                                                                 \
+    if (r != CUDA_SUCCESS) {                                                                           \
+        node_undo(node);                                                                               \
+        return r;                                                                                      \
+    }                                                                                                  \
+    return add_finish(node, out, deps, n)
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                                 const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_KERNEL);
+    r = kernel_set_v2(&node->u.kernel, p);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_KERNEL);
+    r = kernel_set_v1(&node->u.kernel, p);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                              const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEMCPY);
+    r = memcpy_set(node, p, ctx);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                              const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEMSET);
+    r = memset_set(node, p, ctx);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                            const CUDA_HOST_NODE_PARAMS *p)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_HOST);
+    r = host_set(node, p);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUevent e)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    r = event_set(node, e);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUevent e)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    r = event_set(node, e);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_EMPTY);
+    r = CUDA_SUCCESS;
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraph child)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_GRAPH);
+    r = fe_graph_child_set(node, child);
+    ADD_EPILOGUE();
+}
+
+static CUresult unsupported_node(const char *what)
+{
+    LOG_INFO("%s in a graph is not supported", what);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* cuGraphAddNode's and cuGraphNodeSetParams's parameters, by type. */
+static CUresult params_set(struct fe_graph_node *node, const CUgraphNodeParams *p)
+{
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+        const unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
+        const unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
+        return kernel_set(&node->u.kernel, k->func ? k->func : (CUfunction)k->kern, k->ctx, grid, block,
+                          k->sharedMemBytes, k->kernelParams, k->extra);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (p->memcpy.flags || p->memcpy.reserved)
+            return CUDA_ERROR_INVALID_VALUE;
+        return memcpy_set(node, &p->memcpy.copyParams, p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+        const CUDA_MEMSET_NODE_PARAMS v1 = {m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
+        return memset_set(node, &v1, m->ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        const CUDA_HOST_NODE_PARAMS v1 = {p->host.fn, p->host.userData};
+        return host_set(node, &v1);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        return fe_graph_child_set(node, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return event_set(node, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return event_set(node, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return unsupported_node("a memory allocation or free node");
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return unsupported_node("a conditional node");
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return unsupported_node("a batch memory operation node");
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
+        return unsupported_node("an external semaphore node");
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                         size_t n, CUgraphNodeParams *p)
+{
+    struct fe_graph *g;
+    FE_RETURN_IF(add_args(out, h, deps, data, n, &g));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph_node *node = node_new(g, p->type);
+    if (!node)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = params_set(node, p);
+    if (r != CUDA_SUCCESS) {
+        node_undo(node);
+        return r;
+    }
+    return add_finish(node, out, deps, n);
+}
+
+CUresult cuGraphAddNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    return add_node(out, h, deps, NULL, n, p);
+}
+CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                           size_t n, CUgraphNodeParams *p)
+{
+    return add_node(out, h, deps, data, n, p);
+}
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    (void)out, (void)h, (void)deps, (void)n, (void)p;
+    FE_RETURN_IF(fe_ready());
+    return unsupported_node("a memory allocation node");
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUdeviceptr dptr)
+{
+    (void)out, (void)h, (void)deps, (void)n, (void)dptr;
+    FE_RETURN_IF(fe_ready());
+    return unsupported_node("a memory free node");
+}
+
+/* ---------------------------------------------------------------- parameters of nodes */
+
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    kernel_get(&n->u.kernel, p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v2;
+    FE_RETURN_IF(cuGraphKernelNodeGetParams_v2(h, p ? &v2 : NULL));
+    *p = (CUDA_KERNEL_NODE_PARAMS_v1){v2.func, v2.gridDimX, v2.gridDimY, v2.gridDimZ, v2.blockDimX, v2.blockDimY,
+                                      v2.blockDimZ, v2.sharedMemBytes, v2.kernelParams, v2.extra};
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
+    return kernel_set_v2(&n->u.kernel, p);
+}
+
+CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
+    return kernel_set_v1(&n->u.kernel, p);
+}
+
+CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_kernel_node *k = &n->u.kernel;
+    for (unsigned i = 0; i < k->nattrs; i++)
+        if (k->attrs[i].id == (CUlaunchAttributeID)attr) {
+            k->attrs[i].value = *value;
+            return CUDA_SUCCESS;
+        }
+    if (vgpu_launch_attr_policy((uint32_t)attr) == VGPU_ATTR_REFUSE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (k->nattrs == VGPU_MAX_LAUNCH_ATTRS)
+        return CUDA_ERROR_INVALID_VALUE;
+    k->attrs[k->nattrs++] = (CUlaunchAttribute){.id = (CUlaunchAttributeID)attr, .value = *value};
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(value, 0, sizeof *value); /* an attribute never set has its default */
+    for (unsigned i = 0; i < n->u.kernel.nattrs; i++)
+        if (n->u.kernel.attrs[i].id == (CUlaunchAttributeID)attr)
+            *value = n->u.kernel.attrs[i].value;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+    struct fe_graph_node *d, *s;
+    FE_RETURN_IF(here_node(dst, CU_GRAPH_NODE_TYPE_KERNEL, &d));
+    FE_RETURN_IF(here_node(src, CU_GRAPH_NODE_TYPE_KERNEL, &s));
+    memcpy(d->u.kernel.attrs, s->u.kernel.attrs, sizeof d->u.kernel.attrs);
+    d->u.kernel.nattrs = s->u.kernel.nattrs;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMCPY, &n));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = n->u.memcpy.p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMCPY, &n));
+    return memcpy_set(n, p, n->u.memcpy.ctx);
+}
+
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMSET, &n));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    const CUDA_MEMSET_NODE_PARAMS_v2 *m = &n->u.memset;
+    *p = (CUDA_MEMSET_NODE_PARAMS){m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMSET, &n));
+    return memset_set(n, p, n->u.memset.ctx);
+}
+
+CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_HOST, &n));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = (CUDA_HOST_NODE_PARAMS){n->u.host.fn, n->u.host.userData};
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphHostNodeSetParams(CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_HOST, &n));
+    return host_set(n, p);
+}
+
+static CUresult event_get(CUgraphNode h, CUgraphNodeType type, CUevent *e)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, (int)type, &n));
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    *e = n->u.event;
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_node_set(CUgraphNode h, CUgraphNodeType type, CUevent e)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, (int)type, &n));
+    return event_set(n, e);
+}
+
+CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode h, CUevent *e)
+{
+    return event_get(h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, e);
+}
+CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent e)
+{
+    return event_node_set(h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, e);
+}
+CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *e) { return event_get(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, e); }
+CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent e)
+{
+    return event_node_set(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, e);
+}
+
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_GRAPH, &n));
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = (CUgraph)(uintptr_t)n->u.child->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, -1, &n));
+    if (!p || p->type != n->type)
+        return CUDA_ERROR_INVALID_VALUE;
+    return params_set(n, p);
+}
+
+/* ---------------------------------------------------------------- edges and queries */
+
+static CUresult edges_change(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
+                             size_t n, bool add)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!g || (n && (!from || !to)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!g->here)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < n; i++) { /* all or nothing: check first */
+        struct fe_graph_node *a = node_arg(from[i]), *b = node_arg(to[i]);
+        if (!a || !b || a->graph != g || b->graph != g || a == b)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (data && !edge_default(&data[i]))
+            return CUDA_ERROR_NOT_SUPPORTED;
+        bool has = false;
+        for (size_t k = 0; k < b->ndeps; k++)
+            has |= b->deps[k].from == a;
+        if (has == add)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (add)
+            FE_RETURN_IF(edge_add(node_arg(to[i]), node_arg(from[i]), NULL));
+        else
+            edge_remove(node_arg(to[i]), node_arg(from[i]));
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+{
+    return edges_change(h, from, to, NULL, n, true);
+}
+CUresult cuGraphAddDependencies_v2(CUgraph h, const CUgraphNode *from, const CUgraphNode *to,
+                                   const CUgraphEdgeData *data, size_t n)
+{
+    return edges_change(h, from, to, data, n, true);
+}
+CUresult cuGraphRemoveDependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+{
+    return edges_change(h, from, to, NULL, n, false);
+}
+CUresult cuGraphRemoveDependencies_v2(CUgraph h, const CUgraphNode *from, const CUgraphNode *to,
+                                      const CUgraphEdgeData *data, size_t n)
+{
+    return edges_change(h, from, to, data, n, false);
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode h)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, -1, &n));
+    struct fe_graph *g = n->graph;
+    for (size_t i = 0; i < g->count; i++)
+        edge_remove(g->list[i], n);
+    memmove(&g->list[n->index], &g->list[n->index + 1], (g->count - n->index - 1) * sizeof *g->list);
+    g->count--;
+    for (size_t i = n->index; i < g->count; i++)
+        g->list[i]->index = (uint32_t)i;
+    node_free(n);
+    return CUDA_SUCCESS;
+}
+
+/* Fill out (and edges) the driver's way: the count alone when out is NULL, else *num entries
+ * (NULL past the last) and *num the count filled. */
+static CUresult hand_out(struct fe_graph_node **found, size_t have, CUgraphNode *out, CUgraphEdgeData *edges,
+                         size_t *num)
+{
+    if (!out) {
+        *num = have;
+        return CUDA_SUCCESS;
+    }
+    size_t n = have < *num ? have : *num;
+    for (size_t i = 0; i < *num; i++) {
+        out[i] = i < n ? (CUgraphNode)(uintptr_t)found[i]->handle : NULL;
+        if (edges)
+            memset(&edges[i], 0, sizeof edges[i]);
+    }
+    *num = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_here_nodes(struct fe_graph *g, unsigned what, struct fe_graph_node *node, CUgraphNode *out,
+                             CUgraphEdgeData *edges, size_t *num)
+{
+    if (!num)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph_node **found = malloc((g->count ? g->count : 1) * sizeof *found);
+    if (!found)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t have = 0;
+    for (size_t i = 0; i < g->count; i++) {
+        struct fe_graph_node *n = g->list[i];
+        bool take = what == VGPU_GRAPH_NODES_ALL || (what == VGPU_GRAPH_NODES_ROOTS && n->ndeps == 0);
+        if (what == VGPU_GRAPH_NODES_DEPENDENTS)
+            for (size_t k = 0; k < n->ndeps; k++)
+                take |= n->deps[k].from == node;
+        if (take)
+            found[have++] = n;
+    }
+    if (what == VGPU_GRAPH_NODES_DEPENDENCIES)
+        for (have = 0; have < node->ndeps; have++)
+            found[have] = node->deps[have].from;
+    CUresult r = hand_out(found, have, out, edges, num);
+    free(found);
+    return r;
+}
+
+CUresult fe_graph_here_edges(struct fe_graph *g, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data,
+                             size_t *num)
+{
+    size_t have = 0;
+    for (size_t i = 0; i < g->count; i++)
+        have += g->list[i]->ndeps;
+    if (!from) {
+        *num = have;
+        return CUDA_SUCCESS;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < g->count; i++)
+        for (size_t d = 0; d < g->list[i]->ndeps; d++, k++)
+            if (k < *num) {
+                from[k] = (CUgraphNode)(uintptr_t)g->list[i]->deps[d].from->handle;
+                to[k] = (CUgraphNode)(uintptr_t)g->list[i]->handle;
+                if (data)
+                    memset(&data[k], 0, sizeof data[k]);
+            }
+    for (; k < *num; k++) {
+        from[k] = to[k] = NULL;
+        if (data)
+            memset(&data[k], 0, sizeof data[k]);
+    }
+    *num = have < *num ? have : *num;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the DOT print */
+
+static const char *type_name(CUgraphNodeType t)
+{
+    static const char *const names[] = {
+        [CU_GRAPH_NODE_TYPE_KERNEL] = "KERNEL",         [CU_GRAPH_NODE_TYPE_MEMCPY] = "MEMCPY",
+        [CU_GRAPH_NODE_TYPE_MEMSET] = "MEMSET",         [CU_GRAPH_NODE_TYPE_HOST] = "HOST",
+        [CU_GRAPH_NODE_TYPE_GRAPH] = "GRAPH",           [CU_GRAPH_NODE_TYPE_EMPTY] = "EMPTY",
+        [CU_GRAPH_NODE_TYPE_WAIT_EVENT] = "WAIT_EVENT", [CU_GRAPH_NODE_TYPE_EVENT_RECORD] = "EVENT_RECORD",
+        [CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL] = "EXT_SEMAS_SIGNAL",
+        [CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT] = "EXT_SEMAS_WAIT",
+        [CU_GRAPH_NODE_TYPE_MEM_ALLOC] = "MEM_ALLOC",   [CU_GRAPH_NODE_TYPE_MEM_FREE] = "MEM_FREE",
+        [CU_GRAPH_NODE_TYPE_BATCH_MEM_OP] = "BATCH_MEM_OP", [CU_GRAPH_NODE_TYPE_CONDITIONAL] = "CONDITIONAL",
+    };
+    return (unsigned)t < sizeof names / sizeof names[0] && names[t] ? names[t] : "UNKNOWN";
+}
+
+/* One graph as a cluster; its nodes are named by prefix and index. */
+static void dot_graph(FILE *f, struct fe_graph *g, const char *prefix, unsigned depth)
+{
+    fprintf(f, "subgraph cluster_%s {\nlabel=\"graph_%s\"\n", prefix, prefix);
+    size_t n = 0;
+    if (g->here) {
+        for (size_t i = 0; i < g->count; i++) {
+            struct fe_graph_node *node = g->list[i];
+            fprintf(f, "\"%s_node_%zu\" [label=\"%s\\nid %zu\"];\n", prefix, i, type_name(node->type), i);
+            if (node->type == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8) {
+                char sub[64];
+                snprintf(sub, sizeof sub, "%s_%zu", prefix, i);
+                dot_graph(f, node->u.child, sub, depth + 1);
+            }
+            for (size_t d = 0; d < node->ndeps; d++)
+                fprintf(f, "\"%s_node_%u\" -> \"%s_node_%zu\";\n", prefix, node->deps[d].from->index, prefix, i);
+        }
+    } else if (cuGraphGetNodes((CUgraph)(uintptr_t)g->handle, NULL, &n) == CUDA_SUCCESS && n) {
+        CUgraphNode *nodes = calloc(n, sizeof *nodes), *from = NULL, *to = NULL;
+        size_t e = 0;
+        if (nodes && cuGraphGetNodes((CUgraph)(uintptr_t)g->handle, nodes, &n) == CUDA_SUCCESS) {
+            for (size_t i = 0; i < n; i++) {
+                CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+                (void)cuGraphNodeGetType(nodes[i], &t);
+                fprintf(f, "\"%s_node_%zu\" [label=\"%s\\nid %zu\"];\n", prefix, i, type_name(t), i);
+            }
+            if (cuGraphGetEdges((CUgraph)(uintptr_t)g->handle, NULL, NULL, &e) == CUDA_SUCCESS && e &&
+                (from = calloc(e, sizeof *from)) && (to = calloc(e, sizeof *to)) &&
+                cuGraphGetEdges((CUgraph)(uintptr_t)g->handle, from, to, &e) == CUDA_SUCCESS)
+                for (size_t k = 0; k < e; k++) {
+                    struct fe_graph_node *a = node_arg(from[k]), *b = node_arg(to[k]);
+                    if (a && b)
+                        fprintf(f, "\"%s_node_%u\" -> \"%s_node_%u\";\n", prefix, a->index, prefix, b->index);
+                }
+        }
+        free(nodes);
+        free(from);
+        free(to);
+    }
+    fprintf(f, "}\n");
+}
+
+CUresult cuGraphDebugDotPrint(CUgraph h, const char *path, unsigned int flags)
+{
+    (void)flags; /* the detail flags add parameters; every print names each node's type */
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!g || !path)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    fprintf(f, "digraph dot {\n");
+    dot_graph(f, g, "0", 0);
+    fprintf(f, "}\n");
+    return fclose(f) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}

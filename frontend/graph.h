@@ -1,0 +1,110 @@
+/* Graphs in the frontend. A graph is either the worker's (captured from a stream, or built there
+ * from one of the others; its nodes are named by their index in the worker's order) or kept here
+ * (made by cuGraphCreate and built node by node: api_graph_nodes.c), and built in the worker when it
+ * is instantiated (graph_build.c). Executable graphs are always the worker's. */
+#ifndef VGPU_FRONTEND_GRAPH_H
+#define VGPU_FRONTEND_GRAPH_H
+
+#include "fe.h"
+
+/* An edge into a node: the node it depends on, and the edge's data. */
+struct fe_edge {
+    struct fe_graph_node *from;
+    CUgraphEdgeData data;
+};
+
+struct fe_kernel_node {
+    CUfunction func;
+    CUcontext ctx;
+    uint32_t grid[3], block[3], shmem;
+    uint8_t *args; /* the packed parameters (malloc'd) */
+    uint32_t size;
+    void **argv;   /* pointers to each parameter in args, as cuGraphKernelNodeGetParams gives them */
+    CUlaunchAttribute attrs[VGPU_MAX_LAUNCH_ATTRS];
+    unsigned nattrs;
+};
+
+struct fe_graph_node {
+    uint64_t handle;
+    struct fe_graph *graph;
+    uint32_t index; /* the worker's: its index in the worker's order; here: its place in graph->list */
+    /* nodes kept here */
+    CUgraphNodeType type;
+    struct fe_edge *deps;
+    size_t ndeps, deps_cap;
+    uint64_t cloned_from; /* the node this one is a copy of (cuGraphNodeFindInClone) */
+    uint32_t build_id;    /* while building */
+    union {
+        struct fe_kernel_node kernel;
+        struct {
+            CUDA_MEMCPY3D p;
+            CUcontext ctx;
+        } memcpy;
+        CUDA_MEMSET_NODE_PARAMS_v2 memset;
+        CUDA_HOST_NODE_PARAMS_v2 host;
+        CUevent event;
+        struct fe_graph *child; /* owned by the node */
+    } u;
+};
+
+/* A graph or an executable graph (kind FE_GRAPH or FE_GRAPH_EXEC). */
+struct fe_graph {
+    uint64_t handle;
+    uint32_t id;
+    enum fe_kind kind;
+    struct fe_ctx *ctx;
+    struct fe_chan *ch;
+    /* the worker's graphs: handles of their nodes by index, once asked for */
+    uint64_t *nodes;
+    size_t node_count;
+    /* graphs kept here: their nodes in the order made */
+    bool here;
+    struct fe_graph_node **list;
+    size_t count, cap;
+    uint64_t cloned_from; /* the graph this one is a copy of */
+    bool owned;           /* a child graph node's: destroyed with it */
+    /* executable graphs of graphs kept here: their own copy (a plan, for per-node updates), and the
+     * host nodes their build made */
+    uint64_t flags;
+    struct fe_graph *plan;
+    struct fe_host_node **hosts;
+    size_t nhosts;
+};
+
+struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch);
+/* Forget a graph here (and, for the worker's, ask the worker to destroy it). */
+void fe_graph_free(struct fe_graph *g);
+CUresult fe_graph_destroy(struct fe_graph *g);
+struct fe_graph *fe_graph_of(enum fe_kind kind, uint64_t handle);
+/* Instantiate one of the worker's graphs into a new executable graph. */
+CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct fe_graph **exec);
+
+/* api_graph_nodes.c: graphs kept here. */
+void fe_graph_nodes_free(struct fe_graph *g);
+/* A deep copy (child graphs too); each node's cloned_from names its original. */
+CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out);
+/* Node queries answered here (VGPU_GRAPH_NODES_*), the driver's way. */
+CUresult fe_graph_here_nodes(struct fe_graph *g, unsigned what, struct fe_graph_node *node, CUgraphNode *out,
+                             CUgraphEdgeData *edges, size_t *num);
+CUresult fe_graph_here_edges(struct fe_graph *g, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data,
+                             size_t *num);
+/* Copy the parameters of node src into dst (same type). */
+CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_graph_node *src);
+/* A copy of a node's parameters alone (no handle, no edges), freed by fe_graph_node_scratch_free. */
+CUresult fe_graph_copy_node(const struct fe_graph_node *n, struct fe_graph_node **out);
+void fe_graph_node_scratch_free(struct fe_graph_node *n);
+/* A child graph node takes a copy of graph h. */
+CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h);
+
+/* graph_build.c: build a graph kept here in the worker, as a new graph of the worker's; *hosts and
+ * *nhosts get the host nodes made (each runs its function at every replay until dropped). */
+CUresult fe_graph_build(struct fe_graph *g, struct fe_graph **built, struct fe_host_node ***hosts, size_t *nhosts);
+void fe_graph_hosts_drop(struct fe_chan *ch, struct fe_host_node **hosts, size_t n);
+/* Instantiate a graph kept here: build its plan, instantiate that. */
+CUresult fe_graph_instantiate_here(struct fe_graph *g, uint64_t flags, struct fe_graph **exec);
+/* The executable graph takes g's parameters (cuGraphExecUpdate); *result a CUgraphExecUpdateResult. */
+CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExecUpdateResult *result);
+/* Rebuild an executable graph's plan after one of its nodes changed, and update it. */
+CUresult fe_graph_exec_replan(struct fe_graph *e);
+
+#endif

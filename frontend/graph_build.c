@@ -1,0 +1,490 @@
+/* Building a graph kept here in the worker, and the executable graphs made from such graphs.
+ *
+ * The worker's driver gets the graph by capture: on a stream of the frontend's own, in relaxed
+ * mode, each node in an order that respects its dependencies is issued the ordinary way (a kernel
+ * launch, a 3D copy, a 2D memset, a host node) after a GraphBuild record has made the capture depend
+ * on exactly that node's dependencies, and another names the node captured; empty, event and child
+ * graph nodes are added by GraphBuild itself. So every node goes through the same checks and
+ * translations as the call it stands for, on emu too.
+ *
+ * An executable graph of such a graph keeps its own copy (its plan): a per-node update changes the
+ * plan, builds it again and updates the worker's executable graph with cuGraphExecUpdate, which
+ * keeps the topology and takes the parameters. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "log.h"
+
+struct build {
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    struct fe_host_node **hosts;
+    size_t nhosts, hosts_cap;
+};
+
+void fe_graph_hosts_drop(struct fe_chan *ch, struct fe_host_node **hosts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fe_host_node_drop(ch, hosts[i]);
+    free(hosts);
+}
+
+/* The nodes in an order that respects their dependencies, earliest made first among those ready
+ * (INVALID_VALUE for a cycle). */
+static CUresult order_of(struct fe_graph *g, struct fe_graph_node ***out)
+{
+    size_t n = g->count;
+    struct fe_graph_node **order = malloc((n ? n : 1) * sizeof *order);
+    size_t *left = calloc(n ? n : 1, sizeof *left);
+    bool *done = calloc(n ? n : 1, sizeof *done);
+    if (!order || !left || !done) {
+        free(order);
+        free(left);
+        free(done);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++)
+        left[i] = g->list[i]->ndeps;
+    size_t k = 0;
+    for (bool progress = true; k < n && progress;) {
+        progress = false;
+        for (size_t i = 0; i < n; i++) {
+            if (done[i] || left[i])
+                continue;
+            done[i] = progress = true;
+            order[k++] = g->list[i];
+            for (size_t j = 0; j < n; j++) /* its dependents have one dependency less to wait for */
+                for (size_t d = 0; d < g->list[j]->ndeps; d++)
+                    if (g->list[j]->deps[d].from == g->list[i])
+                        left[j]--;
+        }
+    }
+    free(left);
+    free(done);
+    if (k < n) {
+        free(order);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = order;
+    return CUDA_SUCCESS;
+}
+
+static CUresult build_op(struct build *b, uint32_t op, uint32_t node, uint32_t object, const uint32_t *deps,
+                         size_t ndeps)
+{
+    FE_REQ(q, GraphBuild);
+    q.stream = b->sid;
+    q.op = op;
+    q.node = node;
+    q.object = object;
+    return fe_call(b->ch, b->c->id, &q, sizeof q, deps, (uint32_t)(ndeps * 4), true, NULL, 0, NULL, 0, NULL);
+}
+
+static CUresult host_keep(struct build *b, struct fe_host_node *h)
+{
+    if (b->nhosts == b->hosts_cap) {
+        size_t cap = b->hosts_cap ? 2 * b->hosts_cap : 8;
+        struct fe_host_node **hosts = realloc(b->hosts, cap * sizeof *hosts);
+        if (!hosts)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        b->hosts = hosts;
+        b->hosts_cap = cap;
+    }
+    b->hosts[b->nhosts++] = h;
+    return CUDA_SUCCESS;
+}
+
+static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph **built);
+
+/* Issue one node on the capturing stream; the worker names it node->build_id. */
+static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream s)
+{
+    uint32_t id = node->build_id;
+    switch (node->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const struct fe_kernel_node *k = &node->u.kernel;
+        size_t size = k->size;
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, k->args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         CU_LAUNCH_PARAM_END};
+        CUlaunchAttribute attrs[VGPU_MAX_LAUNCH_ATTRS];
+        memcpy(attrs, k->attrs, sizeof attrs);
+        CUlaunchConfig cfg = {k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                              k->shmem, s, attrs, k->nattrs};
+        FE_RETURN_IF(cuLaunchKernelEx(&cfg, k->func, NULL, extra));
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        FE_RETURN_IF(cuMemcpy3DAsync_v2(&node->u.memcpy.p, s));
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        const CUDA_MEMSET_NODE_PARAMS_v2 *m = &node->u.memset;
+        size_t pitch = m->height > 1 ? m->pitch : m->width * m->elementSize;
+        CUresult r = m->elementSize == 1 ? cuMemsetD2D8Async(m->dst, pitch, (unsigned char)m->value, m->width,
+                                                             m->height, s)
+                     : m->elementSize == 2 ? cuMemsetD2D16Async(m->dst, pitch, (unsigned short)m->value, m->width,
+                                                                m->height, s)
+                                           : cuMemsetD2D32Async(m->dst, pitch, m->value, m->width, m->height, s);
+        FE_RETURN_IF(r);
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        struct fe_host_node *h;
+        FE_RETURN_IF(fe_host_node_add(b->c, b->ch, b->sid, node->u.host.fn, node->u.host.userData, &h));
+        CUresult r = host_keep(b, h);
+        if (r != CUDA_SUCCESS) {
+            fe_host_node_drop(b->ch, h);
+            return r;
+        }
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+        if (!fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)node->u.event)) /* destroyed since */
+            return CUDA_ERROR_INVALID_VALUE;
+        uint32_t op = node->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? VGPU_BUILD_EVENT_RECORD : VGPU_BUILD_EVENT_WAIT;
+        return build_op(b, op, id, fe_handle_id((uint64_t)(uintptr_t)node->u.event), NULL, 0);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+        struct fe_graph *child = node->u.child, *built = NULL;
+        if (child->here)
+            FE_RETURN_IF(build_graph(b, child, &built));
+        CUresult r = build_op(b, VGPU_BUILD_CHILD, id, (built ? built : child)->id, NULL, 0);
+        if (built) /* the worker's node holds a copy */
+            fe_graph_destroy(built);
+        return r;
+    }
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return build_op(b, VGPU_BUILD_TAKE, id, 0, NULL, 0);
+}
+
+/* Build g on a fresh capturing stream of b's context into a new graph of the worker's. */
+static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph **built)
+{
+    struct fe_graph_node **order;
+    FE_RETURN_IF(order_of(g, &order));
+    uint32_t *deps = malloc((g->count ? g->count : 1) * sizeof *deps);
+    CUstream s = NULL;
+    CUresult r = deps ? cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) : CUDA_ERROR_OUT_OF_MEMORY;
+    struct build inner = *b;
+    if (r == CUDA_SUCCESS)
+        r = fe_stream_resolve(s, false, &inner.c, &inner.ch, &inner.sid);
+    if (r == CUDA_SUCCESS)
+        r = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    bool capturing = r == CUDA_SUCCESS;
+    for (size_t i = 0; i < g->count; i++)
+        order[i]->build_id = (uint32_t)i;
+    for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++) {
+        struct fe_graph_node *node = order[i];
+        for (size_t d = 0; d < node->ndeps; d++)
+            deps[d] = node->deps[d].from->build_id;
+        r = build_op(&inner, VGPU_BUILD_DEPS, 0, 0, deps, node->ndeps);
+        if (r == CUDA_SUCCESS)
+            r = build_node(&inner, node, s);
+    }
+    b->hosts = inner.hosts; /* (the child builds' host nodes join the parent's) */
+    b->nhosts = inner.nhosts;
+    b->hosts_cap = inner.hosts_cap;
+    if (capturing) {
+        CUgraph out = NULL;
+        CUresult e = cuStreamEndCapture(s, &out);
+        if (r == CUDA_SUCCESS)
+            r = e;
+        struct fe_graph *w = out ? fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)out) : NULL;
+        if (r == CUDA_SUCCESS && w)
+            *built = w;
+        else if (w)
+            fe_graph_destroy(w);
+        if (r == CUDA_SUCCESS && !w)
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (s)
+        (void)cuStreamDestroy_v2(s);
+    free(deps);
+    free(order);
+    return r;
+}
+
+CUresult fe_graph_build(struct fe_graph *g, struct fe_graph **built, struct fe_host_node ***hosts, size_t *nhosts)
+{
+    struct build b = {.c = g->ctx, .ch = g->ch};
+    CUcontext was = NULL;
+    FE_RETURN_IF(cuCtxPushCurrent_v2((CUcontext)(uintptr_t)g->ctx->handle));
+    CUresult r = build_graph(&b, g, built);
+    (void)cuCtxPopCurrent_v2(&was);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_hosts_drop(g->ch, b.hosts, b.nhosts);
+        return r;
+    }
+    *hosts = b.hosts;
+    *nhosts = b.nhosts;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_instantiate_here(struct fe_graph *g, uint64_t flags, struct fe_graph **exec)
+{
+    struct fe_graph *plan, *built;
+    struct fe_host_node **hosts;
+    size_t nhosts;
+    FE_RETURN_IF(fe_graph_copy(g, &plan));
+    plan->owned = true;
+    CUresult r = fe_graph_build(plan, &built, &hosts, &nhosts);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_free(plan);
+        return r;
+    }
+    struct fe_graph *e = NULL;
+    r = fe_graph_instantiate_worker(built, flags, &e);
+    fe_graph_destroy(built); /* the executable graph is the driver's own copy */
+    if (r != CUDA_SUCCESS) {
+        fe_graph_hosts_drop(g->ch, hosts, nhosts);
+        fe_graph_free(plan);
+        return r;
+    }
+    e->here = true;
+    e->plan = plan;
+    e->hosts = hosts;
+    e->nhosts = nhosts;
+    *exec = e;
+    return CUDA_SUCCESS;
+}
+
+/* Update the worker's executable graph from one of the worker's graphs. */
+static CUresult exec_update(struct fe_graph *e, struct fe_graph *w, CUgraphExecUpdateResult *result)
+{
+    FE_REQ(q, GraphExecUpdate);
+    FE_RSP(a, GraphExecUpdate);
+    q.exec = e->id;
+    q.graph = w->id;
+    a.result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult r = FE_CALL(e->ch, e->ctx->id, GraphExecUpdate, &q, &a);
+    *result = r == CUDA_SUCCESS ? CU_GRAPH_EXEC_UPDATE_SUCCESS
+              : a.result != CU_GRAPH_EXEC_UPDATE_SUCCESS ? (CUgraphExecUpdateResult)a.result
+                                                         : CU_GRAPH_EXEC_UPDATE_ERROR;
+    return r;
+}
+
+/* Build plan and update e from it; e's host nodes become the new build's. */
+static CUresult update_from_plan(struct fe_graph *e, struct fe_graph *plan, CUgraphExecUpdateResult *result)
+{
+    struct fe_graph *built;
+    struct fe_host_node **hosts;
+    size_t nhosts;
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    FE_RETURN_IF(fe_graph_build(plan, &built, &hosts, &nhosts));
+    CUresult r = exec_update(e, built, result);
+    fe_graph_destroy(built);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_hosts_drop(e->ch, hosts, nhosts);
+        return r;
+    }
+    fe_graph_hosts_drop(e->ch, e->hosts, e->nhosts);
+    e->hosts = hosts;
+    e->nhosts = nhosts;
+    return CUDA_SUCCESS;
+}
+
+/* Whether g has the plan's nodes, of the same types, with the same edges (the driver checks too; this
+ * answers as it would where the worker's graphs would not show it, as on emu). */
+static bool same_topology(const struct fe_graph *plan, const struct fe_graph *g, CUgraphExecUpdateResult *result)
+{
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    if (plan->count != g->count)
+        return false;
+    for (size_t i = 0; i < g->count; i++) {
+        const struct fe_graph_node *a = plan->list[i], *b = g->list[i];
+        if (a->ndeps != b->ndeps)
+            return false;
+        for (size_t d = 0; d < a->ndeps; d++)
+            if (a->deps[d].from->index != b->deps[d].from->index)
+                return false;
+    }
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+    for (size_t i = 0; i < g->count; i++)
+        if (plan->list[i]->type != g->list[i]->type)
+            return false;
+    *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return true;
+}
+
+CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExecUpdateResult *result)
+{
+    if (g->ch != e->ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!g->here) { /* the exec now runs what the worker's graph says: no plan describes it */
+        CUresult r = exec_update(e, g, result);
+        if (r == CUDA_SUCCESS) {
+            fe_graph_free(e->plan);
+            e->plan = NULL;
+        }
+        return r;
+    }
+    if (e->plan && !same_topology(e->plan, g, result))
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    struct fe_graph *plan;
+    FE_RETURN_IF(fe_graph_copy(g, &plan));
+    plan->owned = true;
+    CUresult r = update_from_plan(e, plan, result);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_free(plan);
+        return r;
+    }
+    /* The exec's nodes are still those of the graph it was made from (per-node updates name them),
+     * with the parameters of the new one. */
+    if (e->plan && e->plan->count == plan->count) {
+        for (size_t i = 0; i < plan->count; i++)
+            (void)fe_graph_node_params_copy(e->plan->list[i], plan->list[i]);
+        fe_graph_free(plan);
+    } else {
+        fe_graph_free(e->plan);
+        e->plan = plan;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_exec_replan(struct fe_graph *e)
+{
+    CUgraphExecUpdateResult result;
+    CUresult r = update_from_plan(e, e->plan, &result);
+    return r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
+/* ---------------------------------------------------------------- updates of executable graphs */
+
+static CUresult exec_update_v2(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResult *result, CUgraphNode *err_node)
+{
+    FE_RETURN_IF(fe_ready());
+    if (err_node)
+        *err_node = NULL;
+    struct fe_graph *e = fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)h);
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)hg);
+    if (!e || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult r = fe_graph_exec_update(e, g, &res);
+    if (result)
+        *result = res;
+    return r;
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec h, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+    CUgraphExecUpdateResult result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult r = exec_update_v2(h, g, &result, NULL);
+    if (info)
+        *info = (CUgraphExecUpdateResultInfo){.result = result};
+    return r;
+}
+
+CUresult cuGraphExecUpdate(CUgraphExec h, CUgraph g, CUgraphNode *err_node, CUgraphExecUpdateResult *result)
+{
+    return exec_update_v2(h, g, result, err_node);
+}
+
+/* The plan's copy of node h, of executable graph he. */
+static CUresult plan_node(CUgraphExec he, CUgraphNode h, int want, struct fe_graph **exec, struct fe_graph_node **out)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph *e = fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)he);
+    struct fe_graph_node *n = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)h);
+    if (!e || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!e->plan) /* made from a captured graph: its nodes are the worker's driver's */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < e->plan->count; i++)
+        if (e->plan->list[i]->cloned_from == n->handle) {
+            if (want >= 0 && e->plan->list[i]->type != (CUgraphNodeType)want)
+                return CUDA_ERROR_INVALID_VALUE;
+            *exec = e;
+            *out = e->plan->list[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Set a node of the plan through the setter of graphs' nodes, then update the executable graph;
+ * the plan's node is put back if that fails. */
+#define EXEC_SET(he, h, type, set_call)                                                                \
+    do {                                                                                               \
+        struct fe_graph *e_;                                                                           \
+        struct fe_graph_node *n_;                                                                      \
+        FE_RETURN_IF(plan_node(he, h, type, &e_, &n_));                                                \
+        struct fe_graph_node *keep_;                                                                   \
+        FE_RETURN_IF(fe_graph_copy_node(n_, &keep_));                                                  \
+        CUgraphNode node_ = (CUgraphNode)(uintptr_t)n_->handle;                                        \
+        (void)node_;                                                                                   \
+        CUresult r_ = set_call;                                                                        \
+        if (r_ == CUDA_SUCCESS)                                                                        \
+            r_ = fe_graph_exec_replan(e_);                                                             \
+        if (r_ != CUDA_SUCCESS)                                                                        \
+            (void)fe_graph_node_params_copy(n_, keep_);                                                \
+        fe_graph_node_scratch_free(keep_);                                                             \
+        return r_;                                                                                     \
+    } while (0)
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams_v2(node_, p));
+}
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams(node_, p));
+}
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    (void)ctx;
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_MEMCPY, cuGraphMemcpyNodeSetParams(node_, p));
+}
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+                                        CUcontext ctx)
+{
+    (void)ctx;
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_MEMSET, cuGraphMemsetNodeSetParams(node_, p));
+}
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_HOST, cuGraphHostNodeSetParams(node_, p));
+}
+CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, cuGraphEventRecordNodeSetEvent(node_, ev));
+}
+CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, cuGraphEventWaitNodeSetEvent(node_, ev));
+}
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_GRAPH, fe_graph_child_set(n_, child));
+}
+CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodeParams *p)
+{
+    EXEC_SET(he, h, -1, cuGraphNodeSetParams(node_, p));
+}
+
+CUresult cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabled)
+{
+    struct fe_graph *e;
+    struct fe_graph_node *n;
+    FE_RETURN_IF(plan_node(he, h, -1, &e, &n));
+    if (enabled) /* every node is, and stays, enabled */
+        return CUDA_SUCCESS;
+    LOG_INFO("disabling a node of an executable graph is not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuGraphNodeGetEnabled(CUgraphExec he, CUgraphNode h, unsigned int *enabled)
+{
+    struct fe_graph *e;
+    struct fe_graph_node *n;
+    FE_RETURN_IF(plan_node(he, h, -1, &e, &n));
+    if (!enabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    *enabled = 1;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,275 @@
+/* Graphs built node by node: two branches joined (memsets, kernels, a copy into pinned memory, a
+ * host node, a child graph, an empty node and an event record node), checked against a CPU
+ * reference at each of three replays; the nodes, roots, dependencies, edges, types and parameters
+ * as the graph reports them; per-node and whole updates of an executable graph; clones and
+ * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, the DOT print, and what
+ * the driver refuses (printed, for check-gpu to compare with the driver's). Argument: the module
+ * holding add_u32 and muladd_u32. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "progutil.h"
+
+#define N 1024
+
+struct host_seen {
+    const unsigned *pinned;
+    unsigned runs;
+    unsigned first; /* pinned[0] when it last ran */
+};
+
+static void CUDA_CB host_node(void *arg)
+{
+    struct host_seen *h = arg;
+    h->runs++;
+    h->first = h->pinned[0];
+}
+
+static void expect_all(CUdeviceptr d, unsigned want, const char *what)
+{
+    static unsigned h[N];
+    CHECK(cuMemcpyDtoH(h, d, sizeof h));
+    for (int i = 0; i < N; i++)
+        EXPECT(h[i] == want, "%s: element %d is %u, want %u", what, i, h[i], want);
+}
+
+static CUDA_KERNEL_NODE_PARAMS kernel_params(CUfunction f, void **args)
+{
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = f;
+    p.gridDimX = N / 128;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 128;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    return p;
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset_params(CUdeviceptr d, unsigned value)
+{
+    CUDA_MEMSET_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.dst = d;
+    p.value = value;
+    p.elementSize = 4;
+    p.width = N;
+    p.height = 1;
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: prog_graph_build MODULE\n");
+        return 2;
+    }
+    CUcontext ctx = prog_init(NULL);
+    CUmodule m = prog_module(argv[1]);
+    CUfunction add, muladd;
+    CHECK(cuModuleGetFunction(&add, m, "add_u32"));
+    CHECK(cuModuleGetFunction(&muladd, m, "muladd_u32"));
+    CUdeviceptr d, d2;
+    CHECK(cuMemAlloc(&d, N * sizeof(unsigned)));
+    CHECK(cuMemAlloc(&d2, N * sizeof(unsigned)));
+    unsigned *pinned;
+    CHECK(cuMemAllocHost((void **)&pinned, N * sizeof(unsigned)));
+    memset(pinned, 0, N * sizeof(unsigned));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent ev;
+    CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    int n = N;
+    unsigned two = 2, ten = 10, three = 3, one = 1;
+
+    /* The child: d2 = d2 * 3 + 1. */
+    CUgraph child;
+    CHECK(cuGraphCreate(&child, 0));
+    CUgraphNode c0;
+    void *muladd_args[] = {&d2, &three, &one, &n};
+    CUDA_KERNEL_NODE_PARAMS kp = kernel_params(muladd, muladd_args);
+    CHECK(cuGraphAddKernelNode(&c0, child, NULL, 0, &kp));
+
+    /* a: d = 1; b: d += 2; e: pinned = d; f: host; c: d2 = 5; k: d2 += 10; g: child; h: joins; i: event. */
+    CUgraph g;
+    CHECK(cuGraphCreate(&g, 0));
+    CUgraphNode a, b, c, k, e, f, gc, h, i;
+    CUDA_MEMSET_NODE_PARAMS ms = memset_params(d, 1);
+    CHECK(cuGraphAddMemsetNode(&a, g, NULL, 0, &ms, ctx));
+    void *add_args[] = {&d, &two, &n};
+    kp = kernel_params(add, add_args);
+    CHECK(cuGraphAddKernelNode(&b, g, &a, 1, &kp));
+    two = 1000; /* the node took the value it had when added */
+    ms = memset_params(d2, 5);
+    CHECK(cuGraphAddMemsetNode(&c, g, NULL, 0, &ms, ctx));
+    void *add2_args[] = {&d2, &ten, &n};
+    kp = kernel_params(add, add2_args);
+    CHECK(cuGraphAddKernelNode(&k, g, &c, 1, &kp));
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = d;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = pinned;
+    cp.WidthInBytes = N * sizeof(unsigned);
+    cp.Height = cp.Depth = 1;
+    CHECK(cuGraphAddMemcpyNode(&e, g, &b, 1, &cp, ctx));
+    struct host_seen seen = {pinned, 0, 0};
+    CUDA_HOST_NODE_PARAMS hp = {host_node, &seen};
+    CHECK(cuGraphAddHostNode(&f, g, &e, 1, &hp));
+    CHECK(cuGraphAddChildGraphNode(&gc, g, &k, 1, child));
+    CUgraphNode join[2] = {f, gc};
+    CHECK(cuGraphAddEmptyNode(&h, g, join, 2));
+    CHECK(cuGraphAddEventRecordNode(&i, g, &h, 1, ev));
+    CHECK(cuGraphDestroy(child)); /* the node holds a copy */
+
+    /* What the graph says of itself. */
+    size_t count = 0, nroots = 0, nedges = 0;
+    CHECK(cuGraphGetNodes(g, NULL, &count));
+    CHECK(cuGraphGetRootNodes(g, NULL, &nroots));
+    CHECK(cuGraphGetEdges(g, NULL, NULL, NULL, &nedges));
+    printf("nodes %zu, roots %zu, edges %zu\n", count, nroots, nedges);
+    EXPECT(count == 9 && nroots == 2 && nedges == 8, "nodes %zu, roots %zu, edges %zu", count, nroots, nedges);
+    CUgraphNode all[9], deps[4];
+    size_t got = 9;
+    CHECK(cuGraphGetNodes(g, all, &got));
+    printf("types:");
+    for (size_t j = 0; j < got; j++) {
+        CUgraphNodeType t;
+        CHECK(cuGraphNodeGetType(all[j], &t));
+        printf(" %d", (int)t);
+    }
+    printf("\n");
+    size_t nd = 4;
+    CHECK(cuGraphNodeGetDependencies(h, deps, NULL, &nd));
+    EXPECT(nd == 2 && ((deps[0] == f && deps[1] == gc) || (deps[0] == gc && deps[1] == f)), "h has %zu deps", nd);
+    nd = 4;
+    CHECK(cuGraphNodeGetDependentNodes(b, deps, NULL, &nd));
+    EXPECT(nd == 1 && deps[0] == e, "b has %zu dependents", nd);
+    CUDA_KERNEL_NODE_PARAMS back;
+    CHECK(cuGraphKernelNodeGetParams(b, &back));
+    EXPECT(back.func == add && back.gridDimX == N / 128 && back.blockDimX == 128 && back.kernelParams,
+           "kernel node parameters");
+    printf("b's second argument: %u\n", *(unsigned *)back.kernelParams[1]);
+    CUDA_MEMSET_NODE_PARAMS msback;
+    CHECK(cuGraphMemsetNodeGetParams(c, &msback));
+    EXPECT(msback.dst == d2 && msback.value == 5 && msback.width == N, "memset node parameters");
+    CUgraph inner;
+    CHECK(cuGraphChildGraphNodeGetGraph(gc, &inner));
+    size_t inner_count = 0;
+    CHECK(cuGraphGetNodes(inner, NULL, &inner_count));
+    EXPECT(inner_count == 1, "the child has %zu nodes", inner_count);
+    CUevent evback;
+    CHECK(cuGraphEventRecordNodeGetEvent(i, &evback));
+    EXPECT(evback == ev, "event record node's event");
+
+    /* Three replays, each checked. */
+    CUgraphExec x;
+    CHECK(cuGraphInstantiate(&x, g, 0));
+    for (int round = 0; round < 3; round++) {
+        memset(pinned, 0, N * sizeof(unsigned));
+        CHECK(cuGraphLaunch(x, s));
+        CHECK(cuStreamSynchronize(s));
+        expect_all(d, 3, "d after a replay");
+        expect_all(d2, (5 + 10) * 3 + 1, "d2 after a replay");
+        for (int j = 0; j < N; j++)
+            EXPECT(pinned[j] == 3, "pinned[%d] is %u", j, pinned[j]);
+        EXPECT(seen.runs == (unsigned)round + 1 && seen.first == 3, "host node: %u runs, saw %u", seen.runs,
+               seen.first);
+    }
+    CHECK(cuEventSynchronize(ev));
+    printf("three replays: ok, host node ran %u times\n", seen.runs);
+
+    /* Per-node update of the executable graph: b adds 7 instead; the graph itself is unchanged. */
+    unsigned seven = 7;
+    void *add7_args[] = {&d, &seven, &n};
+    kp = kernel_params(add, add7_args);
+    CHECK(cuGraphExecKernelNodeSetParams(x, b, &kp));
+    ms = memset_params(d2, 20);
+    CHECK(cuGraphExecMemsetNodeSetParams(x, c, &ms, ctx));
+    CHECK(cuGraphLaunch(x, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 8, "d after a per-node update");
+    expect_all(d2, (20 + 10) * 3 + 1, "d2 after a per-node update");
+    CHECK(cuGraphKernelNodeGetParams(b, &back));
+    EXPECT(*(unsigned *)back.kernelParams[1] == 2, "the graph's node changed with the executable graph's");
+
+    /* A clone, changed and given whole to the executable graph. */
+    CUgraph clone;
+    CHECK(cuGraphClone(&clone, g));
+    CUgraphNode cb;
+    CHECK(cuGraphNodeFindInClone(&cb, b, clone));
+    EXPECT(cb != b, "the clone's node is its own");
+    unsigned four = 4;
+    void *add4_args[] = {&d, &four, &n};
+    kp = kernel_params(add, add4_args);
+    CHECK(cuGraphKernelNodeSetParams(cb, &kp));
+    CUgraphExecUpdateResultInfo info;
+    CHECK(cuGraphExecUpdate(x, clone, &info));
+    EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update result %d", (int)info.result);
+    CHECK(cuGraphLaunch(x, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 5, "d after a whole update");
+    expect_all(d2, (5 + 10) * 3 + 1, "d2 after a whole update");
+    printf("updates: ok, host node ran %u times\n", seen.runs);
+
+    /* A clone with a different topology cannot update it. */
+    CUgraphNode extra_node;
+    CHECK(cuGraphAddEmptyNode(&extra_node, clone, NULL, 0));
+    CUresult r = cuGraphExecUpdate(x, clone, &info);
+    printf("update with another topology: %d, result %d\n", (int)r, (int)info.result);
+
+    /* Dependencies added and removed, nodes destroyed; what is refused. */
+    printf("a dependency twice: %d\n", (int)cuGraphAddDependencies(g, &a, &b, NULL, 1));
+    printf("removing one that is not there: %d\n", (int)cuGraphRemoveDependencies(g, &c, &b, NULL, 1));
+    CHECK(cuGraphRemoveDependencies(g, &h, &i, NULL, 1));
+    CHECK(cuGraphGetRootNodes(g, NULL, &nroots));
+    EXPECT(nroots == 3, "roots after removing an edge: %zu", nroots);
+    CHECK(cuGraphAddDependencies(g, &h, &i, NULL, 1));
+    CHECK(cuGraphDestroyNode(i));
+    CHECK(cuGraphGetNodes(g, NULL, &count));
+    CHECK(cuGraphGetEdges(g, NULL, NULL, NULL, &nedges));
+    EXPECT(count == 8 && nedges == 7, "after destroying a node: %zu nodes, %zu edges", count, nedges);
+    printf("a node of another graph as a dependency: %d\n", (int)cuGraphAddEmptyNode(&extra_node, g, &cb, 1));
+    printf("a memset node of element size 3: %d\n",
+           (int)cuGraphAddMemsetNode(&extra_node, g, NULL, 0, &(CUDA_MEMSET_NODE_PARAMS){d, 0, 0, 3, N, 1}, ctx));
+    printf("a host node without a function: %d\n",
+           (int)cuGraphAddHostNode(&extra_node, g, NULL, 0, &(CUDA_HOST_NODE_PARAMS){NULL, NULL}));
+
+    /* The DOT print names every node. */
+    char path[] = "/tmp/prog_graph_build_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "a temporary file");
+    CHECK(cuGraphDebugDotPrint(g, path, 0));
+    FILE *dot = fopen(path, "r");
+    char line[512];
+    bool digraph = false;
+    while (dot && fgets(line, sizeof line, dot))
+        digraph = digraph || strncmp(line, "digraph", 7) == 0;
+    EXPECT(digraph, "the DOT print starts a digraph");
+    if (dot)
+        fclose(dot);
+    remove(path);
+
+    /* The executable graph of the smaller graph runs too. */
+    CUgraphExec x2;
+    CHECK(cuGraphInstantiateWithFlags(&x2, g, 0));
+    cuuint64_t flags = 1;
+    CHECK(cuGraphExecGetFlags(x2, &flags));
+    EXPECT(flags == 0, "flags %llu", (unsigned long long)flags);
+    CHECK(cuGraphLaunch(x2, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 3, "d after the smaller graph");
+
+    CHECK(cuGraphExecDestroy(x2));
+    CHECK(cuGraphExecDestroy(x));
+    CHECK(cuGraphDestroy(clone));
+    CHECK(cuGraphDestroy(g));
+    CHECK(cuEventDestroy(ev));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuMemFreeHost(pinned));
+    CHECK(cuMemFree(d));
+    CHECK(cuMemFree(d2));
+    printf("graph build: built node by node, replayed and updated, ok\n");
+    return 0;
+}
