@@ -273,8 +273,11 @@ static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint6
                 best_pt = p;
         }
         const struct vgpu_proc *best = per_thread && best_pt ? best_pt : best_default;
-        if (best && best->fn != best->unsupported) {
-            /* At debug level and above, calls made through the table are logged with their result. */
+        if (best) {
+            /* Every function the driver has resolves, so that a framework that resolves the whole
+             * table at start goes on; one the vGPU does not offer answers CUDA_ERROR_NOT_SUPPORTED
+             * when called. At debug level and above, calls made through the table are logged with
+             * their result. */
             found = (void *)(best->traced && vgpu_log_enabled(VGPU_LOG_DEBUG) ? best->traced : best->fn);
             st = CU_GET_PROC_ADDRESS_SUCCESS;
         } else if (known && !best) {

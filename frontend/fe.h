@@ -140,9 +140,14 @@ struct fe_spill {
     void *base;
     size_t size;
     unsigned flags;
-    int device; /* of the context it was allocated in */
+    int device;      /* of the context it was allocated in */
+    bool registered; /* application memory (cuMemHostRegister), not the frontend's */
 };
 CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device);
+/* Application memory registered (cuMemHostRegister): ALREADY_REGISTERED if it overlaps a range
+ * kept here; and unregistered (INVALID_VALUE inside one, NOT_REGISTERED outside any). */
+CUresult fe_spill_register(void *p, size_t size, unsigned flags, int device);
+CUresult fe_spill_unregister(void *p);
 /* The spilled allocation containing p. */
 bool fe_spill_find(const void *p, struct fe_spill *out);
 /* Free the spilled allocation starting at p; false if there is none. */

@@ -3,7 +3,8 @@
  * an allocation gets ordinary pages instead: the copy paths see memory outside the data area and
  * stage it through the slots, as they do pageable memory, and the allocation is pinned memory in
  * every other respect (freed by cuMemFreeHost, its flags and pointer attributes known), except
- * that it has no device address. */
+ * that it has no device address. Application memory registered with cuMemHostRegister is kept here
+ * too, as such memory: its pages are the application's, which the worker cannot map. */
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,7 +62,7 @@ bool fe_spill_free(void *p)
     struct fe_spill gone = {0};
     pthread_mutex_lock(&spill_mu);
     for (size_t i = 0; i < spill_count; i++)
-        if (spills[i].base == p) {
+        if (spills[i].base == p && !spills[i].registered) {
             gone = spills[i];
             spills[i] = spills[--spill_count];
             break;
@@ -70,4 +71,45 @@ bool fe_spill_free(void *p)
     if (gone.base)
         munmap(gone.base, gone.size);
     return gone.base != NULL;
+}
+
+CUresult fe_spill_register(void *p, size_t size, unsigned flags, int device)
+{
+    const uint8_t *q = p;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count && r == CUDA_SUCCESS; i++) {
+        const uint8_t *base = spills[i].base;
+        if (q < base + spills[i].size && base < q + size) /* overlaps one already there */
+            r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    struct fe_spill *v = r == CUDA_SUCCESS ? vgpu_array_grow(spills, &spill_cap, spill_count + 1, sizeof *v) : NULL;
+    if (v) {
+        spills = v;
+        spills[spill_count++] = (struct fe_spill){p, size, flags, device, true};
+    } else if (r == CUDA_SUCCESS) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&spill_mu);
+    return r;
+}
+
+CUresult fe_spill_unregister(void *p)
+{
+    CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    const uint8_t *q = p;
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count && r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED; i++) {
+        const uint8_t *base = spills[i].base;
+        if (!spills[i].registered || q < base || q >= base + spills[i].size)
+            continue;
+        if (q != base) { /* inside a registered range: the driver wants its start */
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        spills[i] = spills[--spill_count];
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&spill_mu);
+    return r;
 }

@@ -380,6 +380,12 @@ START_TEST(test_graph_build)
 }
 END_TEST
 
+START_TEST(test_register)
+{
+    ck_assert_int_eq(run_prog("prog_register", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_memops)
 {
     ck_assert_int_eq(run_prog("prog_memops", NULL, NULL, NULL), 0);
@@ -1035,6 +1041,7 @@ int main(void)
     tcase_add_test(programs, test_link);
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_graph_build);
+    tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_array);
     tcase_add_test(programs, test_texture);
     tcase_add_test(programs, test_batch);
