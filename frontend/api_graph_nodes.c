@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "graph.h"
 #include "log.h"
 
@@ -49,14 +50,10 @@ static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
 {
     if (g->count >= VGPU_MAX_GRAPH_NODES)
         return NULL;
-    if (g->count == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 16;
-        struct fe_graph_node **list = realloc(g->list, cap * sizeof *list);
-        if (!list)
-            return NULL;
-        g->list = list;
-        g->cap = cap;
-    }
+    struct fe_graph_node **list = vgpu_array_grow(g->list, &g->cap, g->count + 1, sizeof *list);
+    if (!list)
+        return NULL;
+    g->list = list;
     struct fe_graph_node *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
@@ -115,14 +112,10 @@ static CUresult edge_add(struct fe_graph_node *to, struct fe_graph_node *from, c
             return CUDA_ERROR_INVALID_VALUE;
     if (!edge_default(data)) /* programmatic edges and ports are not offered */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (to->ndeps == to->deps_cap) {
-        size_t cap = to->deps_cap ? 2 * to->deps_cap : 4;
-        struct fe_edge *d = realloc(to->deps, cap * sizeof *d);
-        if (!d)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        to->deps = d;
-        to->deps_cap = cap;
-    }
+    struct fe_edge *d = vgpu_array_grow(to->deps, &to->deps_cap, to->ndeps + 1, sizeof *d);
+    if (!d)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    to->deps = d;
     to->deps[to->ndeps++] = (struct fe_edge){.from = from};
     return CUDA_SUCCESS;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "graph.h"
 #include "log.h"
 
@@ -84,14 +85,10 @@ static CUresult build_op(struct build *b, uint32_t op, uint32_t node, uint32_t o
 
 static CUresult host_keep(struct build *b, struct fe_host_node *h)
 {
-    if (b->nhosts == b->hosts_cap) {
-        size_t cap = b->hosts_cap ? 2 * b->hosts_cap : 8;
-        struct fe_host_node **hosts = realloc(b->hosts, cap * sizeof *hosts);
-        if (!hosts)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        b->hosts = hosts;
-        b->hosts_cap = cap;
-    }
+    struct fe_host_node **hosts = vgpu_array_grow(b->hosts, &b->hosts_cap, b->nhosts + 1, sizeof *hosts);
+    if (!hosts)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    b->hosts = hosts;
     b->hosts[b->nhosts++] = h;
     return CUDA_SUCCESS;
 }
