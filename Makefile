@@ -54,6 +54,7 @@ WORKER_SRC := $(sort $(wildcard worker/*.c worker/exec/*.c))
 SCHED_SRC := $(sort $(wildcard sched/*.c))
 XEN_SRC := $(sort $(wildcard xen/*.c))
 ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
+NVML_SRC := $(sort $(wildcard nvml/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
 	$(O)/gen/vgpu_driver_trace.c
 
@@ -65,6 +66,7 @@ WORKER_OBJ := $(filter-out $(O)/obj/worker/main.o,$(WORKER_SRC:%.c=$(O)/obj/%.o)
 SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
 XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
 ASSEMBLY_OBJ := $(ASSEMBLY_SRC:%.c=$(O)/obj/%.o)
+NVML_OBJ := $(NVML_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
 LIBSCHED := $(O)/lib/libvgpusched.a
@@ -72,13 +74,14 @@ LIBXEN := $(O)/lib/libvgpuxen.a
 LIBASSEMBLY := $(O)/lib/libvgpuassembly.a
 LIBWORKER := $(O)/lib/libvgpuworker.a
 FRONTEND := $(O)/lib/libcuda.so.1
+NVML := $(O)/lib/libnvidia-ml.so.1
 VGPUD := $(O)/bin/vgpud
 VGPU_WORKER := $(O)/bin/vgpu-worker
 VGPU_RUN := $(O)/bin/vgpu-run
 VGPUCTL := $(O)/bin/vgpuctl
 SCHED_SIM := $(O)/bin/sched-sim
 
-all: $(FRONTEND) $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
+all: $(FRONTEND) $(NVML) $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(SCHED_SIM) $(LIBXEN)
 
 help:
 	@sed -n '2,13p' Makefile
@@ -136,6 +139,13 @@ $(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 
+# The project's NVML, beside the frontend (vgpu-run puts that directory on the library path).
+$(NVML): $(NVML_OBJ) $(LIBCOMMON) nvml/exports.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=nvml/exports.map \
+		-o $@ $(NVML_OBJ) $(LIBCOMMON) $(LDFLAGS_ALL) -pthread
+	ln -sf libnvidia-ml.so.1 $(O)/lib/libnvidia-ml.so
+
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
 $(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
@@ -174,7 +184,7 @@ include examples/examples.mk
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu
 	install -m 755 $(VGPUD) $(VGPU_WORKER) $(VGPU_RUN) $(VGPUCTL) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(FRONTEND) $(DESTDIR)$(PREFIX)/lib/vgpu/
+	install -m 755 $(FRONTEND) $(NVML) $(DESTDIR)$(PREFIX)/lib/vgpu/
 
 clean:
 	rm -rf build

@@ -30,7 +30,7 @@ int client_hello(const void *buf, size_t len, uint32_t *role, char program[64])
     for (char *p = program; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
             *p = '?';
-    if (hello.role != VGPU_ROLE_CONTROL && hello.role != VGPU_ROLE_CLIENT)
+    if (hello.role != VGPU_ROLE_CONTROL && hello.role != VGPU_ROLE_CLIENT && hello.role != VGPU_ROLE_MONITOR)
         return -EPROTO;
     *role = hello.role;
     return CUDA_SUCCESS;

@@ -77,6 +77,8 @@ static const char *state_name(const struct session *s)
         return "client";
     case SESSION_CONTROL:
         return "control";
+    case SESSION_MONITOR:
+        return "monitor";
     case SESSION_CLOSING:
         return "closing";
     }
@@ -174,7 +176,7 @@ static char *status_json(struct server *srv, const struct session *asker, size_t
     uint64_t mem = 0, host = 0, clients = 0, channels = 0;
     bool first = true;
     for (struct session *s = srv->sessions; s; s = s->next) {
-        if (s->state == SESSION_CONTROL || s->state == SESSION_NEW || !visible(asker, s))
+        if (s->state == SESSION_CONTROL || s->state == SESSION_MONITOR || s->state == SESSION_NEW || !visible(asker, s))
             continue;
         clients++;
         /* domain: the Xen guest the process runs in, -1 for a process of this host */

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "msg_socket.h"
 #include "sealed.h"
+#include "usage.h"
 #include "xen_guests.h"
 #include "xen_transport.h"
 
@@ -204,9 +205,10 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
         s->state = SESSION_CONTROL;
         return send_status(s, VGPU_MSG_WELCOME, CUDA_SUCCESS);
     }
-    s->state = SESSION_CLIENT;
-    s->client = true;
-    srv->clients_served++;
+    bool monitor = role == VGPU_ROLE_MONITOR;
+    s->state = monitor ? SESSION_MONITOR : SESSION_CLIENT;
+    s->client = !monitor;
+    srv->clients_served += !monitor;
     size_t size = sizeof(struct vgpu_msg_welcome) + (size_t)s->vgpu_count * sizeof(struct vgpu_device_info);
     uint8_t *msg = calloc(1, size);
     if (!msg)
@@ -222,8 +224,12 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
                sizeof(struct vgpu_device_info));
     int e = s->link.ops->send(&s->link, msg, size, -1);
     free(msg);
-    LOG_INFO("session %llu: pid %d uid %d '%s' connected", (unsigned long long)s->id, (int)s->pid, (int)s->uid,
-             s->program);
+    if (monitor)
+        LOG_DEBUG("session %llu: pid %d uid %d '%s' monitors its vGPUs", (unsigned long long)s->id, (int)s->pid,
+                  (int)s->uid, s->program);
+    else
+        LOG_INFO("session %llu: pid %d uid %d '%s' connected", (unsigned long long)s->id, (int)s->pid, (int)s->uid,
+                 s->program);
     return e;
 }
 
@@ -456,6 +462,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
             e = on_bye(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CONTROL && type == VGPU_MSG_CONTROL)
             e = on_control(srv, s, buf, (size_t)n);
+        else if ((s->state == SESSION_CLIENT || s->state == SESSION_MONITOR) && type == VGPU_MSG_USAGE)
+            e = usage_answer(srv, s, buf, (size_t)n);
     }
     if (n == 0 || n < 0 || e < 0) {
         if (n > 0 || n == -EMSGSIZE)

@@ -67,7 +67,7 @@ struct server_options {
     uint64_t max_user_memory; /* channel memory (data areas and rings) */
 };
 
-enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_CLOSING };
+enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONITOR, SESSION_CLOSING };
 
 /* vgpud's record of one channel. */
 enum schan_state {

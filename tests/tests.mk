@@ -69,6 +69,9 @@ $(TEST_O)/host/prog_%: $(O)/obj/tests/host/prog_%.o $(O)/obj/tests/host/progutil
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda -lm -ldl
 
+# The NVML program loads NVML at run time, declared by the project's NVML header.
+$(O)/obj/tests/host/prog_nvml.o: EXTRA_CFLAGS := -Invml
+
 # The hostile client speaks the wire protocol itself.
 $(TEST_O)/host/hostile: $(O)/obj/tests/host/hostile.o $(LIBCOMMON)
 	@mkdir -p $(@D)

@@ -213,11 +213,15 @@ enum vgpu_msg_type {
                                  * by a header of the same type with the status */
     VGPU_MSG_BYE = 8,           /* client -> server at exit: end the session; answered by a header
                                  * of the same type once no channel memory is mapped any more */
-    VGPU_MSG_WORKER_GONE = 9    /* server -> client: the process serving its vGPUs has ended; the
+    VGPU_MSG_WORKER_GONE = 9,   /* server -> client: the process serving its vGPUs has ended; the
                                  * header's status is what every call gets from now on */
+    VGPU_MSG_USAGE = 10         /* client or monitor -> server: how its vGPUs are used; answered by
+                                 * a struct vgpu_msg_usage */
 };
 
-enum vgpu_role { VGPU_ROLE_CLIENT = 1, VGPU_ROLE_CONTROL = 2 };
+/* A monitor (the project's NVML) is welcomed with the vGPUs as a client is, and may only ask
+ * VGPU_MSG_USAGE: it never has channels or a worker. */
+enum vgpu_role { VGPU_ROLE_CLIENT = 1, VGPU_ROLE_CONTROL = 2, VGPU_ROLE_MONITOR = 3 };
 
 struct vgpu_msg_hdr {
     uint32_t magic;
@@ -294,6 +298,33 @@ struct vgpu_msg_grants {
     uint32_t port; /* the guest's unbound event-channel port, for the backend to bind */
     uint32_t reserved;
     /* followed by pages x uint32_t grant references, in page order */
+};
+
+/* How the asker's vGPUs are used by its principal (its Xen domain, or its uid in host mode): the
+ * memory its tenants hold, their share of the device's compute engine over the scheduler's recent
+ * window, and their processes. */
+#define VGPU_USAGE_MAX_PROCS 256u
+
+struct vgpu_usage_vgpu {
+    uint64_t mem_used;         /* bytes of device memory the principal's tenants hold */
+    uint32_t util_permille;    /* compute engine busy with their work, per mille */
+    uint32_t copy_permille;    /* copy engine, likewise */
+};
+
+struct vgpu_usage_proc {
+    int32_t pid;
+    uint32_t vgpu;
+    uint64_t mem_used;
+    char program[64];
+};
+
+struct vgpu_msg_usage {
+    struct vgpu_msg_hdr hdr;
+    uint32_t vgpu_count;
+    uint32_t proc_count;
+    char driver[32]; /* the host's GPU driver version ("580.159.04"; "emu" without a GPU) */
+    struct vgpu_usage_vgpu vgpu[VGPU_MAX_DEVICES];
+    struct vgpu_usage_proc proc[VGPU_USAGE_MAX_PROCS];
 };
 
 struct vgpu_msg_control {

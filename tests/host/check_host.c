@@ -386,6 +386,12 @@ START_TEST(test_register)
 }
 END_TEST
 
+START_TEST(test_nvml)
+{
+    ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_memops)
 {
     ck_assert_int_eq(run_prog("prog_memops", NULL, NULL, NULL), 0);
@@ -1042,6 +1048,7 @@ int main(void)
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_graph_build);
     tcase_add_test(programs, test_register);
+    tcase_add_test(programs, test_nvml);
     tcase_add_test(programs, test_array);
     tcase_add_test(programs, test_texture);
     tcase_add_test(programs, test_batch);

@@ -26,6 +26,7 @@ int main(void)
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, 64));
     CHECK(cuMemsetD8(d, 0, 64));
+    CHECK(cuCtxSynchronize()); /* the memset may still run; the streams below do not wait for it */
     CUstream a, b;
     CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));

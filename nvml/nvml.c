@@ -1,0 +1,610 @@
+/* The project's libnvidia-ml.so.1: NVML for tenants, who have no NVIDIA driver of their own (a Xen
+ * guest) or should see their vGPUs rather than the host's GPUs. vgpu-run puts it on the program's
+ * library path beside the frontend.
+ *
+ * It talks to vgpud as a monitor (VGPU_ROLE_MONITOR): welcomed with the tenant's vGPUs as a CUDA
+ * client is (names, UUIDs, PCI addresses, memory sizes and attributes, as the frontend reports
+ * them to CUDA, so that frameworks can match NVML's devices to CUDA's), never given channels or a
+ * worker, and asking VGPU_MSG_USAGE for what changes: the memory its principal's tenants hold on
+ * each vGPU, their share of its engines, and their processes. What a vGPU does not have (sensors,
+ * clocks, power, fans) answers NVML_ERROR_NOT_SUPPORTED, as NVML does for a device without them.
+ * Host mode for now: inside a Xen guest nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "log.h"
+#include "msg_link.h"
+#include "msg_socket.h"
+#include "nvml_api.h"
+#include "vgpu/wire.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define WAIT_MS 10000
+
+struct nvml_device {
+    unsigned index;
+    struct vgpu_device_info info;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    unsigned inits; /* nvmlInit calls not matched by nvmlShutdown */
+    struct vgpu_msg_link link;
+    int driver_version;
+    unsigned count;
+    struct nvml_device dev[VGPU_MAX_DEVICES];
+} nv = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---------------------------------------------------------------- the link to vgpud */
+
+static void program_name(char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (!f || !fgets(out, (int)cap, f))
+        snprintf(out, cap, "nvml");
+    out[strcspn(out, "\n")] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Connect and be welcomed (nv.mu held). */
+static nvmlReturn_t connect_locked(void)
+{
+    const char *path = vgpu_socket_path(NULL);
+    int s = vgpu_socket_connect(path);
+    if (s < 0) {
+        LOG_INFO("nvml: cannot reach vgpud at %s (%s)", path, strerror(-s));
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    struct vgpu_msg_link link;
+    vgpu_msg_link_socket(&link, s);
+    struct vgpu_msg_hello hello;
+    memset(&hello, 0, sizeof hello);
+    vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
+    hello.role = VGPU_ROLE_MONITOR;
+    program_name(hello.program, sizeof hello.program);
+    size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
+    uint8_t *buf = malloc(cap);
+    ssize_t n = -ENOMEM;
+    if (buf && link.ops->send(&link, &hello, sizeof hello, -1) == 0)
+        n = link.ops->recv(&link, buf, cap, NULL, WAIT_MS);
+    struct vgpu_msg_welcome w;
+    if (n < (ssize_t)sizeof w || vgpu_msg_check(buf, (size_t)n, VGPU_MSG_WELCOME, sizeof w)) {
+        free(buf);
+        link.ops->close(&link);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    memcpy(&w, buf, sizeof w);
+    if (w.hdr.status != 0 || w.device_count > VGPU_MAX_DEVICES ||
+        (size_t)n != sizeof w + w.device_count * sizeof(struct vgpu_device_info)) {
+        free(buf);
+        link.ops->close(&link);
+        return w.hdr.status == CUDA_ERROR_OUT_OF_MEMORY ? NVML_ERROR_INSUFFICIENT_RESOURCES
+                                                        : NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    nv.link = link;
+    nv.driver_version = w.driver_version;
+    nv.count = w.device_count;
+    for (unsigned i = 0; i < nv.count; i++) {
+        nv.dev[i].index = i;
+        memcpy(&nv.dev[i].info, buf + sizeof w + (size_t)i * sizeof nv.dev[i].info, sizeof nv.dev[i].info);
+        nv.dev[i].info.name[sizeof nv.dev[i].info.name - 1] = '\0';
+    }
+    free(buf);
+    return NVML_SUCCESS;
+}
+
+/* What vgpud says of the vGPUs' use now (nv.mu held). */
+static nvmlReturn_t usage_locked(struct vgpu_msg_usage *u)
+{
+    struct vgpu_msg_hdr h;
+    vgpu_msg_init(&h, VGPU_MSG_USAGE, sizeof h);
+    if (nv.link.ops->send(&nv.link, &h, sizeof h, -1) != 0)
+        return NVML_ERROR_GPU_IS_LOST;
+    ssize_t n = nv.link.ops->recv(&nv.link, u, sizeof *u, NULL, WAIT_MS);
+    if (n != (ssize_t)sizeof *u || vgpu_msg_check(u, (size_t)n, VGPU_MSG_USAGE, sizeof *u) ||
+        u->vgpu_count != nv.count || u->proc_count > VGPU_USAGE_MAX_PROCS)
+        return NVML_ERROR_GPU_IS_LOST;
+    u->driver[sizeof u->driver - 1] = '\0';
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t usage(struct vgpu_msg_usage *u)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? usage_locked(u) : NVML_ERROR_UNINITIALIZED;
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+/* ---------------------------------------------------------------- init */
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    if (flags & ~(NVML_INIT_FLAG_NO_GPUS | NVML_INIT_FLAG_NO_ATTACH))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_SUCCESS : connect_locked();
+    if (r == NVML_SUCCESS)
+        nv.inits++;
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+    if (nv.inits && --nv.inits == 0)
+        nv.link.ops->close(&nv.link);
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "ECC is not supported on vGPU";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+/* ---------------------------------------------------------------- the system */
+
+/* Copy text into a caller's buffer of len bytes. */
+static nvmlReturn_t give_text(char *out, unsigned int len, const char *text)
+{
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(text) + 1 > len)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, text, strlen(text) + 1);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    nvmlReturn_t r = usage(u);
+    if (r == NVML_SUCCESS)
+        r = give_text(version, length, u->driver);
+    free(u);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    nvmlReturn_t r = usage(u);
+    if (r == NVML_SUCCESS) { /* the CUDA major version, then the driver's */
+        char text[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
+        snprintf(text, sizeof text, "%d.%s", nv.driver_version / 1000, u->driver);
+        r = give_text(version, length, text);
+    }
+    free(u);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version)
+{
+    if (!version)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+    if (r == NVML_SUCCESS)
+        *version = nv.driver_version;
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) { return nvmlSystemGetCudaDriverVersion(version); }
+
+EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    nvmlReturn_t r = usage(u);
+    if (r == NVML_SUCCESS) {
+        r = NVML_ERROR_NOT_FOUND;
+        for (unsigned i = 0; i < u->proc_count && r == NVML_ERROR_NOT_FOUND; i++)
+            if ((unsigned)u->proc[i].pid == pid) {
+                u->proc[i].program[sizeof u->proc[i].program - 1] = '\0';
+                r = give_text(name, length, u->proc[i].program);
+            }
+    }
+    free(u);
+    return r;
+}
+
+/* ---------------------------------------------------------------- devices */
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+    if (r == NVML_SUCCESS)
+        *count = nv.count;
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    if (!device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = !nv.inits ? NVML_ERROR_UNINITIALIZED : index >= nv.count ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+    if (r == NVML_SUCCESS)
+        *device = &nv.dev[index];
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+/* A handle this library gave out, while initialised. */
+static nvmlReturn_t device_ok(nvmlDevice_t d)
+{
+    if (!nv.inits)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!d || d < nv.dev || d >= nv.dev + nv.count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+static void uuid_text(const struct nvml_device *d, char out[NVML_DEVICE_UUID_BUFFER_SIZE])
+{
+    const uint8_t *u = d->info.uuid;
+    snprintf(out, NVML_DEVICE_UUID_BUFFER_SIZE,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4],
+             u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+static int attr(const struct nvml_device *d, CUdevice_attribute a)
+{
+    return (unsigned)a < VGPU_ATTR_SLOTS && d->info.attr_valid[a] ? d->info.attr[a] : 0;
+}
+
+static void pci_of(const struct nvml_device *d, nvmlPciInfo_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->domain = (unsigned)attr(d, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
+    p->bus = (unsigned)attr(d, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+    p->device = (unsigned)attr(d, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
+    snprintf(p->busId, sizeof p->busId, "%08X:%02X:%02X.0", p->domain & 0xffffu, p->bus & 0xffu, p->device & 0xffu);
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%04X:%02X:%02X.0", p->domain & 0xffffu, p->bus & 0xffu,
+             p->device & 0xffu);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    if (!uuid || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_ERROR_NOT_FOUND : NVML_ERROR_UNINITIALIZED;
+    for (unsigned i = 0; i < nv.count && r == NVML_ERROR_NOT_FOUND; i++) {
+        char text[NVML_DEVICE_UUID_BUFFER_SIZE];
+        uuid_text(&nv.dev[i], text);
+        if (strcasecmp(text, uuid) == 0 || strcasecmp(text + 4, uuid) == 0) {
+            *device = &nv.dev[i];
+            r = NVML_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+/* "domain:bus:device.function" with the domain of 4 or 8 digits, or none. */
+static bool same_bus_id(const nvmlPciInfo_t *p, const char *id)
+{
+    unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+    if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) {
+        dom = 0;
+        if (sscanf(id, "%x:%x.%x", &bus, &dev, &fn) != 3)
+            return false;
+    }
+    return dom == p->domain && bus == p->bus && dev == p->device && fn == 0;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *id, nvmlDevice_t *device)
+{
+    if (!id || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = nv.inits ? NVML_ERROR_NOT_FOUND : NVML_ERROR_UNINITIALIZED;
+    for (unsigned i = 0; i < nv.count && r == NVML_ERROR_NOT_FOUND; i++) {
+        nvmlPciInfo_t p;
+        pci_of(&nv.dev[i], &p);
+        if (same_bus_id(&p, id)) {
+            *device = &nv.dev[i];
+            r = NVML_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *id, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByPciBusId_v2(id, device);
+}
+
+/* The static facts of a device, from its welcome. */
+#define DEVICE_QUERY(d, out)                                                                           \
+    nvmlReturn_t r_ = device_ok(d);                                                                    \
+    if (r_ != NVML_SUCCESS)                                                                            \
+        return r_;                                                                                     \
+    if (!(out))                                                                                        \
+        return NVML_ERROR_INVALID_ARGUMENT
+
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *index)
+{
+    DEVICE_QUERY(d, index);
+    *index = d->index;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor)
+{
+    DEVICE_QUERY(d, minor);
+    *minor = d->index;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length)
+{
+    DEVICE_QUERY(d, name);
+    return give_text(name, length, d->info.name);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length)
+{
+    DEVICE_QUERY(d, uuid);
+    char text[NVML_DEVICE_UUID_BUFFER_SIZE];
+    uuid_text(d, text);
+    return give_text(uuid, length, text);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
+{
+    DEVICE_QUERY(d, pci);
+    pci_of(d, pci);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(d, pci); }
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(d, pci); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor)
+{
+    DEVICE_QUERY(d, major && minor);
+    *major = attr(d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    *minor = attr(d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *mode)
+{
+    DEVICE_QUERY(d, mode);
+    *mode = NVML_COMPUTEMODE_DEFAULT; /* a vGPU is shared by design */
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- what changes */
+
+/* The vGPU's memory as its tenants see it: the device's total, used by their principal. */
+static nvmlReturn_t memory_of(nvmlDevice_t d, unsigned long long *total, unsigned long long *used)
+{
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    if (r == NVML_SUCCESS)
+        r = usage_locked(u);
+    if (r == NVML_SUCCESS) {
+        *total = d->info.total_mem;
+        *used = u->vgpu[d->index].mem_used < *total ? u->vgpu[d->index].mem_used : *total;
+    }
+    pthread_mutex_unlock(&nv.mu);
+    free(u);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory)
+{
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned long long total = 0, used = 0;
+    nvmlReturn_t r = memory_of(d, &total, &used);
+    if (r == NVML_SUCCESS)
+        *memory = (nvmlMemory_t){total, total - used, used};
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *memory)
+{
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned long long total = 0, used = 0;
+    nvmlReturn_t r = memory_of(d, &total, &used);
+    if (r == NVML_SUCCESS)
+        *memory = (nvmlMemory_v2_t){nvmlMemory_v2, total, 0, total - used, used};
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *util)
+{
+    if (!util)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    if (r == NVML_SUCCESS)
+        r = usage_locked(u);
+    if (r == NVML_SUCCESS) /* percent, as NVML gives it; "memory" is the copy engine's share here */
+        *util = (nvmlUtilization_t){(u->vgpu[d->index].util_permille + 5) / 10,
+                                    (u->vgpu[d->index].copy_permille + 5) / 10};
+    pthread_mutex_unlock(&nv.mu);
+    free(u);
+    return r;
+}
+
+/* The principal's processes on vGPU d, into infos of *count entries of `size` bytes (v1: pid and
+ * memory only). */
+static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count, void *infos, size_t size)
+{
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct vgpu_msg_usage *u = malloc(sizeof *u);
+    if (!u)
+        return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    if (r == NVML_SUCCESS)
+        r = usage_locked(u);
+    unsigned have = 0;
+    for (unsigned i = 0; r == NVML_SUCCESS && i < u->proc_count; i++) {
+        if (u->proc[i].vgpu != d->index)
+            continue;
+        if (infos && have < *count) {
+            nvmlProcessInfo_t p = {(unsigned)u->proc[i].pid, u->proc[i].mem_used, 0xffffffffu, 0xffffffffu};
+            memcpy((uint8_t *)infos + have * size, &p, size);
+        }
+        have++;
+    }
+    pthread_mutex_unlock(&nv.mu);
+    free(u);
+    if (r != NVML_SUCCESS)
+        return r;
+    bool room = have <= *count && (infos || have == 0);
+    *count = have;
+    return room ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *p)
+{
+    return processes(d, count, p, sizeof *p);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *p)
+{
+    return processes(d, count, p, sizeof *p);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_v1_t *p)
+{
+    return processes(d, count, p, sizeof *p);
+}
+
+/* A vGPU runs no graphics. */
+static nvmlReturn_t no_processes(nvmlDevice_t d, unsigned int *count)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    pthread_mutex_unlock(&nv.mu);
+    if (r == NVML_SUCCESS && !count)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS)
+        *count = 0;
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *p)
+{
+    (void)p;
+    return no_processes(d, count);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *p)
+{
+    (void)p;
+    return no_processes(d, count);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_v1_t *p)
+{
+    (void)p;
+    return no_processes(d, count);
+}
+
+/* ---------------------------------------------------------------- what a vGPU does not have */
+
+static nvmlReturn_t not_supported(nvmlDevice_t d, const void *out)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    pthread_mutex_unlock(&nv.mu);
+    return r != NVML_SUCCESS ? r : !out ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp)
+{
+    (void)sensor;
+    return not_supported(d, temp);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) { return not_supported(d, power); }
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *limit) { return not_supported(d, limit); }
+EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t d, unsigned int *speed) { return not_supported(d, speed); }
+EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, int *state) { return not_supported(d, state); }
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *clock)
+{
+    (void)type;
+    return not_supported(d, clock);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *clock)
+{
+    (void)type;
+    return not_supported(d, clock);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending)
+{
+    (void)pending;
+    return not_supported(d, current);
+}

@@ -1,0 +1,148 @@
+/* NVML as a tenant sees it: the devices NVML lists are CUDA's (the same count, names, UUIDs, PCI
+ * addresses, compute capabilities and memory sizes), the driver versions, memory in use growing
+ * with an allocation, utilization, the tenant's own process in the process list (through a vGPU,
+ * where NVML shows the tenant's processes only), and what NVML refuses (printed, for check-gpu to
+ * compare with NVIDIA's). NVML is loaded at run time, as frameworks load it: natively NVIDIA's,
+ * through vgpu-run the project's. */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvml_api.h"
+#include "progutil.h"
+
+#define SYM(name) __typeof__(name) *p_##name = (__typeof__(name) *)sym(lib, #name)
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    EXPECT(p, "NVML lacks %s", name);
+    return p;
+}
+
+#define NV(call) EXPECT((call) == NVML_SUCCESS, "%s", #call)
+
+int main(void)
+{
+    prog_init(NULL);
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    EXPECT(lib, "libnvidia-ml.so.1: %s", dlerror());
+    SYM(nvmlInit_v2);
+    SYM(nvmlShutdown);
+    SYM(nvmlDeviceGetCount_v2);
+    SYM(nvmlDeviceGetHandleByIndex_v2);
+    SYM(nvmlDeviceGetHandleByUUID);
+    SYM(nvmlDeviceGetHandleByPciBusId_v2);
+    SYM(nvmlDeviceGetName);
+    SYM(nvmlDeviceGetUUID);
+    SYM(nvmlDeviceGetPciInfo_v3);
+    SYM(nvmlDeviceGetCudaComputeCapability);
+    SYM(nvmlDeviceGetMemoryInfo);
+    SYM(nvmlDeviceGetUtilizationRates);
+    SYM(nvmlDeviceGetComputeRunningProcesses_v3);
+    SYM(nvmlSystemGetCudaDriverVersion);
+    SYM(nvmlSystemGetDriverVersion);
+    SYM(nvmlDeviceGetIndex);
+    SYM(nvmlErrorString);
+    bool vgpu = dlsym(RTLD_DEFAULT, "vgpu_frontend_version") != NULL;
+
+    NV(p_nvmlInit_v2());
+    unsigned count = 0;
+    NV(p_nvmlDeviceGetCount_v2(&count));
+    int cuda_count = 0;
+    CHECK(cuDeviceGetCount(&cuda_count));
+    EXPECT((int)count == cuda_count, "NVML has %u devices, CUDA %d", count, cuda_count);
+    int cuda_version = 0, nvml_cuda = 0;
+    CHECK(cuDriverGetVersion(&cuda_version));
+    NV(p_nvmlSystemGetCudaDriverVersion(&nvml_cuda));
+    EXPECT(cuda_version == nvml_cuda, "CUDA driver version %d, NVML says %d", cuda_version, nvml_cuda);
+    char driver[80];
+    NV(p_nvmlSystemGetDriverVersion(driver, sizeof driver));
+    printf("devices %u, CUDA driver %d, driver %s\n", count, nvml_cuda, driver);
+
+    for (unsigned i = 0; i < count; i++) {
+        nvmlDevice_t d, again;
+        NV(p_nvmlDeviceGetHandleByIndex_v2(i, &d));
+        unsigned index = 99;
+        NV(p_nvmlDeviceGetIndex(d, &index));
+        EXPECT(index == i, "index %u", index);
+        char name[96], cuda_name[256], uuid[80], cuda_uuid[80];
+        NV(p_nvmlDeviceGetName(d, name, sizeof name));
+        CHECK(cuDeviceGetName(cuda_name, sizeof cuda_name, (CUdevice)i));
+        EXPECT(strcmp(name, cuda_name) == 0, "name '%s', CUDA's '%s'", name, cuda_name);
+        NV(p_nvmlDeviceGetUUID(d, uuid, sizeof uuid));
+        CUuuid u;
+        CHECK(cuDeviceGetUuid(&u, (CUdevice)i));
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(cuda_uuid, sizeof cuda_uuid,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+                 b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        EXPECT(strcmp(uuid, cuda_uuid) == 0, "UUID %s, CUDA's %s", uuid, cuda_uuid);
+        NV(p_nvmlDeviceGetHandleByUUID(uuid, &again));
+        EXPECT(again == d, "the handle by UUID");
+        nvmlPciInfo_t pci;
+        NV(p_nvmlDeviceGetPciInfo_v3(d, &pci));
+        int bus = -1, dev = -1;
+        CHECK(cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, (CUdevice)i));
+        CHECK(cuDeviceGetAttribute(&dev, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, (CUdevice)i));
+        EXPECT((int)pci.bus == bus && (int)pci.device == dev, "PCI %s, CUDA's bus %d device %d", pci.busId, bus, dev);
+        NV(p_nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &again));
+        EXPECT(again == d, "the handle by PCI bus id");
+        int major = 0, minor = 0, cmaj = 0, cmin = 0;
+        NV(p_nvmlDeviceGetCudaComputeCapability(d, &major, &minor));
+        CHECK(cuDeviceGetAttribute(&cmaj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, (CUdevice)i));
+        CHECK(cuDeviceGetAttribute(&cmin, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, (CUdevice)i));
+        EXPECT(major == cmaj && minor == cmin, "compute capability %d.%d, CUDA's %d.%d", major, minor, cmaj, cmin);
+        nvmlMemory_t before, after;
+        NV(p_nvmlDeviceGetMemoryInfo(d, &before));
+        size_t total = 0;
+        CHECK(cuDeviceTotalMem(&total, (CUdevice)i));
+        /* NVIDIA's NVML counts memory the driver reserves in its total, which CUDA leaves out; a
+         * vGPU's NVML gives CUDA's. */
+        EXPECT(before.total >= total && (before.total == total || !vgpu) && before.used + before.free == before.total,
+               "memory %llu = %llu + %llu, CUDA %zu", before.total, before.used, before.free, total);
+        printf("device %u: %s, %s, PCI %s, compute %d.%d\n", i, name, uuid, pci.busId, major, minor);
+
+        /* Memory held by this process shows, on this device. */
+        CUcontext c;
+        CHECK(cuDevicePrimaryCtxRetain(&c, (CUdevice)i));
+        CHECK(cuCtxPushCurrent(c));
+        CUdeviceptr p;
+        const size_t bytes = 64u << 20;
+        CHECK(cuMemAlloc(&p, bytes));
+        NV(p_nvmlDeviceGetMemoryInfo(d, &after));
+        EXPECT(after.used >= bytes, "used %llu after allocating %zu", after.used, bytes);
+        nvmlUtilization_t util;
+        NV(p_nvmlDeviceGetUtilizationRates(d, &util));
+        EXPECT(util.gpu <= 100 && util.memory <= 100, "utilization %u %u", util.gpu, util.memory);
+        unsigned nproc = 0;
+        nvmlReturn_t r = p_nvmlDeviceGetComputeRunningProcesses_v3(d, &nproc, NULL);
+        EXPECT(r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE, "process count: %d", (int)r);
+        nvmlProcessInfo_t procs[64];
+        nproc = 64;
+        NV(p_nvmlDeviceGetComputeRunningProcesses_v3(d, &nproc, procs));
+        bool mine = false;
+        for (unsigned k = 0; k < nproc; k++)
+            mine |= procs[k].pid == (unsigned)getpid() && procs[k].usedGpuMemory >= bytes;
+        EXPECT(mine || !vgpu, "this process is not among the vGPU's %u processes", nproc);
+        CHECK(cuMemFree(p));
+        CHECK(cuCtxPopCurrent(NULL));
+        CHECK(cuDevicePrimaryCtxRelease(i));
+    }
+
+    nvmlDevice_t d;
+    char small[1];
+    printf("a handle past the last device: %s\n", p_nvmlErrorString(p_nvmlDeviceGetHandleByIndex_v2(count, &d)));
+    printf("an unknown UUID: %s\n",
+           p_nvmlErrorString(p_nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &d)));
+    if (count) {
+        NV(p_nvmlDeviceGetHandleByIndex_v2(0, &d));
+        printf("a name into one byte: %s\n", p_nvmlErrorString(p_nvmlDeviceGetName(d, small, sizeof small)));
+    }
+    NV(p_nvmlShutdown());
+    printf("shutting down twice: %s\n", p_nvmlErrorString(p_nvmlShutdown()));
+    printf("counting after shutdown: %s\n", p_nvmlErrorString(p_nvmlDeviceGetCount_v2(&count)));
+    printf("nvml: NVML's devices are CUDA's, memory in use and processes seen, ok\n");
+    return 0;
+}
