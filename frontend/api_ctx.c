@@ -500,3 +500,13 @@ CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType typ
     param->param.smCount.val = (unsigned)sms;
     return CUDA_SUCCESS;
 }
+
+/* The CUDA 3 and 10 names of these calls: the same calls (old binaries, and copies of the runtime
+ * that still ask for them). */
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) { return create(pctx, flags, dev); }
+CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
+CUresult cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { return cuDevicePrimaryCtxSetFlags_v2(dev, flags); }

@@ -289,6 +289,84 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     return CUDA_SUCCESS;
 }
 
+/* The names of the module's functions: from its image's description, else from the worker (a PTX
+ * image, compiled there). names: *count NUL-terminated names one after the other (malloc'd). */
+static CUresult function_names(struct fe_module *m, struct fe_chan *ch, char **names, unsigned *count)
+{
+    if (m->described) {
+        size_t len = 0;
+        for (size_t i = 0; i < m->desc.kernel_count; i++)
+            len += strlen(m->desc.kernels[i].name) + 1;
+        char *out = malloc(len ? len : 1);
+        if (!out)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t i = 0, at = 0; i < m->desc.kernel_count; i++) {
+            size_t k = strlen(m->desc.kernels[i].name) + 1;
+            memcpy(out + at, m->desc.kernels[i].name, k);
+            at += k;
+        }
+        *names = out;
+        *count = (unsigned)m->desc.kernel_count;
+        return CUDA_SUCCESS;
+    }
+    char *out = malloc(VGPU_MODULE_NAMES_MAX + 1);
+    if (!out)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    FE_REQ(q, ModuleFunctionNames);
+    FE_RSP(a, ModuleFunctionNames);
+    q.module = m->id;
+    uint32_t len = 0;
+    CUresult r = fe_call(ch, m->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, out, VGPU_MODULE_NAMES_MAX, &len);
+    /* What came back must be count names, each ended. */
+    unsigned seen = 0;
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < len; i++)
+        seen += out[i] == '\0';
+    if (r == CUDA_SUCCESS && (len != a.len || seen != a.count || (len && out[len - 1] != '\0')))
+        r = CUDA_ERROR_UNKNOWN;
+    if (r != CUDA_SUCCESS) {
+        free(out);
+        return r;
+    }
+    *names = out;
+    *count = a.count;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule hmod)
+{
+    struct fe_module *m;
+    struct fe_chan *ch;
+    FE_RETURN_IF(module_of(hmod, &m, &ch));
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *names;
+    FE_RETURN_IF(function_names(m, ch, &names, count));
+    free(names);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int n, CUmodule hmod)
+{
+    struct fe_module *m;
+    struct fe_chan *ch;
+    FE_RETURN_IF(module_of(hmod, &m, &ch));
+    if (!functions && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *names;
+    unsigned count;
+    FE_RETURN_IF(function_names(m, ch, &names, &count));
+    CUresult r = CUDA_SUCCESS;
+    const char *name = names;
+    for (unsigned i = 0; i < count && i < n && r == CUDA_SUCCESS; i++, name += strlen(name) + 1) {
+        struct fe_function *f;
+        r = fe_module_function(m, ch, name, &f);
+        if (r == CUDA_SUCCESS)
+            functions[i] = (CUfunction)(uintptr_t)f->handle;
+    }
+    free(names);
+    return r;
+}
+
 CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes)
 {
     if (!name || !*name || strlen(name) >= VGPU_MAX_NAME)

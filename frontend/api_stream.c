@@ -552,3 +552,7 @@ static CUresult copy_attributes(CUstream dst, CUstream src, bool pt)
 
 CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) { return copy_attributes(dst, src, false); }
 CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) { return copy_attributes(dst, src, true); }
+
+/* The CUDA 3 names: the same calls. */
+CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
+CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }

@@ -295,8 +295,8 @@ static CUresult integrity_answer(unsigned version, unsigned long long unix_secon
 
 /* ---------------------------------------------------------------- cuBLASLt's context table */
 
-/* Table 21318c60 has 93 slots; cuBLASLt calls [4] with the current context and reads a 32-bit
- * identifier of it (the real driver's answer for a NULL context is 0, for a NULL out pointer
+/* Table 21318c60 has 93 slots (cuBLAS, cuBLASLt and cuFFT ask for it); cuBLASLt calls [4] with
+ * the current context and reads a 32-bit identifier of it (the real driver's answer for a NULL context is 0, for a NULL out pointer
  * CUDA_ERROR_UNKNOWN). The context's ID serves. */
 static CUresult lt_context_id(CUcontext ctx, uint64_t *out)
 {
@@ -311,12 +311,50 @@ static CUresult lt_context_id(CUcontext ctx, uint64_t *out)
     return r;
 }
 
+/* [51] resolves a stream handle of a context to the stream it stands for (cuBLAS's classic API
+ * asks before a reduction such as SDOT, and fails with CUBLAS_STATUS_INTERNAL_ERROR without it).
+ * Observed on the real driver: NULL and CU_STREAM_LEGACY give the same stream, CU_STREAM_PER_THREAD
+ * another, a created stream itself; the result is only ever used as a stream handle again. */
+static CUresult lt_stream_of(CUcontext ctx, CUstream stream, CUstream *out)
+{
+    (void)ctx;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (stream == NULL || stream == CU_STREAM_LEGACY) {
+        *out = CU_STREAM_LEGACY;
+        return CUDA_SUCCESS;
+    }
+    if (stream == CU_STREAM_PER_THREAD) {
+        *out = CU_STREAM_PER_THREAD;
+        return CUDA_SUCCESS;
+    }
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(stream, false, &c, &ch, &sid));
+    *out = stream;
+    return CUDA_SUCCESS;
+}
+
+/* [39] gives the ID of a stream [51] resolved (cuStreamGetId's; NULL is no stream here). */
+static CUresult lt_stream_id(CUcontext ctx, CUstream stream, unsigned long long *id)
+{
+    (void)ctx;
+    if (!stream || !id)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuStreamGetId(stream, id);
+}
+
 #define LT_CONTEXT_SLOTS 93
 static void *const lt_context[LT_CONTEXT_SLOTS] = {
     SIZE_SLOT(LT_CONTEXT_SLOTS),
     [1 ... 3] = SLOT(unknown_slot),
     [4] = SLOT(lt_context_id),
-    [5 ... LT_CONTEXT_SLOTS - 1] = SLOT(unknown_slot),
+    [5 ... 38] = SLOT(unknown_slot),
+    [39] = SLOT(lt_stream_id),
+    [40 ... 50] = SLOT(unknown_slot),
+    [51] = SLOT(lt_stream_of),
+    [52 ... LT_CONTEXT_SLOTS - 1] = SLOT(unknown_slot),
 };
 
 /* ---------------------------------------------------------------- cuBLASLt's SM layout table */
@@ -366,6 +404,36 @@ static void *const lt_layout[LT_LAYOUT_SLOTS] = {
     [14 ... LT_LAYOUT_SLOTS - 1] = SLOT(unknown_slot),
 };
 
+/* ---------------------------------------------------------------- cuFFT's module table */
+
+/* cuFFT loads each of its kernels' modules with cuModuleLoadData and asks slot 7 for the module's
+ * functions: visit(user, function) for each, answering how many there were (observed on the real
+ * driver: one function, one visit, 1). */
+static int fft_module_functions(CUcontext ctx, CUmodule mod, void (*visit)(void *, CUfunction), void *user)
+{
+    (void)ctx; /* the module's own context */
+    unsigned n = 0;
+    if (!visit || cuModuleGetFunctionCount(&n, mod) != CUDA_SUCCESS || n > 4096)
+        return 0;
+    CUfunction *fns = calloc(n ? n : 1, sizeof *fns);
+    if (!fns || cuModuleEnumerateFunctions(fns, n, mod) != CUDA_SUCCESS) {
+        free(fns);
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++)
+        visit(user, fns[i]);
+    free(fns);
+    return (int)n;
+}
+
+#define FFT_MODULE_SLOTS 99
+static void *const fft_module[FFT_MODULE_SLOTS] = {
+    SIZE_SLOT(FFT_MODULE_SLOTS),
+    [1 ... 6] = SLOT(unknown_slot),
+    [7] = SLOT(fft_module_functions),
+    [8 ... FFT_MODULE_SLOTS - 1] = SLOT(unknown_slot),
+};
+
 /* ---------------------------------------------------------------- the directory */
 
 static const struct {
@@ -397,6 +465,9 @@ static const struct {
     {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
      "CUBLASLT_SM_LAYOUT",
      lt_layout},
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
+     "CUFFT_MODULE",
+     fft_module},
 };
 
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

@@ -113,8 +113,8 @@ check:
 GPU_PROGS := $(PROG_BIN)
 check-gpu: all $(PROG_BIN) $(FATBINS) $(PTXS) $(APPS_BIN)
 	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
-		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES)" VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) \
-		tests/gpu/run.sh
+		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES) $(APPS_LIB_NAMES)" \
+		VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) tests/gpu/run.sh
 
 # The gate (a worker's side) and the scheduler host (vgpud's) together, with a stand-in executor.
 $(TEST_O)/unit/check_gate: $(O)/obj/tests/unit/check_gate.o $(O)/obj/worker/gate.o $(O)/obj/backend/sched_host.o \

@@ -120,6 +120,24 @@ CUresult vgpu_handle_ModuleGetFunction(struct vgpu_call *c, const struct vgpu_re
     return CUDA_SUCCESS;
 }
 
+CUresult vgpu_handle_ModuleFunctionNames(struct vgpu_call *c, const struct vgpu_req_ModuleFunctionNames *q,
+                                         struct vgpu_rsp_ModuleFunctionNames *a)
+{
+    struct srv_obj *m;
+    CUresult r = vchannel_lookup(c, SRV_MODULE, q->module, &m);
+    if (r)
+        return r;
+    size_t len = 0;
+    unsigned count = 0;
+    r = OPS(c)->module_function_names(EXEC(c), c->ctx->x, m->x, (char *)c->rsp_tail, c->rsp_tail_cap, &len, &count);
+    if (r == CUDA_SUCCESS) {
+        a->count = count;
+        a->len = (uint32_t)len;
+        c->rsp_tail_len = (uint32_t)len;
+    }
+    return r;
+}
+
 CUresult vgpu_handle_ModuleGetGlobal(struct vgpu_call *c, const struct vgpu_req_ModuleGetGlobal *q,
                                      struct vgpu_rsp_ModuleGetGlobal *a)
 {

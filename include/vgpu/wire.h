@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 12u
+#define VGPU_PROTO_VERSION 13u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -166,6 +166,9 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_GRAPH_NODES_DEPENDENTS 3u
 #define VGPU_GRAPH_NODES_TYPE 4u
 #define VGPU_GRAPH_NODES_EDGES 5u
+
+/* Most bytes of function names one ModuleFunctionNames answer carries. */
+#define VGPU_MODULE_NAMES_MAX 32768u
 
 /* GraphBuild's ops (calls.def). */
 #define VGPU_BUILD_DEPS 0u

@@ -7,11 +7,16 @@
 APPS_O := build/apps
 APPS_NAMES := vector_add matrix_mul black_scholes binomial_options stream_pipeline symbols \
 	param_kinds rdc multithread error_paths
-APPS_BIN := $(foreach n,$(APPS_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
+# Programs of NVIDIA's libraries (cuFFT, cuBLAS): GPU checks only, the emu executor runs none of
+# their kernels.
+APPS_LIB_NAMES := cufft_plans cublas_batched
+APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
 APPS_FLAGS_multithread := -Xcompiler -pthread
 APPS_FLAGS_rdc := -rdc=true
+APPS_FLAGS_cufft_plans := -lcufft
+APPS_FLAGS_cublas_batched := -lcublas
 APPS_SRC_rdc := tests/apps/rdc_main.cu tests/apps/rdc_lib.cu
 
 $(APPS_O)/%.static: tests/apps/%.cu tests/apps/apps.h

@@ -127,6 +127,41 @@ def do_cuda_graph():
     return "3 replays, max difference %.2g" % max(errs)
 
 
+def do_compile(mode):
+    def run():
+        torch = state["torch"]
+
+        def f(x, y):
+            return torch.sin(x) * torch.cos(y) + x @ y
+
+        x = torch.randn(256, 256, device="cuda")
+        y = torch.randn(256, 256, device="cuda")
+        want = f(x, y)
+        g = torch.compile(f) if mode == "default" else torch.compile(f, mode=mode)
+        for _ in range(4):  # reduce-overhead records a CUDA graph on a later call and replays it
+            got = g(x, y)
+        torch.cuda.synchronize()
+        err = (got - want).abs().max().item()
+        if err > 1e-3:
+            raise RuntimeError("compiled result differs by %g" % err)
+        return "max difference %.2g" % err
+    return run
+
+
+def do_nvml():
+    import ctypes
+    torch = state["torch"]
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    if nvml.nvmlInit_v2() != 0:
+        raise RuntimeError("nvmlInit_v2 failed")
+    count = ctypes.c_uint(0)
+    nvml.nvmlDeviceGetCount_v2(ctypes.byref(count))
+    nvml.nvmlShutdown()
+    if count.value != torch.cuda.device_count():
+        raise RuntimeError("NVML counts %d devices, CUDA %d" % (count.value, torch.cuda.device_count()))
+    return "%d device(s), as CUDA" % count.value
+
+
 ok = step("import", do_import)
 ok = ok and step("cuda available", do_available)
 if ok:
@@ -136,3 +171,6 @@ if ok:
     step("conv2d (cuDNN)", do_conv)
     step("training step", do_train_step)
     step("CUDA graph capture and replay", do_cuda_graph)
+    step("torch.compile", do_compile("default"))
+    step("torch.compile, mode reduce-overhead", do_compile("reduce-overhead"))
+    step("NVML device count", do_nvml)

@@ -142,15 +142,21 @@ echo "faults natively: $(grep -h '^fault ' "$OUT"/fault-*.native | tr '\n' ';')"
 [ $fault_bad -eq 0 ] && pass "faulting kernels (bad pointer, assert): native errors, bystanders unharmed, ${VGPU_FAULT_ROUNDS:-20} rounds" ||
     fail "faulting kernels: $fault_bad problem(s)"
 
-# PyTorch, the next frontier: how far it gets natively and through a vGPU (reported, not judged).
+# Frameworks (PyTorch, CuPy): every step that passes natively must pass through a vGPU.
 PYTHON=${VGPU_PYTHON:-python3}
-if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-    probe=$(dirname "$0")/pytorch_probe.py
-    timeout 300 "$PYTHON" "$probe" >"$OUT/pytorch.native" 2>"$OUT/pytorch.native.err"
-    VGPU_LOG_LEVEL=debug timeout 300 "$BIN/vgpu-run" --socket "$sock" -- "$PYTHON" "$probe" >"$OUT/pytorch.vgpu" 2>"$OUT/pytorch.vgpu.err"
-    echo "pytorch, native:"; sed 's/^/    /' "$OUT/pytorch.native"
-    echo "pytorch, through a vGPU (log: $OUT/pytorch.vgpu.err):"; sed 's/^/    /' "$OUT/pytorch.vgpu"
-fi
+for fw in pytorch:torch cupy:cupy; do
+    name=${fw%%:*}; module=${fw#*:}
+    "$PYTHON" -c "import $module" >/dev/null 2>&1 || { echo "$name: not installed here"; continue; }
+    probe=$(dirname "$0")/${name}_probe.py
+    timeout 400 "$PYTHON" "$probe" >"$OUT/$name.native" 2>"$OUT/$name.native.err"
+    VGPU_LOG_LEVEL=debug timeout 400 "$BIN/vgpu-run" --socket "$sock" -- "$PYTHON" "$probe" >"$OUT/$name.vgpu" 2>"$OUT/$name.vgpu.err"
+    echo "$name, native:"; sed 's/^/    /' "$OUT/$name.native"
+    echo "$name, through a vGPU (log: $OUT/$name.vgpu.err):"; sed 's/^/    /' "$OUT/$name.vgpu"
+    lost=$(grep '^STEP .*: ok' "$OUT/$name.native" | sed 's/: ok.*//' | while read -r s; do
+        grep -qF "$s: ok" "$OUT/$name.vgpu" || echo "$s"; done)
+    [ -z "$lost" ] && pass "$name: every step that passes natively passes through a vGPU" ||
+        fail "$name: natively but not through a vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
+done
 "$BIN/vgpuctl" --socket "$sock" ping >/dev/null && pass "vgpud still serving" || fail "vgpud gone"
 
 echo "check-gpu: $failed failure(s)"

@@ -92,6 +92,9 @@
     X(cuLinkDestroy)                                                                                   \
     X(cuModuleUnload)                                                                                  \
     X(cuModuleGetFunction)                                                                             \
+    X(cuModuleGetFunctionCount)                                                                        \
+    X(cuModuleEnumerateFunctions)                                                                      \
+    X(cuFuncGetName)                                                                                   \
     X(cuModuleGetGlobal_v2)                                                                            \
     X(cuFuncGetParamInfo)                                                                              \
     X(cuFuncGetAttribute)                                                                              \
@@ -1017,6 +1020,34 @@ static CUresult cuda_module_unload(struct vgpu_exec *x, void *ctx, void *mod)
     return API(x)->cuModuleUnload(mod);
 }
 
+static CUresult cuda_module_function_names(struct vgpu_exec *x, void *ctx, void *mod, char *out, size_t cap,
+                                           size_t *len, unsigned *count)
+{
+    BIND(x, ctx);
+    unsigned n = 0;
+    CUresult r = API(x)->cuModuleGetFunctionCount(&n, mod);
+    CUfunction *fns = r == CUDA_SUCCESS ? calloc(n ? n : 1, sizeof *fns) : NULL;
+    if (r == CUDA_SUCCESS && !fns)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuModuleEnumerateFunctions(fns, n, mod);
+    *len = 0;
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        const char *name = NULL;
+        r = API(x)->cuFuncGetName(&name, fns[i]);
+        size_t k = name ? strlen(name) + 1 : 0;
+        if (r == CUDA_SUCCESS && (!name || k > cap - *len))
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS) {
+            memcpy(out + *len, name, k);
+            *len += k;
+        }
+    }
+    *count = n;
+    free(fns);
+    return r;
+}
+
 static CUresult cuda_module_get_function(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn)
 {
     BIND(x, ctx);
@@ -1321,6 +1352,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,
     .module_get_function = cuda_module_get_function,
+    .module_function_names = cuda_module_function_names,
     .module_get_global = cuda_module_get_global,
     .func_param_info = cuda_func_param_info,
     .func_get_attribute = cuda_func_get_attribute,

@@ -432,6 +432,27 @@ static CUresult emu_module_unload(struct vgpu_exec *x, void *ctx, void *mod)
     return CUDA_SUCCESS;
 }
 
+/* A CUDA image's functions, as it declares them; an emu module's cannot be listed. */
+static CUresult emu_module_function_names(struct vgpu_exec *x, void *ctx, void *mod, char *out, size_t cap, size_t *len,
+                                          unsigned *count)
+{
+    (void)x;
+    (void)ctx;
+    const struct emu_module *m = mod;
+    if (!m->cuda_image)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    *len = 0;
+    *count = (unsigned)m->desc.kernel_count;
+    for (size_t i = 0; i < m->desc.kernel_count; i++) {
+        size_t k = strlen(m->desc.kernels[i].name) + 1;
+        if (k > cap - *len)
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(out + *len, m->desc.kernels[i].name, k);
+        *len += k;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult emu_module_get_function(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn)
 {
     (void)x;
@@ -862,6 +883,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .module_load = emu_module_load_op,
     .module_unload = emu_module_unload,
     .module_get_function = emu_module_get_function,
+    .module_function_names = emu_module_function_names,
     .module_get_global = emu_module_get_global,
     .func_param_info = emu_func_param_info,
     .func_get_attribute = emu_func_get_attribute,

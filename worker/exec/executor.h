@@ -108,6 +108,10 @@ struct vgpu_exec_ops {
                             void **mod);
     CUresult (*module_unload)(struct vgpu_exec *x, void *ctx, void *mod);
     CUresult (*module_get_function)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn);
+    /* The names of the module's functions, NUL-terminated one after the other in out (cap bytes):
+     * *count of them, *len bytes; CUDA_ERROR_INVALID_VALUE when they do not fit. */
+    CUresult (*module_function_names)(struct vgpu_exec *x, void *ctx, void *mod, char *out, size_t cap, size_t *len,
+                                      unsigned *count);
     CUresult (*module_get_global)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
                                   uint64_t *size);
     /* CUDA_ERROR_INVALID_VALUE one past the last parameter. */
