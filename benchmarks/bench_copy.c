@@ -1,5 +1,6 @@
-/* Host<->device bandwidth from pageable and from pinned memory, 4 KiB to 256 MiB. Each copy is
- * the synchronous API call; the clock stops after a final synchronize. */
+/* Host<->device bandwidth from pageable memory, pinned memory (cuMemAllocHost) and registered
+ * memory (malloc'd, then cuMemHostRegister), 4 KiB to 256 MiB. Each copy is the synchronous API
+ * call; the clock stops after a final synchronize. */
 #include <string.h>
 
 #include "bench.h"
@@ -33,10 +34,14 @@ int main(int argc, char **argv)
 {
     size_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
     bench_init();
-    void *pageable = malloc(max), *pinned;
+    void *pageable = malloc(max), *pinned, *registered = malloc(max);
+    if (!pageable || !registered)
+        return 1;
     CK(cuMemAllocHost(&pinned, max));
     memset(pageable, 1, max);
     memset(pinned, 1, max);
+    memset(registered, 1, max);
+    CK(cuMemHostRegister(registered, max, 0));
     CUdeviceptr dev;
     CK(cuMemAlloc(&dev, max));
     for (size_t n = 4096; n <= max; n *= 4) {
@@ -44,10 +49,14 @@ int main(int argc, char **argv)
         printf("RESULT htod_pinned_%zu %.2f GB/s\n", n, measure(1, pinned, dev, n));
         printf("RESULT dtoh_pageable_%zu %.2f GB/s\n", n, measure(0, pageable, dev, n));
         printf("RESULT dtoh_pinned_%zu %.2f GB/s\n", n, measure(0, pinned, dev, n));
+        printf("RESULT htod_registered_%zu %.2f GB/s\n", n, measure(1, registered, dev, n));
+        printf("RESULT dtoh_registered_%zu %.2f GB/s\n", n, measure(0, registered, dev, n));
         fflush(stdout);
     }
     CK(cuMemFreeHost(pinned));
+    CK(cuMemHostUnregister(registered));
     CK(cuMemFree(dev));
     free(pageable);
+    free(registered);
     return 0;
 }

@@ -46,7 +46,8 @@ enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off)
     pthread_mutex_unlock(&ch->ranges_mu);
     if (device)
         return FE_DEVICE;
-    if (fe_heap_find(ch, (const void *)(uintptr_t)p, NULL, data_off))
+    if (fe_heap_find(ch, (const void *)(uintptr_t)p, NULL, data_off) ||
+        fe_spill_in_data(ch, (const void *)(uintptr_t)p, data_off))
         return FE_PINNED;
     return FE_HOST;
 }
@@ -203,39 +204,6 @@ CUresult cuMemFreeHost(void *p)
     return fe_heap_free(ch, ctx, b.off);
 }
 
-/* Registered application memory is pinned memory of the application's pages, which the worker
- * cannot reach: copies from and to it are staged (as pageable memory's are) and it has no device
- * address. */
-static CUresult host_register(void *p, size_t bytesize, unsigned flags)
-{
-    struct fe_ctx *c;
-    FE_RETURN_IF(fe_current(&c, NULL));
-    const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY |
-                           CU_MEMHOSTREGISTER_READ_ONLY;
-    if (!p || !bytesize || (flags & ~known) || bytesize > (size_t)PTRDIFF_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (flags & CU_MEMHOSTREGISTER_IOMEMORY) { /* device memory of another PCIe device */
-        LOG_INFO("cuMemHostRegister of I/O memory is not supported");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    struct fe_block b;
-    uint64_t off;
-    if (pinned_owner(p, &b, &off) || pinned_owner((const uint8_t *)p + bytesize - 1, &b, &off))
-        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    return fe_spill_register(p, bytesize, flags, c->device);
-}
-
-CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) { return host_register(p, bytesize, Flags); }
-CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) { return host_register(p, bytesize, Flags); }
-
-CUresult cuMemHostUnregister(void *p)
-{
-    FE_RETURN_IF(fe_ready());
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    return fe_spill_unregister(p);
-}
-
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     FE_RETURN_IF(fe_ready());
@@ -244,10 +212,8 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int 
     struct fe_block b;
     uint64_t off;
     struct fe_spill spill;
-    if (fe_spill_find(p, &spill) && spill.registered && (spill.flags & CU_MEMHOSTREGISTER_DEVICEMAP)) {
-        LOG_INFO("a device address of registered host memory is not supported");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
+    if (fe_spill_find(p, &spill) && spill.registered)
+        return fe_registered_device_pointer(&spill, p, pdptr);
     if (!pinned_owner(p, &b, &off) || !b.dptr)
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = b.dptr + (off - b.off);

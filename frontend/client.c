@@ -1,5 +1,6 @@
 /* The frontend's connection to vgpud: the handshake, device descriptions, channels. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,8 @@ static void chan_free(struct fe_chan *ch)
         fe_xen_channel_release(ch);
     else if (ch->base && ch->base != MAP_FAILED)
         munmap(ch->base, ch->map_size);
+    if (ch->mem_fd >= 0)
+        close(ch->mem_fd);
     free(ch->rsp_buf);
     free(ch);
 }
@@ -270,6 +273,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     }
     ch->device = device;
     ch->map_size = l.map_size;
+    ch->mem_fd = -1;
     if (fe.xen) {
         CUresult r = fe_xen_channel_memory(ch, m.channel, l.map_size);
         if (r != CUDA_SUCCESS) {
@@ -278,6 +282,9 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
         }
     } else {
         ch->base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        /* Kept: application memory registered later becomes pages of this memory. */
+        ch->mem_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        ch->data_at = l.data_off;
         close(fd);
         ch->transport.ops = &vgpu_host_transport_ops;
     }

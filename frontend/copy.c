@@ -142,12 +142,17 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     return r;
 }
 
-/* Are the n bytes at p all inside pinned data-area memory? Then *off is where they start there (the
- * executor DMAs straight from or to them). */
+/* Are the n bytes at p all inside pinned data-area memory (allocated there, or registered memory
+ * whose pages are a block of it)? Then *off is where they start there (the executor DMAs straight
+ * from or to them). */
 static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, uint64_t *off)
 {
     struct fe_block b;
-    return fe_heap_find(ch, p, &b, off) && b.registered && n <= b.size - (*off - b.off);
+    uint64_t o;
+    if (!fe_heap_find(ch, p, &b, off) &&
+        !(fe_spill_in_data(ch, p, &o) && fe_heap_find(ch, ch->map.data + o, &b, off)))
+        return false;
+    return b.registered && n <= b.size - (*off - b.off);
 }
 
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,

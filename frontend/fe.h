@@ -55,6 +55,8 @@ struct fe_chan {
     int device;
     void *base;
     size_t map_size;
+    int mem_fd;       /* host mode: the channel's memory (registered application memory maps it); else -1 */
+    uint64_t data_at; /* where the data area starts in that memory */
     struct vgpu_channel_map map;
     struct vgpu_transport transport;
     pthread_mutex_t send_mu; /* the request ring's producer side */
@@ -142,12 +144,23 @@ struct fe_spill {
     unsigned flags;
     int device;      /* of the context it was allocated in */
     bool registered; /* application memory (cuMemHostRegister), not the frontend's */
+    /* registered memory whose pages are now a data-area block of channel ch (host_register.c):
+     * pages..pages+pages_len (whole pages) are the block at data-area offset off */
+    struct fe_chan *ch;
+    uint64_t off;
+    uint8_t *pages;
+    size_t pages_len;
 };
 CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device);
 /* Application memory registered (cuMemHostRegister): ALREADY_REGISTERED if it overlaps a range
- * kept here; and unregistered (INVALID_VALUE inside one, NOT_REGISTERED outside any). */
-CUresult fe_spill_register(void *p, size_t size, unsigned flags, int device);
-CUresult fe_spill_unregister(void *p);
+ * kept here (or, for one whose pages become a data-area block, shares a page with another such);
+ * and unregistered (INVALID_VALUE inside one, NOT_REGISTERED outside any), *gone its record. */
+CUresult fe_spill_register(const struct fe_spill *entry);
+CUresult fe_spill_unregister(void *p, struct fe_spill *gone);
+/* The device address of p in registered memory (host_register.c). */
+CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p, CUdeviceptr *dptr);
+/* Registered memory of channel ch whose pages are a data-area block: p's data-area offset. */
+bool fe_spill_in_data(struct fe_chan *ch, const void *p, uint64_t *data_off);
 /* The spilled allocation containing p. */
 bool fe_spill_find(const void *p, struct fe_spill *out);
 /* Free the spilled allocation starting at p; false if there is none. */

@@ -4,7 +4,7 @@
  * stage it through the slots, as they do pageable memory, and the allocation is pinned memory in
  * every other respect (freed by cuMemFreeHost, its flags and pointer attributes known), except
  * that it has no device address. Application memory registered with cuMemHostRegister is kept here
- * too, as such memory: its pages are the application's, which the worker cannot map. */
+ * too (host_register.c). */
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -73,20 +73,33 @@ bool fe_spill_free(void *p)
     return gone.base != NULL;
 }
 
-CUresult fe_spill_register(void *p, size_t size, unsigned flags, int device)
+/* The whole pages a registration's mapped span covers, or its bytes (not mapped). */
+static void span_of(const struct fe_spill *e, const uint8_t **lo, const uint8_t **hi)
 {
-    const uint8_t *q = p;
+    *lo = e->pages ? e->pages : (const uint8_t *)e->base;
+    *hi = e->pages ? e->pages + e->pages_len : (const uint8_t *)e->base + e->size;
+}
+
+static _Atomic unsigned mapped_count; /* registrations whose pages are data-area blocks */
+
+CUresult fe_spill_register(const struct fe_spill *entry)
+{
+    const uint8_t *lo, *hi;
+    span_of(entry, &lo, &hi);
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&spill_mu);
     for (size_t i = 0; i < spill_count && r == CUDA_SUCCESS; i++) {
-        const uint8_t *base = spills[i].base;
-        if (q < base + spills[i].size && base < q + size) /* overlaps one already there */
+        const uint8_t *a, *b;
+        span_of(&spills[i], &a, &b);
+        if (lo < b && a < hi) /* overlaps one already there */
             r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
     struct fe_spill *v = r == CUDA_SUCCESS ? vgpu_array_grow(spills, &spill_cap, spill_count + 1, sizeof *v) : NULL;
     if (v) {
         spills = v;
-        spills[spill_count++] = (struct fe_spill){p, size, flags, device, true};
+        spills[spill_count++] = *entry;
+        if (entry->pages)
+            atomic_fetch_add(&mapped_count, 1);
     } else if (r == CUDA_SUCCESS) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -94,7 +107,7 @@ CUresult fe_spill_register(void *p, size_t size, unsigned flags, int device)
     return r;
 }
 
-CUresult fe_spill_unregister(void *p)
+CUresult fe_spill_unregister(void *p, struct fe_spill *gone)
 {
     CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     const uint8_t *q = p;
@@ -107,9 +120,28 @@ CUresult fe_spill_unregister(void *p)
             r = CUDA_ERROR_INVALID_VALUE;
             break;
         }
+        *gone = spills[i];
+        if (gone->pages)
+            atomic_fetch_sub(&mapped_count, 1);
         spills[i] = spills[--spill_count];
         r = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&spill_mu);
     return r;
+}
+
+bool fe_spill_in_data(struct fe_chan *ch, const void *p, uint64_t *data_off)
+{
+    if (atomic_load_explicit(&mapped_count, memory_order_relaxed) == 0)
+        return false;
+    const uint8_t *q = p;
+    bool found = false;
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count && !found; i++)
+        if (spills[i].pages && spills[i].ch == ch && q >= spills[i].pages && q < spills[i].pages + spills[i].pages_len) {
+            *data_off = spills[i].off + (uint64_t)(q - spills[i].pages);
+            found = true;
+        }
+    pthread_mutex_unlock(&spill_mu);
+    return found;
 }
