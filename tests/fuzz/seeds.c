@@ -182,6 +182,50 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(StreamEndCapture, 1, ec2, NULL, 0);
     struct vgpu_req_ExchangeCaptureMode xm = {.mode = CU_STREAM_CAPTURE_MODE_RELAXED};
     REC(ExchangeCaptureMode, 1, xm, NULL, 0);
+    /* A graph built node by node on a capturing stream: a memset named 0, an empty node after it,
+     * a host node, an event record node and a child graph (the first graph's clone); then the
+     * build's graph cloned, instantiated, updated from the clone and launched, and what is refused
+     * (a dependency never named, a name given twice, GraphBuild on a stream not capturing). */
+    REC(StreamBeginCapture, 1, bc, NULL, 0);
+    struct vgpu_req_GraphBuild gb = {.stream = 2, .op = VGPU_BUILD_DEPS};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    REC(Memset, 1, msc, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_TAKE, .node = 0};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    uint32_t dep0 = 0, dep9 = 9;
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS};
+    REC(GraphBuild, 1, gb, &dep0, 4);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 1};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    struct vgpu_req_HostFn hn = {.word = 64, .stream = 2, .ticket = 0}; /* a host node */
+    REC(HostFn, 1, hn, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_TAKE, .node = 2};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EVENT_RECORD, .node = 3, .object = 3};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS};
+    REC(GraphBuild, 1, gb, &dep9, 4); /* never named: refused */
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 1};
+    REC(GraphBuild, 1, gb, NULL, 0); /* named twice: refused */
+    struct vgpu_req_StreamEndCapture ec8 = {.stream = 2, .graph = 8};
+    REC(StreamEndCapture, 1, ec8, NULL, 0);
+    struct vgpu_req_GraphClone gcl = {.graph = 8, .clone = 9};
+    REC(GraphClone, 1, gcl, NULL, 0);
+    REC(StreamBeginCapture, 1, bc, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_CHILD, .node = 0, .object = 9};
+    REC(GraphBuild, 1, gb, NULL, 0);
+    struct vgpu_req_StreamEndCapture ec10 = {.stream = 2, .graph = 10};
+    REC(StreamEndCapture, 1, ec10, NULL, 0);
+    struct vgpu_req_GraphInstantiate gi8 = {.graph = 8, .exec = 11};
+    REC(GraphInstantiate, 1, gi8, NULL, 0);
+    struct vgpu_req_GraphExecUpdate geu = {.exec = 11, .graph = 9};
+    REC(GraphExecUpdate, 1, geu, NULL, 0);
+    geu.graph = 10; /* another topology: refused */
+    REC(GraphExecUpdate, 1, geu, NULL, 0);
+    struct vgpu_req_GraphLaunch gl11 = {.exec = 11, .stream = 2};
+    REC(GraphLaunch, 1, gl11, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 5};
+    REC(GraphBuild, 1, gb, NULL, 0); /* not capturing: refused */
     /* A link: an option, an input from the data area (not an image: refused with a log), the
      * answer, the output, then a refused option and an unknown link. */
     struct vgpu_jit_option jo = {.option = CU_JIT_OPTIMIZATION_LEVEL, .value = 3};
@@ -214,6 +258,8 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(ModuleGetFunction, 1, gf, "vecadd", 7);
     struct vgpu_req_ModuleGetGlobal gg = {.module = 4};
     REC(ModuleGetGlobal, 1, gg, "table", 6);
+    struct vgpu_req_ModuleFunctionNames mfn = {.module = 4};
+    REC(ModuleFunctionNames, 1, mfn, NULL, 0);
     struct vgpu_req_FuncGetParamInfo pi = {.function = 5};
     REC(FuncGetParamInfo, 1, pi, NULL, 0);
     struct vgpu_req_LaunchKernel lk = {.function = 5, .grid = {1, 1, 1}, .block = {1, 1, 1}, .param_size = 8};
