@@ -49,6 +49,22 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     uint64_t off;
     bool dst_dev = fe_classify(ch, dst, &off) == FE_DEVICE;
     bool src_dev = fe_classify(ch, src, &off) == FE_DEVICE;
+    /* Device memory of another of the tenant's vGPUs: a peer copy (ordered after the stream's work). */
+    struct fe_ctx *dc = c, *sc = c;
+    struct fe_chan *dch = ch, *sch = ch;
+    bool dst_other = !dst_dev && n && fe_device_owner(dst, &dc, &dch);
+    bool src_other = !src_dev && n && fe_device_owner(src, &sc, &sch);
+    if (dst_other || src_other) {
+        FE_REQ(q, StreamSynchronize);
+        FE_RSP(a, StreamSynchronize);
+        q.stream = sid;
+        FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+        if (!(src_dev || src_other)) /* host memory into another vGPU's */
+            return fe_copy_htod(dc, dch, 0, dst, (const void *)(uintptr_t)src, n, false);
+        if (!(dst_dev || dst_other)) /* another vGPU's into host memory */
+            return fe_copy_dtoh(sc, sch, 0, (void *)(uintptr_t)dst, src, n, false);
+        return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
+    }
     if (dst_dev && src_dev)
         return fe_copy_dtod(c, ch, sid, dst, src, n, async);
     if (dst_dev)

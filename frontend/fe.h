@@ -311,6 +311,12 @@ void fe_ranges_add(struct fe_chan *ch, const struct vgpu_range *r);
 void fe_ranges_remove(struct fe_chan *ch, uint64_t base);
 void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx);
 
+/* Peers (api_peer.c): the vGPU and context whose device memory holds p, and a copy between two
+ * vGPUs, staged through the client (synchronous). */
+bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch);
+CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
+                      uint64_t src, size_t n);
+
 /* Copies, shared by every cuMemcpy* flavour (copy.c). */
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
                       bool async);

@@ -971,6 +971,18 @@ START_TEST(test_user_worker_limit)
 }
 END_TEST
 
+/* Two vGPUs of one tenant (two emu devices): copies between them. */
+START_TEST(test_peer)
+{
+    pid_t d = start_other_vgpud("peer", "--emu-devices", "2", NULL, NULL);
+    char *out;
+    ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
+    free(out);
+    stop_other_vgpud(d);
+}
+END_TEST
+
 /* The control interface has owners: another user sees only its own sessions and changes nothing. */
 START_TEST(test_control_owners)
 {
@@ -1083,6 +1095,7 @@ int main(void)
     tcase_add_test(hostile, test_control_owners);
     tcase_add_test(hostile, test_isolation_domain);
     tcase_add_test(hostile, test_user_worker_limit);
+    tcase_add_test(hostile, test_peer);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

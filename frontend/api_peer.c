@@ -1,0 +1,198 @@
+/* Driver API: peers, two vGPUs of one tenant. A tenant's vGPUs do not map each other's memory, so
+ * peer access is not offered (cuDeviceCanAccessPeer answers 0 and cuCtxEnablePeerAccess
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, as natively between GPUs without a peer link), and a copy
+ * between two of them (cuMemcpyPeer, or cuMemcpy with unified addressing) goes through the client,
+ * as a driver copies between GPUs without peer access: out of one vGPU and into the other, a chunk
+ * at a time, ordered after earlier work on the stream it names. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "log.h"
+
+/* The bounce buffer's size: one chunk of a peer copy. */
+#define PEER_CHUNK (8u << 20)
+
+static CUresult two_devices(CUdevice a, CUdevice b)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(a, &d));
+    FE_RETURN_IF(fe_device(b, &d));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(two_devices(dev, peer));
+    *can = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevice src, CUdevice dst)
+{
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(two_devices(src, dst));
+    if (src == dst)
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (attr) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+        *value = 0;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+    struct fe_ctx *c, *p;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    FE_RETURN_IF(fe_ctx_get(peer, &p, NULL));
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p == c)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peer)
+{
+    struct fe_ctx *c, *p;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    FE_RETURN_IF(fe_ctx_get(peer, &p, NULL));
+    return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
+
+bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
+{
+    for (int i = 0; i < fe.device_count; i++) {
+        struct fe_chan *chan = __atomic_load_n(&fe.devices[i].chan, __ATOMIC_ACQUIRE);
+        if (!chan)
+            continue;
+        pthread_mutex_lock(&chan->ranges_mu);
+        const struct vgpu_range *r = vgpu_ranges_find(&chan->ranges, p);
+        uint32_t ctx = r ? r->ctx : 0;
+        pthread_mutex_unlock(&chan->ranges_mu);
+        struct fe_ctx *owner = ctx ? fe_handle_get(FE_CTX, fe_handle_of_id(FE_CTX, ctx)) : NULL;
+        if (owner) {
+            *c = owner;
+            *ch = chan;
+            return true;
+        }
+    }
+    return false;
+}
+
+CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
+                      uint64_t src, size_t n)
+{
+    if (dch == sch)
+        return fe_copy_dtod(dc, dch, 0, dst, src, n, false);
+    if (!fe_device_range(dch, dc->id, dst, n) || !fe_device_range(sch, sc->id, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t *bounce = malloc(n < PEER_CHUNK ? (n ? n : 1) : PEER_CHUNK);
+    if (!bounce)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t at = 0; at < n && r == CUDA_SUCCESS; at += PEER_CHUNK) {
+        size_t k = n - at < PEER_CHUNK ? n - at : PEER_CHUNK;
+        r = fe_copy_dtoh(sc, sch, 0, bounce, src + at, k, false);
+        if (r == CUDA_SUCCESS)
+            r = fe_copy_htod(dc, dch, 0, dst + at, bounce, k, false);
+    }
+    free(bounce);
+    return r;
+}
+
+/* Earlier work on stream s first (the copy itself is done when this returns). */
+static CUresult after_stream(CUstream s, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+    FE_REQ(q, StreamSynchronize);
+    FE_RSP(a, StreamSynchronize);
+    q.stream = sid;
+    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+}
+
+static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s,
+                            bool async, bool pt)
+{
+    struct fe_ctx *dc, *sc;
+    struct fe_chan *dch, *sch;
+    FE_RETURN_IF(fe_ctx_get(dctx, &dc, &dch));
+    FE_RETURN_IF(fe_ctx_get(sctx, &sc, &sch));
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (dch == sch) {
+        uint32_t sid = 0;
+        if (async) {
+            struct fe_ctx *c;
+            struct fe_chan *ch;
+            FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+            if (ch != dch)
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        return fe_copy_dtod(dc, dch, sid, dst, src, n, async);
+    }
+    if (async)
+        FE_RETURN_IF(after_stream(s, pt));
+    return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)
+{
+    return memcpy_peer(dst, dctx, src, sctx, n, NULL, false, false);
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)
+{
+    return memcpy_peer(dst, dctx, src, sctx, n, NULL, false, true);
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s)
+{
+    return memcpy_peer(dst, dctx, src, sctx, n, s, true, false);
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s)
+{
+    return memcpy_peer(dst, dctx, src, sctx, n, s, true, true);
+}
+
+/* A 3D peer copy between two vGPUs would be staged row by row; only one inside a vGPU is offered. */
+static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool async, bool pt)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *dc, *sc;
+    struct fe_chan *dch, *sch;
+    FE_RETURN_IF(fe_ctx_get(p->dstContext, &dc, &dch));
+    FE_RETURN_IF(fe_ctx_get(p->srcContext, &sc, &sch));
+    if (dch != sch) {
+        LOG_INFO("a 3D copy between two vGPUs is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcXInBytes = p->srcXInBytes, c.srcY = p->srcY, c.srcZ = p->srcZ, c.srcLOD = p->srcLOD;
+    c.srcMemoryType = p->srcMemoryType, c.srcHost = p->srcHost, c.srcDevice = p->srcDevice;
+    c.srcArray = p->srcArray, c.srcPitch = p->srcPitch, c.srcHeight = p->srcHeight;
+    c.dstXInBytes = p->dstXInBytes, c.dstY = p->dstY, c.dstZ = p->dstZ, c.dstLOD = p->dstLOD;
+    c.dstMemoryType = p->dstMemoryType, c.dstHost = p->dstHost, c.dstDevice = p->dstDevice;
+    c.dstArray = p->dstArray, c.dstPitch = p->dstPitch, c.dstHeight = p->dstHeight;
+    c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = p->Depth;
+    if (!async)
+        return pt ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c);
+    return pt ? cuMemcpy3DAsync_v2_ptsz(&c, s) : cuMemcpy3DAsync_v2(&c, s);
+}
+
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { return memcpy_3d_peer(p, NULL, false, false); }
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { return memcpy_3d_peer(p, NULL, false, true); }
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return memcpy_3d_peer(p, s, true, false); }
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return memcpy_3d_peer(p, s, true, true); }
