@@ -52,6 +52,7 @@ FRONTEND_SRC := $(sort $(wildcard frontend/*.c))
 BACKEND_SRC := $(sort $(wildcard backend/*.c))
 WORKER_SRC := $(sort $(wildcard worker/*.c worker/exec/*.c))
 SCHED_SRC := $(sort $(wildcard sched/*.c))
+SHM_SRC := $(sort $(wildcard shm/*.c))
 XEN_SRC := $(sort $(wildcard xen/*.c))
 ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
 NVML_SRC := $(sort $(wildcard nvml/*.c))
@@ -64,12 +65,14 @@ FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_export
 BACKEND_OBJ := $(BACKEND_SRC:%.c=$(O)/obj/%.o)
 WORKER_OBJ := $(filter-out $(O)/obj/worker/main.o,$(WORKER_SRC:%.c=$(O)/obj/%.o))
 SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
+SHM_OBJ := $(SHM_SRC:%.c=$(O)/obj/%.o)
 XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
 ASSEMBLY_OBJ := $(ASSEMBLY_SRC:%.c=$(O)/obj/%.o)
 NVML_OBJ := $(NVML_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
 LIBSCHED := $(O)/lib/libvgpusched.a
+LIBSHM := $(O)/lib/libvgpushm.a
 LIBXEN := $(O)/lib/libvgpuxen.a
 LIBASSEMBLY := $(O)/lib/libvgpuassembly.a
 LIBWORKER := $(O)/lib/libvgpuworker.a
@@ -96,7 +99,7 @@ $(O)/obj/%.o: %.c | $(GEN)
 $(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
 
 # A worker's code finds its executors' headers.
-$(O)/obj/worker/%.o: EXTRA_CFLAGS := -Iworker -Iworker/exec
+$(O)/obj/worker/%.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ishm
 
 $(O)/obj/gen/%.o: $(O)/gen/%.c
 	@mkdir -p $(@D)
@@ -113,6 +116,11 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIBSCHED): $(SCHED_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# The device memory manager (quotas), in the workers.
+$(LIBSHM): $(SHM_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -140,10 +148,16 @@ $(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 
 # The project's NVML, beside the frontend (vgpu-run puts that directory on the library path).
-$(NVML): $(NVML_OBJ) $(LIBCOMMON) nvml/exports.map
+# Every name of NVIDIA's library is exported (nvml/nvml_functions.txt): those not implemented answer
+# NVML_ERROR_NOT_SUPPORTED.
+$(O)/gen/nvml_exports.c: nvml/gen_nvml_exports.py nvml/nvml_functions.txt
+	@mkdir -p $(@D)
+	$(PYTHON) nvml/gen_nvml_exports.py --names nvml/nvml_functions.txt --out $@
+
+$(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) nvml/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=nvml/exports.map \
-		-o $@ $(NVML_OBJ) $(LIBCOMMON) $(LDFLAGS_ALL) -pthread
+		-o $@ $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) $(LDFLAGS_ALL) -pthread
 	ln -sf libnvidia-ml.so.1 $(O)/lib/libnvidia-ml.so
 
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
@@ -152,7 +166,7 @@ $(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl -lm
 
 # The tenant's process: channels, handlers, executors.
-$(VGPU_WORKER): $(O)/obj/worker/main.o $(LIBWORKER) $(LIBSCHED) $(LIBXEN) $(LIBCOMMON)
+$(VGPU_WORKER): $(O)/obj/worker/main.o $(LIBWORKER) $(LIBSHM) $(LIBSCHED) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(PKG_LIBS) -ldl -lm
 

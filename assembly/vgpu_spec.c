@@ -1,5 +1,7 @@
 #include "vgpu_spec.h"
 
+#include "units.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,14 +9,23 @@
 
 #define MAX_DEVICE 15
 #define MAX_WEIGHT 10000
+#define MIN_MEMORY (1ull << 20)
+
+/* The value's n bytes as a string in buf. */
+static int value_text(const char *v, size_t n, char *buf, size_t size)
+{
+    if (n == 0 || n >= size)
+        return -1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return 0;
+}
 
 static int number(const char *v, size_t n, long lo, long hi, long *out)
 {
     char buf[24];
-    if (n == 0 || n >= sizeof buf)
+    if (value_text(v, n, buf, sizeof buf))
         return -1;
-    memcpy(buf, v, n);
-    buf[n] = '\0';
     char *end;
     errno = 0;
     long x = strtol(buf, &end, 10);
@@ -26,7 +37,7 @@ static int number(const char *v, size_t n, long lo, long hi, long *out)
 
 int vgpu_spec_parse(const char *text, struct vgpu_spec *out, char *err, size_t errlen)
 {
-    *out = (struct vgpu_spec){0, 0};
+    *out = (struct vgpu_spec){0};
     if (!text) {
         snprintf(err, errlen, "no vGPU specification");
         return -1;
@@ -66,8 +77,16 @@ int vgpu_spec_parse(const char *text, struct vgpu_spec *out, char *err, size_t e
                 return -1;
             }
             out->weight = (unsigned)v;
+        } else if (klen == 6 && strncmp(key, "memory", 6) == 0) {
+            char buf[24];
+            uint64_t size = 0;
+            if (value_text(eq + 1, vlen, buf, sizeof buf) || vgpu_parse_size(buf, &size) || size < MIN_MEMORY) {
+                snprintf(err, errlen, "memory is a size of at least 1M (16G, 512M), not '%.*s'", (int)vlen, eq + 1);
+                return -1;
+            }
+            out->memory = size;
         } else {
-            snprintf(err, errlen, "unknown setting '%.*s' (device, weight)", (int)klen, key);
+            snprintf(err, errlen, "unknown setting '%.*s' (device, weight, memory)", (int)klen, key);
             return -1;
         }
     }

@@ -24,9 +24,12 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
     const struct vgpu_chan_stats *st = w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER
                                            ? &w->stats->chan[c->slot]
                                            : &none;
-    strbuf_printf(b, "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_allocs\":%llu,\"host_bytes\":%llu", c->id,
-                  c->device, (unsigned long long)atomic_load(&st->mem_bytes),
-                  (unsigned long long)atomic_load(&st->mem_allocs), (unsigned long long)atomic_load(&st->host_bytes));
+    strbuf_printf(b,
+                  "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_quota\":%llu,\"mem_allocs\":%llu,"
+                  "\"host_bytes\":%llu",
+                  c->id, c->device, (unsigned long long)atomic_load(&st->mem_bytes),
+                  (unsigned long long)s->vgpu_memory[c->vgpu], (unsigned long long)atomic_load(&st->mem_allocs),
+                  (unsigned long long)atomic_load(&st->host_bytes));
     for (unsigned k = 0; k < VGPU_OBJ_KINDS; k++)
         strbuf_printf(b, ",\"%s\":%u", vgpu_object_kind_names[k], atomic_load(&st->live[k]));
     uint64_t calls = 0, errors = 0;

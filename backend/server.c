@@ -189,6 +189,19 @@ static void session_close(struct server *srv, struct session *s)
 
 /* ---------------------------------------------------------------- the handshake */
 
+/* Each vGPU's quota, now that the program is known: the domain's configuration, else the program's
+ * rule, else the default; never more than the device has. */
+static void set_quotas(struct server *srv, struct session *s)
+{
+    for (int i = 0; i < s->vgpu_count; i++) {
+        uint64_t total = srv->devices[s->vgpu_device[i]].total_mem;
+        uint64_t q = s->vgpu_memory[i] ? s->vgpu_memory[i]
+                                       : program_rule_value(srv->opt.memories, srv->opt.memory_count, s->program,
+                                                            srv->opt.default_memory);
+        s->vgpu_memory[i] = q && q < total ? q : total;
+    }
+}
+
 static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
 {
     uint32_t role = 0;
@@ -219,9 +232,12 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     w->driver_version = srv->driver_version;
     w->device_count = (uint32_t)s->vgpu_count;
     snprintf(w->executor, sizeof w->executor, "%s", srv->executor);
-    for (int i = 0; i < s->vgpu_count; i++)
-        memcpy(msg + sizeof *w + (size_t)i * sizeof(struct vgpu_device_info), &srv->devices[s->vgpu_device[i]],
-               sizeof(struct vgpu_device_info));
+    set_quotas(srv, s);
+    for (int i = 0; i < s->vgpu_count; i++) {
+        struct vgpu_device_info *d = (struct vgpu_device_info *)(msg + sizeof *w) + i;
+        memcpy(d, &srv->devices[s->vgpu_device[i]], sizeof *d);
+        d->total_mem = s->vgpu_memory[i]; /* the tenant's device is as large as its quota */
+    }
     int e = s->link.ops->send(&s->link, msg, size, -1);
     free(msg);
     if (monitor)
@@ -259,6 +275,7 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->slot_size = l->slot_size;
         m->map_size = l->map_size;
         m->domid = s->domid;
+        m->mem_quota = s->vgpu_memory[c->vgpu];
         m->port = c->port;
         m->pages = c->pages;
         if (tail)
@@ -316,7 +333,9 @@ static struct schan *add_channel(struct server *srv, struct session *s, int vgpu
     c->state = SCHAN_WAIT_WORKER;
     s->chans[vgpu] = c;
     s->open_channels++;
-    unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu] : server_weight_for(srv, s->program);
+    unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu]
+                                           : (unsigned)program_rule_value(srv->opt.weights, srv->opt.weight_count,
+                                                                          s->program, srv->opt.default_weight);
     if (sched_host_join(srv->sched, w->region, c->slot, c->device, id, weight) != 0) {
         schan_free(srv, s, c);
         return NULL;
@@ -618,6 +637,7 @@ static struct session *session_new(struct server *srv, const struct vgpu_msg_lin
         s->vgpu_count = vgpus->count;
         memcpy(s->vgpu_device, vgpus->device, sizeof s->vgpu_device);
         memcpy(s->vgpu_weight, vgpus->weight, sizeof s->vgpu_weight);
+        memcpy(s->vgpu_memory, vgpus->memory, sizeof s->vgpu_memory);
     } else { /* host clients see every device as it is */
         s->vgpu_count = srv->device_count;
         for (int i = 0; i < srv->device_count; i++)
@@ -788,12 +808,12 @@ static void close_silent(struct server *srv, int64_t now)
 
 /* ---------------------------------------------------------------- the loop */
 
-unsigned server_weight_for(const struct server *srv, const char *program)
+uint64_t program_rule_value(const struct program_rule *rules, unsigned count, const char *program, uint64_t fallback)
 {
-    for (unsigned i = 0; i < srv->opt.weight_count; i++)
-        if (strcmp(srv->opt.weights[i].program, program) == 0)
-            return srv->opt.weights[i].weight;
-    return srv->opt.default_weight;
+    for (unsigned i = 0; i < count; i++)
+        if (strcmp(rules[i].program, program) == 0)
+            return rules[i].value;
+    return fallback;
 }
 
 int server_init(struct server *srv, const struct server_options *opt)

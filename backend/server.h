@@ -72,8 +72,6 @@ bool server_session_alive(struct server *srv, uint64_t id);
 void server_end_session(struct server *srv, uint64_t id);
 /* Session id, or NULL (the loop's thread). */
 struct session *server_session(struct server *srv, uint64_t id);
-/* The weight a client of this program gets (its configured one, or the default). */
-unsigned server_weight_for(const struct server *srv, const char *program);
 
 /* From the workers (workers.c), on the loop's thread. */
 void server_worker_ready(struct server *srv, struct worker *w);

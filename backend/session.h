@@ -17,13 +17,17 @@
 
 struct server;
 
-/* A client's weight by its program name (vgpud --weight PROGRAM=W). */
-struct weight_rule {
+/* A setting of the clients of one program, by its name (vgpud --weight PROGRAM=W,
+ * --memory PROGRAM=SIZE). */
+struct program_rule {
     char program[64];
-    unsigned weight;
+    uint64_t value;
 };
 
-#define MAX_WEIGHT_RULES 64
+#define MAX_PROGRAM_RULES 64
+
+/* The value of program's rule, else fallback. */
+uint64_t program_rule_value(const struct program_rule *rules, unsigned count, const char *program, uint64_t fallback);
 
 /* What a worker's executor is. */
 struct exec_options {
@@ -39,8 +43,12 @@ struct server_options {
     const char *socket_path;
     struct sched_options sched;
     unsigned default_weight;
-    struct weight_rule weights[MAX_WEIGHT_RULES];
+    struct program_rule weights[MAX_PROGRAM_RULES];
     unsigned weight_count;
+    /* Device memory quotas of each vGPU (0: the device's memory). */
+    uint64_t default_memory;
+    struct program_rule memories[MAX_PROGRAM_RULES];
+    unsigned memory_count;
     struct exec_options exec;
     int64_t poll_spin_ns; /* how long a poller spins before sleeping */
     uint32_t max_sessions;
@@ -108,10 +116,12 @@ struct session {
     bool killed; /* to be closed by the server's loop */
     bool bye;    /* the client said goodbye (VGPU_MSG_BYE): answered once its channels are gone */
     int32_t lost; /* its worker died: the error every later call gets (0: alive) */
-    /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i]. */
+    /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i] and a quota of
+     * vgpu_memory[i] bytes of device memory (0: the device's memory). */
     int vgpu_count;
     uint8_t vgpu_device[VGPU_MAX_DEVICES];
     unsigned vgpu_weight[VGPU_MAX_DEVICES];
+    uint64_t vgpu_memory[VGPU_MAX_DEVICES];
     int domid; /* the guest domain of a Xen session; -1 in host mode */
     /* Xen: a channel answered but waiting for the guest's pages (VGPU_MSG_GRANTS). */
     struct {
@@ -129,6 +139,7 @@ struct session_vgpus {
     int count;
     uint8_t device[VGPU_MAX_DEVICES];
     unsigned weight[VGPU_MAX_DEVICES];
+    uint64_t memory[VGPU_MAX_DEVICES]; /* 0: vgpud's default */
 };
 
 #endif

@@ -65,6 +65,9 @@ static void usage(FILE *f)
             "                         each worker's start (default on)\n"
             "  --weight PROGRAM=W     weight of the clients named PROGRAM (1..10000; repeatable)\n"
             "  --default-weight W     weight of the other clients (default 100)\n"
+            "  --memory PROGRAM=SIZE  device memory quota of each vGPU of the clients named PROGRAM\n"
+            "                         (repeatable; a guest's xl configuration says memory=SIZE instead)\n"
+            "  --default-memory SIZE  quota of each vGPU of the other clients (default: the device's memory)\n"
             "  --any-user-host-code   let clients of any user, and guests, load emu modules (host code run\n"
             "                         inside their worker); by default only host clients of vgpud's own user may\n"
             "  --isolation MODE       session: a worker process per session (default); domain: one per Xen\n"
@@ -139,7 +142,7 @@ struct settings {
 };
 
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
-       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
+       O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_MEMORY, O_DEFMEMORY, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE };
@@ -154,7 +157,8 @@ static const struct option longopts[] = {
     {"image-cache", required_argument, 0, O_CACHE},   {"sched", required_argument, 0, O_SCHED},
     {"sched-period", required_argument, 0, O_PERIOD}, {"sched-wait", required_argument, 0, O_WAIT},
     {"sched-quantum", required_argument, 0, O_QUANTUM}, {"weight", required_argument, 0, O_WEIGHT},
-    {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"xen", required_argument, 0, O_XEN},
+    {"default-weight", required_argument, 0, O_DEFWEIGHT}, {"memory", required_argument, 0, O_MEMORY},
+    {"default-memory", required_argument, 0, O_DEFMEMORY}, {"xen", required_argument, 0, O_XEN},
     {"xen-max-data-area", required_argument, 0, O_XEN_DATA}, {"xen-config-dir", required_argument, 0, O_XEN_DIR},
     {"isolation", required_argument, 0, O_ISOLATION}, {"worker-pool", required_argument, 0, O_POOL},
     {"worker", required_argument, 0, O_WORKER},       {"worker-user", required_argument, 0, O_WORKER_USER},
@@ -174,6 +178,8 @@ static const struct option longopts[] = {
 
 /* Apply one option (from the command line or the configuration file): 0, 2 for a bad one (the
  * exit status), 1 when vgpud should exit successfully (--help, --version). */
+#define MIN_QUOTA (1ull << 20) /* the smallest device memory quota */
+
 static int apply(struct settings *st, int c, const char *arg)
 {
     uint64_t v;
@@ -260,21 +266,42 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         st->opt.sched.quantum_ns = v * 1000;
         break;
-    case O_WEIGHT: {
+    case O_WEIGHT:
+    case O_MEMORY: {
+        bool memory = c == O_MEMORY;
+        struct program_rule *rules = memory ? st->opt.memories : st->opt.weights;
+        unsigned *count = memory ? &st->opt.memory_count : &st->opt.weight_count;
         const char *eq = strrchr(arg, '=');
         size_t n = eq ? (size_t)(eq - arg) : 0;
-        if (!eq || n == 0 || n >= sizeof st->opt.weights[0].program || vgpu_parse_uint(eq + 1, SCHED_MAX_WEIGHT, &v) ||
-            v == 0 || st->opt.weight_count == MAX_WEIGHT_RULES) {
-            fprintf(stderr, "vgpud: --weight wants PROGRAM=W, W from 1 to %u (at most %d of them)\n",
-                    SCHED_MAX_WEIGHT, MAX_WEIGHT_RULES);
+        bool bad = !eq || n == 0 || n >= sizeof rules[0].program || *count == MAX_PROGRAM_RULES;
+        if (!bad && memory)
+            bad = vgpu_parse_size(eq + 1, &v) || v < MIN_QUOTA;
+        else if (!bad)
+            bad = vgpu_parse_uint(eq + 1, SCHED_MAX_WEIGHT, &v) || v == 0;
+        if (bad) {
+            if (memory)
+                fprintf(stderr, "vgpud: --memory wants PROGRAM=SIZE, SIZE at least 1M (at most %d of them)\n",
+                        MAX_PROGRAM_RULES);
+            else
+                fprintf(stderr, "vgpud: --weight wants PROGRAM=W, W from 1 to %u (at most %d of them)\n",
+                        SCHED_MAX_WEIGHT, MAX_PROGRAM_RULES);
             return 2;
         }
-        struct weight_rule *w = &st->opt.weights[st->opt.weight_count++];
-        memcpy(w->program, arg, n);
-        w->program[n] = '\0';
-        w->weight = (unsigned)v;
+        struct program_rule *r = &rules[(*count)++];
+        memcpy(r->program, arg, n);
+        r->program[n] = '\0';
+        r->value = v;
         break;
     }
+    case O_DEFMEMORY:
+        if (parse_size_opt("--default-memory", arg, &v))
+            return 2;
+        if (v && v < MIN_QUOTA) {
+            fprintf(stderr, "vgpud: --default-memory is at least 1M (or 0: the device's memory)\n");
+            return 2;
+        }
+        st->opt.default_memory = v;
+        break;
     case O_DEFWEIGHT:
         if (parse_number("--default-weight", arg, 1, SCHED_MAX_WEIGHT, "", &v))
             return 2;

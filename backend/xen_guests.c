@@ -161,6 +161,7 @@ static int read_config(struct xen_guests *g, struct guest *d)
             } else {
                 d->vgpus.device[d->vgpus.count] = (uint8_t)spec.device;
                 d->vgpus.weight[d->vgpus.count] = spec.weight;
+                d->vgpus.memory[d->vgpus.count] = spec.memory;
                 d->vgpus.count++;
             }
         }

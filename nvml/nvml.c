@@ -8,9 +8,11 @@
  * worker, and asking VGPU_MSG_USAGE for what changes: the memory its principal's tenants hold on
  * each vGPU, their share of its engines, and their processes. What a vGPU does not have (sensors,
  * clocks, power, fans) answers NVML_ERROR_NOT_SUPPORTED, as NVML does for a device without them.
+ * Every other function of NVIDIA's library is there too and answers NVML_ERROR_NOT_SUPPORTED.
  * Host mode for now: inside a Xen guest nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +577,15 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsign
 }
 
 /* ---------------------------------------------------------------- what a vGPU does not have */
+
+/* The rest of NVML's functions (generated stand-ins: nvml/gen_nvml_exports.py). */
+int vgpu_nvml_unsupported(const char *name, _Atomic int *logged);
+int vgpu_nvml_unsupported(const char *name, _Atomic int *logged)
+{
+    if (!atomic_exchange(logged, 1))
+        LOG_INFO("nvml: %s is not supported on a vGPU", name);
+    return NVML_ERROR_NOT_SUPPORTED;
+}
 
 static nvmlReturn_t not_supported(nvmlDevice_t d, const void *out)
 {

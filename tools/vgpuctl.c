@@ -79,12 +79,13 @@ static void print_status(const char *text)
     for (const struct json *d = json_get(j, "devices") ? json_get(j, "devices")->child : NULL; d; d = d->next)
         printf("%-4llu %-33s %llu / %llu\n", NUM(d, "index"), json_string(json_get(d, "name"), "?"),
                NUM(d, "used_mem") >> 20, NUM(d, "total_mem") >> 20);
-    printf("\nSESSION  WHERE  PID      PROGRAM          STATE    VGPUS  DEVICE MiB  PINNED MiB  STREAMS  CALLS\n");
+    printf("\nSESSION  WHERE  PID      PROGRAM          STATE    VGPUS  DEVICE MiB / QUOTA   PINNED MiB  STREAMS  CALLS\n");
     for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {
-        unsigned long long mem = 0, pinned = 0, streams = 0, calls = 0;
+        unsigned long long mem = 0, quota = 0, pinned = 0, streams = 0, calls = 0;
         const struct json *chans = json_get(s, "channels");
         for (const struct json *c = chans ? chans->child : NULL; c; c = c->next) {
             mem += NUM(c, "mem_bytes");
+            quota += NUM(c, "mem_quota");
             pinned += NUM(c, "host_bytes");
             streams += NUM(c, "streams");
             calls += NUM(c, "calls");
@@ -93,9 +94,11 @@ static void print_status(const char *text)
         double dom = json_number(json_get(s, "domain"), -1);
         if (dom >= 0)
             snprintf(where, sizeof where, "dom%.0f", dom);
-        printf("%-8llu %-6s %-8llu %-16.16s %-8s %-6zu %-11llu %-11llu %-8llu %llu\n", NUM(s, "id"), where, NUM(s, "pid"),
+        char device[32];
+        snprintf(device, sizeof device, "%llu / %llu", mem >> 20, quota >> 20);
+        printf("%-8llu %-6s %-8llu %-16.16s %-8s %-6zu %-19s %-11llu %-8llu %llu\n", NUM(s, "id"), where, NUM(s, "pid"),
                json_string(json_get(s, "program"), "?"), json_string(json_get(s, "state"), "?"), json_length(chans),
-               mem >> 20, pinned >> 20, streams, calls);
+               device, pinned >> 20, streams, calls);
     }
     const struct json *sched = json_get(j, "sched");
     printf("\nscheduler %s, period %.0f ms, wait %.0f us, quantum %.0f us\n", json_string(json_get(sched, "policy"), "?"),

@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quota.h"
 #include "vchannel.h"
 
 struct worker_array {
     void *x;                     /* the executor's array */
     uint64_t pitch, rows, depth; /* a row's bytes, rows per slice, slices */
     bool level;                  /* a mipmap level: its mipmapped array frees it */
+    uint64_t bytes;              /* charged to the quota */
 };
 
 /* The shape of an array as a copy sees it (elem: bytes per element). */
@@ -48,12 +50,18 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *wa = shape(elem, q->shape.width, q->shape.height, q->shape.depth);
+    wa->bytes = shm_array_bytes(&q->shape, elem);
+    if ((r = shm_quota_charge(c->ch->acct, wa->bytes)) != CUDA_SUCCESS) {
+        free(wa);
+        return r;
+    }
     struct srv_obj *o = vchannel_add(c, SRV_ARRAY, q->array, &r);
     if (o)
         r = OPS(c)->array_create(EXEC(c), c->ctx->x, &d, &wa->x);
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_ARRAY, q->array);
+        shm_quota_refund(c->ch->acct, wa->bytes);
         free(wa);
         return r;
     }
@@ -66,6 +74,7 @@ void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array)
     struct worker_array *wa = array;
     if (!wa->level)
         ch->x->ops->array_destroy(ch->x, ctx, wa->x);
+    shm_quota_refund(ch->acct, wa->bytes);
     free(wa);
 }
 
@@ -94,6 +103,7 @@ struct worker_mipmap {
     void *x;
     uint32_t elem, levels;
     struct vgpu_array_shape shape;
+    uint64_t bytes; /* charged to the quota */
 };
 
 CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_MipmapCreate *q,
@@ -113,12 +123,18 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .shape = q->shape};
+    m->bytes = shm_mipmap_bytes(&q->shape, elem, q->levels);
+    if ((r = shm_quota_charge(c->ch->acct, m->bytes)) != CUDA_SUCCESS) {
+        free(m);
+        return r;
+    }
     struct srv_obj *o = vchannel_add(c, SRV_MIPMAP, q->mipmap, &r);
     if (o)
         r = OPS(c)->mipmap_create(EXEC(c), c->ctx->x, &d, q->levels, &m->x);
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_MIPMAP, q->mipmap);
+        shm_quota_refund(c->ch->acct, m->bytes);
         free(m);
         return r;
     }
@@ -161,6 +177,7 @@ void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap)
 {
     struct worker_mipmap *m = mipmap;
     ch->x->ops->mipmap_destroy(ch->x, ctx, m->x);
+    shm_quota_refund(ch->acct, m->bytes);
     free(m);
 }
 

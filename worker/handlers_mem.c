@@ -3,6 +3,7 @@
  * its data area before the executor sees it. */
 #include <string.h>
 
+#include "quota.h"
 #include "vchannel.h"
 
 #define PAGE 4096u
@@ -11,18 +12,22 @@ CUresult vgpu_handle_MemGetInfo(struct vgpu_call *c, const struct vgpu_req_MemGe
 {
     (void)q;
     CUresult r = vchannel_need_ctx(c);
-    return r ? r : OPS(c)->mem_get_info(EXEC(c), c->ctx->x, &a->free, &a->total);
+    uint64_t dev_free = 0, dev_total = 0;
+    if (r == CUDA_SUCCESS && (r = OPS(c)->mem_get_info(EXEC(c), c->ctx->x, &dev_free, &dev_total)) == CUDA_SUCCESS)
+        shm_quota_mem_info(c->ch->acct, dev_free, dev_total, &a->free, &a->total);
+    return r;
 }
 
-/* A new allocation of the caller's context: the client may use it from now on, and it counts. */
+/* A new allocation of the caller's context (its bytes charged already): the client may use it from
+ * now on. On failure it is freed and its charge given back. */
 static CUresult allocated(struct vgpu_call *c, uint64_t dptr, uint64_t size)
 {
     struct vgpu_range range = {.base = dptr, .size = size, .ctx = c->ctx_id, .kind = VGPU_RANGE_ALLOC};
     if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
+        shm_quota_refund(c->ch->acct, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    atomic_fetch_add(&c->ch->acct->mem_bytes, size);
     atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
     return CUDA_SUCCESS;
 }
@@ -34,9 +39,13 @@ CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAllo
         return r;
     if (q->size == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shm_quota_charge(c->ch->acct, q->size)) != CUDA_SUCCESS)
+        return r;
     uint64_t dptr = 0;
     r = OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
-    if (r == CUDA_SUCCESS && (r = allocated(c, dptr, q->size)) == CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS)
+        shm_quota_refund(c->ch->acct, q->size);
+    else if ((r = allocated(c, dptr, q->size)) == CUDA_SUCCESS)
         a->dptr = dptr;
     return r;
 }
@@ -47,6 +56,12 @@ CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_Me
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
+    /* The quota is checked for the rows as asked before the driver allocates, and charged for the
+     * pitch it chose after. */
+    uint64_t asked = q->height && q->width > UINT64_MAX / q->height ? UINT64_MAX : q->width * q->height;
+    if ((r = shm_quota_charge(c->ch->acct, asked)) != CUDA_SUCCESS)
+        return r;
+    shm_quota_refund(c->ch->acct, asked);
     uint64_t dptr = 0, pitch = 0;
     r = OPS(c)->mem_alloc_pitch(EXEC(c), c->ctx->x, q->width, q->height, q->elem_size, &dptr, &pitch);
     if (r != CUDA_SUCCESS)
@@ -54,6 +69,10 @@ CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_Me
     if (pitch < q->width || (q->height && pitch > UINT64_MAX / q->height)) { /* not what a driver does */
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
         return CUDA_ERROR_UNKNOWN;
+    }
+    if ((r = shm_quota_charge(c->ch->acct, pitch * q->height)) != CUDA_SUCCESS) {
+        OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
+        return r;
     }
     if ((r = allocated(c, dptr, pitch * q->height)) == CUDA_SUCCESS) {
         a->dptr = dptr;
@@ -76,7 +95,7 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
     if (r != CUDA_SUCCESS)
         return r;
     vgpu_ranges_remove_at(&c->ch->ranges, q->dptr);
-    atomic_fetch_sub(&c->ch->acct->mem_bytes, size);
+    shm_quota_refund(c->ch->acct, size);
     atomic_fetch_sub(&c->ch->acct->mem_allocs, 1);
     return CUDA_SUCCESS;
 }

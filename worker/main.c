@@ -143,6 +143,7 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
     struct vgpu_chan_stats *acct = &w.stats->chan[m->slot];
     memset(acct, 0, sizeof *acct);
     atomic_store(&acct->channel, m->channel);
+    atomic_store(&acct->mem_quota, m->mem_quota);
     p.acct = acct;
     struct vchannel *ch = vchannel_open(&w.host, &p, &mem, true);
     if (!ch)

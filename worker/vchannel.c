@@ -10,6 +10,8 @@
 #include <linux/futex.h>
 #include <unistd.h>
 
+#include "quota.h"
+
 #include "array.h"
 #include "bell.h"
 #include "log.h"
@@ -512,7 +514,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             allocs++;
         }
     vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
-    atomic_fetch_sub(&ch->acct->mem_bytes, freed);
+    shm_quota_refund(ch->acct, freed);
     atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
     vchannel_remove(ch, SRV_CTX, ctx_id);
 }

@@ -101,6 +101,7 @@ struct vgpu_chan_stats {
     _Atomic uint32_t channel; /* nonzero while the slot is used */
     uint32_t reserved;
     _Atomic uint64_t mem_bytes; /* device memory the client holds */
+    _Atomic uint64_t mem_quota; /* the most it may hold (0: the device's memory) */
     _Atomic uint64_t mem_allocs;
     _Atomic uint64_t host_bytes; /* data-area bytes registered as pinned memory */
     _Atomic uint32_t live[VGPU_OBJ_KINDS]; /* live objects by kind */

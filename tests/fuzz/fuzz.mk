@@ -16,11 +16,11 @@ FUZZ_MAX_LEN_images := 65536
 FUZZ_O := $(O)/fuzz
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pthread \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
-	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ibackend -I$(O)/gen \
+	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ishm -Ibackend -I$(O)/gen \
 	-isystem $(CUDA_HOME)/include $(PKG_CFLAGS)
 # What the fuzzers drive: a worker's channel, handlers and emu executor; the parsers; vgpud's
 # decoders of client messages; the vchan framing.
-FUZZ_SRC := $(COMMON_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
+FUZZ_SRC := $(COMMON_SRC) $(SHM_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
 	backend/client_msg.c xen/vchan_link.c
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_O)/obj/%.o)
 FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)

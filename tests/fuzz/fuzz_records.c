@@ -55,6 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     /* No client runs host functions here: a HostFn record must not hold its stream for ever. */
     atomic_store(&ch->holds_released, true);
+    /* A quota that allocations reach (its refusals are fuzzed too). */
+    atomic_store(&ch->acct->mem_quota, 64u << 20);
     static uint8_t rec[VGPU_MAX_RECORD], rsp[VGPU_MAX_RECORD];
     size_t at = 0;
     bool broken = false;

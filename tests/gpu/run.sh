@@ -159,5 +159,17 @@ for fw in pytorch:torch cupy:cupy; do
 done
 "$BIN/vgpuctl" --socket "$sock" ping >/dev/null && pass "vgpud still serving" || fail "vgpud gone"
 
+# Memory quotas: a vgpud whose vGPUs have 4 GiB each. The tenant sees 4 GiB as the device's memory
+# and gets OUT_OF_MEMORY at it, in a driver-API program and in PyTorch.
+stop_vgpud
+start_vgpud "$BIN" "$sock" "$OUT/vgpud-quota.log" cuda info --default-memory 4G || exit 1
+quota_run() { # name, program and arguments
+    local name=$1; shift
+    if "$BIN/vgpu-run" --socket "$sock" -- "$@" >"$OUT/$name.vgpu" 2>&1; then pass "$name: $(tail -1 "$OUT/$name.vgpu")"
+    else fail "$name: failed"; sed 's/^/    /' "$OUT/$name.vgpu"; fi
+}
+quota_run quota "$PROGS/prog_quota" 4096
+"$PYTHON" -c "import torch" >/dev/null 2>&1 && quota_run quota-pytorch "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
+
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]

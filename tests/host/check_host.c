@@ -971,6 +971,35 @@ START_TEST(test_user_worker_limit)
 }
 END_TEST
 
+/* Device memory quotas: by program (--memory) and for the others (--default-memory). The tenant
+ * sees its quota as the device's memory and gets OUT_OF_MEMORY at it (prog_quota); vgpuctl shows
+ * the quota and what is held of it; a tenant killed while holding memory leaves nothing held. */
+START_TEST(test_quota)
+{
+    pid_t d = start_other_vgpud("quota", "--memory", "prog_quota=32M", "--default-memory", "48M");
+    char *out;
+    ck_assert_int_eq(run_prog("prog_quota", "32", NULL, &out), 0);
+    ck_assert_msg(strstr(out, "quota: 32 MiB, 8 chunks of 4 MiB fit"), "%s", out);
+    free(out);
+    char dptr[64];
+    pid_t h = start_hold(dptr, sizeof dptr);
+    struct json *j = status();
+    const struct json *c = channel_of(j, "prog_hold");
+    ck_assert_int_eq(num(c, "mem_quota"), 48 << 20);
+    ck_assert_int_gt(num(c, "mem_bytes"), 0);
+    json_free(j);
+    kill(h, SIGKILL);
+    waitpid(h, NULL, 0);
+    ck_assert(wait_idle(10));
+    stop_other_vgpud(d);
+    /* Quotas larger than the device are the device. */
+    d = start_other_vgpud("quota-big", "--default-memory", "4T", NULL, NULL);
+    ck_assert_int_eq(run_prog("prog_quota", "1024", NULL, &out), 0);
+    free(out);
+    stop_other_vgpud(d);
+}
+END_TEST
+
 /* Two vGPUs of one tenant (two emu devices): copies between them. */
 START_TEST(test_peer)
 {
@@ -1096,6 +1125,7 @@ int main(void)
     tcase_add_test(hostile, test_isolation_domain);
     tcase_add_test(hostile, test_user_worker_limit);
     tcase_add_test(hostile, test_peer);
+    tcase_add_test(hostile, test_quota);
     suite_add_tcase(s, hostile);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -46,6 +46,11 @@ int main(void)
     SYM(nvmlDeviceGetIndex);
     SYM(nvmlErrorString);
     bool vgpu = dlsym(RTLD_DEFAULT, "vgpu_frontend_version") != NULL;
+    /* Names frameworks look up at start: PyTorch's c10 DriverAPI asserts when one is missing. */
+    const char *looked_up[] = {"nvmlDeviceGetNvLinkRemoteDeviceType", "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                               "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetP2PStatus", "nvmlDeviceGetNvLinkState"};
+    for (size_t i = 0; i < sizeof looked_up / sizeof looked_up[0]; i++)
+        (void)sym(lib, looked_up[i]);
 
     NV(p_nvmlInit_v2());
     unsigned count = 0;

@@ -17,6 +17,12 @@ START_TEST(good_specs)
     ck_assert_int_eq(vgpu_spec_parse(" weight=10000 , device=15 ,", &s, err, sizeof err), 0);
     ck_assert_int_eq(s.device, 15);
     ck_assert_uint_eq(s.weight, 10000);
+    ck_assert_uint_eq(s.memory, 0);
+    ck_assert_int_eq(vgpu_spec_parse("device=0,memory=16G,weight=200", &s, err, sizeof err), 0);
+    ck_assert_uint_eq(s.memory, 16ull << 30);
+    ck_assert_uint_eq(s.weight, 200);
+    ck_assert_int_eq(vgpu_spec_parse("memory=512M", &s, err, sizeof err), 0);
+    ck_assert_uint_eq(s.memory, 512ull << 20);
 }
 END_TEST
 
@@ -25,7 +31,8 @@ START_TEST(bad_specs)
     struct vgpu_spec s;
     char err[128];
     const char *bad[] = {"device", "device=", "device=16", "device=-1", "device=1x", "weight=0",
-                         "weight=10001", "colour=blue", "=3", "device=99999999999999999999"};
+                         "weight=10001", "colour=blue", "memory=", "memory=0",
+                         "memory=100K", "memory=1X", "memory=-1G", "memory=99999999999999999999T", "=3", "device=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         ck_assert_msg(vgpu_spec_parse(bad[i], &s, err, sizeof err) == -1, "'%s' accepted", bad[i]);

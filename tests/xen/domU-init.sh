@@ -40,6 +40,8 @@ if ! $hold_only; then
 run copies prog_copies 16777216
 run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
+# The quota of the guest's xl configuration (memory=512M) is its device's memory.
+run quota prog_quota 512
 run hostile xen_hostile
 run after-hostile prog_copies 65536
 # A program whose kernel writes through a bad pointer: its worker in dom0 dies of it, the program

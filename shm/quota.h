@@ -1,0 +1,29 @@
+/* Device memory quotas of vGPUs. A vGPU's quota is set by vgpud (the domain's xl configuration,
+ * vgpud --memory/--default-memory) and is, for its tenant, the device's memory: what it may hold in
+ * allocations (cuMemAlloc*, pitched allocations, arrays and mipmapped arrays), charged before the
+ * executor allocates and refunded when freed. The driver's own memory of a context (its code,
+ * module globals, stacks and the like) is not charged: it is the cost of a context, as on a GPU
+ * whose total memory cuMemGetInfo reports before any context is there. */
+#ifndef VGPU_SHM_QUOTA_H
+#define VGPU_SHM_QUOTA_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "vgpu/calls.h"
+#include "vgpu/worker.h"
+
+/* Charge size bytes to a vGPU's account: CUDA_ERROR_OUT_OF_MEMORY when its quota would be passed. */
+CUresult shm_quota_charge(struct vgpu_chan_stats *acct, uint64_t size);
+/* Give back bytes charged. */
+void shm_quota_refund(struct vgpu_chan_stats *acct, uint64_t size);
+/* cuMemGetInfo as the tenant sees it, from the device's own answer: its quota is the total, and free
+ * is what it has left of it (no more than the device has free). */
+void shm_quota_mem_info(const struct vgpu_chan_stats *acct, uint64_t dev_free, uint64_t dev_total, uint64_t *free_bytes,
+                        uint64_t *total);
+/* The bytes charged for an array of this shape (elem bytes per element), and for a mipmapped array
+ * of levels levels whose level 0 has this shape: its elements, every layer and level. */
+uint64_t shm_array_bytes(const struct vgpu_array_shape *s, uint32_t elem);
+uint64_t shm_mipmap_bytes(const struct vgpu_array_shape *s, uint32_t elem, uint32_t levels);
+
+#endif

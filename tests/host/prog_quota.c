@@ -1,0 +1,80 @@
+/* A vGPU's device memory quota as its tenant sees it (argument: the quota in MiB): the device's
+ * total memory and cuMemGetInfo's total are the quota, cuMemGetInfo's free is what is left of it,
+ * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays) answers
+ * CUDA_ERROR_OUT_OF_MEMORY at the quota; what is freed may be allocated again. */
+#include <string.h>
+
+#include "progutil.h"
+
+#define MiB ((size_t)1 << 20)
+#define CHUNK (4 * MiB)
+#define MAX_CHUNKS 4096
+
+static size_t free_now(void)
+{
+    size_t free_bytes = 0, total = 0;
+    CHECK(cuMemGetInfo(&free_bytes, &total));
+    return free_bytes;
+}
+
+int main(int argc, char **argv)
+{
+    EXPECT(argc == 2, "usage: prog_quota QUOTA_MiB");
+    size_t quota = (size_t)strtoull(argv[1], NULL, 10) * MiB;
+    CUdevice dev;
+    prog_init(&dev);
+    size_t total_mem = 0, free_bytes = 0, total = 0;
+    CHECK(cuDeviceTotalMem(&total_mem, dev));
+    CHECK(cuMemGetInfo(&free_bytes, &total));
+    EXPECT(total_mem == quota, "cuDeviceTotalMem: %zu, not the quota %zu", total_mem, quota);
+    EXPECT(total == quota, "cuMemGetInfo's total: %zu", total);
+    EXPECT(free_bytes == quota, "cuMemGetInfo's free with nothing allocated: %zu", free_bytes);
+
+    /* Fill it in chunks: the last one that does not fit is refused, and nothing is lost. */
+    static CUdeviceptr chunk[MAX_CHUNKS];
+    int n = 0;
+    CUresult r = CUDA_SUCCESS;
+    while (n < MAX_CHUNKS && (r = cuMemAlloc(&chunk[n], CHUNK)) == CUDA_SUCCESS)
+        n++;
+    EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "the allocation beyond the quota: %d", (int)r);
+    EXPECT((size_t)n == quota / CHUNK, "%d chunks of 4 MiB fit in %zu MiB", n, quota / MiB);
+    EXPECT(free_now() == quota - (size_t)n * CHUNK, "free when full: %zu", free_now());
+    CHECK(cuMemsetD8(chunk[n - 1], 0x5a, CHUNK)); /* the memory is usable up to the quota */
+    uint8_t last[16];
+    CHECK(cuMemcpyDtoH(last, chunk[n - 1] + CHUNK - sizeof last, sizeof last));
+    EXPECT(last[0] == 0x5a && last[15] == 0x5a, "the last chunk's bytes");
+
+    /* Every allocation path is refused when full. */
+    CUdeviceptr p;
+    size_t pitch;
+    EXPECT_RESULT(cuMemAlloc(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_RESULT(cuMemAllocPitch(&p, &pitch, 4096, 1024, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    CUarray array;
+    CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    EXPECT_RESULT(cuArrayCreate(&array, &ad), CUDA_ERROR_OUT_OF_MEMORY);
+    CUmipmappedArray mip;
+    CUDA_ARRAY3D_DESCRIPTOR md = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    EXPECT_RESULT(cuMipmappedArrayCreate(&mip, &md, 4), CUDA_ERROR_OUT_OF_MEMORY);
+
+    /* What is freed comes back, for each path. */
+    CHECK(cuMemFree(chunk[--n]));
+    CHECK(cuMemFree(chunk[--n]));
+    EXPECT(free_now() == 2 * CHUNK, "free after two frees: %zu", free_now());
+    CHECK(cuMemAllocPitch(&p, &pitch, 4096, 256, 4)); /* 1 MiB */
+    CHECK(cuMemFree(p));
+    ad.Width = 256; /* 4 MiB of float4 */
+    CHECK(cuArrayCreate(&array, &ad));
+    EXPECT(free_now() == CHUNK, "free with a 4 MiB array: %zu", free_now());
+    EXPECT_RESULT(cuMemAlloc(&p, CHUNK + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuArrayDestroy(array));
+    CHECK(cuMemAlloc(&chunk[n++], CHUNK));
+    CHECK(cuMemAlloc(&chunk[n++], CHUNK));
+    EXPECT_RESULT(cuMemAlloc(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < n; i++)
+        CHECK(cuMemFree(chunk[i]));
+    EXPECT(free_now() == quota, "free after everything is freed: %zu", free_now());
+    /* A size past any quota is refused, not wrapped around. */
+    EXPECT_RESULT(cuMemAlloc(&p, (size_t)-1 - 4095), CUDA_ERROR_OUT_OF_MEMORY);
+    printf("quota: %zu MiB, %d chunks of 4 MiB fit\n", quota / MiB, (int)(quota / CHUNK));
+    return 0;
+}
