@@ -57,7 +57,16 @@ bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, 
         return false;
     const struct vgpu_range *g = &r->v[at - 1];
     uint64_t off = p - g->base;
-    return (g->ctx == ctx || g->ctx == 0) && off < g->size && n <= g->size - off;
+    if (!(g->ctx == ctx || g->ctx == 0) || off >= g->size)
+        return false;
+    /* Mappings of the VMM API side by side are one span of memory (a tensor may cross them). */
+    while (n > g->size - off && g->kind == VGPU_RANGE_MAPPED && at < r->count && r->v[at].kind == VGPU_RANGE_MAPPED &&
+           r->v[at].base == g->base + g->size) {
+        n -= g->size - off;
+        off = 0;
+        g = &r->v[at++];
+    }
+    return n <= g->size - off;
 }
 
 void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base)

@@ -9,7 +9,12 @@
  * host memory a client owns. vgpud checks every pointer a client sends against its set; the
  * frontend uses its own copy to classify pointers (unified copies, pointer attributes) without
  * asking vgpud. */
-enum vgpu_range_kind { VGPU_RANGE_ALLOC, VGPU_RANGE_GLOBAL, VGPU_RANGE_HOSTMAP };
+enum vgpu_range_kind {
+    VGPU_RANGE_ALLOC,
+    VGPU_RANGE_GLOBAL,
+    VGPU_RANGE_HOSTMAP,
+    VGPU_RANGE_MAPPED, /* a physical allocation mapped into a reservation (the VMM API); module: its handle */
+};
 
 struct vgpu_range {
     uint64_t base, size;
@@ -28,8 +33,8 @@ void vgpu_ranges_free(struct vgpu_ranges *r);
 int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add);
 /* The range starting exactly at base, or NULL. */
 struct vgpu_range *vgpu_ranges_at(struct vgpu_ranges *r, uint64_t base);
-/* True if [p, p+n) lies inside one range of context ctx, or of every context (n may be 0: p must
- * still be inside). */
+/* True if [p, p+n) lies inside one range of context ctx, or of every context, or inside mappings
+ * (VGPU_RANGE_MAPPED) that follow each other without a gap (n may be 0: p must still be inside). */
 bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, uint64_t n);
 void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base);
 /* Drop every range matching the predicate. */

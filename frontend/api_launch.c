@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "log.h"
 
 static CUresult check_dims(const struct fe_device *d, const uint32_t g[3], const uint32_t b[3], uint32_t shmem)
 {
@@ -112,8 +113,9 @@ static bool cooperative(const CUlaunchAttribute *attrs, unsigned n)
     return false;
 }
 
-static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem, CUstream hs,
-                       const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra, bool pt)
+static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem,
+                               CUstream hs, const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra,
+                               bool pt)
 {
     struct fe_function *f;
     struct fe_chan *ch;
@@ -164,6 +166,24 @@ static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t blo
     }
     if (buf != small)
         free(buf);
+    return r;
+}
+
+/* A launch the frontend refuses says why in the log (debug), for programs that only print the code. */
+static CUresult launch(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem, CUstream hs,
+                       const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra, bool pt)
+{
+    CUresult r = launch_checked(fh, grid, block, shmem, hs, attrs, nattrs, params, extra, pt);
+    if (r != CUDA_SUCCESS) {
+        struct fe_function *f;
+        struct fe_chan *ch;
+        bool known = fe_function_of(fh, &f, &ch) == CUDA_SUCCESS;
+        LOG_DEBUG("a launch of %s refused (%d): grid %ux%ux%u, block %ux%ux%u, %u bytes of shared memory, %u "
+                  "attribute(s), %s, %u parameter bytes expected",
+                  known ? f->name : "an unknown function", (int)r, grid[0], grid[1], grid[2], block[0], block[1],
+                  block[2], shmem, nattrs, extra ? "extra" : params ? "kernelParams" : "no parameters",
+                  known ? f->layout.param_bytes : 0);
+    }
     return r;
 }
 

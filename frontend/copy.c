@@ -227,9 +227,27 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
     (void)async; /* memsets of device memory never wait for the host */
     if (count == 0)
         return CUDA_SUCCESS;
-    if ((dst % elem) || count > SIZE_MAX / elem || !fe_device_range(ch, c->id, dst, count * elem))
+    if ((dst % elem) || count > SIZE_MAX / elem)
         return CUDA_ERROR_INVALID_VALUE;
+    /* Pinned host memory is the device's too (unified addressing): the worker sets it in its data
+     * area. */
+    uint64_t off = 0;
+    bool pinned = false;
+    if (!fe_device_range(ch, c->id, dst, count * elem)) {
+        struct fe_block b;
+        pinned = fe_heap_find(ch, (const void *)(uintptr_t)dst, &b, &off) && b.registered &&
+                 count * elem <= b.size - (off - b.off);
+        if (!pinned) {
+            LOG_DEBUG("a memset of %zu x %u bytes at %#llx: not memory of the context's", count, elem,
+                      (unsigned long long)dst);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     FE_REQ(q, Memset);
+    if (pinned) {
+        q.in_data = 1;
+        dst = off;
+    }
     q.dst = dst;
     q.count = count;
     q.value = value;

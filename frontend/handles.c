@@ -26,9 +26,7 @@ struct table {
 };
 
 static struct table tables[FE_KINDS] = {
-#define T {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 1}
-    T, T, T, T, T, T, T, T, T, T, T, T, T, T, T,
-#undef T
+    [0 ... FE_KINDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER, .next_id = 1},
 };
 
 static struct slot *slot_of(struct table *t, uint32_t id, bool create)

@@ -24,6 +24,7 @@ enum srv_kind {
     SRV_ARRAY = VGPU_OBJ_ARRAY,
     SRV_TEXOBJ = VGPU_OBJ_TEXOBJ,
     SRV_MIPMAP = VGPU_OBJ_MIPMAP,
+    SRV_MEMHANDLE = VGPU_OBJ_MEMHANDLE, /* a physical allocation of the VMM API: not a context's */
     SRV_KINDS = VGPU_OBJ_KINDS
 };
 

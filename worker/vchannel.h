@@ -105,6 +105,8 @@ struct vchannel {
     /* touched only by the poller thread */
     struct srv_table tables[SRV_KINDS];
     struct vgpu_ranges ranges;
+    struct vgpu_ranges reserved; /* address reservations of the VMM API */
+    struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
     uint8_t *req_buf, *rsp_buf;
@@ -195,6 +197,8 @@ void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array);
 void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap);
 /* Free the worker's record of a texture or surface object (its context took the object). */
 void vchannel_texobj_free(void *texobj);
+/* Unmap, release and free what the channel holds of the VMM API (handlers_vmm.c). */
+void vchannel_vmm_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 /* The build on a capturing stream; NULL if the stream does not capture. */

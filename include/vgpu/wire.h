@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 13u
+#define VGPU_PROTO_VERSION 14u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -137,6 +137,28 @@ struct vgpu_mem_op {
 _Static_assert(sizeof(struct vgpu_mem_op) == 24, "a memory operation travels as 24 bytes");
 /* The most operations one batch may hold, as the driver allows. */
 #define VGPU_MAX_MEM_OPS 256u
+
+/* A tensor map (the 128 opaque bytes TMA kernels take) to encode or change: what
+ * cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2colWide and
+ * cuTensorMapReplaceAddress take, by kind (VGPU_TENSOR_MAP_*); fields a kind does not use are 0. */
+enum { VGPU_TENSOR_MAP_TILED = 1, VGPU_TENSOR_MAP_IM2COL, VGPU_TENSOR_MAP_IM2COL_WIDE, VGPU_TENSOR_MAP_REPLACE };
+#define VGPU_TENSOR_MAP_BYTES 128u
+#define VGPU_TENSOR_MAP_MAX_RANK 5u
+struct vgpu_tensor_map_args {
+    uint32_t kind;
+    uint32_t data_type; /* a CUtensorMapDataType */
+    uint32_t rank;
+    uint32_t interleave, swizzle, l2_promotion, oob_fill, wide_mode;
+    uint64_t address;
+    uint64_t dims[VGPU_TENSOR_MAP_MAX_RANK];
+    uint64_t strides[VGPU_TENSOR_MAP_MAX_RANK - 1];
+    uint32_t box[VGPU_TENSOR_MAP_MAX_RANK]; /* tiled */
+    uint32_t element_strides[VGPU_TENSOR_MAP_MAX_RANK];
+    int32_t lower[3], upper[3]; /* im2col's pixel box corners (wide: [0], its width) */
+    uint32_t channels, pixels;  /* im2col: channels per pixel, pixels per column */
+    uint64_t map[VGPU_TENSOR_MAP_BYTES / 8]; /* replace: the map to change */
+};
+_Static_assert(sizeof(struct vgpu_tensor_map_args) % 8 == 0, "records are multiples of 8 bytes");
 
 /* An array's shape as CUDA_ARRAY3D_DESCRIPTOR gives it (height and depth 0 for fewer dimensions). */
 struct vgpu_array_shape {

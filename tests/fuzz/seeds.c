@@ -281,6 +281,39 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_HostUnregister hu = {.offset = 2u * 65536u};
     REC(HostUnregister, 1, hu, NULL, 0);
     save(dir, "records", "copies");
+
+    /* The VMM API (at an address the emu executor takes as its hint), tensor maps, and a memset of
+     * pinned host memory. */
+    const uint64_t va = 0x7e0000000000ull, g = 2u << 20;
+    struct vgpu_req_MemGranularity mg = {.recommended = 1};
+    REC(MemGranularity, 0, mg, NULL, 0);
+    struct vgpu_req_MemReserve mr = {.size = 2 * g, .addr = va};
+    REC(MemReserve, 0, mr, NULL, 0);
+    struct vgpu_req_MemCreate mcr = {.handle = 1, .size = g};
+    REC(MemCreate, 0, mcr, NULL, 0);
+    struct vgpu_req_MemMap mm = {.ptr = va, .size = g, .handle = 1};
+    REC(MemMap, 0, mm, NULL, 0);
+    struct vgpu_req_MemSetAccess msa = {.ptr = va, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    REC(MemSetAccess, 0, msa, NULL, 0);
+    REC(CtxCreate, 0, cc, NULL, 0);
+    struct vgpu_req_Memset vms = {.dst = va + 8, .count = 16, .value = 7, .elem_size = 4};
+    REC(Memset, 1, vms, NULL, 0);
+    struct vgpu_req_Memset pms = {.dst = 2u * 65536u, .count = 16, .value = 7, .elem_size = 1, .in_data = 1};
+    REC(HostRegister, 1, hr, NULL, 0);
+    REC(Memset, 1, pms, NULL, 0);
+    struct vgpu_req_TensorMap tmap = {.args = {.kind = VGPU_TENSOR_MAP_TILED, .rank = 2, .address = va,
+                                             .dims = {64, 64}, .strides = {256}, .box = {16, 16},
+                                             .element_strides = {1, 1}}};
+    REC(TensorMap, 0, tmap, NULL, 0);
+    tmap.args.kind = VGPU_TENSOR_MAP_REPLACE;
+    REC(TensorMap, 0, tmap, NULL, 0);
+    struct vgpu_req_MemUnmap mum = {.ptr = va, .size = g};
+    REC(MemUnmap, 0, mum, NULL, 0);
+    struct vgpu_req_MemRelease mrl = {.handle = 1};
+    REC(MemRelease, 0, mrl, NULL, 0);
+    struct vgpu_req_MemAddressFree maf = {.ptr = va, .size = 2 * g};
+    REC(MemAddressFree, 0, maf, NULL, 0);
+    save(dir, "records", "vmm");
 }
 
 /* ---- control: [u8 source][u16 length][message] */

@@ -55,6 +55,8 @@ compare link "$PROGS/prog_link" "$K"
 compare graph "$PROGS/prog_graph" "$K/basic.fatbin"
 compare graph_build "$PROGS/prog_graph_build" "$K/basic.fatbin"
 compare register "$PROGS/prog_register"
+compare vmm "$PROGS/prog_vmm"
+compare tensor_map "$PROGS/prog_tensor_map"
 compare nvml "$PROGS/prog_nvml"
 compare array "$PROGS/prog_array"
 compare texture "$PROGS/prog_texture" "$K/texture.fatbin"
@@ -142,9 +144,12 @@ echo "faults natively: $(grep -h '^fault ' "$OUT"/fault-*.native | tr '\n' ';')"
 [ $fault_bad -eq 0 ] && pass "faulting kernels (bad pointer, assert): native errors, bystanders unharmed, ${VGPU_FAULT_ROUNDS:-20} rounds" ||
     fail "faulting kernels: $fault_bad problem(s)"
 
-# Frameworks (PyTorch, CuPy): every step that passes natively must pass through a vGPU.
+"${VGPU_PYTHON:-python3}" -c "import torch" >/dev/null 2>&1 &&
+    compare pytorch-expandable "${VGPU_PYTHON:-python3}" "$(dirname "$0")/expandable_probe.py"
+
+# Frameworks (PyTorch, CuPy, JAX): every step that passes natively must pass through a vGPU.
 PYTHON=${VGPU_PYTHON:-python3}
-for fw in pytorch:torch cupy:cupy; do
+for fw in pytorch:torch cupy:cupy jax:jax; do
     name=${fw%%:*}; module=${fw#*:}
     "$PYTHON" -c "import $module" >/dev/null 2>&1 || { echo "$name: not installed here"; continue; }
     probe=$(dirname "$0")/${name}_probe.py
@@ -170,6 +175,9 @@ quota_run() { # name, program and arguments
 }
 quota_run quota "$PROGS/prog_quota" 4096
 "$PYTHON" -c "import torch" >/dev/null 2>&1 && quota_run quota-pytorch "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
+# PyTorch's allocators on the VMM API (expandable segments) under the quota.
+"$PYTHON" -c "import torch" >/dev/null 2>&1 && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+    quota_run quota-pytorch-expandable "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
 
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]

@@ -320,6 +320,29 @@ START_TEST(test_pitch)
 }
 END_TEST
 
+/* The VMM API: reservations, two allocations mapped side by side, aliases, access, releases; and
+ * what it refuses. A tenant's VMM memory is gone once it exits (checked by the idle check of the
+ * next test that waits for an idle vgpud). */
+START_TEST(test_vmm)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_vmm", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "cuMemUnmap of half a mapping: 1\n") && strstr(out, "cuMemFree of mapped memory: 1\n") &&
+                      strstr(out, "vmm: reservations, mappings across a seam, aliases, access and releases, ok"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_tensor_map)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_tensor_map", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "a box of 512: 1\n") && strstr(out, "addresses replaced, ok"), "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_copy3d)
 {
     ck_assert_int_eq(run_prog("prog_copy3d", NULL, NULL, NULL), 0);
@@ -1080,6 +1103,8 @@ int main(void)
     tcase_add_test(programs, test_memset);
     tcase_add_test(programs, test_hostfn);
     tcase_add_test(programs, test_pitch);
+    tcase_add_test(programs, test_vmm);
+    tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);
     tcase_add_test(programs, test_queries);
     tcase_add_test(programs, test_stream_attrs);

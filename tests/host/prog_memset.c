@@ -42,9 +42,18 @@ int main(void)
             want = 0xab;
         EXPECT(h[i] == want, "byte %zu is %#x, expected %#x", i, h[i], want);
     }
+    /* Pinned host memory is the device's too (unified addressing): memsets reach it, in stream order. */
+    uint32_t *pinned;
+    CHECK(cuMemHostAlloc((void **)&pinned, 4096, CU_MEMHOSTALLOC_PORTABLE));
+    memset(pinned, 0, 4096);
+    CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)(pinned + 8), 0x12345678u, 2, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(pinned[7] == 0 && pinned[8] == 0x12345678u && pinned[9] == 0x12345678u && pinned[10] == 0,
+           "a memset of pinned host memory: %#x %#x %#x %#x", pinned[7], pinned[8], pinned[9], pinned[10]);
+    CHECK(cuMemFreeHost(pinned));
     CHECK(cuStreamDestroy(s));
     CHECK(cuMemFree(d));
     free(h);
-    printf("memset: 8, 16 and 32-bit, synchronous and asynchronous, ok\n");
+    printf("memset: 8, 16 and 32-bit, synchronous and asynchronous, of device and pinned host memory, ok\n");
     return 0;
 }

@@ -1,6 +1,6 @@
 /* A vGPU's device memory quota as its tenant sees it (argument: the quota in MiB): the device's
  * total memory and cuMemGetInfo's total are the quota, cuMemGetInfo's free is what is left of it,
- * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays) answers
+ * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays, cuMemCreate) answers
  * CUDA_ERROR_OUT_OF_MEMORY at the quota; what is freed may be allocated again. */
 #include <string.h>
 
@@ -55,6 +55,12 @@ int main(int argc, char **argv)
     CUmipmappedArray mip;
     CUDA_ARRAY3D_DESCRIPTOR md = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
     EXPECT_RESULT(cuMipmappedArrayCreate(&mip, &md, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    size_t granularity = 0;
+    CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemGenericAllocationHandle handle;
+    EXPECT_RESULT(cuMemCreate(&handle, granularity, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
 
     /* What is freed comes back, for each path. */
     CHECK(cuMemFree(chunk[--n]));
@@ -67,6 +73,9 @@ int main(int argc, char **argv)
     EXPECT(free_now() == CHUNK, "free with a 4 MiB array: %zu", free_now());
     EXPECT_RESULT(cuMemAlloc(&p, CHUNK + 1), CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuArrayDestroy(array));
+    CHECK(cuMemCreate(&handle, CHUNK, &prop, 0)); /* physical memory of the VMM API counts too */
+    EXPECT(free_now() == CHUNK, "free with 4 MiB created: %zu", free_now());
+    CHECK(cuMemRelease(handle));
     CHECK(cuMemAlloc(&chunk[n++], CHUNK));
     CHECK(cuMemAlloc(&chunk[n++], CHUNK));
     EXPECT_RESULT(cuMemAlloc(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);

@@ -233,6 +233,19 @@ void emu_link_destroy(struct vgpu_exec *x, void *ctx, void *link);
 
 /* emu_module.c */
 CUresult emu_module_load(struct emu_ctx *c, const void *image, size_t size, bool host_code, struct emu_module **out);
+/* emu_vmm.c: the virtual memory management API (executor.h's vmm_*). */
+CUresult emu_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity);
+CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);
+CUresult emu_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
+CUresult emu_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
+CUresult emu_vmm_release(struct vgpu_exec *x, void *phys);
+CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
+CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
+CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
+
+/* emu_tensor_map.c (executor.h's tensor_map). */
+CUresult emu_tensor_map(struct vgpu_exec *x, const struct vgpu_tensor_map_args *a, uint64_t map[VGPU_TENSOR_MAP_BYTES / 8]);
+
 void emu_module_free(struct emu_ctx *c, struct emu_module *m, bool free_memory);
 CUresult emu_module_function(struct emu_module *m, const char *name, struct emu_function **out);
 CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size);

@@ -124,7 +124,19 @@
     X(cuEventRecordWithFlags)                                                                          \
     X(cuEventSynchronize)                                                                              \
     X(cuEventQuery)                                                                                    \
-    X(cuEventElapsedTime_v2)
+    X(cuEventElapsedTime_v2)                                                                           \
+    X(cuMemGetAllocationGranularity)                                                                   \
+    X(cuMemAddressReserve)                                                                             \
+    X(cuMemAddressFree)                                                                                \
+    X(cuMemCreate)                                                                                     \
+    X(cuMemRelease)                                                                                    \
+    X(cuMemMap)                                                                                        \
+    X(cuMemUnmap)                                                                                      \
+    X(cuMemSetAccess)                                                                                  \
+    X(cuTensorMapEncodeTiled)                                                                          \
+    X(cuTensorMapEncodeIm2col)                                                                         \
+    X(cuTensorMapEncodeIm2colWide)                                                                     \
+    X(cuTensorMapReplaceAddress)
 
 struct cuda_api {
 #define X(name) __typeof__(name) *name;
@@ -397,6 +409,114 @@ static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p)
         return CUDA_ERROR_INVALID_DEVICE;
     BIND_RAW(x, CX(x)->service[dev]);
     return API(x)->cuMemHostUnregister(p);
+}
+
+/* ---------------------------------------------------------------- tensor maps */
+
+static CUresult cuda_tensor_map(struct vgpu_exec *x, const struct vgpu_tensor_map_args *a,
+                                uint64_t map[VGPU_TENSOR_MAP_BYTES / 8])
+{
+    _Static_assert(sizeof(CUtensorMap) == VGPU_TENSOR_MAP_BYTES, "a tensor map is 128 bytes");
+    CUtensorMap m;
+    memcpy(&m, a->map, sizeof m);
+    void *addr = (void *)(uintptr_t)a->address;
+    const CUtensorMapDataType t = (CUtensorMapDataType)a->data_type;
+    const CUtensorMapInterleave il = (CUtensorMapInterleave)a->interleave;
+    const CUtensorMapSwizzle sw = (CUtensorMapSwizzle)a->swizzle;
+    const CUtensorMapL2promotion l2 = (CUtensorMapL2promotion)a->l2_promotion;
+    const CUtensorMapFloatOOBfill oob = (CUtensorMapFloatOOBfill)a->oob_fill;
+    CUresult r;
+    switch (a->kind) {
+    case VGPU_TENSOR_MAP_TILED:
+        r = API(x)->cuTensorMapEncodeTiled(&m, t, a->rank, addr, a->dims, a->strides, a->box, a->element_strides, il,
+                                           sw, l2, oob);
+        break;
+    case VGPU_TENSOR_MAP_IM2COL:
+        r = API(x)->cuTensorMapEncodeIm2col(&m, t, a->rank, addr, a->dims, a->strides, a->lower, a->upper, a->channels,
+                                            a->pixels, a->element_strides, il, sw, l2, oob);
+        break;
+    case VGPU_TENSOR_MAP_IM2COL_WIDE:
+        r = API(x)->cuTensorMapEncodeIm2colWide(&m, t, a->rank, addr, a->dims, a->strides, a->lower[0], a->upper[0],
+                                                a->channels, a->pixels, a->element_strides, il,
+                                                (CUtensorMapIm2ColWideMode)a->wide_mode, sw, l2, oob);
+        break;
+    case VGPU_TENSOR_MAP_REPLACE:
+        r = API(x)->cuTensorMapReplaceAddress(&m, addr);
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(map, &m, sizeof m);
+    return r;
+}
+
+/* ---------------------------------------------------------------- the VMM API */
+
+static CUmemAllocationProp device_memory(struct vgpu_exec *x, int dev)
+{
+    return (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]}};
+}
+
+static CUresult cuda_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAllocationProp prop = device_memory(x, dev);
+    size_t g = 0;
+    CUresult r = API(x)->cuMemGetAllocationGranularity(
+        &g, &prop, recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED : CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    *granularity = g;
+    return r;
+}
+
+static CUresult cuda_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr)
+{
+    CUdeviceptr p = 0;
+    CUresult r = API(x)->cuMemAddressReserve(&p, (size_t)size, (size_t)align, (CUdeviceptr)addr, 0);
+    *ptr = p;
+    return r;
+}
+
+static CUresult cuda_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
+{
+    return API(x)->cuMemAddressFree((CUdeviceptr)ptr, (size_t)size);
+}
+
+static CUresult cuda_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAllocationProp prop = device_memory(x, dev);
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = API(x)->cuMemCreate(&h, (size_t)size, &prop, 0);
+    *phys = (void *)(uintptr_t)h;
+    return r;
+}
+
+static CUresult cuda_vmm_release(struct vgpu_exec *x, void *phys)
+{
+    return API(x)->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)phys);
+}
+
+static CUresult cuda_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys)
+{
+    return API(x)->cuMemMap((CUdeviceptr)ptr, (size_t)size, (size_t)offset,
+                            (CUmemGenericAllocationHandle)(uintptr_t)phys, 0);
+}
+
+static CUresult cuda_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
+{
+    return API(x)->cuMemUnmap((CUdeviceptr)ptr, (size_t)size);
+}
+
+static CUresult cuda_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]},
+                         .flags = (CUmemAccess_flags)flags};
+    return API(x)->cuMemSetAccess((CUdeviceptr)ptr, (size_t)size, &d, 1);
 }
 
 static CUresult finish(struct vgpu_exec *x, void *stream, unsigned flags, CUresult r)
@@ -1339,6 +1459,15 @@ static const struct vgpu_exec_ops cuda_ops = {
     .mem_free = cuda_mem_free,
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
+    .vmm_granularity = cuda_vmm_granularity,
+    .vmm_reserve = cuda_vmm_reserve,
+    .vmm_address_free = cuda_vmm_address_free,
+    .vmm_create = cuda_vmm_create,
+    .vmm_release = cuda_vmm_release,
+    .vmm_map = cuda_vmm_map,
+    .vmm_unmap = cuda_vmm_unmap,
+    .vmm_set_access = cuda_vmm_set_access,
+    .tensor_map = cuda_tensor_map,
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,
     .copy_dtod = cuda_copy_dtod,

@@ -73,6 +73,18 @@ struct vgpu_exec_ops {
      * portable); *dptr receives its device address when CU_MEMHOSTREGISTER_DEVICEMAP is asked. */
     CUresult (*host_register)(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr);
     CUresult (*host_unregister)(struct vgpu_exec *x, int dev, void *p);
+    /* The virtual memory management API on device dev (no context needed): the allocation
+     * granularity (recommended or minimum), address reservations, physical allocations (*phys:
+     * the executor's), mapping them into reservations, and the device's access to a mapped range
+     * (flags: a CUmemAccess_flags). Arguments are checked by the caller. */
+    CUresult (*vmm_granularity)(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity);
+    CUresult (*vmm_reserve)(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);
+    CUresult (*vmm_address_free)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
+    CUresult (*vmm_create)(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
+    CUresult (*vmm_release)(struct vgpu_exec *x, void *phys);
+    CUresult (*vmm_map)(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
+    CUresult (*vmm_unmap)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
+    CUresult (*vmm_set_access)(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
 
     /* ---- copies and memsets, ordered on stream; flags VGPU_XFER_* */
     CUresult (*copy_htod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
@@ -201,6 +213,9 @@ struct vgpu_exec_ops {
     /* n memory operations (struct vgpu_mem_op, already checked: known kinds and flags, aligned
      * addresses of the caller's memory) queued on stream in order. */
     CUresult (*stream_mem_ops)(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops, unsigned n);
+    /* A tensor map encoded or changed as args says (its counts already checked: rank 1..5). */
+    CUresult (*tensor_map)(struct vgpu_exec *x, const struct vgpu_tensor_map_args *args,
+                           uint64_t map[VGPU_TENSOR_MAP_BYTES / 8]);
     CUresult (*stream_wait_event)(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags);
     CUresult (*event_create)(struct vgpu_exec *x, void *ctx, unsigned flags, void **event);
     CUresult (*event_destroy)(struct vgpu_exec *x, void *ctx, void *event);

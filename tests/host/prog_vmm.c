@@ -1,0 +1,123 @@
+/* The virtual memory management API: the allocation granularity; a reservation with two physical
+ * allocations mapped side by side, given access, and copies and memsets across the seam; one
+ * allocation mapped twice (both addresses show the same bytes); access, properties and handles
+ * retained from an address; an allocation released while mapped stays until its last mapping goes;
+ * and what the driver refuses (printed, for check-gpu to compare with a GPU's answers). */
+#include <string.h>
+
+#include "progutil.h"
+
+static CUmemAllocationProp device_prop(CUdevice dev)
+{
+    CUmemAllocationProp p = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    return p;
+}
+
+static void give_access(CUdevice dev, CUdeviceptr p, size_t n)
+{
+    CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(p, n, &a, 1));
+}
+
+static void expect_bytes(CUdeviceptr p, const uint8_t *want, size_t n, const char *what)
+{
+    uint8_t *got = malloc(n);
+    EXPECT(got, "memory");
+    CHECK(cuMemcpyDtoH(got, p, n));
+    EXPECT(memcmp(got, want, n) == 0, "%s: the bytes differ", what);
+    free(got);
+}
+
+int main(void)
+{
+    CUdevice dev;
+    prog_init(&dev);
+    int supported = 0;
+    CHECK(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
+    EXPECT(supported == 1, "VMM not supported: %d", supported);
+    CUmemAllocationProp prop = device_prop(dev);
+    size_t g = 0, rec = 0;
+    CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(cuMemGetAllocationGranularity(&rec, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    EXPECT(g > 0 && rec >= g && rec % g == 0, "granularity %zu, recommended %zu", g, rec);
+    printf("granularity: %zu KiB, recommended %zu KiB\n", g >> 10, rec >> 10);
+
+    /* Two allocations side by side in one reservation: one span of memory. */
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, 3 * g, 0, 0, 0));
+    EXPECT(va % g == 0, "reservation %#llx not aligned", (unsigned long long)va);
+    CUmemGenericAllocationHandle a, b;
+    CHECK(cuMemCreate(&a, g, &prop, 0));
+    CHECK(cuMemCreate(&b, 2 * g, &prop, 0));
+    CHECK(cuMemMap(va, g, 0, a, 0));
+    CHECK(cuMemMap(va + g, 2 * g, 0, b, 0));
+    give_access(dev, va, 3 * g);
+    size_t n = 3 * g;
+    uint8_t *data = malloc(n), *back = malloc(n);
+    EXPECT(data && back, "memory");
+    prog_fill(data, n, 7);
+    CHECK(cuMemcpyHtoD(va, data, n));
+    expect_bytes(va, data, n, "a copy across two mappings");
+    CHECK(cuMemsetD8(va + g - 100, 0xab, 200)); /* across the seam */
+    memset(data + g - 100, 0xab, 200);
+    expect_bytes(va, data, n, "a memset across the seam");
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemcpyDtoDAsync(va + 2 * g, va, g, s)); /* first allocation into the second */
+    CHECK(cuStreamSynchronize(s));
+    memcpy(data + 2 * g, data, g);
+    expect_bytes(va, data, n, "a device-to-device copy between the mappings");
+
+    /* The first allocation mapped a second time: the same bytes at both addresses. */
+    CUdeviceptr alias;
+    CHECK(cuMemAddressReserve(&alias, g, 0, 0, 0));
+    CHECK(cuMemMap(alias, g, 0, a, 0));
+    give_access(dev, alias, g);
+    CHECK(cuMemsetD32(alias + 64, 0x01020304u, 4));
+    for (int i = 0; i < 4; i++)
+        memcpy(data + 64 + 4 * i, &(uint32_t){0x01020304u}, 4);
+    expect_bytes(va, data, g, "a write through the second mapping, read through the first");
+
+    /* Queries. */
+    CUmemLocation where = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    unsigned long long access = 0;
+    CHECK(cuMemGetAccess(&access, &where, va + g + 5));
+    EXPECT(access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "access %llu", access);
+    CUmemGenericAllocationHandle again;
+    CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + g + 5)));
+    CUmemAllocationProp got;
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&got, again));
+    EXPECT(got.type == prop.type && got.location.type == prop.location.type && got.location.id == prop.location.id,
+           "the properties of a retained handle");
+    CHECK(cuMemRelease(again));
+    unsigned type = 0;
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + g));
+    EXPECT(type == CU_MEMORYTYPE_DEVICE, "memory type %u", type);
+
+    /* What the driver refuses. */
+    CUmemGenericAllocationHandle h;
+    printf("cuMemCreate of a size not a multiple of the granularity: %d\n", (int)cuMemCreate(&h, g / 2, &prop, 0));
+    printf("cuMemMap at an offset not a multiple of it: %d\n", (int)cuMemMap(va, g, 4096, a, 0));
+    printf("cuMemUnmap of half a mapping: %d\n", (int)cuMemUnmap(va + g, g));
+    printf("cuMemAddressFree of the wrong size: %d\n", (int)cuMemAddressFree(alias, 2 * g));
+    printf("cuMemAddressReserve with flags: %d\n", (int)cuMemAddressReserve(&h, g, 0, 0, 1));
+    printf("cuMemFree of mapped memory: %d\n", (int)cuMemFree(va));
+
+    /* Released while mapped: the memory stays until its last mapping goes. */
+    CHECK(cuMemRelease(a));
+    expect_bytes(va, data, n, "a released allocation, still mapped");
+    CHECK(cuMemUnmap(va, g));
+    expect_bytes(alias, data, g, "the other mapping of it");
+    CHECK(cuMemUnmap(alias, g));
+    CHECK(cuMemAddressFree(alias, g));
+    CHECK(cuMemUnmap(va + g, 2 * g));
+    CHECK(cuMemRelease(b));
+    CHECK(cuMemAddressFree(va, 3 * g));
+    CHECK(cuStreamDestroy(s));
+    free(data);
+    free(back);
+    printf("vmm: reservations, mappings across a seam, aliases, access and releases, ok\n");
+    return 0;
+}

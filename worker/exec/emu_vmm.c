@@ -1,0 +1,132 @@
+/* The emu executor's virtual memory management: emu device memory is the worker's own memory, so a
+ * reservation is an inaccessible anonymous mapping, a physical allocation is a memfd, mapping it
+ * maps the memfd over the reservation (two mappings of one allocation show the same bytes, as on a
+ * GPU), access is the mapping's protection, and unmapping puts the inaccessible reservation back. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "emu.h"
+
+#define EMU_GRANULARITY (2ull << 20) /* what GPUs report, minimum and recommended */
+
+struct emu_phys {
+    int fd;
+    int dev;
+    uint64_t size;
+};
+
+CUresult emu_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity)
+{
+    (void)recommended;
+    if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *granularity = EMU_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+static void *inaccessible(void *at, uint64_t size, bool fixed)
+{
+    return mmap(at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED : 0), -1, 0);
+}
+
+CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr)
+{
+    (void)x;
+    if (align < EMU_GRANULARITY)
+        align = EMU_GRANULARITY;
+    if (size > UINT64_MAX / 2 - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* The address asked for is a hint, as on a GPU; else an aligned range cut out of a larger one. */
+    if (addr && addr % align == 0) {
+        void *p = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p != MAP_FAILED && (uint64_t)(uintptr_t)p == addr) {
+            *ptr = addr;
+            return CUDA_SUCCESS;
+        }
+        if (p != MAP_FAILED)
+            munmap(p, size);
+    }
+    uint8_t *p = inaccessible(NULL, size + align, false);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t start = ((uint64_t)(uintptr_t)p + align - 1) & ~(align - 1);
+    uint64_t lead = start - (uint64_t)(uintptr_t)p;
+    if (lead)
+        munmap(p, lead);
+    if (align - lead)
+        munmap((uint8_t *)(uintptr_t)start + size, align - lead);
+    *ptr = start;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
+{
+    (void)x;
+    return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult emu_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (size == 0 || size % EMU_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_device *d = &e->devices[dev];
+    uint64_t used = atomic_fetch_add(&d->used, size);
+    if (used + size > d->total_mem || used + size < used) {
+        atomic_fetch_sub(&d->used, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct emu_phys *ph = malloc(sizeof *ph);
+    int fd = memfd_create("vgpu-emu-memory", MFD_CLOEXEC);
+    if (!ph || fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0)
+            close(fd);
+        free(ph);
+        atomic_fetch_sub(&d->used, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ph = (struct emu_phys){.fd = fd, .dev = dev, .size = size};
+    *phys = ph;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_vmm_release(struct vgpu_exec *x, void *phys)
+{
+    struct emu_phys *ph = phys;
+    atomic_fetch_sub(&((struct emu_exec *)x)->devices[ph->dev].used, ph->size);
+    close(ph->fd);
+    free(ph);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys)
+{
+    (void)x;
+    struct emu_phys *ph = phys;
+    if (ptr % EMU_GRANULARITY || size % EMU_GRANULARITY || offset % EMU_GRANULARITY || offset > ph->size ||
+        size > ph->size - offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
+    return p == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
+{
+    (void)x;
+    return inaccessible((void *)(uintptr_t)ptr, size, true) == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
+{
+    if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+               : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                           : PROT_NONE;
+    return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

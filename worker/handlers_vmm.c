@@ -1,0 +1,220 @@
+/* Handlers: the virtual memory management API. The channel keeps its address reservations, its
+ * physical allocations (charged to the vGPU's quota while they exist) and where they are mapped
+ * (ch->mapped). A mapping the device may read and write is also the channel's memory (a
+ * VGPU_RANGE_MAPPED range in ch->ranges, usable by every context, as VMM memory is not a
+ * context's), which copies and memsets may name; one without access is not. An allocation is
+ * released only once nothing maps it; a mapping must lie inside one reservation and may not overlap
+ * another; an unmap or access change names whole mappings. */
+#include <stdlib.h>
+
+#include "quota.h"
+#include "vchannel.h"
+
+/* A physical allocation. */
+struct vmm_phys {
+    void *x;
+    uint64_t size;
+    uint32_t maps;
+};
+
+static struct vmm_phys *phys_of(struct vchannel *ch, uint32_t handle)
+{
+    struct srv_obj *o = srv_table_get(&ch->tables[SRV_MEMHANDLE], handle);
+    return o ? o->x : NULL;
+}
+
+CUresult vgpu_handle_MemGranularity(struct vgpu_call *c, const struct vgpu_req_MemGranularity *q,
+                                    struct vgpu_rsp_MemGranularity *a)
+{
+    return OPS(c)->vmm_granularity(EXEC(c), c->ch->device, q->recommended != 0, &a->granularity);
+}
+
+static uint64_t granularity(struct vgpu_call *c)
+{
+    uint64_t g = 0;
+    return OPS(c)->vmm_granularity(EXEC(c), c->ch->device, false, &g) == CUDA_SUCCESS && g ? g : 2u << 20;
+}
+
+CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemReserve *q, struct vgpu_rsp_MemReserve *a)
+{
+    uint64_t g = granularity(c);
+    if (q->size == 0 || q->size % g || (q->align & (q->align - 1)) || q->addr % g)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t ptr = 0;
+    CUresult r = OPS(c)->vmm_reserve(EXEC(c), q->size, q->align, q->addr, &ptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = ptr, .size = q->size}) != 0) {
+        OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->ptr = ptr;
+    return CUDA_SUCCESS;
+}
+
+/* Is anything mapped in [p, p+n)? */
+static bool any_mapped(const struct vchannel *ch, uint64_t p, uint64_t n)
+{
+    for (size_t i = 0; i < ch->mapped.count; i++) {
+        const struct vgpu_range *r = &ch->mapped.v[i];
+        if (r->base < p + n && p < r->base + r->size)
+            return true;
+    }
+    return false;
+}
+
+CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_MemAddressFree *q,
+                                    struct vgpu_rsp_MemAddressFree *a)
+{
+    (void)a;
+    struct vgpu_range *r = vgpu_ranges_at(&c->ch->reserved, q->ptr);
+    if (!r || r->size != q->size || any_mapped(c->ch, q->ptr, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
+    if (e == CUDA_SUCCESS)
+        vgpu_ranges_remove_at(&c->ch->reserved, q->ptr);
+    return e;
+}
+
+CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCreate *q, struct vgpu_rsp_MemCreate *a)
+{
+    (void)a;
+    if (q->size == 0 || q->size % granularity(c))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vmm_phys *ph = calloc(1, sizeof *ph);
+    if (!ph)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ph->size = q->size;
+    CUresult r = shm_quota_charge(c->ch->acct, q->size);
+    if (r != CUDA_SUCCESS) {
+        free(ph);
+        return r;
+    }
+    struct srv_obj *o = vchannel_add(c, SRV_MEMHANDLE, q->handle, &r);
+    if (o)
+        r = OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
+    if (!o || r != CUDA_SUCCESS) {
+        if (o)
+            vchannel_remove(c->ch, SRV_MEMHANDLE, q->handle);
+        shm_quota_refund(c->ch->acct, q->size);
+        free(ph);
+        return r;
+    }
+    o->x = ph;
+    return CUDA_SUCCESS;
+}
+
+static void phys_free(struct vchannel *ch, uint32_t handle, struct vmm_phys *ph)
+{
+    ch->x->ops->vmm_release(ch->x, ph->x);
+    shm_quota_refund(ch->acct, ph->size);
+    free(ph);
+    vchannel_remove(ch, SRV_MEMHANDLE, handle);
+}
+
+CUresult vgpu_handle_MemRelease(struct vgpu_call *c, const struct vgpu_req_MemRelease *q, struct vgpu_rsp_MemRelease *a)
+{
+    (void)a;
+    struct vmm_phys *ph = phys_of(c->ch, q->handle);
+    if (!ph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ph->maps) /* the client releases its handle after its last unmap */
+        return CUDA_ERROR_INVALID_VALUE;
+    phys_free(c->ch, q->handle, ph);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemMap(struct vgpu_call *c, const struct vgpu_req_MemMap *q, struct vgpu_rsp_MemMap *a)
+{
+    (void)a;
+    struct vmm_phys *ph = phys_of(c->ch, q->handle);
+    const struct vgpu_range *res = vgpu_ranges_find(&c->ch->reserved, q->ptr);
+    if (ph && q->offset % granularity(c)) /* what the driver answers for it */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!ph || !res || q->size == 0 || q->size > res->size - (q->ptr - res->base) || q->offset > ph->size ||
+        q->size > ph->size - q->offset || any_mapped(c->ch, q->ptr, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_range m = {.base = q->ptr, .size = q->size, .ctx = 0, .module = q->handle, .kind = VGPU_RANGE_MAPPED};
+    if (vgpu_ranges_add(&c->ch->mapped, &m) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = OPS(c)->vmm_map(EXEC(c), q->ptr, q->size, q->offset, ph->x);
+    if (r != CUDA_SUCCESS) {
+        vgpu_ranges_remove_at(&c->ch->mapped, q->ptr);
+        return r;
+    }
+    ph->maps++;
+    return CUDA_SUCCESS;
+}
+
+/* Do whole mappings cover [p, p+n) exactly, with no gap? */
+static bool whole_mappings(const struct vchannel *ch, uint64_t p, uint64_t n)
+{
+    uint64_t at = p;
+    while (at < p + n) {
+        const struct vgpu_range *r = vgpu_ranges_find(&ch->mapped, at);
+        if (!r || r->base != at || r->size > p + n - at)
+            return false;
+        at += r->size;
+    }
+    return n > 0 && p + n > p;
+}
+
+CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnmap *q, struct vgpu_rsp_MemUnmap *a)
+{
+    (void)a;
+    if (!whole_mappings(c->ch, q->ptr, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = OPS(c)->vmm_unmap(EXEC(c), q->ptr, q->size);
+    if (r != CUDA_SUCCESS)
+        return r;
+    for (uint64_t at = q->ptr; at < q->ptr + q->size;) {
+        struct vgpu_range m = *vgpu_ranges_at(&c->ch->mapped, at);
+        struct vmm_phys *ph = phys_of(c->ch, m.module);
+        at += m.size;
+        if (ph)
+            ph->maps--;
+        vgpu_ranges_remove_at(&c->ch->mapped, m.base);
+        vgpu_ranges_remove_at(&c->ch->ranges, m.base);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_MemSetAccess *q,
+                                  struct vgpu_rsp_MemSetAccess *a)
+{
+    (void)a;
+    if (q->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !whole_mappings(c->ch, q->ptr, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = OPS(c)->vmm_set_access(EXEC(c), c->ch->device, q->ptr, q->size, q->flags);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* The mappings become the channel's memory, or stop being it. */
+    for (uint64_t at = q->ptr; at < q->ptr + q->size;) {
+        struct vgpu_range m = *vgpu_ranges_at(&c->ch->mapped, at);
+        at += m.size;
+        vgpu_ranges_remove_at(&c->ch->ranges, m.base);
+        if (q->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE && vgpu_ranges_add(&c->ch->ranges, &m) != 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+void vchannel_vmm_teardown(struct vchannel *ch)
+{
+    for (size_t i = 0; i < ch->mapped.count; i++) {
+        const struct vgpu_range *m = &ch->mapped.v[i];
+        ch->x->ops->vmm_unmap(ch->x, m->base, m->size);
+        struct vmm_phys *ph = phys_of(ch, m->module);
+        if (ph)
+            ph->maps--;
+        vgpu_ranges_remove_at(&ch->ranges, m->base);
+    }
+    ch->mapped.count = 0;
+    struct srv_table *t = &ch->tables[SRV_MEMHANDLE];
+    for (uint32_t id = 1; id < t->cap; id++)
+        if (t->slots[id].live)
+            phys_free(ch, id, t->slots[id].x);
+    for (size_t i = 0; i < ch->reserved.count; i++)
+        ch->x->ops->vmm_address_free(ch->x, ch->reserved.v[i].base, ch->reserved.v[i].size);
+    ch->reserved.count = 0;
+}
