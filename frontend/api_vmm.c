@@ -72,6 +72,12 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 
 /* ---------------------------------------------------------------- reservations */
 
+/* The channel of a device found under vmm.mu (-1: what was named is not there). */
+static CUresult device_channel(int device, struct fe_chan **ch)
+{
+    return device < 0 ? CUDA_ERROR_INVALID_VALUE : fe_channel(device, ch);
+}
+
 /* Grow an array of n elements of size bytes to hold one more. */
 static bool grow(void **v, size_t *cap, size_t n, size_t size)
 {
@@ -136,10 +142,8 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     struct vmm_reservation *r = reservation_of(ptr, size);
     int device = r && r->base == ptr && r->size == size ? r->device : -1;
     pthread_mutex_unlock(&vmm.mu);
-    if (device < 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct fe_chan *ch;
-    FE_RETURN_IF(fe_channel(device, &ch));
+    FE_RETURN_IF(device_channel(device, &ch));
     FE_REQ(q, MemAddressFree);
     q.ptr = ptr;
     q.size = size;
@@ -315,10 +319,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     pthread_mutex_lock(&vmm.mu);
     int device = covered(ptr, size);
     pthread_mutex_unlock(&vmm.mu);
-    if (device < 0)
-        return CUDA_ERROR_INVALID_VALUE;
     struct fe_chan *ch;
-    FE_RETURN_IF(fe_channel(device, &ch));
+    FE_RETURN_IF(device_channel(device, &ch));
     FE_REQ(q, MemUnmap);
     q.ptr = ptr;
     q.size = size;

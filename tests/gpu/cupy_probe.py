@@ -2,20 +2,7 @@
 each checked against NumPy. Each step prints `STEP name: ok` or `STEP name: FAILED (reason)`; run
 natively and under vgpu-run by tests/gpu/run.sh, which wants every step that passes natively to
 pass through a vGPU."""
-import sys
-import traceback
-
-
-def step(name, fn):
-    try:
-        detail = fn()
-        print("STEP %s: ok%s" % (name, " (%s)" % detail if detail else ""), flush=True)
-        return True
-    except BaseException as e:  # noqa: B902 - the probe reports whatever breaks, then goes on
-        print("STEP %s: FAILED (%s: %s)" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""),
-              flush=True)
-        traceback.print_exc(file=sys.stderr)
-        return False
+from probe_step import step
 
 
 def close(got, want, tol, what):

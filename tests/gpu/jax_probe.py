@@ -4,23 +4,11 @@ FAILED (reason)`; run natively and under vgpu-run by tests/gpu/run.sh, which wan
 passes natively to pass through a vGPU. XLA's autotuning is off (XLA_FLAGS, unless set): through a
 vGPU its profiling runs fail (not yet understood), and autotuning only picks among kernels."""
 import os
-import sys
-import traceback
+
+from probe_step import step
 
 os.environ.setdefault("XLA_FLAGS", "--xla_gpu_autotune_level=0")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-
-def step(name, fn):
-    try:
-        detail = fn()
-        print("STEP %s: ok%s" % (name, " (%s)" % detail if detail else ""), flush=True)
-        return True
-    except BaseException as e:  # noqa: B902 - the probe reports whatever breaks, then goes on
-        print("STEP %s: FAILED (%s: %s)" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""),
-              flush=True)
-        traceback.print_exc(file=sys.stderr)
-        return False
 
 
 def devices():

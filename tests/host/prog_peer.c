@@ -6,15 +6,6 @@
 
 #include "progutil.h"
 
-static void check_device(CUdeviceptr d, const uint8_t *want, size_t n, const char *what)
-{
-    uint8_t *got = malloc(n);
-    EXPECT(got, "memory");
-    CHECK(cuMemcpyDtoH(got, d, n));
-    EXPECT(memcmp(got, want, n) == 0, "%s: the bytes differ", what);
-    free(got);
-}
-
 int main(void)
 {
     CHECK(cuInit(0));
@@ -54,21 +45,21 @@ int main(void)
         CHECK(cuMemsetD8(p1, 0, n));
 
         CHECK(cuMemcpyPeer(p1, c1, p0, c0, n)); /* device 0 to device 1 */
-        check_device(p1, a, n, "cuMemcpyPeer");
+        prog_expect_device(p1, a, n, "cuMemcpyPeer");
         CUstream s;
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         CHECK(cuMemcpyHtoDAsync(p1, b, n, s)); /* then on the same stream, back to device 0 */
         CHECK(cuMemcpyPeerAsync(p0, c0, p1, c1, n, s));
         CHECK(cuStreamSynchronize(s));
         CHECK(cuCtxSetCurrent(c0));
-        check_device(p0, b, n, "cuMemcpyPeerAsync");
+        prog_expect_device(p0, b, n, "cuMemcpyPeerAsync");
 
         /* Unified addressing, device 0 current: device 0 to device 1, host into device 1, device 1
          * back to the host. */
         CHECK(cuMemcpyHtoD(p0, a, n));
         CHECK(cuMemcpy(p1, p0, n));
         CHECK(cuCtxSetCurrent(c1));
-        check_device(p1, a, n, "cuMemcpy between the devices");
+        prog_expect_device(p1, a, n, "cuMemcpy between the devices");
         CHECK(cuCtxSetCurrent(c0));
         CHECK(cuMemcpy(p1, (CUdeviceptr)(uintptr_t)b, n));
         memset(a, 0, n);

@@ -21,15 +21,6 @@ static void give_access(CUdevice dev, CUdeviceptr p, size_t n)
     CHECK(cuMemSetAccess(p, n, &a, 1));
 }
 
-static void expect_bytes(CUdeviceptr p, const uint8_t *want, size_t n, const char *what)
-{
-    uint8_t *got = malloc(n);
-    EXPECT(got, "memory");
-    CHECK(cuMemcpyDtoH(got, p, n));
-    EXPECT(memcmp(got, want, n) == 0, "%s: the bytes differ", what);
-    free(got);
-}
-
 int main(void)
 {
     CUdevice dev;
@@ -59,16 +50,16 @@ int main(void)
     EXPECT(data && back, "memory");
     prog_fill(data, n, 7);
     CHECK(cuMemcpyHtoD(va, data, n));
-    expect_bytes(va, data, n, "a copy across two mappings");
+    prog_expect_device(va, data, n, "a copy across two mappings");
     CHECK(cuMemsetD8(va + g - 100, 0xab, 200)); /* across the seam */
     memset(data + g - 100, 0xab, 200);
-    expect_bytes(va, data, n, "a memset across the seam");
+    prog_expect_device(va, data, n, "a memset across the seam");
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuMemcpyDtoDAsync(va + 2 * g, va, g, s)); /* first allocation into the second */
     CHECK(cuStreamSynchronize(s));
     memcpy(data + 2 * g, data, g);
-    expect_bytes(va, data, n, "a device-to-device copy between the mappings");
+    prog_expect_device(va, data, n, "a device-to-device copy between the mappings");
 
     /* The first allocation mapped a second time: the same bytes at both addresses. */
     CUdeviceptr alias;
@@ -78,7 +69,7 @@ int main(void)
     CHECK(cuMemsetD32(alias + 64, 0x01020304u, 4));
     for (int i = 0; i < 4; i++)
         memcpy(data + 64 + 4 * i, &(uint32_t){0x01020304u}, 4);
-    expect_bytes(va, data, g, "a write through the second mapping, read through the first");
+    prog_expect_device(va, data, g, "a write through the second mapping, read through the first");
 
     /* Queries. */
     CUmemLocation where = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
@@ -107,9 +98,9 @@ int main(void)
 
     /* Released while mapped: the memory stays until its last mapping goes. */
     CHECK(cuMemRelease(a));
-    expect_bytes(va, data, n, "a released allocation, still mapped");
+    prog_expect_device(va, data, n, "a released allocation, still mapped");
     CHECK(cuMemUnmap(va, g));
-    expect_bytes(alias, data, g, "the other mapping of it");
+    prog_expect_device(alias, data, g, "the other mapping of it");
     CHECK(cuMemUnmap(alias, g));
     CHECK(cuMemAddressFree(alias, g));
     CHECK(cuMemUnmap(va + g, 2 * g));

@@ -78,3 +78,12 @@ double prog_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+void prog_expect_device(CUdeviceptr d, const void *want, size_t n, const char *what)
+{
+    uint8_t *got = malloc(n);
+    EXPECT(got, "out of memory");
+    CHECK(cuMemcpyDtoH(got, d, n));
+    EXPECT(memcmp(got, want, n) == 0, "%s: the bytes differ", what);
+    free(got);
+}

@@ -34,5 +34,7 @@ CUmodule prog_module(const char *path);
 void prog_fill(void *p, size_t n, uint32_t seed);
 uint64_t prog_checksum(const void *p, size_t n);
 double prog_now(void);
+/* Fail unless the n bytes of device memory at d are want's (what: in the message). */
+void prog_expect_device(CUdeviceptr d, const void *want, size_t n, const char *what);
 
 #endif
