@@ -257,6 +257,41 @@ static void serve(void)
 
 /* ---------------------------------------------------------------- start */
 
+/* A device as its vGPU offers it: the attributes of what a vGPU does not do yet are 0 (managed and
+ * stream-ordered memory, exporting memory and events to other processes, dma-buf, multicast,
+ * GPUDirect RDMA, compressed memory, sparse arrays, external semaphores, host-located pools), so
+ * that programs which ask take their other path, as on a GPU without them. */
+static void offered(struct vgpu_device_info *d)
+{
+    static const CUdevice_attribute withheld[] = {
+        CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+        CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+        CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+        CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+        CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+        CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED,
+    };
+    for (size_t i = 0; i < sizeof withheld / sizeof withheld[0]; i++)
+        if ((unsigned)withheld[i] < VGPU_ATTR_SLOTS)
+            d->attr[withheld[i]] = 0;
+}
+
 static int probe(void)
 {
     int count = w.x->ops->device_count(w.x);
@@ -271,9 +306,12 @@ static int probe(void)
     d->driver_version = w.x->ops->driver_version(w.x);
     d->device_count = (uint32_t)count;
     snprintf(d->executor, sizeof d->executor, "%s", w.x->ops->name);
-    for (int i = 0; i < count; i++)
-        if (w.x->ops->device_info(w.x, i, (struct vgpu_device_info *)(msg + sizeof *d) + i) != CUDA_SUCCESS)
+    for (int i = 0; i < count; i++) {
+        struct vgpu_device_info *info = (struct vgpu_device_info *)(msg + sizeof *d) + i;
+        if (w.x->ops->device_info(w.x, i, info) != CUDA_SUCCESS)
             LOG_WARN("device %d: incomplete description", i);
+        offered(info);
+    }
     int e = worker_send(msg, size, NULL, 0);
     free(msg);
     return e ? 1 : 0;
