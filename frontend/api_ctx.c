@@ -380,6 +380,25 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config)
     return CUDA_SUCCESS;
 }
 
+/* Shared-memory bank sizes are fixed on every device of compute capability 5.0 and up: the
+ * preference is checked and has no effect, and the bank size is four bytes, as the driver says. */
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    if (!pConfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, NULL));
+    return (unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- primary contexts */
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

@@ -509,6 +509,34 @@ CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
     return FE_CALL(ch, f->mod->ctx->id, FuncSetCacheConfig, &q, &a);
 }
 
+CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+    struct fe_function *f;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
+    return (unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* The worker loads a function's module when it is first used; to the program a function is loaded
+ * (cuFuncLoad has nothing to wait for, and a launch never fails for want of loading). */
+CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction hfunc)
+{
+    struct fe_function *f;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_function_of(hfunc, &f, &ch));
+    if (!state)
+        return CUDA_ERROR_INVALID_VALUE;
+    *state = CU_FUNCTION_LOADING_STATE_LOADED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncLoad(CUfunction hfunc)
+{
+    struct fe_function *f;
+    struct fe_chan *ch;
+    return fe_function_of(hfunc, &f, &ch);
+}
+
 CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
     struct fe_function *f;

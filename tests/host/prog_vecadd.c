@@ -1,4 +1,5 @@
-/* Vector addition: copies in, one kernel, copy out, checked against the CPU. */
+/* Vector addition: copies in, one kernel, copy out, checked against the CPU. The function is loaded
+ * explicitly first (cuFuncLoad), as programs do that measure without lazy loading. */
 #include "progutil.h"
 
 int main(int argc, char **argv)
@@ -7,6 +8,10 @@ int main(int argc, char **argv)
     CUmodule m = prog_module(argc > 1 ? argv[1] : NULL);
     CUfunction f;
     CHECK(cuModuleGetFunction(&f, m, "vecadd"));
+    CHECK(cuFuncLoad(f));
+    CUfunctionLoadingState loaded = CU_FUNCTION_LOADING_STATE_UNLOADED;
+    CHECK(cuFuncIsLoaded(&loaded, f));
+    EXPECT(loaded == CU_FUNCTION_LOADING_STATE_LOADED, "loading state %d after cuFuncLoad", (int)loaded);
     int n = argc > 2 ? atoi(argv[2]) : 1 << 20;
     size_t bytes = (size_t)n * sizeof(float);
     float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);

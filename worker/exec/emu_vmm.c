@@ -9,7 +9,8 @@
 
 #include "emu.h"
 
-#define EMU_GRANULARITY (2ull << 20) /* what GPUs report, minimum and recommended */
+#define EMU_GRANULARITY (2ull << 20)     /* what GPUs report, minimum and recommended */
+#define EMU_MAX_RESERVATION (1ull << 44) /* 16 TiB: far less than a process's address space */
 
 struct emu_phys {
     int fd;
@@ -36,7 +37,7 @@ CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uin
     (void)x;
     if (align < EMU_GRANULARITY)
         align = EMU_GRANULARITY;
-    if (size > UINT64_MAX / 2 - align)
+    if (align > EMU_MAX_RESERVATION || size > EMU_MAX_RESERVATION)
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* The address asked for is a hint, as on a GPU; else an aligned range cut out of a larger one. */
     if (addr && addr % align == 0) {
