@@ -91,8 +91,10 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
         return r;
     }
     struct srv_obj *o = vchannel_add(c, SRV_MEMHANDLE, q->handle, &r);
-    if (o)
+    if (o) {
+        o->ctx = 0; /* the channel's, not a context's: it outlives the context that made it */
         r = OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
+    }
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_MEMHANDLE, q->handle);
