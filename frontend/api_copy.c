@@ -55,10 +55,7 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     bool dst_other = !dst_dev && n && fe_device_owner(dst, &dc, &dch);
     bool src_other = !src_dev && n && fe_device_owner(src, &sc, &sch);
     if (dst_other || src_other) {
-        FE_REQ(q, StreamSynchronize);
-        FE_RSP(a, StreamSynchronize);
-        q.stream = sid;
-        FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+        FE_RETURN_IF(fe_stream_wait(c, ch, sid));
         if (!(src_dev || src_other)) /* host memory into another vGPU's */
             return fe_copy_htod(dc, dch, 0, dst, (const void *)(uintptr_t)src, n, false);
         if (!(dst_dev || dst_other)) /* another vGPU's into host memory */
@@ -75,10 +72,7 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
         return CUDA_ERROR_INVALID_VALUE;
     /* Host to host: ordered after earlier work on the stream, as the driver orders it. */
     if (n) {
-        FE_REQ(q, StreamSynchronize);
-        FE_RSP(a, StreamSynchronize);
-        q.stream = sid;
-        FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+        FE_RETURN_IF(fe_stream_wait(c, ch, sid));
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     }
     return CUDA_SUCCESS;
@@ -311,11 +305,8 @@ static CUresult stream_ordered_source(struct fe_ctx *c, struct fe_chan *ch, uint
     uint64_t off;
     if (*synced || src->device || fe_classify(ch, src->addr, &off) != FE_HOST)
         return CUDA_SUCCESS;
-    FE_REQ(q, StreamSynchronize);
-    FE_RSP(a, StreamSynchronize);
-    q.stream = sid;
     *synced = true;
-    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+    return fe_stream_wait(c, ch, sid);
 }
 
 static CUresult batch_1d(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,

@@ -117,10 +117,7 @@ static CUresult after_stream(CUstream s, bool pt)
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
-    FE_REQ(q, StreamSynchronize);
-    FE_RSP(a, StreamSynchronize);
-    q.stream = sid;
-    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+    return fe_stream_wait(c, ch, sid);
 }
 
 static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s,

@@ -154,16 +154,21 @@ CUresult fe_stream_resolve(CUstream h, bool pt, struct fe_ctx **c, struct fe_cha
     return fe_stream_id(h, pt, *c, *ch, sid);
 }
 
+CUresult fe_stream_wait(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid)
+{
+    FE_REQ(q, StreamSynchronize);
+    FE_RSP(a, StreamSynchronize);
+    q.stream = sid;
+    return FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+}
+
 static CUresult stream_sync(CUstream h, bool pt)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
-    FE_REQ(q, StreamSynchronize);
-    FE_RSP(a, StreamSynchronize);
-    q.stream = sid;
-    CUresult r = FE_CALL(ch, c->id, StreamSynchronize, &q, &a);
+    CUresult r = fe_stream_wait(c, ch, sid);
     if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) /* the driver gave up the stream's capture */
         (void)fe_capture_refuse(ch, sid);
     return r;

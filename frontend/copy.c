@@ -372,10 +372,7 @@ static CUresult staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
 /* Host to host: after the stream's earlier work, as the driver orders it. */
 static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k)
 {
-    FE_REQ(q, StreamSynchronize);
-    FE_RSP(a, StreamSynchronize);
-    q.stream = stream;
-    FE_RETURN_IF(FE_CALL(ch, c->id, StreamSynchronize, &q, &a));
+    FE_RETURN_IF(fe_stream_wait(c, ch, stream));
     for (size_t z = 0; z < k->depth; z++)
         for (size_t y = 0; y < k->height; y++)
             memmove((void *)(uintptr_t)row_at(&k->dst, y, z), (const void *)(uintptr_t)row_at(&k->src, y, z), k->width);

@@ -291,6 +291,8 @@ CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe
 /* A stream argument with its context: a stream handle names its own context; the legacy and
  * per-thread values mean the current context's default streams. */
 CUresult fe_stream_resolve(CUstream h, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
+/* Wait until the stream's earlier work is done (cuStreamSynchronize's record). */
+CUresult fe_stream_wait(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid);
 /* Set while this thread runs a host function: CUDA calls are refused then, as natively. */
 extern _Thread_local bool fe_in_host_fn;
 /* A graph's host node, queued on capturing stream sid of context c: fn(data) runs here at every

@@ -1,13 +1,18 @@
 #include "quota.h"
 
-CUresult shm_quota_charge(struct vgpu_chan_stats *acct, uint64_t size)
+bool shm_quota_allows(const struct vgpu_chan_stats *acct, uint64_t size)
 {
     uint64_t quota = atomic_load(&acct->mem_quota);
     uint64_t used = atomic_load(&acct->mem_bytes);
-    /* One writer (the channel's poller): a load and a store are enough. */
-    if (quota && (size > quota || used > quota - size))
+    return !quota || (size <= quota && used <= quota - size);
+}
+
+CUresult shm_quota_charge(struct vgpu_chan_stats *acct, uint64_t size)
+{
+    /* One writer (the channel's poller): a check and a store are enough. */
+    if (!shm_quota_allows(acct, size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    atomic_store(&acct->mem_bytes, used + size);
+    atomic_store(&acct->mem_bytes, atomic_load(&acct->mem_bytes) + size);
     return CUDA_SUCCESS;
 }
 

@@ -8,11 +8,14 @@
 #define VGPU_SHM_QUOTA_H
 
 #include <cuda.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vgpu/calls.h"
 #include "vgpu/worker.h"
 
+/* Would size more bytes fit in the vGPU's quota? */
+bool shm_quota_allows(const struct vgpu_chan_stats *acct, uint64_t size);
 /* Charge size bytes to a vGPU's account: CUDA_ERROR_OUT_OF_MEMORY when its quota would be passed. */
 CUresult shm_quota_charge(struct vgpu_chan_stats *acct, uint64_t size);
 /* Give back bytes charged. */

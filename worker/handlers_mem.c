@@ -59,9 +59,8 @@ CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_Me
     /* The quota is checked for the rows as asked before the driver allocates, and charged for the
      * pitch it chose after. */
     uint64_t asked = q->height && q->width > UINT64_MAX / q->height ? UINT64_MAX : q->width * q->height;
-    if ((r = shm_quota_charge(c->ch->acct, asked)) != CUDA_SUCCESS)
-        return r;
-    shm_quota_refund(c->ch->acct, asked);
+    if (!shm_quota_allows(c->ch->acct, asked))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t dptr = 0, pitch = 0;
     r = OPS(c)->mem_alloc_pitch(EXEC(c), c->ctx->x, q->width, q->height, q->elem_size, &dptr, &pitch);
     if (r != CUDA_SUCCESS)

@@ -161,6 +161,16 @@ static bool whole_mappings(const struct vchannel *ch, uint64_t p, uint64_t n)
     return n > 0 && p + n > p;
 }
 
+/* A mapping the executor no longer has: its allocation loses a mapping, the channel the range. */
+static void mapping_gone(struct vchannel *ch, struct vgpu_range m)
+{
+    struct vmm_phys *ph = phys_of(ch, m.module);
+    if (ph)
+        ph->maps--;
+    vgpu_ranges_remove_at(&ch->mapped, m.base);
+    vgpu_ranges_remove_at(&ch->ranges, m.base);
+}
+
 CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnmap *q, struct vgpu_rsp_MemUnmap *a)
 {
     (void)a;
@@ -171,12 +181,8 @@ CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnma
         return r;
     for (uint64_t at = q->ptr; at < q->ptr + q->size;) {
         struct vgpu_range m = *vgpu_ranges_at(&c->ch->mapped, at);
-        struct vmm_phys *ph = phys_of(c->ch, m.module);
         at += m.size;
-        if (ph)
-            ph->maps--;
-        vgpu_ranges_remove_at(&c->ch->mapped, m.base);
-        vgpu_ranges_remove_at(&c->ch->ranges, m.base);
+        mapping_gone(c->ch, m);
     }
     return CUDA_SUCCESS;
 }
@@ -203,15 +209,11 @@ CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_Mem
 
 void vchannel_vmm_teardown(struct vchannel *ch)
 {
-    for (size_t i = 0; i < ch->mapped.count; i++) {
-        const struct vgpu_range *m = &ch->mapped.v[i];
-        ch->x->ops->vmm_unmap(ch->x, m->base, m->size);
-        struct vmm_phys *ph = phys_of(ch, m->module);
-        if (ph)
-            ph->maps--;
-        vgpu_ranges_remove_at(&ch->ranges, m->base);
+    while (ch->mapped.count) {
+        struct vgpu_range m = ch->mapped.v[ch->mapped.count - 1];
+        ch->x->ops->vmm_unmap(ch->x, m.base, m.size);
+        mapping_gone(ch, m);
     }
-    ch->mapped.count = 0;
     struct srv_table *t = &ch->tables[SRV_MEMHANDLE];
     for (uint32_t id = 1; id < t->cap; id++)
         if (t->slots[id].live)
