@@ -90,6 +90,8 @@ enum control_verb control_parse(const char *command, unsigned long long *session
         return CONTROL_STATUS;
     if (strncmp(command, "ping", 4) == 0)
         return CONTROL_PING;
+    if (strncmp(command, "gpus", 4) == 0)
+        return CONTROL_GPUS;
     int used = 0;
     if (sscanf(command, "weight %llu %u %n", session, weight, &used) == 2 && command[used] == '\0')
         return CONTROL_WEIGHT;

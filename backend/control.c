@@ -148,6 +148,38 @@ static void workers_json(struct server *srv, struct strbuf *b, const struct sess
     strbuf_printf(b, "]");
 }
 
+/* Each device: its memory, what the workers' contexts hold on it (used_mem), and what its vGPUs'
+ * tenants have allocated against their quotas; all of it is resident until swapping exists. */
+static void devices_json(struct server *srv, struct strbuf *b)
+{
+    strbuf_printf(b, "\"devices\":[");
+    for (int i = 0; i < srv->device_count; i++) {
+        uint64_t used = 0, allocated = 0, quota = 0, vgpus = 0;
+        for (const struct worker *w = srv->workers; w; w = w->next)
+            if (w->stats)
+                used += atomic_load_explicit(&w->stats->dev_used[i], memory_order_relaxed);
+        for (const struct session *s = srv->sessions; s; s = s->next)
+            for (int v = 0; v < s->vgpu_count; v++) {
+                const struct schan *c = s->chans[v];
+                if (!c || c->device != i || !s->worker || !s->worker->stats || c->slot >= s->worker->slot_count ||
+                    c->state == SCHAN_WAIT_WORKER)
+                    continue;
+                vgpus++;
+                allocated += atomic_load(&s->worker->stats->chan[c->slot].mem_bytes);
+                quota += s->vgpu_memory[c->vgpu];
+            }
+        strbuf_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
+        strbuf_json_string(b, srv->devices[i].name);
+        strbuf_printf(b,
+                      ",\"total_mem\":%llu,\"used_mem\":%llu,\"vgpus\":%llu,\"allocated\":%llu,\"quotas\":%llu,"
+                      "\"resident\":%llu,\"swapped_host\":0,\"swapped_device\":0}",
+                      (unsigned long long)srv->devices[i].total_mem, (unsigned long long)used,
+                      (unsigned long long)vgpus, (unsigned long long)allocated, (unsigned long long)quota,
+                      (unsigned long long)allocated);
+    }
+    strbuf_printf(b, "]");
+}
+
 static char *status_json(struct server *srv, const struct session *asker, size_t *len)
 {
     struct strbuf b = {0};
@@ -163,19 +195,8 @@ static char *status_json(struct server *srv, const struct session *asker, size_t
                   (unsigned long long)so->period_ns, (unsigned long long)so->wait_ns,
                   (unsigned long long)so->quantum_ns);
     strbuf_printf(&b, "\"isolation\":\"%s\",", srv->opt.isolation == ISOLATION_DOMAIN ? "domain" : "session");
-    strbuf_printf(&b, "\"devices\":[");
-    for (int i = 0; i < srv->device_count; i++) {
-        /* What the workers' contexts hold on it. */
-        uint64_t used = 0;
-        for (const struct worker *w = srv->workers; w; w = w->next)
-            if (w->stats)
-                used += atomic_load_explicit(&w->stats->dev_used[i], memory_order_relaxed);
-        strbuf_printf(&b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
-        strbuf_json_string(&b, srv->devices[i].name);
-        strbuf_printf(&b, ",\"total_mem\":%llu,\"used_mem\":%llu}", (unsigned long long)srv->devices[i].total_mem,
-                      (unsigned long long)used);
-    }
-    strbuf_printf(&b, "],\"sessions\":[");
+    devices_json(srv, &b);
+    strbuf_printf(&b, ",\"sessions\":[");
     uint64_t mem = 0, host = 0, clients = 0, channels = 0;
     bool first = true;
     for (struct session *s = srv->sessions; s; s = s->next) {
@@ -272,8 +293,13 @@ char *control_answer(struct server *srv, struct session *asker, const char *comm
     if (verb == CONTROL_STATUS)
         return status_json(srv, asker, len);
     struct strbuf b = {0};
-    if (verb == CONTROL_PING)
+    if (verb == CONTROL_PING) {
         strbuf_printf(&b, "{\"pong\":true}\n");
+    } else if (verb == CONTROL_GPUS) {
+        strbuf_printf(&b, "{");
+        devices_json(srv, &b);
+        strbuf_printf(&b, "}\n");
+    }
     else if (verb == CONTROL_WEIGHT)
         set_weight(srv, asker, session, weight, &b);
     else

@@ -113,11 +113,23 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     FE_RETURN_IF(fe_current(&c, &ch));
     if (dptr == 0)
         return CUDA_SUCCESS;
+    bool managed;
+    CUresult mr = fe_managed_free(dptr, &managed);
+    if (managed)
+        return mr;
     /* The range leaves the client's table before vgpud frees it: once freed, its address may come
      * back at once to another thread's cuMemAlloc, whose range must not collide with this one. */
     pthread_mutex_lock(&ch->ranges_mu);
     struct vgpu_range *at = vgpu_ranges_at(&ch->ranges, dptr);
     struct vgpu_range old = at ? *at : (struct vgpu_range){0};
+    pthread_mutex_unlock(&ch->ranges_mu);
+    /* A stream-ordered allocation: freed after the work of the blocking streams, as the driver's
+     * cuMemFree waits for them. */
+    if (at && old.kind == VGPU_RANGE_POOL)
+        return fe_free_async(c, ch, 0, dptr, true);
+    pthread_mutex_lock(&ch->ranges_mu);
+    at = vgpu_ranges_at(&ch->ranges, dptr);
+    old = at ? *at : (struct vgpu_range){0};
     if (at && at->kind == VGPU_RANGE_ALLOC && at->ctx == c->id)
         vgpu_ranges_remove_at(&ch->ranges, dptr);
     pthread_mutex_unlock(&ch->ranges_mu);

@@ -237,6 +237,13 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
      * anyway while they wait. */
     if (fe_in_host_fn)
         return CUDA_ERROR_NOT_PERMITTED;
+    /* Device work that may touch any managed memory: the host's writes to it go first. */
+    if (atomic_load_explicit(&fe_managed_on_host, memory_order_relaxed)) {
+        uint16_t op = ((const struct vgpu_req_hdr *)req)->op;
+        if (op == VGPU_OP_LaunchKernel || op == VGPU_OP_LaunchKernelEx || op == VGPU_OP_GraphLaunch ||
+            op == VGPU_OP_StreamMemOps)
+            FE_RETURN_IF(fe_managed_device_all());
+    }
     int dead = atomic_load_explicit(&ch->dead, memory_order_relaxed);
     uint32_t calls = atomic_load_explicit(&ch->calls, memory_order_relaxed); /* a count, not a lock: */
     atomic_store_explicit(&ch->calls, calls + 1, memory_order_relaxed);     /* threads may lose some */

@@ -160,8 +160,13 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
 {
     if (n == 0)
         return CUDA_SUCCESS;
+    /* Managed memory as the source is device memory (its host copy may be out of date). */
+    int managed_dev;
+    if (src && fe_managed_contains((uint64_t)(uintptr_t)src, n, &managed_dev) && managed_dev == ch->device)
+        return fe_copy_dtod(c, ch, stream, dst, (uint64_t)(uintptr_t)src, n, async);
     if (!src || !fe_device_range(ch, c->id, dst, n))
         return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     uint64_t off;
     if (pinned_range(ch, src, n, &off)) {
         FE_REQ(q, CopyHtoD);
@@ -187,8 +192,12 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
 {
     if (n == 0)
         return CUDA_SUCCESS;
+    int managed_dev;
+    if (dst && fe_managed_contains((uint64_t)(uintptr_t)dst, n, &managed_dev) && managed_dev == ch->device)
+        return fe_copy_dtod(c, ch, stream, (uint64_t)(uintptr_t)dst, src, n, async);
     if (!dst || !fe_device_range(ch, c->id, src, n))
         return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(fe_managed_device_span(src, n, false));
     uint64_t off;
     if (pinned_range(ch, dst, n, &off)) {
         FE_REQ(q, CopyDtoH);
@@ -213,6 +222,8 @@ CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         return CUDA_SUCCESS;
     if (!fe_device_range(ch, c->id, dst, n) || !fe_device_range(ch, c->id, src, n))
         return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(fe_managed_device_span(src, n, false));
+    FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     FE_REQ(q, CopyDtoD);
     q.dst = dst;
     q.src = src;
@@ -243,6 +254,8 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (!pinned)
+        FE_RETURN_IF(fe_managed_device_span(dst, count * elem, true));
     FE_REQ(q, Memset);
     if (pinned) {
         q.in_data = 1;
@@ -267,6 +280,7 @@ CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     if ((dst % elem) || (pitch % elem) || pitch / elem < width || height - 1 > (SIZE_MAX - width * elem) / pitch ||
         !fe_device_range(ch, c->id, dst, pitch * (height - 1) + width * elem))
         return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(fe_managed_device_span(dst, pitch * (height - 1) + width * elem, true));
     FE_REQ(q, Memset2D);
     q.dst = dst;
     q.pitch = pitch;
@@ -391,6 +405,8 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         (k->src.device && !k->src.array && !fe_device_range(ch, c->id, k->src.addr, src_span)) ||
         !inside_array(&k->dst, k) || !inside_array(&k->src, k))
         return CUDA_ERROR_INVALID_VALUE;
+    if (atomic_load_explicit(&fe_managed_ranges, memory_order_relaxed))
+        FE_RETURN_IF(fe_managed_device_all());
     if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
         return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
     if (!k->dst.device && !k->src.device) {

@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_MEMPOOL, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
@@ -316,8 +316,42 @@ void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx);
 /* Peers (api_peer.c): the vGPU and context whose device memory holds p, and a copy between two
  * vGPUs, staged through the client (synchronous). */
 bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch);
+/* api_pool.c: the handle of a memory pool known by its id (0: none), and a free in stream order on
+ * sid of memory of ch's vGPU (a stream-ordered allocation, or c's cuMemAlloc allocation); wait: for
+ * the worker's answer (else an error comes with the next synchronous call). */
+uint64_t fe_pool_handle(uint32_t id);
+CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dptr, bool wait);
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n);
+
+/* A live context of a vGPU, its primary one first (NULL: none), and up to cap of them (api_peer.c). */
+struct fe_ctx *fe_any_context(int device);
+size_t fe_contexts_of(int device, struct fe_ctx **out, size_t cap);
+
+/* Managed memory (managed.c): device memory with a host mapping at the same address, kept
+ * coherent. fe_managed_device_all: before device work that may touch any of it (launches);
+ * fe_managed_device_span: before device work on [p, p+n) (copies, memsets; write: the device
+ * writes it). fe_managed_contains: [p, p+n) lies in one managed range (its vGPU in *device).
+ * fe_managed_add fails with CUDA_ERROR_ALREADY_MAPPED when the address is taken in this process. */
+#define FE_NO_LOCATION (-2)
+struct fe_managed_advice {
+    bool read_mostly;
+    int preferred;                 /* a device, CU_DEVICE_CPU, or FE_NO_LOCATION */
+    uint32_t accessed_by;          /* devices, as bits; bit 31: the host */
+    int last_prefetch;             /* likewise */
+};
+extern _Atomic size_t fe_managed_on_host, fe_managed_ranges;
+CUresult fe_managed_device_all(void);
+CUresult fe_managed_device_span(uint64_t p, size_t n, bool write);
+bool fe_managed_contains(uint64_t p, size_t n, int *device);
+CUresult fe_managed_add(uint64_t base, uint64_t size, int device, unsigned attach);
+bool fe_managed_remove(uint64_t base, uint64_t *size, int *device);
+/* cuMemFree of managed memory (api_managed.c); *was_managed false: dptr is not, nothing done. */
+CUresult fe_managed_free(CUdeviceptr dptr, bool *was_managed);
+CUresult fe_managed_attach(uint64_t base, unsigned attach);
+CUresult fe_managed_to_host(uint64_t p, size_t n);
+CUresult fe_managed_advice(uint64_t p, size_t n, bool set, const struct fe_managed_advice *in,
+                           struct fe_managed_advice *out);
 
 /* Copies, shared by every cuMemcpy* flavour (copy.c). */
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,

@@ -1,5 +1,6 @@
 /* vgpuctl: ask vgpud how things stand, and change a client's share.
  *   vgpuctl [--socket PATH] [--json] [status]   devices, clients, their vGPUs, resources and shares
+ *   vgpuctl [--socket PATH] [--json] gpus       each device's memory: allocated, resident, swapped
  *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
 #include <getopt.h>
@@ -14,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|ping]\n"
+    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|ping]\n"
                "       vgpuctl [--socket PATH] weight SESSION W\n");
 }
 
@@ -64,6 +65,23 @@ static double mean_us(const struct json *j, const char *total_ns, const char *co
 {
     double n = json_number(json_get(j, count), 0);
     return n > 0 ? json_number(json_get(j, total_ns), 0) / n / 1e3 : 0;
+}
+
+static void print_gpus(const char *text)
+{
+    struct json *j = json_parse(text);
+    if (!j) {
+        fputs(text, stdout);
+        return;
+    }
+    printf("GPU  NAME                              TOTAL MiB  CONTEXTS MiB  VGPUS  ALLOCATED MiB  QUOTAS MiB  "
+           "RESIDENT MiB  SWAPPED MiB (HOST/DEVICE)\n");
+    for (const struct json *d = json_get(j, "devices") ? json_get(j, "devices")->child : NULL; d; d = d->next)
+        printf("%-4llu %-33.33s %-10llu %-13llu %-6llu %-14llu %-11llu %-13llu %llu/%llu\n", NUM(d, "index"),
+               json_string(json_get(d, "name"), "?"), NUM(d, "total_mem") >> 20, NUM(d, "used_mem") >> 20,
+               NUM(d, "vgpus"), NUM(d, "allocated") >> 20, NUM(d, "quotas") >> 20, NUM(d, "resident") >> 20,
+               NUM(d, "swapped_host") >> 20, NUM(d, "swapped_device") >> 20);
+    json_free(j);
 }
 
 static void print_status(const char *text)
@@ -180,7 +198,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "weight") == 0 && argc - optind == 3) {
         snprintf(line, sizeof line, "weight %.40s %.40s", argv[optind + 1], argv[optind + 2]);
         cmd = line;
-    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping")) || argc - optind > 1) {
+    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping") && strcmp(cmd, "gpus")) || argc - optind > 1) {
         usage(stderr);
         return 2;
     }
@@ -196,8 +214,10 @@ int main(int argc, char **argv)
         free(text);
         return 1;
     }
-    if (json || strcmp(cmd, "status"))
+    if (json || (strcmp(cmd, "status") && strcmp(cmd, "gpus")))
         fputs(text, stdout);
+    else if (strcmp(cmd, "gpus") == 0)
+        print_gpus(text);
     else
         print_status(text);
     free(text);

@@ -93,10 +93,15 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
     r = OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
     if (r != CUDA_SUCCESS)
         return r;
-    vgpu_ranges_remove_at(&c->ch->ranges, q->dptr);
-    shm_quota_refund(c->ch->acct, size);
-    atomic_fetch_sub(&c->ch->acct->mem_allocs, 1);
+    vchannel_freed(c->ch, q->dptr, size);
     return CUDA_SUCCESS;
+}
+
+void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size)
+{
+    vgpu_ranges_remove_at(&ch->ranges, dptr);
+    shm_quota_refund(ch->acct, size);
+    atomic_fetch_sub(&ch->acct->mem_allocs, 1);
 }
 
 CUresult vgpu_handle_HostRegister(struct vgpu_call *c, const struct vgpu_req_HostRegister *q,

@@ -257,14 +257,13 @@ static void serve(void)
 
 /* ---------------------------------------------------------------- start */
 
-/* A device as its vGPU offers it: the attributes of what a vGPU does not do yet are 0 (managed and
- * stream-ordered memory, exporting memory and events to other processes, dma-buf, multicast,
+/* A device as its vGPU offers it: the attributes of what a vGPU does not do yet are 0 (concurrent managed
+ * access, exporting memory and events to other processes, dma-buf, multicast,
  * GPUDirect RDMA, compressed memory, sparse arrays, external semaphores, host-located pools), so
  * that programs which ask take their other path, as on a GPU without them. */
 static void offered(struct vgpu_device_info *d)
 {
     static const CUdevice_attribute withheld[] = {
-        CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
         CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
         CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
         CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
@@ -276,7 +275,6 @@ static void offered(struct vgpu_device_info *d)
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
-        CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
         CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
@@ -290,6 +288,10 @@ static void offered(struct vgpu_device_info *d)
     for (size_t i = 0; i < sizeof withheld / sizeof withheld[0]; i++)
         if ((unsigned)withheld[i] < VGPU_ATTR_SLOTS)
             d->attr[withheld[i]] = 0;
+    /* Stream-ordered allocation is the worker's on every executor (pools that cannot be exported);
+     * managed memory is the frontend's emulation (without concurrent access). */
+    d->attr[CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED] = 1;
+    d->attr[CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY] = 1;
 }
 
 static int probe(void)

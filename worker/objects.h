@@ -25,6 +25,7 @@ enum srv_kind {
     SRV_TEXOBJ = VGPU_OBJ_TEXOBJ,
     SRV_MIPMAP = VGPU_OBJ_MIPMAP,
     SRV_MEMHANDLE = VGPU_OBJ_MEMHANDLE, /* a physical allocation of the VMM API: not a context's */
+    SRV_MEMPOOL = VGPU_OBJ_MEMPOOL,     /* a memory pool: the device's, not a context's */
     SRV_KINDS = VGPU_OBJ_KINDS
 };
 

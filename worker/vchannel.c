@@ -545,6 +545,7 @@ void vchannel_teardown(struct vchannel *ch)
         if (ctxs->slots[id].live)
             vchannel_drop_ctx(ch, id);
     wait_holds(ch);
+    vchannel_pool_teardown(ch);
     vchannel_vmm_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
         ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
@@ -672,6 +673,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_TEXOBJ], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_MIPMAP], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_MEMHANDLE], MAX_GRAPHS);
+    srv_table_init(&ch->tables[SRV_MEMPOOL], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
     ch->gate.capturing = ch->capturing;
     ch->gate.captures = &ch->capture_count;

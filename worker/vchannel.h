@@ -106,6 +106,7 @@ struct vchannel {
     struct srv_table tables[SRV_KINDS];
     struct vgpu_ranges ranges;
     struct vgpu_ranges reserved; /* address reservations of the VMM API */
+    uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
@@ -199,6 +200,10 @@ void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap);
 void vchannel_texobj_free(void *texobj);
 /* Unmap, release and free what the channel holds of the VMM API (handlers_vmm.c). */
 void vchannel_vmm_teardown(struct vchannel *ch);
+/* An allocation at dptr of size bytes is freed: no longer the tenant's, its charge given back. */
+void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size);
+/* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
+void vchannel_pool_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 /* The build on a capturing stream; NULL if the stream does not capture. */

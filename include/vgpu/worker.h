@@ -86,7 +86,7 @@ void vgpu_wmsg_init(struct vgpu_wmsg_hdr *h, unsigned type, uint32_t size);
 /* The objects a channel counts, by kind: the live[] of its statistics. */
 #define VGPU_OBJECT_KINDS(X) X(CTX, contexts) X(STREAM, streams) X(EVENT, events) X(MODULE, modules) X(FUNCTION, functions) X(LINK, links) \
     X(GRAPH, graphs) X(GRAPH_EXEC, graph_execs) X(ARRAY, arrays) \
-    X(TEXOBJ, tex_objects) X(MIPMAP, mipmaps) X(MEMHANDLE, mem_handles)
+    X(TEXOBJ, tex_objects) X(MIPMAP, mipmaps) X(MEMHANDLE, mem_handles) X(MEMPOOL, mem_pools)
 enum vgpu_object_kind {
 #define VGPU_KIND_(id, name) VGPU_OBJ_##id,
     VGPU_OBJECT_KINDS(VGPU_KIND_)

@@ -314,6 +314,31 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_MemAddressFree maf = {.ptr = va, .size = 2 * g};
     REC(MemAddressFree, 0, maf, NULL, 0);
     save(dir, "records", "vmm");
+
+    /* Stream-ordered allocation: the default pool and a created one, attributes, trimming, an
+     * allocation and a free (of an address the fuzzer may turn into the one handed out). */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    struct vgpu_req_MemPoolCreate pcd = {.pool = 1, .is_default = 1};
+    REC(MemPoolCreate, 0, pcd, NULL, 0);
+    struct vgpu_req_MemPoolCreate pcc = {.pool = 2, .max_size = 64u << 20};
+    REC(MemPoolCreate, 0, pcc, NULL, 0);
+    struct vgpu_req_MemPoolAttribute pat = {.pool = 2, .attr = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, .set = 1,
+                                            .value = UINT64_MAX};
+    REC(MemPoolAttribute, 0, pat, NULL, 0);
+    pat.attr = CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
+    pat.set = 0;
+    REC(MemPoolAttribute, 0, pat, NULL, 0);
+    struct vgpu_req_MemAllocAsync maa = {.size = 1u << 20, .pool = 2};
+    REC(MemAllocAsync, 1, maa, NULL, 0);
+    maa.pool = 1;
+    REC(MemAllocAsync, 1, maa, NULL, 0);
+    struct vgpu_req_MemFreeAsync mfa = {.dptr = va};
+    REC(MemFreeAsync, 1, mfa, NULL, 0);
+    struct vgpu_req_MemPoolTrimTo ptt = {.pool = 2};
+    REC(MemPoolTrimTo, 0, ptt, NULL, 0);
+    struct vgpu_req_MemPoolDestroy pd = {.pool = 2};
+    REC(MemPoolDestroy, 0, pd, NULL, 0);
+    save(dir, "records", "pools");
 }
 
 /* ---- control: [u8 source][u16 length][message] */

@@ -62,6 +62,23 @@ def rand():
     return "mean %.3f, deviation %.3f" % (mean, std)
 
 
+def managed():
+    import cupy as cp
+    import numpy as np
+    mem = cp.cuda.malloc_managed(1 << 22)
+    x = cp.ndarray((1 << 20,), dtype=cp.float32, memptr=mem)
+    x[:] = cp.arange(1 << 20, dtype=cp.float32)
+    cp.cuda.Device().synchronize()
+    import ctypes
+    host = np.ctypeslib.as_array((ctypes.c_float * (1 << 20)).from_address(mem.ptr))  # the host's view
+    close(host, np.arange(1 << 20, dtype=np.float32), 0, "managed memory read by the host")
+    host[0] = 5.0
+    y = (x * 2).get()
+    want = np.arange(1 << 20, dtype=np.float32) * 2
+    want[0] = 10.0
+    return close(y, want, 0, "managed memory")
+
+
 if step("import", lambda: __import__("cupy").__version__):
     step("RawKernel", raw_kernel)
     step("cuBLAS", blas)
@@ -69,3 +86,4 @@ if step("import", lambda: __import__("cupy").__version__):
     step("cuSOLVER", solver)
     step("cuSPARSE", sparse)
     step("cuRAND", rand)
+    step("managed memory", managed)

@@ -57,6 +57,8 @@ compare graph_build "$PROGS/prog_graph_build" "$K/basic.fatbin"
 compare register "$PROGS/prog_register"
 compare vmm "$PROGS/prog_vmm"
 compare tensor_map "$PROGS/prog_tensor_map"
+compare pool "$PROGS/prog_pool"
+compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare nvml "$PROGS/prog_nvml"
 compare array "$PROGS/prog_array"
 compare texture "$PROGS/prog_texture" "$K/texture.fatbin"
@@ -144,8 +146,13 @@ echo "faults natively: $(grep -h '^fault ' "$OUT"/fault-*.native | tr '\n' ';')"
 [ $fault_bad -eq 0 ] && pass "faulting kernels (bad pointer, assert): native errors, bystanders unharmed, ${VGPU_FAULT_ROUNDS:-20} rounds" ||
     fail "faulting kernels: $fault_bad problem(s)"
 
-"${VGPU_PYTHON:-python3}" -c "import torch" >/dev/null 2>&1 &&
-    compare pytorch-expandable "${VGPU_PYTHON:-python3}" "$(dirname "$0")/expandable_probe.py"
+# PyTorch's other allocators: on the VMM API (expandable segments), and on stream-ordered pools.
+if "${VGPU_PYTHON:-python3}" -c "import torch" >/dev/null 2>&1; then
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+        compare pytorch-expandable "${VGPU_PYTHON:-python3}" "$(dirname "$0")/allocator_probe.py"
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
+        compare pytorch-malloc-async "${VGPU_PYTHON:-python3}" "$(dirname "$0")/allocator_probe.py"
+fi
 
 # Frameworks (PyTorch, CuPy, JAX): every step that passes natively must pass through a vGPU.
 PYTHON=${VGPU_PYTHON:-python3}
@@ -178,6 +185,8 @@ quota_run quota "$PROGS/prog_quota" 4096
 # PyTorch's allocators on the VMM API (expandable segments) under the quota.
 "$PYTHON" -c "import torch" >/dev/null 2>&1 && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
     quota_run quota-pytorch-expandable "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
+"$PYTHON" -c "import torch" >/dev/null 2>&1 && PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
+    quota_run quota-pytorch-malloc-async "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
 
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]

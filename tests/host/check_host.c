@@ -118,25 +118,27 @@ static int run_prog(const char *name, const char *arg1, const char *arg2, char *
     return run_in(progs, name, arg1, arg2, 0, output);
 }
 
-static char *status_json(void)
+static char *control_json(char *verb)
 {
     char ctl[600], out[700];
     snprintf(ctl, sizeof ctl, "%s/vgpuctl", bin);
     snprintf(out, sizeof out, "%s/status.%d.json", tmp, (int)getpid());
-    char *argv[] = {ctl, "--socket", sock, "--json", "status", NULL};
+    char *argv[] = {ctl, "--socket", sock, "--json", verb, NULL};
     if (run_to(argv, out, 10) != 0)
         return NULL;
     return slurp(out);
 }
 
 /* vgpud's status, parsed; NULL if it does not answer. */
-static struct json *status(void)
+static struct json *control(char *verb)
 {
-    char *text = status_json();
+    char *text = control_json(verb);
     struct json *j = json_parse(text);
     free(text);
     return j;
 }
+
+static struct json *status(void) { return control("status"); }
 
 static long long num(const struct json *j, const char *path) { return (long long)json_number(json_path(j, path), -1); }
 
@@ -171,7 +173,7 @@ static int wait_idle(double timeout_s)
             return 1;
         usleep(20000);
     }
-    char *j = status_json();
+    char *j = control_json("status");
     fprintf(stderr, "vgpud still holds resources:\n%s\n", j ? j : "(no answer)");
     free(j);
     return 0;
@@ -200,7 +202,7 @@ static void start_vgpud(void)
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {
-        char *j = status_json();
+        char *j = control_json("status");
         if (j) {
             free(j);
             return;
@@ -329,6 +331,33 @@ START_TEST(test_vmm)
     ck_assert_int_eq(run_prog("prog_vmm", NULL, NULL, &out), 0);
     ck_assert_msg(strstr(out, "cuMemUnmap of half a mapping: 1\n") && strstr(out, "cuMemFree of mapped memory: 1\n") &&
                       strstr(out, "vmm: reservations, mappings across a seam, aliases, access and releases, ok"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* Stream-ordered allocation: the default pool, a created one kept and trimmed, the current pool,
+ * attributes, cuMemFree and cuMemFreeAsync of each other's memory; and what is refused. */
+START_TEST(test_pool)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_pool", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "cuMemPoolDestroy of the default pool: 1\n") &&
+                      strstr(out, "a reserved high-water mark set to 1: 1\n") &&
+                      strstr(out, "pool: stream-ordered allocations, a kept and trimmed pool, the current pool, ok"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* Managed memory: arrays shared by host and kernel without copies, copies, memsets, prefetches,
+ * advice, attachment; and what is refused. */
+START_TEST(test_managed)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "cuMemAllocManaged with flags 4: 1\n") &&
+                      strstr(out, "managed: host and device share arrays, copies, prefetches, advice, attachment, ok"),
                   "%s", out);
     free(out);
 }
@@ -1010,6 +1039,18 @@ START_TEST(test_quota)
     const struct json *c = channel_of(j, "prog_hold");
     ck_assert_int_eq(num(c, "mem_quota"), 48 << 20);
     ck_assert_int_gt(num(c, "mem_bytes"), 0);
+    long long held = num(c, "mem_bytes");
+    json_free(j);
+    /* The device's view (vgpuctl gpus): the hold's vGPU, its memory and quota, all resident. */
+    j = control("gpus");
+    const struct json *devices = json_get(j, "devices");
+    const struct json *d0 = devices ? devices->child : NULL;
+    ck_assert_ptr_nonnull(d0);
+    ck_assert_int_eq(num(d0, "vgpus"), 1);
+    ck_assert_int_eq(num(d0, "allocated"), held);
+    ck_assert_int_eq(num(d0, "quotas"), 48 << 20);
+    ck_assert_int_eq(num(d0, "resident"), held);
+    ck_assert_int_eq(num(d0, "swapped_host"), 0);
     json_free(j);
     kill(h, SIGKILL);
     waitpid(h, NULL, 0);
@@ -1104,6 +1145,8 @@ int main(void)
     tcase_add_test(programs, test_hostfn);
     tcase_add_test(programs, test_pitch);
     tcase_add_test(programs, test_vmm);
+    tcase_add_test(programs, test_pool);
+    tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);
     tcase_add_test(programs, test_queries);

@@ -1,6 +1,7 @@
 /* A vGPU's device memory quota as its tenant sees it (argument: the quota in MiB): the device's
  * total memory and cuMemGetInfo's total are the quota, cuMemGetInfo's free is what is left of it,
- * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays, cuMemCreate) answers
+ * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays, cuMemCreate,
+ * cuMemAllocAsync) answers
  * CUDA_ERROR_OUT_OF_MEMORY at the quota; what is freed may be allocated again. */
 #include <string.h>
 
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
     CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     CUmemGenericAllocationHandle handle;
     EXPECT_RESULT(cuMemCreate(&handle, granularity, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_RESULT(cuMemAllocAsync(&p, 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
 
     /* What is freed comes back, for each path. */
     CHECK(cuMemFree(chunk[--n]));
@@ -76,6 +78,10 @@ int main(int argc, char **argv)
     CHECK(cuMemCreate(&handle, CHUNK, &prop, 0)); /* physical memory of the VMM API counts too */
     EXPECT(free_now() == CHUNK, "free with 4 MiB created: %zu", free_now());
     CHECK(cuMemRelease(handle));
+    CHECK(cuMemAllocAsync(&p, CHUNK, NULL)); /* and stream-ordered allocations */
+    EXPECT(free_now() == CHUNK, "free with 4 MiB from a pool: %zu", free_now());
+    CHECK(cuMemFreeAsync(p, NULL));
+    CHECK(cuCtxSynchronize());
     CHECK(cuMemAlloc(&chunk[n++], CHUNK));
     CHECK(cuMemAlloc(&chunk[n++], CHUNK));
     EXPECT_RESULT(cuMemAlloc(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);

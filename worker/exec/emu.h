@@ -17,6 +17,7 @@ struct emu_device {
     uint64_t total_mem;
     _Atomic uint64_t used;
     struct vgpu_device_info info;
+    struct emu_pool *default_pool; /* made at its first use (emu_pool.c) */
 };
 
 struct emu_exec {
@@ -24,6 +25,8 @@ struct emu_exec {
     int64_t wait_limit_ns; /* vgpu_exec_config's emu_wait_limit_ns */
     int device_count;
     struct emu_device *devices;
+    pthread_mutex_t pools_mu;
+    struct emu_pool *pools; /* every pool of every device, defaults too (emu_pool.c) */
 };
 
 struct emu_stream;
@@ -177,6 +180,10 @@ struct emu_module {
 /* emu_device.c */
 int emu_devices_init(struct emu_exec *x, int count, uint64_t memory);
 void emu_fill_device_info(struct emu_device *d);
+/* Device memory of d (size rounded up to pages): NULL when the device has no more. */
+void *emu_device_map(struct emu_device *d, uint64_t size);
+void emu_device_unmap(struct emu_device *d, void *p, uint64_t size);
+uint64_t emu_page_round(uint64_t size);
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr);
 CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr);
 void emu_mem_free_all(struct emu_ctx *c);
@@ -233,6 +240,16 @@ void emu_link_destroy(struct vgpu_exec *x, void *ctx, void *link);
 
 /* emu_module.c */
 CUresult emu_module_load(struct emu_ctx *c, const void *image, size_t size, bool host_code, struct emu_module **out);
+/* emu_pool.c: stream-ordered allocation (executor.h's pool_* and *_async). */
+CUresult emu_pool_default(struct vgpu_exec *x, int dev, void **pool);
+CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool);
+CUresult emu_pool_destroy(struct vgpu_exec *x, void *pool);
+CUresult emu_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
+CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep);
+CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr);
+CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr);
+void emu_pools_free(struct emu_exec *x);
+
 /* emu_vmm.c: the virtual memory management API (executor.h's vmm_*). */
 CUresult emu_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity);
 CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);

@@ -108,35 +108,48 @@ int emu_devices_init(struct emu_exec *x, int count, uint64_t memory)
     return 0;
 }
 
-static uint64_t page_round(uint64_t size)
+uint64_t emu_page_round(uint64_t size)
 {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     return (size + page - 1) & ~(page - 1);
+}
+
+void *emu_device_map(struct emu_device *d, uint64_t size)
+{
+    if (size == 0 || size > UINT64_MAX - (1u << 20))
+        return NULL;
+    uint64_t map_size = emu_page_round(size);
+    uint64_t used = atomic_fetch_add(&d->used, map_size);
+    if (used + map_size > d->total_mem || used + map_size < used) {
+        atomic_fetch_sub(&d->used, map_size);
+        return NULL;
+    }
+    void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        atomic_fetch_sub(&d->used, map_size);
+        return NULL;
+    }
+    return p;
+}
+
+void emu_device_unmap(struct emu_device *d, void *p, uint64_t size)
+{
+    munmap(p, emu_page_round(size));
+    atomic_fetch_sub(&d->used, emu_page_round(size));
 }
 
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr)
 {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (size > UINT64_MAX - (1u << 20))
+    void *p = emu_device_map(c->dev, size);
+    if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t map_size = page_round(size);
-    uint64_t used = atomic_fetch_add(&c->dev->used, map_size);
-    if (used + map_size > c->dev->total_mem || used + map_size < used) {
-        atomic_fetch_sub(&c->dev->used, map_size);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        atomic_fetch_sub(&c->dev->used, map_size);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     pthread_mutex_lock(&c->mu);
     int e = vgpu_ranges_add(&c->allocs, &(struct vgpu_range){.base = (uint64_t)(uintptr_t)p, .size = size});
     pthread_mutex_unlock(&c->mu);
     if (e) {
-        munmap(p, map_size);
-        atomic_fetch_sub(&c->dev->used, map_size);
+        emu_device_unmap(c->dev, p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (uint64_t)(uintptr_t)p;
@@ -155,16 +168,13 @@ CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr)
     pthread_mutex_unlock(&c->mu);
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
-    munmap((void *)(uintptr_t)dptr, page_round(size));
-    atomic_fetch_sub(&c->dev->used, page_round(size));
+    emu_device_unmap(c->dev, (void *)(uintptr_t)dptr, size);
     return CUDA_SUCCESS;
 }
 
 void emu_mem_free_all(struct emu_ctx *c)
 {
-    for (size_t i = 0; i < c->allocs.count; i++) {
-        munmap((void *)(uintptr_t)c->allocs.v[i].base, page_round(c->allocs.v[i].size));
-        atomic_fetch_sub(&c->dev->used, page_round(c->allocs.v[i].size));
-    }
+    for (size_t i = 0; i < c->allocs.count; i++)
+        emu_device_unmap(c->dev, (void *)(uintptr_t)c->allocs.v[i].base, c->allocs.v[i].size);
     vgpu_ranges_free(&c->allocs);
 }

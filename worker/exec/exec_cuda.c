@@ -133,6 +133,14 @@
     X(cuMemMap)                                                                                        \
     X(cuMemUnmap)                                                                                      \
     X(cuMemSetAccess)                                                                                  \
+    X(cuDeviceGetDefaultMemPool)                                                                       \
+    X(cuMemPoolCreate)                                                                                 \
+    X(cuMemPoolDestroy)                                                                                \
+    X(cuMemPoolGetAttribute)                                                                           \
+    X(cuMemPoolSetAttribute)                                                                           \
+    X(cuMemPoolTrimTo)                                                                                 \
+    X(cuMemAllocFromPoolAsync)                                                                         \
+    X(cuMemFreeAsync)                                                                                  \
     X(cuTensorMapEncodeTiled)                                                                          \
     X(cuTensorMapEncodeIm2col)                                                                         \
     X(cuTensorMapEncodeIm2colWide)                                                                     \
@@ -409,6 +417,80 @@ static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p)
         return CUDA_ERROR_INVALID_DEVICE;
     BIND_RAW(x, CX(x)->service[dev]);
     return API(x)->cuMemHostUnregister(p);
+}
+
+/* ---------------------------------------------------------------- stream-ordered allocation */
+
+static CUresult cuda_pool_default(struct vgpu_exec *x, int dev, void **pool)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemoryPool p = NULL;
+    CUresult r = API(x)->cuDeviceGetDefaultMemPool(&p, CX(x)->devices[dev]);
+    *pool = p;
+    return r;
+}
+
+static CUresult cuda_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .handleTypes = CU_MEM_HANDLE_TYPE_NONE,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]},
+                            .maxSize = (size_t)max_size};
+    CUmemoryPool p = NULL;
+    CUresult r = API(x)->cuMemPoolCreate(&p, &props);
+    *pool = p;
+    return r;
+}
+
+static CUresult cuda_pool_destroy(struct vgpu_exec *x, void *pool) { return API(x)->cuMemPoolDestroy(pool); }
+
+static bool pool_attr_is_int(int attr)
+{
+    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+static CUresult cuda_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value)
+{
+    int i = (int)*value;
+    cuuint64_t u = *value;
+    void *v = pool_attr_is_int(attr) ? (void *)&i : (void *)&u;
+    CUresult r = set ? API(x)->cuMemPoolSetAttribute(pool, (CUmemPool_attribute)attr, v)
+                     : API(x)->cuMemPoolGetAttribute(pool, (CUmemPool_attribute)attr, v);
+    if (r == CUDA_SUCCESS && !set)
+        *value = pool_attr_is_int(attr) ? (uint64_t)(unsigned)i : (uint64_t)u;
+    return r;
+}
+
+static CUresult cuda_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
+{
+    return API(x)->cuMemPoolTrimTo(pool, (size_t)keep);
+}
+
+static CUresult cuda_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size,
+                                 uint64_t *dptr)
+{
+    BIND(x, ctx);
+    CUdeviceptr p = 0;
+    CUresult r = API(x)->cuMemAllocFromPoolAsync(&p, (size_t)size, pool, stream);
+    *dptr = p;
+    return r;
+}
+
+static CUresult cuda_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr)
+{
+    if (ctx) {
+        BIND(x, ctx);
+        return API(x)->cuMemFreeAsync((CUdeviceptr)dptr, stream);
+    }
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    BIND_RAW(x, CX(x)->service[dev]);
+    CUresult r = API(x)->cuMemFreeAsync((CUdeviceptr)dptr, NULL);
+    return r == CUDA_SUCCESS ? API(x)->cuCtxSynchronize() : r;
 }
 
 /* ---------------------------------------------------------------- tensor maps */
@@ -1467,6 +1549,13 @@ static const struct vgpu_exec_ops cuda_ops = {
     .vmm_map = cuda_vmm_map,
     .vmm_unmap = cuda_vmm_unmap,
     .vmm_set_access = cuda_vmm_set_access,
+    .pool_default = cuda_pool_default,
+    .pool_create = cuda_pool_create,
+    .pool_destroy = cuda_pool_destroy,
+    .pool_attribute = cuda_pool_attribute,
+    .pool_trim = cuda_pool_trim,
+    .alloc_async = cuda_alloc_async,
+    .free_async = cuda_free_async,
     .tensor_map = cuda_tensor_map,
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,

@@ -849,6 +849,8 @@ static CUresult emu_event_elapsed(struct vgpu_exec *x, void *ctx, void *start, v
 
 static void emu_destroy(struct vgpu_exec *x)
 {
+    emu_pools_free(EMU(x));
+    pthread_mutex_destroy(&EMU(x)->pools_mu);
     free(EMU(x)->devices);
     free(x);
 }
@@ -879,6 +881,13 @@ static const struct vgpu_exec_ops emu_ops = {
     .vmm_map = emu_vmm_map,
     .vmm_unmap = emu_vmm_unmap,
     .vmm_set_access = emu_vmm_set_access,
+    .pool_default = emu_pool_default,
+    .pool_create = emu_pool_create,
+    .pool_destroy = emu_pool_destroy,
+    .pool_attribute = emu_pool_attribute,
+    .pool_trim = emu_pool_trim,
+    .alloc_async = emu_alloc_async,
+    .free_async = emu_free_async,
     .tensor_map = emu_tensor_map,
     .copy_htod = emu_copy_htod,
     .copy_dtoh = emu_copy_dtoh,
@@ -946,11 +955,13 @@ struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg)
     if (!x)
         return NULL;
     x->base.ops = &emu_ops;
+    pthread_mutex_init(&x->pools_mu, NULL);
     x->wait_limit_ns = cfg->emu_wait_limit_ns;
     int count = cfg->emu_devices > 0 ? cfg->emu_devices : 1;
     uint64_t memory = cfg->emu_memory ? cfg->emu_memory : (16ull << 30);
     if (emu_devices_init(x, count, memory)) {
         LOG_ERROR("emu: cannot set up %d devices", count);
+        pthread_mutex_destroy(&x->pools_mu);
         free(x);
         return NULL;
     }

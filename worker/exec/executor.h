@@ -85,6 +85,19 @@ struct vgpu_exec_ops {
     CUresult (*vmm_map)(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
     CUresult (*vmm_unmap)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
     CUresult (*vmm_set_access)(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
+    /* Stream-ordered allocation on device dev: its default pool (*pool stays the executor's; never
+     * destroyed), created pools (max_size 0: no limit), their attributes (a CUmemPool_attribute,
+     * int ones widened; set: write *value, else read it) and trimming; allocations from a pool
+     * usable by work queued on stream after it, and freeing in stream order (also memory of
+     * mem_alloc). free_async with ctx NULL frees memory of dev's pools at once, once no context uses
+     * it (the channel's end). Arguments are checked by the caller. */
+    CUresult (*pool_default)(struct vgpu_exec *x, int dev, void **pool);
+    CUresult (*pool_create)(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool);
+    CUresult (*pool_destroy)(struct vgpu_exec *x, void *pool);
+    CUresult (*pool_attribute)(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
+    CUresult (*pool_trim)(struct vgpu_exec *x, void *pool, uint64_t keep);
+    CUresult (*alloc_async)(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr);
+    CUresult (*free_async)(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr);
 
     /* ---- copies and memsets, ordered on stream; flags VGPU_XFER_* */
     CUresult (*copy_htod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,

@@ -1,0 +1,432 @@
+/* Driver API: stream-ordered allocation (cuMemAllocAsync, cuMemFreeAsync, memory pools). The
+ * worker's driver keeps the pools and their memory; the frontend keeps what the queries need: each
+ * pool's device and properties, each device's default and current pool. A pool's memory is its
+ * vGPU's alone: access cannot be given to another vGPU (the vGPUs have no peer access). Pools of
+ * managed memory, pools in host memory and pools whose memory can be exported are not there yet,
+ * as the device attributes say (MEMPOOL_SUPPORTED_HANDLE_TYPES 0, HOST_MEMORY_POOLS_SUPPORTED 0). */
+#include <string.h>
+
+#include "fe.h"
+
+struct fe_pool {
+    uint64_t handle;
+    int device;
+    bool is_default;
+    CUmemPoolProps props;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    uint64_t defaults[VGPU_MAX_DEVICES]; /* made at first use */
+    uint64_t current[VGPU_MAX_DEVICES];  /* 0: the default */
+} pools = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static struct fe_pool *pool_get(CUmemoryPool h) { return fe_handle_get(FE_MEMPOOL, (uint64_t)(uintptr_t)h); }
+
+static CUmemoryPool pool_value(uint64_t handle) { return (CUmemoryPool)(uintptr_t)handle; }
+
+/* Register a pool and make it in the worker of its vGPU (pools.mu held for a default one). */
+static CUresult pool_make(int device, bool is_default, const CUmemPoolProps *props, struct fe_pool **out)
+{
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(device, &ch));
+    struct fe_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->device = device;
+    p->is_default = is_default;
+    p->props = *props;
+    if (!(p->handle = fe_handle_new(FE_MEMPOOL, p))) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    FE_REQ(q, MemPoolCreate);
+    FE_RSP(a, MemPoolCreate);
+    q.pool = fe_handle_id(p->handle);
+    q.is_default = is_default;
+    q.max_size = props->maxSize;
+    CUresult r = FE_CALL(ch, 0, MemPoolCreate, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_MEMPOOL, p->handle);
+        free(p);
+        return r;
+    }
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+static CUmemPoolProps device_props(int device)
+{
+    return (CUmemPoolProps){.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .handleTypes = CU_MEM_HANDLE_TYPE_NONE,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device}};
+}
+
+static CUresult default_pool(int device, uint64_t *handle)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device((CUdevice)device, &d));
+    pthread_mutex_lock(&pools.mu);
+    CUresult r = CUDA_SUCCESS;
+    if (!pools.defaults[device]) {
+        struct fe_pool *p;
+        CUmemPoolProps props = device_props(device);
+        if ((r = pool_make(device, true, &props, &p)) == CUDA_SUCCESS)
+            pools.defaults[device] = p->handle;
+    }
+    *handle = pools.defaults[device];
+    pthread_mutex_unlock(&pools.mu);
+    return r;
+}
+
+static CUresult current_pool(int device, uint64_t *handle)
+{
+    pthread_mutex_lock(&pools.mu);
+    uint64_t h = device >= 0 && device < (int)VGPU_MAX_DEVICES ? pools.current[device] : 0;
+    pthread_mutex_unlock(&pools.mu);
+    if (h) {
+        *handle = h;
+        return CUDA_SUCCESS;
+    }
+    return default_pool(device, handle);
+}
+
+/* ---------------------------------------------------------------- which pool */
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t h;
+    FE_RETURN_IF(default_pool(dev, &h));
+    *pool_out = pool_value(h);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    uint64_t h;
+    FE_RETURN_IF(current_pool(dev, &h));
+    *pool = pool_value(h);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    struct fe_pool *p = pool_get(pool);
+    if (!p || p->device != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pools.mu);
+    pools.current[dev] = p->handle;
+    pthread_mutex_unlock(&pools.mu);
+    return CUDA_SUCCESS;
+}
+
+/* The device a (location, allocation type) pair names, as cuMemGetDefaultMemPool and its kin read
+ * it: managed pools and pools in host memory are not offered by a vGPU. */
+static CUresult location_device(const CUmemLocation *location, CUmemAllocationType type, int *device)
+{
+    if (!location || (type != CU_MEM_ALLOCATION_TYPE_PINNED && type != CU_MEM_ALLOCATION_TYPE_MANAGED))
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (location->type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (type == CU_MEM_ALLOCATION_TYPE_MANAGED)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        if (location->id < 0 || location->id >= fe.device_count)
+            return CUDA_ERROR_INVALID_DEVICE;
+        *device = location->id;
+        return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_MEM_LOCATION_TYPE_NONE:
+        return type == CU_MEM_ALLOCATION_TYPE_MANAGED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
+{
+    FE_RETURN_IF(fe_ready());
+    int device;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(location_device(location, type, &device));
+    return cuDeviceGetDefaultMemPool(pool_out, device);
+}
+
+CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+{
+    FE_RETURN_IF(fe_ready());
+    int device;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(location_device(location, type, &device));
+    return cuDeviceGetMemPool(pool, device);
+}
+
+CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+    FE_RETURN_IF(fe_ready());
+    int device;
+    FE_RETURN_IF(location_device(location, type, &device));
+    return cuDeviceSetMemPool(device, pool);
+}
+
+/* ---------------------------------------------------------------- pools */
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pool || !props || props->win32SecurityAttributes)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof props->reserved; i++)
+        if (props->reserved[i])
+            return CUDA_ERROR_INVALID_VALUE;
+    if (props->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    int device;
+    FE_RETURN_IF(location_device(&props->location, props->allocType, &device));
+    /* Exportable pools and pools of decompressible memory are what the device attributes say a
+     * vGPU does not do. */
+    if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE || props->usage)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct fe_pool *p;
+    FE_RETURN_IF(pool_make(device, false, props, &p));
+    *pool = pool_value(p->handle);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!p || p->is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(p->device, &ch));
+    FE_REQ(q, MemPoolDestroy);
+    FE_RSP(a, MemPoolDestroy);
+    q.pool = fe_handle_id(p->handle);
+    FE_RETURN_IF(FE_CALL(ch, 0, MemPoolDestroy, &q, &a));
+    /* A device whose current pool this was falls back to its default pool. */
+    pthread_mutex_lock(&pools.mu);
+    if (pools.current[p->device] == p->handle)
+        pools.current[p->device] = 0;
+    pthread_mutex_unlock(&pools.mu);
+    fe_handle_free(FE_MEMPOOL, p->handle);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+static bool attribute_is_int(CUmemPool_attribute attr)
+{
+    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!p || !value || attr < CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || attr > CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(p->device, &ch));
+    FE_REQ(q, MemPoolAttribute);
+    FE_RSP(a, MemPoolAttribute);
+    q.pool = fe_handle_id(p->handle);
+    q.attr = (uint32_t)attr;
+    q.set = set;
+    if (set)
+        q.value = attribute_is_int(attr) ? (uint64_t)(*(const int *)value != 0) : *(const cuuint64_t *)value;
+    FE_RETURN_IF(FE_CALL(ch, 0, MemPoolAttribute, &q, &a));
+    if (!set && attribute_is_int(attr))
+        *(int *)value = (int)a.value;
+    else if (!set)
+        *(cuuint64_t *)value = a.value;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(pool, attr, value, true);
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(pool, attr, value, false);
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(p->device, &ch));
+    FE_REQ(q, MemPoolTrimTo);
+    FE_RSP(a, MemPoolTrimTo);
+    q.pool = fe_handle_id(p->handle);
+    q.keep = minBytesToKeep;
+    return FE_CALL(ch, 0, MemPoolTrimTo, &q, &a);
+}
+
+/* The pool's own device always has read-write access, which cannot be changed; no other vGPU can
+ * be given any. */
+CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!p || (!map && count))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        const CUmemAccessDesc *d = &map[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
+            d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (d->location.id < 0 || d->location.id >= fe.device_count)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (d->location.id == p->device ? d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                        : d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            return CUDA_ERROR_INVALID_DEVICE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(memPool);
+    if (!p || !flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->id < 0 || location->id >= fe.device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *flags = location->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return CUDA_SUCCESS;
+}
+
+uint64_t fe_pool_handle(uint32_t id) { return fe_handle_of_id(FE_MEMPOOL, id); }
+
+/* ---------------------------------------------------------------- allocating and freeing */
+
+static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle, struct fe_ctx *c, struct fe_chan *ch,
+                           uint32_t sid)
+{
+    struct fe_pool *p = fe_handle_get(FE_MEMPOOL, pool_handle);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A pool of another vGPU than the stream's would need that vGPU to wait for the stream. */
+    if (p->device != ch->device)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    FE_REQ(q, MemAllocAsync);
+    FE_RSP(a, MemAllocAsync);
+    q.size = size;
+    q.pool = fe_handle_id(p->handle);
+    q.stream = sid;
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemAllocAsync, &q, &a));
+    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = size, .ctx = 0, .module = q.pool,
+                                           .kind = VGPU_RANGE_POOL});
+    *dptr = a.dptr;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, bool from_pool, CUstream h, bool pt)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if (size == 0) { /* nothing, successfully, as a GPU's driver answers */
+        *dptr = 0;
+        return CUDA_SUCCESS;
+    }
+    uint64_t ph = (uint64_t)(uintptr_t)pool;
+    if (!from_pool)
+        FE_RETURN_IF(current_pool(ch->device, &ph));
+    return alloc_from(dptr, size, ph, c, ch, sid);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, false, hStream, false);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, false, hStream, true);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, true, hStream, false);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, true, hStream, true);
+}
+
+CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dptr, bool wait)
+{
+    /* The range leaves the table first: once freed its address may come back to another thread. */
+    pthread_mutex_lock(&ch->ranges_mu);
+    struct vgpu_range *at = vgpu_ranges_at(&ch->ranges, dptr);
+    struct vgpu_range old = at ? *at : (struct vgpu_range){0};
+    bool ok = at && (old.kind == VGPU_RANGE_POOL || (old.kind == VGPU_RANGE_ALLOC && old.ctx == c->id));
+    if (ok)
+        vgpu_ranges_remove_at(&ch->ranges, dptr);
+    pthread_mutex_unlock(&ch->ranges_mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, MemFreeAsync);
+    q.dptr = dptr;
+    q.stream = sid;
+    /* Asked in order on the stream: no need to wait (an error comes with the next synchronous
+     * call, as the stream's asynchronous errors do). */
+    CUresult r = FE_POST(ch, c->id, MemFreeAsync, &q, wait);
+    if (r != CUDA_SUCCESS && wait)
+        fe_ranges_add(ch, &old);
+    return r;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if (dptr == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *oc;
+    struct fe_chan *och;
+    if (!fe_device_owner(dptr, &oc, &och))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (och == ch)
+        return fe_free_async(c, ch, sid, dptr, false);
+    /* Memory of another vGPU than the stream's: freed there once the stream's work is done. */
+    FE_RETURN_IF(fe_stream_wait(c, ch, sid));
+    return fe_free_async(oc, och, 0, dptr, true);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return free_async(dptr, hStream, false); }
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return free_async(dptr, hStream, true); }

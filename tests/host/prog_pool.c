@@ -1,0 +1,148 @@
+/* Stream-ordered allocation: allocations from the default pool used and freed in stream order, an
+ * allocation handed from one stream to another through an event, a created pool that keeps its
+ * memory for reuse (release threshold) and gives it back when trimmed, the device's current pool,
+ * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, and
+ * what the driver refuses (printed, for check-gpu to compare with a GPU's answers). */
+#include <string.h>
+
+#include "progutil.h"
+
+static uint64_t attr(CUmemoryPool pool, CUmemPool_attribute a)
+{
+    cuuint64_t v = 0;
+    CHECK(cuMemPoolGetAttribute(pool, a, &v));
+    return v;
+}
+
+static CUmemoryPool pool_of(CUdeviceptr p)
+{
+    CUmemoryPool pool = NULL;
+    CHECK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p));
+    return pool;
+}
+
+int main(void)
+{
+    CUdevice dev;
+    prog_init(&dev);
+    int supported = 0;
+    CHECK(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
+    EXPECT(supported == 1, "memory pools not supported: %d", supported);
+    CUmemoryPool def, cur;
+    CHECK(cuDeviceGetDefaultMemPool(&def, dev));
+    CHECK(cuDeviceGetMemPool(&cur, dev));
+    EXPECT(def && cur == def, "the current pool is the default one at first");
+    CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    CHECK(cuMemGetDefaultMemPool(&cur, &here, CU_MEM_ALLOCATION_TYPE_PINNED));
+    EXPECT(cur == def, "cuMemGetDefaultMemPool names the same pool");
+
+    /* Allocated, filled, copied and freed in stream order. */
+    const size_t n = 3u << 20;
+    uint8_t *data = malloc(n), *back = malloc(n);
+    EXPECT(data && back, "memory");
+    prog_fill(data, n, 11);
+    CUstream s1, s2;
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b;
+    CHECK(cuMemAllocAsync(&a, n, s1));
+    CHECK(cuMemAllocAsync(&b, n, s1));
+    EXPECT(pool_of(a) == def, "an allocation of the default pool");
+    CHECK(cuMemcpyHtoDAsync(a, data, n, s1));
+    CHECK(cuMemcpyDtoDAsync(b, a, n, s1));
+    CHECK(cuMemFreeAsync(a, s1));
+    CHECK(cuMemcpyDtoHAsync(back, b, n, s1));
+    CHECK(cuStreamSynchronize(s1));
+    EXPECT(memcmp(back, data, n) == 0, "stream-ordered copies");
+
+    /* Handed to another stream through an event, and freed there. */
+    CUevent ev;
+    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuMemsetD32Async(b, 0x5a5a5a5au, n / 4, s1));
+    CHECK(cuEventRecord(ev, s1));
+    CHECK(cuStreamWaitEvent(s2, ev, 0));
+    CHECK(cuMemcpyDtoHAsync(back, b, n, s2));
+    CHECK(cuMemFreeAsync(b, s2));
+    CHECK(cuStreamSynchronize(s2));
+    memset(data, 0x5a, n);
+    EXPECT(memcmp(back, data, n) == 0, "memory written on one stream, read and freed on another");
+
+    /* A pool that keeps what is freed (threshold: everything) until it is trimmed. */
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .handleTypes = CU_MEM_HANDLE_TYPE_NONE,
+                            .location = here};
+    CUmemoryPool pool;
+    CHECK(cuMemPoolCreate(&pool, &props));
+    cuuint64_t keep_all = UINT64_MAX;
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == UINT64_MAX, "the release threshold");
+    CUdeviceptr c;
+    CHECK(cuMemAllocFromPoolAsync(&c, 8u << 20, pool, s1));
+    EXPECT(pool_of(c) == pool, "an allocation of the created pool");
+    CHECK(cuStreamSynchronize(s1));
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= (8u << 20), "used while allocated");
+    CHECK(cuMemFreeAsync(c, s1));
+    CHECK(cuStreamSynchronize(s1));
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0, "nothing used after the free");
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) >= (8u << 20), "kept for reuse");
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) >= (8u << 20), "the high-water mark");
+    CHECK(cuMemPoolTrimTo(pool, 0));
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0, "given back when trimmed");
+    cuuint64_t zero = 0;
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+    EXPECT(attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 0, "the high-water mark reset");
+    int reuse = -1;
+    CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+    EXPECT(reuse == 1, "opportunistic reuse is on by default: %d", reuse);
+    reuse = 0;
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+    reuse = -1;
+    CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+    EXPECT(reuse == 0, "opportunistic reuse turned off: %d", reuse);
+    CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CHECK(cuMemPoolGetAccess(&access, pool, &here));
+    EXPECT(access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "the pool's device reads and writes it");
+    CUmemAccessDesc rw = {.location = here, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemPoolSetAccess(pool, &rw, 1));
+
+    /* The device's current pool serves cuMemAllocAsync; destroying it brings back the default. */
+    CHECK(cuDeviceSetMemPool(dev, pool));
+    CHECK(cuMemAllocAsync(&c, 4096, s1));
+    EXPECT(pool_of(c) == pool, "cuMemAllocAsync takes the current pool");
+    CHECK(cuMemsetD8Async(c, 7, 4096, s1));
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuMemFree(c)); /* cuMemFree frees stream-ordered memory too */
+    CHECK(cuMemPoolDestroy(pool));
+    CHECK(cuDeviceGetMemPool(&cur, dev));
+    EXPECT(cur == def, "the default pool is current again");
+
+    /* cuMemFreeAsync of cuMemAlloc's memory. */
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, 1u << 20));
+    CHECK(cuMemsetD8Async(d, 1, 1u << 20, s1));
+    CHECK(cuMemFreeAsync(d, s1));
+    CHECK(cuStreamSynchronize(s1));
+
+    /* The legacy stream and the per-thread one. */
+    CHECK(cuMemAllocAsync(&d, 4096, CU_STREAM_LEGACY));
+    CHECK(cuMemFreeAsync(d, CU_STREAM_PER_THREAD));
+    CHECK(cuCtxSynchronize());
+
+    /* What the driver refuses. */
+    CUdeviceptr x;
+    printf("cuMemAllocAsync of 0 bytes: %d\n", (int)cuMemAllocAsync(&x, 0, s1));
+    printf("cuMemPoolDestroy of the default pool: %d\n", (int)cuMemPoolDestroy(def));
+    printf("cuMemFreeAsync of a pointer never allocated: %d\n", (int)cuMemFreeAsync(0x1000, s1));
+    cuuint64_t one = 1;
+    printf("a reserved high-water mark set to 1: %d\n",
+           (int)cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one));
+    printf("cuMemPoolCreate without properties: %d\n", (int)cuMemPoolCreate(&pool, NULL));
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuEventDestroy(ev));
+    CHECK(cuStreamDestroy(s1));
+    CHECK(cuStreamDestroy(s2));
+    free(data);
+    free(back);
+    printf("pool: stream-ordered allocations, a kept and trimmed pool, the current pool, ok\n");
+    return 0;
+}

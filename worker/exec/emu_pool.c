@@ -1,0 +1,314 @@
+/* The emu executor's stream-ordered allocation. A pool hands out blocks of its device's memory; a
+ * block freed with free_async goes back to the pool when its stream reaches the free (a callback on
+ * that stream), and is then kept for reuse by any stream, since everything before the free has
+ * completed. Blocks beyond the pool's release threshold are given back to the device at once (a
+ * GPU's driver does it at the next synchronization; the sizes the attributes report may therefore
+ * be lower than a GPU's). The reuse policies are kept and reported; the emu device has no use for
+ * them. A destroyed pool lingers until its last allocation is freed, as the driver's does. */
+#include <stdlib.h>
+
+#include "emu.h"
+
+#define EMU_POOL_MAX_SIZE (1ull << 44) /* no pool grows past 16 TiB, whatever its device's size */
+
+struct emu_pool {
+    struct emu_device *dev;
+    struct emu_pool *next;
+    bool is_default, destroyed;
+    uint64_t max_size;
+    uint64_t threshold;
+    int reuse[3]; /* the three CU_MEMPOOL_ATTR_REUSE_* */
+    uint64_t reserved, reserved_high, used, used_high;
+    struct vgpu_ranges live;   /* blocks handed out (whole pages) */
+    struct vgpu_ranges cached; /* blocks given back, kept for reuse */
+};
+
+#define EX(x) ((struct emu_exec *)(x))
+
+static struct emu_pool *pool_new(struct emu_exec *e, int dev, uint64_t max_size, bool is_default)
+{
+    struct emu_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->dev = &e->devices[dev];
+    p->is_default = is_default;
+    p->max_size = max_size ? max_size : EMU_POOL_MAX_SIZE;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    p->next = e->pools;
+    e->pools = p;
+    return p;
+}
+
+CUresult emu_pool_default(struct vgpu_exec *x, int dev, void **pool)
+{
+    struct emu_exec *e = EX(x);
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&e->pools_mu);
+    struct emu_device *d = &e->devices[dev];
+    if (!d->default_pool)
+        d->default_pool = pool_new(e, dev, 0, true);
+    *pool = d->default_pool;
+    pthread_mutex_unlock(&e->pools_mu);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool)
+{
+    struct emu_exec *e = EX(x);
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&e->pools_mu);
+    *pool = pool_new(e, dev, max_size, false);
+    pthread_mutex_unlock(&e->pools_mu);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Give cached blocks back to the device, largest address first, until at most keep bytes stay
+ * reserved (pools_mu held). */
+static void trim_locked(struct emu_pool *p, uint64_t keep)
+{
+    while (p->reserved > keep && p->cached.count) {
+        struct vgpu_range b = p->cached.v[p->cached.count - 1];
+        p->cached.count--;
+        emu_device_unmap(p->dev, (void *)(uintptr_t)b.base, b.size);
+        p->reserved -= b.size;
+    }
+}
+
+static void unlink_locked(struct emu_exec *e, struct emu_pool *p)
+{
+    for (struct emu_pool **pp = &e->pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    trim_locked(p, 0);
+    vgpu_ranges_free(&p->live);
+    vgpu_ranges_free(&p->cached);
+    free(p);
+}
+
+CUresult emu_pool_destroy(struct vgpu_exec *x, void *pool)
+{
+    struct emu_exec *e = EX(x);
+    struct emu_pool *p = pool;
+    if (p->is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->pools_mu);
+    p->destroyed = true;
+    if (p->live.count == 0)
+        unlink_locked(e, p);
+    pthread_mutex_unlock(&e->pools_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value)
+{
+    struct emu_exec *e = EX(x);
+    struct emu_pool *p = pool;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&e->pools_mu);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: {
+        int *v = &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        if (set)
+            *v = *value != 0;
+        else
+            *value = (uint64_t)*v;
+        break;
+    }
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        if (set) {
+            p->threshold = *value;
+            trim_locked(p, p->threshold);
+        } else {
+            *value = p->threshold;
+        }
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        if (set)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *value = attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? p->used : p->reserved;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+        /* Only a reset (to the current value) may be written. */
+        uint64_t *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? &p->used_high : &p->reserved_high;
+        if (set && *value != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (set)
+            *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? p->used : p->reserved;
+        else
+            *value = *high;
+        break;
+    }
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&e->pools_mu);
+    return r;
+}
+
+CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
+{
+    struct emu_exec *e = EX(x);
+    pthread_mutex_lock(&e->pools_mu);
+    trim_locked(pool, keep);
+    pthread_mutex_unlock(&e->pools_mu);
+    return CUDA_SUCCESS;
+}
+
+/* The smallest cached block of at least size bytes and at most twice that, or -1. */
+static ptrdiff_t best_cached(const struct emu_pool *p, uint64_t size)
+{
+    ptrdiff_t best = -1;
+    for (size_t i = 0; i < p->cached.count; i++) {
+        uint64_t s = p->cached.v[i].size;
+        if (s >= size && s / 2 <= size && (best < 0 || s < p->cached.v[best].size))
+            best = (ptrdiff_t)i;
+    }
+    return best;
+}
+
+CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr)
+{
+    struct emu_exec *e = EX(x);
+    struct emu_ctx *c = ctx;
+    struct emu_pool *p = pool;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->mu);
+    struct emu_stream *s = stream ? stream : c->null_stream;
+    bool capturing = s->capture != NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (capturing) /* graph memory nodes: not on emu */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    uint64_t want = emu_page_round(size);
+    if (want < size)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&e->pools_mu);
+    struct vgpu_range block = {0};
+    ptrdiff_t at = best_cached(p, want);
+    if (at >= 0) {
+        block = p->cached.v[at];
+        vgpu_ranges_remove_at(&p->cached, block.base);
+    } else {
+        if (want > p->max_size) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        trim_locked(p, p->max_size - want); /* within the pool's limit */
+        void *m = p->reserved <= p->max_size - want ? emu_device_map(p->dev, want) : NULL;
+        if (!m) {
+            trim_locked(p, 0); /* what the pool keeps may be what the device lacks */
+            m = emu_device_map(p->dev, want);
+        }
+        if (!m) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        block = (struct vgpu_range){.base = (uint64_t)(uintptr_t)m, .size = want};
+        p->reserved += want;
+        if (p->reserved > p->reserved_high)
+            p->reserved_high = p->reserved;
+    }
+    if (vgpu_ranges_add(&p->live, &block) != 0) {
+        vgpu_ranges_add(&p->cached, &block);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    p->used += block.size;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    *dptr = block.base;
+out:
+    pthread_mutex_unlock(&e->pools_mu);
+    return r;
+}
+
+/* The pool holding a live block at dptr (pools_mu held), or NULL. */
+static struct emu_pool *owner_locked(struct emu_exec *e, uint64_t dptr)
+{
+    for (struct emu_pool *p = e->pools; p; p = p->next)
+        if (vgpu_ranges_at(&p->live, dptr))
+            return p;
+    return NULL;
+}
+
+static void give_back_locked(struct emu_exec *e, struct emu_pool *p, uint64_t dptr)
+{
+    struct vgpu_range block = *vgpu_ranges_at(&p->live, dptr);
+    vgpu_ranges_remove_at(&p->live, dptr);
+    p->used -= block.size;
+    if (vgpu_ranges_add(&p->cached, &block) != 0) {
+        emu_device_unmap(p->dev, (void *)(uintptr_t)block.base, block.size);
+        p->reserved -= block.size;
+    }
+    if (p->destroyed && p->live.count == 0)
+        unlink_locked(e, p);
+    else
+        trim_locked(p, p->threshold);
+}
+
+struct pending_free {
+    struct emu_exec *e;
+    uint64_t dptr;
+};
+
+/* On the stream's thread, when the stream reaches the free (or its context is destroyed: the block
+ * is the pool's, not the context's). */
+static void freed_in_order(void *arg, CUresult status)
+{
+    (void)status;
+    struct pending_free *f = arg;
+    pthread_mutex_lock(&f->e->pools_mu);
+    struct emu_pool *p = owner_locked(f->e, f->dptr);
+    if (p)
+        give_back_locked(f->e, p, f->dptr);
+    pthread_mutex_unlock(&f->e->pools_mu);
+    free(f);
+}
+
+CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr)
+{
+    struct emu_exec *e = EX(x);
+    (void)dev;
+    pthread_mutex_lock(&e->pools_mu);
+    struct emu_pool *p = owner_locked(e, dptr);
+    if (p && !ctx)
+        give_back_locked(e, p, dptr);
+    pthread_mutex_unlock(&e->pools_mu);
+    if (!p) /* memory of mem_alloc: freed once the work before it is done, as cuMemFree does */
+        return ctx ? emu_mem_free(ctx, dptr) : CUDA_ERROR_INVALID_VALUE;
+    if (!ctx)
+        return CUDA_SUCCESS;
+    struct emu_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    struct emu_stream *s = stream ? stream : c->null_stream;
+    bool capturing = s->capture != NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (capturing)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct pending_free *f = malloc(sizeof *f);
+    if (!f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *f = (struct pending_free){e, dptr};
+    return x->ops->stream_callback(x, ctx, stream, freed_in_order, f);
+}
+
+void emu_pools_free(struct emu_exec *x)
+{
+    while (x->pools) {
+        struct emu_pool *p = x->pools;
+        for (size_t i = 0; i < p->live.count; i++)
+            emu_device_unmap(p->dev, (void *)(uintptr_t)p->live.v[i].base, p->live.v[i].size);
+        p->live.count = 0;
+        unlink_locked(x, p);
+    }
+}

@@ -1,0 +1,147 @@
+/* Handlers: stream-ordered allocation. Pools are the channel's device's (not a context's); one id
+ * may name the device's default pool, which is never destroyed. An allocation from a pool is the
+ * channel's memory (a VGPU_RANGE_POOL range, usable by every context) and charged to the vGPU's
+ * quota from its allocation to its free, which the tenant can no longer name once it is queued. */
+#include "quota.h"
+#include "vchannel.h"
+
+static void *pool_of(struct vchannel *ch, uint32_t id)
+{
+    struct srv_obj *o = srv_table_get(&ch->tables[SRV_MEMPOOL], id);
+    return o ? o->x : NULL;
+}
+
+CUresult vgpu_handle_MemPoolCreate(struct vgpu_call *c, const struct vgpu_req_MemPoolCreate *q,
+                                   struct vgpu_rsp_MemPoolCreate *a)
+{
+    (void)a;
+    if (q->is_default > 1 || (q->is_default && (q->max_size || c->ch->default_pool)))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r;
+    struct srv_obj *o = vchannel_add(c, SRV_MEMPOOL, q->pool, &r);
+    if (!o)
+        return r;
+    o->ctx = 0; /* the device's: it outlives the context current at its creation */
+    r = q->is_default ? OPS(c)->pool_default(EXEC(c), c->ch->device, &o->x)
+                      : OPS(c)->pool_create(EXEC(c), c->ch->device, q->max_size, &o->x);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_MEMPOOL, q->pool);
+    else if (q->is_default)
+        c->ch->default_pool = q->pool;
+    return r;
+}
+
+CUresult vgpu_handle_MemPoolDestroy(struct vgpu_call *c, const struct vgpu_req_MemPoolDestroy *q,
+                                    struct vgpu_rsp_MemPoolDestroy *a)
+{
+    (void)a;
+    void *pool = pool_of(c->ch, q->pool);
+    if (!pool || q->pool == c->ch->default_pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Allocations still out stay the tenant's until it frees them; the pool goes with the last. */
+    CUresult r = OPS(c)->pool_destroy(EXEC(c), pool);
+    if (r == CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_MEMPOOL, q->pool);
+    return r;
+}
+
+CUresult vgpu_handle_MemPoolAttribute(struct vgpu_call *c, const struct vgpu_req_MemPoolAttribute *q,
+                                      struct vgpu_rsp_MemPoolAttribute *a)
+{
+    void *pool = pool_of(c->ch, q->pool);
+    if (!pool || q->set > 1 || q->attr < CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+        q->attr > CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+        return CUDA_ERROR_INVALID_VALUE;
+    a->value = q->value;
+    return OPS(c)->pool_attribute(EXEC(c), pool, (int)q->attr, q->set != 0, &a->value);
+}
+
+CUresult vgpu_handle_MemPoolTrimTo(struct vgpu_call *c, const struct vgpu_req_MemPoolTrimTo *q,
+                                   struct vgpu_rsp_MemPoolTrimTo *a)
+{
+    (void)a;
+    void *pool = pool_of(c->ch, q->pool);
+    return pool ? OPS(c)->pool_trim(EXEC(c), pool, q->keep) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_MemAllocAsync *q,
+                                   struct vgpu_rsp_MemAllocAsync *a)
+{
+    void *stream, *pool = pool_of(c->ch, q->pool);
+    CUresult r = vchannel_need_ctx(c);
+    if (r || (r = vchannel_stream(c, q->stream, &stream)))
+        return r;
+    if (!pool || q->size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shm_quota_charge(c->ch->acct, q->size)) != CUDA_SUCCESS)
+        return r;
+    uint64_t dptr = 0;
+    r = OPS(c)->alloc_async(EXEC(c), c->ctx->x, stream, pool, q->size, &dptr);
+    if (r != CUDA_SUCCESS) {
+        shm_quota_refund(c->ch->acct, q->size);
+        return r;
+    }
+    struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .module = q->pool, .kind = VGPU_RANGE_POOL};
+    if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+        OPS(c)->free_async(EXEC(c), c->ch->device, c->ctx->x, stream, dptr);
+        shm_quota_refund(c->ch->acct, q->size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
+    a->dptr = dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemFreeAsync(struct vgpu_call *c, const struct vgpu_req_MemFreeAsync *q,
+                                  struct vgpu_rsp_MemFreeAsync *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_need_ctx(c);
+    if (r || (r = vchannel_stream(c, q->stream, &stream)))
+        return r;
+    struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
+    if (!range || !(range->kind == VGPU_RANGE_POOL || (range->kind == VGPU_RANGE_ALLOC && range->ctx == c->ctx_id)))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t size = range->size;
+    /* cuMemAlloc's memory is freed as cuMemFree frees it: after the work before it. */
+    r = range->kind == VGPU_RANGE_POOL ? OPS(c)->free_async(EXEC(c), c->ch->device, c->ctx->x, stream, q->dptr)
+                                       : OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    vchannel_freed(c->ch, q->dptr, size);
+    return CUDA_SUCCESS;
+}
+
+static bool is_pool_range(const struct vgpu_range *r, uint32_t arg)
+{
+    (void)arg;
+    return r->kind == VGPU_RANGE_POOL;
+}
+
+void vchannel_pool_teardown(struct vchannel *ch)
+{
+    uint64_t freed = 0, allocs = 0;
+    for (size_t i = 0; i < ch->ranges.count; i++) {
+        const struct vgpu_range *r = &ch->ranges.v[i];
+        if (r->kind != VGPU_RANGE_POOL)
+            continue;
+        ch->x->ops->free_async(ch->x, ch->device, NULL, NULL, r->base);
+        freed += r->size;
+        allocs++;
+    }
+    vgpu_ranges_remove_if(&ch->ranges, is_pool_range, 0);
+    shm_quota_refund(ch->acct, freed);
+    atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
+    struct srv_table *t = &ch->tables[SRV_MEMPOOL];
+    for (uint32_t id = 1; id < t->cap; id++) {
+        if (!t->slots[id].live)
+            continue;
+        if (id == ch->default_pool)
+            ch->x->ops->pool_trim(ch->x, t->slots[id].x, 0);
+        else
+            ch->x->ops->pool_destroy(ch->x, t->slots[id].x);
+        vchannel_remove(ch, SRV_MEMPOOL, id);
+    }
+    ch->default_pool = 0;
+}
