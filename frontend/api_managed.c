@@ -41,19 +41,23 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     CUdeviceptr taken[MAX_TRIES], va = 0;
     size_t ntaken = 0;
     CUresult r;
-    while ((r = cuMemAddressReserve(&va, size, 0, 0, 0)) == CUDA_SUCCESS) {
+    for (;;) {
+        if ((r = cuMemAddressReserve(&va, size, 0, 0, 0)) != CUDA_SUCCESS) {
+            va = 0; /* nothing reserved */
+            break;
+        }
         if ((r = fe_managed_add(va, size, ch->device, flags)) != CUDA_ERROR_ALREADY_MAPPED)
             break;
         if (ntaken == MAX_TRIES) {
-            (void)cuMemAddressFree(va, size);
             r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
         }
         taken[ntaken++] = va;
+        va = 0;
     }
     give_back(taken, ntaken, size);
     if (r != CUDA_SUCCESS) {
-        if (va && r != CUDA_ERROR_OUT_OF_MEMORY)
+        if (va) /* reserved, but not managed memory */
             (void)cuMemAddressFree(va, size);
         return r;
     }
