@@ -146,3 +146,8 @@ const char *vgpu_op_name(unsigned op)
         return "?";
     return vgpu_op_info[op].name;
 }
+
+/* CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES (1), _ALLOW_OPPORTUNISTIC (2) and
+ * _ALLOW_INTERNAL_DEPENDENCIES (3) are ints; the release threshold and the memory counters are
+ * cuuint64_t. */
+bool vgpu_pool_attr_is_int(uint32_t attr) { return attr >= 1 && attr <= 3; }

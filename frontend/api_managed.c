@@ -91,13 +91,7 @@ CUresult fe_managed_free(CUdeviceptr dptr, bool *was_managed)
     if (!*was_managed)
         return CUDA_SUCCESS;
     /* As cuMemFree, after the work that may still use it. */
-    struct fe_ctx *list[64];
-    struct fe_chan *ch;
-    if (fe_channel(device, &ch) == CUDA_SUCCESS) {
-        size_t n = fe_contexts_of(device, list, sizeof list / sizeof list[0]);
-        for (size_t i = 0; i < n; i++)
-            (void)fe_stream_wait(list[i], ch, 0);
-    }
+    (void)fe_device_idle(device);
     CUresult r = cuMemUnmap(dptr, size);
     CUresult e = cuMemAddressFree(dptr, size);
     return r != CUDA_SUCCESS ? r : e;

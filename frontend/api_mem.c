@@ -122,17 +122,13 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     pthread_mutex_lock(&ch->ranges_mu);
     struct vgpu_range *at = vgpu_ranges_at(&ch->ranges, dptr);
     struct vgpu_range old = at ? *at : (struct vgpu_range){0};
+    if (at && at->kind == VGPU_RANGE_ALLOC && at->ctx == c->id)
+        vgpu_ranges_remove_at(&ch->ranges, dptr);
     pthread_mutex_unlock(&ch->ranges_mu);
     /* A stream-ordered allocation: freed after the work of the blocking streams, as the driver's
      * cuMemFree waits for them. */
     if (at && old.kind == VGPU_RANGE_POOL)
         return fe_free_async(c, ch, 0, dptr, true);
-    pthread_mutex_lock(&ch->ranges_mu);
-    at = vgpu_ranges_at(&ch->ranges, dptr);
-    old = at ? *at : (struct vgpu_range){0};
-    if (at && at->kind == VGPU_RANGE_ALLOC && at->ctx == c->id)
-        vgpu_ranges_remove_at(&ch->ranges, dptr);
-    pthread_mutex_unlock(&ch->ranges_mu);
     if (!at || old.kind != VGPU_RANGE_ALLOC || old.ctx != c->id)
         return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, MemFree);

@@ -69,37 +69,6 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer)
     return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 }
 
-struct context_search {
-    int device;
-    struct fe_ctx **out;
-    size_t n, cap;
-};
-
-static void context_of_device(void *obj, uint64_t handle, void *arg)
-{
-    (void)handle;
-    struct fe_ctx *c = obj;
-    struct context_search *s = arg;
-    if (s->n < s->cap && c->device == s->device && atomic_load(&c->active) && c != &fe.devices[c->device].primary)
-        s->out[s->n++] = c;
-}
-
-size_t fe_contexts_of(int device, struct fe_ctx **out, size_t cap)
-{
-    struct context_search s = {device, out, 0, cap};
-    struct fe_ctx *primary = &fe.devices[device].primary;
-    if (cap && atomic_load(&primary->active))
-        out[s.n++] = primary;
-    fe_handle_each(FE_CTX, context_of_device, &s);
-    return s.n;
-}
-
-struct fe_ctx *fe_any_context(int device)
-{
-    struct fe_ctx *c = NULL;
-    return fe_contexts_of(device, &c, 1) ? c : NULL;
-}
-
 bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
 {
     for (int i = 0; i < fe.device_count; i++) {

@@ -232,12 +232,6 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     return CUDA_SUCCESS;
 }
 
-static bool attribute_is_int(CUmemPool_attribute attr)
-{
-    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
-           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
-}
-
 static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
 {
     FE_RETURN_IF(fe_ready());
@@ -252,9 +246,9 @@ static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     q.attr = (uint32_t)attr;
     q.set = set;
     if (set)
-        q.value = attribute_is_int(attr) ? (uint64_t)(*(const int *)value != 0) : *(const cuuint64_t *)value;
+        q.value = vgpu_pool_attr_is_int(attr) ? (uint64_t)(*(const int *)value != 0) : *(const cuuint64_t *)value;
     FE_RETURN_IF(FE_CALL(ch, 0, MemPoolAttribute, &q, &a));
-    if (!set && attribute_is_int(attr))
+    if (!set && vgpu_pool_attr_is_int(attr))
         *(int *)value = (int)a.value;
     else if (!set)
         *(cuuint64_t *)value = a.value;

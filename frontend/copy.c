@@ -405,8 +405,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         (k->src.device && !k->src.array && !fe_device_range(ch, c->id, k->src.addr, src_span)) ||
         !inside_array(&k->dst, k) || !inside_array(&k->src, k))
         return CUDA_ERROR_INVALID_VALUE;
-    if (atomic_load_explicit(&fe_managed_ranges, memory_order_relaxed))
-        FE_RETURN_IF(fe_managed_device_all());
+    FE_RETURN_IF(fe_managed_device_all()); /* the spans of a 3D copy: all of managed memory */
     if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
         return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
     if (!k->dst.device && !k->src.device) {

@@ -324,9 +324,11 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n);
 
-/* A live context of a vGPU, its primary one first (NULL: none), and up to cap of them (api_peer.c). */
+/* A live context of a vGPU, its primary one first (NULL: none); up to cap of them; and waiting
+ * until none of them has work left (api_ctx.c). */
 struct fe_ctx *fe_any_context(int device);
 size_t fe_contexts_of(int device, struct fe_ctx **out, size_t cap);
+CUresult fe_device_idle(int device);
 
 /* Managed memory (managed.c): device memory with a host mapping at the same address, kept
  * coherent. fe_managed_device_all: before device work that may touch any of it (launches);
@@ -340,7 +342,7 @@ struct fe_managed_advice {
     uint32_t accessed_by;          /* devices, as bits; bit 31: the host */
     int last_prefetch;             /* likewise */
 };
-extern _Atomic size_t fe_managed_on_host, fe_managed_ranges;
+extern _Atomic size_t fe_managed_on_host; /* blocks the host holds: 0 makes the launch hook free */
 CUresult fe_managed_device_all(void);
 CUresult fe_managed_device_span(uint64_t p, size_t n, bool write);
 bool fe_managed_contains(uint64_t p, size_t n, int *device);

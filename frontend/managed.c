@@ -48,26 +48,31 @@ static struct {
     bool handler_installed;
 } mg = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Blocks in CLEAN or DIRTY state over every range a launch must look at: 0 makes the hook free. */
+/* Blocks in CLEAN or DIRTY state over every range a launch must look at: 0 makes its hook free. */
 _Atomic size_t fe_managed_on_host;
-_Atomic size_t fe_managed_ranges;
+static _Atomic size_t fe_managed_ranges; /* ranges there are: 0 makes lookups free */
 
 /* Copies made here must not come back here. */
 static _Thread_local bool internal;
 
-static struct managed *find_locked(uint64_t p)
+/* The index of the first range ending after p (mg.n: none). */
+static size_t first_after_locked(uint64_t p)
 {
     size_t lo = 0, hi = mg.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (p < mg.v[mid].base)
-            hi = mid;
-        else if (p >= mg.v[mid].base + mg.v[mid].size)
+        if (mg.v[mid].base + mg.v[mid].size <= p)
             lo = mid + 1;
         else
-            return &mg.v[mid];
+            hi = mid;
     }
-    return NULL;
+    return lo;
+}
+
+static struct managed *find_locked(uint64_t p)
+{
+    size_t i = first_after_locked(p);
+    return i < mg.n && mg.v[i].base <= p ? &mg.v[i] : NULL;
 }
 
 static uint64_t block_addr(const struct managed *m, size_t b) { return m->base + (uint64_t)b * BLOCK; }
@@ -163,15 +168,11 @@ CUresult fe_managed_device_span(uint64_t p, size_t n, bool write)
         return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&mg.mu);
-    for (uint64_t at = p; at < p + n && r == CUDA_SUCCESS;) {
-        struct managed *m = find_locked(at);
-        if (!m) {
-            at = (at | (BLOCK - 1)) + 1; /* the next block boundary: ranges start on pages */
-            continue;
-        }
+    for (size_t i = first_after_locked(p); i < mg.n && mg.v[i].base < p + n && r == CUDA_SUCCESS; i++) {
+        struct managed *m = &mg.v[i];
+        uint64_t start = p > m->base ? p : m->base;
         uint64_t end = p + n < m->base + m->size ? p + n : m->base + m->size;
-        r = device_touch_locked(m, (size_t)((at - m->base) / BLOCK), (size_t)((end - 1 - m->base) / BLOCK), write);
-        at = end;
+        r = device_touch_locked(m, (size_t)((start - m->base) / BLOCK), (size_t)((end - 1 - m->base) / BLOCK), write);
     }
     pthread_mutex_unlock(&mg.mu);
     return r;
@@ -192,21 +193,6 @@ bool fe_managed_contains(uint64_t p, size_t n, int *device)
 
 /* ---------------------------------------------------------------- faults */
 
-/* Wait until nothing of the vGPU's runs: every live context of it synchronized. */
-static void idle_device(int device)
-{
-    struct fe_ctx *list[64];
-    size_t n = fe_contexts_of(device, list, sizeof list / sizeof list[0]);
-    struct fe_chan *ch;
-    if (fe_channel(device, &ch) != CUDA_SUCCESS)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        FE_REQ(q, CtxSynchronize);
-        FE_RSP(a, CtxSynchronize);
-        (void)FE_CALL(ch, list[i]->id, CtxSynchronize, &q, &a);
-    }
-}
-
 /* Bring block b to the host (DEVICE -> CLEAN). mg.mu held. */
 static CUresult fetch_locked(struct managed *m, size_t b, bool wait_for_device)
 {
@@ -218,7 +204,7 @@ static CUresult fetch_locked(struct managed *m, size_t b, bool wait_for_device)
     if (r == CUDA_SUCCESS) {
         internal = true;
         if (wait_for_device)
-            idle_device(m->device);
+            (void)fe_device_idle(m->device);
         r = fe_copy_dtoh(c, ch, 0, a, (uint64_t)(uintptr_t)a, block_len(m, b), false);
         internal = false;
     }

@@ -75,6 +75,10 @@ struct vgpu_array_shape vgpu_mipmap_level(const struct vgpu_array_shape *s, uint
  * answer for both sides. */
 int vgpu_mem_op_width(const struct vgpu_mem_op *m);
 
+/* Whether a memory pool attribute (a CUmemPool_attribute) holds an int (the three reuse policies)
+ * rather than a 64-bit value; MemPoolAttribute carries either as 64 bits. One answer for both sides. */
+bool vgpu_pool_attr_is_int(uint32_t attr);
+
 /* Round a byte count up to the record alignment. */
 static inline uint32_t vgpu_align8(uint32_t n) { return (n + 7u) & ~7u; }
 

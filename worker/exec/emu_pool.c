@@ -284,8 +284,8 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     if (p && !ctx)
         give_back_locked(e, p, dptr);
     pthread_mutex_unlock(&e->pools_mu);
-    if (!p) /* memory of mem_alloc: freed once the work before it is done, as cuMemFree does */
-        return ctx ? emu_mem_free(ctx, dptr) : CUDA_ERROR_INVALID_VALUE;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
     if (!ctx)
         return CUDA_SUCCESS;
     struct emu_ctx *c = ctx;

@@ -17,6 +17,7 @@
 #include "array.h"
 #include "executor.h"
 #include "log.h"
+#include "vgpu/calls.h"
 
 /* Every driver entry point vgpud uses, by its exported name. */
 #define CUDA_FUNCS(X)                                                                                  \
@@ -447,21 +448,15 @@ static CUresult cuda_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size
 
 static CUresult cuda_pool_destroy(struct vgpu_exec *x, void *pool) { return API(x)->cuMemPoolDestroy(pool); }
 
-static bool pool_attr_is_int(int attr)
-{
-    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
-           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
-}
-
 static CUresult cuda_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value)
 {
     int i = (int)*value;
     cuuint64_t u = *value;
-    void *v = pool_attr_is_int(attr) ? (void *)&i : (void *)&u;
+    void *v = vgpu_pool_attr_is_int((uint32_t)attr) ? (void *)&i : (void *)&u;
     CUresult r = set ? API(x)->cuMemPoolSetAttribute(pool, (CUmemPool_attribute)attr, v)
                      : API(x)->cuMemPoolGetAttribute(pool, (CUmemPool_attribute)attr, v);
     if (r == CUDA_SUCCESS && !set)
-        *value = pool_attr_is_int(attr) ? (uint64_t)(unsigned)i : (uint64_t)u;
+        *value = vgpu_pool_attr_is_int((uint32_t)attr) ? (uint64_t)(unsigned)i : (uint64_t)u;
     return r;
 }
 

@@ -88,9 +88,9 @@ struct vgpu_exec_ops {
     /* Stream-ordered allocation on device dev: its default pool (*pool stays the executor's; never
      * destroyed), created pools (max_size 0: no limit), their attributes (a CUmemPool_attribute,
      * int ones widened; set: write *value, else read it) and trimming; allocations from a pool
-     * usable by work queued on stream after it, and freeing in stream order (also memory of
-     * mem_alloc). free_async with ctx NULL frees memory of dev's pools at once, once no context uses
-     * it (the channel's end). Arguments are checked by the caller. */
+     * usable by work queued on stream after it, and freeing them in stream order. free_async with
+     * ctx NULL frees memory of dev's pools at once, once no context uses it (the channel's end).
+     * Arguments are checked by the caller. */
     CUresult (*pool_default)(struct vgpu_exec *x, int dev, void **pool);
     CUresult (*pool_create)(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool);
     CUresult (*pool_destroy)(struct vgpu_exec *x, void *pool);
