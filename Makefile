@@ -98,8 +98,9 @@ $(O)/obj/%.o: %.c | $(GEN)
 # ...), so it sees cuda.h the way the driver itself is built: every name declared as itself.
 $(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
 
-# A worker's code finds its executors' headers.
+# A worker's code finds its executors' headers; vgpud's finds the memory manager's (shm/).
 $(O)/obj/worker/%.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ishm
+$(O)/obj/backend/%.o: EXTRA_CFLAGS := -Ishm
 
 $(O)/obj/gen/%.o: $(O)/gen/%.c
 	@mkdir -p $(@D)
@@ -161,7 +162,7 @@ $(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) nvml/exports.map
 	ln -sf libnvidia-ml.so.1 $(O)/lib/libnvidia-ml.so
 
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
-$(VGPUD): $(BACKEND_OBJ) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
+$(VGPUD): $(BACKEND_OBJ) $(LIBSHM) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl -lm
 

@@ -19,6 +19,7 @@
 
 #include "bell.h"
 #include "image_cache.h"
+#include "ipc.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "sealed.h"
@@ -370,6 +371,7 @@ static void reap(struct server *srv, struct worker *w)
     describe_status(status, x->reason, sizeof x->reason);
     /* Its vGPUs leave the schedulers before anything else: others may wait for its engines. */
     sched_host_region_free(srv->sched, w->region);
+    shm_ipc_drop_owner((uint64_t)w->pid); /* what it shared opens nothing any more */
     w->region = NULL;
     if (!asked) {
         x->error = worker_exit_error(status);
@@ -435,6 +437,28 @@ static void on_image_get(struct server *srv, struct worker *w, const struct vgpu
     worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
 }
 
+/* IPC handles: a worker's tenant shares an allocation, opens another tenant's, or has freed one. */
+static void on_ipc_export(struct worker *w, const struct vgpu_wmsg_IpcExport *q, int fd)
+{
+    struct vgpu_wmsg_IpcAnswer a;
+    vgpu_wmsg_init(&a.hdr, VGPU_WMSG_IpcAnswer, sizeof a);
+    a.request = q->request;
+    a.status = shm_ipc_publish((uint64_t)w->pid, (int)q->device, q->size, q->blob, fd, a.token);
+    worker_send_to(w, &a, sizeof a, NULL, 0);
+}
+
+static void on_ipc_open(struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
+{
+    struct vgpu_wmsg_IpcAnswer a;
+    vgpu_wmsg_init(&a.hdr, VGPU_WMSG_IpcAnswer, sizeof a);
+    a.request = q->request;
+    int fd = -1;
+    a.status = shm_ipc_find((int)q->device, q->token, &a.size, a.blob, &fd);
+    worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
+    if (fd >= 0)
+        close(fd);
+}
+
 static void on_message(struct server *srv, struct worker *w, const uint8_t *buf, size_t len, int *fds,
                        unsigned *nfds)
 {
@@ -486,6 +510,25 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
         struct vgpu_wmsg_ImageGet m;
         memcpy(&m, buf, sizeof m);
         on_image_get(srv, w, &m);
+        break;
+    }
+    case VGPU_WMSG_IpcExport: {
+        struct vgpu_wmsg_IpcExport m;
+        memcpy(&m, buf, sizeof m);
+        on_ipc_export(w, &m, *nfds ? fds[0] : -1);
+        *nfds = 0; /* the registry took it */
+        break;
+    }
+    case VGPU_WMSG_IpcOpen: {
+        struct vgpu_wmsg_IpcOpen m;
+        memcpy(&m, buf, sizeof m);
+        on_ipc_open(w, &m);
+        break;
+    }
+    case VGPU_WMSG_IpcDrop: {
+        struct vgpu_wmsg_IpcDrop m;
+        memcpy(&m, buf, sizeof m);
+        shm_ipc_drop((uint64_t)w->pid, m.token);
         break;
     }
     }

@@ -91,6 +91,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
         q.id = c->id;
         r = FE_CALL(ch, 0, CtxDestroy, &q, &a);
         fe_ranges_drop_ctx(ch, c->id);
+        fe_ipc_forget_ctx(c->id, c->device);
     }
     fe_cls_forget(c->handle);
     fe_handle_each(FE_STREAM, forget_stream, c);

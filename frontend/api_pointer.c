@@ -10,6 +10,7 @@ struct pointer_info {
     int ordinal;
     uint32_t ctx;      /* owning context id, 0 for memory every context may use */
     uint32_t pool;     /* a stream-ordered allocation: its pool's id (else 0) */
+    bool ipc_capable;  /* cuMemAlloc's memory, which an IPC handle can share */
     uint64_t base, size;
     uint64_t dptr;     /* device address of the byte asked about (0: none) */
     void *host;        /* host address of it (NULL: none) */
@@ -26,7 +27,7 @@ static struct pointer_info lookup(CUdeviceptr p)
         const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, p);
         if (r)
             info = (struct pointer_info){true, true, d, r->ctx, r->kind == VGPU_RANGE_POOL ? r->module : 0,
-                                         r->base, r->size, p, NULL};
+                                         r->kind == VGPU_RANGE_ALLOC, r->base, r->size, p, NULL};
         pthread_mutex_unlock(&ch->ranges_mu);
         if (info.known)
             return info;
@@ -34,13 +35,13 @@ static struct pointer_info lookup(CUdeviceptr p)
         uint64_t off;
         if (fe_heap_find(ch, (const void *)(uintptr_t)p, &b, &off)) {
             uint8_t *host = ch->map.data + b.off;
-            return (struct pointer_info){true, false, d, 0, 0, (uint64_t)(uintptr_t)host, b.size,
+            return (struct pointer_info){true, false, d, 0, 0, false, (uint64_t)(uintptr_t)host, b.size,
                                          b.dptr ? b.dptr + (off - b.off) : 0, (void *)(uintptr_t)p};
         }
     }
     struct fe_spill spill;
     if (fe_spill_find((const void *)(uintptr_t)p, &spill))
-        return (struct pointer_info){true, false, spill.device, 0, 0, (uint64_t)(uintptr_t)spill.base, spill.size, 0,
+        return (struct pointer_info){true, false, spill.device, 0, 0, false, (uint64_t)(uintptr_t)spill.base, spill.size, 0,
                                      (void *)(uintptr_t)p};
     return info;
 }
@@ -76,6 +77,8 @@ static CUresult attribute(const struct pointer_info *i, CUpointer_attribute a, v
         *(unsigned *)data = i->known && i->device && fe_managed_contains(i->dptr, 1, NULL);
         return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(unsigned *)data = i->ipc_capable;
+        return i->known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         *(unsigned *)data = 0;

@@ -355,6 +355,9 @@ CUresult fe_managed_to_host(uint64_t p, size_t n);
 CUresult fe_managed_advice(uint64_t p, size_t n, bool set, const struct fe_managed_advice *in,
                            struct fe_managed_advice *out);
 
+/* A context is gone, and with it the IPC handles it opened (api_ipc.c). */
+void fe_ipc_forget_ctx(uint32_t ctx, int device);
+
 /* Copies, shared by every cuMemcpy* flavour (copy.c). */
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
                       bool async);

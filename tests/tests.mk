@@ -61,6 +61,12 @@ $(TEST_O)/unit/check_objects: $(O)/obj/tests/unit/check_objects.o $(O)/obj/worke
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
+# vgpud's memory manager.
+$(O)/obj/tests/unit/check_shm.o: EXTRA_CFLAGS := -Ishm
+$(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
+
 # ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
 # libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.
 PROG_SRC := $(sort $(wildcard tests/host/prog_*.c))

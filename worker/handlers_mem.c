@@ -99,6 +99,7 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
 
 void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size)
 {
+    vchannel_ipc_forget(ch, dptr);
     vgpu_ranges_remove_at(&ch->ranges, dptr);
     shm_quota_refund(ch->acct, size);
     atomic_fetch_sub(&ch->acct->mem_allocs, 1);

@@ -203,7 +203,7 @@ static void on_close_channel(const uint8_t *buf)
  * how many did not close in time. */
 static unsigned close_all(void)
 {
-    worker_images_abandon();
+    worker_asks_abandon();
     pthread_mutex_lock(&w.mu);
     for (unsigned i = 0; i < w.nchans; i++)
         vchannel_close(w.chans[i].ch);
@@ -239,13 +239,11 @@ static void serve(void)
         case VGPU_WMSG_CloseChannel:
             on_close_channel(buf);
             break;
-        case VGPU_WMSG_Image: {
-            struct vgpu_wmsg_Image m;
-            memcpy(&m, buf, sizeof m);
-            worker_image_answer(&m, nfds ? fds[0] : -1);
+        case VGPU_WMSG_Image:
+        case VGPU_WMSG_IpcAnswer:
+            worker_answered(buf, (size_t)n, nfds ? fds[0] : -1);
             nfds = 0; /* taken */
             break;
-        }
         default:
             LOG_ERROR("unexpected message from vgpud (%zd bytes)", n);
             break;
@@ -416,6 +414,9 @@ static int start(void)
             .image_release = worker_image_release,
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
+            .ipc_publish = worker_ipc_publish,
+            .ipc_find = worker_ipc_find,
+            .ipc_drop = worker_ipc_drop,
         };
         LOG_DEBUG("ready: %s executor, uid %d gid %d, system-call filter %s", w.x->ops->name, (int)getuid(),
                   (int)getgid(), st.seccomp == VGPU_SECCOMP_ON ? "on" : st.seccomp == VGPU_SECCOMP_LOG ? "logging" : "off");

@@ -512,6 +512,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
         if (ch->ranges.v[i].ctx == ctx_id && ch->ranges.v[i].kind == VGPU_RANGE_ALLOC) {
             freed += ch->ranges.v[i].size;
             allocs++;
+            vchannel_ipc_forget(ch, ch->ranges.v[i].base);
         }
     vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
     shm_quota_refund(ch->acct, freed);
@@ -732,6 +733,7 @@ void vchannel_free(struct vchannel *ch)
     vgpu_ranges_free(&ch->ranges);
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
+    free(ch->exports);
     free(ch->regs);
     for (unsigned i = 0; i < VCHANNEL_MAX_CAPTURES; i++)
         free(ch->builds[i].nodes);

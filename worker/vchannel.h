@@ -47,6 +47,19 @@ struct vchannel_host {
     void (*image_offer)(const void *bytes, size_t size);
     /* The channel's device memory may have changed (optional): for the host's accounting. */
     void (*memory_changed)(struct vchannel *ch);
+    /* IPC handles (all optional; without them IPC answers CUDA_ERROR_NOT_SUPPORTED): publish an
+     * allocation (the executor's blob and descriptor, which stays the caller's) and learn its token;
+     * find what a token names for a device (*fd: the caller's to close, or -1); forget a token. The
+     * first two return a CUresult. */
+    int (*ipc_publish)(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
+    int (*ipc_find)(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
+    void (*ipc_drop)(const uint8_t *token);
+};
+
+/* An allocation of the channel's shared through an IPC handle. */
+struct ipc_export {
+    uint64_t dptr;
+    uint8_t token[VGPU_IPC_HANDLE_BYTES];
 };
 
 struct host_reg {
@@ -107,6 +120,8 @@ struct vchannel {
     struct vgpu_ranges ranges;
     struct vgpu_ranges reserved; /* address reservations of the VMM API */
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
+    struct ipc_export *exports;  /* its allocations shared through IPC handles */
+    size_t export_count, export_cap;
     struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
@@ -202,6 +217,8 @@ void vchannel_texobj_free(void *texobj);
 void vchannel_vmm_teardown(struct vchannel *ch);
 /* An allocation at dptr of size bytes is freed: no longer the tenant's, its charge given back. */
 void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size);
+/* An allocation at dptr is gone: an IPC handle to it opens nothing any more (handlers_ipc.c). */
+void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
 void vchannel_pool_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */

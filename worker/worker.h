@@ -17,10 +17,20 @@ int worker_send(const void *msg, size_t len, const int *fds, unsigned nfds);
 int worker_image_get(const uint8_t hash[32], struct vchannel_image *img);
 void worker_image_release(struct vchannel_image *img);
 void worker_image_offer(const void *bytes, size_t size);
-/* vgpud answered an ImageGet (the control loop); takes fd. */
-void worker_image_answer(const struct vgpu_wmsg_Image *m, int fd);
+
+/* Ask vgpud and wait for its answer (ask.c): req's first field after the header is the request
+ * id, filled in here; the answer, which must be answer_len bytes, goes to answer and its
+ * descriptor, if any, to *fd (-1: none). Returns 0, or -errno (no answer in time, none possible). */
+int worker_ask(void *req, size_t len, const int *fds, unsigned nfds, void *answer, size_t answer_len, int *fd);
+/* An answer from vgpud (the control loop); takes fd. */
+void worker_answered(const void *msg, size_t len, int fd);
 /* vgpud has gone: nobody waits for an answer any more. */
-void worker_images_abandon(void);
+void worker_asks_abandon(void);
+
+/* IPC handles through vgpud (ipc.c; the vchannel_host callbacks). */
+int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
+int worker_ipc_find(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
+void worker_ipc_drop(const uint8_t *token);
 
 /* Drop privileges and install the system-call filter (sandbox.c), after everything the worker
  * needs has been opened. uid/gid VGPU_WORKER_SAME_ID keep vgpud's. Returns 0 or -errno (said). */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 15u
+#define VGPU_PROTO_VERSION 16u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -143,6 +143,9 @@ _Static_assert(sizeof(struct vgpu_mem_op) == 24, "a memory operation travels as 
  * cuTensorMapReplaceAddress take, by kind (VGPU_TENSOR_MAP_*); fields a kind does not use are 0. */
 enum { VGPU_TENSOR_MAP_TILED = 1, VGPU_TENSOR_MAP_IM2COL, VGPU_TENSOR_MAP_IM2COL_WIDE, VGPU_TENSOR_MAP_REPLACE };
 #define VGPU_TENSOR_MAP_BYTES 128u
+
+/* An IPC memory handle as a tenant sees it (CUipcMemHandle): a token of vgpud's. */
+#define VGPU_IPC_HANDLE_BYTES 64u
 #define VGPU_TENSOR_MAP_MAX_RANK 5u
 struct vgpu_tensor_map_args {
     uint32_t kind;

@@ -339,6 +339,17 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_MemPoolDestroy pd = {.pool = 2};
     REC(MemPoolDestroy, 0, pd, NULL, 0);
     save(dir, "records", "pools");
+
+    /* IPC handles: a handle asked for an allocation, one opened, one closed. */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    REC(MemAlloc, 1, ma, NULL, 0);
+    struct vgpu_req_IpcGetMemHandle igh = {.dptr = va};
+    REC(IpcGetMemHandle, 1, igh, NULL, 0);
+    struct vgpu_req_IpcOpenMemHandle ioh = {.handle = {0x5c}};
+    REC(IpcOpenMemHandle, 1, ioh, NULL, 0);
+    struct vgpu_req_IpcCloseMemHandle ich = {.dptr = va};
+    REC(IpcCloseMemHandle, 1, ich, NULL, 0);
+    save(dir, "records", "ipc");
 }
 
 /* ---- control: [u8 source][u16 length][message] */

@@ -363,6 +363,17 @@ START_TEST(test_managed)
 }
 END_TEST
 
+/* IPC memory handles: a child process (a tenant of its own, with its own worker) opens its parent's
+ * allocation through vgpud, reads it and writes it; a made-up handle opens nothing. */
+START_TEST(test_ipc)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_ipc", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "ipc: a handle opened in another process, bytes seen both ways, ok"), "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_tensor_map)
 {
     char *out;
@@ -1147,6 +1158,7 @@ int main(void)
     tcase_add_test(programs, test_vmm);
     tcase_add_test(programs, test_pool);
     tcase_add_test(programs, test_managed);
+    tcase_add_test(programs, test_ipc);
     tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);
     tcase_add_test(programs, test_queries);

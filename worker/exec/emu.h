@@ -45,6 +45,8 @@ struct emu_ctx {
     struct emu_stream **streams;     /* every live stream except the null stream */
     size_t stream_count, stream_cap;
     struct vgpu_ranges allocs;       /* device memory: host mappings standing in for it */
+    struct vgpu_ranges exported;     /* allocations shared through IPC (memfd-backed); module: the memfd */
+    struct vgpu_ranges imported;     /* other processes' allocations mapped here through IPC */
     struct emu_module *modules;      /* linked list */
     struct emu_event *events;        /* live events (doubly linked) */
     uint64_t limits[16];
@@ -187,6 +189,12 @@ uint64_t emu_page_round(uint64_t size);
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr);
 CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr);
 void emu_mem_free_all(struct emu_ctx *c);
+/* IPC (executor.h's ipc_*): an allocation turned into a shared memfd mapped at the same address. */
+CUresult emu_ipc_export(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                        uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+CUresult emu_ipc_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                        uint64_t size, uint64_t *dptr);
+CUresult emu_ipc_close(struct vgpu_exec *x, void *ctx, uint64_t dptr);
 
 /* emu_stream.c */
 CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is_null, struct emu_stream **out);

@@ -165,6 +165,11 @@ CUresult emu_mem_free(struct emu_ctx *c, uint64_t dptr)
     uint64_t size = r ? r->size : 0;
     if (r)
         vgpu_ranges_remove_at(&c->allocs, dptr);
+    struct vgpu_range *e = vgpu_ranges_at(&c->exported, dptr);
+    if (e) { /* shared through IPC: what others opened stays theirs */
+        close((int)e->module);
+        vgpu_ranges_remove_at(&c->exported, dptr);
+    }
     pthread_mutex_unlock(&c->mu);
     if (!r)
         return CUDA_ERROR_INVALID_VALUE;
@@ -177,4 +182,10 @@ void emu_mem_free_all(struct emu_ctx *c)
     for (size_t i = 0; i < c->allocs.count; i++)
         emu_device_unmap(c->dev, (void *)(uintptr_t)c->allocs.v[i].base, c->allocs.v[i].size);
     vgpu_ranges_free(&c->allocs);
+    for (size_t i = 0; i < c->exported.count; i++)
+        close((int)c->exported.v[i].module);
+    vgpu_ranges_free(&c->exported);
+    for (size_t i = 0; i < c->imported.count; i++)
+        munmap((void *)(uintptr_t)c->imported.v[i].base, (size_t)emu_page_round(c->imported.v[i].size));
+    vgpu_ranges_free(&c->imported);
 }

@@ -142,6 +142,9 @@
     X(cuMemPoolTrimTo)                                                                                 \
     X(cuMemAllocFromPoolAsync)                                                                         \
     X(cuMemFreeAsync)                                                                                  \
+    X(cuIpcGetMemHandle)                                                                               \
+    X(cuIpcOpenMemHandle_v2)                                                                           \
+    X(cuIpcCloseMemHandle)                                                                             \
     X(cuTensorMapEncodeTiled)                                                                          \
     X(cuTensorMapEncodeIm2col)                                                                         \
     X(cuTensorMapEncodeIm2colWide)                                                                     \
@@ -486,6 +489,41 @@ static CUresult cuda_free_async(struct vgpu_exec *x, int dev, void *ctx, void *s
     BIND_RAW(x, CX(x)->service[dev]);
     CUresult r = API(x)->cuMemFreeAsync((CUdeviceptr)dptr, NULL);
     return r == CUDA_SUCCESS ? API(x)->cuCtxSynchronize() : r;
+}
+
+/* ---------------------------------------------------------------- IPC */
+
+static CUresult cuda_ipc_export(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                                uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+{
+    (void)size;
+    _Static_assert(sizeof(CUipcMemHandle) == VGPU_IPC_HANDLE_BYTES, "an IPC handle is 64 bytes");
+    BIND(x, ctx);
+    *fd = -1; /* the driver's handle is enough */
+    CUipcMemHandle h;
+    CUresult r = API(x)->cuIpcGetMemHandle(&h, (CUdeviceptr)dptr);
+    memcpy(blob, &h, sizeof h);
+    return r;
+}
+
+static CUresult cuda_ipc_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                                uint64_t size, uint64_t *dptr)
+{
+    (void)fd;
+    (void)size;
+    BIND(x, ctx);
+    CUipcMemHandle h;
+    memcpy(&h, blob, sizeof h);
+    CUdeviceptr p = 0;
+    CUresult r = API(x)->cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    *dptr = p;
+    return r;
+}
+
+static CUresult cuda_ipc_close(struct vgpu_exec *x, void *ctx, uint64_t dptr)
+{
+    BIND(x, ctx);
+    return API(x)->cuIpcCloseMemHandle((CUdeviceptr)dptr);
 }
 
 /* ---------------------------------------------------------------- tensor maps */
@@ -1551,6 +1589,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .pool_trim = cuda_pool_trim,
     .alloc_async = cuda_alloc_async,
     .free_async = cuda_free_async,
+    .ipc_export = cuda_ipc_export,
+    .ipc_import = cuda_ipc_import,
+    .ipc_close = cuda_ipc_close,
     .tensor_map = cuda_tensor_map,
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,

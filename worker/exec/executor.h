@@ -99,6 +99,15 @@ struct vgpu_exec_ops {
     CUresult (*alloc_async)(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr);
     CUresult (*free_async)(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr);
 
+    /* IPC: what lets another process open ctx's allocation at dptr (blob: the executor's handle;
+     * *fd: a descriptor that must travel with it, or -1), opening such an allocation in ctx, and
+     * closing it there. Arguments are checked by the caller. */
+    CUresult (*ipc_export)(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                           uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+    CUresult (*ipc_import)(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                           uint64_t size, uint64_t *dptr);
+    CUresult (*ipc_close)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
+
     /* ---- copies and memsets, ordered on stream; flags VGPU_XFER_* */
     CUresult (*copy_htod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
                           unsigned flags);
