@@ -12,7 +12,7 @@
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
 #                the comparison from a noisy neighbour on the machine
 #   BENCH_SPIN   fatbin holding the `spin` kernel, for the switch part (default build/benchmarks/spin.fatbin)
-#   BENCH_PARTS  which parts run (default "apps pytorch latency launch graph copy first switch tenant")
+#   BENCH_PARTS  which parts run (default "apps pytorch latency launch graph copy alloc first switch tenant")
 #   BENCH_VGPUD_OPTS more vgpud options (to compare settings, e.g. "--sched none")
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
@@ -20,7 +20,7 @@ BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
-BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch graph copy first switch tenant} "
+BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch graph copy alloc first switch tenant} "
 part() { case $BENCH_PARTS in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
@@ -97,7 +97,7 @@ median() {
                  print k, (m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2) } }' "$1"
 }
 
-for p in latency launch graph copy; do
+for p in latency launch graph copy alloc; do
     if part $p; then
         case $p in launch | graph) run_pair $p "$BENCH_BIN/bench_$p" "$BENCH_MODULE" ;; *) run_pair $p "$BENCH_BIN/bench_$p" ;; esac
         summaries="$summaries $p"
