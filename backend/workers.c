@@ -20,6 +20,7 @@
 #include "bell.h"
 #include "image_cache.h"
 #include "ipc.h"
+#include "segments.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "sealed.h"
@@ -372,6 +373,7 @@ static void reap(struct server *srv, struct worker *w)
     /* Its vGPUs leave the schedulers before anything else: others may wait for its engines. */
     sched_host_region_free(srv->sched, w->region);
     shm_ipc_drop_owner((uint64_t)w->pid); /* what it shared opens nothing any more */
+    shm_seg_worker_gone((uint64_t)w->pid);
     w->region = NULL;
     if (!asked) {
         x->error = worker_exit_error(status);
@@ -459,6 +461,69 @@ static void on_ipc_open(struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
         close(fd);
 }
 
+/* Gdev's segments: who asks is a session of the worker's own (a worker naming another's is
+ * answered as if the session were gone). */
+static bool shm_who(struct server *srv, struct worker *w, uint64_t session, int device, struct shm_who *who)
+{
+    const struct session *s = server_session(srv, session);
+    if (!s || s->worker != w)
+        return false;
+    *who = (struct shm_who){.worker = (uint64_t)w->pid, .domid = s->domid, .uid = s->uid, .pid = (int)s->pid,
+                            .device = device};
+    return true;
+}
+
+static void on_shm(struct server *srv, struct worker *w, unsigned type, const uint8_t *buf, int *fds, unsigned *nfds)
+{
+    struct vgpu_wmsg_ShmAnswer a;
+    vgpu_wmsg_init(&a.hdr, VGPU_WMSG_ShmAnswer, sizeof a);
+    struct shm_who who;
+    int fd = -1;
+    bool freed = false, created = false;
+    a.status = CUDA_ERROR_INVALID_CONTEXT;
+    switch (type) {
+    case VGPU_WMSG_ShmGet: {
+        struct vgpu_wmsg_ShmGet q;
+        memcpy(&q, buf, sizeof q);
+        a.request = q.request;
+        int memory = *nfds ? fds[0] : -1;
+        if (shm_who(srv, w, q.session, (int)q.device, &who))
+            a.status = shm_seg_get(&who, q.key, q.size, q.flags, &memory, &a.id, &a.size, &created);
+        if (created)
+            *nfds = 0; /* the segment took it */
+        break;
+    }
+    case VGPU_WMSG_ShmAt: {
+        struct vgpu_wmsg_ShmAt q;
+        memcpy(&q, buf, sizeof q);
+        a.request = q.request;
+        if (shm_who(srv, w, q.session, (int)q.device, &who))
+            a.status = shm_seg_attach(&who, q.id, &a.size, &fd);
+        break;
+    }
+    case VGPU_WMSG_ShmDt: {
+        struct vgpu_wmsg_ShmDt q;
+        memcpy(&q, buf, sizeof q);
+        a.request = q.request;
+        if (shm_who(srv, w, q.session, -1, &who))
+            a.status = shm_seg_detach(&who, q.id, &freed);
+        break;
+    }
+    default: {
+        struct vgpu_wmsg_ShmCtl q;
+        memcpy(&q, buf, sizeof q);
+        a.request = q.request;
+        if (shm_who(srv, w, q.session, -1, &who))
+            a.status = shm_seg_ctl(&who, q.id, q.cmd, &a.stat, &freed);
+        break;
+    }
+    }
+    a.flags = (created ? VGPU_SHM_CREATED : 0u) | (freed ? VGPU_SHM_FREED : 0u);
+    worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
+    if (fd >= 0)
+        close(fd);
+}
+
 static void on_message(struct server *srv, struct worker *w, const uint8_t *buf, size_t len, int *fds,
                        unsigned *nfds)
 {
@@ -525,6 +590,12 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
         on_ipc_open(w, &m);
         break;
     }
+    case VGPU_WMSG_ShmGet:
+    case VGPU_WMSG_ShmAt:
+    case VGPU_WMSG_ShmDt:
+    case VGPU_WMSG_ShmCtl:
+        on_shm(srv, w, type, buf, fds, nfds);
+        break;
     case VGPU_WMSG_IpcDrop: {
         struct vgpu_wmsg_IpcDrop m;
         memcpy(&m, buf, sizeof m);

@@ -16,6 +16,7 @@ enum vgpu_range_kind {
     VGPU_RANGE_MAPPED, /* a physical allocation mapped into a reservation (the VMM API); module: its handle */
     VGPU_RANGE_POOL,   /* a stream-ordered allocation; module: its pool */
     VGPU_RANGE_IPC,    /* another tenant's allocation, opened through an IPC handle */
+    VGPU_RANGE_SHM,    /* a shared segment attached (cuShmAt); module: its id */
 };
 
 struct vgpu_range {

@@ -241,6 +241,7 @@ static void serve(void)
             break;
         case VGPU_WMSG_Image:
         case VGPU_WMSG_IpcAnswer:
+        case VGPU_WMSG_ShmAnswer:
             worker_answered(buf, (size_t)n, nfds ? fds[0] : -1);
             nfds = 0; /* taken */
             break;
@@ -417,6 +418,10 @@ static int start(void)
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,
             .ipc_drop = worker_ipc_drop,
+            .shm_get = worker_shm_get,
+            .shm_attach = worker_shm_attach,
+            .shm_detach = worker_shm_detach,
+            .shm_ctl = worker_shm_ctl,
         };
         LOG_DEBUG("ready: %s executor, uid %d gid %d, system-call filter %s", w.x->ops->name, (int)getuid(),
                   (int)getgid(), st.seccomp == VGPU_SECCOMP_ON ? "on" : st.seccomp == VGPU_SECCOMP_LOG ? "logging" : "off");

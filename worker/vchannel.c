@@ -546,6 +546,7 @@ void vchannel_teardown(struct vchannel *ch)
         if (ctxs->slots[id].live)
             vchannel_drop_ctx(ch, id);
     wait_holds(ch);
+    vchannel_shm_teardown(ch);
     vchannel_pool_teardown(ch);
     vchannel_vmm_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
@@ -734,6 +735,7 @@ void vchannel_free(struct vchannel *ch)
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
     free(ch->exports);
+    free(ch->shm_made);
     free(ch->regs);
     for (unsigned i = 0; i < VCHANNEL_MAX_CAPTURES; i++)
         free(ch->builds[i].nodes);

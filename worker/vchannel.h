@@ -54,6 +54,22 @@ struct vchannel_host {
     int (*ipc_publish)(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
     int (*ipc_find)(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
     void (*ipc_drop)(const uint8_t *token);
+    /* Gdev's segments (all optional; without them cuShm* answer CUDA_ERROR_NOT_SUPPORTED), each
+     * returning a CUresult: find or make the segment of key (fd: its memory should it be made, kept
+     * only then, and *flags VGPU_SHM_CREATED says so), attach (*fd: the caller's), detach, and
+     * IPC_STAT/IPC_RMID (*flags VGPU_SHM_FREED: the segment went, one this worker made). session:
+     * whose client asks. */
+    int (*shm_get)(struct vchannel *ch, int key, int flags, uint64_t size, int fd, int *id, uint64_t *seg_size,
+                   unsigned *out_flags);
+    int (*shm_attach)(struct vchannel *ch, int id, uint64_t *size, int *fd);
+    int (*shm_detach)(struct vchannel *ch, int id, unsigned *out_flags);
+    int (*shm_ctl)(struct vchannel *ch, int id, int cmd, struct vgpu_shm_stat *st, unsigned *out_flags);
+};
+
+/* A segment this channel made (its quota holds it until the segment goes). */
+struct shm_made {
+    int id;
+    uint64_t size;
 };
 
 /* An allocation of the channel's shared through an IPC handle. */
@@ -122,6 +138,8 @@ struct vchannel {
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct ipc_export *exports;  /* its allocations shared through IPC handles */
     size_t export_count, export_cap;
+    struct shm_made *shm_made;   /* Gdev's segments it made */
+    size_t shm_made_count, shm_made_cap;
     struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
@@ -219,6 +237,8 @@ void vchannel_vmm_teardown(struct vchannel *ch);
 void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size);
 /* An allocation at dptr is gone: an IPC handle to it opens nothing any more (handlers_ipc.c). */
 void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr);
+/* Detach every segment the channel has attached (handlers_shm.c, at its end). */
+void vchannel_shm_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
 void vchannel_pool_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */

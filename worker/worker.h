@@ -32,6 +32,13 @@ int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, u
 int worker_ipc_find(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
 void worker_ipc_drop(const uint8_t *token);
 
+/* Gdev's segments through vgpud (shm.c; the vchannel_host callbacks). */
+int worker_shm_get(struct vchannel *ch, int key, int flags, uint64_t size, int fd, int *id, uint64_t *seg_size,
+                   unsigned *out_flags);
+int worker_shm_attach(struct vchannel *ch, int id, uint64_t *size, int *fd);
+int worker_shm_detach(struct vchannel *ch, int id, unsigned *out_flags);
+int worker_shm_ctl(struct vchannel *ch, int id, int cmd, struct vgpu_shm_stat *st, unsigned *out_flags);
+
 /* Drop privileges and install the system-call filter (sandbox.c), after everything the worker
  * needs has been opened. uid/gid VGPU_WORKER_SAME_ID keep vgpud's. Returns 0 or -errno (said). */
 int worker_demote(uint32_t uid, uint32_t gid);

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 16u
+#define VGPU_PROTO_VERSION 17u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -146,6 +146,23 @@ enum { VGPU_TENSOR_MAP_TILED = 1, VGPU_TENSOR_MAP_IM2COL, VGPU_TENSOR_MAP_IM2COL
 
 /* An IPC memory handle as a tenant sees it (CUipcMemHandle): a token of vgpud's. */
 #define VGPU_IPC_HANDLE_BYTES 64u
+
+/* A shared segment as IPC_STAT reports it (cuShmCtl). owner: the creator's uid, or its Xen domain
+ * (then domain is 1); times in seconds since the epoch. */
+struct vgpu_shm_stat {
+    int32_t key;
+    uint32_t mode;
+    uint32_t owner;
+    uint32_t domain;
+    uint64_t size;
+    uint64_t attached;
+    int32_t creator_pid;
+    int32_t last_pid;
+    int64_t attach_time, detach_time, change_time;
+    uint32_t removed;
+    uint32_t pad;
+};
+enum { VGPU_SHM_CREATED = 1, VGPU_SHM_FREED = 2 };
 #define VGPU_TENSOR_MAP_MAX_RANK 5u
 struct vgpu_tensor_map_args {
     uint32_t kind;

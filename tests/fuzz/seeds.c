@@ -350,6 +350,20 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_IpcCloseMemHandle ich = {.dptr = va};
     REC(IpcCloseMemHandle, 1, ich, NULL, 0);
     save(dir, "records", "ipc");
+
+    /* Gdev's segments: made, attached, looked at, removed, detached. */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    struct vgpu_req_ShmGet shg = {.key = 0x51, .flags = 01000 | 0600, .size = 4096};
+    REC(ShmGet, 1, shg, NULL, 0);
+    struct vgpu_req_ShmAt shat = {.id = 1};
+    REC(ShmAt, 1, shat, NULL, 0);
+    struct vgpu_req_ShmCtl shc = {.id = 1, .cmd = 2};
+    REC(ShmCtl, 1, shc, NULL, 0);
+    shc.cmd = 0;
+    REC(ShmCtl, 1, shc, NULL, 0);
+    struct vgpu_req_ShmDt shd = {.dptr = va};
+    REC(ShmDt, 1, shd, NULL, 0);
+    save(dir, "records", "shm");
 }
 
 /* ---- control: [u8 source][u16 length][message] */

@@ -374,6 +374,17 @@ START_TEST(test_ipc)
 }
 END_TEST
 
+/* Gdev's segments: made under a key by one tenant, found and attached by another, removed. */
+START_TEST(test_shm)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_shm", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "shm: a segment made, found by its key in another process, bytes seen both ways, removed, ok"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_tensor_map)
 {
     char *out;
@@ -1159,6 +1170,7 @@ int main(void)
     tcase_add_test(programs, test_pool);
     tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_ipc);
+    tcase_add_test(programs, test_shm);
     tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);
     tcase_add_test(programs, test_queries);

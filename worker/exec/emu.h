@@ -195,6 +195,9 @@ CUresult emu_ipc_export(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t 
 CUresult emu_ipc_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
                         uint64_t size, uint64_t *dptr);
 CUresult emu_ipc_close(struct vgpu_exec *x, void *ctx, uint64_t dptr);
+CUresult emu_shm_create(struct vgpu_exec *x, int dev, uint64_t size, int *fd);
+CUresult emu_shm_map(struct vgpu_exec *x, int dev, int fd, uint64_t size, uint64_t *dptr);
+CUresult emu_shm_unmap(struct vgpu_exec *x, uint64_t dptr, uint64_t size);
 
 /* emu_stream.c */
 CUresult emu_stream_new(struct emu_ctx *c, unsigned flags, int priority, bool is_null, struct emu_stream **out);

@@ -1,13 +1,16 @@
-/* The emu executor's IPC: emu device memory is the worker's own memory, so an allocation to be
- * shared becomes a memfd mapped over itself at the same address (its bytes copied in first), and
- * the memfd travels to the opening worker, which maps it where it likes. The exporter keeps the
- * memfd until the allocation is freed; a mapping elsewhere keeps the memory until it is closed. */
+/* The emu executor's memory shared between processes: emu device memory is the worker's own
+ * memory, so an allocation to be shared through an IPC handle becomes a memfd mapped over itself at
+ * the same address (its bytes copied in first), and the memfd travels to the opening worker, which
+ * maps it where it likes. The exporter keeps the memfd until the allocation is freed; a mapping
+ * elsewhere keeps the memory until it is closed. Gdev's segments are memfds from the start. */
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "emu.h"
+
+static void *map_shared(int fd, uint64_t size);
 
 CUresult emu_ipc_export(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
                         uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
@@ -53,19 +56,14 @@ CUresult emu_ipc_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_
     (void)x;
     (void)blob;
     struct emu_ctx *c = ctx;
-    struct stat st;
-    uint64_t map_size = emu_page_round(size);
-    /* A memfd shorter than it claims would fault on use. */
-    if (fd < 0 || size == 0 || map_size < size || fstat(fd, &st) != 0 || (uint64_t)st.st_size < map_size)
+    void *p = map_shared(fd, size);
+    if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    void *p = mmap(NULL, (size_t)map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
     int e = vgpu_ranges_add(&c->imported, &(struct vgpu_range){.base = (uint64_t)(uintptr_t)p, .size = size});
     pthread_mutex_unlock(&c->mu);
     if (e) {
-        munmap(p, (size_t)map_size);
+        munmap(p, (size_t)emu_page_round(size));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (uint64_t)(uintptr_t)p;
@@ -87,4 +85,49 @@ CUresult emu_ipc_close(struct vgpu_exec *x, void *ctx, uint64_t dptr)
         return CUDA_ERROR_INVALID_VALUE;
     munmap((void *)(uintptr_t)dptr, (size_t)emu_page_round(size));
     return CUDA_SUCCESS;
+}
+
+/* A mapping of a shared memfd: size bytes rounded to pages, the descriptor checked to hold them (one
+ * shorter than it claims would fault on use). */
+static void *map_shared(int fd, uint64_t size)
+{
+    struct stat st;
+    uint64_t map_size = emu_page_round(size);
+    if (fd < 0 || size == 0 || map_size < size || fstat(fd, &st) != 0 || (uint64_t)st.st_size < map_size)
+        return NULL;
+    void *p = mmap(NULL, (size_t)map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+CUresult emu_shm_create(struct vgpu_exec *x, int dev, uint64_t size, int *fd)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    int m = memfd_create("vgpu-shm", MFD_CLOEXEC);
+    if (m < 0 || ftruncate(m, (off_t)emu_page_round(size)) != 0) {
+        if (m >= 0)
+            close(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *fd = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_shm_map(struct vgpu_exec *x, int dev, int fd, uint64_t size, uint64_t *dptr)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    void *p = map_shared(fd, size);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (uint64_t)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_shm_unmap(struct vgpu_exec *x, uint64_t dptr, uint64_t size)
+{
+    (void)x;
+    return munmap((void *)(uintptr_t)dptr, (size_t)emu_page_round(size)) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

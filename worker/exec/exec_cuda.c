@@ -145,6 +145,8 @@
     X(cuIpcGetMemHandle)                                                                               \
     X(cuIpcOpenMemHandle_v2)                                                                           \
     X(cuIpcCloseMemHandle)                                                                             \
+    X(cuMemExportToShareableHandle)                                                                    \
+    X(cuMemImportFromShareableHandle)                                                                  \
     X(cuTensorMapEncodeTiled)                                                                          \
     X(cuTensorMapEncodeIm2col)                                                                         \
     X(cuTensorMapEncodeIm2colWide)                                                                     \
@@ -632,6 +634,54 @@ static CUresult cuda_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, 
     CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]},
                          .flags = (CUmemAccess_flags)flags};
     return API(x)->cuMemSetAccess((CUdeviceptr)ptr, (size_t)size, &d, 1);
+}
+
+/* ---------------------------------------------------------------- memory shared by descriptor */
+
+static CUresult cuda_shm_create(struct vgpu_exec *x, int dev, uint64_t size, int *fd)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAllocationProp prop = device_memory(x, dev);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = API(x)->cuMemCreate(&h, (size_t)size, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int out = -1;
+    r = API(x)->cuMemExportToShareableHandle(&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    API(x)->cuMemRelease(h); /* the descriptor keeps the memory */
+    *fd = r == CUDA_SUCCESS ? out : -1;
+    return r;
+}
+
+static CUresult cuda_shm_map(struct vgpu_exec *x, int dev, int fd, uint64_t size, uint64_t *dptr)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = API(x)->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+                                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUdeviceptr p = 0;
+    if ((r = API(x)->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0)) == CUDA_SUCCESS) {
+        if ((r = API(x)->cuMemMap(p, (size_t)size, 0, h, 0)) == CUDA_SUCCESS &&
+            (r = cuda_vmm_set_access(x, dev, p, size, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) != CUDA_SUCCESS)
+            API(x)->cuMemUnmap(p, (size_t)size);
+        if (r != CUDA_SUCCESS)
+            API(x)->cuMemAddressFree(p, (size_t)size);
+    }
+    API(x)->cuMemRelease(h); /* the mapping keeps the memory */
+    *dptr = p;
+    return r;
+}
+
+static CUresult cuda_shm_unmap(struct vgpu_exec *x, uint64_t dptr, uint64_t size)
+{
+    CUresult r = API(x)->cuMemUnmap((CUdeviceptr)dptr, (size_t)size);
+    CUresult e = API(x)->cuMemAddressFree((CUdeviceptr)dptr, (size_t)size);
+    return r != CUDA_SUCCESS ? r : e;
 }
 
 static CUresult finish(struct vgpu_exec *x, void *stream, unsigned flags, CUresult r)
@@ -1592,6 +1642,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .ipc_export = cuda_ipc_export,
     .ipc_import = cuda_ipc_import,
     .ipc_close = cuda_ipc_close,
+    .shm_create = cuda_shm_create,
+    .shm_map = cuda_shm_map,
+    .shm_unmap = cuda_shm_unmap,
     .tensor_map = cuda_tensor_map,
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,

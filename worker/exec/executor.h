@@ -108,6 +108,14 @@ struct vgpu_exec_ops {
                            uint64_t size, uint64_t *dptr);
     CUresult (*ipc_close)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
 
+    /* Memory shared by descriptor (Gdev's segments): size bytes (a multiple of the VMM
+     * granularity) of device dev as a descriptor (*fd, the caller's), and such a descriptor mapped
+     * read-write for dev (at *dptr) and unmapped. The memory lives while a descriptor or a mapping
+     * does. Arguments are checked by the caller. */
+    CUresult (*shm_create)(struct vgpu_exec *x, int dev, uint64_t size, int *fd);
+    CUresult (*shm_map)(struct vgpu_exec *x, int dev, int fd, uint64_t size, uint64_t *dptr);
+    CUresult (*shm_unmap)(struct vgpu_exec *x, uint64_t dptr, uint64_t size);
+
     /* ---- copies and memsets, ordered on stream; flags VGPU_XFER_* */
     CUresult (*copy_htod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, const void *src, uint64_t n,
                           unsigned flags);

@@ -1,0 +1,99 @@
+/* Gdev's shared device memory between two processes (two tenants through vGPUs; the API is the
+ * project's, looked up at run time since the toolkit's libcuda.so has none of it): the parent
+ * makes a segment under a key, attaches and fills it; a child (forked before either touches CUDA)
+ * finds it by the key, attaches, reads the parent's bytes, writes some and detaches; the parent sees
+ * them, reads the segment's status, removes it, and the key then names nothing. */
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "progutil.h"
+
+#define N (3u << 20)
+#define WRITTEN (1u << 20)
+
+static CUresult (*shm_get)(int *, int, size_t, int);
+static CUresult (*shm_at)(CUdeviceptr *, int, int);
+static CUresult (*shm_dt)(CUdeviceptr);
+static CUresult (*shm_ctl)(int, int, void *);
+
+static int child(int key, int from_parent, int to_parent)
+{
+    char go;
+    if (read(from_parent, &go, 1) != 1)
+        return 1;
+    CUdevice dev;
+    prog_init(&dev);
+    int id;
+    CHECK(shm_get(&id, key, 0, 0));
+    CUdeviceptr p;
+    CHECK(shm_at(&p, id, 0));
+    uint8_t *want = malloc(N);
+    EXPECT(want, "memory");
+    prog_fill(want, N, 33);
+    prog_expect_device(p, want, N, "the creator's bytes, read by another tenant");
+    CHECK(cuMemsetD8(p, 0x42, WRITTEN));
+    CHECK(cuCtxSynchronize());
+    CHECK(shm_dt(p));
+    free(want);
+    char done = 1;
+    return write(to_parent, &done, 1) == 1 ? 0 : 1;
+}
+
+int main(void)
+{
+    shm_get = (CUresult(*)(int *, int, size_t, int))dlsym(RTLD_DEFAULT, "cuShmGet");
+    shm_at = (CUresult(*)(CUdeviceptr *, int, int))dlsym(RTLD_DEFAULT, "cuShmAt");
+    shm_dt = (CUresult(*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "cuShmDt");
+    shm_ctl = (CUresult(*)(int, int, void *))dlsym(RTLD_DEFAULT, "cuShmCtl");
+    EXPECT(shm_get && shm_at && shm_dt && shm_ctl, "the cuShm* functions (a vGPU's libcuda.so.1 has them)");
+    int key = 0x5100000 + (int)(getpid() & 0xfffff);
+    int down[2], up[2];
+    EXPECT(pipe(down) == 0 && pipe(up) == 0, "pipes");
+    pid_t pid = fork();
+    EXPECT(pid >= 0, "fork");
+    if (pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        _exit(child(key, down[0], up[1]));
+    }
+    close(down[0]);
+    close(up[1]);
+    CUdevice dev;
+    prog_init(&dev);
+    int id, again;
+    EXPECT_RESULT(shm_get(&id, key, N, 0600), CUDA_ERROR_NOT_FOUND); /* no IPC_CREAT */
+    CHECK(shm_get(&id, key, N, IPC_CREAT | IPC_EXCL | 0600));
+    EXPECT_RESULT(shm_get(&again, key, N, IPC_CREAT | IPC_EXCL | 0600), CUDA_ERROR_ALREADY_MAPPED);
+    CHECK(shm_get(&again, key, 0, 0));
+    EXPECT(again == id, "the key names the segment: %d, %d", again, id);
+    EXPECT_RESULT(shm_get(&again, key, 64u << 20, 0), CUDA_ERROR_INVALID_VALUE); /* larger than it */
+    CUdeviceptr d;
+    CHECK(shm_at(&d, id, 0));
+    uint8_t *data = malloc(N);
+    EXPECT(data, "memory");
+    prog_fill(data, N, 33);
+    CHECK(cuMemcpyHtoD(d, data, N));
+    char go = 1, done = 0;
+    EXPECT(write(down[1], &go, 1) == 1, "waking the other tenant");
+    EXPECT(read(up[0], &done, 1) == 1 && done == 1, "the other tenant did not finish");
+    int status = 0;
+    EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other tenant failed");
+    memset(data, 0x42, WRITTEN);
+    prog_expect_device(d, data, N, "the other tenant's bytes, read by the creator");
+    struct shmid_ds ds;
+    CHECK(shm_ctl(id, IPC_STAT, &ds));
+    EXPECT(ds.shm_nattch == 1 && ds.shm_segsz >= N && (ds.shm_perm.mode & 0777) == 0600,
+           "status: %lu attached, %zu bytes, mode %o", (unsigned long)ds.shm_nattch, ds.shm_segsz,
+           ds.shm_perm.mode & 0777);
+    CHECK(shm_ctl(id, IPC_RMID, NULL));
+    EXPECT_RESULT(shm_get(&again, key, 0, 0), CUDA_ERROR_NOT_FOUND); /* the key is free at once */
+    CHECK(shm_dt(d));
+    EXPECT_RESULT(shm_at(&d, id, 0), CUDA_ERROR_NOT_FOUND); /* gone with its last detach */
+    free(data);
+    printf("shm: a segment made, found by its key in another process, bytes seen both ways, removed, ok\n");
+    return 0;
+}
