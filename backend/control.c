@@ -14,6 +14,8 @@
 #include "bell.h"
 #include "client_msg.h"
 #include "image_cache.h"
+#include "memory.h"
+#include "segments.h"
 #include "server.h"
 #include "strbuf.h"
 
@@ -24,12 +26,26 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
     const struct vgpu_chan_stats *st = w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER
                                            ? &w->stats->chan[c->slot]
                                            : &none;
+    uint64_t held = atomic_load(&st->mem_bytes), out_host = atomic_load(&st->swapped_host),
+             out_dev = atomic_load(&st->swapped_device);
+    uint64_t shm_bytes = 0;
+    unsigned shm = w ? shm_seg_attached_by((uint64_t)w->pid, &shm_bytes) : 0;
+    struct mm_vgpu_view mv = {0};
+    bool managed = srv->mm && w && mm_vgpu_view(srv->mm, (void *)w, c->id, &mv);
     strbuf_printf(b,
                   "{\"id\":%u,\"device\":%d,\"mem_bytes\":%llu,\"mem_quota\":%llu,\"mem_allocs\":%llu,"
-                  "\"host_bytes\":%llu",
-                  c->id, c->device, (unsigned long long)atomic_load(&st->mem_bytes),
-                  (unsigned long long)s->vgpu_memory[c->vgpu], (unsigned long long)atomic_load(&st->mem_allocs),
-                  (unsigned long long)atomic_load(&st->host_bytes));
+                  "\"host_bytes\":%llu,\"mem_resident\":%llu,\"swapped_host\":%llu,\"swapped_device\":%llu,"
+                  "\"swap\":{\"managed\":%s,\"allowance\":%llu,\"waiting\":%s,\"out_bytes\":%llu,\"in_bytes\":%llu,"
+                  "\"out_ns\":%llu,\"in_ns\":%llu,\"caused_ns\":%llu},\"shm_attached\":%u,\"shm_bytes\":%llu",
+                  c->id, c->device, (unsigned long long)held, (unsigned long long)s->vgpu_memory[c->vgpu],
+                  (unsigned long long)atomic_load(&st->mem_allocs), (unsigned long long)atomic_load(&st->host_bytes),
+                  (unsigned long long)(held > out_host + out_dev ? held - out_host - out_dev : 0),
+                  (unsigned long long)out_host, (unsigned long long)out_dev, managed ? "true" : "false",
+                  (unsigned long long)mv.allowance, mv.waiting ? "true" : "false",
+                  (unsigned long long)atomic_load(&st->swapped_out), (unsigned long long)atomic_load(&st->swapped_in),
+                  (unsigned long long)atomic_load(&st->swap_out_ns), (unsigned long long)atomic_load(&st->swap_in_ns),
+                  (unsigned long long)mv.caused_ns, shm,
+                  (unsigned long long)shm_bytes);
     for (unsigned k = 0; k < VGPU_OBJ_KINDS; k++)
         strbuf_printf(b, ",\"%s\":%u", vgpu_object_kind_names[k], atomic_load(&st->live[k]));
     uint64_t calls = 0, errors = 0;
@@ -148,13 +164,14 @@ static void workers_json(struct server *srv, struct strbuf *b, const struct sess
     strbuf_printf(b, "]");
 }
 
-/* Each device: its memory, what the workers' contexts hold on it (used_mem), and what its vGPUs'
- * tenants have allocated against their quotas; all of it is resident until swapping exists. */
+/* Each device: its memory, what the workers' contexts hold on it (used_mem), what its vGPUs'
+ * tenants have allocated against their quotas, and where that is: on the device, in host swap or
+ * in the device swap area; with swapping on, what the memory manager allows and who waits. */
 static void devices_json(struct server *srv, struct strbuf *b)
 {
     strbuf_printf(b, "\"devices\":[");
     for (int i = 0; i < srv->device_count; i++) {
-        uint64_t used = 0, allocated = 0, quota = 0, vgpus = 0;
+        uint64_t used = 0, allocated = 0, quota = 0, vgpus = 0, out_host = 0, out_dev = 0;
         for (const struct worker *w = srv->workers; w; w = w->next)
             if (w->stats)
                 used += atomic_load_explicit(&w->stats->dev_used[i], memory_order_relaxed);
@@ -165,17 +182,33 @@ static void devices_json(struct server *srv, struct strbuf *b)
                     c->state == SCHAN_WAIT_WORKER)
                     continue;
                 vgpus++;
-                allocated += atomic_load(&s->worker->stats->chan[c->slot].mem_bytes);
+                const struct vgpu_chan_stats *st = &s->worker->stats->chan[c->slot];
+                allocated += atomic_load(&st->mem_bytes);
+                out_host += atomic_load(&st->swapped_host);
+                out_dev += atomic_load(&st->swapped_device);
                 quota += s->vgpu_memory[c->vgpu];
             }
         strbuf_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
         strbuf_json_string(b, srv->devices[i].name);
+        uint64_t out = out_host + out_dev;
         strbuf_printf(b,
                       ",\"total_mem\":%llu,\"used_mem\":%llu,\"vgpus\":%llu,\"allocated\":%llu,\"quotas\":%llu,"
-                      "\"resident\":%llu,\"swapped_host\":0,\"swapped_device\":0}",
+                      "\"resident\":%llu,\"swapped_host\":%llu,\"swapped_device\":%llu",
                       (unsigned long long)srv->devices[i].total_mem, (unsigned long long)used,
                       (unsigned long long)vgpus, (unsigned long long)allocated, (unsigned long long)quota,
-                      (unsigned long long)allocated);
+                      (unsigned long long)(allocated > out ? allocated - out : 0), (unsigned long long)out_host,
+                      (unsigned long long)out_dev);
+        if (srv->mm) {
+            struct mm_device_view v;
+            mm_device_view(srv->mm, i, &v);
+            strbuf_printf(b,
+                          ",\"swap\":{\"capacity\":%llu,\"allowed\":%llu,\"device_swap\":%llu,\"host_swap\":%llu,"
+                          "\"host_swap_used\":%llu,\"waiting\":%u}",
+                          (unsigned long long)v.capacity, (unsigned long long)v.allowed,
+                          (unsigned long long)v.device_swap, (unsigned long long)srv->opt.swap_host,
+                          (unsigned long long)mm_host_swap_used(srv->mm), v.waiting);
+        }
+        strbuf_printf(b, "}");
     }
     strbuf_printf(b, "]");
 }

@@ -15,6 +15,7 @@
 #include "bell.h"
 #include "client_msg.h"
 #include "log.h"
+#include "memory.h"
 #include "msg_socket.h"
 #include "sealed.h"
 #include "usage.h"
@@ -101,6 +102,7 @@ static void schan_free(struct server *srv, struct session *s, struct schan *c)
             }
         }
         sched_host_leave(srv->sched, w->region, c->slot);
+        server_memory_leave(srv, w, c->id);
         worker_slot_put(w, c->slot);
     }
     if (c->memfd >= 0)
@@ -567,6 +569,7 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
     if (c->state == SCHAN_CLOSING) /* closed meanwhile: its ChannelGone comes next */
         return;
     c->state = SCHAN_OPEN;
+    server_memory_join(srv, w, c->id, c->device, c->slot);
     answer_channel(s, c, CUDA_SUCCESS);
     close(c->memfd);
     c->memfd = -1;
@@ -838,6 +841,8 @@ int server_init(struct server *srv, const struct server_options *opt)
         LOG_ERROR("cannot start the schedulers: %s", strerror(-e));
         return e;
     }
+    if ((e = server_memory_init(srv)) != 0)
+        return e;
     srv->listen_fd = vgpu_socket_listen(opt->socket_path);
     if (srv->listen_fd < 0) {
         LOG_ERROR("cannot listen on %s: %s", opt->socket_path, strerror(-srv->listen_fd));
@@ -872,9 +877,10 @@ int server_run(struct server *srv)
     LOG_INFO("vgpud serving %d device(s) with the %s executor on %s", srv->device_count, srv->executor,
              srv->opt.socket_path);
     workers_fill_pool(srv, true);
+    int wait_ms = TICK_MS;
     while (!srv->stopping) {
         struct epoll_event evs[32];
-        int n = epoll_wait(srv->epoll_fd, evs, 32, TICK_MS);
+        int n = epoll_wait(srv->epoll_fd, evs, 32, wait_ms);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -904,6 +910,7 @@ int server_run(struct server *srv)
         }
         close_killed(srv);
         tick(srv);
+        wait_ms = server_memory_run(srv, TICK_MS);
         bury(srv);
     }
     LOG_INFO("vgpud stopping");
@@ -955,6 +962,7 @@ void server_fini(struct server *srv)
     bury(srv);
     sched_host_destroy(srv->sched);
     srv->sched = NULL;
+    server_memory_fini(srv);
     if (srv->listen_fd >= 0)
         close(srv->listen_fd);
     if (srv->epoll_fd >= 0)

@@ -25,6 +25,7 @@ struct server {
     int device_count;
     struct vgpu_device_info *devices;
     struct sched_host *sched; /* NULL when scheduling is off */
+    struct mm *mm;            /* the memory manager; NULL when swapping is off */
     struct xen_guests *xen;   /* guest discovery, in dom0 */
     int listen_fd, epoll_fd, wake_fd;
     struct watch w_listen, w_wake;

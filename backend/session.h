@@ -49,6 +49,15 @@ struct server_options {
     uint64_t default_memory;
     struct program_rule memories[MAX_PROGRAM_RULES];
     unsigned memory_count;
+    /* Swapping (on when either swap is given): host swap in all, each device's swap area (bytes,
+     * or a per-mille of its memory), device memory kept per vGPU for its contexts, and how long a
+     * vGPU keeps memory it was granted at least. */
+    uint64_t swap_host, swap_device;
+    uint32_t swap_device_permille;
+    bool swap_reserve_set;
+    uint64_t swap_reserve;
+    uint64_t swap_slice_ns;
+    uint64_t swap_capacity; /* device memory the vGPUs of a device may hold in all (0: all of it) */
     struct exec_options exec;
     int64_t poll_spin_ns; /* how long a poller spins before sleeping */
     uint32_t max_sessions;

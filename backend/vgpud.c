@@ -68,6 +68,15 @@ static void usage(FILE *f)
             "  --memory PROGRAM=SIZE  device memory quota of each vGPU of the clients named PROGRAM\n"
             "                         (repeatable; a guest's xl configuration says memory=SIZE instead)\n"
             "  --default-memory SIZE  quota of each vGPU of the other clients (default: the device's memory)\n"
+            "  --swap-host SIZE       swap device memory of vGPUs that are not running to host memory, up to\n"
+            "                         SIZE in all, when the device's memory is oversubscribed (default 0: no swap)\n"
+            "  --swap-device SIZE|N%%  keep a swap area on each device, used before host swap (Gdev's device\n"
+            "                         swap; 10%% is Gdev's default; default 0)\n"
+            "  --swap-reserve SIZE    device memory kept per vGPU for its contexts when swapping (default 512M\n"
+            "                         on GPUs, 0 on emu)\n"
+            "  --swap-slice MS        a vGPU keeps memory it was granted for at least MS (default 100)\n"
+            "  --swap-capacity SIZE   device memory the vGPUs of each device may hold in all when swapping,\n"
+            "                         leaving the rest to others (default: the device's memory)\n"
             "  --any-user-host-code   let clients of any user, and guests, load emu modules (host code run\n"
             "                         inside their worker); by default only host clients of vgpud's own user may\n"
             "  --isolation MODE       session: a worker process per session (default); domain: one per Xen\n"
@@ -145,7 +154,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_MEMORY, O_DEFMEMORY, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
-       O_TURN_IDLE };
+       O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -173,6 +182,11 @@ static const struct option longopts[] = {
     {"sched-max-turn", required_argument, 0, O_MAX_TURN},
     {"sched-host-spin", required_argument, 0, O_HOST_SPIN},
     {"sched-turn-idle", required_argument, 0, O_TURN_IDLE},
+    {"swap-host", required_argument, 0, O_SWAP_HOST},
+    {"swap-device", required_argument, 0, O_SWAP_DEVICE},
+    {"swap-reserve", required_argument, 0, O_SWAP_RESERVE},
+    {"swap-slice", required_argument, 0, O_SWAP_SLICE},
+    {"swap-capacity", required_argument, 0, O_SWAP_CAPACITY},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -301,6 +315,45 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         }
         st->opt.default_memory = v;
+        break;
+    case O_SWAP_HOST:
+        if (parse_size_opt("--swap-host", arg, &st->opt.swap_host))
+            return 2;
+        break;
+    case O_SWAP_DEVICE: {
+        size_t n = strlen(arg);
+        if (n > 1 && arg[n - 1] == '%') {
+            char pct[16];
+            if (n - 1 >= sizeof pct) {
+                fprintf(stderr, "vgpud: --swap-device is a size or a percentage such as 10%%\n");
+                return 2;
+            }
+            memcpy(pct, arg, n - 1);
+            pct[n - 1] = '\0';
+            if (parse_number("--swap-device", pct, 0, 90, "%", &v))
+                return 2;
+            st->opt.swap_device_permille = (uint32_t)v * 10;
+            st->opt.swap_device = 0;
+        } else {
+            if (parse_size_opt("--swap-device", arg, &st->opt.swap_device))
+                return 2;
+            st->opt.swap_device_permille = 0;
+        }
+        break;
+    }
+    case O_SWAP_RESERVE:
+        if (parse_size_opt("--swap-reserve", arg, &st->opt.swap_reserve))
+            return 2;
+        st->opt.swap_reserve_set = true;
+        break;
+    case O_SWAP_CAPACITY:
+        if (parse_size_opt("--swap-capacity", arg, &st->opt.swap_capacity))
+            return 2;
+        break;
+    case O_SWAP_SLICE:
+        if (parse_number("--swap-slice", arg, 1, 60000, " (ms)", &v))
+            return 2;
+        st->opt.swap_slice_ns = v * 1000000;
         break;
     case O_DEFWEIGHT:
         if (parse_number("--default-weight", arg, 1, SCHED_MAX_WEIGHT, "", &v))

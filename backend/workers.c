@@ -22,6 +22,7 @@
 #include "ipc.h"
 #include "segments.h"
 #include "log.h"
+#include "memory.h"
 #include "msg_socket.h"
 #include "sealed.h"
 #include "server.h"
@@ -212,6 +213,7 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     st.max_modules = srv->opt.max_modules;
     st.max_functions = srv->opt.max_functions;
     st.sched_on = w->region != NULL;
+    st.swap_on = srv->mm != NULL;
     st.sched_quantum_ns = srv->opt.sched.quantum_ns;
     st.sched_period_ns = srv->opt.sched.period_ns;
     st.sched_spin_ns = srv->opt.sched.spin_ns;
@@ -596,6 +598,18 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
     case VGPU_WMSG_ShmCtl:
         on_shm(srv, w, type, buf, fds, nfds);
         break;
+    case VGPU_WMSG_MemNeed: {
+        struct vgpu_wmsg_MemNeed m;
+        memcpy(&m, buf, sizeof m);
+        server_memory_need(srv, w, &m);
+        break;
+    }
+    case VGPU_WMSG_MemEvicted: {
+        struct vgpu_wmsg_MemEvicted m;
+        memcpy(&m, buf, sizeof m);
+        server_memory_evicted(srv, w, &m);
+        break;
+    }
     case VGPU_WMSG_IpcDrop: {
         struct vgpu_wmsg_IpcDrop m;
         memcpy(&m, buf, sizeof m);

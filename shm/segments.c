@@ -227,3 +227,16 @@ void shm_seg_worker_gone(uint64_t worker)
 }
 
 unsigned shm_seg_count(void) { return (unsigned)segs.n; }
+
+unsigned shm_seg_attached_by(uint64_t worker, uint64_t *bytes)
+{
+    unsigned n = 0;
+    *bytes = 0;
+    for (size_t i = 0; i < segs.n; i++)
+        for (size_t k = 0; k < segs.v[i].natt; k++)
+            if (segs.v[i].att[k].worker == worker && segs.v[i].att[k].count) {
+                n++;
+                *bytes += segs.v[i].size;
+            }
+    return n;
+}

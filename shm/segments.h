@@ -42,5 +42,7 @@ int shm_seg_ctl(const struct shm_who *who, int id, int cmd, struct vgpu_shm_stat
 /* A worker has ended: its attachments go, and the segments it created that nobody has attached. */
 void shm_seg_worker_gone(uint64_t worker);
 unsigned shm_seg_count(void);
+/* The segments a worker has attached (each once however often attached), and their bytes. */
+unsigned shm_seg_attached_by(uint64_t worker, uint64_t *bytes);
 
 #endif

@@ -51,7 +51,7 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
         return CUDA_ERROR_OUT_OF_MEMORY;
     *wa = shape(elem, q->shape.width, q->shape.height, q->shape.depth);
     wa->bytes = shm_array_bytes(&q->shape, elem);
-    if ((r = shm_quota_charge(c->ch->acct, wa->bytes)) != CUDA_SUCCESS) {
+    if ((r = vchannel_charge(c->ch, wa->bytes)) != CUDA_SUCCESS) {
         free(wa);
         return r;
     }
@@ -124,7 +124,7 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
         return CUDA_ERROR_OUT_OF_MEMORY;
     *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .shape = q->shape};
     m->bytes = shm_mipmap_bytes(&q->shape, elem, q->levels);
-    if ((r = shm_quota_charge(c->ch->acct, m->bytes)) != CUDA_SUCCESS) {
+    if ((r = vchannel_charge(c->ch, m->bytes)) != CUDA_SUCCESS) {
         free(m);
         return r;
     }

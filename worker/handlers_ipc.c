@@ -29,6 +29,8 @@ CUresult vgpu_handle_IpcGetMemHandle(struct vgpu_call *c, const struct vgpu_req_
     const struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
     if (!range || range->kind != VGPU_RANGE_ALLOC || range->ctx != c->ctx_id)
         return CUDA_ERROR_INVALID_VALUE;
+    if (vswap_is_block(c->ch, q->dptr)) /* swappable memory (VMM) has no legacy IPC handle */
+        return CUDA_ERROR_NOT_SUPPORTED;
     const struct ipc_export *known = export_of(c->ch, q->dptr);
     if (known) {
         memcpy(a->handle, known->token, sizeof a->handle);

@@ -24,7 +24,9 @@ static CUresult allocated(struct vgpu_call *c, uint64_t dptr, uint64_t size)
 {
     struct vgpu_range range = {.base = dptr, .size = size, .ctx = c->ctx_id, .kind = VGPU_RANGE_ALLOC};
     if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
-        OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
+        CUresult r;
+        if (!vswap_free(c->ch, dptr, &r))
+            OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
         shm_quota_refund(c->ch->acct, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -39,10 +41,11 @@ CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAllo
         return r;
     if (q->size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shm_quota_charge(c->ch->acct, q->size)) != CUDA_SUCCESS)
+    if ((r = vchannel_charge(c->ch, q->size)) != CUDA_SUCCESS)
         return r;
     uint64_t dptr = 0;
-    r = OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
+    r = vswap_wants(c->ch, q->size) ? vswap_alloc(c, q->size, &dptr)
+                                    : OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
     if (r != CUDA_SUCCESS)
         shm_quota_refund(c->ch->acct, q->size);
     else if ((r = allocated(c, dptr, q->size)) == CUDA_SUCCESS)
@@ -69,7 +72,7 @@ CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_Me
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
         return CUDA_ERROR_UNKNOWN;
     }
-    if ((r = shm_quota_charge(c->ch->acct, pitch * q->height)) != CUDA_SUCCESS) {
+    if ((r = vchannel_charge(c->ch, pitch * q->height)) != CUDA_SUCCESS) {
         OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
         return r;
     }
@@ -90,7 +93,8 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
     if (!range || range->kind != VGPU_RANGE_ALLOC || range->ctx != c->ctx_id)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t size = range->size;
-    r = OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
+    if (!vswap_free(c->ch, q->dptr, &r))
+        r = OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
     if (r != CUDA_SUCCESS)
         return r;
     vchannel_freed(c->ch, q->dptr, size);

@@ -73,7 +73,7 @@ CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_Me
         return r;
     if (!pool || q->size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shm_quota_charge(c->ch->acct, q->size)) != CUDA_SUCCESS)
+    if ((r = vchannel_charge(c->ch, q->size)) != CUDA_SUCCESS)
         return r;
     uint64_t dptr = 0;
     r = OPS(c)->alloc_async(EXEC(c), c->ctx->x, stream, pool, q->size, &dptr);

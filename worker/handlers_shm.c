@@ -50,7 +50,7 @@ CUresult vgpu_handle_ShmGet(struct vgpu_call *c, const struct vgpu_req_ShmGet *q
         if (!v)
             return CUDA_ERROR_OUT_OF_MEMORY;
         ch->shm_made = v;
-        if ((r = shm_quota_charge(ch->acct, size)) != CUDA_SUCCESS)
+        if ((r = vchannel_charge(ch, size)) != CUDA_SUCCESS)
             return r;
         if ((r = OPS(c)->shm_create(EXEC(c), ch->device, size, &fd)) != CUDA_SUCCESS) {
             shm_quota_refund(ch->acct, size);

@@ -85,7 +85,7 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ph->size = q->size;
-    CUresult r = shm_quota_charge(c->ch->acct, q->size);
+    CUresult r = vchannel_charge(c->ch, q->size);
     if (r != CUDA_SUCCESS) {
         free(ph);
         return r;

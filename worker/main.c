@@ -29,6 +29,7 @@ static struct {
     unsigned slots;
     struct gate_client gate;
     bool sched_on;
+    bool swap_on; /* vgpud manages the residency of device memory */
     struct vchannel_host host;
     pthread_mutex_t mu; /* the channel table */
     pthread_cond_t cv;  /* a channel has gone */
@@ -117,6 +118,7 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
         .device = (int)m->device,
         .slot = m->slot,
         .host_code = m->host_code != 0,
+        .swap = w.swap_on,
         .layout = {m->req_off, m->req_size, m->rsp_off, m->rsp_size, m->data_off, m->data_size, m->slot_count,
                    m->slot_size, m->map_size},
     };
@@ -188,6 +190,19 @@ static void on_add_channel(const uint8_t *buf, size_t len, int fd)
     vchannel_start(ch);
 }
 
+/* vgpud asks a channel to give memory back. A channel that has gone is not asked any more
+ * (vgpud forgets its requests to it when it hears ChannelGone). */
+static void on_mem_evict(const uint8_t *buf)
+{
+    struct vgpu_wmsg_MemEvict m;
+    memcpy(&m, buf, sizeof m);
+    pthread_mutex_lock(&w.mu);
+    struct vchannel *ch = channel_by_id(m.channel);
+    if (ch && !atomic_load(&ch->finished))
+        worker_mem_evict(ch, &m);
+    pthread_mutex_unlock(&w.mu);
+}
+
 static void on_close_channel(const uint8_t *buf)
 {
     struct vgpu_wmsg_CloseChannel m;
@@ -239,7 +254,11 @@ static void serve(void)
         case VGPU_WMSG_CloseChannel:
             on_close_channel(buf);
             break;
+        case VGPU_WMSG_MemEvict:
+            on_mem_evict(buf);
+            break;
         case VGPU_WMSG_Image:
+        case VGPU_WMSG_MemGrant:
         case VGPU_WMSG_IpcAnswer:
         case VGPU_WMSG_ShmAnswer:
             worker_answered(buf, (size_t)n, nfds ? fds[0] : -1);
@@ -389,6 +408,7 @@ static int start(void)
     st.executor[sizeof st.executor - 1] = '\0';
     st.cuda_driver[sizeof st.cuda_driver - 1] = '\0';
     vgpu_log_set_level((int)st.log_level);
+    w.swap_on = st.swap_on != 0;
     w.limits = (struct vchannel_limits){st.poll_spin_ns, st.max_contexts, st.max_streams, st.max_events,
                                         st.max_modules, st.max_functions};
     if (st.mode == VGPU_WORKER_SERVE && st.xen_channels && worker_xen_prepare(st.xen_channels) != 0)
@@ -422,6 +442,8 @@ static int start(void)
             .shm_attach = worker_shm_attach,
             .shm_detach = worker_shm_detach,
             .shm_ctl = worker_shm_ctl,
+            .mem_need = worker_mem_need,
+            .mem_evicted = worker_mem_evicted,
         };
         LOG_DEBUG("ready: %s executor, uid %d gid %d, system-call filter %s", w.x->ops->name, (int)getuid(),
                   (int)getgid(), st.seccomp == VGPU_SECCOMP_ON ? "on" : st.seccomp == VGPU_SECCOMP_LOG ? "logging" : "off");

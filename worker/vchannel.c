@@ -224,6 +224,11 @@ CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
     for (unsigned i = 0; i < ch->capture_count; i++)
         if (ch->capturing[i] == stream && stream) /* captured, not run: nothing to schedule */
             return CUDA_SUCCESS;
+    if (ch->swap.out) {
+        CUresult back = vswap_restore(ch);
+        if (back != CUDA_SUCCESS)
+            return back;
+    }
     return gate_admit(&ch->gate, r, c->ctx->x, stream);
 }
 
@@ -501,6 +506,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
     gate_forget(&ch->gate, c->x, NULL, true);
     ch->x->ops->ctx_destroy(ch->x, c->x);
+    vswap_drop_ctx(ch, ctx_id);
     for (int k = SRV_STREAM; k < SRV_KINDS; k++) {
         struct srv_table *t = &ch->tables[k];
         for (uint32_t id = 1; id < t->cap; id++)
@@ -526,7 +532,7 @@ static bool request_ready(void *arg)
 {
     struct vchannel *ch = arg;
     return vgpu_ring_readable(&ch->map.req) || atomic_load_explicit(&ch->closing, memory_order_relaxed) ||
-           gate_should_yield(&ch->gate);
+           gate_should_yield(&ch->gate) || vswap_requested(&ch->swap);
 }
 
 static int still_open(void *arg)
@@ -613,6 +619,8 @@ static void *poller_main(void *arg)
     holding.timeout_ns = w.spin_ns;
     unsigned served = 0;
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
+        if (vswap_requested(&ch->swap))
+            vswap_serve(ch);
         int n = serve_one(ch);
         if (n > 0) {
             if ((++served & 63u) == 0)
@@ -677,6 +685,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     srv_table_init(&ch->tables[SRV_MEMHANDLE], MAX_GRAPHS);
     srv_table_init(&ch->tables[SRV_MEMPOOL], MAX_GRAPHS);
     gate_join(host->gate, &ch->gate, p->slot, p->device, &ch->closing);
+    vswap_init(ch, p->swap);
     ch->gate.capturing = ch->capturing;
     ch->gate.captures = &ch->capture_count;
     ch->req_buf = aligned_alloc(64, VGPU_MAX_RECORD);
@@ -734,6 +743,7 @@ void vchannel_free(struct vchannel *ch)
     vgpu_ranges_free(&ch->ranges);
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
+    vswap_fini(ch);
     free(ch->exports);
     free(ch->shm_made);
     free(ch->regs);

@@ -14,6 +14,7 @@
 #include "executor.h"
 #include "gate.h"
 #include "objects.h"
+#include "swap.h"
 #include "transport.h"
 #include "vgpu/calls.h"
 #include "vgpu/worker.h"
@@ -64,6 +65,11 @@ struct vchannel_host {
     int (*shm_attach)(struct vchannel *ch, int id, uint64_t *size, int *fd);
     int (*shm_detach)(struct vchannel *ch, int id, unsigned *out_flags);
     int (*shm_ctl)(struct vchannel *ch, int id, int cmd, struct vgpu_shm_stat *st, unsigned *out_flags);
+    /* Swapping (both optional; without mem_need no allowance grows): ask vgpud for an allowance of
+     * need resident bytes (a CUresult; the poller gives memory back meanwhile if vgpud asks), and
+     * report what the channel did when asked to give memory back. */
+    int (*mem_need)(struct vchannel *ch, uint64_t need, uint64_t resident, uint64_t *allowance);
+    void (*mem_evicted)(struct vchannel *ch, const struct vswap_report *rep);
 };
 
 /* A segment this channel made (its quota holds it until the segment goes). */
@@ -151,6 +157,7 @@ struct vchannel {
     struct vchannel_build builds[VCHANNEL_MAX_CAPTURES]; /* each capturing stream's, same index */
     unsigned capture_count;
     struct gate_member gate; /* its place in the device's schedulers */
+    struct vswap swap;       /* its side of swapping */
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
     struct vgpu_chan_stats *acct;
@@ -164,6 +171,7 @@ struct vchannel_params {
     int device;
     unsigned slot;  /* its slot in the scheduler (gate client) */
     bool host_code; /* the client may load emu modules */
+    bool swap;      /* vgpud manages its residency (swapping on) */
     struct vgpu_channel_layout layout;
     struct vgpu_chan_stats *acct; /* where its accounting goes (NULL: inside the channel) */
 };

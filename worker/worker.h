@@ -24,6 +24,11 @@ void worker_image_offer(const void *bytes, size_t size);
 int worker_ask(void *req, size_t len, const int *fds, unsigned nfds, void *answer, size_t answer_len, int *fd);
 /* An answer from vgpud (the control loop); takes fd. */
 void worker_answered(const void *msg, size_t len, int fd);
+/* worker_ask, waiting up to timeout_s and calling serve(arg) meanwhile: whenever worker_asks_wake
+ * is called and every millisecond (a poller that waits for memory gives memory back meanwhile). */
+int worker_ask_serving(void *req, size_t len, const int *fds, unsigned nfds, void *answer, size_t answer_len, int *fd,
+                       int timeout_s, void (*serve)(void *), void *arg);
+void worker_asks_wake(void);
 /* vgpud has gone: nobody waits for an answer any more. */
 void worker_asks_abandon(void);
 
@@ -38,6 +43,12 @@ int worker_shm_get(struct vchannel *ch, int key, int flags, uint64_t size, int f
 int worker_shm_attach(struct vchannel *ch, int id, uint64_t *size, int *fd);
 int worker_shm_detach(struct vchannel *ch, int id, unsigned *out_flags);
 int worker_shm_ctl(struct vchannel *ch, int id, int cmd, struct vgpu_shm_stat *st, unsigned *out_flags);
+
+/* Device memory through vgpud when it manages residency (memory.c): the vchannel_host callbacks,
+ * and vgpud's request that a channel give memory back (the control loop). */
+int worker_mem_need(struct vchannel *ch, uint64_t need, uint64_t resident, uint64_t *allowance);
+void worker_mem_evicted(struct vchannel *ch, const struct vswap_report *rep);
+void worker_mem_evict(struct vchannel *ch, const struct vgpu_wmsg_MemEvict *m);
 
 /* Drop privileges and install the system-call filter (sandbox.c), after everything the worker
  * needs has been opened. uid/gid VGPU_WORKER_SAME_ID keep vgpud's. Returns 0 or -errno (said). */

@@ -104,6 +104,11 @@ struct vgpu_chan_stats {
     _Atomic uint64_t mem_quota; /* the most it may hold (0: the device's memory) */
     _Atomic uint64_t mem_allocs;
     _Atomic uint64_t host_bytes; /* data-area bytes registered as pinned memory */
+    /* Swapping (vgpud --swap-host/--swap-device): of mem_bytes, what is in host swap and in the
+     * device swap area (the rest is resident); the resident bytes vgpud allows; the bytes moved
+     * out and back in, and the time the moves took, in all. */
+    _Atomic uint64_t swapped_host, swapped_device, allowance;
+    _Atomic uint64_t swapped_out, swapped_in, swap_out_ns, swap_in_ns;
     _Atomic uint32_t live[VGPU_OBJ_KINDS]; /* live objects by kind */
     uint32_t pad;
     _Atomic uint64_t calls[VGPU_OP_COUNT];

@@ -192,5 +192,25 @@ quota_run quota "$PROGS/prog_quota" 4096
 "$PYTHON" -c "import torch" >/dev/null 2>&1 && PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
     quota_run quota-pytorch-malloc-async "$PYTHON" "$(dirname "$0")/quota_probe.py" 4096
 
+# Swapping: a vgpud whose vGPUs may hold 2 GiB of the GPU in all, with host swap. Three tenants of
+# 1000 MiB each (a driver-API program), then three PyTorch processes of 960 MiB each, run at once:
+# they take turns on the device and all finish with their data intact.
+stop_vgpud
+start_vgpud "$BIN" "$sock" "$OUT/vgpud-swap.log" cuda info --swap-host 8G --swap-capacity 2G --swap-reserve 0 || exit 1
+swap_run() { # name, count, program and arguments
+    local name=$1 count=$2; shift 2
+    local pids=() ok=1
+    for i in $(seq "$count"); do
+        "$BIN/vgpu-run" --socket "$sock" -- "$@" >"$OUT/$name.$i.vgpu" 2>&1 &
+        pids+=($!)
+    done
+    for i in $(seq "$count"); do wait "${pids[$((i - 1))]}" || ok=0; done
+    if [ $ok = 1 ]; then pass "$name: $count at once: $(tail -1 "$OUT/$name.1.vgpu")"
+    else fail "$name: failed"; for i in $(seq "$count"); do sed 's/^/    /' "$OUT/$name.$i.vgpu"; done; fi
+}
+swap_run swap 3 "$PROGS/prog_swap" "$K/basic.fatbin" 1000:4
+"$PYTHON" -c "import torch" >/dev/null 2>&1 && swap_run swap-pytorch 3 "$PYTHON" "$(dirname "$0")/swap_probe.py" 960 4
+"$BIN/vgpuctl" --socket "$sock" status >"$OUT/swap-status.txt" 2>&1
+
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]

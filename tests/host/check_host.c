@@ -1086,6 +1086,117 @@ START_TEST(test_quota)
 }
 END_TEST
 
+/* The first channel of the session of process pid, or NULL. */
+static const struct json *channel_of_pid(const struct json *j, pid_t pid)
+{
+    const struct json *sessions = json_get(j, "sessions");
+    for (const struct json *s = sessions ? sessions->child : NULL; s; s = s->next)
+        if (num(s, "pid") == pid) {
+            const struct json *chans = json_get(s, "channels");
+            return chans ? chans->child : NULL;
+        }
+    return NULL;
+}
+
+/* A prog_swap that sets 300 MiB up and sleeps (to be swapped out); returns once it is ready. */
+static pid_t start_swap_holder(void)
+{
+    char vgpu_run[600], prog[600], out[700];
+    snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
+    snprintf(prog, sizeof prog, "%s/prog_swap", progs);
+    snprintf(out, sizeof out, "%s/swap-hold.%d.out", tmp, (int)getpid());
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, "300:hold", (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    for (int i = 0; i < 3000; i++) {
+        char *t = slurp(out);
+        bool ready = strstr(t, "ready\n") != NULL;
+        free(t);
+        if (ready)
+            return pid;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_abort_msg("the swap holder did not get ready");
+    return -1;
+}
+
+/* Swapping (Gdev's, through vgpud's memory manager): three tenants of 300 MiB each on a 512 MiB
+ * device take turns holding it and all finish with their data intact; a tenant that sleeps is
+ * swapped out for another (vgpuctl shows where its memory is), and killed while swapped out it
+ * leaves no host swap behind. With too little host swap, an allocation that cannot be made room
+ * for fails with CUDA_ERROR_OUT_OF_MEMORY. */
+START_TEST(test_swap)
+{
+    pid_t d = start_other_vgpud("swap", "--emu-memory", "512M", "--swap-host", "2G");
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            char *out = NULL;
+            int rc = run_prog("prog_swap", emu_module, "300:3", &out);
+            _exit(rc == 0 && out && strstr(out, "swap: 300 MiB in 6 blocks, 3 rounds, data intact") ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tenant %d of 3 failed", i);
+    }
+    ck_assert(wait_idle(10));
+
+    pid_t holder = start_swap_holder();
+    char *out;
+    ck_assert_int_eq(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    free(out);
+    struct json *j = status();
+    const struct json *c = channel_of_pid(j, holder);
+    ck_assert_int_eq(num(c, "mem_bytes"), 300 << 20);
+    ck_assert_int_eq(num(c, "swapped_host"), 300 << 20); /* the holder made room for the other */
+    ck_assert_int_eq(num(c, "mem_resident"), 0);
+    ck_assert_int_ge(num(c, "swap.out_bytes"), 300 << 20);
+    json_free(j);
+    j = control("gpus");
+    const struct json *dev = json_get(j, "devices")->child;
+    ck_assert_int_eq(num(dev, "swapped_host"), 300 << 20);
+    ck_assert_int_eq(num(dev, "swap.host_swap_used"), 300 << 20);
+    ck_assert_int_eq(num(dev, "swap.capacity"), 512 << 20);
+    json_free(j);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    ck_assert(wait_idle(10));
+    j = control("gpus");
+    dev = json_get(j, "devices")->child;
+    ck_assert_int_eq(num(dev, "swapped_host"), 0);
+    ck_assert_int_eq(num(dev, "swap.host_swap_used"), 0);
+    json_free(j);
+    stop_other_vgpud(d);
+
+    /* Host swap for 50 MiB: the holder moves out what fits there (one block), and the rest is not
+     * to be had. */
+    d = start_other_vgpud("swap-small", "--emu-memory", "512M", "--swap-host", "50M");
+    holder = start_swap_holder();
+    ck_assert_int_ne(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    ck_assert_msg(strstr(out, "cuMemAlloc") && strstr(out, "(2)"), "%s", out);
+    free(out);
+    j = status();
+    c = channel_of_pid(j, holder);
+    ck_assert_int_eq(num(c, "swapped_host"), 50 << 20);
+    json_free(j);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    ck_assert(wait_idle(10));
+    stop_other_vgpud(d);
+}
+END_TEST
+
 /* Two vGPUs of one tenant (two emu devices): copies between them. */
 START_TEST(test_peer)
 {
@@ -1219,6 +1330,10 @@ int main(void)
     tcase_add_test(hostile, test_peer);
     tcase_add_test(hostile, test_quota);
     suite_add_tcase(s, hostile);
+    TCase *memory = tcase_create("swap");
+    tcase_set_timeout(memory, 300);
+    tcase_add_test(memory, test_swap);
+    suite_add_tcase(s, memory);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

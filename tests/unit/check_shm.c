@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "residency.h"
 #include "segments.h"
 #include "../check_run.h"
 
@@ -140,6 +141,160 @@ START_TEST(segments_outlive_creator_while_attached)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------- the memory manager */
+
+#define MiB (1ull << 20)
+#define MS 1000000ull
+
+/* A vGPU as the manager's callbacks see it. */
+struct fake_vgpu {
+    uint64_t resident, host, dev;
+};
+
+static struct {
+    int grants, evicts;
+    int32_t status;
+    uint64_t allowance;
+    uint32_t grant_channel, evict_channel;
+    uint64_t target, host_room, dev_room;
+    bool keep_used;
+} seen;
+
+static void fake_grant(void *owner, uint32_t channel, uint32_t request, int32_t status, uint64_t allowance)
+{
+    (void)owner;
+    (void)request;
+    seen.grants++;
+    seen.grant_channel = channel;
+    seen.status = status;
+    seen.allowance = allowance;
+}
+
+static void fake_evict(void *owner, uint32_t channel, uint64_t target, bool keep_used, uint64_t host_room,
+                       uint64_t device_room)
+{
+    (void)owner;
+    seen.evicts++;
+    seen.evict_channel = channel;
+    seen.target = target;
+    seen.keep_used = keep_used;
+    seen.host_room = host_room;
+    seen.dev_room = device_room;
+}
+
+static void fake_usage(const void *cookie, uint64_t *resident, uint64_t *host, uint64_t *dev)
+{
+    const struct fake_vgpu *v = cookie;
+    *resident = v->resident;
+    *host = v->host;
+    *dev = v->dev;
+}
+
+static struct mm *fake_mm(uint64_t host_swap, uint64_t device_swap)
+{
+    memset(&seen, 0, sizeof seen);
+    struct mm_config cfg = {.host_swap = host_swap, .reserve = 0, .slice_ns = 100 * MS, .timeout_ns = 10000 * MS,
+                            .devices = 1};
+    cfg.total[0] = 512 * MiB;
+    cfg.device_swap[0] = device_swap;
+    static const struct mm_callbacks cb = {fake_grant, fake_evict, fake_usage};
+    return mm_create(&cfg, &cb);
+}
+
+/* Room is granted at once while it lasts; beyond it the vGPU granted longest ago gives all of its
+ * memory back, once its slice is over, and the one that asked gets what it asked for. */
+START_TEST(residency_turns)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    ck_assert_int_eq(mm_join(m, &owner, 1, 0, &a), 0);
+    ck_assert_int_eq(mm_join(m, &owner, 2, 0, &b), 0);
+    ck_assert_int_ne(mm_join(m, &owner, 2, 0, &b), 0); /* once */
+    mm_need(m, &owner, 1, 7, 300 * MiB, 0, 1000 * MS);
+    mm_run(m, 1000 * MS);
+    ck_assert_int_eq(seen.grants, 1);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    ck_assert_uint_ge(seen.allowance, 300 * MiB); /* with some slack */
+    ck_assert_uint_le(seen.allowance, 364 * MiB);
+    a.resident = 300 * MiB;
+    /* B asks for 300 MiB within A's slice: first A's unused allowance, nothing moves. */
+    mm_need(m, &owner, 2, 8, 300 * MiB, 0, 1010 * MS);
+    uint64_t wake = mm_run(m, 1010 * MS);
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.evict_channel, 1);
+    ck_assert(seen.keep_used);
+    mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, 1011 * MS);
+    wake = mm_run(m, 1011 * MS);
+    ck_assert_int_eq(seen.grants, 1); /* still waiting */
+    ck_assert_uint_eq(wake, 1100 * MS); /* when A's slice ends */
+    /* Its slice over, A gives everything back (it needs it all for its next operation anyway). */
+    mm_run(m, 1100 * MS);
+    ck_assert_int_eq(seen.evicts, 2);
+    ck_assert(!seen.keep_used);
+    ck_assert_uint_eq(seen.target, 0);
+    ck_assert_uint_eq(seen.host_room, 1024 * MiB);
+    a.resident = 0;
+    a.host = 300 * MiB;
+    mm_evicted(m, &owner, 1, 0, 0, 5 * MS, 1105 * MS);
+    mm_run(m, 1105 * MS);
+    ck_assert_int_eq(seen.grants, 2);
+    ck_assert_uint_eq(seen.grant_channel, 2);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    struct mm_vgpu_view v;
+    ck_assert(mm_vgpu_view(m, &owner, 2, &v));
+    ck_assert_uint_eq(v.caused_ns, 5 * MS);
+    struct mm_device_view dv;
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.capacity, 512 * MiB);
+    ck_assert_uint_le(dv.allowed, 512 * MiB);
+    ck_assert_uint_eq(dv.swapped_host, 300 * MiB);
+    ck_assert_uint_eq(mm_host_swap_used(m), 300 * MiB);
+    /* A leaving takes its host swap with it. */
+    mm_leave(m, &owner, 1);
+    ck_assert_uint_eq(mm_host_swap_used(m), 0);
+    mm_destroy(m);
+}
+END_TEST
+
+/* More than the device can hold, or more than swap can take, is CUDA_ERROR_OUT_OF_MEMORY. */
+START_TEST(residency_refusals)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = fake_mm(0, 64 * MiB);
+    mm_join(m, &owner, 1, 0, &a);
+    mm_join(m, &owner, 2, 0, &b);
+    mm_need(m, &owner, 1, 1, 512 * MiB, 0, 0); /* the capacity is 512 less the swap area */
+    mm_run(m, 0);
+    ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
+    mm_need(m, &owner, 1, 2, 400 * MiB, 0, 0);
+    mm_run(m, 0);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    a.resident = 448 * MiB;
+    mm_evicted(m, &owner, 1, 448 * MiB, 448 * MiB, 0, 1); /* no unused allowance left */
+    /* B's 200 MiB: A must move 200, and only 64 fit in the device swap area. */
+    mm_need(m, &owner, 2, 3, 200 * MiB, 0, 200 * MS);
+    mm_run(m, 200 * MS);
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.dev_room, 64 * MiB);
+    ck_assert_uint_eq(seen.host_room, 0);
+    a.resident = 384 * MiB;
+    a.dev = 64 * MiB;
+    mm_evicted(m, &owner, 1, 384 * MiB, 384 * MiB, 0, 201 * MS); /* stuck there */
+    mm_run(m, 201 * MS);
+    ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(seen.grant_channel, 2);
+    /* Unknown vGPUs are refused. */
+    mm_need(m, &owner, 9, 4, MiB, 0, 0);
+    ck_assert_int_eq(seen.status, CUDA_ERROR_INVALID_CONTEXT);
+    mm_leave_owner(m, &owner);
+    mm_device_view(m, 0, &(struct mm_device_view){0});
+    mm_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shm");
@@ -151,5 +306,9 @@ int main(void)
     tcase_add_test(seg, segments);
     tcase_add_test(seg, segments_outlive_creator_while_attached);
     suite_add_tcase(s, seg);
+    TCase *res = tcase_create("residency");
+    tcase_add_test(res, residency_turns);
+    tcase_add_test(res, residency_refusals);
+    suite_add_tcase(s, res);
     return vgpu_check_run(s);
 }

@@ -1,0 +1,357 @@
+#include "residency.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A grant takes this much of the room left besides what was asked, so that a vGPU allocating
+ * piece by piece does not ask for every piece. */
+#define GRANT_SLACK (64ull << 20)
+/* A grant is kept at least this many times as long as making room for it took. */
+#define HOLD_PER_COST 4u
+
+struct mm_vgpu {
+    void *owner;
+    uint32_t channel;
+    int device;
+    const void *cookie;
+    uint64_t allowance;
+    uint64_t granted_at; /* kept at least hold_ns from then */
+    uint64_t hold_ns;    /* a slice, or longer when making room for it took long */
+    uint64_t cost_ns;    /* time others spent making room for its current request */
+    bool pending;
+    uint32_t request;
+    uint64_t need, asked_at, seq;
+    bool evicting; /* asked to give memory back, no answer yet */
+    uint64_t evict_sent, target;
+    bool keep_used;
+    uint64_t room_host, room_device; /* swap room set aside for it meanwhile */
+    uint64_t stuck_until;            /* could not give back what it was asked: not asked again before */
+    struct mm_vgpu *cause;           /* whose request it gives memory back for */
+    uint64_t caused_ns;              /* time others spent moving memory for it */
+};
+
+struct mm {
+    struct mm_config cfg;
+    struct mm_callbacks cb;
+    struct mm_vgpu **v;
+    size_t n, cap;
+    uint64_t seq;
+};
+
+struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb)
+{
+    struct mm *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cfg = *cfg;
+    m->cb = *cb;
+    if (m->cfg.devices > (int)VGPU_MAX_DEVICES)
+        m->cfg.devices = (int)VGPU_MAX_DEVICES;
+    return m;
+}
+
+void mm_destroy(struct mm *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        free(m->v[i]);
+    free(m->v);
+    free(m);
+}
+
+static struct mm_vgpu *find(const struct mm *m, void *owner, uint32_t channel)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->v[i]->owner == owner && m->v[i]->channel == channel)
+            return m->v[i];
+    return NULL;
+}
+
+int mm_join(struct mm *m, void *owner, uint32_t channel, int device, const void *cookie)
+{
+    if (device < 0 || device >= m->cfg.devices || find(m, owner, channel))
+        return -1;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        struct mm_vgpu **nv = realloc(m->v, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        m->v = nv;
+        m->cap = cap;
+    }
+    struct mm_vgpu *v = calloc(1, sizeof *v);
+    if (!v)
+        return -1;
+    *v = (struct mm_vgpu){.owner = owner, .channel = channel, .device = device, .cookie = cookie};
+    m->v[m->n++] = v;
+    return 0;
+}
+
+static void drop(struct mm *m, size_t i)
+{
+    struct mm_vgpu *gone = m->v[i];
+    for (size_t k = 0; k < m->n; k++)
+        if (m->v[k]->cause == gone)
+            m->v[k]->cause = NULL;
+    free(gone);
+    m->v[i] = m->v[--m->n];
+}
+
+void mm_leave(struct mm *m, void *owner, uint32_t channel)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->v[i]->owner == owner && m->v[i]->channel == channel) {
+            drop(m, i);
+            return;
+        }
+}
+
+void mm_leave_owner(struct mm *m, void *owner)
+{
+    for (size_t i = m->n; i-- > 0;)
+        if (m->v[i]->owner == owner)
+            drop(m, i);
+}
+
+void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t resident,
+             uint64_t now)
+{
+    (void)resident; /* the statistics say it, and later */
+    struct mm_vgpu *v = find(m, owner, channel);
+    if (!v) {
+        m->cb.grant(owner, channel, request, CUDA_ERROR_INVALID_CONTEXT, 0);
+        return;
+    }
+    if (!v->pending) {
+        v->seq = ++m->seq;
+        v->asked_at = now;
+    }
+    v->pending = true;
+    v->request = request;
+    v->need = need;
+}
+
+void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance, uint64_t resident,
+                uint64_t elapsed_ns, uint64_t now)
+{
+    struct mm_vgpu *v = find(m, owner, channel);
+    if (!v)
+        return;
+    /* What it keeps may only shrink this way. */
+    if (allowance < v->allowance)
+        v->allowance = allowance;
+    if (v->evicting && resident > v->target && !v->keep_used)
+        v->stuck_until = now + m->cfg.slice_ns;
+    v->evicting = false;
+    v->room_host = v->room_device = 0;
+    if (v->cause) {
+        v->cause->caused_ns += elapsed_ns;
+        v->cause->cost_ns += elapsed_ns;
+    }
+    v->cause = NULL;
+}
+
+/* ---------------------------------------------------------------- decisions */
+
+static void usage(const struct mm *m, const struct mm_vgpu *v, uint64_t *resident, uint64_t *host, uint64_t *dev)
+{
+    *resident = *host = *dev = 0;
+    m->cb.usage(v->cookie, resident, host, dev);
+}
+
+static uint64_t capacity(const struct mm *m, int d)
+{
+    uint64_t vgpus = 0;
+    for (size_t i = 0; i < m->n; i++)
+        vgpus += m->v[i]->device == d;
+    uint64_t off = m->cfg.device_swap[d], reserve = m->cfg.reserve * vgpus, total = m->cfg.total[d];
+    return total > off + reserve ? total - off - reserve : 0;
+}
+
+uint64_t mm_host_swap_used(const struct mm *m)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        uint64_t r, h, d;
+        usage(m, m->v[i], &r, &h, &d);
+        sum += h + m->v[i]->room_host;
+    }
+    return sum;
+}
+
+static uint64_t device_swap_used(const struct mm *m, int dev)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->v[i]->device == dev) {
+            uint64_t r, h, d;
+            usage(m, m->v[i], &r, &h, &d);
+            sum += d + m->v[i]->room_device;
+        }
+    return sum;
+}
+
+static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now)
+{
+    v->pending = false;
+    if (status == CUDA_SUCCESS) {
+        /* Memory that took long to make room for is kept the longer: what moving it costs stays
+         * a small part of the time it is used. */
+        v->granted_at = now;
+        v->hold_ns = m->cfg.slice_ns > HOLD_PER_COST * v->cost_ns ? m->cfg.slice_ns : HOLD_PER_COST * v->cost_ns;
+    }
+    v->cost_ns = 0;
+    m->cb.grant(v->owner, v->channel, v->request, status, v->allowance);
+}
+
+/* Who gives memory back for head: a vGPU with allowance it does not use (unless it was just
+ * granted), else the one granted longest ago whose slice is over. *wake: when a vGPU still in its
+ * slice could be asked. */
+static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, uint64_t now, uint64_t *wake)
+{
+    struct mm_vgpu *unused = NULL, *oldest = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v == head || v->device != head->device || v->allowance == 0 || now < v->stuck_until)
+            continue;
+        uint64_t r, h, d;
+        usage(m, v, &r, &h, &d);
+        if (r < v->allowance && !unused)
+            unused = v;
+        uint64_t free_at = v->granted_at + v->hold_ns;
+        if (now < free_at) {
+            if (!*wake || free_at < *wake)
+                *wake = free_at;
+            continue;
+        }
+        if (r > 0 && (!oldest || v->granted_at < oldest->granted_at))
+            oldest = v;
+    }
+    return unused ? unused : oldest;
+}
+
+/* Serve the oldest request of device d, if it can be now; returns false when it must wait. */
+static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
+{
+    struct mm_vgpu *head = NULL;
+    uint64_t allowed = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v->device != d)
+            continue;
+        if (v->evicting) {
+            if (now - v->evict_sent < m->cfg.timeout_ns)
+                return false; /* one at a time: what it gives back changes the picture */
+            v->evicting = false; /* it does not answer: leave it be */
+            v->room_host = v->room_device = 0;
+            v->stuck_until = now + m->cfg.timeout_ns;
+        }
+        allowed += v->allowance;
+        if (v->pending && (!head || v->seq < head->seq))
+            head = v;
+    }
+    if (!head)
+        return false;
+    uint64_t cap = capacity(m, d);
+    if (head->need > cap || now - head->asked_at > m->cfg.timeout_ns) {
+        answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now);
+        return true;
+    }
+    uint64_t room = cap > allowed ? cap - allowed : 0;
+    uint64_t extra = head->need > head->allowance ? head->need - head->allowance : 0;
+    if (extra <= room) {
+        uint64_t slack = room - extra < GRANT_SLACK ? room - extra : GRANT_SLACK;
+        if (head->need > head->allowance)
+            head->allowance = head->need + slack;
+        answer(m, head, CUDA_SUCCESS, now);
+        return true;
+    }
+    uint64_t shortfall = extra - room, wake_at = 0;
+    struct mm_vgpu *v = victim(m, head, now, &wake_at);
+    if (!v) {
+        if (wake_at) { /* someone will be free to ask then */
+            if (!*wake || wake_at < *wake)
+                *wake = wake_at;
+            return false;
+        }
+        answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now); /* nobody has anything that can move */
+        return true;
+    }
+    uint64_t r, h, dv;
+    usage(m, v, &r, &h, &dv);
+    uint64_t target = v->allowance > shortfall ? v->allowance - shortfall : 0;
+    /* In its slice it gives back only what it does not use; else all of it, when it must give
+     * back some of what it uses: it needs all of it back for its next operation anyway. */
+    bool keep_used = target >= r || now < v->granted_at + v->hold_ns;
+    if (!keep_used)
+        target = 0;
+    uint64_t host_used = mm_host_swap_used(m), dev_used = device_swap_used(m, d);
+    uint64_t host_room = m->cfg.host_swap > host_used ? m->cfg.host_swap - host_used : 0;
+    uint64_t dev_room = m->cfg.device_swap[d] > dev_used ? m->cfg.device_swap[d] - dev_used : 0;
+    if (!keep_used && r > 0 && host_room == 0 && dev_room == 0) {
+        answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now); /* swap is full */
+        return true;
+    }
+    v->evicting = true;
+    v->evict_sent = now;
+    v->target = target;
+    v->keep_used = keep_used;
+    v->cause = head;
+    v->room_host = host_room;
+    v->room_device = dev_room;
+    m->cb.evict(v->owner, v->channel, target, keep_used, host_room, dev_room);
+    return false;
+}
+
+uint64_t mm_run(struct mm *m, uint64_t now)
+{
+    uint64_t wake = 0;
+    for (int d = 0; d < m->cfg.devices; d++)
+        while (serve_head(m, d, now, &wake))
+            ;
+    /* Requests and evictions that wait time out. */
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mm_vgpu *v = m->v[i];
+        uint64_t t = v->pending ? v->asked_at + m->cfg.timeout_ns + 1 : v->evicting ? v->evict_sent + m->cfg.timeout_ns + 1 : 0;
+        if (t && (!wake || t < wake))
+            wake = t;
+    }
+    return wake;
+}
+
+/* ---------------------------------------------------------------- views */
+
+void mm_device_view(const struct mm *m, int device, struct mm_device_view *out)
+{
+    memset(out, 0, sizeof *out);
+    if (device < 0 || device >= m->cfg.devices)
+        return;
+    out->capacity = capacity(m, device);
+    out->device_swap = m->cfg.device_swap[device];
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mm_vgpu *v = m->v[i];
+        if (v->device != device)
+            continue;
+        uint64_t r, h, d;
+        usage(m, v, &r, &h, &d);
+        out->vgpus++;
+        out->waiting += v->pending;
+        out->allowed += v->allowance;
+        out->resident += r;
+        out->swapped_host += h;
+        out->swapped_device += d;
+    }
+}
+
+bool mm_vgpu_view(const struct mm *m, void *owner, uint32_t channel, struct mm_vgpu_view *out)
+{
+    const struct mm_vgpu *v = find(m, owner, channel);
+    if (!v)
+        return false;
+    usage(m, v, &out->resident, &out->swapped_host, &out->swapped_device);
+    out->allowance = v->allowance;
+    out->caused_ns = v->caused_ns;
+    out->waiting = v->pending;
+    return true;
+}
