@@ -60,6 +60,23 @@ static void read_usage(const void *cookie, uint64_t *resident, uint64_t *swapped
     *resident = held > out ? held - out : 0;
 }
 
+static uint64_t read_moved_in(const void *cookie)
+{
+    return atomic_load_explicit(&((const struct vgpu_chan_stats *)cookie)->swap_in_ns, memory_order_relaxed);
+}
+
+static struct server *the_server; /* the callbacks' (one vgpud per process) */
+
+/* Memory moved for a vGPU is copy-engine time it caused: its scheduler is charged. */
+static void charge(void *owner, uint32_t channel, uint64_t ns)
+{
+    struct worker *w = owner;
+    struct session *s = NULL;
+    unsigned slot;
+    if (the_server && server_channel_slot(the_server, w, channel, &s, &slot))
+        sched_host_charge(the_server->sched, w->region, slot, SCHED_RES_COPY, ns);
+}
+
 int server_memory_init(struct server *srv)
 {
     const struct server_options *o = &srv->opt;
@@ -85,7 +102,8 @@ int server_memory_init(struct server *srv)
                  (unsigned long long)((cfg.total[d] - cfg.device_swap[d]) >> 20),
                  (unsigned long long)(cfg.device_swap[d] >> 20), (unsigned long long)(cfg.host_swap >> 20));
     }
-    static const struct mm_callbacks cb = {send_grant, send_evict, read_usage};
+    static const struct mm_callbacks cb = {send_grant, send_evict, read_usage, read_moved_in, charge};
+    the_server = srv;
     srv->mm = mm_create(&cfg, &cb);
     return srv->mm ? 0 : -12;
 }
@@ -94,6 +112,7 @@ void server_memory_fini(struct server *srv)
 {
     mm_destroy(srv->mm);
     srv->mm = NULL;
+    the_server = NULL;
 }
 
 void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot)

@@ -526,6 +526,17 @@ void sched_host_set_weight(struct sched_host *h, struct sched_host_region *g, un
     pthread_mutex_unlock(&h->mu);
 }
 
+void sched_host_charge(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource, uint64_t ns)
+{
+    if (!h || !g || slot >= g->count || resource >= SCHED_RESOURCES)
+        return;
+    pthread_mutex_lock(&h->mu);
+    struct member *m = &g->m[slot];
+    if (m->live)
+        sched_charge(&h->dev[m->device].s[resource], &m->v[resource], ns, (uint64_t)vgpu_now_ns());
+    pthread_mutex_unlock(&h->mu);
+}
+
 void sched_host_stats(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource,
                       struct sched_host_stats *out)
 {

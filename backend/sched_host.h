@@ -36,6 +36,8 @@ int sched_host_join(struct sched_host *h, struct sched_host_region *g, unsigned 
                     unsigned weight);
 void sched_host_leave(struct sched_host *h, struct sched_host_region *g, unsigned slot);
 void sched_host_set_weight(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned weight);
+/* Charge a vGPU ns of an engine's time it caused outside its turns (memory moved for it). */
+void sched_host_charge(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource, uint64_t ns);
 
 /* A vGPU's part of one engine: its weight and share, its recent utilization, the engine time it
  * used, its turns (as its worker reports them), the time it waited, and its state. */

@@ -522,6 +522,15 @@ static struct schan *schan_of(struct server *srv, struct worker *w, uint32_t id,
     return NULL;
 }
 
+bool server_channel_slot(struct server *srv, struct worker *w, uint32_t channel, struct session **s, unsigned *slot)
+{
+    const struct schan *c = schan_of(srv, w, channel, s);
+    if (!c || c->state == SCHAN_WAIT_WORKER)
+        return false;
+    *slot = c->slot;
+    return true;
+}
+
 void server_worker_ready(struct server *srv, struct worker *w)
 {
     for (struct session *s = srv->sessions; s; s = s->next)

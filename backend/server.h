@@ -58,6 +58,8 @@ struct server {
 
 int server_init(struct server *srv, const struct server_options *opt);
 /* Serve until server_stop(); then close every session and wait for them to be freed. */
+/* The statistics and scheduler slot of w's channel (false if w has no such channel). */
+bool server_channel_slot(struct server *srv, struct worker *w, uint32_t channel, struct session **s, unsigned *slot);
 int server_run(struct server *srv);
 /* Async-signal-safe. */
 void server_stop(struct server *srv);

@@ -28,6 +28,7 @@ struct mm_vgpu {
     uint64_t stuck_until;            /* could not give back what it was asked: not asked again before */
     struct mm_vgpu *cause;           /* whose request it gives memory back for */
     uint64_t caused_ns;              /* time others spent moving memory for it */
+    uint64_t seen_in_ns;             /* its own time bringing memory back, charged so far */
 };
 
 struct mm {
@@ -84,6 +85,8 @@ int mm_join(struct mm *m, void *owner, uint32_t channel, int device, const void 
     if (!v)
         return -1;
     *v = (struct mm_vgpu){.owner = owner, .channel = channel, .device = device, .cookie = cookie};
+    if (m->cb.moved_in_ns)
+        v->seen_in_ns = m->cb.moved_in_ns(cookie);
     m->v[m->n++] = v;
     return 0;
 }
@@ -148,6 +151,8 @@ void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance,
     if (v->cause) {
         v->cause->caused_ns += elapsed_ns;
         v->cause->cost_ns += elapsed_ns;
+        if (m->cb.charge && elapsed_ns)
+            m->cb.charge(v->cause->owner, v->cause->channel, elapsed_ns);
     }
     v->cause = NULL;
 }
@@ -307,6 +312,13 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
 uint64_t mm_run(struct mm *m, uint64_t now)
 {
     uint64_t wake = 0;
+    for (size_t i = 0; m->cb.charge && m->cb.moved_in_ns && i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        uint64_t in = m->cb.moved_in_ns(v->cookie);
+        if (in > v->seen_in_ns)
+            m->cb.charge(v->owner, v->channel, in - v->seen_in_ns);
+        v->seen_in_ns = in;
+    }
     for (int d = 0; d < m->cfg.devices; d++)
         while (serve_head(m, d, now, &wake))
             ;

@@ -11,6 +11,9 @@
  * faster than it is used. Bytes in host swap never pass --swap-host: when nothing more can move, a
  * request fails with CUDA_ERROR_OUT_OF_MEMORY, as does one larger than the capacity itself.
  *
+ * The time memory takes to move is charged to the vGPU that caused it: moving others' out for it,
+ * and bringing its own back.
+ *
  * Pure bookkeeping: messages go out through the callbacks, time comes in as arguments, and what
  * a worker reports is clamped, never trusted to grow anything. */
 #ifndef VGPU_SHM_RESIDENCY_H
@@ -47,6 +50,10 @@ struct mm_callbacks {
     /* What a vGPU holds now: resident, in host swap, in the device swap area (cookie: what it
      * joined with, such as its statistics). */
     void (*usage)(const void *cookie, uint64_t *resident, uint64_t *swapped_host, uint64_t *swapped_device);
+    /* The time a vGPU has spent bringing its memory back, in all (cookie as for usage). */
+    uint64_t (*moved_in_ns)(const void *cookie);
+    /* Charge a vGPU for ns of copy-engine time spent moving memory for it (optional). */
+    void (*charge)(void *owner, uint32_t channel, uint64_t ns);
 };
 
 struct mm;

@@ -968,7 +968,8 @@ END_TEST
 
 /* Another vgpud with some options of its own, for one test (tests run in a child process, so the
  * socket the helpers use is switched for that test alone); waits until it answers. */
-static pid_t start_other_vgpud(const char *name, const char *a1, const char *a2, const char *a3, const char *a4)
+static pid_t start_other_vgpud6(const char *name, const char *a1, const char *a2, const char *a3, const char *a4,
+                                const char *a5, const char *a6)
 {
     char exe[600], log[700], other[700];
     snprintf(exe, sizeof exe, "%s/vgpud", bin);
@@ -980,7 +981,7 @@ static pid_t start_other_vgpud(const char *name, const char *a1, const char *a2,
         dup2(fd, 1);
         dup2(fd, 2);
         execl(exe, exe, "--foreground", "--executor", "emu", "--socket", other, "--emu-memory", "1G", "--worker-pool",
-              "0", a1, a2, a3, a4, (char *)NULL);
+              "0", a1, a2, a3, a4, a5, a6, (char *)NULL);
         _exit(127);
     }
     snprintf(sock, sizeof sock, "%.590s", other);
@@ -989,6 +990,11 @@ static pid_t start_other_vgpud(const char *name, const char *a1, const char *a2,
         usleep(10000);
     json_free(up);
     return d;
+}
+
+static pid_t start_other_vgpud(const char *name, const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    return start_other_vgpud6(name, a1, a2, a3, a4, NULL, NULL);
 }
 
 static void stop_other_vgpud(pid_t d)
@@ -1177,6 +1183,24 @@ START_TEST(test_swap)
     ck_assert_int_eq(num(dev, "swapped_host"), 0);
     ck_assert_int_eq(num(dev, "swap.host_swap_used"), 0);
     json_free(j);
+    stop_other_vgpud(d);
+
+    /* A device swap area of 100 MiB (Gdev's): it fills first, host swap takes the rest. */
+    d = start_other_vgpud6("swap-device", "--emu-memory", "512M", "--swap-host", "2G", "--swap-device", "100M");
+    holder = start_swap_holder();
+    ck_assert_int_eq(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    free(out);
+    j = status();
+    c = channel_of_pid(j, holder);
+    ck_assert_int_eq(num(c, "swapped_device"), 100 << 20);
+    ck_assert_int_eq(num(c, "swapped_host"), 200 << 20);
+    json_free(j);
+    j = control("gpus");
+    ck_assert_int_eq(num(json_get(j, "devices")->child, "swap.capacity"), 412 << 20);
+    json_free(j);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    ck_assert(wait_idle(10));
     stop_other_vgpud(d);
 
     /* Host swap for 50 MiB: the holder moves out what fits there (one block), and the rest is not

@@ -159,7 +159,16 @@ static struct {
     uint32_t grant_channel, evict_channel;
     uint64_t target, host_room, dev_room;
     bool keep_used;
+    uint32_t charged_channel;
+    uint64_t charged_ns;
 } seen;
+
+static void fake_charge(void *owner, uint32_t channel, uint64_t ns)
+{
+    (void)owner;
+    seen.charged_channel = channel;
+    seen.charged_ns += ns;
+}
 
 static void fake_grant(void *owner, uint32_t channel, uint32_t request, int32_t status, uint64_t allowance)
 {
@@ -198,7 +207,7 @@ static struct mm *fake_mm(uint64_t host_swap, uint64_t device_swap)
                             .devices = 1};
     cfg.total[0] = 512 * MiB;
     cfg.device_swap[0] = device_swap;
-    static const struct mm_callbacks cb = {fake_grant, fake_evict, fake_usage};
+    static const struct mm_callbacks cb = {fake_grant, fake_evict, fake_usage, NULL, fake_charge};
     return mm_create(&cfg, &cb);
 }
 
@@ -245,6 +254,8 @@ START_TEST(residency_turns)
     struct mm_vgpu_view v;
     ck_assert(mm_vgpu_view(m, &owner, 2, &v));
     ck_assert_uint_eq(v.caused_ns, 5 * MS);
+    ck_assert_uint_eq(seen.charged_channel, 2); /* the time A spent is B's to pay */
+    ck_assert_uint_eq(seen.charged_ns, 5 * MS);
     struct mm_device_view dv;
     mm_device_view(m, 0, &dv);
     ck_assert_uint_eq(dv.capacity, 512 * MiB);
