@@ -6,12 +6,13 @@
 #include "log.h"
 #include "server.h"
 
-/* Default device memory kept per vGPU for its contexts on a GPU (code, stacks, the driver's own),
- * which no quota charges: about what a CUDA 13 context takes on an H100 or H200. */
-#define GPU_CONTEXT_RESERVE (512ull << 20)
+/* Default device memory kept per vGPU on a GPU besides what its contexts were seen to take (the
+ * manager learns that from the driver's free memory): room for a context's growth (stacks, module
+ * code loaded later), which no quota charges. */
+#define GPU_CONTEXT_RESERVE (256ull << 20)
 #define DEFAULT_SLICE_NS 100000000ull
 /* A request not granted in this time fails (the worker stops waiting a little later). */
-#define REQUEST_TIMEOUT_NS 50000000000ull
+#define REQUEST_TIMEOUT_NS 120000000000ull
 
 static uint64_t mono_ns(void)
 {
@@ -136,7 +137,7 @@ void server_memory_need(struct server *srv, struct worker *w, const struct vgpu_
     }
     LOG_DEBUG("memory: worker %d channel %u: needs %llu MiB (resident %llu MiB)", (int)w->pid, m->channel,
               (unsigned long long)(m->need >> 20), (unsigned long long)(m->resident >> 20));
-    mm_need(srv->mm, w, m->channel, m->request, m->need, m->resident, mono_ns());
+    mm_need(srv->mm, w, m->channel, m->request, m->need, m->resident, m->device_free, mono_ns());
 }
 
 void server_memory_evicted(struct server *srv, struct worker *w, const struct vgpu_wmsg_MemEvicted *m)
@@ -147,7 +148,7 @@ void server_memory_evicted(struct server *srv, struct worker *w, const struct vg
               (unsigned long long)(m->swapped_host >> 20), (unsigned long long)(m->swapped_device >> 20),
               (double)m->elapsed_ns / 1e6, (int)m->status);
     if (srv->mm)
-        mm_evicted(srv->mm, w, m->channel, m->allowance, m->resident, m->elapsed_ns, mono_ns());
+        mm_evicted(srv->mm, w, m->channel, m->allowance, m->resident, m->elapsed_ns, m->device_free, mono_ns());
 }
 
 int server_memory_run(struct server *srv, int fallback_ms)

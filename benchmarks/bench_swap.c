@@ -1,5 +1,5 @@
 /* Oversubscribed device memory (swapping), as tenants see it. Run by benchmarks/oversub.sh.
- *   bench_swap bandwidth MiB MODULE: this process's pinned copy bandwidth (device to host and
+ *   bench_swap bandwidth MiB MODULE [IDLE_S]: this process's pinned copy bandwidth (device to host and
  *     back), then: another tenant (this program as `hog`) takes MiB, which, through a vGPU whose
  *     device holds little more than MiB, moves this one's MiB out; this one's next kernel brings
  *     them back. Prints the time of each move and its bandwidth.
@@ -41,7 +41,7 @@ static double hog(uint64_t mib)
     return took;
 }
 
-static void bandwidth(uint64_t mib, const char *module)
+static void bandwidth(uint64_t mib, const char *module, int idle_s)
 {
     bench_init();
     CUmodule m;
@@ -80,7 +80,10 @@ static void bandwidth(uint64_t mib, const char *module)
     CK(cuCtxSynchronize());
     double quiet = bench_now() - t0;
 
-    /* Another tenant takes as much: ours moves out while it waits for the memory. */
+    /* Idle past what vgpud lets a vGPU keep its memory for (a few times what moving it takes),
+     * then another tenant takes as much: ours moves out while it waits for the memory. */
+    if (idle_s > 0)
+        sleep((unsigned)idle_s);
     int out[2];
     if (pipe(out) != 0)
         exit(1);
@@ -160,11 +163,11 @@ int main(int argc, char **argv)
         printf("%.6f\n", hog(strtoull(argv[2], NULL, 10)));
         return 0;
     }
-    if (argc == 4 && strcmp(argv[1], "bandwidth") == 0) {
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "bandwidth") == 0) {
         uint64_t mib = strtoull(argv[2], NULL, 10);
         if (pieces_of(mib) < 1 || pieces_of(mib) > MAX_PIECES)
             return 2;
-        bandwidth(mib, argv[3]);
+        bandwidth(mib, argv[3], argc == 5 ? atoi(argv[4]) : 0);
         return 0;
     }
     if (argc == 6 && strcmp(argv[1], "task") == 0) {
@@ -174,6 +177,6 @@ int main(int argc, char **argv)
         task(mib, atoi(argv[3]), atoi(argv[4]), argv[5]);
         return 0;
     }
-    fprintf(stderr, "usage: bench_swap bandwidth MiB MODULE | task MiB STEPS THINK_MS MODULE | hog MiB\n");
+    fprintf(stderr, "usage: bench_swap bandwidth MiB MODULE [IDLE_S] | task MiB STEPS THINK_MS MODULE | hog MiB\n");
     return 2;
 }

@@ -10,7 +10,7 @@
 #   gdev12     Gdev's Figure 12: one large tenant of high priority beside N small ones, N growing, with
 #              and without a device swap area: the large one's time and the makespan
 #   VGPU_BIN, BENCH_BIN, BENCH_MODULE (the fatbin with add_u32), BENCH_OUT: as in run.sh
-#   OVERSUB_PARTS (default "bandwidth oversub gdev12"), SWAP_BW_MIB (default 8192),
+#   OVERSUB_PARTS (default "bandwidth oversub gdev12"), SWAP_BW_MIB (default 2048),
 #   OVERSUB_TENANTS (4), OVERSUB_FACTOR (1.5), OVERSUB_STEPS (400), OVERSUB_THINK_MS (20),
 #   GDEV_LARGE_MIB (40960), GDEV_SMALL_MIB (8192), GDEV_SMALL_COUNTS ("0 2 4 6 8"), GDEV_STEPS (200)
 set -eu
@@ -33,11 +33,10 @@ result() { sed -n "s/^RESULT $2 \([0-9.]*\).*/\1/p" "$1" | tail -1; }
 gpu_mib() { nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1; }
 TASK=$BENCH_BIN/bench_swap
 
-# run_tasks DIR MODE SPEC...: SPEC = name:MiB:steps[:weight]; MODE native, vgpu or sequential (vgpu,
-# one at a time). Prints the makespan; each task's output is DIR/name.out.
+# run_tasks PREFIX MODE SPEC...: SPEC = name:MiB:steps; MODE native, vgpu or sequential (vgpu, one at
+# a time). Prints the makespan; each task's output is PREFIX-name.out.
 run_tasks() {
     local dir=$1 mode=$2; shift 2
-    mkdir -p "$dir"
     local t0 pids=() spec name mib steps
     t0=$(now)
     for spec in "$@"; do
@@ -45,29 +44,32 @@ run_tasks() {
         local cmd=("$BENCH_BIN/bench_swap" task "$mib" "$steps" "${OVERSUB_THINK_MS:-20}" "$BENCH_MODULE")
         [ "$mode" = native ] || cmd=("$VGPU_BIN/vgpu-run" --socket "$sock" -- "${cmd[@]}")
         if [ "$mode" = sequential ]; then
-            "${cmd[@]}" >"$dir/$name.out" 2>&1 || true
+            "${cmd[@]}" >"$dir-$name.out" 2>&1 || true
         else
-            "${cmd[@]}" >"$dir/$name.out" 2>&1 &
+            "${cmd[@]}" >"$dir-$name.out" 2>&1 &
             pids+=($!)
         fi
     done
     for p in "${pids[@]}"; do wait "$p" || true; done
     elapsed "$t0" "$(now)"
 }
-failures() { grep -L "^RESULT task_wall" "$1"/*.out | wc -l; }
+failures() { grep -L "^RESULT task_wall" "$1"-*.out | wc -l; }
 
 if part bandwidth; then
-    mib=${SWAP_BW_MIB:-8192}
+    mib=${SWAP_BW_MIB:-2048}
+    # vgpud lets a vGPU keep memory it was granted for four times what moving it out would take
+    # (at first 4 GB/s): the measured tenant idles past that before the other comes.
+    idle=$((mib / 1024 + 2))
     d=$BENCH_OUT/bandwidth
     mkdir -p "$d"
     "$TASK" bandwidth "$mib" "$BENCH_MODULE" >"$d/native.out"
     start_vgpud "$VGPU_BIN" "$sock" "$d/vgpud-host.log" cuda info --swap-host $((2 * mib))M \
         --swap-capacity $((mib + 512))M --swap-reserve 0
-    "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$TASK" bandwidth "$mib" "$BENCH_MODULE" >"$d/host.out"
+    "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$TASK" bandwidth "$mib" "$BENCH_MODULE" "$idle" >"$d/host.out"
     stop_vgpud
     start_vgpud "$VGPU_BIN" "$sock" "$d/vgpud-device.log" cuda info --swap-host $((2 * mib))M \
         --swap-device "${mib}M" --swap-capacity $((2 * mib + 512))M --swap-reserve 0
-    "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$TASK" bandwidth "$mib" "$BENCH_MODULE" >"$d/device.out"
+    "$VGPU_BIN/vgpu-run" --socket "$sock" -- "$TASK" bandwidth "$mib" "$BENCH_MODULE" "$idle" >"$d/device.out"
     stop_vgpud
     say "swap bandwidth, $mib MiB moved out for another tenant and back (GB/s):"
     say "  pinned copies (native): device to host $(result "$d/native.out" pinned_dtoh), host to device $(result "$d/native.out" pinned_htod)"
@@ -84,10 +86,11 @@ if part oversub; then
     specs=()
     for i in $(seq "$n"); do specs+=("t$i:$each:$steps"); done
     d=$BENCH_OUT/oversub
-    start_vgpud "$VGPU_BIN" "$sock" "$d.vgpud.log" cuda info --swap-host $((n * each))M
+    mkdir -p "$d"
+    start_vgpud "$VGPU_BIN" "$sock" "$d/vgpud.log" cuda debug --swap-host $((n * each))M
     seq_s=$(run_tasks "$d/sequential" sequential "${specs[@]}")
     par_s=$(run_tasks "$d/vgpu" vgpu "${specs[@]}")
-    "$VGPU_BIN/vgpuctl" --socket "$sock" --json >"$d/vgpuctl.json" || true
+    "$VGPU_BIN/vgpuctl" --socket "$sock" status >"$d/vgpuctl.txt" || true
     stop_vgpud
     nat_s=$(run_tasks "$d/native" native "${specs[@]}")
     say "oversubscription: $n tenants of $each MiB ($(awk -v a="$each" -v n="$n" -v t="$total" 'BEGIN { printf "%.2f", a * n / t }')x the GPU's $total MiB), $steps steps each:"
@@ -102,7 +105,7 @@ if part gdev12; then
     say "  N   device swap   large s   makespan s   failed"
     for swapdev in 0 10%; do
         for k in ${GDEV_SMALL_COUNTS:-0 2 4 6 8}; do
-            d=$BENCH_OUT/gdev12/swap-$swapdev-n$k
+            d=$BENCH_OUT/gdev12-swap${swapdev%\%}-n$k
             mkdir -p "$d"
             opts=(--swap-host $(((large + k * small) * 2))M --weight bench_swap_large=400)
             [ "$swapdev" = 0 ] || opts+=(--swap-device "$swapdev")

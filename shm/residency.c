@@ -6,8 +6,12 @@
 /* A grant takes this much of the room left besides what was asked, so that a vGPU allocating
  * piece by piece does not ask for every piece. */
 #define GRANT_SLACK (64ull << 20)
-/* A grant is kept at least this many times as long as making room for it took. */
+/* A grant is kept at least this many times as long as making room for it took, or as moving it
+ * out again would take, but no longer than MAX_HOLD_NS (requests wait at most their timeout). */
 #define HOLD_PER_COST 4u
+#define MAX_HOLD_NS 30000000000ull
+/* Bytes per ns memory moves out at, until a move says (4 GB/s: host swap of pageable memory). */
+#define FIRST_BANDWIDTH 4.0
 
 struct mm_vgpu {
     void *owner;
@@ -22,7 +26,7 @@ struct mm_vgpu {
     uint32_t request;
     uint64_t need, asked_at, seq;
     bool evicting; /* asked to give memory back, no answer yet */
-    uint64_t evict_sent, target;
+    uint64_t evict_sent, target, evict_from; /* evict_from: what it held when asked */
     bool keep_used;
     uint64_t room_host, room_device; /* swap room set aside for it meanwhile */
     uint64_t stuck_until;            /* could not give back what it was asked: not asked again before */
@@ -31,8 +35,13 @@ struct mm_vgpu {
     uint64_t seen_in_ns;             /* its own time bringing memory back, charged so far */
 };
 
+/* What a device's driver is not known to hold back besides the vGPUs' allocations. */
+#define CALIBRATION_MARGIN (512ull << 20)
+
 struct mm {
     struct mm_config cfg;
+    uint64_t measured[VGPU_MAX_DEVICES]; /* free plus what the vGPUs hold, when last told (0: never) */
+    double bandwidth[VGPU_MAX_DEVICES];  /* bytes per ns moves out took lately (0: none yet) */
     struct mm_callbacks cb;
     struct mm_vgpu **v;
     size_t n, cap;
@@ -117,8 +126,27 @@ void mm_leave_owner(struct mm *m, void *owner)
             drop(m, i);
 }
 
+static void usage(const struct mm *m, const struct mm_vgpu *v, uint64_t *resident, uint64_t *host, uint64_t *dev);
+
+/* The driver says device_free is free on v's device: with what the vGPUs hold there (resident, and
+ * the device swap area's copies), that is what the device has for them. */
+static void calibrate(struct mm *m, const struct mm_vgpu *v, uint64_t device_free)
+{
+    if (device_free == VGPU_MEM_UNKNOWN)
+        return;
+    uint64_t held = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->v[i]->device == v->device) {
+            uint64_t r, h, d;
+            usage(m, m->v[i], &r, &h, &d);
+            held += r + d;
+        }
+    uint64_t sum = device_free + held;
+    m->measured[v->device] = sum >= device_free ? sum : UINT64_MAX;
+}
+
 void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t resident,
-             uint64_t now)
+             uint64_t device_free, uint64_t now)
 {
     (void)resident; /* the statistics say it, and later */
     struct mm_vgpu *v = find(m, owner, channel);
@@ -126,6 +154,7 @@ void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint
         m->cb.grant(owner, channel, request, CUDA_ERROR_INVALID_CONTEXT, 0);
         return;
     }
+    calibrate(m, v, device_free);
     if (!v->pending) {
         v->seq = ++m->seq;
         v->asked_at = now;
@@ -136,16 +165,23 @@ void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint
 }
 
 void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance, uint64_t resident,
-                uint64_t elapsed_ns, uint64_t now)
+                uint64_t elapsed_ns, uint64_t device_free, uint64_t now)
 {
     struct mm_vgpu *v = find(m, owner, channel);
     if (!v)
         return;
+    calibrate(m, v, device_free);
     /* What it keeps may only shrink this way. */
     if (allowance < v->allowance)
         v->allowance = allowance;
     if (v->evicting && resident > v->target && !v->keep_used)
         v->stuck_until = now + m->cfg.slice_ns;
+    /* How fast memory moves out, from moves large enough to tell. */
+    if (v->evicting && v->evict_from > resident && v->evict_from - resident >= (64ull << 20) && elapsed_ns) {
+        double bw = (double)(v->evict_from - resident) / (double)elapsed_ns;
+        double *avg = &m->bandwidth[v->device];
+        *avg = *avg > 0 ? (*avg + bw) / 2 : bw;
+    }
     v->evicting = false;
     v->room_host = v->room_device = 0;
     if (v->cause) {
@@ -171,7 +207,13 @@ static uint64_t capacity(const struct mm *m, int d)
     for (size_t i = 0; i < m->n; i++)
         vgpus += m->v[i]->device == d;
     uint64_t off = m->cfg.device_swap[d], reserve = m->cfg.reserve * vgpus, total = m->cfg.total[d];
-    return total > off + reserve ? total - off - reserve : 0;
+    uint64_t cap = total > off + reserve ? total - off - reserve : 0;
+    uint64_t measured = m->measured[d];
+    if (measured) { /* what the device was seen to have, less the swap area and a margin */
+        uint64_t seen = measured > off + CALIBRATION_MARGIN ? measured - off - CALIBRATION_MARGIN : 0;
+        cap = seen < cap ? seen : cap;
+    }
+    return cap;
 }
 
 uint64_t mm_host_swap_used(const struct mm *m)
@@ -201,10 +243,15 @@ static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now
 {
     v->pending = false;
     if (status == CUDA_SUCCESS) {
-        /* Memory that took long to make room for is kept the longer: what moving it costs stays
-         * a small part of the time it is used. */
+        /* Memory that took long to make room for, or would take long to move out again, is kept
+         * the longer: what moving it costs stays a small part of the time it is used. */
+        double bw = m->bandwidth[v->device] > 0 ? m->bandwidth[v->device] : FIRST_BANDWIDTH;
+        uint64_t out_ns = (uint64_t)((double)v->need / bw);
+        uint64_t cost = v->cost_ns > out_ns ? v->cost_ns : out_ns;
+        uint64_t hold = HOLD_PER_COST * cost;
+        hold = hold < MAX_HOLD_NS ? hold : MAX_HOLD_NS;
         v->granted_at = now;
-        v->hold_ns = m->cfg.slice_ns > HOLD_PER_COST * v->cost_ns ? m->cfg.slice_ns : HOLD_PER_COST * v->cost_ns;
+        v->hold_ns = m->cfg.slice_ns > hold ? m->cfg.slice_ns : hold;
     }
     v->cost_ns = 0;
     m->cb.grant(v->owner, v->channel, v->request, status, v->allowance);
@@ -300,6 +347,7 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
     }
     v->evicting = true;
     v->evict_sent = now;
+    v->evict_from = r;
     v->target = target;
     v->keep_used = keep_used;
     v->cause = head;

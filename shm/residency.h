@@ -68,13 +68,16 @@ void mm_leave(struct mm *m, void *owner, uint32_t channel);
 void mm_leave_owner(struct mm *m, void *owner);
 
 /* A vGPU asks for an allowance of need bytes (resident: what it holds on the device now). A second
- * request before the first is answered replaces it. */
+ * request before the first is answered replaces it. device_free (with mm_evicted too): what the
+ * driver says is free on the device for everybody, or VGPU_MEM_UNKNOWN; with it the manager learns
+ * what the device can hold for the vGPUs' allocations (free plus what they hold, less a margin):
+ * the capacity is never more than that, whatever the contexts and other processes take. */
 void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t resident,
-             uint64_t now);
+             uint64_t device_free, uint64_t now);
 /* A vGPU did what it was asked (or what it could): the allowance it keeps, what it holds on the
  * device, and how long moving took (charged to whoever caused it). */
 void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance, uint64_t resident,
-                uint64_t elapsed_ns, uint64_t now);
+                uint64_t elapsed_ns, uint64_t device_free, uint64_t now);
 
 /* Move things on: grant what can be granted, ask for what is needed, fail what waited too long.
  * Returns when it wants to be called again (0: not before something happens). */

@@ -7,9 +7,10 @@
 #include "vchannel.h"
 #include "worker.h"
 
-/* An answer may take the time others need to move their memory out, and the wait for their work
- * to finish before that. */
-#define MEM_ASK_TIMEOUT_S 60
+/* An answer may take the time others keep their memory (vgpud holds a grant up to 30 s) and need
+ * to move it out, and the wait for their work to finish before that: vgpud fails a request after
+ * 120 s, and the worker waits a little longer for that answer. */
+#define MEM_ASK_TIMEOUT_S 130
 
 static void serve_while_waiting(void *arg)
 {
@@ -26,6 +27,7 @@ int worker_mem_need(struct vchannel *ch, uint64_t need, uint64_t resident, uint6
     q.channel = ch->id;
     q.need = need;
     q.resident = resident;
+    q.device_free = vswap_device_free(ch);
     struct vgpu_wmsg_MemGrant a;
     /* A turn others wait for is not kept while this waits. */
     gate_before_blocking(&ch->gate);
@@ -48,6 +50,7 @@ void worker_mem_evicted(struct vchannel *ch, const struct vswap_report *rep)
     m.swapped_host = rep->swapped_host;
     m.swapped_device = rep->swapped_device;
     m.elapsed_ns = rep->elapsed_ns;
+    m.device_free = rep->device_free;
     worker_send(&m, sizeof m, NULL, 0);
 }
 

@@ -56,6 +56,13 @@ static void set_allowance(struct vchannel *ch, uint64_t allowance)
     atomic_store(&ch->acct->allowance, allowance);
 }
 
+uint64_t vswap_device_free(struct vchannel *ch)
+{
+    uint64_t f = 0;
+    return ch->x->ops->device_free && ch->x->ops->device_free(ch->x, ch->device, &f) == CUDA_SUCCESS ? f
+                                                                                                     : VGPU_MEM_UNKNOWN;
+}
+
 /* Ask vgpud for an allowance of need bytes. */
 static CUresult ask(struct vchannel *ch, uint64_t need)
 {
@@ -167,9 +174,11 @@ bool vswap_is_block(const struct vchannel *ch, uint64_t dptr) { return find(ch, 
 /* Let a swapped block's bytes go (they are not wanted any more). */
 static void drop_copy(struct vchannel *ch, struct swap_block *b, void *ctx)
 {
-    if (b->host) {
-        munmap(b->host, b->size);
-        b->host = NULL;
+    if (b->in_host) {
+        /* The pages stay mapped for the next time, but the kernel may take them back at no cost
+         * (nothing to write out): host memory is not held for a block on the device. */
+        madvise(b->host, b->size, MADV_FREE);
+        b->in_host = false;
         atomic_fetch_sub(&ch->acct->swapped_host, b->size);
     }
     if (b->dev_copy) {
@@ -185,6 +194,8 @@ static void release(struct vchannel *ch, struct swap_block *b, void *ctx)
     if (!b->phys)
         ch->swap.out--;
     drop_copy(ch, b, ctx);
+    if (b->host)
+        munmap(b->host, b->size);
     unback(ch, b);
     ch->x->ops->vmm_address_free(ch->x, b->base, b->mapped);
     *b = ch->swap.blocks[--ch->swap.count];
@@ -220,12 +231,48 @@ void vswap_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
 
 /* ---------------------------------------------------------------- in and out */
 
-/* Host swap is moved in pieces that are page-locked while the DMA runs (pinned copies run at
- * several times the speed of pageable ones on a GPU), so that no more than a piece is locked. */
+/* Pinned copies run at several times the speed of pageable ones on a GPU, but page-locking memory
+ * costs about as much as the copy itself where its pages are new. So memory going out passes
+ * through a page-locked buffer of the channel's, made once, and memory coming back (whose pages
+ * are there) is page-locked in place a piece at a time while the DMA runs. */
 #define PIN_PIECE (256ull << 20)
+#define STAGING (64ull << 20)
 
-/* Copy between a block and its host copy (out: device to host), piece by piece. */
-static CUresult host_copy(struct vchannel *ch, void *ctx, struct swap_block *b, bool out)
+void vswap_teardown(struct vchannel *ch)
+{
+    struct vswap *s = &ch->swap;
+    if (s->staging_pinned)
+        ch->x->ops->host_unregister(ch->x, ch->device, s->staging);
+    if (s->staging)
+        munmap(s->staging, STAGING);
+    s->staging = NULL;
+    s->staging_pinned = false;
+}
+
+static CUresult copy_out(struct vchannel *ch, void *ctx, struct swap_block *b)
+{
+    struct vswap *s = &ch->swap;
+    const struct vgpu_exec_ops *o = ch->x->ops;
+    if (!s->staging) {
+        void *p = mmap(NULL, STAGING, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        uint64_t mapped = 0;
+        s->staging = p;
+        s->staging_pinned = o->host_register(ch->x, ch->device, p, STAGING, 0, &mapped) == CUDA_SUCCESS;
+    }
+    for (uint64_t done = 0; done < b->size;) {
+        uint64_t n = b->size - done < STAGING ? b->size - done : STAGING;
+        CUresult r = o->copy_dtoh(ch->x, ctx, NULL, s->staging, b->base + done, n, VGPU_XFER_SYNC);
+        if (r != CUDA_SUCCESS)
+            return r;
+        memcpy((uint8_t *)b->host + done, s->staging, n);
+        done += n;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_in(struct vchannel *ch, void *ctx, struct swap_block *b)
 {
     const struct vgpu_exec_ops *o = ch->x->ops;
     for (uint64_t done = 0; done < b->size;) {
@@ -233,8 +280,7 @@ static CUresult host_copy(struct vchannel *ch, void *ctx, struct swap_block *b, 
         uint8_t *h = (uint8_t *)b->host + done;
         uint64_t mapped = 0;
         bool pinned = o->host_register(ch->x, ch->device, h, n, 0, &mapped) == CUDA_SUCCESS;
-        CUresult r = out ? o->copy_dtoh(ch->x, ctx, NULL, h, b->base + done, n, VGPU_XFER_SYNC)
-                         : o->copy_htod(ch->x, ctx, NULL, b->base + done, h, n, VGPU_XFER_SYNC);
+        CUresult r = o->copy_htod(ch->x, ctx, NULL, b->base + done, h, n, VGPU_XFER_SYNC);
         if (pinned)
             o->host_unregister(ch->x, ch->device, h);
         if (r != CUDA_SUCCESS)
@@ -271,7 +317,7 @@ CUresult vswap_restore(struct vchannel *ch)
             return CUDA_ERROR_INVALID_CONTEXT;
         if ((r = back(ch, b)) != CUDA_SUCCESS)
             return r;
-        r = b->host ? host_copy(ch, ctx, b, false)
+        r = b->in_host ? copy_in(ch, ctx, b)
                     : o->copy_dtod(ch->x, ctx, NULL, b->base, b->dev_copy, b->size, VGPU_XFER_SYNC);
         if (r != CUDA_SUCCESS) { /* its bytes stay where they are */
             unback(ch, b);
@@ -317,15 +363,18 @@ static CUresult swap_out(struct vchannel *ch, struct swap_block *b, uint64_t *de
         }
     }
     if (r != CUDA_SUCCESS && b->size <= *host_room) {
-        void *h = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (h == MAP_FAILED)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        b->host = h;
-        if ((r = host_copy(ch, ctx, b, true)) != CUDA_SUCCESS) {
-            munmap(h, b->size);
-            b->host = NULL;
+        if (!b->host) {
+            void *h = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (h == MAP_FAILED)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            madvise(h, b->size, MADV_HUGEPAGE); /* fewer, faster faults where the kernel has them */
+            b->host = h;
+        }
+        if ((r = copy_out(ch, ctx, b)) != CUDA_SUCCESS) {
+            madvise(b->host, b->size, MADV_FREE);
             return r;
         }
+        b->in_host = true;
         *host_room -= b->size;
         atomic_fetch_add(&ch->acct->swapped_host, b->size);
     }
@@ -387,7 +436,8 @@ void vswap_serve(struct vchannel *ch)
                                .resident = now_resident,
                                .swapped_host = atomic_load(&ch->acct->swapped_host),
                                .swapped_device = atomic_load(&ch->acct->swapped_device),
-                               .elapsed_ns = now_ns() - started};
+                               .elapsed_ns = now_ns() - started,
+                               .device_free = vswap_device_free(ch)};
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY)
         LOG_DEBUG("channel %u: cannot give memory back now (error %d)", ch->id, r);
     if (ch->host->mem_evicted)

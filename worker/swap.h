@@ -30,8 +30,10 @@ struct swap_block {
     uint64_t mapped;     /* its reservation: size rounded up to the granularity */
     uint32_t ctx;        /* the client's context it belongs to */
     void *phys;          /* its physical memory; NULL while swapped out */
-    void *host;          /* its bytes while in host swap */
-    uint64_t dev_copy;   /* ... while in the device swap area */
+    void *host;          /* host memory for its bytes, kept once made (given to the kernel to
+                          * reclaim while the block is on the device: MADV_FREE) */
+    bool in_host;        /* its bytes are in host swap */
+    uint64_t dev_copy;   /* ... in the device swap area */
 };
 
 struct vswap {
@@ -40,6 +42,8 @@ struct vswap {
     uint64_t granularity;
     struct swap_block *blocks;
     size_t count, cap, out; /* out: blocks swapped out now */
+    void *staging;          /* page-locked bounce buffer of moves to host swap (NULL: none yet) */
+    bool staging_pinned;
     /* vgpud's latest request to give memory back, left by the worker's main thread. */
     pthread_mutex_t mu;
     _Atomic bool wanted;
@@ -51,10 +55,15 @@ struct vswap {
 struct vswap_report {
     int32_t status;
     uint64_t allowance, resident, swapped_host, swapped_device, elapsed_ns;
+    uint64_t device_free; /* VGPU_MEM_UNKNOWN: the executor cannot say */
 };
+/* What the driver says is free on the channel's device for everybody, or VGPU_MEM_UNKNOWN. */
+uint64_t vswap_device_free(struct vchannel *ch);
 
 void vswap_init(struct vchannel *ch, bool on);
-/* The channel's end: every block is gone already (its context was dropped); free the bookkeeping. */
+/* The channel's end: every block is gone already (its contexts were dropped); let the staging
+ * buffer go (vswap_teardown, while the executor is there), then the bookkeeping (vswap_fini). */
+void vswap_teardown(struct vchannel *ch);
 void vswap_fini(struct vchannel *ch);
 
 /* Before size more bytes of device memory are charged to the channel: make room for them in its

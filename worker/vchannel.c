@@ -555,6 +555,7 @@ void vchannel_teardown(struct vchannel *ch)
     vchannel_shm_teardown(ch);
     vchannel_pool_teardown(ch);
     vchannel_vmm_teardown(ch);
+    vswap_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
         ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
         if (!ch->regs[i].staging)

@@ -165,6 +165,7 @@ struct vgpu_shm_stat {
 enum { VGPU_SHM_CREATED = 1, VGPU_SHM_FREED = 2 };
 /* MemEvict's flags (worker.def): take back only allowance that is not used. */
 enum { VGPU_MEM_KEEP_USED = 1 };
+#define VGPU_MEM_UNKNOWN UINT64_MAX
 #define VGPU_TENSOR_MAP_MAX_RANK 5u
 struct vgpu_tensor_map_args {
     uint32_t kind;

@@ -221,7 +221,7 @@ START_TEST(residency_turns)
     ck_assert_int_eq(mm_join(m, &owner, 1, 0, &a), 0);
     ck_assert_int_eq(mm_join(m, &owner, 2, 0, &b), 0);
     ck_assert_int_ne(mm_join(m, &owner, 2, 0, &b), 0); /* once */
-    mm_need(m, &owner, 1, 7, 300 * MiB, 0, 1000 * MS);
+    mm_need(m, &owner, 1, 7, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.grants, 1);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
@@ -229,25 +229,28 @@ START_TEST(residency_turns)
     ck_assert_uint_le(seen.allowance, 364 * MiB);
     a.resident = 300 * MiB;
     /* B asks for 300 MiB within A's slice: first A's unused allowance, nothing moves. */
-    mm_need(m, &owner, 2, 8, 300 * MiB, 0, 1010 * MS);
+    mm_need(m, &owner, 2, 8, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1010 * MS);
     uint64_t wake = mm_run(m, 1010 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 1);
     ck_assert(seen.keep_used);
-    mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, 1011 * MS);
+    mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1011 * MS);
     wake = mm_run(m, 1011 * MS);
     ck_assert_int_eq(seen.grants, 1); /* still waiting */
-    ck_assert_uint_eq(wake, 1100 * MS); /* when A's slice ends */
-    /* Its slice over, A gives everything back (it needs it all for its next operation anyway). */
-    mm_run(m, 1100 * MS);
+    /* A keeps its memory four times as long as moving 300 MiB out would take at the first guess of
+     * 4 GB/s (longer than the 100 ms slice): a nanosecond per byte. */
+    uint64_t free_at = 1000 * MS + 300 * MiB;
+    ck_assert_uint_eq(wake, free_at);
+    /* That over, A gives everything back (it needs it all for its next operation anyway). */
+    mm_run(m, free_at);
     ck_assert_int_eq(seen.evicts, 2);
     ck_assert(!seen.keep_used);
     ck_assert_uint_eq(seen.target, 0);
     ck_assert_uint_eq(seen.host_room, 1024 * MiB);
     a.resident = 0;
     a.host = 300 * MiB;
-    mm_evicted(m, &owner, 1, 0, 0, 5 * MS, 1105 * MS);
-    mm_run(m, 1105 * MS);
+    mm_evicted(m, &owner, 1, 0, 0, 5 * MS, VGPU_MEM_UNKNOWN, free_at + 5 * MS);
+    mm_run(m, free_at + 5 * MS);
     ck_assert_int_eq(seen.grants, 2);
     ck_assert_uint_eq(seen.grant_channel, 2);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
@@ -269,6 +272,31 @@ START_TEST(residency_turns)
 }
 END_TEST
 
+/* What the driver says is free bounds the capacity: contexts and other processes take their part. */
+START_TEST(residency_calibration)
+{
+    static int owner;
+    struct fake_vgpu a = {.resident = 100 * MiB};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, &a);
+    /* 512 MiB in all, 100 held by A, 200 free: contexts and others hold 212; A may have 300 less
+     * the margin (512 MiB) = nothing more than it holds. */
+    mm_need(m, &owner, 1, 1, 150 * MiB, 100 * MiB, 200 * MiB, 0);
+    mm_run(m, 0);
+    ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
+    struct mm_device_view dv;
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.capacity, 0);
+    /* Now the driver says 500 MiB are free: 600 in all for A, 88 after the margin, to 512. */
+    mm_need(m, &owner, 1, 2, 150 * MiB, 100 * MiB, 1000 * MiB, 0);
+    mm_run(m, 0);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.capacity, 512 * MiB);
+    mm_destroy(m);
+}
+END_TEST
+
 /* More than the device can hold, or more than swap can take, is CUDA_ERROR_OUT_OF_MEMORY. */
 START_TEST(residency_refusals)
 {
@@ -277,28 +305,28 @@ START_TEST(residency_refusals)
     struct mm *m = fake_mm(0, 64 * MiB);
     mm_join(m, &owner, 1, 0, &a);
     mm_join(m, &owner, 2, 0, &b);
-    mm_need(m, &owner, 1, 1, 512 * MiB, 0, 0); /* the capacity is 512 less the swap area */
+    mm_need(m, &owner, 1, 1, 512 * MiB, 0, VGPU_MEM_UNKNOWN, 0); /* the capacity is 512 less the swap area */
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
-    mm_need(m, &owner, 1, 2, 400 * MiB, 0, 0);
+    mm_need(m, &owner, 1, 2, 400 * MiB, 0, VGPU_MEM_UNKNOWN, 0);
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     a.resident = 448 * MiB;
-    mm_evicted(m, &owner, 1, 448 * MiB, 448 * MiB, 0, 1); /* no unused allowance left */
+    mm_evicted(m, &owner, 1, 448 * MiB, 448 * MiB, 0, VGPU_MEM_UNKNOWN, 1); /* no unused allowance left */
     /* B's 200 MiB: A must move 200, and only 64 fit in the device swap area. */
-    mm_need(m, &owner, 2, 3, 200 * MiB, 0, 200 * MS);
-    mm_run(m, 200 * MS);
+    mm_need(m, &owner, 2, 3, 200 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.dev_room, 64 * MiB);
     ck_assert_uint_eq(seen.host_room, 0);
     a.resident = 384 * MiB;
     a.dev = 64 * MiB;
-    mm_evicted(m, &owner, 1, 384 * MiB, 384 * MiB, 0, 201 * MS); /* stuck there */
-    mm_run(m, 201 * MS);
+    mm_evicted(m, &owner, 1, 384 * MiB, 384 * MiB, 0, VGPU_MEM_UNKNOWN, 1001 * MS); /* stuck there */
+    mm_run(m, 1001 * MS);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(seen.grant_channel, 2);
     /* Unknown vGPUs are refused. */
-    mm_need(m, &owner, 9, 4, MiB, 0, 0);
+    mm_need(m, &owner, 9, 4, MiB, 0, VGPU_MEM_UNKNOWN, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_INVALID_CONTEXT);
     mm_leave_owner(m, &owner);
     mm_device_view(m, 0, &(struct mm_device_view){0});
@@ -320,6 +348,7 @@ int main(void)
     TCase *res = tcase_create("residency");
     tcase_add_test(res, residency_turns);
     tcase_add_test(res, residency_refusals);
+    tcase_add_test(res, residency_calibration);
     suite_add_tcase(s, res);
     return vgpu_check_run(s);
 }

@@ -384,6 +384,17 @@ static CUresult cuda_mem_get_info(struct vgpu_exec *x, void *ctx, uint64_t *free
     return r;
 }
 
+static CUresult cuda_device_free(struct vgpu_exec *x, int dev, uint64_t *free_bytes)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    BIND_RAW(x, CX(x)->service[dev]);
+    size_t f = 0, t = 0;
+    CUresult r = API(x)->cuMemGetInfo_v2(&f, &t);
+    *free_bytes = f;
+    return r;
+}
+
 static CUresult cuda_mem_alloc(struct vgpu_exec *x, void *ctx, uint64_t size, uint64_t *dptr)
 {
     BIND(x, ctx);
@@ -1620,6 +1631,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .ctx_set_limit = cuda_ctx_set_limit,
     .ctx_stream_priority_range = cuda_ctx_stream_priority_range,
     .mem_get_info = cuda_mem_get_info,
+    .device_free = cuda_device_free,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .host_register = cuda_host_register,

@@ -53,6 +53,9 @@ struct vgpu_exec_ops {
     /* Device memory this executor's contexts hold on dev (for accounting); NULL when the executor
      * does not count it (the channels' allocations count instead). */
     uint64_t (*device_used)(struct vgpu_exec *x, int dev);
+    /* Memory free on device dev for every process using it (cuMemGetInfo's free); NULL when the
+     * executor's devices are its own (emu), so that only vgpud's accounts say what is free. */
+    CUresult (*device_free)(struct vgpu_exec *x, int dev, uint64_t *free_bytes);
 
     /* ---- contexts */
     CUresult (*ctx_create)(struct vgpu_exec *x, int dev, unsigned flags, void **ctx);
