@@ -4,10 +4,15 @@
  * driver's rules of lifetime: an allocation's handle may be released while it is mapped, and its
  * memory goes when the last mapping does (it is released in the worker then). A mapping lies in a
  * reservation of the same vGPU; access can be given to that vGPU only (the vGPUs have no peer
- * access). Sharing an allocation with another process (cuMemExportToShareableHandle) is not there
- * yet. */
+ * access). An allocation made exportable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) can be shared
+ * with another tenant of the node: the descriptor cuMemExportToShareableHandle gives is a sealed
+ * memfd holding the token vgpud minted for it (a tenant never holds the driver's own descriptor),
+ * and cuMemImportFromShareableHandle reads it and has the importer's worker open the memory. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fe.h"
 
@@ -167,6 +172,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     FE_RETURN_IF(prop_device(prop, &device));
     if (prop->allocFlags.compressionType)
         return CUDA_ERROR_NOT_SUPPORTED;
+    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED; /* fabric and Windows handles: not on a vGPU */
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(device, &ch));
     struct vmm_alloc *m = calloc(1, sizeof *m);
@@ -180,6 +187,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     FE_REQ(q, MemCreate);
     q.handle = fe_handle_id(m->handle);
     q.size = size;
+    q.exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
     CUresult r = FE_CALL(ch, 0, MemCreate, &q, NULL);
     if (r != CUDA_SUCCESS) {
         fe_handle_free(FE_MEMHANDLE, m->handle);
@@ -237,6 +245,96 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
         *prop = m->prop;
     pthread_mutex_unlock(&vmm.mu);
     return m && prop ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------------------------------------------------------------- sharing by descriptor */
+
+/* What a shareable descriptor holds. */
+struct shareable {
+    char magic[16];
+    uint64_t size;
+    uint8_t token[VGPU_IPC_HANDLE_BYTES];
+};
+static const char shareable_magic[16] = "vgpu-shareable1";
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm.mu);
+    struct vmm_alloc *m = alloc_of(handle);
+    struct vmm_alloc copy = m ? *m : (struct vmm_alloc){0};
+    pthread_mutex_unlock(&vmm.mu);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!(copy.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE; /* not made exportable */
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(copy.device, &ch));
+    FE_REQ(q, MemExport);
+    FE_RSP(a, MemExport);
+    q.handle = fe_handle_id(copy.handle);
+    FE_RETURN_IF(FE_CALL(ch, 0, MemExport, &q, &a));
+    struct shareable sh = {.size = copy.size};
+    memcpy(sh.magic, shareable_magic, sizeof sh.magic);
+    memcpy(sh.token, a.token, sizeof sh.token);
+    int fd = memfd_create("vgpu-shareable", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    if (pwrite(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct shareable sh;
+    int fd = (int)(intptr_t)osHandle;
+    if (pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || memcmp(sh.magic, shareable_magic, sizeof sh.magic))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Opened on the vGPU of the current context (or the first one), as reservations are. */
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    if (fe_current(&c, &ch) != CUDA_SUCCESS)
+        FE_RETURN_IF(fe_channel(0, &ch));
+    struct vmm_alloc *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *m = (struct vmm_alloc){.device = ch->device, .refs = 1};
+    m->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ch->device},
+                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+    if (!(m->handle = fe_handle_new(FE_MEMHANDLE, m))) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    FE_REQ(q, MemImport);
+    FE_RSP(a, MemImport);
+    q.handle = fe_handle_id(m->handle);
+    memcpy(q.token, sh.token, sizeof q.token);
+    CUresult r = FE_CALL(ch, 0, MemImport, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_MEMHANDLE, m->handle);
+        free(m);
+        return r;
+    }
+    m->size = a.size;
+    *handle = m->handle;
+    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- mappings */

@@ -6,6 +6,8 @@
  * released only once nothing maps it; a mapping must lie inside one reservation and may not overlap
  * another; an unmap or access change names whole mappings. */
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "quota.h"
 #include "vchannel.h"
@@ -15,7 +17,14 @@ struct vmm_phys {
     void *x;
     uint64_t size;
     uint32_t maps;
+    bool imported; /* another tenant's memory (not charged here) */
+    bool exported; /* published to vgpud under token, dropped with it */
+    uint8_t token[VGPU_IPC_HANDLE_BYTES];
 };
+
+/* What vgpud keeps for an exported allocation starts with this (so that an IPC handle's token
+ * opens no VMM allocation, nor the other way round). */
+static const uint8_t export_tag[16] = "vgpu-vmm-export";
 
 static struct vmm_phys *phys_of(struct vchannel *ch, uint32_t handle)
 {
@@ -93,7 +102,8 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
     struct srv_obj *o = vchannel_add(c, SRV_MEMHANDLE, q->handle, &r);
     if (o) {
         o->ctx = 0; /* the channel's, not a context's: it outlives the context that made it */
-        r = OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
+        r = q->exportable ? OPS(c)->vmm_create_exportable(EXEC(c), c->ch->device, q->size, &ph->x)
+                          : OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
     }
     if (!o || r != CUDA_SUCCESS) {
         if (o)
@@ -109,7 +119,10 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
 static void phys_free(struct vchannel *ch, uint32_t handle, struct vmm_phys *ph)
 {
     ch->x->ops->vmm_release(ch->x, ph->x);
-    shm_quota_refund(ch->acct, ph->size);
+    if (ph->exported && ch->host->ipc_drop)
+        ch->host->ipc_drop(ph->token);
+    if (!ph->imported)
+        shm_quota_refund(ch->acct, ph->size);
     free(ph);
     vchannel_remove(ch, SRV_MEMHANDLE, handle);
 }
@@ -123,6 +136,66 @@ CUresult vgpu_handle_MemRelease(struct vgpu_call *c, const struct vgpu_req_MemRe
     if (ph->maps) /* the client releases its handle after its last unmap */
         return CUDA_ERROR_INVALID_VALUE;
     phys_free(c->ch, q->handle, ph);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemExport(struct vgpu_call *c, const struct vgpu_req_MemExport *q, struct vgpu_rsp_MemExport *a)
+{
+    struct vmm_phys *ph = phys_of(c->ch, q->handle);
+    if (!ph)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct vchannel_host *host = c->ch->host;
+    if (!host->ipc_publish || !OPS(c)->vmm_export)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!ph->exported) {
+        int fd = -1;
+        CUresult r = OPS(c)->vmm_export(EXEC(c), ph->x, &fd);
+        if (r != CUDA_SUCCESS)
+            return r;
+        uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {0};
+        memcpy(blob, export_tag, sizeof export_tag);
+        r = (CUresult)host->ipc_publish(c->ch->device, ph->size, blob, fd, ph->token);
+        close(fd);
+        if (r != CUDA_SUCCESS)
+            return r;
+        ph->exported = true;
+    }
+    memcpy(a->token, ph->token, sizeof a->token);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MemImport(struct vgpu_call *c, const struct vgpu_req_MemImport *q, struct vgpu_rsp_MemImport *a)
+{
+    const struct vchannel_host *host = c->ch->host;
+    if (!host->ipc_find || !OPS(c)->vmm_import)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = 0;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES];
+    int fd = -1;
+    CUresult r = (CUresult)host->ipc_find(c->ch->device, q->token, &size, blob, &fd);
+    if (r == CUDA_SUCCESS && (fd < 0 || memcmp(blob, export_tag, sizeof export_tag) != 0 || size == 0 ||
+                              size % granularity(c)))
+        r = CUDA_ERROR_INVALID_VALUE; /* an IPC handle's token, or nothing that can be mapped */
+    struct vmm_phys *ph = r == CUDA_SUCCESS ? calloc(1, sizeof *ph) : NULL;
+    if (r == CUDA_SUCCESS && !ph)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    struct srv_obj *o = r == CUDA_SUCCESS ? vchannel_add(c, SRV_MEMHANDLE, q->handle, &r) : NULL;
+    if (o) {
+        o->ctx = 0;
+        r = OPS(c)->vmm_import(EXEC(c), c->ch->device, fd, size, &ph->x);
+        if (r != CUDA_SUCCESS)
+            vchannel_remove(c->ch, SRV_MEMHANDLE, q->handle);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (r != CUDA_SUCCESS) {
+        free(ph);
+        return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_DEVICE : r;
+    }
+    ph->size = size;
+    ph->imported = true;
+    o->x = ph;
+    a->size = size;
     return CUDA_SUCCESS;
 }
 

@@ -276,7 +276,7 @@ static void serve(void)
 /* ---------------------------------------------------------------- start */
 
 /* A device as its vGPU offers it: the attributes of what a vGPU does not do yet are 0 (concurrent managed
- * access, exporting memory and events to other processes, dma-buf, multicast,
+ * access, exporting events to other processes, dma-buf, multicast,
  * GPUDirect RDMA, compressed memory, sparse arrays, external semaphores, host-located pools), so
  * that programs which ask take their other path, as on a GPU without them. */
 static void offered(struct vgpu_device_info *d)
@@ -286,7 +286,6 @@ static void offered(struct vgpu_device_info *d)
         CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
         CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
         CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
-        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,

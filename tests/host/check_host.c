@@ -374,6 +374,18 @@ START_TEST(test_ipc)
 }
 END_TEST
 
+/* VMM allocations shared by descriptor: a child process imports what its parent exported, maps it,
+ * reads it and writes it; the driver's refusals for what cannot be exported or imported. */
+START_TEST(test_vmm_share)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_vmm_share", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "vmm-share: 4194304 bytes exported by descriptor, imported, written and read back"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 /* Gdev's segments: made under a key by one tenant, found and attached by another, removed. */
 START_TEST(test_shm)
 {
@@ -691,28 +703,30 @@ START_TEST(test_hostile_handshake)
 }
 END_TEST
 
-/* Start prog_hold; returns its pid and the device pointer it printed. */
-static pid_t start_hold(char *dptr, size_t cap)
+/* Start a program of tests/host (with the emu module, and arg when not NULL) that says "ready"
+ * once set up, and wait for that; returns its pid, and what it printed after "ready" in what. */
+static pid_t start_ready(const char *name, const char *arg, char *what, size_t cap)
 {
     char vgpu_run[600], prog[600], out[700];
     snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
-    snprintf(prog, sizeof prog, "%s/prog_hold", progs);
-    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
-    /* Emptied before the child starts: a "ready" of an earlier prog_hold is not this one's. */
+    snprintf(prog, sizeof prog, "%s/%s", progs, name);
+    snprintf(out, sizeof out, "%s/%s.%d.out", tmp, name, (int)getpid());
+    /* Emptied before the child starts: a "ready" of an earlier run is not this one's. */
     int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 1);
         dup2(fd, 2);
-        execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, (char *)NULL);
+        execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, arg, (char *)NULL);
         _exit(127);
     }
     close(fd);
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 3000; i++) {
         char *t = slurp(out);
-        char *r = strstr(t, "ready ");
+        char *r = strstr(t, "ready");
         if (r && strchr(r, '\n')) {
-            snprintf(dptr, cap, "%.*s", (int)strcspn(r + 6, "\n"), r + 6);
+            r += strspn(r + 5, " ") + 5;
+            snprintf(what, cap, "%.*s", (int)strcspn(r, "\n"), r);
             free(t);
             return pid;
         }
@@ -721,9 +735,12 @@ static pid_t start_hold(char *dptr, size_t cap)
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    ck_abort_msg("prog_hold did not get ready");
+    ck_abort_msg("%s did not get ready", name);
     return -1;
 }
+
+/* Start prog_hold; returns its pid and the device pointer it printed. */
+static pid_t start_hold(char *dptr, size_t cap) { return start_ready("prog_hold", NULL, dptr, cap); }
 
 START_TEST(test_foreign_handles)
 {
@@ -1107,31 +1124,8 @@ static const struct json *channel_of_pid(const struct json *j, pid_t pid)
 /* A prog_swap that sets 300 MiB up and sleeps (to be swapped out); returns once it is ready. */
 static pid_t start_swap_holder(void)
 {
-    char vgpu_run[600], prog[600], out[700];
-    snprintf(vgpu_run, sizeof vgpu_run, "%s/vgpu-run", bin);
-    snprintf(prog, sizeof prog, "%s/prog_swap", progs);
-    snprintf(out, sizeof out, "%s/swap-hold.%d.out", tmp, (int)getpid());
-    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(vgpu_run, vgpu_run, "--socket", sock, "--", prog, emu_module, "300:hold", (char *)NULL);
-        _exit(127);
-    }
-    close(fd);
-    for (int i = 0; i < 3000; i++) {
-        char *t = slurp(out);
-        bool ready = strstr(t, "ready\n") != NULL;
-        free(t);
-        if (ready)
-            return pid;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    ck_abort_msg("the swap holder did not get ready");
-    return -1;
+    char none[8];
+    return start_ready("prog_swap", "300:hold", none, sizeof none);
 }
 
 /* Swapping (Gdev's, through vgpud's memory manager): three tenants of 300 MiB each on a 512 MiB
@@ -1305,6 +1299,7 @@ int main(void)
     tcase_add_test(programs, test_pool);
     tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_ipc);
+    tcase_add_test(programs, test_vmm_share);
     tcase_add_test(programs, test_shm);
     tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);

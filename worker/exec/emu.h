@@ -267,6 +267,8 @@ CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uin
 CUresult emu_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
 CUresult emu_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
 CUresult emu_vmm_release(struct vgpu_exec *x, void *phys);
+CUresult emu_vmm_export(struct vgpu_exec *x, void *phys, int *fd);
+CUresult emu_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys);
 CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
 CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);

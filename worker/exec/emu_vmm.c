@@ -3,6 +3,8 @@
  * maps the memfd over the reservation (two mappings of one allocation show the same bytes, as on a
  * GPU), access is the mapping's protection, and unmapping puts the inaccessible reservation back. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@ struct emu_phys {
     int fd;
     int dev;
     uint64_t size;
+    bool imported; /* another worker's memory: not this device's to account */
 };
 
 CUresult emu_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity)
@@ -96,10 +99,39 @@ CUresult emu_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys
     return CUDA_SUCCESS;
 }
 
+CUresult emu_vmm_export(struct vgpu_exec *x, void *phys, int *fd)
+{
+    (void)x;
+    *fd = fcntl(((struct emu_phys *)phys)->fd, F_DUPFD_CLOEXEC, 0);
+    return *fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct stat st;
+    if (size == 0 || size % EMU_GRANULARITY || fstat(fd, &st) != 0 || (uint64_t)st.st_size != size)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_phys *ph = malloc(sizeof *ph);
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (!ph || own < 0) {
+        if (own >= 0)
+            close(own);
+        free(ph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ph = (struct emu_phys){.fd = own, .dev = dev, .size = size, .imported = true};
+    *phys = ph;
+    return CUDA_SUCCESS;
+}
+
 CUresult emu_vmm_release(struct vgpu_exec *x, void *phys)
 {
     struct emu_phys *ph = phys;
-    atomic_fetch_sub(&((struct emu_exec *)x)->devices[ph->dev].used, ph->size);
+    if (!ph->imported)
+        atomic_fetch_sub(&((struct emu_exec *)x)->devices[ph->dev].used, ph->size);
     close(ph->fd);
     free(ph);
     return CUDA_SUCCESS;

@@ -622,6 +622,39 @@ static CUresult cuda_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, voi
     return r;
 }
 
+static CUresult cuda_vmm_create_exportable(struct vgpu_exec *x, int dev, uint64_t size, void **phys)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAllocationProp prop = device_memory(x, dev);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = API(x)->cuMemCreate(&h, (size_t)size, &prop, 0);
+    *phys = (void *)(uintptr_t)h;
+    return r;
+}
+
+static CUresult cuda_vmm_export(struct vgpu_exec *x, void *phys, int *fd)
+{
+    int out = -1;
+    CUresult r = API(x)->cuMemExportToShareableHandle(&out, (CUmemGenericAllocationHandle)(uintptr_t)phys,
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    *fd = r == CUDA_SUCCESS ? out : -1;
+    return r;
+}
+
+static CUresult cuda_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys)
+{
+    (void)size;
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = API(x)->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+                                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    *phys = (void *)(uintptr_t)h;
+    return r;
+}
+
 static CUresult cuda_vmm_release(struct vgpu_exec *x, void *phys)
 {
     return API(x)->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)phys);
@@ -1640,6 +1673,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .vmm_reserve = cuda_vmm_reserve,
     .vmm_address_free = cuda_vmm_address_free,
     .vmm_create = cuda_vmm_create,
+    .vmm_create_exportable = cuda_vmm_create_exportable,
+    .vmm_export = cuda_vmm_export,
+    .vmm_import = cuda_vmm_import,
     .vmm_release = cuda_vmm_release,
     .vmm_map = cuda_vmm_map,
     .vmm_unmap = cuda_vmm_unmap,

@@ -84,6 +84,12 @@ struct vgpu_exec_ops {
     CUresult (*vmm_reserve)(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);
     CUresult (*vmm_address_free)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
     CUresult (*vmm_create)(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
+    /* Physical allocations shared by descriptor: made exportable (cuMemCreate with the POSIX
+     * descriptor handle type), exported as a descriptor (*fd, the caller's), and imported from
+     * one (size: its size, as the exporter said) into a physical allocation of dev's. */
+    CUresult (*vmm_create_exportable)(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
+    CUresult (*vmm_export)(struct vgpu_exec *x, void *phys, int *fd);
+    CUresult (*vmm_import)(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys);
     CUresult (*vmm_release)(struct vgpu_exec *x, void *phys);
     CUresult (*vmm_map)(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
     CUresult (*vmm_unmap)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
