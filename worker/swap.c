@@ -249,6 +249,47 @@ void vswap_teardown(struct vchannel *ch)
     s->staging_pinned = false;
 }
 
+/* Copies into host swap run on a few threads: its pages are new, and one thread faults them in
+ * (the kernel zeroes each) at a few GB/s, well below what the DMA into the staging buffer runs at. */
+#define COPY_THREADS 4
+#define COPY_SLICE (8ull << 20)
+
+struct copy_part {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t n;
+};
+
+static void *copy_part(void *arg)
+{
+    struct copy_part *p = arg;
+    memcpy(p->dst, p->src, p->n);
+    return NULL;
+}
+
+static void par_copy(void *dst, const void *src, size_t n)
+{
+    size_t k = n / COPY_SLICE < COPY_THREADS ? n / COPY_SLICE : COPY_THREADS;
+    if (k < 2) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t each = (n / k + 4095) & ~(size_t)4095;
+    struct copy_part parts[COPY_THREADS];
+    pthread_t threads[COPY_THREADS];
+    bool started[COPY_THREADS] = {false};
+    for (size_t i = 0; i < k; i++) {
+        size_t off = i * each < n ? i * each : n;
+        parts[i] = (struct copy_part){(uint8_t *)dst + off, (const uint8_t *)src + off, i + 1 < k ? each : n - off};
+        if (i > 0 && !(started[i] = pthread_create(&threads[i], NULL, copy_part, &parts[i]) == 0))
+            copy_part(&parts[i]); /* no thread to be had: this one does it */
+    }
+    copy_part(&parts[0]);
+    for (size_t i = 1; i < k; i++)
+        if (started[i])
+            pthread_join(threads[i], NULL);
+}
+
 static CUresult copy_out(struct vchannel *ch, void *ctx, struct swap_block *b)
 {
     struct vswap *s = &ch->swap;
@@ -266,7 +307,7 @@ static CUresult copy_out(struct vchannel *ch, void *ctx, struct swap_block *b)
         CUresult r = o->copy_dtoh(ch->x, ctx, NULL, s->staging, b->base + done, n, VGPU_XFER_SYNC);
         if (r != CUDA_SUCCESS)
             return r;
-        memcpy((uint8_t *)b->host + done, s->staging, n);
+        par_copy((uint8_t *)b->host + done, s->staging, n);
         done += n;
     }
     return CUDA_SUCCESS;
