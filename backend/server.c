@@ -646,6 +646,7 @@ static struct session *session_new(struct server *srv, const struct vgpu_msg_lin
     strcpy(s->program, "?");
     if (vgpus) {
         s->domid = vgpus->domid;
+        memcpy(s->shm_group, vgpus->shm_group, sizeof s->shm_group);
         s->vgpu_count = vgpus->count;
         memcpy(s->vgpu_device, vgpus->device, sizeof s->vgpu_device);
         memcpy(s->vgpu_weight, vgpus->weight, sizeof s->vgpu_weight);

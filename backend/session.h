@@ -39,6 +39,10 @@ struct exec_options {
 
 enum isolation { ISOLATION_SESSION, ISOLATION_DOMAIN };
 
+/* A guest's shm group (its xl configuration's vgpu_shm_group): guests of one group share the keys of
+ * Gdev's segments and their group permission bits (empty: none). */
+#define VGPU_SHM_GROUP_MAX 32
+
 struct server_options {
     const char *socket_path;
     struct sched_options sched;
@@ -132,6 +136,7 @@ struct session {
     unsigned vgpu_weight[VGPU_MAX_DEVICES];
     uint64_t vgpu_memory[VGPU_MAX_DEVICES];
     int domid; /* the guest domain of a Xen session; -1 in host mode */
+    char shm_group[VGPU_SHM_GROUP_MAX]; /* its domain's shm group (empty: none) */
     /* Xen: a channel answered but waiting for the guest's pages (VGPU_MSG_GRANTS). */
     struct {
         bool active;
@@ -145,6 +150,7 @@ struct session {
 /* What a Xen session's client may use: its domain and its vGPUs (from the domain's xl config). */
 struct session_vgpus {
     int domid;
+    char shm_group[VGPU_SHM_GROUP_MAX];
     int count;
     uint8_t device[VGPU_MAX_DEVICES];
     unsigned weight[VGPU_MAX_DEVICES];

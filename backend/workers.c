@@ -470,8 +470,8 @@ static bool shm_who(struct server *srv, struct worker *w, uint64_t session, int 
     const struct session *s = server_session(srv, session);
     if (!s || s->worker != w)
         return false;
-    *who = (struct shm_who){.worker = (uint64_t)w->pid, .domid = s->domid, .uid = s->uid, .pid = (int)s->pid,
-                            .device = device};
+    *who = (struct shm_who){.worker = (uint64_t)w->pid, .domid = s->domid, .group = s->shm_group, .uid = s->uid,
+                            .pid = (int)s->pid, .device = device};
     return true;
 }
 

@@ -167,6 +167,17 @@ static int read_config(struct xen_guests *g, struct guest *d)
         }
         if (found && d->vgpus.count == 0)
             found = 0;
+        /* Its shm group, if it names one that is a plain word. */
+        const char *group = NULL;
+        memset(d->vgpus.shm_group, 0, sizeof d->vgpus.shm_group);
+        if (found && g->t->xlu_cfg_get_string(cfg, "vgpu_shm_group", &group, 1) == 0 && group) {
+            size_t n = strlen(group);
+            if (n == 0 || n >= sizeof d->vgpus.shm_group || strspn(group, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != n)
+                LOG_WARN("xen: dom%u: vgpu_shm_group '%s' is not a word of 1 to %zu letters, digits, '_', '-', '.'; "
+                         "no group", d->domid, group, sizeof d->vgpus.shm_group - 1);
+            else
+                memcpy(d->vgpus.shm_group, group, n);
+        }
     }
     if (!found)
         LOG_DEBUG("xen: dom%u: its xl configuration (%d bytes) has no usable vgpu entries", d->domid, len);

@@ -1,7 +1,9 @@
 /* Gdev's shared segments, kept by vgpud (see segments.h). */
 #include <cuda.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ipc.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@ struct segment {
     int id, key;
     unsigned mode;
     int domid; /* the owner: a domain, or (-1) a uid */
+    char group[32]; /* the creator's shm group (empty: none) */
     uid_t uid;
     int device;
     uint64_t size;
@@ -42,10 +45,22 @@ static bool same_principal(const struct segment *s, const struct shm_who *w)
     return s->domid >= 0 ? w->domid == s->domid : w->domid < 0 && w->uid == s->uid;
 }
 
+static const char *group_of(const struct shm_who *w) { return w->domid >= 0 && w->group ? w->group : ""; }
+
+/* Is who a guest of s's shm group? */
+static bool in_group(const struct segment *s, const struct shm_who *w)
+{
+    return s->domid >= 0 && w->domid >= 0 && s->group[0] && strcmp(s->group, group_of(w)) == 0;
+}
+
 /* The permission bits (rwx as 4, 2, 1) who has on s. */
 static unsigned rights(const struct segment *s, const struct shm_who *w)
 {
-    return same_principal(s, w) ? (s->mode >> 6) & 7u : s->mode & 7u;
+    if (same_principal(s, w))
+        return (s->mode >> 6) & 7u;
+    if (in_group(s, w))
+        return (s->mode >> 3) & 7u;
+    return s->domid < 0 && w->domid < 0 ? s->mode & 7u : 0; /* guests: nothing outside the group */
 }
 
 static struct segment *by_id(int id)
@@ -56,11 +71,19 @@ static struct segment *by_id(int id)
     return NULL;
 }
 
-/* Keys live in namespaces: a guest's, or the host's processes'. */
-static struct segment *by_key(int key, int domid)
+/* Keys live in namespaces: a shm group's (its guests'), a guest's, or the host's processes'. */
+static bool same_namespace(const struct segment *s, const struct shm_who *w)
+{
+    if (s->domid < 0 || w->domid < 0)
+        return s->domid < 0 && w->domid < 0;
+    const char *g = group_of(w);
+    return s->group[0] || g[0] ? strcmp(s->group, g) == 0 : s->domid == w->domid;
+}
+
+static struct segment *by_key(int key, const struct shm_who *who)
 {
     for (size_t i = 0; i < segs.n; i++)
-        if (segs.v[i].key == key && !segs.v[i].removed && (segs.v[i].domid >= 0 ? segs.v[i].domid : -1) == domid)
+        if (segs.v[i].key == key && !segs.v[i].removed && same_namespace(&segs.v[i], who))
             return &segs.v[i];
     return NULL;
 }
@@ -87,7 +110,7 @@ int shm_seg_get(const struct shm_who *who, int key, uint64_t size, int flags, in
                 bool *created)
 {
     *created = false;
-    struct segment *s = key == IPC_PRIVATE ? NULL : by_key(key, who->domid);
+    struct segment *s = key == IPC_PRIVATE ? NULL : by_key(key, who);
     if (s) {
         if ((flags & IPC_CREAT) && (flags & IPC_EXCL))
             return CUDA_ERROR_ALREADY_MAPPED;
@@ -118,6 +141,7 @@ int shm_seg_get(const struct shm_who *who, int key, uint64_t size, int flags, in
                                         .domid = who->domid, .uid = who->uid, .device = who->device,
                                         .size = size, .fd = *fd, .creator = who->worker,
                                         .creator_pid = who->pid, .change_time = now_s()};
+    snprintf(segs.v[segs.n - 1].group, sizeof segs.v[segs.n - 1].group, "%s", group_of(who));
     *fd = -1;
     *id = segs.next_id;
     *seg_size = size;

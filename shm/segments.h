@@ -1,7 +1,10 @@
 /* Gdev's shared segments (cuShmGet, cuShmAt, cuShmDt, cuShmCtl), kept by vgpud with SysV shared
- * memory's semantics: a key names a segment within its namespace (a Xen guest's, or the host's
- * processes'); its permissions (owner and others: the owner is the creator's uid on the host, its
- * domain under Xen) are checked for every get, attach and IPC_STAT, and only its owner removes it.
+ * memory's semantics: a key names a segment within its namespace (a Xen guest's, the shm group's
+ * of guests whose configurations name one, or the host's processes'); its permissions are checked
+ * for every get, attach and IPC_STAT, and only its owner removes it. The owner is the creator's
+ * uid on the host, its domain under Xen; the owner bits are the owner's; under Xen the group bits
+ * are those of the other guests of the creator's shm group, and no other guest has any right; on
+ * the host the others bits are other uids'.
  * The memory is a descriptor (a memfd on emu, a GPU's POSIX descriptor of a VMM allocation) that
  * each attaching worker maps. A segment goes when it is removed and nobody has it attached, and also
  * when its creator's worker ends while nobody has it attached (not SysV's way, where a segment
@@ -22,7 +25,8 @@
 /* Who asks: the worker (its pid), its tenant's principal, the client process, the vGPU's device. */
 struct shm_who {
     uint64_t worker;
-    int domid; /* -1: a host process */
+    int domid;          /* -1: a host process */
+    const char *group;  /* a guest's shm group (NULL or empty: none) */
     uid_t uid;
     int pid;
     int device;

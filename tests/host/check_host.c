@@ -909,7 +909,7 @@ START_TEST(test_worker_killed)
     }
     ck_assert_msg(r == hold && WIFEXITED(st) && WEXITSTATUS(st) == 1, "prog_hold did not fail on its own (%#x)", st);
     char out[700];
-    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    snprintf(out, sizeof out, "%s/prog_hold.%d.out", tmp, (int)getpid()); /* start_ready's */
     char *text = slurp(out);
     ck_assert_msg(strstr(text, "CUDA_ERROR_LAUNCH_FAILED"), "%s", text);
     free(text);

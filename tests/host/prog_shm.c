@@ -2,7 +2,11 @@
  * project's, looked up at run time since the toolkit's libcuda.so has none of it): the parent
  * makes a segment under a key, attaches and fills it; a child (forked before either touches CUDA)
  * finds it by the key, attaches, reads the parent's bytes, writes some and detaches; the parent sees
- * them, reads the segment's status, removes it, and the key then names nothing. */
+ * them, reads the segment's status, removes it, and the key then names nothing.
+ * Across Xen guests of one shm group (the smoke test): `prog_shm make KEY` makes a segment of mode
+ * 0660 under KEY, fills it, says "ready" and waits to be killed; `prog_shm find KEY` (another guest)
+ * finds it by the key, reads the maker's bytes and writes some of its own; `prog_shm absent KEY`
+ * (a guest outside the group) does not find it. */
 #include <dlfcn.h>
 #include <string.h>
 #include <sys/ipc.h>
@@ -43,13 +47,54 @@ static int child(int key, int from_parent, int to_parent)
     return write(to_parent, &done, 1) == 1 ? 0 : 1;
 }
 
-int main(void)
+/* The modes of the cross-guest test. */
+static int across(const char *mode, int key)
+{
+    CUdevice dev;
+    prog_init(&dev);
+    uint8_t *data = malloc(N);
+    EXPECT(data, "memory");
+    prog_fill(data, N, 44);
+    int id;
+    CUdeviceptr d;
+    if (strcmp(mode, "absent") == 0) {
+        EXPECT_RESULT(shm_get(&id, key, 0, 0), CUDA_ERROR_NOT_FOUND);
+        printf("shm-across: key %#x names nothing outside the group\n", key);
+        return 0;
+    }
+    if (strcmp(mode, "make") == 0) {
+        CHECK(shm_get(&id, key, N, IPC_CREAT | IPC_EXCL | 0660));
+        CHECK(shm_at(&d, id, 0));
+        CHECK(cuMemcpyHtoD(d, data, N));
+        CHECK(cuCtxSynchronize());
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    EXPECT(strcmp(mode, "find") == 0, "mode: make, find or absent");
+    CHECK(shm_get(&id, key, 0, 0));
+    CHECK(shm_at(&d, id, 0));
+    prog_expect_device(d, data, N, "the other guest's bytes");
+    CHECK(cuMemsetD8(d, 0x24, WRITTEN));
+    CHECK(cuCtxSynchronize());
+    memset(data, 0x24, WRITTEN);
+    prog_expect_device(d, data, N, "its own bytes over the other guest's");
+    CHECK(shm_dt(d));
+    printf("shm-across: key %#x found in another guest's segment, its bytes read, ours written\n", key);
+    free(data);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     shm_get = (CUresult(*)(int *, int, size_t, int))dlsym(RTLD_DEFAULT, "cuShmGet");
     shm_at = (CUresult(*)(CUdeviceptr *, int, int))dlsym(RTLD_DEFAULT, "cuShmAt");
     shm_dt = (CUresult(*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "cuShmDt");
     shm_ctl = (CUresult(*)(int, int, void *))dlsym(RTLD_DEFAULT, "cuShmCtl");
     EXPECT(shm_get && shm_at && shm_dt && shm_ctl, "the cuShm* functions (a vGPU's libcuda.so.1 has them)");
+    if (argc == 3)
+        return across(argv[1], (int)strtol(argv[2], NULL, 0));
     int key = 0x5100000 + (int)(getpid() & 0xfffff);
     int down[2], up[2];
     EXPECT(pipe(down) == 0 && pipe(up) == 0, "pipes");

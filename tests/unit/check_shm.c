@@ -118,6 +118,38 @@ START_TEST(segments)
 }
 END_TEST
 
+/* Guests share keys and group rights only within a shm group; other guests have no right at all. */
+START_TEST(segments_shm_groups)
+{
+    struct shm_who g1 = {.worker = 1, .domid = 1, .group = "lab", .device = 0};
+    struct shm_who g2 = {.worker = 2, .domid = 2, .group = "lab", .device = 0};
+    struct shm_who g3 = {.worker = 3, .domid = 3, .group = "other", .device = 0};
+    struct shm_who g4 = {.worker = 4, .domid = 4, .group = NULL, .device = 0};
+    int fd = memfd(), id, id2, out;
+    uint64_t size;
+    bool created, freed;
+    ck_assert_int_eq(shm_seg_get(&g1, 42, 4096, IPC_CREAT | 0660, &fd, &id, &size, &created), CUDA_SUCCESS);
+    /* The other guest of the group finds it by its key and may use it (group bits: rw-). */
+    ck_assert_int_eq(shm_seg_get(&g2, 42, 0, 0, &fd, &id2, &size, &created), CUDA_SUCCESS);
+    ck_assert_int_eq(id2, id);
+    ck_assert_int_eq(shm_seg_attach(&g2, id, &size, &out), CUDA_SUCCESS);
+    close(out);
+    ck_assert_int_eq(shm_seg_detach(&g2, id, &freed), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_seg_ctl(&g2, id, IPC_RMID, &(struct vgpu_shm_stat){0}, &freed), CUDA_ERROR_NOT_PERMITTED);
+    /* Guests outside it: another namespace for the key, and no right to the segment by its id,
+     * whatever its others bits say. */
+    ck_assert_int_eq(shm_seg_get(&g3, 42, 0, 0, &fd, &id2, &size, &created), CUDA_ERROR_NOT_FOUND);
+    ck_assert_int_eq(shm_seg_get(&g4, 42, 0, 0, &fd, &id2, &size, &created), CUDA_ERROR_NOT_FOUND);
+    ck_assert_int_eq(shm_seg_attach(&g3, id, &size, &out), CUDA_ERROR_NOT_PERMITTED);
+    fd = memfd();
+    ck_assert_int_eq(shm_seg_get(&g4, 43, 4096, IPC_CREAT | 0666, &fd, &id2, &size, &created), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_seg_attach(&g1, id2, &size, &out), CUDA_ERROR_NOT_PERMITTED);
+    shm_seg_worker_gone(1);
+    shm_seg_worker_gone(4);
+    ck_assert_uint_eq(shm_seg_count(), 0);
+}
+END_TEST
+
 START_TEST(segments_outlive_creator_while_attached)
 {
     struct shm_who alice = {.worker = 1, .domid = -1, .uid = 1000, .device = 0};
@@ -344,6 +376,7 @@ int main(void)
     TCase *seg = tcase_create("segments");
     tcase_add_test(seg, segments);
     tcase_add_test(seg, segments_outlive_creator_while_attached);
+    tcase_add_test(seg, segments_shm_groups);
     suite_add_tcase(s, seg);
     TCase *res = tcase_create("residency");
     tcase_add_test(res, residency_turns);

@@ -42,6 +42,8 @@ run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
 # The quota of the guest's xl configuration (memory=512M) is its device's memory.
 run quota prog_quota 512
+# Gdev's segments across guests of one shm group: the second guest made one under this key.
+run shm-across prog_shm find 0x5eed
 run hostile xen_hostile
 run after-hostile prog_copies 65536
 # A program whose kernel writes through a bad pointer: its worker in dom0 dies of it, the program
@@ -78,6 +80,21 @@ while xenstore-exists device/vgpu/0/sessions/stale; do
 done
 say "unserved session directory removed by vgpud"
 verdict PASS "all programs passed"
+fi
+# The second guest makes a segment for the first one to find (both configurations name one shm group).
+if $hold_only; then
+    prog_shm make 0x5eed >/tmp/shm.out 2>&1 &
+    i=0
+    while ! grep -q ready /tmp/shm.out; do
+        i=$((i + 1))
+        if [ $i -gt 300 ] || ! grep -q . /proc/$!/stat 2>/dev/null; then
+            say "prog_shm make never got ready: $(cat /tmp/shm.out)"
+            xenstore-write data/holding "prog_shm make never got ready: $(tail -1 /tmp/shm.out)"
+            sleep 3600
+        fi
+        sleep 0.1
+    done
+    say "a segment made under key 0x5eed for the other guest"
 fi
 # Something for dom0 to take away: a process that holds vGPU memory until the domain is destroyed,
 # its pinned buffer in a data area larger than the default. It copies, resting 200 ms after each
