@@ -684,18 +684,13 @@ static CUresult cuda_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, 
 
 static CUresult cuda_shm_create(struct vgpu_exec *x, int dev, uint64_t size, int *fd)
 {
-    if (dev < 0 || dev >= CX(x)->device_count)
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUmemAllocationProp prop = device_memory(x, dev);
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CUmemGenericAllocationHandle h = 0;
-    CUresult r = API(x)->cuMemCreate(&h, (size_t)size, &prop, 0);
+    void *phys = NULL;
+    *fd = -1;
+    CUresult r = cuda_vmm_create_exportable(x, dev, size, &phys);
     if (r != CUDA_SUCCESS)
         return r;
-    int out = -1;
-    r = API(x)->cuMemExportToShareableHandle(&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    API(x)->cuMemRelease(h); /* the descriptor keeps the memory */
-    *fd = r == CUDA_SUCCESS ? out : -1;
+    r = cuda_vmm_export(x, phys, fd);
+    API(x)->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)phys); /* the descriptor keeps the memory */
     return r;
 }
 
