@@ -7,6 +7,8 @@
  * attributes to report, without changing where the data lives. */
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include "fe.h"
 
 /* Exported under names that cuda.h declares only through its version macros. */
@@ -16,6 +18,18 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, C
 CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags);
 
 #define MAX_TRIES 16 /* addresses taken in the client before one is free in both processes */
+
+/* An address, aligned to align, where size bytes are free in this process now (0: none found). */
+static CUdeviceptr client_free_range(size_t size, size_t align)
+{
+    if (size > SIZE_MAX - align)
+        return 0;
+    void *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, size + align);
+    return ((uint64_t)(uintptr_t)p + align - 1) / align * align;
+}
 
 static void give_back(CUdeviceptr *taken, size_t n, size_t size)
 {
@@ -42,7 +56,10 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     size_t ntaken = 0;
     CUresult r;
     for (;;) {
-        if ((r = cuMemAddressReserve(&va, size, 0, 0, 0)) != CUDA_SUCCESS) {
+        /* After a collision, the address asked for is one this process has free (the worker
+         * takes it where it is free there too). */
+        CUdeviceptr hint = ntaken ? client_free_range(size, g) : 0;
+        if ((r = cuMemAddressReserve(&va, size, 0, hint, 0)) != CUDA_SUCCESS) {
             va = 0; /* nothing reserved */
             break;
         }
