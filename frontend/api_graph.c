@@ -112,6 +112,7 @@ void fe_graph_free(struct fe_graph *g)
         fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
     }
     free(g->nodes);
+    fe_graph_user_refs_drop(g);
     fe_graph_nodes_free(g);
     fe_graph_free(g->plan);
     fe_graph_hosts_drop(g->ch, g->hosts, g->nhosts);
@@ -340,6 +341,11 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, uint64_t flags)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_graph *e;
     FE_RETURN_IF(g->here ? fe_graph_instantiate_here(g, flags, &e) : fe_graph_instantiate_worker(g, flags, &e));
+    CUresult r = fe_graph_user_refs_copy(e, g);
+    if (r != CUDA_SUCCESS) {
+        (void)fe_graph_destroy(e);
+        return r;
+    }
     *out = (CUgraphExec)(uintptr_t)e->handle;
     return CUDA_SUCCESS;
 }

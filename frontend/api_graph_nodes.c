@@ -464,6 +464,11 @@ CUresult cuGraphClone(CUgraph *out, CUgraph h)
     FE_RETURN_IF(child_copy(g, &c));
     c->owned = false;
     c->cloned_from = g->handle;
+    CUresult r = fe_graph_user_refs_copy(c, g);
+    if (r != CUDA_SUCCESS) {
+        (void)fe_graph_destroy(c);
+        return r;
+    }
     *out = (CUgraph)(uintptr_t)c->handle;
     return CUDA_SUCCESS;
 }

@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_MEMPOOL, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_MEMPOOL, FE_USER_OBJECT, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */

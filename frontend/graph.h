@@ -69,7 +69,16 @@ struct fe_graph {
     struct fe_graph *plan;
     struct fe_host_node **hosts;
     size_t nhosts;
+    /* user objects it holds references to (api_user_object.c) */
+    struct fe_user_ref *urefs;
+    size_t nurefs;
 };
+
+/* The references a graph holds to user objects: given up when it goes (an executable graph's once
+ * its device is idle), copied to the executable graphs and clones made from it. */
+struct fe_user_ref;
+void fe_graph_user_refs_drop(struct fe_graph *g);
+CUresult fe_graph_user_refs_copy(struct fe_graph *to, const struct fe_graph *from);
 
 struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch);
 /* Forget a graph here (and, for the worker's, ask the worker to destroy it). */

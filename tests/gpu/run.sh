@@ -61,6 +61,7 @@ compare pool "$PROGS/prog_pool"
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
 compare vmm_share "$PROGS/prog_vmm_share"
+compare user_object "$PROGS/prog_user_object" "$K/basic.fatbin"
 # The project's own API (Gdev's shared segments): through vGPUs only.
 if "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_shm" >"$OUT/shm.vgpu" 2>&1; then pass "shm: $(tail -1 "$OUT/shm.vgpu")"
 else fail "shm: failed"; sed 's/^/    /' "$OUT/shm.vgpu"; fi

@@ -374,6 +374,18 @@ START_TEST(test_ipc)
 }
 END_TEST
 
+/* User objects: the destructor runs once, after the application, a graph, its clone and its
+ * executable graph have all let go, on a thread of its own. */
+START_TEST(test_user_object)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_user_object", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "user-object: destroyed once, after the graph, its clone and its executable graph let go"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 /* VMM allocations shared by descriptor: a child process imports what its parent exported, maps it,
  * reads it and writes it; the driver's refusals for what cannot be exported or imported. */
 START_TEST(test_vmm_share)
@@ -1300,6 +1312,7 @@ int main(void)
     tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_ipc);
     tcase_add_test(programs, test_vmm_share);
+    tcase_add_test(programs, test_user_object);
     tcase_add_test(programs, test_shm);
     tcase_add_test(programs, test_tensor_map);
     tcase_add_test(programs, test_copy3d);
