@@ -20,6 +20,7 @@ struct mm_vgpu {
     const void *cookie;
     uint64_t allowance;
     uint64_t granted_at; /* kept at least hold_ns from then */
+    uint64_t last_grant; /* the latest grant (a slice later, what it has not used may be taken back) */
     uint64_t hold_ns;    /* a slice, or longer when making room for it took long */
     uint64_t cost_ns;    /* time others spent making room for its current request */
     bool pending;
@@ -243,6 +244,7 @@ static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now
 {
     v->pending = false;
     if (status == CUDA_SUCCESS) {
+        v->last_grant = now;
         /* Memory that took long to make room for, or would take long to move out again, is kept
          * the longer: what moving it costs stays a small part of the time it is used. */
         double bw = m->bandwidth[v->device] > 0 ? m->bandwidth[v->device] : FIRST_BANDWIDTH;
@@ -250,15 +252,22 @@ static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now
         uint64_t cost = v->cost_ns > out_ns ? v->cost_ns : out_ns;
         uint64_t hold = HOLD_PER_COST * cost;
         hold = hold < MAX_HOLD_NS ? hold : MAX_HOLD_NS;
-        v->granted_at = now;
-        v->hold_ns = m->cfg.slice_ns > hold ? m->cfg.slice_ns : hold;
+        hold = m->cfg.slice_ns > hold ? m->cfg.slice_ns : hold;
+        if (now < v->granted_at + v->hold_ns) { /* more for a turn that runs: it may last longer, */
+            uint64_t until = now + hold < v->granted_at + MAX_HOLD_NS ? now + hold : v->granted_at + MAX_HOLD_NS;
+            if (until > v->granted_at + v->hold_ns) /* but not past a turn's longest */
+                v->hold_ns = until - v->granted_at;
+        } else {
+            v->granted_at = now;
+            v->hold_ns = hold;
+        }
     }
     v->cost_ns = 0;
     m->cb.grant(v->owner, v->channel, v->request, status, v->allowance);
 }
 
-/* Who gives memory back for head: a vGPU with allowance it does not use (unless it was just
- * granted), else the one granted longest ago whose slice is over. *wake: when a vGPU still in its
+/* Who gives memory back for head: a vGPU with allowance it has not used a slice after it got it,
+ * else the one granted longest ago whose turn is over. *wake: when a vGPU still in its
  * slice could be asked. */
 static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, uint64_t now, uint64_t *wake)
 {
@@ -269,8 +278,13 @@ static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, ui
             continue;
         uint64_t r, h, d;
         usage(m, v, &r, &h, &d);
-        if (r < v->allowance && !unused)
-            unused = v;
+        if (r < v->allowance && !unused) { /* a grant is given a slice to be used */
+            uint64_t usable_until = v->last_grant + m->cfg.slice_ns;
+            if (now >= usable_until)
+                unused = v;
+            else if (!*wake || usable_until < *wake)
+                *wake = usable_until;
+        }
         uint64_t free_at = v->granted_at + v->hold_ns;
         if (now < free_at) {
             if (!*wake || free_at < *wake)
@@ -286,39 +300,53 @@ static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, ui
 /* Serve the oldest request of device d, if it can be now; returns false when it must wait. */
 static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
 {
-    struct mm_vgpu *head = NULL;
     uint64_t allowed = 0;
+    bool moving = false;
     for (size_t i = 0; i < m->n; i++) {
         struct mm_vgpu *v = m->v[i];
         if (v->device != d)
             continue;
-        if (v->evicting) {
-            if (now - v->evict_sent < m->cfg.timeout_ns)
-                return false; /* one at a time: what it gives back changes the picture */
+        if (v->evicting && now - v->evict_sent >= m->cfg.timeout_ns) {
             v->evicting = false; /* it does not answer: leave it be */
             v->room_host = v->room_device = 0;
             v->stuck_until = now + m->cfg.timeout_ns;
         }
+        moving |= v->evicting;
         allowed += v->allowance;
-        if (v->pending && (!head || v->seq < head->seq))
+    }
+    uint64_t cap = capacity(m, d);
+    uint64_t room = cap > allowed ? cap - allowed : 0;
+    /* The oldest request that can be answered now is: one that fits in the room left is granted
+     * even past older ones that wait for others' memory to move (a vGPU growing its working set is
+     * not held up behind one that waits for another's turn to end), and one that can never be is
+     * refused. The oldest of the others is the head, for which memory moves. */
+    struct mm_vgpu *head = NULL, *now_one = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v->device != d || !v->pending)
+            continue;
+        uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
+        bool answerable = extra <= room || v->need > cap || now - v->asked_at > m->cfg.timeout_ns;
+        if (answerable && (!now_one || v->seq < now_one->seq))
+            now_one = v;
+        if (!answerable && (!head || v->seq < head->seq))
             head = v;
     }
-    if (!head)
-        return false;
-    uint64_t cap = capacity(m, d);
-    if (head->need > cap || now - head->asked_at > m->cfg.timeout_ns) {
-        answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now);
-        return true;
-    }
-    uint64_t room = cap > allowed ? cap - allowed : 0;
-    uint64_t extra = head->need > head->allowance ? head->need - head->allowance : 0;
-    if (extra <= room) {
+    if (now_one) {
+        if (now_one->need > cap || now - now_one->asked_at > m->cfg.timeout_ns) {
+            answer(m, now_one, CUDA_ERROR_OUT_OF_MEMORY, now);
+            return true;
+        }
+        uint64_t extra = now_one->need > now_one->allowance ? now_one->need - now_one->allowance : 0;
         uint64_t slack = room - extra < GRANT_SLACK ? room - extra : GRANT_SLACK;
-        if (head->need > head->allowance)
-            head->allowance = head->need + slack;
-        answer(m, head, CUDA_SUCCESS, now);
+        if (now_one->need > now_one->allowance)
+            now_one->allowance = now_one->need + slack;
+        answer(m, now_one, CUDA_SUCCESS, now);
         return true;
     }
+    if (!head || moving) /* one move at a time: what it gives back changes the picture */
+        return false;
+    uint64_t extra = head->need > head->allowance ? head->need - head->allowance : 0;
     uint64_t shortfall = extra - room, wake_at = 0;
     struct mm_vgpu *v = victim(m, head, now, &wake_at);
     if (!v) {

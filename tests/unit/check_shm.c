@@ -260,14 +260,18 @@ START_TEST(residency_turns)
     ck_assert_uint_ge(seen.allowance, 300 * MiB); /* with some slack */
     ck_assert_uint_le(seen.allowance, 364 * MiB);
     a.resident = 300 * MiB;
-    /* B asks for 300 MiB within A's slice: first A's unused allowance, nothing moves. */
+    /* B asks for 300 MiB within A's slice: A's grant is given a slice to be used first, then what
+     * it did not use is taken back (nothing moves). */
     mm_need(m, &owner, 2, 8, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1010 * MS);
     uint64_t wake = mm_run(m, 1010 * MS);
+    ck_assert_int_eq(seen.evicts, 0);
+    ck_assert_uint_eq(wake, 1100 * MS);
+    wake = mm_run(m, 1100 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 1);
     ck_assert(seen.keep_used);
-    mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1011 * MS);
-    wake = mm_run(m, 1011 * MS);
+    mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1101 * MS);
+    wake = mm_run(m, 1101 * MS);
     ck_assert_int_eq(seen.grants, 1); /* still waiting */
     /* A keeps its memory four times as long as moving 300 MiB out would take at the first guess of
      * 4 GB/s (longer than the 100 ms slice): a nanosecond per byte. */
@@ -300,6 +304,39 @@ START_TEST(residency_turns)
     /* A leaving takes its host swap with it. */
     mm_leave(m, &owner, 1);
     ck_assert_uint_eq(mm_host_swap_used(m), 0);
+    mm_destroy(m);
+}
+END_TEST
+
+/* A request that fits is granted past an older one that waits for another's turn to end, and
+ * extends that turn rather than starting a new one. */
+START_TEST(residency_first_fit)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, &a);
+    mm_join(m, &owner, 2, 0, &b);
+    mm_need(m, &owner, 1, 1, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_run(m, 1000 * MS);
+    ck_assert_int_eq(seen.grants, 1);
+    uint64_t allowance = seen.allowance; /* 300 MiB and some slack */
+    a.resident = allowance;
+    /* B wants 400 MiB: only after A's turn (A uses all it was granted). */
+    mm_need(m, &owner, 2, 2, 400 * MiB, 0, VGPU_MEM_UNKNOWN, 1010 * MS);
+    uint64_t wake = mm_run(m, 1010 * MS);
+    ck_assert_int_eq(seen.grants, 1);
+    ck_assert_uint_eq(wake, 1000 * MS + 300 * MiB);
+    /* A grows by 100 MiB, which fits: granted at once, its turn longer. */
+    mm_need(m, &owner, 1, 3, allowance + 100 * MiB, allowance, VGPU_MEM_UNKNOWN, 1020 * MS);
+    mm_run(m, 1020 * MS);
+    ck_assert_int_eq(seen.grants, 2);
+    ck_assert_uint_eq(seen.grant_channel, 1);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    a.resident = seen.allowance; /* it uses what it got */
+    wake = mm_run(m, 1021 * MS);
+    ck_assert_uint_gt(wake, 1000 * MS + 300 * MiB); /* B waits longer: A's turn grew */
+    ck_assert_int_eq(seen.evicts, 0);
     mm_destroy(m);
 }
 END_TEST
@@ -382,6 +419,7 @@ int main(void)
     tcase_add_test(res, residency_turns);
     tcase_add_test(res, residency_refusals);
     tcase_add_test(res, residency_calibration);
+    tcase_add_test(res, residency_first_fit);
     suite_add_tcase(s, res);
     return vgpu_check_run(s);
 }
