@@ -118,6 +118,15 @@ static int run_prog(const char *name, const char *arg1, const char *arg2, char *
     return run_in(progs, name, arg1, arg2, 0, output);
 }
 
+/* An integration program passes and says what it checked (want: a part of its output). */
+static void expect_prog(const char *name, const char *arg, const char *want)
+{
+    char *out;
+    ck_assert_int_eq(run_prog(name, arg, NULL, &out), 0);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+}
+
 static char *control_json(char *verb)
 {
     char ctl[600], out[700];
@@ -367,10 +376,8 @@ END_TEST
  * allocation through vgpud, reads it and writes it; a made-up handle opens nothing. */
 START_TEST(test_ipc)
 {
-    char *out;
-    ck_assert_int_eq(run_prog("prog_ipc", NULL, NULL, &out), 0);
-    ck_assert_msg(strstr(out, "ipc: a handle opened in another process, bytes seen both ways, ok"), "%s", out);
-    free(out);
+    expect_prog("prog_ipc", NULL,
+                "ipc: a handle opened in another process, bytes seen both ways, ok");
 }
 END_TEST
 
@@ -378,11 +385,8 @@ END_TEST
  * executable graph have all let go, on a thread of its own. */
 START_TEST(test_user_object)
 {
-    char *out;
-    ck_assert_int_eq(run_prog("prog_user_object", emu_module, NULL, &out), 0);
-    ck_assert_msg(strstr(out, "user-object: destroyed once, after the graph, its clone and its executable graph let go"),
-                  "%s", out);
-    free(out);
+    expect_prog("prog_user_object", emu_module,
+                "user-object: destroyed once, after the graph, its clone and its executable graph let go");
 }
 END_TEST
 
@@ -390,22 +394,16 @@ END_TEST
  * reads it and writes it; the driver's refusals for what cannot be exported or imported. */
 START_TEST(test_vmm_share)
 {
-    char *out;
-    ck_assert_int_eq(run_prog("prog_vmm_share", NULL, NULL, &out), 0);
-    ck_assert_msg(strstr(out, "vmm-share: 4194304 bytes exported by descriptor, imported, written and read back"),
-                  "%s", out);
-    free(out);
+    expect_prog("prog_vmm_share", NULL,
+                "vmm-share: 4194304 bytes exported by descriptor, imported, written and read back");
 }
 END_TEST
 
 /* Gdev's segments: made under a key by one tenant, found and attached by another, removed. */
 START_TEST(test_shm)
 {
-    char *out;
-    ck_assert_int_eq(run_prog("prog_shm", NULL, NULL, &out), 0);
-    ck_assert_msg(strstr(out, "shm: a segment made, found by its key in another process, bytes seen both ways, removed, ok"),
-                  "%s", out);
-    free(out);
+    expect_prog("prog_shm", NULL,
+                "shm: a segment made, found by its key in another process, bytes seen both ways, removed, ok");
 }
 END_TEST
 
