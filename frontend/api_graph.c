@@ -65,12 +65,15 @@ static CUresult capture_add(struct fe_chan *ch, uint32_t stream, uint64_t id)
     return free_slot ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Forget the capture on stream; whether it had been invalidated. */
-static bool capture_remove(struct fe_chan *ch, uint32_t stream)
+/* Forget the capture on stream; whether it had been invalidated, and (graph not NULL) the graph it
+ * was given (NULL: none yet). */
+static bool capture_remove(struct fe_chan *ch, uint32_t stream, struct fe_graph **graph)
 {
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, stream);
     bool invalid = false;
+    if (graph)
+        *graph = k ? k->graph : NULL;
     if (k) {
         invalid = k->invalid;
         *k = (struct fe_capture){0};
@@ -82,8 +85,23 @@ static bool capture_remove(struct fe_chan *ch, uint32_t stream)
 
 void fe_capture_forget(struct fe_chan *ch, uint32_t stream)
 {
+    struct fe_graph *g = NULL;
     if (atomic_load_explicit(&ch->capture_count, memory_order_acquire))
-        (void)capture_remove(ch, stream);
+        (void)capture_remove(ch, stream, &g);
+    fe_graph_free(g);
+}
+
+/* The graph a capture makes, as the application may name it while the capture runs (to retain a
+ * user object on it, as NCCL does): the one its end gives. NULL if it cannot be made. */
+static struct fe_graph *capture_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream)
+{
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, stream);
+    if (k && !k->graph && (k->graph = fe_graph_new(FE_GRAPH, c, ch)))
+        k->graph->capturing = true;
+    struct fe_graph *g = k ? k->graph : NULL;
+    pthread_mutex_unlock(&ch->capture_mu);
+    return g;
 }
 
 /* ---------------------------------------------------------------- graph objects */
@@ -183,14 +201,16 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_graph *g = fe_graph_new(FE_GRAPH, c, ch);
-    if (!g)
+    /* The graph the application was given during the capture, if it asked; else a new one. */
+    struct fe_graph *g = capture_graph(c, ch, sid);
+    if (!g && !(g = fe_graph_new(FE_GRAPH, c, ch)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     FE_REQ(q, StreamEndCapture);
     q.stream = sid;
     q.graph = g->id;
     CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
-    bool refused = capture_remove(ch, sid);
+    bool refused = capture_remove(ch, sid, NULL); /* (its graph is g) */
+    g->capturing = false;
     if (r != CUDA_SUCCESS) {
         fe_graph_free(g);
         *out = NULL;
@@ -226,6 +246,12 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
         *id = active ? cid : 0;
     if (graph)
         *graph = NULL;
+    if (graph && active) {
+        struct fe_graph *g = capture_graph(c, ch, sid);
+        if (!g)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        *graph = (CUgraph)(uintptr_t)g->handle;
+    }
     if (deps)
         *deps = NULL;
     if (edges)
@@ -302,7 +328,7 @@ CUresult cuGraphDestroy(CUgraph h)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
-    return g && !g->owned ? fe_graph_destroy(g) : CUDA_ERROR_INVALID_VALUE;
+    return g && !g->owned && !g->capturing ? fe_graph_destroy(g) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec h)

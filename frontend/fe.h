@@ -81,6 +81,7 @@ struct fe_chan {
         uint32_t stream;
         bool invalid; /* something was refused during the capture: ending it fails */
         uint64_t id;
+        struct fe_graph *graph; /* the graph being captured, once asked for: what ending it gives */
     } captures[FE_MAX_CAPTURES];
     struct vgpu_ranges ranges;
     _Atomic int dead; /* CUresult the channel died with, 0 while alive */

@@ -63,6 +63,7 @@ struct fe_graph {
     size_t count, cap;
     uint64_t cloned_from; /* the graph this one is a copy of */
     bool owned;           /* a child graph node's: destroyed with it */
+    bool capturing;       /* a stream's capture, not ended yet: the worker has not got it */
     /* executable graphs of graphs kept here: their own copy (a plan, for per-node updates), and the
      * host nodes their build made */
     uint64_t flags;

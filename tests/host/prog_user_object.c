@@ -78,7 +78,34 @@ int main(int argc, char **argv)
     EXPECT_RESULT(cuUserObjectRelease(obj, 1), CUDA_ERROR_INVALID_VALUE);
     usleep(50000);
     EXPECT(atomic_load(&destroyed) == 1, "the destructor ran again");
+
+    /* As NCCL does: a user object moved to the graph a stream is capturing, named while it runs;
+     * ending the capture gives that graph. */
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuLaunchKernel(add, 4, 1, 1, 256, 1, 1, 0, s, params, NULL));
+    CUstreamCaptureStatus status;
+    CUgraph capturing = NULL, captured = NULL;
+    CHECK(cuStreamGetCaptureInfo(s, &status, NULL, &capturing, NULL, NULL, NULL));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_ACTIVE && capturing, "the capturing graph");
+    CUuserObject obj2;
+    CHECK(cuUserObjectCreate(&obj2, &destroyed, destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CHECK(cuGraphRetainUserObject(capturing, obj2, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK(cuStreamEndCapture(s, &captured));
+    EXPECT(captured == capturing, "ending the capture gives the graph it named");
+    CHECK(cuGraphInstantiate(&e, captured, 0));
+    CHECK(cuGraphDestroy(captured));
+    CHECK(cuGraphLaunch(e, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(atomic_load(&destroyed) == 1, "destroyed while the executable graph holds it");
+    CHECK(cuGraphExecDestroy(e));
+    EXPECT(wait_destroyed(2) == 2, "the captured graph's destructor ran %d times", atomic_load(&destroyed) - 1);
+    CHECK(cuMemcpyDtoH(out, d, sizeof out));
+    EXPECT(out[0] == 2 && out[1023] == 2, "the captured graph ran once: %u %u", out[0], out[1023]);
+    CHECK(cuStreamDestroy(s));
     CHECK(cuMemFree(d));
-    printf("user-object: destroyed once, after the graph, its clone and its executable graph let go\n");
+    printf("user-object: destroyed once, after the graph, its clone and its executable graph let go; "
+           "retained on a capturing stream's graph too\n");
     return 0;
 }
