@@ -81,6 +81,14 @@ static void print_gpus(const char *text)
                json_string(json_get(d, "name"), "?"), NUM(d, "total_mem") >> 20, NUM(d, "used_mem") >> 20,
                NUM(d, "vgpus"), NUM(d, "allocated") >> 20, NUM(d, "quotas") >> 20, NUM(d, "resident") >> 20,
                NUM(d, "swapped_host") >> 20, NUM(d, "swapped_device") >> 20);
+    /* With swapping on: what the memory manager lets the vGPUs hold, and who waits for memory. */
+    for (const struct json *d = json_get(j, "devices") ? json_get(j, "devices")->child : NULL; d; d = d->next)
+        if (json_get(d, "swap"))
+            printf("GPU %llu swapping: %llu MiB for the vGPUs, %llu MiB granted, device swap area %llu MiB, host swap "
+                   "%llu of %llu MiB, %llu waiting\n",
+                   NUM(d, "index"), NUM(d, "swap.capacity") >> 20, NUM(d, "swap.allowed") >> 20,
+                   NUM(d, "swap.device_swap") >> 20, NUM(d, "swap.host_swap_used") >> 20,
+                   NUM(d, "swap.host_swap") >> 20, NUM(d, "swap.waiting"));
     json_free(j);
 }
 
