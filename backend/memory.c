@@ -116,10 +116,11 @@ void server_memory_fini(struct server *srv)
     the_server = NULL;
 }
 
-void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot)
+void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot,
+                        uint64_t quota)
 {
     if (srv->mm && w->stats && slot < w->slot_count &&
-        mm_join(srv->mm, w, channel, device, &w->stats->chan[slot]) != 0)
+        mm_join(srv->mm, w, channel, device, quota, &w->stats->chan[slot]) != 0)
         LOG_WARN("channel %u: the memory manager cannot take it in", channel);
 }
 

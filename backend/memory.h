@@ -16,8 +16,9 @@ struct worker;
 /* Start the manager when swapping is on (after the devices are known); 0 or -errno. */
 int server_memory_init(struct server *srv);
 void server_memory_fini(struct server *srv);
-/* A channel of w opened or went (its statistics slot). */
-void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot);
+/* A channel of w opened (its statistics slot, its vGPU's quota) or went. */
+void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot,
+                        uint64_t quota);
 void server_memory_leave(struct server *srv, struct worker *w, uint32_t channel);
 /* A worker's MemNeed or MemEvicted. */
 void server_memory_need(struct server *srv, struct worker *w, const struct vgpu_wmsg_MemNeed *m);

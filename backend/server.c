@@ -578,7 +578,7 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
     if (c->state == SCHAN_CLOSING) /* closed meanwhile: its ChannelGone comes next */
         return;
     c->state = SCHAN_OPEN;
-    server_memory_join(srv, w, c->id, c->device, c->slot);
+    server_memory_join(srv, w, c->id, c->device, c->slot, s->vgpu_memory[c->vgpu]);
     answer_channel(s, c, CUDA_SUCCESS);
     close(c->memfd);
     c->memfd = -1;

@@ -17,6 +17,7 @@ struct mm_vgpu {
     void *owner;
     uint32_t channel;
     int device;
+    uint64_t quota; /* 0: none of its own */
     const void *cookie;
     uint64_t allowance;
     uint64_t granted_at; /* kept at least hold_ns from then */
@@ -79,7 +80,7 @@ static struct mm_vgpu *find(const struct mm *m, void *owner, uint32_t channel)
     return NULL;
 }
 
-int mm_join(struct mm *m, void *owner, uint32_t channel, int device, const void *cookie)
+int mm_join(struct mm *m, void *owner, uint32_t channel, int device, uint64_t quota, const void *cookie)
 {
     if (device < 0 || device >= m->cfg.devices || find(m, owner, channel))
         return -1;
@@ -94,7 +95,7 @@ int mm_join(struct mm *m, void *owner, uint32_t channel, int device, const void 
     struct mm_vgpu *v = calloc(1, sizeof *v);
     if (!v)
         return -1;
-    *v = (struct mm_vgpu){.owner = owner, .channel = channel, .device = device, .cookie = cookie};
+    *v = (struct mm_vgpu){.owner = owner, .channel = channel, .device = device, .quota = quota, .cookie = cookie};
     if (m->cb.moved_in_ns)
         v->seen_in_ns = m->cb.moved_in_ns(cookie);
     m->v[m->n++] = v;
@@ -326,14 +327,16 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
         if (v->device != d || !v->pending)
             continue;
         uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
-        bool answerable = extra <= room || v->need > cap || now - v->asked_at > m->cfg.timeout_ns;
+        bool refused = v->need > cap || (v->quota && v->need > v->quota) || now - v->asked_at > m->cfg.timeout_ns;
+        bool answerable = extra <= room || refused;
         if (answerable && (!now_one || v->seq < now_one->seq))
             now_one = v;
         if (!answerable && (!head || v->seq < head->seq))
             head = v;
     }
     if (now_one) {
-        if (now_one->need > cap || now - now_one->asked_at > m->cfg.timeout_ns) {
+        if (now_one->need > cap || (now_one->quota && now_one->need > now_one->quota) ||
+            now - now_one->asked_at > m->cfg.timeout_ns) {
             answer(m, now_one, CUDA_ERROR_OUT_OF_MEMORY, now);
             return true;
         }

@@ -61,8 +61,9 @@ struct mm;
 struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb);
 void mm_destroy(struct mm *m);
 
-/* A vGPU starts (allowance 0) or ends (everything it had is the device's again). */
-int mm_join(struct mm *m, void *owner, uint32_t channel, int device, const void *cookie);
+/* A vGPU starts (allowance 0) or ends (everything it had is the device's again). quota: the most
+ * it may hold (0: no limit of its own); asking for more is refused, whatever its worker says. */
+int mm_join(struct mm *m, void *owner, uint32_t channel, int device, uint64_t quota, const void *cookie);
 void mm_leave(struct mm *m, void *owner, uint32_t channel);
 /* Every vGPU of a worker that has gone. */
 void mm_leave_owner(struct mm *m, void *owner);

@@ -250,9 +250,9 @@ START_TEST(residency_turns)
     static int owner;
     struct fake_vgpu a = {0}, b = {0};
     struct mm *m = fake_mm(1024 * MiB, 0);
-    ck_assert_int_eq(mm_join(m, &owner, 1, 0, &a), 0);
-    ck_assert_int_eq(mm_join(m, &owner, 2, 0, &b), 0);
-    ck_assert_int_ne(mm_join(m, &owner, 2, 0, &b), 0); /* once */
+    ck_assert_int_eq(mm_join(m, &owner, 1, 0, 0, &a), 0);
+    ck_assert_int_eq(mm_join(m, &owner, 2, 0, 0, &b), 0);
+    ck_assert_int_ne(mm_join(m, &owner, 2, 0, 0, &b), 0); /* once */
     mm_need(m, &owner, 1, 7, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.grants, 1);
@@ -315,8 +315,8 @@ START_TEST(residency_first_fit)
     static int owner;
     struct fake_vgpu a = {0}, b = {0};
     struct mm *m = fake_mm(1024 * MiB, 0);
-    mm_join(m, &owner, 1, 0, &a);
-    mm_join(m, &owner, 2, 0, &b);
+    mm_join(m, &owner, 1, 0, 0, &a);
+    mm_join(m, &owner, 2, 0, 0, &b);
     mm_need(m, &owner, 1, 1, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.grants, 1);
@@ -347,7 +347,7 @@ START_TEST(residency_calibration)
     static int owner;
     struct fake_vgpu a = {.resident = 100 * MiB};
     struct mm *m = fake_mm(1024 * MiB, 0);
-    mm_join(m, &owner, 1, 0, &a);
+    mm_join(m, &owner, 1, 0, 0, &a);
     /* 512 MiB in all, 100 held by A, 200 free: contexts and others hold 212; A may have 300 less
      * the margin (512 MiB) = nothing more than it holds. */
     mm_need(m, &owner, 1, 1, 150 * MiB, 100 * MiB, 200 * MiB, 0);
@@ -372,8 +372,8 @@ START_TEST(residency_refusals)
     static int owner;
     struct fake_vgpu a = {0}, b = {0};
     struct mm *m = fake_mm(0, 64 * MiB);
-    mm_join(m, &owner, 1, 0, &a);
-    mm_join(m, &owner, 2, 0, &b);
+    mm_join(m, &owner, 1, 0, 0, &a);
+    mm_join(m, &owner, 2, 0, 0, &b);
     mm_need(m, &owner, 1, 1, 512 * MiB, 0, VGPU_MEM_UNKNOWN, 0); /* the capacity is 512 less the swap area */
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
@@ -394,6 +394,13 @@ START_TEST(residency_refusals)
     mm_run(m, 1001 * MS);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(seen.grant_channel, 2);
+    /* More than its quota is refused, whatever its worker asks. */
+    struct fake_vgpu q = {0};
+    mm_join(m, &owner, 3, 0, 16 * MiB, &q);
+    mm_need(m, &owner, 3, 5, 17 * MiB, 0, VGPU_MEM_UNKNOWN, 2000 * MS);
+    mm_run(m, 2000 * MS);
+    ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(seen.grant_channel, 3);
     /* Unknown vGPUs are refused. */
     mm_need(m, &owner, 9, 4, MiB, 0, VGPU_MEM_UNKNOWN, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_INVALID_CONTEXT);
