@@ -39,7 +39,7 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
                   "\"out_ns\":%llu,\"in_ns\":%llu,\"caused_ns\":%llu},\"shm_attached\":%u,\"shm_bytes\":%llu",
                   c->id, c->device, (unsigned long long)held, (unsigned long long)s->vgpu_memory[c->vgpu],
                   (unsigned long long)atomic_load(&st->mem_allocs), (unsigned long long)atomic_load(&st->host_bytes),
-                  (unsigned long long)(held > out_host + out_dev ? held - out_host - out_dev : 0),
+                  (unsigned long long)vgpu_chan_resident(st),
                   (unsigned long long)out_host, (unsigned long long)out_dev, managed ? "true" : "false",
                   (unsigned long long)mv.allowance, mv.waiting ? "true" : "false",
                   (unsigned long long)atomic_load(&st->swapped_out), (unsigned long long)atomic_load(&st->swapped_in),
@@ -171,7 +171,7 @@ static void devices_json(struct server *srv, struct strbuf *b)
 {
     strbuf_printf(b, "\"devices\":[");
     for (int i = 0; i < srv->device_count; i++) {
-        uint64_t used = 0, allocated = 0, quota = 0, vgpus = 0, out_host = 0, out_dev = 0;
+        uint64_t used = 0, allocated = 0, quota = 0, vgpus = 0, resident = 0, out_host = 0, out_dev = 0;
         for (const struct worker *w = srv->workers; w; w = w->next)
             if (w->stats)
                 used += atomic_load_explicit(&w->stats->dev_used[i], memory_order_relaxed);
@@ -186,17 +186,17 @@ static void devices_json(struct server *srv, struct strbuf *b)
                 allocated += atomic_load(&st->mem_bytes);
                 out_host += atomic_load(&st->swapped_host);
                 out_dev += atomic_load(&st->swapped_device);
+                resident += vgpu_chan_resident(st);
                 quota += s->vgpu_memory[c->vgpu];
             }
         strbuf_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
         strbuf_json_string(b, srv->devices[i].name);
-        uint64_t out = out_host + out_dev;
         strbuf_printf(b,
                       ",\"total_mem\":%llu,\"used_mem\":%llu,\"vgpus\":%llu,\"allocated\":%llu,\"quotas\":%llu,"
                       "\"resident\":%llu,\"swapped_host\":%llu,\"swapped_device\":%llu",
                       (unsigned long long)srv->devices[i].total_mem, (unsigned long long)used,
                       (unsigned long long)vgpus, (unsigned long long)allocated, (unsigned long long)quota,
-                      (unsigned long long)(allocated > out ? allocated - out : 0), (unsigned long long)out_host,
+                      (unsigned long long)resident, (unsigned long long)out_host,
                       (unsigned long long)out_dev);
         if (srv->mm) {
             struct mm_device_view v;

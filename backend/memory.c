@@ -54,11 +54,9 @@ static void send_evict(void *owner, uint32_t channel, uint64_t target, bool keep
 static void read_usage(const void *cookie, uint64_t *resident, uint64_t *swapped_host, uint64_t *swapped_device)
 {
     const struct vgpu_chan_stats *st = cookie;
-    uint64_t held = atomic_load_explicit(&st->mem_bytes, memory_order_relaxed);
     *swapped_host = atomic_load_explicit(&st->swapped_host, memory_order_relaxed);
     *swapped_device = atomic_load_explicit(&st->swapped_device, memory_order_relaxed);
-    uint64_t out = *swapped_host + *swapped_device;
-    *resident = held > out ? held - out : 0;
+    *resident = vgpu_chan_resident(st);
 }
 
 static uint64_t read_moved_in(const void *cookie)
@@ -66,16 +64,15 @@ static uint64_t read_moved_in(const void *cookie)
     return atomic_load_explicit(&((const struct vgpu_chan_stats *)cookie)->swap_in_ns, memory_order_relaxed);
 }
 
-static struct server *the_server; /* the callbacks' (one vgpud per process) */
-
 /* Memory moved for a vGPU is copy-engine time it caused: its scheduler is charged. */
-static void charge(void *owner, uint32_t channel, uint64_t ns)
+static void charge(void *arg, void *owner, uint32_t channel, uint64_t ns)
 {
+    struct server *srv = arg;
     struct worker *w = owner;
     struct session *s = NULL;
     unsigned slot;
-    if (the_server && server_channel_slot(the_server, w, channel, &s, &slot))
-        sched_host_charge(the_server->sched, w->region, slot, SCHED_RES_COPY, ns);
+    if (server_channel_slot(srv, w, channel, &s, &slot))
+        sched_host_charge(srv->sched, w->region, slot, SCHED_RES_COPY, ns);
 }
 
 int server_memory_init(struct server *srv)
@@ -104,8 +101,7 @@ int server_memory_init(struct server *srv)
                  (unsigned long long)(cfg.device_swap[d] >> 20), (unsigned long long)(cfg.host_swap >> 20));
     }
     static const struct mm_callbacks cb = {send_grant, send_evict, read_usage, read_moved_in, charge};
-    the_server = srv;
-    srv->mm = mm_create(&cfg, &cb);
+    srv->mm = mm_create(&cfg, &cb, srv);
     return srv->mm ? 0 : -12;
 }
 
@@ -113,7 +109,6 @@ void server_memory_fini(struct server *srv)
 {
     mm_destroy(srv->mm);
     srv->mm = NULL;
-    the_server = NULL;
 }
 
 void server_memory_join(struct server *srv, struct worker *w, uint32_t channel, int device, unsigned slot,
@@ -138,7 +133,7 @@ void server_memory_need(struct server *srv, struct worker *w, const struct vgpu_
     }
     LOG_DEBUG("memory: worker %d channel %u: needs %llu MiB (resident %llu MiB)", (int)w->pid, m->channel,
               (unsigned long long)(m->need >> 20), (unsigned long long)(m->resident >> 20));
-    mm_need(srv->mm, w, m->channel, m->request, m->need, m->resident, m->device_free, mono_ns());
+    mm_need(srv->mm, w, m->channel, m->request, m->need, m->device_free, mono_ns());
 }
 
 void server_memory_evicted(struct server *srv, struct worker *w, const struct vgpu_wmsg_MemEvicted *m)

@@ -42,6 +42,7 @@ struct mm_vgpu {
 
 struct mm {
     struct mm_config cfg;
+    void *arg; /* the callbacks' */
     uint64_t measured[VGPU_MAX_DEVICES]; /* free plus what the vGPUs hold, when last told (0: never) */
     double bandwidth[VGPU_MAX_DEVICES];  /* bytes per ns moves out took lately (0: none yet) */
     struct mm_callbacks cb;
@@ -50,13 +51,14 @@ struct mm {
     uint64_t seq;
 };
 
-struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb)
+struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb, void *arg)
 {
     struct mm *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->cfg = *cfg;
     m->cb = *cb;
+    m->arg = arg;
     if (m->cfg.devices > (int)VGPU_MAX_DEVICES)
         m->cfg.devices = (int)VGPU_MAX_DEVICES;
     return m;
@@ -147,10 +149,9 @@ static void calibrate(struct mm *m, const struct mm_vgpu *v, uint64_t device_fre
     m->measured[v->device] = sum >= device_free ? sum : UINT64_MAX;
 }
 
-void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t resident,
-             uint64_t device_free, uint64_t now)
+void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t device_free,
+             uint64_t now)
 {
-    (void)resident; /* the statistics say it, and later */
     struct mm_vgpu *v = find(m, owner, channel);
     if (!v) {
         m->cb.grant(owner, channel, request, CUDA_ERROR_INVALID_CONTEXT, 0);
@@ -190,7 +191,7 @@ void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance,
         v->cause->caused_ns += elapsed_ns;
         v->cause->cost_ns += elapsed_ns;
         if (m->cb.charge && elapsed_ns)
-            m->cb.charge(v->cause->owner, v->cause->channel, elapsed_ns);
+            m->cb.charge(m->arg, v->cause->owner, v->cause->channel, elapsed_ns);
     }
     v->cause = NULL;
 }
@@ -395,7 +396,7 @@ uint64_t mm_run(struct mm *m, uint64_t now)
         struct mm_vgpu *v = m->v[i];
         uint64_t in = m->cb.moved_in_ns(v->cookie);
         if (in > v->seen_in_ns)
-            m->cb.charge(v->owner, v->channel, in - v->seen_in_ns);
+            m->cb.charge(m->arg, v->owner, v->channel, in - v->seen_in_ns);
         v->seen_in_ns = in;
     }
     for (int d = 0; d < m->cfg.devices; d++)

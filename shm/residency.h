@@ -52,13 +52,14 @@ struct mm_callbacks {
     void (*usage)(const void *cookie, uint64_t *resident, uint64_t *swapped_host, uint64_t *swapped_device);
     /* The time a vGPU has spent bringing its memory back, in all (cookie as for usage). */
     uint64_t (*moved_in_ns)(const void *cookie);
-    /* Charge a vGPU for ns of copy-engine time spent moving memory for it (optional). */
-    void (*charge)(void *owner, uint32_t channel, uint64_t ns);
+    /* Charge a vGPU for ns of copy-engine time spent moving memory for it (optional; arg: what
+     * mm_create was given). */
+    void (*charge)(void *arg, void *owner, uint32_t channel, uint64_t ns);
 };
 
 struct mm;
 
-struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb);
+struct mm *mm_create(const struct mm_config *cfg, const struct mm_callbacks *cb, void *arg);
 void mm_destroy(struct mm *m);
 
 /* A vGPU starts (allowance 0) or ends (everything it had is the device's again). quota: the most
@@ -68,13 +69,13 @@ void mm_leave(struct mm *m, void *owner, uint32_t channel);
 /* Every vGPU of a worker that has gone. */
 void mm_leave_owner(struct mm *m, void *owner);
 
-/* A vGPU asks for an allowance of need bytes (resident: what it holds on the device now). A second
+/* A vGPU asks for an allowance of need bytes (what it holds now, its statistics say). A second
  * request before the first is answered replaces it. device_free (with mm_evicted too): what the
  * driver says is free on the device for everybody, or VGPU_MEM_UNKNOWN; with it the manager learns
  * what the device can hold for the vGPUs' allocations (free plus what they hold, less a margin):
  * the capacity is never more than that, whatever the contexts and other processes take. */
-void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t resident,
-             uint64_t device_free, uint64_t now);
+void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint64_t need, uint64_t device_free,
+             uint64_t now);
 /* A vGPU did what it was asked (or what it could): the allowance it keeps, what it holds on the
  * device, and how long moving took (charged to whoever caused it). */
 void mm_evicted(struct mm *m, void *owner, uint32_t channel, uint64_t allowance, uint64_t resident,

@@ -190,7 +190,7 @@ CUresult vgpu_handle_MemImport(struct vgpu_call *c, const struct vgpu_req_MemImp
         close(fd);
     if (r != CUDA_SUCCESS) {
         free(ph);
-        return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_DEVICE : r;
+        return r;
     }
     ph->size = size;
     ph->imported = true;

@@ -39,16 +39,7 @@ void vswap_fini(struct vchannel *ch)
     pthread_mutex_destroy(&s->mu);
 }
 
-static uint64_t swapped(const struct vchannel *ch)
-{
-    return atomic_load(&ch->acct->swapped_host) + atomic_load(&ch->acct->swapped_device);
-}
-
-static uint64_t resident(const struct vchannel *ch)
-{
-    uint64_t held = atomic_load(&ch->acct->mem_bytes), out = swapped(ch);
-    return held > out ? held - out : 0;
-}
+static uint64_t resident(const struct vchannel *ch) { return vgpu_chan_resident(ch->acct); }
 
 static void set_allowance(struct vchannel *ch, uint64_t allowance)
 {
@@ -87,6 +78,7 @@ CUresult vswap_room(struct vchannel *ch, uint64_t size)
 
 CUresult vchannel_charge(struct vchannel *ch, uint64_t size)
 {
+    /* The quota first: what it refuses must not make vgpud move others' memory out. */
     if (!shm_quota_allows(ch->acct, size))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = vswap_room(ch, size);
@@ -216,17 +208,11 @@ bool vswap_free(struct vchannel *ch, uint64_t dptr, CUresult *r)
 
 void vswap_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
 {
-    /* The context is gone, and its device swap copies (its allocations) with it. */
-    for (size_t i = ch->swap.count; i-- > 0;) {
-        struct swap_block *b = &ch->swap.blocks[i];
-        if (b->ctx != ctx_id)
-            continue;
-        if (b->dev_copy) {
-            atomic_fetch_sub(&ch->acct->swapped_device, b->size);
-            b->dev_copy = 0;
-        }
-        release(ch, b, NULL);
-    }
+    /* The context is gone, and its device swap copies (its allocations) with it: no context to
+     * free them in. */
+    for (size_t i = ch->swap.count; i-- > 0;)
+        if (ch->swap.blocks[i].ctx == ctx_id)
+            release(ch, &ch->swap.blocks[i], NULL);
 }
 
 /* ---------------------------------------------------------------- in and out */

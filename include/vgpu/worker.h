@@ -116,6 +116,15 @@ struct vgpu_chan_stats {
     _Atomic uint64_t nanos[VGPU_OP_COUNT];
 };
 
+/* Of a channel's memory, what is on the device: what it holds less what is swapped out. */
+static inline uint64_t vgpu_chan_resident(const struct vgpu_chan_stats *st)
+{
+    uint64_t held = atomic_load_explicit(&st->mem_bytes, memory_order_relaxed);
+    uint64_t out = atomic_load_explicit(&st->swapped_host, memory_order_relaxed) +
+                   atomic_load_explicit(&st->swapped_device, memory_order_relaxed);
+    return held > out ? held - out : 0;
+}
+
 #define VGPU_STATS_MAGIC 0x54415453u /* "STAT" */
 
 struct vgpu_worker_stats {

@@ -195,8 +195,9 @@ static struct {
     uint64_t charged_ns;
 } seen;
 
-static void fake_charge(void *owner, uint32_t channel, uint64_t ns)
+static void fake_charge(void *arg, void *owner, uint32_t channel, uint64_t ns)
 {
+    (void)arg;
     (void)owner;
     seen.charged_channel = channel;
     seen.charged_ns += ns;
@@ -240,7 +241,7 @@ static struct mm *fake_mm(uint64_t host_swap, uint64_t device_swap)
     cfg.total[0] = 512 * MiB;
     cfg.device_swap[0] = device_swap;
     static const struct mm_callbacks cb = {fake_grant, fake_evict, fake_usage, NULL, fake_charge};
-    return mm_create(&cfg, &cb);
+    return mm_create(&cfg, &cb, NULL);
 }
 
 /* Room is granted at once while it lasts; beyond it the vGPU granted longest ago gives all of its
@@ -253,7 +254,7 @@ START_TEST(residency_turns)
     ck_assert_int_eq(mm_join(m, &owner, 1, 0, 0, &a), 0);
     ck_assert_int_eq(mm_join(m, &owner, 2, 0, 0, &b), 0);
     ck_assert_int_ne(mm_join(m, &owner, 2, 0, 0, &b), 0); /* once */
-    mm_need(m, &owner, 1, 7, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_need(m, &owner, 1, 7, 300 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.grants, 1);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
@@ -262,7 +263,7 @@ START_TEST(residency_turns)
     a.resident = 300 * MiB;
     /* B asks for 300 MiB within A's slice: A's grant is given a slice to be used first, then what
      * it did not use is taken back (nothing moves). */
-    mm_need(m, &owner, 2, 8, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1010 * MS);
+    mm_need(m, &owner, 2, 8, 300 * MiB, VGPU_MEM_UNKNOWN, 1010 * MS);
     uint64_t wake = mm_run(m, 1010 * MS);
     ck_assert_int_eq(seen.evicts, 0);
     ck_assert_uint_eq(wake, 1100 * MS);
@@ -317,18 +318,18 @@ START_TEST(residency_first_fit)
     struct mm *m = fake_mm(1024 * MiB, 0);
     mm_join(m, &owner, 1, 0, 0, &a);
     mm_join(m, &owner, 2, 0, 0, &b);
-    mm_need(m, &owner, 1, 1, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_need(m, &owner, 1, 1, 300 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.grants, 1);
     uint64_t allowance = seen.allowance; /* 300 MiB and some slack */
     a.resident = allowance;
     /* B wants 400 MiB: only after A's turn (A uses all it was granted). */
-    mm_need(m, &owner, 2, 2, 400 * MiB, 0, VGPU_MEM_UNKNOWN, 1010 * MS);
+    mm_need(m, &owner, 2, 2, 400 * MiB, VGPU_MEM_UNKNOWN, 1010 * MS);
     uint64_t wake = mm_run(m, 1010 * MS);
     ck_assert_int_eq(seen.grants, 1);
     ck_assert_uint_eq(wake, 1000 * MS + 300 * MiB);
     /* A grows by 100 MiB, which fits: granted at once, its turn longer. */
-    mm_need(m, &owner, 1, 3, allowance + 100 * MiB, allowance, VGPU_MEM_UNKNOWN, 1020 * MS);
+    mm_need(m, &owner, 1, 3, allowance + 100 * MiB, VGPU_MEM_UNKNOWN, 1020 * MS);
     mm_run(m, 1020 * MS);
     ck_assert_int_eq(seen.grants, 2);
     ck_assert_uint_eq(seen.grant_channel, 1);
@@ -350,14 +351,14 @@ START_TEST(residency_calibration)
     mm_join(m, &owner, 1, 0, 0, &a);
     /* 512 MiB in all, 100 held by A, 200 free: contexts and others hold 212; A may have 300 less
      * the margin (512 MiB) = nothing more than it holds. */
-    mm_need(m, &owner, 1, 1, 150 * MiB, 100 * MiB, 200 * MiB, 0);
+    mm_need(m, &owner, 1, 1, 150 * MiB, 200 * MiB, 0);
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     struct mm_device_view dv;
     mm_device_view(m, 0, &dv);
     ck_assert_uint_eq(dv.capacity, 0);
     /* Now the driver says 500 MiB are free: 600 in all for A, 88 after the margin, to 512. */
-    mm_need(m, &owner, 1, 2, 150 * MiB, 100 * MiB, 1000 * MiB, 0);
+    mm_need(m, &owner, 1, 2, 150 * MiB, 1000 * MiB, 0);
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     mm_device_view(m, 0, &dv);
@@ -374,16 +375,16 @@ START_TEST(residency_refusals)
     struct mm *m = fake_mm(0, 64 * MiB);
     mm_join(m, &owner, 1, 0, 0, &a);
     mm_join(m, &owner, 2, 0, 0, &b);
-    mm_need(m, &owner, 1, 1, 512 * MiB, 0, VGPU_MEM_UNKNOWN, 0); /* the capacity is 512 less the swap area */
+    mm_need(m, &owner, 1, 1, 512 * MiB, VGPU_MEM_UNKNOWN, 0); /* the capacity is 512 less the swap area */
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
-    mm_need(m, &owner, 1, 2, 400 * MiB, 0, VGPU_MEM_UNKNOWN, 0);
+    mm_need(m, &owner, 1, 2, 400 * MiB, VGPU_MEM_UNKNOWN, 0);
     mm_run(m, 0);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     a.resident = 448 * MiB;
     mm_evicted(m, &owner, 1, 448 * MiB, 448 * MiB, 0, VGPU_MEM_UNKNOWN, 1); /* no unused allowance left */
     /* B's 200 MiB: A must move 200, and only 64 fit in the device swap area. */
-    mm_need(m, &owner, 2, 3, 200 * MiB, 0, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_need(m, &owner, 2, 3, 200 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
     mm_run(m, 1000 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.dev_room, 64 * MiB);
@@ -397,12 +398,12 @@ START_TEST(residency_refusals)
     /* More than its quota is refused, whatever its worker asks. */
     struct fake_vgpu q = {0};
     mm_join(m, &owner, 3, 0, 16 * MiB, &q);
-    mm_need(m, &owner, 3, 5, 17 * MiB, 0, VGPU_MEM_UNKNOWN, 2000 * MS);
+    mm_need(m, &owner, 3, 5, 17 * MiB, VGPU_MEM_UNKNOWN, 2000 * MS);
     mm_run(m, 2000 * MS);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(seen.grant_channel, 3);
     /* Unknown vGPUs are refused. */
-    mm_need(m, &owner, 9, 4, MiB, 0, VGPU_MEM_UNKNOWN, 0);
+    mm_need(m, &owner, 9, 4, MiB, VGPU_MEM_UNKNOWN, 0);
     ck_assert_int_eq(seen.status, CUDA_ERROR_INVALID_CONTEXT);
     mm_leave_owner(m, &owner);
     mm_device_view(m, 0, &(struct mm_device_view){0});
