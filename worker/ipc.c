@@ -14,10 +14,7 @@ int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, u
     q.size = size;
     memcpy(q.blob, blob, sizeof q.blob);
     struct vgpu_wmsg_IpcAnswer a;
-    int answer_fd;
-    int e = worker_ask(&q, sizeof q, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &a, sizeof a, &answer_fd);
-    if (answer_fd >= 0)
-        close(answer_fd);
+    int e = worker_ask(&q, sizeof q, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &a, sizeof a, NULL);
     if (e != 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
     if (a.status == CUDA_SUCCESS)

@@ -25,10 +25,7 @@ int worker_shm_get(struct vchannel *ch, int key, int flags, uint64_t size, int f
     q.size = size;
     q.session = ch->session;
     struct vgpu_wmsg_ShmAnswer a;
-    int answer_fd;
-    int e = worker_ask(&q, sizeof q, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &a, sizeof a, &answer_fd);
-    if (answer_fd >= 0)
-        close(answer_fd);
+    int e = worker_ask(&q, sizeof q, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &a, sizeof a, NULL);
     int r = answer(&a, e, out_flags);
     if (r == CUDA_SUCCESS) {
         *id = a.id;
@@ -63,10 +60,7 @@ int worker_shm_detach(struct vchannel *ch, int id, unsigned *out_flags)
     q.id = id;
     q.session = ch->session;
     struct vgpu_wmsg_ShmAnswer a;
-    int fd;
-    int e = worker_ask(&q, sizeof q, NULL, 0, &a, sizeof a, &fd);
-    if (fd >= 0)
-        close(fd);
+    int e = worker_ask(&q, sizeof q, NULL, 0, &a, sizeof a, NULL);
     return answer(&a, e, out_flags);
 }
 
@@ -78,10 +72,7 @@ int worker_shm_ctl(struct vchannel *ch, int id, int cmd, struct vgpu_shm_stat *s
     q.cmd = cmd;
     q.session = ch->session;
     struct vgpu_wmsg_ShmAnswer a;
-    int fd;
-    int e = worker_ask(&q, sizeof q, NULL, 0, &a, sizeof a, &fd);
-    if (fd >= 0)
-        close(fd);
+    int e = worker_ask(&q, sizeof q, NULL, 0, &a, sizeof a, NULL);
     int r = answer(&a, e, out_flags);
     if (r == CUDA_SUCCESS)
         *st = a.stat;

@@ -20,7 +20,8 @@ void worker_image_offer(const void *bytes, size_t size);
 
 /* Ask vgpud and wait for its answer (ask.c): req's first field after the header is the request
  * id, filled in here; the answer, which must be answer_len bytes, goes to answer and its
- * descriptor, if any, to *fd (-1: none). Returns 0, or -errno (no answer in time, none possible). */
+ * descriptor, if any, to *fd (-1: none; with fd NULL it is closed). Returns 0, or -errno (no answer
+ * in time, none possible). */
 int worker_ask(void *req, size_t len, const int *fds, unsigned nfds, void *answer, size_t answer_len, int *fd);
 /* An answer from vgpud (the control loop); takes fd. */
 void worker_answered(const void *msg, size_t len, int fd);
