@@ -161,6 +161,7 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
     pthread_mutex_lock(&mu);
     struct fe_user_object *o = object_of(object);
     struct fe_user_ref *ref = o ? ref_of(g, o, false) : NULL;
+    /* Releasing more than the graph holds crashes the driver; refused here. */
     bool ok = ref && count <= ref->count;
     if (ok) {
         ref->count -= count;

@@ -304,8 +304,11 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return CUDA_ERROR_NOT_SUPPORTED;
     struct shareable sh;
     int fd = (int)(intptr_t)osHandle;
-    if (pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || memcmp(sh.magic, shareable_magic, sizeof sh.magic))
+    if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* A descriptor of something else: the driver's ioctl on it fails, CUDA_ERROR_UNKNOWN. */
+    if (pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || memcmp(sh.magic, shareable_magic, sizeof sh.magic))
+        return CUDA_ERROR_UNKNOWN;
     /* Opened on the vGPU of the current context (or the first one), as reservations are. */
     struct fe_ctx *c;
     struct fe_chan *ch;
@@ -316,8 +319,8 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return CUDA_ERROR_OUT_OF_MEMORY;
     *m = (struct vmm_alloc){.device = ch->device, .refs = 1};
     m->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ch->device},
-                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ch->device}};
+    /* No requested handle types: the driver reports none for an imported allocation. */
     if (!(m->handle = fe_handle_new(FE_MEMHANDLE, m))) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
