@@ -12,6 +12,8 @@
 #   VGPU_BIN, BENCH_BIN, BENCH_MODULE (the fatbin with add_u32), BENCH_OUT: as in run.sh
 #   OVERSUB_PARTS (default "bandwidth oversub gdev12"), SWAP_BW_MIB (default 2048),
 #   OVERSUB_TENANTS (4), OVERSUB_FACTOR (1.5), OVERSUB_STEPS (400), OVERSUB_THINK_MS (20),
+#   OVERSUB_VGPUD_OPTS (more vgpud options), OVERSUB_SEQUENTIAL_S (a makespan one after another
+#   measured before: not run again), OVERSUB_NATIVE (1: also natively, all at once and what fits),
 #   GDEV_LARGE_MIB (40960), GDEV_SMALL_MIB (8192), GDEV_SMALL_COUNTS ("0 2 4 6 8"), GDEV_STEPS (200)
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
@@ -87,16 +89,30 @@ if part oversub; then
     for i in $(seq "$n"); do specs+=("t$i:$each:$steps"); done
     d=$BENCH_OUT/oversub
     mkdir -p "$d"
-    start_vgpud "$VGPU_BIN" "$sock" "$d/vgpud.log" cuda debug --swap-host $((n * each))M
-    seq_s=$(run_tasks "$d/sequential" sequential "${specs[@]}")
+    # shellcheck disable=SC2086 # OVERSUB_VGPUD_OPTS: extra options, split on purpose
+    start_vgpud "$VGPU_BIN" "$sock" "$d/vgpud.log" cuda debug --swap-host $((n * each))M ${OVERSUB_VGPUD_OPTS:-}
+    say "oversubscription: $n tenants of $each MiB ($(awk -v a="$each" -v n="$n" -v t="$total" 'BEGIN { printf "%.2f", a * n / t }')x the GPU's $total MiB), $steps steps of ${OVERSUB_THINK_MS:-20} ms besides the GPU's work each${OVERSUB_VGPUD_OPTS:+, vgpud $OVERSUB_VGPUD_OPTS}:"
+    seq_s=${OVERSUB_SEQUENTIAL_S:-}
+    if [ -z "$seq_s" ]; then
+        seq_s=$(run_tasks "$d/sequential" sequential "${specs[@]}")
+        say "  through vGPUs, one after another: $seq_s s ($(failures "$d/sequential") failed)"
+    else
+        say "  through vGPUs, one after another: $seq_s s (given)"
+    fi
     par_s=$(run_tasks "$d/vgpu" vgpu "${specs[@]}")
     "$VGPU_BIN/vgpuctl" --socket "$sock" status >"$d/vgpuctl.txt" || true
     stop_vgpud
-    nat_s=$(run_tasks "$d/native" native "${specs[@]}")
-    say "oversubscription: $n tenants of $each MiB ($(awk -v a="$each" -v n="$n" -v t="$total" 'BEGIN { printf "%.2f", a * n / t }')x the GPU's $total MiB), $steps steps each:"
-    say "  through vGPUs, one after another: $seq_s s ($(failures "$d/sequential") failed)"
     say "  through vGPUs, all at once:       $par_s s ($(failures "$d/vgpu") failed); $(awk -v a="$seq_s" -v b="$par_s" 'BEGIN { printf "%.2f", a / b }')x faster than one after another"
-    say "  natively, all at once:            $nat_s s ($(failures "$d/native") of $n failed)"
+    if [ "${OVERSUB_NATIVE:-1}" = 1 ]; then
+        nat_s=$(run_tasks "$d/native" native "${specs[@]}")
+        say "  natively, all at once:            $nat_s s ($(failures "$d/native") of $n failed)"
+        # The best a GPU shared natively does without swapping: as many at once as fit, then the next.
+        fit=$(awk -v t="$total" -v e="$each" 'BEGIN { k = int(t / e); print k < 1 ? 1 : k }')
+        t0=$(now)
+        for ((i = 0; i < n; i += fit)); do run_tasks "$d/native-batch$i" native "${specs[@]:i:fit}" >/dev/null; done
+        bat_s=$(elapsed "$t0" "$(now)")
+        say "  natively, $fit at a time:            $bat_s s ($(cat "$d"/native-batch*-*.out | grep -c "^RESULT task_wall") of $n finished)"
+    fi
 fi
 
 if part gdev12; then

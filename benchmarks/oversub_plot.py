@@ -11,7 +11,12 @@ import sys
 def parse(path):
     bars, lines = [], {}
     for line in open(path):
-        m = re.match(r"\s+(through vGPUs, one after another|through vGPUs, all at once|natively, all at once):\s+([\d.]+) s", line)
+        m = re.match(r"\s+((?:through vGPUs|natively)[^:]*):\s+([\d.]+) s \((\d+)(?: of \d+)? failed", line)
+        if m:  # a makespan where tenants failed says so under its bar
+            failed = int(m.group(3))
+            bars.append((m.group(1) + (f", {failed} failed" if failed else ""), float(m.group(2))))
+            continue
+        m = re.match(r"\s+((?:through vGPUs|natively)[^:]*):\s+([\d.]+) s", line)
         if m:
             bars.append((m.group(1), float(m.group(2))))
         f = line.split()
@@ -33,17 +38,20 @@ def main():
     x0, y0, ph = 60, 320, 250
     top = max([v for _, v in bars] + [1])
     out.append(f'<text x="{x0}" y="30" font-size="14">Oversubscription (1.5x the GPU): makespan, s</text>')
+    span = (w - x0 - 40 if not lines else 420) // max(len(bars), 1)  # the whole width without Fig. 12
+    step = min(110, span)
     for i, (label, v) in enumerate(bars):
         bh = ph * v / top
-        x = x0 + 20 + i * 110
+        x = x0 + 20 + i * step
         out.append(f'<rect x="{x}" y="{y0 - bh:.1f}" width="70" height="{bh:.1f}" fill="#4c72b0"/>')
         out.append(f'<text x="{x + 35}" y="{y0 - bh - 4:.1f}" text-anchor="middle">{v:.1f}</text>')
         for k, word in enumerate(label.replace("through vGPUs, ", "vGPU, ").split(", ")):
             out.append(f'<text x="{x + 35}" y="{y0 + 16 + 14 * k}" text-anchor="middle">{word}</text>')
-    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0 + 360}" y2="{y0}" stroke="black"/>')
+    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0 + 20 + step * len(bars)}" y2="{y0}" stroke="black"/>')
     # Right: Gdev Figure 12.
     gx0, gw = 500, 360
-    out.append(f'<text x="{gx0}" y="30" font-size="14">Gdev Fig. 12 analogue: seconds vs small tenants</text>')
+    if lines:
+        out.append(f'<text x="{gx0}" y="30" font-size="14">Gdev Fig. 12 analogue: seconds vs small tenants</text>')
     pts = [p for series in lines.values() for p in series]
     if pts:
         nmax = max(p[0] for p in pts) or 1

@@ -6,10 +6,13 @@
 /* A grant takes this much of the room left besides what was asked, so that a vGPU allocating
  * piece by piece does not ask for every piece. */
 #define GRANT_SLACK (64ull << 20)
-/* A grant is kept at least this many times as long as making room for it took, or as moving it
- * out again would take, but no longer than MAX_HOLD_NS (requests wait at most their timeout). */
+/* A vGPU that waits is asked for at least this much when it gives memory back for another. */
+#define WAITER_TAKE (4ull << 30)
+/* A grant is kept at least this many times as long as making room for it took and moving it out
+ * again would take, so that moving memory stays a small part of a turn, but no longer than
+ * MAX_HOLD_NS (requests wait at most their timeout). */
 #define HOLD_PER_COST 4u
-#define MAX_HOLD_NS 30000000000ull
+#define MAX_HOLD_NS 60000000000ull
 /* Bytes per ns memory moves out at, until a move says (4 GB/s: host swap of pageable memory). */
 #define FIRST_BANDWIDTH 4.0
 
@@ -27,6 +30,7 @@ struct mm_vgpu {
     bool pending;
     uint32_t request;
     uint64_t need, asked_at, seq;
+    uint64_t since; /* its place in the order: when it began to ask outside a turn */
     bool evicting; /* asked to give memory back, no answer yet */
     uint64_t evict_sent, target, evict_from; /* evict_from: what it held when asked */
     bool keep_used;
@@ -161,6 +165,8 @@ void mm_need(struct mm *m, void *owner, uint32_t channel, uint32_t request, uint
     if (!v->pending) {
         v->seq = ++m->seq;
         v->asked_at = now;
+        if (now >= v->granted_at + v->hold_ns)
+            v->since = now;
     }
     v->pending = true;
     v->request = request;
@@ -251,11 +257,13 @@ static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now
          * the longer: what moving it costs stays a small part of the time it is used. */
         double bw = m->bandwidth[v->device] > 0 ? m->bandwidth[v->device] : FIRST_BANDWIDTH;
         uint64_t out_ns = (uint64_t)((double)v->need / bw);
-        uint64_t cost = v->cost_ns > out_ns ? v->cost_ns : out_ns;
+        uint64_t cost = v->cost_ns + out_ns;
         uint64_t hold = HOLD_PER_COST * cost;
         hold = hold < MAX_HOLD_NS ? hold : MAX_HOLD_NS;
         hold = m->cfg.slice_ns > hold ? m->cfg.slice_ns : hold;
-        if (now < v->granted_at + v->hold_ns) { /* more for a turn that runs: it may last longer, */
+        /* A vGPU that had to wait for its memory ran nothing meanwhile: its turn begins now. */
+        bool waited = v->cost_ns > 0 || now - v->asked_at >= m->cfg.slice_ns;
+        if (!waited && now < v->granted_at + v->hold_ns) { /* more for a turn that runs: it may last longer, */
             uint64_t until = now + hold < v->granted_at + MAX_HOLD_NS ? now + hold : v->granted_at + MAX_HOLD_NS;
             if (until > v->granted_at + v->hold_ns) /* but not past a turn's longest */
                 v->hold_ns = until - v->granted_at;
@@ -268,27 +276,61 @@ static void answer(struct mm *m, struct mm_vgpu *v, int32_t status, uint64_t now
     m->cb.grant(v->owner, v->channel, v->request, status, v->allowance);
 }
 
-/* Who gives memory back for head: a vGPU with allowance it has not used a slice after it got it,
- * else the one granted longest ago whose turn is over. *wake: when a vGPU still in its
- * slice could be asked. */
-static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, uint64_t now, uint64_t *wake)
+/* The order requests are served in: from when a vGPU began to ask outside a turn (its later
+ * requests, and those of the turn it then gets, keep that place), then by arrival. A stable order
+ * lets one vGPU gather its working set rather than all of them a part of theirs. */
+static bool before(const struct mm_vgpu *a, const struct mm_vgpu *b)
 {
-    struct mm_vgpu *unused = NULL, *oldest = NULL;
+    return a->since != b->since ? a->since < b->since : a->seq < b->seq;
+}
+
+/* What vGPUs that wait behind head hold: they run nothing, so their turns do not protect it. */
+static uint64_t waiters_behind(const struct mm *m, const struct mm_vgpu *head, uint64_t now, struct mm_vgpu **last)
+{
+    uint64_t sum = 0;
+    *last = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v == head || v->device != head->device || !v->pending || !before(head, v) || now < v->stuck_until)
+            continue;
+        uint64_t r, h, d;
+        usage(m, v, &r, &h, &d);
+        sum += r;
+        if (r > 0 && (!*last || before(*last, v)))
+            *last = v;
+    }
+    return sum;
+}
+
+/* Who gives memory back for head: a vGPU with allowance it has not used a slice after it got it;
+ * else, when those waiting behind head hold enough to complete it, the last of them; else the one
+ * granted longest ago whose turn is over. Nobody whose memory must move while what could move
+ * now would not complete head (moving a part of what it needs only costs): *wake says when more
+ * could. */
+static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, uint64_t shortfall, uint64_t now,
+                              uint64_t *wake)
+{
+    struct mm_vgpu *unused = NULL, *oldest = NULL, *waiter = NULL;
+    uint64_t movable = 0;
     for (size_t i = 0; i < m->n; i++) {
         struct mm_vgpu *v = m->v[i];
         if (v == head || v->device != head->device || v->allowance == 0 || now < v->stuck_until)
             continue;
         uint64_t r, h, d;
         usage(m, v, &r, &h, &d);
+        uint64_t free_at = v->granted_at + v->hold_ns, usable_until = v->last_grant + m->cfg.slice_ns;
+        bool idle = v->pending && before(head, v), over = now >= free_at;
+        if (idle || over)
+            movable += v->allowance;
+        else if (r < v->allowance && now >= usable_until)
+            movable += v->allowance - r;
         if (r < v->allowance && !unused) { /* a grant is given a slice to be used */
-            uint64_t usable_until = v->last_grant + m->cfg.slice_ns;
             if (now >= usable_until)
                 unused = v;
             else if (!*wake || usable_until < *wake)
                 *wake = usable_until;
         }
-        uint64_t free_at = v->granted_at + v->hold_ns;
-        if (now < free_at) {
+        if (!over) {
             if (!*wake || free_at < *wake)
                 *wake = free_at;
             continue;
@@ -296,10 +338,72 @@ static struct mm_vgpu *victim(const struct mm *m, const struct mm_vgpu *head, ui
         if (r > 0 && (!oldest || v->granted_at < oldest->granted_at))
             oldest = v;
     }
-    return unused ? unused : oldest;
+    if (unused) /* nothing moves: taken back whenever it helps */
+        return unused;
+    if (movable < shortfall && *wake)
+        return NULL;
+    if (waiters_behind(m, head, now, &waiter) >= shortfall && waiter)
+        return waiter;
+    return oldest;
 }
 
-/* Serve the oldest request of device d, if it can be now; returns false when it must wait. */
+/* Ask v to bring its allowance down to target (keep_used: what it does not use only), for cause
+ * (charged for the time; NULL: nobody). False when its memory would have to move and swap is full. */
+static bool ask_back(struct mm *m, struct mm_vgpu *v, uint64_t target, bool keep_used, struct mm_vgpu *cause,
+                     uint64_t now)
+{
+    uint64_t r, h, dv;
+    usage(m, v, &r, &h, &dv);
+    uint64_t host_used = mm_host_swap_used(m), dev_used = device_swap_used(m, v->device);
+    uint64_t host_room = m->cfg.host_swap > host_used ? m->cfg.host_swap - host_used : 0;
+    uint64_t dev_room = m->cfg.device_swap[v->device] > dev_used ? m->cfg.device_swap[v->device] - dev_used : 0;
+    if (!keep_used && r > 0 && host_room == 0 && dev_room == 0)
+        return false;
+    v->evicting = true;
+    v->evict_sent = now;
+    v->evict_from = r;
+    v->target = target;
+    v->keep_used = keep_used;
+    v->cause = cause;
+    v->room_host = host_room;
+    v->room_device = dev_room;
+    m->cb.evict(v->owner, v->channel, target, keep_used, host_room, dev_room);
+    return true;
+}
+
+/* What the driver shows can leave the allowances above what the device holds (memory taken by
+ * others, or a look at free memory racing a release): the excess is taken back before anything
+ * more is granted, from allowance nobody uses first, then from those that wait, the last first,
+ * then from the last of the others. */
+static void shed(struct mm *m, int d, uint64_t excess, uint64_t now)
+{
+    struct mm_vgpu *pick = NULL;
+    int best = -1;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v->device != d || v->allowance == 0 || now < v->stuck_until)
+            continue;
+        uint64_t r, h, dv;
+        usage(m, v, &r, &h, &dv);
+        int score = r < v->allowance ? 2 : v->pending ? 1 : 0;
+        if (score > best || (score == best && before(pick, v))) {
+            pick = v;
+            best = score;
+        }
+    }
+    if (!pick)
+        return;
+    uint64_t r, h, dv;
+    usage(m, pick, &r, &h, &dv);
+    uint64_t target = pick->allowance > excess ? pick->allowance - excess : 0;
+    bool keep_used = target >= r;
+    if (!keep_used && !pick->pending) /* it needs all of it back for its next operation anyway */
+        target = 0;
+    ask_back(m, pick, target, keep_used, NULL, now);
+}
+
+/* Serve the first request of device d, in the order above, if it can be now; returns false when
+ * it must wait. */
 static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
 {
     uint64_t allowed = 0;
@@ -318,41 +422,50 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
     }
     uint64_t cap = capacity(m, d);
     uint64_t room = cap > allowed ? cap - allowed : 0;
-    /* The oldest request that can be answered now is: one that fits in the room left is granted
-     * even past older ones that wait for others' memory to move (a vGPU growing its working set is
-     * not held up behind one that waits for another's turn to end), and one that can never be is
-     * refused. The oldest of the others is the head, for which memory moves. */
-    struct mm_vgpu *head = NULL, *now_one = NULL;
+    /* One that can never be granted is refused at once. */
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v->device == d && v->pending &&
+            (v->need > cap || (v->quota && v->need > v->quota) || now - v->asked_at > m->cfg.timeout_ns)) {
+            answer(m, v, CUDA_ERROR_OUT_OF_MEMORY, now);
+            return true;
+        }
+    }
+    if (allowed > cap) {
+        if (!moving)
+            shed(m, d, allowed - cap, now);
+        return false;
+    }
+    /* The first request that does not fit in the room left is the head, for which memory moves.
+     * One behind it that fits is granted past it (a vGPU growing its working set is not held up
+     * behind one that waits for another's turn to end), unless those waiting behind the head hold
+     * enough to complete it: then the room is the head's. */
+    struct mm_vgpu *head = NULL, *fits = NULL;
     for (size_t i = 0; i < m->n; i++) {
         struct mm_vgpu *v = m->v[i];
         if (v->device != d || !v->pending)
             continue;
         uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
-        bool refused = v->need > cap || (v->quota && v->need > v->quota) || now - v->asked_at > m->cfg.timeout_ns;
-        bool answerable = extra <= room || refused;
-        if (answerable && (!now_one || v->seq < now_one->seq))
-            now_one = v;
-        if (!answerable && (!head || v->seq < head->seq))
-            head = v;
+        struct mm_vgpu **slot = extra <= room ? &fits : &head;
+        if (!*slot || before(v, *slot))
+            *slot = v;
     }
-    if (now_one) {
-        if (now_one->need > cap || (now_one->quota && now_one->need > now_one->quota) ||
-            now - now_one->asked_at > m->cfg.timeout_ns) {
-            answer(m, now_one, CUDA_ERROR_OUT_OF_MEMORY, now);
-            return true;
-        }
-        uint64_t extra = now_one->need > now_one->allowance ? now_one->need - now_one->allowance : 0;
-        uint64_t slack = room - extra < GRANT_SLACK ? room - extra : GRANT_SLACK;
-        if (now_one->need > now_one->allowance)
-            now_one->allowance = now_one->need + slack;
-        answer(m, now_one, CUDA_SUCCESS, now);
+    uint64_t extra = head && head->need > head->allowance ? head->need - head->allowance : 0;
+    struct mm_vgpu *last;
+    if (fits && head && before(head, fits) && room + waiters_behind(m, head, now, &last) >= extra)
+        fits = NULL;
+    if (fits) {
+        uint64_t more = fits->need > fits->allowance ? fits->need - fits->allowance : 0;
+        uint64_t slack = room - more < GRANT_SLACK ? room - more : GRANT_SLACK;
+        if (fits->need > fits->allowance)
+            fits->allowance = fits->need + slack;
+        answer(m, fits, CUDA_SUCCESS, now);
         return true;
     }
     if (!head || moving) /* one move at a time: what it gives back changes the picture */
         return false;
-    uint64_t extra = head->need > head->allowance ? head->need - head->allowance : 0;
     uint64_t shortfall = extra - room, wake_at = 0;
-    struct mm_vgpu *v = victim(m, head, now, &wake_at);
+    struct mm_vgpu *v = victim(m, head, shortfall, now, &wake_at);
     if (!v) {
         if (wake_at) { /* someone will be free to ask then */
             if (!*wake || wake_at < *wake)
@@ -364,28 +477,19 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
     }
     uint64_t r, h, dv;
     usage(m, v, &r, &h, &dv);
-    uint64_t target = v->allowance > shortfall ? v->allowance - shortfall : 0;
-    /* In its slice it gives back only what it does not use; else all of it, when it must give
-     * back some of what it uses: it needs all of it back for its next operation anyway. */
-    bool keep_used = target >= r || now < v->granted_at + v->hold_ns;
-    if (!keep_used)
+    /* One that waits gives back what head lacks (at least WAITER_TAKE, fewer round trips), and keeps
+     * the rest. Another, in its slice, gives back only what it does not use; else all of it, when
+     * it must give back some of what it uses: it needs all of it back for its next operation. */
+    bool waits = v->pending;
+    uint64_t take = waits && shortfall < WAITER_TAKE ? WAITER_TAKE : shortfall;
+    uint64_t target = v->allowance > take ? v->allowance - take : 0;
+    bool keep_used = target >= r || (!waits && now < v->granted_at + v->hold_ns);
+    if (!keep_used && !waits)
         target = 0;
-    uint64_t host_used = mm_host_swap_used(m), dev_used = device_swap_used(m, d);
-    uint64_t host_room = m->cfg.host_swap > host_used ? m->cfg.host_swap - host_used : 0;
-    uint64_t dev_room = m->cfg.device_swap[d] > dev_used ? m->cfg.device_swap[d] - dev_used : 0;
-    if (!keep_used && r > 0 && host_room == 0 && dev_room == 0) {
+    if (!ask_back(m, v, target, keep_used, head, now)) {
         answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now); /* swap is full */
         return true;
     }
-    v->evicting = true;
-    v->evict_sent = now;
-    v->evict_from = r;
-    v->target = target;
-    v->keep_used = keep_used;
-    v->cause = head;
-    v->room_host = host_room;
-    v->room_device = dev_room;
-    m->cb.evict(v->owner, v->channel, target, keep_used, host_room, dev_room);
     return false;
 }
 

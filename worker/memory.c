@@ -7,7 +7,7 @@
 #include "vchannel.h"
 #include "worker.h"
 
-/* An answer may take the time others keep their memory (vgpud holds a grant up to 30 s) and need
+/* An answer may take the time others keep their memory (vgpud holds a grant up to 60 s) and need
  * to move it out, and the wait for their work to finish before that: vgpud fails a request after
  * 120 s, and the worker waits a little longer for that answer. */
 #define MEM_ASK_TIMEOUT_S 130

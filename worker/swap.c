@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bulk_copy.h"
 #include "log.h"
 #include "quota.h"
 #include "vchannel.h"
@@ -144,7 +145,12 @@ CUresult vswap_alloc(struct vgpu_call *c, uint64_t size, uint64_t *dptr)
     CUresult r = ch->x->ops->vmm_reserve(ch->x, b.mapped, g, 0, &b.base);
     if (r != CUDA_SUCCESS)
         return r;
-    if ((r = back(ch, &b)) != CUDA_SUCCESS) {
+    r = back(ch, &b);
+    /* The driver has less than vgpud counted on (others took memory since a worker last told it
+     * what is free): asking again tells it, and it takes the excess back before it answers. */
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && ask(ch, resident(ch)) == CUDA_SUCCESS) /* it is charged already */
+        r = back(ch, &b);
+    if (r != CUDA_SUCCESS) {
         ch->x->ops->vmm_address_free(ch->x, b.base, b.mapped);
         return r;
     }
@@ -218,11 +224,10 @@ void vswap_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
 /* ---------------------------------------------------------------- in and out */
 
 /* Pinned copies run at several times the speed of pageable ones on a GPU, but page-locking memory
- * costs about as much as the copy itself where its pages are new. So memory going out passes
- * through a page-locked buffer of the channel's, made once, and memory coming back (whose pages
- * are there) is page-locked in place a piece at a time while the DMA runs. */
-#define PIN_PIECE (256ull << 20)
-#define STAGING (64ull << 20)
+ * costs about as much as the copy itself where its pages are new. So memory moving between the
+ * device and host swap passes through a page-locked buffer of the channel's, made once, in two
+ * halves: while the DMA engine fills or drains one, threads copy the other to or from host swap. */
+#define STAGING (64ull << 20) /* each half */
 
 void vswap_teardown(struct vchannel *ch)
 {
@@ -230,91 +235,68 @@ void vswap_teardown(struct vchannel *ch)
     if (s->staging_pinned)
         ch->x->ops->host_unregister(ch->x, ch->device, s->staging);
     if (s->staging)
-        munmap(s->staging, STAGING);
+        munmap(s->staging, 2 * STAGING);
     s->staging = NULL;
     s->staging_pinned = false;
 }
 
-/* Copies into host swap run on a few threads: its pages are new, and one thread faults them in
- * (the kernel zeroes each) at a few GB/s, well below what the DMA into the staging buffer runs at. */
-#define COPY_THREADS 4
-#define COPY_SLICE (8ull << 20)
-
-struct copy_part {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t n;
-};
-
-static void *copy_part(void *arg)
-{
-    struct copy_part *p = arg;
-    memcpy(p->dst, p->src, p->n);
-    return NULL;
-}
-
-static void par_copy(void *dst, const void *src, size_t n)
-{
-    size_t k = n / COPY_SLICE < COPY_THREADS ? n / COPY_SLICE : COPY_THREADS;
-    if (k < 2) {
-        memcpy(dst, src, n);
-        return;
-    }
-    size_t each = (n / k + 4095) & ~(size_t)4095;
-    struct copy_part parts[COPY_THREADS];
-    pthread_t threads[COPY_THREADS];
-    bool started[COPY_THREADS] = {false};
-    for (size_t i = 0; i < k; i++) {
-        size_t off = i * each < n ? i * each : n;
-        parts[i] = (struct copy_part){(uint8_t *)dst + off, (const uint8_t *)src + off, i + 1 < k ? each : n - off};
-        if (i > 0 && !(started[i] = pthread_create(&threads[i], NULL, copy_part, &parts[i]) == 0))
-            copy_part(&parts[i]); /* no thread to be had: this one does it */
-    }
-    copy_part(&parts[0]);
-    for (size_t i = 1; i < k; i++)
-        if (started[i])
-            pthread_join(threads[i], NULL);
-}
-
-static CUresult copy_out(struct vchannel *ch, void *ctx, struct swap_block *b)
+static CUresult staging(struct vchannel *ch, uint8_t **half)
 {
     struct vswap *s = &ch->swap;
-    const struct vgpu_exec_ops *o = ch->x->ops;
     if (!s->staging) {
-        void *p = mmap(NULL, STAGING, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        void *p = mmap(NULL, 2 * STAGING, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p == MAP_FAILED)
             return CUDA_ERROR_OUT_OF_MEMORY;
         uint64_t mapped = 0;
         s->staging = p;
-        s->staging_pinned = o->host_register(ch->x, ch->device, p, STAGING, 0, &mapped) == CUDA_SUCCESS;
+        s->staging_pinned = ch->x->ops->host_register(ch->x, ch->device, p, 2 * STAGING, 0, &mapped) == CUDA_SUCCESS;
     }
-    for (uint64_t done = 0; done < b->size;) {
-        uint64_t n = b->size - done < STAGING ? b->size - done : STAGING;
-        CUresult r = o->copy_dtoh(ch->x, ctx, NULL, s->staging, b->base + done, n, VGPU_XFER_SYNC);
-        if (r != CUDA_SUCCESS)
-            return r;
-        par_copy((uint8_t *)b->host + done, s->staging, n);
-        done += n;
-    }
+    half[0] = s->staging;
+    half[1] = (uint8_t *)s->staging + STAGING;
     return CUDA_SUCCESS;
 }
 
-static CUresult copy_in(struct vchannel *ch, void *ctx, struct swap_block *b)
+/* Out: the DMA fills one half while threads empty the other into host swap. */
+static CUresult copy_out(struct vchannel *ch, void *ctx, struct swap_block *b)
 {
-    const struct vgpu_exec_ops *o = ch->x->ops;
-    for (uint64_t done = 0; done < b->size;) {
-        uint64_t n = b->size - done < PIN_PIECE ? b->size - done : PIN_PIECE;
-        uint8_t *h = (uint8_t *)b->host + done;
-        uint64_t mapped = 0;
-        bool pinned = o->host_register(ch->x, ch->device, h, n, 0, &mapped) == CUDA_SUCCESS;
-        CUresult r = o->copy_htod(ch->x, ctx, NULL, b->base + done, h, n, VGPU_XFER_SYNC);
-        if (pinned)
-            o->host_unregister(ch->x, ch->device, h);
-        if (r != CUDA_SUCCESS)
-            return r;
+    uint8_t *half[2];
+    CUresult r = staging(ch, half);
+    struct bulk_copy bg = {0};
+    for (uint64_t done = 0, i = 0; r == CUDA_SUCCESS && done < b->size; i++) {
+        uint64_t n = b->size - done < STAGING ? b->size - done : STAGING;
+        r = ch->x->ops->copy_dtoh(ch->x, ctx, NULL, half[i & 1], b->base + done, n, VGPU_XFER_SYNC);
+        bulk_copy_wait(&bg);
+        if (r == CUDA_SUCCESS)
+            bulk_copy_start(&bg, (uint8_t *)b->host + done, half[i & 1], n);
         done += n;
     }
-    return CUDA_SUCCESS;
+    bulk_copy_wait(&bg);
+    return r;
+}
+
+/* In: threads fill one half from host swap while the DMA drains the other. */
+static CUresult copy_in(struct vchannel *ch, void *ctx, struct swap_block *b)
+{
+    uint8_t *half[2];
+    CUresult r = staging(ch, half);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct bulk_copy bg = {0};
+    uint64_t n = b->size < STAGING ? b->size : STAGING;
+    bulk_copy_start(&bg, half[0], b->host, n);
+    for (uint64_t done = 0, i = 0; done < b->size; i++) {
+        bulk_copy_wait(&bg);
+        uint64_t next = done + n, m = b->size - next < STAGING ? b->size - next : STAGING;
+        if (next < b->size)
+            bulk_copy_start(&bg, half[(i + 1) & 1], (uint8_t *)b->host + next, m);
+        r = ch->x->ops->copy_htod(ch->x, ctx, NULL, b->base + done, half[i & 1], n, VGPU_XFER_SYNC);
+        if (r != CUDA_SUCCESS)
+            break;
+        done = next;
+        n = m;
+    }
+    bulk_copy_wait(&bg);
+    return r;
 }
 
 static void moved(struct vchannel *ch, uint64_t started, uint64_t bytes, bool out)
@@ -370,6 +352,23 @@ void vswap_request(struct vchannel *ch, uint64_t target, bool keep_used, uint64_
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Host swap for size bytes, on 2 MiB boundaries with huge pages where the kernel has them: a
+ * fault per 2 MiB instead of per 4 KiB is most of the speed of a first move out. */
+#define HUGE_PAGE (2ull << 20)
+static void *host_swap_map(uint64_t size)
+{
+    uint8_t *p = mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uint8_t *h = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (h > p)
+        munmap(p, (size_t)(h - p));
+    if (h + size < p + size + HUGE_PAGE)
+        munmap(h + size, (size_t)(p + size + HUGE_PAGE - (h + size)));
+    madvise(h, size, MADV_HUGEPAGE);
+    return h;
+}
+
 /* Move one block out: to the device swap area when it fits in dev_room, else to host swap when it
  * fits in host_room. */
 static CUresult swap_out(struct vchannel *ch, struct swap_block *b, uint64_t *dev_room, uint64_t *host_room)
@@ -378,6 +377,7 @@ static CUresult swap_out(struct vchannel *ch, struct swap_block *b, uint64_t *de
     void *ctx = ctx_of(ch, b->ctx);
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t started = now_ns();
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (b->size <= *dev_room && o->mem_alloc(ch->x, ctx, b->size, &b->dev_copy) == CUDA_SUCCESS) {
         r = o->copy_dtod(ch->x, ctx, NULL, b->dev_copy, b->base, b->size, VGPU_XFER_SYNC);
@@ -391,10 +391,9 @@ static CUresult swap_out(struct vchannel *ch, struct swap_block *b, uint64_t *de
     }
     if (r != CUDA_SUCCESS && b->size <= *host_room) {
         if (!b->host) {
-            void *h = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (h == MAP_FAILED)
+            void *h = host_swap_map(b->size);
+            if (!h)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-            madvise(h, b->size, MADV_HUGEPAGE); /* fewer, faster faults where the kernel has them */
             b->host = h;
         }
         if ((r = copy_out(ch, ctx, b)) != CUDA_SUCCESS) {
@@ -407,7 +406,11 @@ static CUresult swap_out(struct vchannel *ch, struct swap_block *b, uint64_t *de
     }
     if (r != CUDA_SUCCESS)
         return r;
+    uint64_t copied = now_ns();
     unback(ch, b);
+    LOG_DEBUG("channel %u: block of %llu MiB out to %s: copied in %.1f ms, released in %.1f ms", ch->id,
+              (unsigned long long)(b->size >> 20), b->in_host ? "host" : "device", (double)(copied - started) / 1e6,
+              (double)(now_ns() - copied) / 1e6);
     ch->swap.out++;
     return CUDA_SUCCESS;
 }
@@ -442,6 +445,7 @@ void vswap_serve(struct vchannel *ch)
         target = resident(ch);
     if (resident(ch) > target)
         r = settle(ch);
+    uint64_t settled = now_ns();
     /* Largest first: fewest moves for the bytes asked. */
     while (r == CUDA_SUCCESS && resident(ch) > target) {
         struct swap_block *best = NULL;
@@ -454,8 +458,12 @@ void vswap_serve(struct vchannel *ch)
         if ((r = swap_out(ch, best, &dev_room, &host_room)) == CUDA_SUCCESS)
             bytes += size;
     }
-    if (bytes)
+    if (bytes) {
         moved(ch, started, bytes, true);
+        LOG_DEBUG("channel %u: %llu MiB out in %.1f ms (%.1f ms of it waiting for its work to finish)", ch->id,
+                  (unsigned long long)(bytes >> 20), (double)(now_ns() - started) / 1e6,
+                  (double)(settled - started) / 1e6);
+    }
     uint64_t now_resident = resident(ch);
     set_allowance(ch, now_resident > target ? now_resident : target);
     struct vswap_report rep = {.status = r,

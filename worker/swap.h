@@ -42,7 +42,7 @@ struct vswap {
     uint64_t granularity;
     struct swap_block *blocks;
     size_t count, cap, out; /* out: blocks swapped out now */
-    void *staging;          /* page-locked bounce buffer of moves to host swap (NULL: none yet) */
+    void *staging;          /* page-locked bounce buffer (two halves) of moves to and from host swap (NULL: none yet) */
     bool staging_pinned;
     /* vgpud's latest request to give memory back, left by the worker's main thread. */
     pthread_mutex_t mu;

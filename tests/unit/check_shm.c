@@ -342,6 +342,90 @@ START_TEST(residency_first_fit)
 }
 END_TEST
 
+/* Two vGPUs that both wait for more in their turns: the one whose turn began first is completed
+ * with the memory of the one behind it (which runs nothing meanwhile), rather than both waiting
+ * for the turns to end. */
+START_TEST(residency_waiters)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, 0, &a);
+    mm_join(m, &owner, 2, 0, 0, &b);
+    mm_need(m, &owner, 1, 1, 200 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_run(m, 1000 * MS);
+    a.resident = seen.allowance;
+    mm_need(m, &owner, 2, 2, 200 * MiB, VGPU_MEM_UNKNOWN, 1001 * MS);
+    mm_run(m, 1001 * MS);
+    ck_assert_int_eq(seen.grants, 2);
+    b.resident = seen.allowance;
+    ck_assert_uint_eq(a.resident + b.resident, 512 * MiB); /* all of it */
+    /* B asks first, A after; A's turn began first. */
+    mm_need(m, &owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
+    mm_need(m, &owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
+    mm_run(m, 1003 * MS);
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.evict_channel, 2);
+    ck_assert(!seen.keep_used);
+    ck_assert_uint_eq(seen.target, 0); /* at least WAITER_TAKE, all it has */
+    b.host = b.resident;
+    b.resident = 0;
+    mm_evicted(m, &owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
+    mm_run(m, 1005 * MS);
+    ck_assert_int_eq(seen.grants, 3);
+    ck_assert_uint_eq(seen.grant_channel, 1);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    ck_assert_uint_ge(seen.allowance, 300 * MiB);
+    a.resident = seen.allowance;
+    /* B, behind, waits for A's turn: A runs. */
+    mm_run(m, 1006 * MS);
+    ck_assert_int_eq(seen.grants, 3);
+    ck_assert_int_eq(seen.evicts, 1);
+    mm_destroy(m);
+}
+END_TEST
+
+/* When the driver shows less than the allowances add up to, the excess is taken back before
+ * anything is granted: from the one that waits rather than the one that runs, which then waits
+ * for room again. */
+START_TEST(residency_shed)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, 0, &a);
+    mm_join(m, &owner, 2, 0, 0, &b);
+    mm_need(m, &owner, 1, 1, 300 * MiB, VGPU_MEM_UNKNOWN, 0);
+    mm_run(m, 0);
+    a.resident = seen.allowance;
+    mm_need(m, &owner, 2, 2, 512 * MiB - a.resident, VGPU_MEM_UNKNOWN, 0);
+    mm_run(m, 0);
+    ck_assert_int_eq(seen.grants, 2);
+    b.resident = seen.allowance;
+    ck_assert_uint_eq(a.resident + b.resident, 512 * MiB);
+    /* B's driver says 400 MiB are free: 912 in all less the 512 MiB margin, 400 for the vGPUs. */
+    mm_need(m, &owner, 2, 3, b.resident, 400 * MiB, 1 * MS);
+    mm_run(m, 1 * MS);
+    ck_assert_int_eq(seen.grants, 2); /* not before the excess is back */
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.evict_channel, 2);
+    ck_assert(!seen.keep_used);
+    ck_assert_uint_eq(seen.target, b.resident - 112 * MiB);
+    b.host = 112 * MiB;
+    b.resident -= 112 * MiB;
+    mm_evicted(m, &owner, 2, b.resident, b.resident, 1 * MS, VGPU_MEM_UNKNOWN, 2 * MS);
+    mm_run(m, 2 * MS);
+    struct mm_device_view dv;
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.capacity, 400 * MiB);
+    ck_assert_uint_eq(dv.allowed, 400 * MiB);
+    /* B now waits for what it gave back, as any vGPU does for room. */
+    ck_assert_int_eq(seen.grants, 2);
+    ck_assert_uint_eq(dv.waiting, 1);
+    mm_destroy(m);
+}
+END_TEST
+
 /* What the driver says is free bounds the capacity: contexts and other processes take their part. */
 START_TEST(residency_calibration)
 {
@@ -428,6 +512,8 @@ int main(void)
     tcase_add_test(res, residency_refusals);
     tcase_add_test(res, residency_calibration);
     tcase_add_test(res, residency_first_fit);
+    tcase_add_test(res, residency_waiters);
+    tcase_add_test(res, residency_shed);
     suite_add_tcase(s, res);
     return vgpu_check_run(s);
 }
