@@ -342,27 +342,35 @@ START_TEST(residency_first_fit)
 }
 END_TEST
 
+/* Two vGPUs (channels 1 and 2 of pair_owner) that take all of the 512 MiB device: A asks for first at
+ * time at, B for the rest a millisecond later; each uses what it got. */
+static int pair_owner;
+static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t first, uint64_t at)
+{
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &pair_owner, 1, 0, 0, a);
+    mm_join(m, &pair_owner, 2, 0, 0, b);
+    mm_need(m, &pair_owner, 1, 1, first, VGPU_MEM_UNKNOWN, at);
+    mm_run(m, at);
+    a->resident = seen.allowance;
+    mm_need(m, &pair_owner, 2, 2, 512 * MiB - a->resident, VGPU_MEM_UNKNOWN, at + MS);
+    mm_run(m, at + MS);
+    ck_assert_int_eq(seen.grants, 2);
+    b->resident = seen.allowance;
+    ck_assert_uint_eq(a->resident + b->resident, 512 * MiB); /* all of it */
+    return m;
+}
+
 /* Two vGPUs that both wait for more in their turns: the one whose turn began first is completed
  * with the memory of the one behind it (which runs nothing meanwhile), rather than both waiting
  * for the turns to end. */
 START_TEST(residency_waiters)
 {
-    static int owner;
     struct fake_vgpu a = {0}, b = {0};
-    struct mm *m = fake_mm(1024 * MiB, 0);
-    mm_join(m, &owner, 1, 0, 0, &a);
-    mm_join(m, &owner, 2, 0, 0, &b);
-    mm_need(m, &owner, 1, 1, 200 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
-    mm_run(m, 1000 * MS);
-    a.resident = seen.allowance;
-    mm_need(m, &owner, 2, 2, 200 * MiB, VGPU_MEM_UNKNOWN, 1001 * MS);
-    mm_run(m, 1001 * MS);
-    ck_assert_int_eq(seen.grants, 2);
-    b.resident = seen.allowance;
-    ck_assert_uint_eq(a.resident + b.resident, 512 * MiB); /* all of it */
+    struct mm *m = two_fill(&a, &b, 200 * MiB, 1000 * MS);
     /* B asks first, A after; A's turn began first. */
-    mm_need(m, &owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
-    mm_need(m, &owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
+    mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
+    mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
     mm_run(m, 1003 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 2);
@@ -370,7 +378,7 @@ START_TEST(residency_waiters)
     ck_assert_uint_eq(seen.target, 0); /* at least WAITER_TAKE, all it has */
     b.host = b.resident;
     b.resident = 0;
-    mm_evicted(m, &owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
+    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
     mm_run(m, 1005 * MS);
     ck_assert_int_eq(seen.grants, 3);
     ck_assert_uint_eq(seen.grant_channel, 1);
@@ -390,22 +398,11 @@ END_TEST
  * for room again. */
 START_TEST(residency_shed)
 {
-    static int owner;
     struct fake_vgpu a = {0}, b = {0};
-    struct mm *m = fake_mm(1024 * MiB, 0);
-    mm_join(m, &owner, 1, 0, 0, &a);
-    mm_join(m, &owner, 2, 0, 0, &b);
-    mm_need(m, &owner, 1, 1, 300 * MiB, VGPU_MEM_UNKNOWN, 0);
-    mm_run(m, 0);
-    a.resident = seen.allowance;
-    mm_need(m, &owner, 2, 2, 512 * MiB - a.resident, VGPU_MEM_UNKNOWN, 0);
-    mm_run(m, 0);
-    ck_assert_int_eq(seen.grants, 2);
-    b.resident = seen.allowance;
-    ck_assert_uint_eq(a.resident + b.resident, 512 * MiB);
+    struct mm *m = two_fill(&a, &b, 300 * MiB, 0);
     /* B's driver says 400 MiB are free: 912 in all less the 512 MiB margin, 400 for the vGPUs. */
-    mm_need(m, &owner, 2, 3, b.resident, 400 * MiB, 1 * MS);
-    mm_run(m, 1 * MS);
+    mm_need(m, &pair_owner, 2, 3, b.resident, 400 * MiB, 2 * MS);
+    mm_run(m, 2 * MS);
     ck_assert_int_eq(seen.grants, 2); /* not before the excess is back */
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 2);
@@ -413,8 +410,8 @@ START_TEST(residency_shed)
     ck_assert_uint_eq(seen.target, b.resident - 112 * MiB);
     b.host = 112 * MiB;
     b.resident -= 112 * MiB;
-    mm_evicted(m, &owner, 2, b.resident, b.resident, 1 * MS, VGPU_MEM_UNKNOWN, 2 * MS);
-    mm_run(m, 2 * MS);
+    mm_evicted(m, &pair_owner, 2, b.resident, b.resident, 1 * MS, VGPU_MEM_UNKNOWN, 3 * MS);
+    mm_run(m, 3 * MS);
     struct mm_device_view dv;
     mm_device_view(m, 0, &dv);
     ck_assert_uint_eq(dv.capacity, 400 * MiB);
