@@ -29,11 +29,13 @@ O ?= build
 SANFLAGS :=
 endif
 
-DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev
+DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev libucx-dev
 PKGS := libzstd liblz4
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# UCX (libucp) carries the links between vgpuds of different nodes (remote/); only vgpud links it.
+UCX_LIBS = $(shell pkg-config --libs ucx 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -55,6 +57,7 @@ SCHED_SRC := $(sort $(wildcard sched/*.c))
 SHM_SRC := $(sort $(wildcard shm/*.c))
 XEN_SRC := $(sort $(wildcard xen/*.c))
 ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
+REMOTE_SRC := $(sort $(wildcard remote/*.c))
 NVML_SRC := $(sort $(wildcard nvml/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
 	$(O)/gen/vgpu_driver_trace.c
@@ -68,6 +71,7 @@ SCHED_OBJ := $(SCHED_SRC:%.c=$(O)/obj/%.o)
 SHM_OBJ := $(SHM_SRC:%.c=$(O)/obj/%.o)
 XEN_OBJ := $(XEN_SRC:%.c=$(O)/obj/%.o)
 ASSEMBLY_OBJ := $(ASSEMBLY_SRC:%.c=$(O)/obj/%.o)
+REMOTE_OBJ := $(REMOTE_SRC:%.c=$(O)/obj/%.o)
 NVML_OBJ := $(NVML_SRC:%.c=$(O)/obj/%.o)
 
 LIBCOMMON := $(O)/lib/libvgpucommon.a
@@ -75,6 +79,7 @@ LIBSCHED := $(O)/lib/libvgpusched.a
 LIBSHM := $(O)/lib/libvgpushm.a
 LIBXEN := $(O)/lib/libvgpuxen.a
 LIBASSEMBLY := $(O)/lib/libvgpuassembly.a
+LIBREMOTE := $(O)/lib/libvgpuremote.a
 LIBWORKER := $(O)/lib/libvgpuworker.a
 FRONTEND := $(O)/lib/libcuda.so.1
 NVML := $(O)/lib/libnvidia-ml.so.1
@@ -100,7 +105,7 @@ $(O)/obj/frontend/%.o: EXTRA_CFLAGS := -D__CUDA_API_VERSION_INTERNAL
 
 # A worker's code finds its executors' headers; vgpud's finds the memory manager's (shm/).
 $(O)/obj/worker/%.o: EXTRA_CFLAGS := -Iworker -Iworker/exec -Ishm
-$(O)/obj/backend/%.o: EXTRA_CFLAGS := -Ishm
+$(O)/obj/backend/%.o: EXTRA_CFLAGS := -Ishm -Iremote
 
 $(O)/obj/gen/%.o: $(O)/gen/%.c
 	@mkdir -p $(@D)
@@ -134,6 +139,11 @@ $(LIBASSEMBLY): $(ASSEMBLY_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+# Links to the vgpuds of other nodes (UCX), their handshake and messages.
+$(LIBREMOTE): $(REMOTE_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
 # The Xen transport and xenstore helpers; Xen's libraries are loaded at run time (xen/xenlib.h).
 $(LIBXEN): $(XEN_OBJ)
 	@mkdir -p $(@D)
@@ -162,9 +172,9 @@ $(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) nvml/exports.map
 	ln -sf libnvidia-ml.so.1 $(O)/lib/libnvidia-ml.so
 
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
-$(VGPUD): $(BACKEND_OBJ) $(LIBSHM) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
+$(VGPUD): $(BACKEND_OBJ) $(LIBREMOTE) $(LIBSHM) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) -ldl -lm
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UCX_LIBS) -ldl -lm
 
 # The tenant's process: channels, handlers, executors.
 $(VGPU_WORKER): $(O)/obj/worker/main.o $(LIBWORKER) $(LIBSHM) $(LIBSCHED) $(LIBXEN) $(LIBCOMMON)

@@ -92,6 +92,8 @@ enum control_verb control_parse(const char *command, unsigned long long *session
         return CONTROL_PING;
     if (strncmp(command, "gpus", 4) == 0)
         return CONTROL_GPUS;
+    if (strncmp(command, "cluster", 7) == 0)
+        return CONTROL_CLUSTER;
     int used = 0;
     if (sscanf(command, "weight %llu %u %n", session, weight, &used) == 2 && command[used] == '\0')
         return CONTROL_WEIGHT;

@@ -29,7 +29,7 @@ int client_bye(const void *buf, size_t len);
 int client_control(const void *buf, size_t len, char command[256]);
 
 /* A control command line. */
-enum control_verb { CONTROL_UNKNOWN, CONTROL_STATUS, CONTROL_PING, CONTROL_WEIGHT, CONTROL_GPUS };
+enum control_verb { CONTROL_UNKNOWN, CONTROL_STATUS, CONTROL_PING, CONTROL_WEIGHT, CONTROL_GPUS, CONTROL_CLUSTER };
 enum control_verb control_parse(const char *command, unsigned long long *session, unsigned *weight);
 
 #endif

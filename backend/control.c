@@ -3,6 +3,8 @@
  *   status          devices, sessions, their channels, accounting and per-call statistics, workers
  *   ping            "pong"
  *   weight ID W     the scheduling weight of a session's vGPUs
+ *   gpus            each device's memory
+ *   cluster         this node, its links to other nodes' vgpuds, their GPUs
  * Everybody may ask; only root, vgpud's user and the admin group (--admin-group) see every
  * session and may change things: the others see their own sessions (their uid's, or their
  * domain's) and change nothing. */
@@ -13,6 +15,7 @@
 
 #include "bell.h"
 #include "client_msg.h"
+#include "cluster.h"
 #include "image_cache.h"
 #include "memory.h"
 #include "segments.h"
@@ -333,6 +336,8 @@ char *control_answer(struct server *srv, struct session *asker, const char *comm
         devices_json(srv, &b);
         strbuf_printf(&b, "}\n");
     }
+    else if (verb == CONTROL_CLUSTER)
+        cluster_json(srv, &b);
     else if (verb == CONTROL_WEIGHT)
         set_weight(srv, asker, session, weight, &b);
     else

@@ -14,6 +14,7 @@
 
 #include "bell.h"
 #include "client_msg.h"
+#include "cluster.h"
 #include "log.h"
 #include "memory.h"
 #include "msg_socket.h"
@@ -878,6 +879,7 @@ static void tick(struct server *srv)
         return;
     srv->last_tick_ns = now;
     close_silent(srv, now);
+    cluster_tick(srv);
     workers_tick(srv);
     workers_fill_pool(srv, false);
 }

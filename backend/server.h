@@ -27,6 +27,7 @@ struct server {
     struct sched_host *sched; /* NULL when scheduling is off */
     struct mm *mm;            /* the memory manager; NULL when swapping is off */
     struct xen_guests *xen;   /* guest discovery, in dom0 */
+    struct cluster *cluster;  /* links to other nodes' vgpuds; NULL when there are none */
     int listen_fd, epoll_fd, wake_fd;
     struct watch w_listen, w_wake;
     volatile sig_atomic_t stopping;

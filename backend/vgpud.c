@@ -13,6 +13,7 @@
 #include <pwd.h>
 
 #include "bell.h"
+#include "cluster.h"
 #include "image_cache.h"
 #include "log.h"
 #include "msg_socket.h"
@@ -93,6 +94,12 @@ static void usage(FILE *f)
             "  --max-user-workers N   workers of one uid, or one Xen domain (default 16: each holds GPU contexts)\n"
             "  --max-user-memory SIZE channels (data areas and rings) of one uid, or one Xen domain, in all\n"
             "                         (default 256G: 64 processes with the default 4G data area)\n"
+            "  --node NAME            this node's name among its peers (letters, digits, '-', '_', '.')\n"
+            "  --remote-listen HOST:PORT  take links from other nodes' vgpuds there (UCX)\n"
+            "  --peer NAME=HOST:PORT  a node to link with (repeatable; vgpud.conf: peers = [ ... ]); dialed\n"
+            "                         again with backoff while it is away\n"
+            "  --cluster-key FILE     the key peers prove to each other (challenge and response; needed\n"
+            "                         for links)\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
             "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
             "  --xen-config-dir DIR   the guests' xl configurations, as NAME.cfg (default /etc/xen)\n"
@@ -148,13 +155,15 @@ struct settings {
     bool foreground;
     int level;
     XLU_Config *config; /* the file's strings stay in it: kept until vgpud ends */
+    struct remote_config remote; /* links to other nodes (node empty: none) */
 };
 
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
        O_CACHE, O_SCHED, O_PERIOD, O_WAIT, O_QUANTUM, O_WEIGHT, O_DEFWEIGHT, O_MEMORY, O_DEFMEMORY, O_XEN, O_XEN_DATA, O_XEN_DIR, O_CONFIG,
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
-       O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY };
+       O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -187,6 +196,11 @@ static const struct option longopts[] = {
     {"swap-reserve", required_argument, 0, O_SWAP_RESERVE},
     {"swap-slice", required_argument, 0, O_SWAP_SLICE},
     {"swap-capacity", required_argument, 0, O_SWAP_CAPACITY},
+    {"node", required_argument, 0, O_NODE},
+    {"remote-listen", required_argument, 0, O_REMOTE_LISTEN},
+    {"peer", required_argument, 0, O_PEER},
+    {"peers", required_argument, 0, O_PEER}, /* vgpud.conf: peers = [ "b=10.0.0.2:7070", ... ] */
+    {"cluster-key", required_argument, 0, O_CLUSTER_KEY},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -350,6 +364,41 @@ static int apply(struct settings *st, int c, const char *arg)
         if (parse_size_opt("--swap-capacity", arg, &st->opt.swap_capacity))
             return 2;
         break;
+    case O_NODE:
+        if (!remote_node_name_ok(arg)) {
+            fprintf(stderr, "vgpud: --node is 1 to 63 letters, digits, '-', '_' or '.'\n");
+            return 2;
+        }
+        snprintf(st->remote.node, sizeof st->remote.node, "%s", arg);
+        break;
+    case O_REMOTE_LISTEN: {
+        char host[128];
+        uint16_t port;
+        if (strlen(arg) >= sizeof st->remote.listen || remote_addr_parse(arg, host, sizeof host, &port) != 0) {
+            fprintf(stderr, "vgpud: --remote-listen wants HOST:PORT, not '%s'\n", arg);
+            return 2;
+        }
+        snprintf(st->remote.listen, sizeof st->remote.listen, "%s", arg);
+        break;
+    }
+    case O_PEER:
+        if (st->remote.npeers >= REMOTE_MAX_PEERS ||
+            remote_peer_parse(arg, &st->remote.peers[st->remote.npeers]) != 0) {
+            fprintf(stderr, "vgpud: --peer wants NAME=HOST:PORT, not '%s' (at most %d peers)\n", arg,
+                    REMOTE_MAX_PEERS);
+            return 2;
+        }
+        st->remote.npeers++;
+        break;
+    case O_CLUSTER_KEY: {
+        int e = remote_key_load(arg, st->remote.key, &st->remote.key_len);
+        if (e) {
+            fprintf(stderr, "vgpud: --cluster-key %s: %s\n", arg,
+                    e == -EINVAL ? "1 to 256 bytes of key are needed" : strerror(-e));
+            return 2;
+        }
+        break;
+    }
     case O_SWAP_SLICE:
         if (parse_number("--swap-slice", arg, 1, 60000, " (ms)", &v))
             return 2;
@@ -699,6 +748,15 @@ static int serve(const struct settings *st)
             serving = false;
         }
     }
+    const struct remote_config *links = &st->remote;
+    if (serving && (links->node[0] || links->listen[0] || links->npeers)) { /* links to other nodes */
+        if (!links->node[0] || !links->key_len) {
+            LOG_ERROR("links to other nodes need --node and --cluster-key");
+            serving = false;
+        } else if (cluster_start(&the_server, links) != 0) {
+            serving = false;
+        }
+    }
     if (serving) {
         chmod(opt.socket_path, 0666);
         if (ready[1] >= 0) {
@@ -713,6 +771,7 @@ static int serve(const struct settings *st)
     if (ready[1] >= 0)
         close(ready[1]);
     xen_guests_stop(&the_server);
+    cluster_stop(&the_server);
     server_fini(&the_server);
     image_cache_clear();
     return rc;

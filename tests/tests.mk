@@ -67,6 +67,12 @@ $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
+# The links between vgpuds (remote/).
+$(O)/obj/tests/unit/check_remote.o: EXTRA_CFLAGS := -Iremote
+$(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(LIBREMOTE) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(UCX_LIBS)
+
 # ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
 # libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.
 PROG_SRC := $(sort $(wildcard tests/host/prog_*.c))
@@ -83,11 +89,22 @@ $(TEST_O)/host/hostile: $(O)/obj/tests/host/hostile.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
+# A peer that is not one speaks UCX to a vgpud's --remote-listen.
+$(O)/obj/tests/host/hostile_peer.o: EXTRA_CFLAGS := -Iremote
+$(TEST_O)/host/hostile_peer: $(O)/obj/tests/host/hostile_peer.o $(LIBREMOTE) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UCX_LIBS)
+
 $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS) $(PTXS)
+$(TEST_O)/host/check_cluster: $(O)/obj/tests/host/check_cluster.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS) $(PTXS) \
+	$(TEST_O)/host/hostile_peer $(TEST_O)/host/check_cluster
 
 TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
 	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp) \
@@ -103,6 +120,7 @@ check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
 check-host: $(HOST_TEST_DEPS)
 	@mkdir -p $(TEST_O)/tmp
 	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
+	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_cluster
 
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
 # run the whole suite built with ASan and UBSan, a bounded run of each fuzzer, then the Xen smoke

@@ -1,6 +1,7 @@
 /* vgpuctl: ask vgpud how things stand, and change a client's share.
  *   vgpuctl [--socket PATH] [--json] [status]   devices, clients, their vGPUs, resources and shares
  *   vgpuctl [--socket PATH] [--json] gpus       each device's memory: allocated, resident, swapped
+ *   vgpuctl [--socket PATH] [--json] cluster    this node, its links to other nodes, their latency and GPUs
  *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
 #include <getopt.h>
@@ -15,7 +16,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|ping]\n"
+    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|cluster|ping]\n"
                "       vgpuctl [--socket PATH] weight SESSION W\n");
 }
 
@@ -89,6 +90,54 @@ static void print_gpus(const char *text)
                    NUM(d, "index"), NUM(d, "swap.capacity") >> 20, NUM(d, "swap.allowed") >> 20,
                    NUM(d, "swap.device_swap") >> 20, NUM(d, "swap.host_swap_used") >> 20,
                    NUM(d, "swap.host_swap") >> 20, NUM(d, "swap.waiting"));
+    json_free(j);
+}
+
+static void print_gpu_list(const char *node, const struct json *gpus)
+{
+    for (const struct json *g = gpus ? gpus->child : NULL; g; g = g->next)
+        printf("  %-16.16s %-33.33s total %llu MiB, free %llu MiB, %llu vGPU(s)\n", node,
+               json_string(json_get(g, "name"), "?"), NUM(g, "total_mem") >> 20, NUM(g, "free_mem") >> 20,
+               NUM(g, "vgpus"));
+}
+
+static void print_cluster(const char *text)
+{
+    struct json *j = json_parse(text);
+    if (!j) {
+        fputs(text, stdout);
+        return;
+    }
+    const char *node = json_string(json_get(j, "node"), NULL);
+    if (!node) {
+        printf("not in a cluster (vgpud has no --node)\n");
+        json_free(j);
+        return;
+    }
+    const char *listen = json_string(json_get(j, "listen"), "");
+    printf("node %s%s%s\n\n", node, listen[0] ? ", links taken on " : "", listen);
+    printf("PEER              ADDRESS                   DIR  STATE      RTT us     FOR s    REFUSED\n");
+    for (const struct json *l = json_get(j, "links") ? json_get(j, "links")->child : NULL; l; l = l->next)
+        printf("%-17.17s %-25.25s %-4s %-10s %-10.1f %-8.1f %llu%s%s\n", json_string(json_get(l, "peer"), "?"),
+               json_string(json_get(l, "address"), "?"), json_string(json_get(l, "direction"), "?"),
+               json_string(json_get(l, "state"), "?"), json_number(json_get(l, "rtt_us"), 0),
+               json_number(json_get(l, "since_ms"), 0) / 1e3, NUM(l, "refusals"),
+               json_string(json_get(l, "last_refusal"), "")[0] ? ": " : "",
+               json_string(json_get(l, "last_refusal"), ""));
+    if (NUM(j, "refused_in"))
+        printf("\n%llu peer(s) refused here, the last %s\n", NUM(j, "refused_in"),
+               json_string(json_get(j, "last_refused_in"), "?"));
+    printf("\nGPUS\n");
+    print_gpu_list(node, json_get(j, "gpus"));
+    /* A peer linked both ways says the same of its GPUs twice: once is enough. */
+    for (const struct json *l = json_get(j, "links") ? json_get(j, "links")->child : NULL; l; l = l->next) {
+        const char *peer = json_string(json_get(l, "peer"), "?");
+        bool seen = false;
+        for (const struct json *k = json_get(j, "links")->child; k != l && !seen; k = k->next)
+            seen = strcmp(json_string(json_get(k, "peer"), ""), peer) == 0 && json_get(k, "gpus")->child;
+        if (!seen)
+            print_gpu_list(peer, json_get(l, "gpus"));
+    }
     json_free(j);
 }
 
@@ -220,7 +269,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "weight") == 0 && argc - optind == 3) {
         snprintf(line, sizeof line, "weight %.40s %.40s", argv[optind + 1], argv[optind + 2]);
         cmd = line;
-    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping") && strcmp(cmd, "gpus")) || argc - optind > 1) {
+    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster")) ||
+               argc - optind > 1) {
         usage(stderr);
         return 2;
     }
@@ -236,10 +286,12 @@ int main(int argc, char **argv)
         free(text);
         return 1;
     }
-    if (json || (strcmp(cmd, "status") && strcmp(cmd, "gpus")))
+    if (json || (strcmp(cmd, "status") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster")))
         fputs(text, stdout);
     else if (strcmp(cmd, "gpus") == 0)
         print_gpus(text);
+    else if (strcmp(cmd, "cluster") == 0)
+        print_cluster(text);
     else
         print_status(text);
     free(text);

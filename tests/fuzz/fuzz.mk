@@ -8,7 +8,7 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_LONG_SECONDS ?= 3600
-FUZZERS := records images control vchan
+FUZZERS := records images control vchan peer
 # The longest input of each: records a few dozen records (each input sets a channel up afresh),
 # images whole fatbins, the others 8 KiB.
 FUZZ_MAX_LEN_records := 2048
@@ -16,12 +16,12 @@ FUZZ_MAX_LEN_images := 65536
 FUZZ_O := $(O)/fuzz
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pthread \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
-	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ishm -Ibackend -I$(O)/gen \
+	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ishm -Ibackend -Iremote -I$(O)/gen \
 	-isystem $(CUDA_HOME)/include $(PKG_CFLAGS)
 # What the fuzzers drive: a worker's channel, handlers and emu executor; the parsers; vgpud's
-# decoders of client messages; the vchan framing.
+# decoders of client messages; the vchan framing; what peers send (the handshake, link messages).
 FUZZ_SRC := $(COMMON_SRC) $(SHM_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
-	backend/client_msg.c xen/vchan_link.c
+	backend/client_msg.c xen/vchan_link.c remote/handshake.c remote/hmac_sha256.c remote/link_msg.c
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_O)/obj/%.o)
 FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)
 
@@ -43,7 +43,7 @@ $(FUZZ_O)/fuzz_%: $(FUZZ_O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_O)/libfuzzed.a
 
 $(FUZZ_O)/seeds: tests/fuzz/seeds.c | $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -o $@ $<
+	$(CC) $(CFLAGS_ALL) -Iremote -o $@ $<
 
 # A bounded run of each, from the committed seeds (new inputs go to a scratch corpus).
 check-fuzz: $(FUZZ_BIN)

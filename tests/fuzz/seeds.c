@@ -11,6 +11,8 @@
 
 #include "vgpu/calls.h"
 #include "vgpu/wire.h"
+#include "handshake.h"
+#include "link_msg.h"
 
 static uint8_t out[1 << 20];
 static size_t out_len;
@@ -429,6 +431,50 @@ static void vchan(const char *dir)
     save(dir, "vchan", "messages");
 }
 
+/* ---- peer: [u8 what][u16 length][message]... */
+
+static void peer_record(const void *p, uint16_t len)
+{
+    uint8_t l[2] = {(uint8_t)len, (uint8_t)(len >> 8)};
+    put(l, 2);
+    put(p, len);
+}
+
+static void peer(const char *dir)
+{
+    struct hs_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = REMOTE_MAGIC;
+    m.version = REMOTE_WIRE_VERSION;
+    m.type = HS_HELLO;
+    strcpy(m.node, "node-a");
+    uint8_t what = 0;
+    put(&what, 1);
+    peer_record(&m, sizeof m);
+    m.type = HS_PROVE;
+    peer_record(&m, sizeof m);
+    save(dir, "peer", "listener");
+    what = 1;
+    put(&what, 1);
+    m.type = HS_CHALLENGE;
+    peer_record(&m, sizeof m);
+    save(dir, "peer", "dialer");
+    struct link_msg l;
+    memset(&l, 0, sizeof l);
+    l.magic = REMOTE_MAGIC;
+    l.version = REMOTE_WIRE_VERSION;
+    l.type = LINK_PING;
+    l.ngpus = 1;
+    strcpy(l.gpus[0].name, "GPU");
+    l.gpus[0].total = 1 << 30;
+    what = 2;
+    put(&what, 1);
+    peer_record(&l, sizeof l);
+    l.type = LINK_PONG;
+    peer_record(&l, sizeof l);
+    save(dir, "peer", "link");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -453,5 +499,6 @@ int main(int argc, char **argv)
     records(argv[1], image, image_len);
     control(argv[1]);
     vchan(argv[1]);
+    peer(argv[1]);
     return 0;
 }

@@ -18,20 +18,11 @@
 #include <cuda.h>
 
 #include "json.h"
+#include "test_env.h"
 
 static char bin[512], progs[512], kernels[512], tmp[512];
 static char sock[600], emu_module[600], cuda_module[600];
 static pid_t vgpud_pid = -1;
-
-static const char *env_or_die(const char *name)
-{
-    const char *v = getenv(name);
-    if (!v || !*v) {
-        fprintf(stderr, "check_host: %s is not set (run through `make check`)\n", name);
-        exit(2);
-    }
-    return v;
-}
 
 static double now(void)
 {

@@ -1,0 +1,665 @@
+#include "link.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "link_msg.h"
+#include "log.h"
+
+#define AM_ID 1
+#define MAX_CONNS (2 * REMOTE_MAX_PEERS + 16)
+#define HANDSHAKE_MS 5000
+#define FIRST_BACKOFF_MS 500
+#define MAX_BACKOFF_MS 30000
+
+enum link_state { L_IDLE, L_HANDSHAKE, L_UP, L_DOWN };
+static const char *const state_names[] = {"idle", "handshake", "up", "down"};
+
+struct conn {
+    bool used;
+    const char *closing; /* why it is to be closed (NULL: it is not) */
+    ucp_ep_h ep;
+    int peer; /* the configured peer it dials, or -1: one that dialed us */
+    struct hs hs;
+    enum link_state state;
+    uint64_t opened, last_rx, ping_sent, up_since, seq;
+    double rtt_us;
+    char addr[128];
+    struct remote_gpu gpus[REMOTE_MAX_GPUS];
+    unsigned ngpus;
+};
+
+struct peer_state {
+    uint64_t next_dial, backoff_ms, down_since;
+    int conn; /* -1: none */
+    unsigned refusals;
+    char last_refusal[96];
+};
+
+struct remote {
+    struct remote_config cfg;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    int efd, wake[2];
+    pthread_t thread;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* the conns and peers, for the view */
+    struct conn conns[MAX_CONNS];
+    struct peer_state peers[REMOTE_MAX_PEERS];
+    unsigned refused_in;
+    char last_refused_in[224];
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+int remote_addr_parse(const char *addr, char *host, size_t host_len, uint16_t *port)
+{
+    const char *colon;
+    const char *h = addr;
+    size_t hl;
+    if (addr[0] == '[') { /* [IPv6]:PORT */
+        const char *end = strchr(addr, ']');
+        if (!end || end[1] != ':')
+            return -1;
+        h = addr + 1;
+        hl = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (!colon)
+            return -1;
+        hl = (size_t)(colon - addr);
+    }
+    if (hl == 0 || hl >= host_len)
+        return -1;
+    char *endp;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &endp, 10);
+    if (errno || *endp || colon[1] == '\0' || p == 0 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+int remote_peer_parse(const char *spec, struct remote_peer_config *out)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || (size_t)(eq - spec) >= sizeof out->name || strlen(eq + 1) >= sizeof out->addr)
+        return -1;
+    memset(out, 0, sizeof *out);
+    memcpy(out->name, spec, (size_t)(eq - spec));
+    strcpy(out->addr, eq + 1);
+    char host[128];
+    uint16_t port;
+    return remote_node_name_ok(out->name) && remote_addr_parse(out->addr, host, sizeof host, &port) == 0 ? 0 : -1;
+}
+
+static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *len, bool passive)
+{
+    char host[128];
+    uint16_t port;
+    if (remote_addr_parse(addr, host, sizeof host, &port) != 0)
+        return -1;
+    char ports[8];
+    snprintf(ports, sizeof ports, "%u", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, ports, &hints, &res) != 0 || !res)
+        return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static void addr_text(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(out, n, ss->ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static struct conn *conn_of_ep(struct remote *r, ucp_ep_h ep)
+{
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (r->conns[i].used && r->conns[i].ep == ep)
+            return &r->conns[i];
+    return NULL;
+}
+
+static struct conn *conn_new(struct remote *r)
+{
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (!r->conns[i].used) {
+            memset(&r->conns[i], 0, sizeof r->conns[i]);
+            r->conns[i].used = true;
+            r->conns[i].peer = -1;
+            r->conns[i].opened = now_ms();
+            return &r->conns[i];
+        }
+    return NULL;
+}
+
+static void sent(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    free(user_data);
+    ucp_request_free(request);
+}
+
+/* Send a copy of len bytes (the link needs no buffer of ours once this returns). */
+static int send_msg(struct conn *c, const void *msg, size_t len)
+{
+    void *copy = malloc(len);
+    if (!copy)
+        return -1;
+    memcpy(copy, msg, len);
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FIELD_FLAGS,
+                             .cb.send = sent,
+                             .user_data = copy,
+                             .flags = UCP_AM_SEND_FLAG_REPLY};
+    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, AM_ID, NULL, 0, copy, len, &p);
+    if (req == NULL) {
+        free(copy);
+        return 0;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        free(copy);
+        return -1;
+    }
+    return 0; /* sent() frees it */
+}
+
+static void link_msg_fill(struct remote *r, struct link_msg *m, enum link_msg_type type)
+{
+    memset(m, 0, sizeof *m);
+    m->magic = REMOTE_MAGIC;
+    m->version = REMOTE_WIRE_VERSION;
+    m->type = (uint16_t)type;
+    if (r->cfg.inventory)
+        m->ngpus = r->cfg.inventory(r->cfg.inventory_arg, m->gpus, REMOTE_MAX_GPUS);
+    if (m->ngpus > REMOTE_MAX_GPUS)
+        m->ngpus = REMOTE_MAX_GPUS;
+}
+
+/* Close a connection (after the progress that found it wanting: not from a callback). */
+static void conn_close(struct remote *r, struct conn *c, const char *why)
+{
+    uint64_t t = now_ms();
+    if (c->state == L_UP)
+        LOG_WARN("remote: link with %s (%s) down: %s", c->hs.peer, c->addr, why);
+    else if (c->state == L_HANDSHAKE && c->peer < 0 && c->hs.state != HS_FAILED) { /* it never proved the key */
+        r->refused_in++;
+        snprintf(r->last_refused_in, sizeof r->last_refused_in, "%s: gone before proving the cluster key (%s)",
+                 c->addr, why);
+        LOG_WARN("remote: a peer at %s went before proving the cluster key (%s)", c->addr, why);
+    }
+    if (c->peer >= 0) {
+        struct peer_state *p = &r->peers[c->peer];
+        p->conn = -1;
+        p->down_since = t;
+        /* Dial again after a while, longer each time it does not come up. */
+        p->backoff_ms = c->state == L_UP || !p->backoff_ms ? FIRST_BACKOFF_MS
+                        : 2 * p->backoff_ms < MAX_BACKOFF_MS ? 2 * p->backoff_ms
+                                                             : MAX_BACKOFF_MS;
+        p->next_dial = t + p->backoff_ms;
+    }
+    if (c->ep) {
+        ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        ucs_status_ptr_t req = ucp_ep_close_nbx(c->ep, &cp);
+        if (UCS_PTR_IS_PTR(req))
+            ucp_request_free(req); /* released when it completes */
+    }
+    c->used = false;
+}
+
+static void on_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct remote *r = arg;
+    struct conn *c = conn_of_ep(r, ep);
+    if (c)
+        c->closing = ucs_status_string(status);
+}
+
+static void refused(struct remote *r, struct conn *c, const char *why)
+{
+    if (c->peer >= 0) {
+        struct peer_state *p = &r->peers[c->peer];
+        p->refusals++;
+        snprintf(p->last_refusal, sizeof p->last_refusal, "%s", why);
+        LOG_WARN("remote: peer %s (%s) refused: %s", r->cfg.peers[c->peer].name, c->addr, why);
+    } else {
+        r->refused_in++;
+        snprintf(r->last_refused_in, sizeof r->last_refused_in, "%s: %s", c->addr, why);
+        LOG_WARN("remote: refused a peer at %s: %s", c->addr, why);
+    }
+    c->closing = "refused";
+}
+
+static void link_up(struct remote *r, struct conn *c)
+{
+    c->state = L_UP;
+    c->up_since = c->last_rx = now_ms();
+    if (c->peer >= 0) {
+        struct peer_state *p = &r->peers[c->peer];
+        p->backoff_ms = 0;
+        if (strcmp(c->hs.peer, r->cfg.peers[c->peer].name) != 0)
+            LOG_WARN("remote: %s answers as %s", r->cfg.peers[c->peer].name, c->hs.peer);
+    }
+    LOG_INFO("remote: link with %s (%s) up", c->hs.peer, c->addr);
+}
+
+static void take_inventory(struct conn *c, const struct link_msg *m)
+{
+    c->ngpus = m->ngpus;
+    memcpy(c->gpus, m->gpus, sizeof c->gpus[0] * m->ngpus);
+}
+
+static void receive(struct remote *r, struct conn *c, const void *data, size_t len)
+{
+    c->last_rx = now_ms();
+    if (c->hs.state != HS_DONE) {
+        struct hs_msg out;
+        int rc = hs_receive(&c->hs, data, len, &out);
+        if (rc < 0) {
+            refused(r, c, c->hs.why);
+            return;
+        }
+        if (rc == 1 && send_msg(c, &out, sizeof out) != 0) {
+            c->closing = "cannot send";
+            return;
+        }
+        if (c->hs.state == HS_DONE && !c->hs.dialer) { /* the listener welcomes, and the link is up */
+            struct link_msg w;
+            link_msg_fill(r, &w, LINK_WELCOME);
+            send_msg(c, &w, sizeof w);
+            link_up(r, c);
+        }
+        return;
+    }
+    struct link_msg m;
+    if (c->state != L_UP && !(c->hs.dialer && c->hs.state == HS_DONE)) {
+        c->closing = "a message out of turn";
+        return;
+    }
+    if (link_msg_decode(data, len, &m) != 0) {
+        c->closing = "it sent a malformed message";
+        return;
+    }
+    if (c->state != L_UP) { /* the dialer: the welcome says its proof was taken */
+        if (m.type != LINK_WELCOME) {
+            c->closing = "no welcome";
+            return;
+        }
+        link_up(r, c);
+    }
+    if (m.type != LINK_PONG)
+        take_inventory(c, &m);
+    if (m.type == LINK_PING) {
+        struct link_msg pong;
+        link_msg_fill(r, &pong, LINK_PONG);
+        pong.seq = m.seq;
+        pong.sent = m.sent;
+        send_msg(c, &pong, sizeof pong);
+    } else if (m.type == LINK_PONG && m.seq == c->seq && m.sent) {
+        double us = (double)(now_ns() - m.sent) / 1e3;
+        c->rtt_us = c->rtt_us > 0 ? 0.8 * c->rtt_us + 0.2 * us : us;
+        take_inventory(c, &m);
+    }
+}
+
+static ucs_status_t on_am(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                          const ucp_am_recv_param_t *param)
+{
+    struct remote *r = arg;
+    (void)header;
+    struct conn *c = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of_ep(r, param->reply_ep) : NULL;
+    if (!c || c->closing)
+        return UCS_OK;
+    if (header_len != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        /* Nothing of the link is that large: a peer that sends it is not one. */
+        if (c->state == L_HANDSHAKE)
+            refused(r, c, "a message too large for the link");
+        else
+            c->closing = "it sent a message too large for the link";
+        return UCS_OK;
+    }
+    pthread_mutex_lock(&r->mu);
+    receive(r, c, data, len);
+    pthread_mutex_unlock(&r->mu);
+    return UCS_OK;
+}
+
+static void on_conn_request(ucp_conn_request_h req, void *arg)
+{
+    struct remote *r = arg;
+    char addr[128] = "?";
+    ucp_conn_request_attr_t at = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    if (ucp_conn_request_query(req, &at) == UCS_OK)
+        addr_text(&at.client_address, addr, sizeof addr);
+    pthread_mutex_lock(&r->mu);
+    struct conn *c = conn_new(r);
+    if (!c) {
+        pthread_mutex_unlock(&r->mu);
+        ucp_listener_reject(r->listener, req);
+        LOG_WARN("remote: too many links; %s turned away", addr);
+        return;
+    }
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                         .conn_request = req,
+                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_handler = {.cb = on_error, .arg = r}};
+    if (hs_listen(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node) != 0 || ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
+        c->used = false;
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    c->state = L_HANDSHAKE;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void dial(struct remote *r, int peer)
+{
+    struct peer_state *ps = &r->peers[peer];
+    const struct remote_peer_config *pc = &r->cfg.peers[peer];
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    struct conn *c = conn_new(r);
+    if (!c)
+        return;
+    c->peer = peer;
+    snprintf(c->addr, sizeof c->addr, "%s", pc->addr);
+    ps->conn = (int)(c - r->conns);
+    struct hs_msg hello;
+    if (resolve(pc->addr, &ss, &sl, false) != 0 || hs_dial(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node, &hello) != 0) {
+        conn_close(r, c, "cannot dial");
+        return;
+    }
+    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                                       UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                         .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                         .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
+                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_handler = {.cb = on_error, .arg = r}};
+    if (ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
+        c->ep = NULL;
+        conn_close(r, c, "cannot dial");
+        return;
+    }
+    c->state = L_HANDSHAKE;
+    if (send_msg(c, &hello, sizeof hello) != 0)
+        c->closing = "cannot send";
+}
+
+/* Timers: dial peers that are due, ping links, close what is dead or took too long. */
+static void tick(struct remote *r)
+{
+    uint64_t t = now_ms();
+    for (int i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = &r->conns[i];
+        if (!c->used)
+            continue;
+        if (c->closing)
+            conn_close(r, c, c->closing);
+        else if (c->state == L_HANDSHAKE && t - c->opened > HANDSHAKE_MS)
+            conn_close(r, c, "no handshake");
+        else if (c->state == L_UP && t - c->last_rx > REMOTE_DEAD_MS)
+            conn_close(r, c, "nothing heard from it");
+        else if (c->state == L_UP && t - c->ping_sent >= REMOTE_PING_MS) {
+            struct link_msg m;
+            link_msg_fill(r, &m, LINK_PING);
+            m.seq = ++c->seq;
+            m.sent = now_ns();
+            c->ping_sent = t;
+            send_msg(c, &m, sizeof m);
+        }
+    }
+    for (unsigned i = 0; i < r->cfg.npeers; i++)
+        if (r->peers[i].conn < 0 && t >= r->peers[i].next_dial)
+            dial(r, (int)i);
+}
+
+static void *link_main(void *arg)
+{
+    struct remote *r = arg;
+    while (!atomic_load(&r->stop)) {
+        while (ucp_worker_progress(r->worker))
+            ;
+        pthread_mutex_lock(&r->mu);
+        tick(r);
+        pthread_mutex_unlock(&r->mu);
+        while (ucp_worker_progress(r->worker))
+            ;
+        if (ucp_worker_arm(r->worker) == UCS_ERR_BUSY)
+            continue;
+        struct pollfd fds[2] = {{.fd = r->efd, .events = POLLIN}, {.fd = r->wake[0], .events = POLLIN}};
+        poll(fds, 2, 100);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- life */
+
+struct remote *remote_start(const struct remote_config *cfg, const char **err)
+{
+    struct remote *r = calloc(1, sizeof *r);
+    *err = "out of memory";
+    if (!r)
+        return NULL;
+    r->cfg = *cfg;
+    r->efd = r->wake[0] = r->wake[1] = -1;
+    pthread_mutex_init(&r->mu, NULL);
+    for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++)
+        r->peers[i].conn = -1;
+    if (!remote_node_name_ok(cfg->node)) {
+        *err = "--node: a name of 1 to 63 letters, digits, '-', '_' or '.' is needed";
+        goto fail;
+    }
+    if (cfg->key_len == 0) {
+        *err = "--cluster-key: links need a cluster key";
+        goto fail;
+    }
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
+    ucp_config_t *uc;
+    /* A vgpud restarted at once listens again where connections of the one before linger (the
+     * TCP connection manager's setting is read from the environment only; the admin's wins). */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    if (ucp_config_read(NULL, NULL, &uc) != UCS_OK) {
+        *err = "UCX: cannot read its configuration";
+        goto fail;
+    }
+    ucs_status_t s = ucp_init(&up, uc, &r->ctx);
+    ucp_config_release(uc);
+    if (s != UCS_OK) {
+        r->ctx = NULL;
+        *err = "UCX: cannot start";
+        goto fail;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if (ucp_worker_create(r->ctx, &wp, &r->worker) != UCS_OK || ucp_worker_get_efd(r->worker, &r->efd) != UCS_OK) {
+        *err = "UCX: cannot make a worker";
+        goto fail;
+    }
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                                 .id = AM_ID,
+                                 .cb = on_am,
+                                 .arg = r,
+                                 .flags = UCP_AM_FLAG_WHOLE_MSG};
+    if (ucp_worker_set_am_recv_handler(r->worker, &hp) != UCS_OK) {
+        *err = "UCX: cannot take messages";
+        goto fail;
+    }
+    if (cfg->listen[0]) {
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        if (resolve(cfg->listen, &ss, &sl, true) != 0) {
+            *err = "--remote-listen: HOST:PORT is needed";
+            goto fail;
+        }
+        ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+                                    .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
+                                    .conn_handler = {.cb = on_conn_request, .arg = r}};
+        if (ucp_listener_create(r->worker, &lp, &r->listener) != UCS_OK) {
+            r->listener = NULL;
+            *err = "--remote-listen: cannot listen there";
+            goto fail;
+        }
+    }
+    if (pipe2(r->wake, O_CLOEXEC) != 0 || pthread_create(&r->thread, NULL, link_main, r) != 0) {
+        *err = "cannot start the links' thread";
+        goto fail;
+    }
+    LOG_INFO("remote: node %s%s%s, %u peer(s)", cfg->node, cfg->listen[0] ? ", listening on " : "", cfg->listen,
+             cfg->npeers);
+    return r;
+fail:
+    if (r->wake[0] >= 0) {
+        close(r->wake[0]);
+        close(r->wake[1]);
+    }
+    if (r->listener)
+        ucp_listener_destroy(r->listener);
+    if (r->worker)
+        ucp_worker_destroy(r->worker);
+    if (r->ctx)
+        ucp_cleanup(r->ctx);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    return NULL;
+}
+
+void remote_stop(struct remote *r)
+{
+    if (!r)
+        return;
+    atomic_store(&r->stop, true);
+    if (write(r->wake[1], "x", 1) < 0) {
+        /* the thread wakes within its poll timeout anyway */
+    }
+    pthread_join(r->thread, NULL);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (r->conns[i].used)
+            conn_close(r, &r->conns[i], "vgpud stops");
+    for (int i = 0; i < 1000 && ucp_worker_progress(r->worker); i++)
+        ;
+    if (r->listener)
+        ucp_listener_destroy(r->listener);
+    ucp_worker_destroy(r->worker);
+    ucp_cleanup(r->ctx);
+    close(r->wake[0]);
+    close(r->wake[1]);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* ---------------------------------------------------------------- view */
+
+static void gpus_json(struct strbuf *b, const struct conn *c)
+{
+    strbuf_printf(b, ",\"gpus\":[");
+    for (unsigned g = 0; c && g < c->ngpus; g++) {
+        strbuf_printf(b, "%s{\"name\":", g ? "," : "");
+        strbuf_json_string(b, c->gpus[g].name);
+        strbuf_printf(b, ",\"total_mem\":%llu,\"free_mem\":%llu,\"vgpus\":%u}", (unsigned long long)c->gpus[g].total,
+                      (unsigned long long)c->gpus[g].free, c->gpus[g].vgpus);
+    }
+    strbuf_printf(b, "]");
+}
+
+static void conn_json(struct strbuf *b, const struct conn *c, uint64_t t)
+{
+    strbuf_printf(b, ",\"state\":\"%s\",\"rtt_us\":%.1f,\"since_ms\":%llu", state_names[c->state], c->rtt_us,
+                  (unsigned long long)(t - (c->state == L_UP ? c->up_since : c->opened)));
+    gpus_json(b, c->state == L_UP ? c : NULL);
+}
+
+void remote_view_json(struct remote *r, struct strbuf *b)
+{
+    uint64_t t = now_ms();
+    strbuf_printf(b, "{\"node\":");
+    strbuf_json_string(b, r->cfg.node);
+    strbuf_printf(b, ",\"listen\":");
+    strbuf_json_string(b, r->cfg.listen);
+    pthread_mutex_lock(&r->mu);
+    strbuf_printf(b, ",\"refused_in\":%u,\"last_refused_in\":", r->refused_in);
+    strbuf_json_string(b, r->last_refused_in);
+    strbuf_printf(b, ",\"links\":[");
+    bool first = true;
+    for (unsigned i = 0; i < r->cfg.npeers; i++) {
+        const struct peer_state *p = &r->peers[i];
+        strbuf_printf(b, "%s{\"peer\":", first ? "" : ",");
+        first = false;
+        strbuf_json_string(b, r->cfg.peers[i].name);
+        strbuf_printf(b, ",\"address\":");
+        strbuf_json_string(b, r->cfg.peers[i].addr);
+        strbuf_printf(b, ",\"direction\":\"out\",\"refusals\":%u,\"last_refusal\":", p->refusals);
+        strbuf_json_string(b, p->last_refusal);
+        if (p->conn >= 0)
+            conn_json(b, &r->conns[p->conn], t);
+        else {
+            strbuf_printf(b, ",\"state\":\"down\",\"rtt_us\":0,\"since_ms\":%llu",
+                          (unsigned long long)(p->down_since ? t - p->down_since : 0));
+            gpus_json(b, NULL);
+        }
+        strbuf_printf(b, "}");
+    }
+    for (int i = 0; i < MAX_CONNS; i++) {
+        const struct conn *c = &r->conns[i];
+        if (!c->used || c->peer >= 0 || c->state != L_UP)
+            continue;
+        strbuf_printf(b, "%s{\"peer\":", first ? "" : ",");
+        first = false;
+        strbuf_json_string(b, c->hs.peer);
+        strbuf_printf(b, ",\"address\":");
+        strbuf_json_string(b, c->addr);
+        strbuf_printf(b, ",\"direction\":\"in\",\"refusals\":0,\"last_refusal\":\"\"");
+        conn_json(b, c, t);
+        strbuf_printf(b, "}");
+    }
+    pthread_mutex_unlock(&r->mu);
+    strbuf_printf(b, "]}");
+}

@@ -1,0 +1,62 @@
+/* vgpud's links to the vgpuds of other nodes, over UCX (libucp: InfiniBand/RoCE verbs where the
+ * fabric has them, TCP otherwise, shared memory between two vgpuds of one host). Each node listens
+ * on --remote-listen and dials its --peer list, again and again with backoff while a peer is away.
+ * A link serves nothing before both sides proved the cluster key (handshake.h); a peer that cannot
+ * is refused and logged. Links carry pings (latency, and a dead peer noticed within
+ * REMOTE_DEAD_MS) and each node's GPU inventory.
+ *
+ * The links run on a thread of their own; vgpud reads what they know through remote_view_json(). */
+#ifndef VGPU_REMOTE_LINK_H
+#define VGPU_REMOTE_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handshake.h"
+#include "strbuf.h"
+
+#define REMOTE_MAX_PEERS 64
+#define REMOTE_MAX_GPUS 16
+#define REMOTE_PING_MS 500
+#define REMOTE_DEAD_MS 3000 /* nothing heard for this long: the link is down */
+
+struct remote_peer_config {
+    char name[REMOTE_NODE_NAME];
+    char addr[128]; /* HOST:PORT */
+};
+
+/* What a node says of each of its GPUs. */
+struct remote_gpu {
+    char name[64];
+    uint64_t total, free;
+    uint32_t vgpus;
+};
+
+struct remote_config {
+    char node[REMOTE_NODE_NAME];
+    char listen[128]; /* HOST:PORT, or empty: dial only */
+    struct remote_peer_config peers[REMOTE_MAX_PEERS];
+    unsigned npeers;
+    uint8_t key[REMOTE_KEY_MAX];
+    size_t key_len;
+    /* This node's GPUs, asked for whenever the inventory goes out (from the links' thread). */
+    unsigned (*inventory)(void *arg, struct remote_gpu *gpus, unsigned max);
+    void *inventory_arg;
+};
+
+/* Parse "NAME=HOST:PORT" into a peer. 0, or -1 when it is not that. */
+int remote_peer_parse(const char *spec, struct remote_peer_config *out);
+/* Split "HOST:PORT" (HOST a name or an IPv4 address, [IPv6] too); 0 or -1. */
+int remote_addr_parse(const char *addr, char *host, size_t host_len, uint16_t *port);
+
+struct remote;
+
+/* Start listening and dialing (a thread). NULL with *err set (what failed, for the log). */
+struct remote *remote_start(const struct remote_config *cfg, const char **err);
+void remote_stop(struct remote *r);
+
+/* {"node":...,"listen":...,"links":[{"peer","address","direction","state","rtt_us","since_ms",
+ * "refusals","last_refusal","gpus":[...]}]} */
+void remote_view_json(struct remote *r, struct strbuf *b);
+
+#endif

@@ -1,0 +1,273 @@
+/* Links between vgpuds (remote/): two vgpuds in two network namespaces joined by a veth pair
+ * (made and removed here; on loopback where namespaces cannot be made), each dialing the other
+ * with the cluster key, UCX over TCP. Checked through vgpuctl --json cluster: both links come up
+ * with a latency and the peer's GPUs; a vgpud with another key is refused on both sides; hostile
+ * peers (a wrong-size HELLO, half a HELLO, a large message, garbage after a good handshake) are
+ * turned away and the good link stays up; a peer killed is seen down within 5 s, and comes back
+ * up once it is restarted. Every vgpud must exit cleanly. */
+#include <check.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "test_env.h"
+
+static char bin[512], progs[512], tmp[512], key[600], bad_key[600];
+static char ns[2][32], addr[2][64], sock[3][600];
+static bool netns;
+static pid_t vgpud[3] = {-1, -1, -1};
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Two namespaces and a veth pair between them: 10.231.x.1 and .2. False where they cannot be made. */
+static bool make_netns(void)
+{
+    int id = (int)getpid() % 10000;
+    snprintf(ns[0], sizeof ns[0], "vgpu-a%d", id);
+    snprintf(ns[1], sizeof ns[1], "vgpu-b%d", id);
+    int sub = id % 250;
+    if (sh("ip netns add %s 2>/dev/null && ip netns add %s && ip link add va%d type veth peer name vb%d && "
+           "ip link set va%d netns %s && ip link set vb%d netns %s && "
+           "ip -n %s addr add 10.231.%d.1/24 dev va%d && ip -n %s addr add 10.231.%d.2/24 dev vb%d && "
+           "ip -n %s link set va%d up && ip -n %s link set vb%d up && ip -n %s link set lo up && ip -n %s link set lo up",
+           ns[0], ns[1], id, id, id, ns[0], id, ns[1], ns[0], sub, id, ns[1], sub, id, ns[0], id, ns[1], id, ns[0],
+           ns[1]) != 0) {
+        sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns[0], ns[1]);
+        return false;
+    }
+    snprintf(addr[0], sizeof addr[0], "10.231.%d.1:7070", sub);
+    snprintf(addr[1], sizeof addr[1], "10.231.%d.2:7070", sub);
+    return true;
+}
+
+/* vgpud number i: node a (0), b (1), or c (2: node c with another key, dialing a). */
+static void start(int i)
+{
+    char exe[600], log[700], peer[128];
+    snprintf(exe, sizeof exe, "%s/vgpud", bin);
+    snprintf(log, sizeof log, "%s/cluster-%c.log", tmp, 'a' + i);
+    snprintf(peer, sizeof peer, "%s=%s", i == 0 ? "b" : "a", i == 0 ? addr[1] : addr[0]);
+    pid_t p = fork();
+    if (p == 0) {
+        FILE *f = fopen(log, i == 1 ? "a" : "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        const char *node = i == 0 ? "a" : i == 1 ? "b" : "c";
+        const char *k = i == 2 ? bad_key : key;
+        char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
+                        "--emu-memory", "1G", "--worker-pool", "0", "--socket", sock[i], "--node", (char *)node,
+                        "--cluster-key", (char *)k, "--peer", peer, i < 2 ? "--remote-listen" : NULL,
+                        i < 2 ? addr[i] : NULL, NULL};
+        if (netns)
+            execvp("ip", args);
+        else
+            execv(exe, args + 4);
+        _exit(127);
+    }
+    vgpud[i] = p;
+}
+
+static void stop(int i, bool kill9)
+{
+    if (vgpud[i] < 0)
+        return;
+    kill(vgpud[i], kill9 ? SIGKILL : SIGTERM);
+    int st;
+    waitpid(vgpud[i], &st, 0);
+    if (!kill9)
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "vgpud %c ended with %#x", 'a' + i, st);
+    vgpud[i] = -1;
+}
+
+static struct json *cluster(int i)
+{
+    char cmd[1400], out[700];
+    snprintf(out, sizeof out, "%s/cluster.%d.json", tmp, (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s/vgpuctl --socket %s --json cluster > %s 2>/dev/null", bin, sock[i], out);
+    if (sh("%s", cmd) != 0)
+        return NULL;
+    FILE *f = fopen(out, "r");
+    if (!f)
+        return NULL;
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return json_parse(text);
+}
+
+/* The link of vgpud i to peer in direction dir ("out"/"in"), in j. */
+static const struct json *link_of(const struct json *j, const char *peer, const char *dir)
+{
+    const struct json *links = json_get(j, "links");
+    for (const struct json *l = links ? links->child : NULL; l; l = l->next)
+        if (!strcmp(json_string(json_get(l, "peer"), ""), peer) && !strcmp(json_string(json_get(l, "direction"), ""), dir))
+            return l;
+    return NULL;
+}
+
+/* Wait up to ms for vgpud i's link to peer (out) to be in state; the seconds it took, or -1. */
+static double wait_state(int i, const char *peer, const char *state, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct json *j = cluster(i);
+        const struct json *l = j ? link_of(j, peer, "out") : NULL;
+        bool ok = l && !strcmp(json_string(json_get(l, "state"), ""), state);
+        json_free(j);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double s = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+        if (ok)
+            return s;
+        if (s * 1000 > ms)
+            return -1;
+        usleep(50000);
+    }
+}
+
+START_TEST(test_links_up)
+{
+    ck_assert_msg(wait_state(0, "b", "up", 10000) >= 0, "a's link to b never came up");
+    ck_assert_msg(wait_state(1, "a", "up", 10000) >= 0, "b's link to a never came up");
+    usleep(1500000); /* a few pings */
+    struct json *j = cluster(0);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string(json_get(j, "node"), ""), "a");
+    const struct json *out = link_of(j, "b", "out"), *in = link_of(j, "b", "in");
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(in); /* b dialed a too */
+    ck_assert(json_number(json_get(out, "rtt_us"), 0) > 0);
+    const struct json *gpus = json_get(out, "gpus");
+    ck_assert_ptr_nonnull(gpus);
+    ck_assert_int_eq(json_length(gpus), 1);
+    ck_assert_uint_eq((unsigned long long)json_number(json_get(gpus->child, "total_mem"), 0), 1ull << 30);
+    ck_assert_int_eq(json_length(json_get(j, "gpus")), 1); /* its own */
+    json_free(j);
+}
+END_TEST
+
+START_TEST(test_wrong_key)
+{
+    start(2);
+    struct json *j = NULL;
+    const struct json *l = NULL;
+    for (int i = 0; i < 100; i++) {
+        json_free(j);
+        j = cluster(2);
+        l = j ? link_of(j, "a", "out") : NULL;
+        if (l && json_number(json_get(l, "refusals"), 0) >= 1)
+            break;
+        usleep(100000);
+    }
+    ck_assert_ptr_nonnull(l);
+    ck_assert_msg(json_number(json_get(l, "refusals"), 0) >= 1, "c was never refused");
+    ck_assert_str_eq(json_string(json_get(l, "last_refusal"), ""), "the peer does not hold the cluster key");
+    ck_assert_str_ne(json_string(json_get(l, "state"), ""), "up");
+    json_free(j);
+    stop(2, false);
+    /* a saw c go without proving the key; its link to b is unharmed. */
+    j = cluster(0);
+    ck_assert(json_number(json_get(j, "refused_in"), 0) >= 1);
+    ck_assert_str_eq(json_string(json_get(link_of(j, "b", "out"), "state"), ""), "up");
+    json_free(j);
+}
+END_TEST
+
+START_TEST(test_hostile_peers)
+{
+    const char *kinds[] = {"garbage", "truncated", "large", "after"};
+    struct json *j = cluster(0);
+    double before = json_number(json_get(j, "refused_in"), 0);
+    json_free(j);
+    for (unsigned k = 0; k < 4; k++) {
+        int rc = sh("%s%s%s %s/hostile_peer %s %s %s > %s/hostile-peer.out 2>&1", netns ? "ip netns exec " : "",
+                    netns ? ns[1] : "", netns ? "" : "", progs, addr[0], key, kinds[k], tmp);
+        ck_assert_msg(rc == 0, "hostile_peer %s: the link stayed open (%d)", kinds[k], rc);
+    }
+    j = cluster(0);
+    ck_assert_ptr_nonnull(j); /* a still answers */
+    ck_assert(json_number(json_get(j, "refused_in"), 0) >= before + 3);
+    ck_assert_str_eq(json_string(json_get(link_of(j, "b", "out"), "state"), ""), "up");
+    ck_assert_ptr_null(link_of(j, "hostile", "in")); /* gone */
+    json_free(j);
+}
+END_TEST
+
+START_TEST(test_dead_peer)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    stop(1, true);
+    double s = wait_state(0, "b", "down", 10000);
+    ck_assert_msg(s >= 0 && s <= 5.0, "a saw b down after %.2f s", s);
+    start(1);
+    ck_assert_msg(wait_state(0, "b", "up", 15000) >= 0, "a never linked with b again");
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(bin, sizeof bin, "%s", env_or_die("VGPU_TEST_BIN"));
+    snprintf(progs, sizeof progs, "%s", env_or_die("VGPU_TEST_PROGS"));
+    snprintf(tmp, sizeof tmp, "%s", env_or_die("VGPU_TEST_TMP"));
+    snprintf(key, sizeof key, "%s/cluster.key", tmp);
+    snprintf(bad_key, sizeof bad_key, "%s/cluster-other.key", tmp);
+    if (sh("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > %s && echo another-key > %s", key, bad_key) != 0)
+        return 2;
+    for (int i = 0; i < 3; i++)
+        snprintf(sock[i], sizeof sock[i], "%.500s/cluster-%c-%d.sock", tmp, 'a' + i, (int)getpid());
+    netns = make_netns();
+    if (!netns) { /* two ports of loopback */
+        int port = 20000 + (int)getpid() % 20000;
+        snprintf(addr[0], sizeof addr[0], "127.0.0.1:%d", port);
+        snprintf(addr[1], sizeof addr[1], "127.0.0.1:%d", port + 1);
+        fprintf(stderr, "check_cluster: no network namespaces here; on loopback\n");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    start(0);
+    start(1);
+    Suite *s = suite_create("cluster");
+    TCase *t = tcase_create("links");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_links_up);
+    tcase_add_test(t, test_wrong_key);
+    tcase_add_test(t, test_hostile_peers);
+    tcase_add_test(t, test_dead_peer);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* the tests share the vgpuds they start and stop */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    for (int i = 0; i < 3; i++)
+        if (vgpud[i] > 0) {
+            kill(vgpud[i], SIGTERM);
+            int st;
+            waitpid(vgpud[i], &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "check_cluster: vgpud %c ended with %#x\n", 'a' + i, st);
+                failed++;
+            }
+        }
+    if (netns)
+        sh("ip netns del %s; ip netns del %s", ns[0], ns[1]);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,220 @@
+/* The links between vgpuds, without a network: HMAC-SHA256 against RFC 4231's vectors; the
+ * handshake between two sides that hold the key, and every way a side that does not, or that
+ * sends something else, is refused; the checks of link messages; peer and address parsing. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "handshake.h"
+#include "hmac_sha256.h"
+#include "link.h"
+#include "link_msg.h"
+#include "../check_run.h"
+
+static void hex(const uint8_t *d, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+START_TEST(hmac_rfc4231)
+{
+    char text[65];
+    uint8_t mac[32], key[131];
+    memset(key, 0x0b, 20);
+    const void *d1[] = {"Hi There"};
+    size_t l1[] = {8};
+    hmac_sha256(key, 20, d1, l1, 1, mac);
+    hex(mac, 32, text);
+    ck_assert_str_eq(text, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    /* Parts hash as their concatenation. */
+    const void *d2[] = {"what do ya want ", "for nothing?"};
+    size_t l2[] = {16, 12};
+    hmac_sha256("Jefe", 4, d2, l2, 2, mac);
+    hex(mac, 32, text);
+    ck_assert_str_eq(text, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    /* A key longer than a block is its hash. */
+    memset(key, 0xaa, 131);
+    const char *t = "Test Using Larger Than Block-Size Key - Hash Key First";
+    const void *d3[] = {t};
+    size_t l3[] = {strlen(t)};
+    hmac_sha256(key, 131, d3, l3, 1, mac);
+    hex(mac, 32, text);
+    ck_assert_str_eq(text, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    uint8_t other[32];
+    memcpy(other, mac, 32);
+    ck_assert(mac_equal(mac, other, 32));
+    other[31] ^= 1;
+    ck_assert(!mac_equal(mac, other, 32));
+}
+END_TEST
+
+static const char KEY[] = "the cluster's key", OTHER_KEY[] = "another key";
+
+/* Run a handshake between a dialer with key dk and a listener with key lk; returns what the last
+ * step returned on the side that ended it (0: both done). */
+static int shake(const char *dk, const char *lk, struct hs *d, struct hs *l)
+{
+    struct hs_msg hello, challenge, proof;
+    ck_assert_int_eq(hs_dial(d, dk, strlen(dk), "node-a", &hello), 0);
+    ck_assert_int_eq(hs_listen(l, lk, strlen(lk), "node-b"), 0);
+    ck_assert_int_eq(hs_receive(l, &hello, sizeof hello, &challenge), 1);
+    int rc = hs_receive(d, &challenge, sizeof challenge, &proof);
+    if (rc != 1)
+        return rc;
+    return hs_receive(l, &proof, sizeof proof, &challenge);
+}
+
+START_TEST(handshake_both_hold_the_key)
+{
+    struct hs d, l;
+    ck_assert_int_eq(shake(KEY, KEY, &d, &l), 0);
+    ck_assert_int_eq(d.state, HS_DONE);
+    ck_assert_int_eq(l.state, HS_DONE);
+    ck_assert_str_eq(d.peer, "node-b");
+    ck_assert_str_eq(l.peer, "node-a");
+    /* Nothing more is taken once it is over. */
+    struct hs_msg m = {0}, out;
+    ck_assert_int_eq(hs_receive(&l, &m, sizeof m, &out), -1);
+}
+END_TEST
+
+START_TEST(handshake_wrong_key)
+{
+    /* The dialer sees that the listener does not hold its key, and sends no proof. */
+    struct hs d, l;
+    ck_assert_int_eq(shake(OTHER_KEY, KEY, &d, &l), -1);
+    ck_assert_int_eq(d.state, HS_FAILED);
+    ck_assert_str_eq(d.why, "the peer does not hold the cluster key");
+    /* A dialer that answers the challenge with a proof it cannot make is refused by the listener. */
+    struct hs_msg hello, challenge, proof;
+    ck_assert_int_eq(hs_dial(&d, KEY, strlen(KEY), "node-a", &hello), 0);
+    ck_assert_int_eq(hs_listen(&l, KEY, strlen(KEY), "node-b"), 0);
+    ck_assert_int_eq(hs_receive(&l, &hello, sizeof hello, &challenge), 1);
+    memset(&proof, 0, sizeof proof);
+    proof = challenge; /* the listener's own MAC, replayed */
+    proof.type = HS_PROVE;
+    ck_assert_int_eq(hs_receive(&l, &proof, sizeof proof, &challenge), -1);
+    ck_assert_str_eq(l.why, "the peer does not hold the cluster key");
+}
+END_TEST
+
+START_TEST(handshake_garbage)
+{
+    struct hs l;
+    struct hs_msg hello, out;
+    struct hs d;
+    ck_assert_int_eq(hs_dial(&d, KEY, strlen(KEY), "node-a", &hello), 0);
+    struct {
+        const char *why;
+        void (*spoil)(struct hs_msg *);
+        size_t len;
+    } cases[] = {
+        {"a handshake message of the wrong size", NULL, sizeof hello - 1},
+        {"not a vgpud (wrong magic)", NULL, 0},
+        {"another version of the link protocol", NULL, 0},
+        {"expected HELLO", NULL, 0},
+        {"the peer's node name is not valid", NULL, 0},
+        {"the peer's node name is not valid", NULL, 0},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hs_msg m = hello;
+        if (i == 1)
+            m.magic ^= 1;
+        if (i == 2)
+            m.version = 99;
+        if (i == 3)
+            m.type = HS_PROVE;
+        if (i == 4)
+            memset(m.node, 'x', sizeof m.node); /* no terminating NUL */
+        if (i == 5)
+            strcpy(m.node, "a b/c");
+        ck_assert_int_eq(hs_listen(&l, KEY, strlen(KEY), "node-b"), 0);
+        ck_assert_int_eq(hs_receive(&l, &m, cases[i].len ? cases[i].len : sizeof m, &out), -1);
+        ck_assert_str_eq(l.why, cases[i].why);
+        ck_assert_int_eq(l.state, HS_FAILED);
+    }
+    /* Names and keys this side would start with. */
+    ck_assert_int_eq(hs_listen(&l, KEY, 0, "node-b"), -1);
+    ck_assert_int_eq(hs_listen(&l, KEY, strlen(KEY), ""), -1);
+    ck_assert(remote_node_name_ok("gpu-node_7.rack2"));
+    ck_assert(!remote_node_name_ok("no spaces"));
+}
+END_TEST
+
+static struct link_msg good_msg(void)
+{
+    struct link_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = REMOTE_MAGIC;
+    m.version = REMOTE_WIRE_VERSION;
+    m.type = LINK_PING;
+    m.ngpus = 1;
+    strcpy(m.gpus[0].name, "H100");
+    m.gpus[0].total = 80;
+    m.gpus[0].free = 60;
+    return m;
+}
+
+START_TEST(link_messages)
+{
+    struct link_msg m = good_msg(), out;
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), 0);
+    ck_assert_str_eq(out.gpus[0].name, "H100");
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m - 1, &out), -1);
+    m.type = 99;
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), -1);
+    m = good_msg();
+    m.ngpus = REMOTE_MAX_GPUS + 1;
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), -1);
+    m = good_msg();
+    m.gpus[0].free = 81;
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), -1);
+    m = good_msg();
+    memset(m.gpus[0].name, 'x', sizeof m.gpus[0].name);
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), -1);
+    m = good_msg();
+    m.reserved = 1;
+    ck_assert_int_eq(link_msg_decode(&m, sizeof m, &out), -1);
+}
+END_TEST
+
+START_TEST(peer_specs)
+{
+    struct remote_peer_config p;
+    ck_assert_int_eq(remote_peer_parse("b=10.0.0.2:7070", &p), 0);
+    ck_assert_str_eq(p.name, "b");
+    ck_assert_str_eq(p.addr, "10.0.0.2:7070");
+    ck_assert_int_eq(remote_peer_parse("gpu2=[fe80::1]:7070", &p), 0);
+    ck_assert_int_eq(remote_peer_parse("b=10.0.0.2", &p), -1);
+    ck_assert_int_eq(remote_peer_parse("b=10.0.0.2:0", &p), -1);
+    ck_assert_int_eq(remote_peer_parse("b=10.0.0.2:70000", &p), -1);
+    ck_assert_int_eq(remote_peer_parse("=10.0.0.2:7070", &p), -1);
+    ck_assert_int_eq(remote_peer_parse("b c=10.0.0.2:7070", &p), -1);
+    ck_assert_int_eq(remote_peer_parse("10.0.0.2:7070", &p), -1);
+    char host[64];
+    uint16_t port;
+    ck_assert_int_eq(remote_addr_parse("node7.example:7070", host, sizeof host, &port), 0);
+    ck_assert_str_eq(host, "node7.example");
+    ck_assert_uint_eq(port, 7070);
+    ck_assert_int_eq(remote_addr_parse("[::1]:9", host, sizeof host, &port), 0);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_int_eq(remote_addr_parse(":7070", host, sizeof host, &port), -1);
+    ck_assert_int_eq(remote_addr_parse("host:", host, sizeof host, &port), -1);
+    ck_assert_int_eq(remote_addr_parse("host:7a", host, sizeof host, &port), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("remote");
+    TCase *t = tcase_create("remote");
+    tcase_add_test(t, hmac_rfc4231);
+    tcase_add_test(t, handshake_both_hold_the_key);
+    tcase_add_test(t, handshake_wrong_key);
+    tcase_add_test(t, handshake_garbage);
+    tcase_add_test(t, link_messages);
+    tcase_add_test(t, peer_specs);
+    suite_add_tcase(s, t);
+    return vgpu_check_run(s);
+}
