@@ -3,8 +3,8 @@
  * with the cluster key, UCX over TCP. Checked through vgpuctl --json cluster: both links come up
  * with a latency and the peer's GPUs; a vgpud with another key is refused on both sides; hostile
  * peers (a wrong-size HELLO, half a HELLO, a large message, garbage after a good handshake) are
- * turned away and the good link stays up; a peer killed is seen down within 5 s, and comes back
- * up once it is restarted. Every vgpud must exit cleanly. */
+ * turned away and the good link stays up; a peer stopped (silent) or killed is seen down within
+ * 5 s, and comes back up once it answers again or is restarted. Every vgpud must exit cleanly. */
 #include <check.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -212,6 +212,19 @@ START_TEST(test_hostile_peers)
 }
 END_TEST
 
+/* A peer that falls silent (stopped: its connections stay open) is seen down within 5 s too, and
+ * linked again once it answers. */
+START_TEST(test_silent_peer)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    kill(vgpud[1], SIGSTOP);
+    double s = wait_state(0, "b", "down", 10000);
+    kill(vgpud[1], SIGCONT);
+    ck_assert_msg(s >= 0 && s <= 5.0, "a saw a silent b down after %.2f s", s);
+    ck_assert_msg(wait_state(0, "b", "up", 15000) >= 0, "a never linked with b again");
+}
+END_TEST
+
 START_TEST(test_dead_peer)
 {
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
@@ -250,6 +263,7 @@ int main(void)
     tcase_add_test(t, test_links_up);
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
+    tcase_add_test(t, test_silent_peer);
     tcase_add_test(t, test_dead_peer);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
