@@ -82,10 +82,23 @@ int client_control(const void *buf, size_t len, char command[256])
     return CUDA_SUCCESS;
 }
 
-enum control_verb control_parse(const char *command, unsigned long long *session, unsigned *weight)
+enum control_verb control_parse(const char *command, unsigned long long *session, unsigned *weight,
+                                const char **arg)
 {
     while (*command == ' ')
         command++;
+    *arg = NULL;
+    if (strncmp(command, "list", 4) == 0)
+        return CONTROL_LIST;
+    if (strncmp(command, "show ", 5) == 0) {
+        const char *a = command + 5;
+        while (*a == ' ')
+            a++;
+        if (*a == '\0' || strchr(a, ' '))
+            return CONTROL_UNKNOWN;
+        *arg = a;
+        return CONTROL_SHOW;
+    }
     if (strncmp(command, "status", 6) == 0)
         return CONTROL_STATUS;
     if (strncmp(command, "ping", 4) == 0)

@@ -29,7 +29,10 @@ int client_bye(const void *buf, size_t len);
 int client_control(const void *buf, size_t len, char command[256]);
 
 /* A control command line. */
-enum control_verb { CONTROL_UNKNOWN, CONTROL_STATUS, CONTROL_PING, CONTROL_WEIGHT, CONTROL_GPUS, CONTROL_CLUSTER };
-enum control_verb control_parse(const char *command, unsigned long long *session, unsigned *weight);
+enum control_verb { CONTROL_UNKNOWN, CONTROL_STATUS, CONTROL_PING, CONTROL_WEIGHT, CONTROL_GPUS, CONTROL_CLUSTER, CONTROL_LIST,
+                    CONTROL_SHOW };
+/* arg: for show, its argument (inside command). */
+enum control_verb control_parse(const char *command, unsigned long long *session, unsigned *weight,
+                                const char **arg);
 
 #endif

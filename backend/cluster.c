@@ -11,6 +11,7 @@
 
 struct cluster {
     struct remote *links;
+    char node[REMOTE_NODE_NAME];
     /* This node's GPUs as the loop last saw them: the links' thread reads them. */
     pthread_mutex_t mu;
     struct remote_gpu gpus[REMOTE_MAX_GPUS];
@@ -67,6 +68,7 @@ int cluster_start(struct server *srv, const struct remote_config *cfg)
     pthread_mutex_init(&c->mu, NULL);
     srv->cluster = c;
     cluster_tick(srv);
+    snprintf(c->node, sizeof c->node, "%s", cfg->node);
     struct remote_config rc = *cfg;
     rc.inventory = inventory;
     rc.inventory_arg = c;
@@ -112,3 +114,5 @@ void cluster_json(struct server *srv, struct strbuf *b)
     }
     strbuf_printf(b, "]}\n");
 }
+
+const char *cluster_node(const struct server *srv) { return srv->cluster ? srv->cluster->node : NULL; }

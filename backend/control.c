@@ -5,6 +5,8 @@
  *   weight ID W     the scheduling weight of a session's vGPUs
  *   gpus            each device's memory
  *   cluster         this node, its links to other nodes' vgpuds, their GPUs
+ *   list            tenants and their assemblies
+ *   show ID|dom:N   one session's or domain's assembly in detail
  * Everybody may ask; only root, vgpud's user and the admin group (--admin-group) see every
  * session and may change things: the others see their own sessions (their uid's, or their
  * domain's) and change nothing. */
@@ -15,6 +17,7 @@
 
 #include "bell.h"
 #include "client_msg.h"
+#include "assemblies.h"
 #include "cluster.h"
 #include "image_cache.h"
 #include "memory.h"
@@ -129,7 +132,7 @@ static uint64_t rss_of(pid_t pid)
 }
 
 /* Does the asker see session o? */
-static bool visible(const struct session *asker, const struct session *o)
+bool control_visible(const struct session *asker, const struct session *o)
 {
     return asker->admin || same_principal(asker->domid, asker->uid, o->domid, o->uid);
 }
@@ -236,7 +239,7 @@ static char *status_json(struct server *srv, const struct session *asker, size_t
     uint64_t mem = 0, host = 0, clients = 0, channels = 0;
     bool first = true;
     for (struct session *s = srv->sessions; s; s = s->next) {
-        if (s->state == SESSION_CONTROL || s->state == SESSION_MONITOR || s->state == SESSION_NEW || !visible(asker, s))
+        if (s->state == SESSION_CONTROL || s->state == SESSION_MONITOR || s->state == SESSION_NEW || !control_visible(asker, s))
             continue;
         clients++;
         /* domain: the Xen guest the process runs in, -1 for a process of this host */
@@ -325,7 +328,8 @@ char *control_answer(struct server *srv, struct session *asker, const char *comm
 {
     unsigned long long session = 0;
     unsigned weight = 0;
-    enum control_verb verb = control_parse(command, &session, &weight);
+    const char *which = NULL;
+    enum control_verb verb = control_parse(command, &session, &weight, &which);
     if (verb == CONTROL_STATUS)
         return status_json(srv, asker, len);
     struct strbuf b = {0};
@@ -338,6 +342,10 @@ char *control_answer(struct server *srv, struct session *asker, const char *comm
     }
     else if (verb == CONTROL_CLUSTER)
         cluster_json(srv, &b);
+    else if (verb == CONTROL_LIST)
+        assemblies_json(srv, asker, &b, NULL);
+    else if (verb == CONTROL_SHOW)
+        assemblies_json(srv, asker, &b, which);
     else if (verb == CONTROL_WEIGHT)
         set_weight(srv, asker, session, weight, &b);
     else

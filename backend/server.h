@@ -85,6 +85,8 @@ void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel,
 void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
 
 /* Control commands (control.c): answer one command line from session s with text, malloc'd. */
+/* May asker see session o (its own principal's, or asker is an admin)? */
+bool control_visible(const struct session *asker, const struct session *o);
 char *control_answer(struct server *srv, struct session *s, const char *command, size_t *len);
 
 #endif

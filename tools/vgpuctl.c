@@ -2,6 +2,9 @@
  *   vgpuctl [--socket PATH] [--json] [status]   devices, clients, their vGPUs, resources and shares
  *   vgpuctl [--socket PATH] [--json] gpus       each device's memory: allocated, resident, swapped
  *   vgpuctl [--socket PATH] [--json] cluster    this node, its links to other nodes, their latency and GPUs
+ *   vgpuctl [--socket PATH] [--json] list       tenants and their assemblies (where each vGPU lives)
+ *   vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID   one assembly: each vGPU's place, weight,
+ *                                                quota, memory, utilization and calls
  *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
 #include <getopt.h>
@@ -16,7 +19,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|cluster|ping]\n"
+    fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|cluster|list|ping]\n"
+               "       vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID\n"
                "       vgpuctl [--socket PATH] weight SESSION W\n");
 }
 
@@ -137,6 +141,52 @@ static void print_cluster(const char *text)
             seen = strcmp(json_string(json_get(k, "peer"), ""), peer) == 0 && json_get(k, "gpus")->child;
         if (!seen)
             print_gpu_list(peer, json_get(l, "gpus"));
+    }
+    json_free(j);
+}
+
+static const char *where_of(const struct json *s, char *buf, size_t n)
+{
+    double dom = json_number(json_get(s, "domain"), -1);
+    if (dom < 0)
+        return "host";
+    snprintf(buf, n, "dom%.0f", dom);
+    return buf;
+}
+
+/* list (detail false) and show (true): the tenants' assemblies. */
+static void print_assemblies(const char *text, bool detail)
+{
+    struct json *j = json_parse(text);
+    if (!j) {
+        fputs(text, stdout);
+        return;
+    }
+    const char *node = json_string(json_get(j, "node"), "local");
+    if (!detail)
+        printf("SESSION  WHERE  PID      PROGRAM          ASSEMBLY\n");
+    for (const struct json *s = json_get(j, "tenants") ? json_get(j, "tenants")->child : NULL; s; s = s->next) {
+        char where[16];
+        const struct json *vgpus = json_get(s, "vgpus");
+        if (!detail) {
+            printf("%-8llu %-6s %-8llu %-16.16s ", NUM(s, "session"), where_of(s, where, sizeof where), NUM(s, "pid"),
+                   json_string(json_get(s, "program"), "?"));
+            for (const struct json *v = vgpus ? vgpus->child : NULL; v; v = v->next)
+                printf("%s%s:%llu", v == vgpus->child ? "" : ", ", json_string(json_get(v, "node"), node),
+                       NUM(v, "device"));
+            printf("\n");
+            continue;
+        }
+        printf("session %llu (%s, pid %llu, %s): %zu vGPU(s)\n", NUM(s, "session"), where_of(s, where, sizeof where),
+               NUM(s, "pid"), json_string(json_get(s, "program"), "?"), json_length(vgpus));
+        printf("  VGPU  NODE             GPU  NAME                              WEIGHT  QUOTA MiB  USED MiB  "
+               "COMPUTE  COPY     CALLS\n");
+        for (const struct json *v = vgpus ? vgpus->child : NULL; v; v = v->next)
+            printf("  %-5llu %-16.16s %-4llu %-33.33s %-7llu %-10llu %-9llu %5.1f%%   %5.1f%%   %llu\n",
+                   NUM(v, "index"), json_string(json_get(v, "node"), node), NUM(v, "device"),
+                   json_string(json_get(v, "device_name"), "?"), NUM(v, "weight"), NUM(v, "quota") >> 20,
+                   NUM(v, "mem_bytes") >> 20, 100 * json_number(json_get(v, "compute_utilization"), 0),
+                   100 * json_number(json_get(v, "copy_utilization"), 0), NUM(v, "calls"));
     }
     json_free(j);
 }
@@ -266,10 +316,15 @@ int main(int argc, char **argv)
     }
     const char *cmd = optind < argc ? argv[optind] : "status";
     char line[128];
+    bool show = strcmp(cmd, "show") == 0;
     if (strcmp(cmd, "weight") == 0 && argc - optind == 3) {
         snprintf(line, sizeof line, "weight %.40s %.40s", argv[optind + 1], argv[optind + 2]);
         cmd = line;
-    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster")) ||
+    } else if (show && argc - optind == 2) {
+        snprintf(line, sizeof line, "show %.80s", argv[optind + 1]);
+        cmd = line;
+    } else if ((strcmp(cmd, "status") && strcmp(cmd, "ping") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster") &&
+                strcmp(cmd, "list")) ||
                argc - optind > 1) {
         usage(stderr);
         return 2;
@@ -286,8 +341,11 @@ int main(int argc, char **argv)
         free(text);
         return 1;
     }
-    if (json || (strcmp(cmd, "status") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster")))
+    if (json || (strcmp(cmd, "status") && strcmp(cmd, "gpus") && strcmp(cmd, "cluster") && strcmp(cmd, "list") &&
+                 !show))
         fputs(text, stdout);
+    else if (show || strcmp(cmd, "list") == 0)
+        print_assemblies(text, show);
     else if (strcmp(cmd, "gpus") == 0)
         print_gpus(text);
     else if (strcmp(cmd, "cluster") == 0)

@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r == CUDA_SUCCESS) {
                 unsigned long long session;
                 unsigned weight;
-                (void)control_parse(command, &session, &weight);
+                const char *arg;
+                (void)control_parse(command, &session, &weight, &arg);
             }
         }
         free(msg);

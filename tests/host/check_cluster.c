@@ -1,6 +1,7 @@
 /* Links between vgpuds (remote/): two vgpuds in two network namespaces joined by a veth pair
  * (made and removed here; on loopback where namespaces cannot be made), each dialing the other
- * with the cluster key, UCX over TCP. Checked through vgpuctl --json cluster: both links come up
+ * with the cluster key, UCX over TCP. Checked through vgpuctl --json cluster (and list and show, of
+ * a tenant's assembly): both links come up
  * with a latency and the peer's GPUs; a vgpud with another key is refused on both sides; hostile
  * peers (a wrong-size HELLO, half a HELLO, a large message, garbage after a good handshake) are
  * turned away and the good link stays up; a peer stopped (silent) or killed is seen down within
@@ -165,6 +166,64 @@ START_TEST(test_links_up)
 }
 END_TEST
 
+/* vgpuctl list and show: a tenant of a, its vGPU on node a, with its weight, quota and calls. */
+static struct json *ask_json(int i, const char *what)
+{
+    char cmd[2400], out[700];
+    snprintf(out, sizeof out, "%s/ask.%d.json", tmp, (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s/vgpuctl --socket %s --json %s > %s 2>&1", bin, sock[i], what, out);
+    int rc = sh("%s", cmd);
+    FILE *f = fopen(out, "r");
+    static char text[65536];
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    return rc == 0 ? json_parse(text) : NULL;
+}
+
+START_TEST(test_assemblies)
+{
+    char out[700], cmd[2400];
+    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    pid_t p = fork();
+    if (p == 0) {
+        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s -- %s/prog_hold > %s 2>&1", bin, sock[0], progs, out);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    bool ready = false;
+    for (int i = 0; i < 500 && !ready; i++) {
+        usleep(10000);
+        ready = sh("grep -q ready %s", out) == 0;
+    }
+    ck_assert_msg(ready, "prog_hold did not get ready");
+    struct json *j = ask_json(0, "list");
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string(json_get(j, "node"), ""), "a");
+    const struct json *t = json_get(j, "tenants") ? json_get(j, "tenants")->child : NULL;
+    ck_assert_ptr_nonnull(t);
+    ck_assert_str_eq(json_string(json_get(t, "program"), ""), "prog_hold");
+    const struct json *v = json_get(t, "vgpus")->child;
+    ck_assert_str_eq(json_string(json_get(v, "node"), ""), "a");
+    ck_assert_int_eq((int)json_number(json_get(v, "device"), -1), 0);
+    char show[64];
+    snprintf(show, sizeof show, "show %.0f", json_number(json_get(t, "session"), 0));
+    json_free(j);
+    j = ask_json(0, show);
+    ck_assert_ptr_nonnull(j);
+    v = json_get(json_get(j, "tenants")->child, "vgpus")->child;
+    ck_assert_int_eq((int)json_number(json_get(v, "weight"), 0), 100);
+    ck_assert(json_number(json_get(v, "calls"), 0) > 0);
+    ck_assert(json_number(json_get(v, "mem_bytes"), 0) >= 16 << 20);
+    ck_assert_str_eq(json_string(json_get(v, "device_name"), ""), "vGPU emu device 0");
+    json_free(j);
+    ck_assert_ptr_null(ask_json(0, "show 999999")); /* nobody: vgpuctl fails */
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+}
+END_TEST
+
 START_TEST(test_wrong_key)
 {
     start(2);
@@ -261,6 +320,7 @@ int main(void)
     TCase *t = tcase_create("links");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_links_up);
+    tcase_add_test(t, test_assemblies);
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
     tcase_add_test(t, test_silent_peer);

@@ -1,0 +1,12 @@
+/* vgpuctl list / show: tenants and their assemblies (assemblies.c). */
+#ifndef VGPU_BACKEND_ASSEMBLIES_H
+#define VGPU_BACKEND_ASSEMBLIES_H
+
+#include "server.h"
+#include "strbuf.h"
+
+/* {"node":..,"tenants":[{"session","domain","pid","uid","program","vgpus":[...]}]}: every tenant
+ * the asker may see (which NULL), or one session ("ID") or domain ("dom:N") in detail. */
+void assemblies_json(struct server *srv, const struct session *asker, struct strbuf *b, const char *which);
+
+#endif
