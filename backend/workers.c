@@ -447,7 +447,7 @@ static void on_ipc_export(struct worker *w, const struct vgpu_wmsg_IpcExport *q,
     struct vgpu_wmsg_IpcAnswer a;
     vgpu_wmsg_init(&a.hdr, VGPU_WMSG_IpcAnswer, sizeof a);
     a.request = q->request;
-    a.status = shm_ipc_publish((uint64_t)w->pid, (int)q->device, q->size, q->blob, fd, a.token);
+    a.status = shm_ipc_publish((uint64_t)w->pid, q->kind, (int)q->device, q->size, q->blob, fd, a.token);
     worker_send_to(w, &a, sizeof a, NULL, 0);
 }
 
@@ -457,7 +457,7 @@ static void on_ipc_open(struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
     vgpu_wmsg_init(&a.hdr, VGPU_WMSG_IpcAnswer, sizeof a);
     a.request = q->request;
     int fd = -1;
-    a.status = shm_ipc_find((int)q->device, q->token, &a.size, a.blob, &fd);
+    a.status = shm_ipc_find(q->kind, (int)q->device, q->token, &a.size, a.blob, &fd);
     worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
     if (fd >= 0)
         close(fd);

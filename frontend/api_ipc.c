@@ -3,8 +3,7 @@
  * the opening tenant maps what it names. The frontend keeps the driver's reference counting: a
  * handle opened again by the same context gives the same pointer, and the memory goes with the
  * last close. The vGPUs have no peer access, so a handle opens only on the vGPU of the same GPU.
- * Event handles (cuIpcGetEventHandle) are not there yet, as CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
- * says. */
+ * Event handles (cuIpcGetEventHandle) are with the other event calls (api_stream.c). */
 #include <string.h>
 
 #include "array.h"

@@ -334,6 +334,29 @@ void fe_event_forget(void *obj, uint64_t h, void *arg)
     }
 }
 
+/* An event of context c with its handle (the worker is told by the caller). */
+static struct fe_event *event_new(struct fe_ctx *c, unsigned flags)
+{
+    struct fe_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->ctx = c;
+    e->flags = flags;
+    e->handle = fe_handle_new(FE_EVENT, e);
+    if (!e->handle) {
+        free(e);
+        return NULL;
+    }
+    e->id = fe_handle_id(e->handle);
+    return e;
+}
+
+static void event_free(struct fe_event *e)
+{
+    fe_handle_free(FE_EVENT, e->handle);
+    free(e);
+}
+
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     struct fe_ctx *c;
@@ -345,25 +368,16 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     /* Interprocess events need timing disabled, as in the driver. */
     if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_event *e = calloc(1, sizeof *e);
+    struct fe_event *e = event_new(c, Flags);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    e->ctx = c;
-    e->flags = Flags;
-    e->handle = fe_handle_new(FE_EVENT, e);
-    if (!e->handle) {
-        free(e);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    e->id = fe_handle_id(e->handle);
     FE_REQ(q, EventCreate);
     FE_RSP(a, EventCreate);
     q.event = e->id;
     q.flags = Flags;
     CUresult r = FE_CALL(ch, c->id, EventCreate, &q, &a);
     if (r != CUDA_SUCCESS) {
-        fe_handle_free(FE_EVENT, e->handle);
-        free(e);
+        event_free(e);
         return r;
     }
     *phEvent = (CUevent)(uintptr_t)e->handle;
@@ -388,9 +402,54 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     FE_REQ(q, EventDestroy);
     q.event = e->id;
     CUresult r = FE_POST(ch, e->ctx->id, EventDestroy, &q, false);
-    fe_handle_free(FE_EVENT, e->handle);
-    free(e);
+    event_free(e);
     return r;
+}
+
+/* ---------------------------------------------------------------- IPC event handles
+ * Between tenants of one node: the handle is a token vgpud minted for an interprocess event; the
+ * opener's worker opens what it names (the driver's own IPC event, or a shared page on emu) as an
+ * event of the opening context, one that waits for and records the exporter's. */
+
+_Static_assert(sizeof(CUipcEventHandle) == VGPU_IPC_HANDLE_BYTES, "an IPC event handle is a token");
+
+CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
+{
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_event *e;
+    struct fe_chan *ch;
+    FE_RETURN_IF(event_of(event, &e, &ch));
+    FE_REQ(q, IpcGetEventHandle);
+    FE_RSP(a, IpcGetEventHandle);
+    q.event = e->id;
+    FE_RETURN_IF(FE_CALL(ch, e->ctx->id, IpcGetEventHandle, &q, &a));
+    memcpy(pHandle, a.handle, sizeof *pHandle);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* What the driver makes of an opened handle: an event without timing. */
+    struct fe_event *e = event_new(c, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    FE_REQ(q, IpcOpenEventHandle);
+    FE_RSP(a, IpcOpenEventHandle);
+    q.event = e->id;
+    memcpy(q.handle, &handle, sizeof q.handle);
+    CUresult r = FE_CALL(ch, c->id, IpcOpenEventHandle, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        event_free(e);
+        return r;
+    }
+    *phEvent = (CUevent)(uintptr_t)e->handle;
+    return CUDA_SUCCESS;
 }
 
 static CUresult event_record(CUevent h, CUstream s, unsigned flags, bool pt)

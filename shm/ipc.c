@@ -13,6 +13,7 @@
 struct entry {
     uint8_t token[VGPU_IPC_HANDLE_BYTES];
     uint64_t owner;
+    uint32_t kind;
     int device;
     uint64_t size;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES];
@@ -47,8 +48,8 @@ static void remove_at(size_t i)
     reg.v[i] = reg.v[--reg.n];
 }
 
-int shm_ipc_publish(uint64_t owner, int device, uint64_t size, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
-                    uint8_t token[VGPU_IPC_HANDLE_BYTES])
+int shm_ipc_publish(uint64_t owner, uint32_t kind, int device, uint64_t size, const uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                    int fd, uint8_t token[VGPU_IPC_HANDLE_BYTES])
 {
     unsigned mine = 0, mine_fds = 0, fds = 0;
     for (size_t i = 0; i < reg.n; i++) {
@@ -56,11 +57,12 @@ int shm_ipc_publish(uint64_t owner, int device, uint64_t size, const uint8_t blo
         mine_fds += reg.v[i].owner == owner && reg.v[i].fd >= 0;
         fds += reg.v[i].fd >= 0;
     }
-    struct entry e = {.owner = owner, .device = device, .size = size, .fd = fd};
+    struct entry e = {.owner = owner, .kind = kind, .device = device, .size = size, .fd = fd};
     memcpy(e.blob, blob, sizeof e.blob);
     bool room = mine < SHM_IPC_MAX_PER_OWNER && reg.n < SHM_IPC_MAX &&
                 (fd < 0 || (mine_fds < SHM_IPC_MAX_FDS_PER_OWNER && fds < SHM_IPC_MAX_FDS));
-    struct entry *v = room && size > 0 ? vgpu_array_grow(reg.v, &reg.cap, reg.n + 1, sizeof *v) : NULL;
+    bool valid = kind == VGPU_IPC_EVENT || (size > 0 && (kind == VGPU_IPC_MEM || kind == VGPU_IPC_VMM));
+    struct entry *v = room && valid ? vgpu_array_grow(reg.v, &reg.cap, reg.n + 1, sizeof *v) : NULL;
     if (!v || getrandom(e.token, sizeof e.token, 0) != (ssize_t)sizeof e.token) {
         if (fd >= 0)
             close(fd);
@@ -72,12 +74,12 @@ int shm_ipc_publish(uint64_t owner, int device, uint64_t size, const uint8_t blo
     return CUDA_SUCCESS;
 }
 
-int shm_ipc_find(int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
+int shm_ipc_find(uint32_t kind, int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
                  uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
 {
     *fd = -1;
     const struct entry *e = find(token);
-    if (!e)
+    if (!e || e->kind != kind)
         return CUDA_ERROR_INVALID_VALUE;
     if (e->device != device)
         return CUDA_ERROR_INVALID_DEVICE; /* the vGPUs have no peer access */

@@ -18,11 +18,11 @@
 #define SHM_IPC_MAX_FDS 512u
 
 /* Returns a CUresult; fd (or -1) is taken whatever happens. */
-int shm_ipc_publish(uint64_t owner, int device, uint64_t size, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
-                    uint8_t token[VGPU_IPC_HANDLE_BYTES]);
-/* What a token names, for a worker on device: CUDA_ERROR_INVALID_VALUE if nothing,
+int shm_ipc_publish(uint64_t owner, uint32_t kind, int device, uint64_t size, const uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                    int fd, uint8_t token[VGPU_IPC_HANDLE_BYTES]);
+/* What a token of kind names, for a worker on device: CUDA_ERROR_INVALID_VALUE if nothing (or another kind),
  * CUDA_ERROR_INVALID_DEVICE on another device; *fd is a new descriptor (or -1), the caller's. */
-int shm_ipc_find(int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
+int shm_ipc_find(uint32_t kind, int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
                  uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
 void shm_ipc_drop(uint64_t owner, const uint8_t token[VGPU_IPC_HANDLE_BYTES]);
 void shm_ipc_drop_owner(uint64_t owner);

@@ -17,6 +17,39 @@ static struct ipc_export *export_of(struct vchannel *ch, uint64_t dptr)
     return NULL;
 }
 
+/* The token already minted for key (copied to token), if there is one. */
+static bool export_known(struct vchannel *ch, uint64_t key, uint8_t *token)
+{
+    const struct ipc_export *known = export_of(ch, key);
+    if (known)
+        memcpy(token, known->token, VGPU_IPC_HANDLE_BYTES);
+    return known != NULL;
+}
+
+/* Publish what opens an exported thing (blob, and fd, which this takes) to vgpud and keep its
+ * token under key. */
+static CUresult publish(struct vchannel *ch, uint64_t key, uint32_t kind, uint64_t size, const uint8_t *blob, int fd,
+                        uint8_t *token)
+{
+    struct ipc_export *v = vgpu_array_grow(ch->exports, &ch->export_cap, ch->export_count + 1, sizeof *v);
+    if (!v) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ch->exports = v;
+    struct ipc_export *e = &ch->exports[ch->export_count];
+    e->dptr = key;
+    CUresult r = (CUresult)ch->host->ipc_publish(kind, ch->device, size, blob, fd, e->token);
+    if (fd >= 0)
+        close(fd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    ch->export_count++;
+    memcpy(token, e->token, VGPU_IPC_HANDLE_BYTES);
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_IpcGetMemHandle(struct vgpu_call *c, const struct vgpu_req_IpcGetMemHandle *q,
                                      struct vgpu_rsp_IpcGetMemHandle *a)
 {
@@ -31,29 +64,13 @@ CUresult vgpu_handle_IpcGetMemHandle(struct vgpu_call *c, const struct vgpu_req_
         return CUDA_ERROR_INVALID_VALUE;
     if (vswap_is_block(c->ch, q->dptr)) /* swappable memory (VMM) has no legacy IPC handle */
         return CUDA_ERROR_NOT_SUPPORTED;
-    const struct ipc_export *known = export_of(c->ch, q->dptr);
-    if (known) {
-        memcpy(a->handle, known->token, sizeof a->handle);
+    if (export_known(c->ch, q->dptr, a->handle))
         return CUDA_SUCCESS;
-    }
-    struct ipc_export *v = vgpu_array_grow(c->ch->exports, &c->ch->export_cap, c->ch->export_count + 1, sizeof *v);
-    if (!v)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    c->ch->exports = v;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES];
     int fd = -1;
     if ((r = OPS(c)->ipc_export(EXEC(c), c->ctx->x, q->dptr, range->size, blob, &fd)) != CUDA_SUCCESS)
         return r;
-    struct ipc_export *e = &c->ch->exports[c->ch->export_count];
-    e->dptr = q->dptr;
-    r = (CUresult)host->ipc_publish(c->ch->device, range->size, blob, fd, e->token);
-    if (fd >= 0)
-        close(fd);
-    if (r != CUDA_SUCCESS)
-        return r;
-    c->ch->export_count++;
-    memcpy(a->handle, e->token, sizeof a->handle);
-    return CUDA_SUCCESS;
+    return publish(c->ch, q->dptr, VGPU_IPC_MEM, range->size, blob, fd, a->handle);
 }
 
 void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr)
@@ -78,7 +95,7 @@ CUresult vgpu_handle_IpcOpenMemHandle(struct vgpu_call *c, const struct vgpu_req
     uint64_t size = 0;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES];
     int fd = -1;
-    if ((r = (CUresult)host->ipc_find(c->ch->device, q->handle, &size, blob, &fd)) != CUDA_SUCCESS)
+    if ((r = (CUresult)host->ipc_find(VGPU_IPC_MEM, c->ch->device, q->handle, &size, blob, &fd)) != CUDA_SUCCESS)
         return r;
     uint64_t dptr = 0;
     r = OPS(c)->ipc_import(EXEC(c), c->ctx->x, blob, fd, size, &dptr);
@@ -108,5 +125,61 @@ CUresult vgpu_handle_IpcCloseMemHandle(struct vgpu_call *c, const struct vgpu_re
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = OPS(c)->ipc_close(EXEC(c), c->ctx->x, q->dptr)) == CUDA_SUCCESS)
         vgpu_ranges_remove_at(&c->ch->ranges, q->dptr);
+    return r;
+}
+
+/* ---- IPC event handles: an interprocess event published to vgpud (its token the handle, one per
+ * event, forgotten when the event goes), opened by another tenant's worker as an event of its own
+ * that waits for and records the same thing. */
+
+/* The key of an event's token among the channel's exports (device pointers never have bit 63). */
+uint64_t vchannel_ipc_event_key(uint32_t event) { return 1ull << 63 | event; }
+
+CUresult vgpu_handle_IpcGetEventHandle(struct vgpu_call *c, const struct vgpu_req_IpcGetEventHandle *q,
+                                       struct vgpu_rsp_IpcGetEventHandle *a)
+{
+    struct srv_obj *e;
+    CUresult r = vchannel_lookup(c, SRV_EVENT, q->event, &e);
+    if (r)
+        return r;
+    const struct vchannel_host *host = c->ch->host;
+    if (!host->ipc_publish || !OPS(c)->ipc_event_export)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t key = vchannel_ipc_event_key(q->event);
+    if (export_known(c->ch, key, a->handle))
+        return CUDA_SUCCESS;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {0};
+    int fd = -1;
+    if ((r = OPS(c)->ipc_event_export(EXEC(c), c->ctx->x, e->x, blob, &fd)) != CUDA_SUCCESS)
+        return r;
+    return publish(c->ch, key, VGPU_IPC_EVENT, 0, blob, fd, a->handle);
+}
+
+CUresult vgpu_handle_IpcOpenEventHandle(struct vgpu_call *c, const struct vgpu_req_IpcOpenEventHandle *q,
+                                        struct vgpu_rsp_IpcOpenEventHandle *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const struct vchannel_host *host = c->ch->host;
+    if (!host->ipc_find || !OPS(c)->ipc_event_import)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = 0;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES];
+    int fd = -1;
+    if ((r = (CUresult)host->ipc_find(VGPU_IPC_EVENT, c->ch->device, q->handle, &size, blob, &fd)) != CUDA_SUCCESS)
+        return r;
+    struct srv_obj *o = vchannel_add(c, SRV_EVENT, q->event, &r);
+    if (!o) {
+        if (fd >= 0)
+            close(fd);
+        return r;
+    }
+    r = OPS(c)->ipc_event_import(EXEC(c), c->ctx->x, blob, fd, &o->x);
+    if (fd >= 0)
+        close(fd);
+    if (r != CUDA_SUCCESS)
+        vchannel_remove(c->ch, SRV_EVENT, q->event);
     return r;
 }

@@ -143,11 +143,13 @@ CUresult vgpu_handle_EventCreate(struct vgpu_call *c, const struct vgpu_req_Even
     const uint32_t known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     if (q->flags & ~known)
         return CUDA_ERROR_INVALID_VALUE;
+    /* An interprocess event has no timing (the driver's rule). */
+    if ((q->flags & CU_EVENT_INTERPROCESS) && !(q->flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *o = vchannel_add(c, SRV_EVENT, q->event, &r);
     if (!o)
         return r;
-    /* Interprocess events cannot leave vgpud's process: the flag is not passed on. */
-    r = OPS(c)->event_create(EXEC(c), c->ctx->x, q->flags & ~(uint32_t)CU_EVENT_INTERPROCESS, &o->x);
+    r = OPS(c)->event_create(EXEC(c), c->ctx->x, q->flags, &o->x);
     if (r != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_EVENT, q->event);
     return r;
@@ -162,6 +164,7 @@ CUresult vgpu_handle_EventDestroy(struct vgpu_call *c, const struct vgpu_req_Eve
     if (r)
         return r;
     r = OPS(c)->event_destroy(EXEC(c), c->ctx->x, e->x);
+    vchannel_ipc_forget(c->ch, vchannel_ipc_event_key(q->event)); /* its handle opens nothing more */
     vchannel_remove(c->ch, SRV_EVENT, q->event);
     return r;
 }

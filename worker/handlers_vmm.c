@@ -154,7 +154,7 @@ CUresult vgpu_handle_MemExport(struct vgpu_call *c, const struct vgpu_req_MemExp
             return r;
         uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {0};
         memcpy(blob, export_tag, sizeof export_tag);
-        r = (CUresult)host->ipc_publish(c->ch->device, ph->size, blob, fd, ph->token);
+        r = (CUresult)host->ipc_publish(VGPU_IPC_VMM, c->ch->device, ph->size, blob, fd, ph->token);
         close(fd);
         if (r != CUDA_SUCCESS)
             return r;
@@ -172,7 +172,7 @@ CUresult vgpu_handle_MemImport(struct vgpu_call *c, const struct vgpu_req_MemImp
     uint64_t size = 0;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES];
     int fd = -1;
-    CUresult r = (CUresult)host->ipc_find(c->ch->device, q->token, &size, blob, &fd);
+    CUresult r = (CUresult)host->ipc_find(VGPU_IPC_VMM, c->ch->device, q->token, &size, blob, &fd);
     if (r == CUDA_SUCCESS && (fd < 0 || memcmp(blob, export_tag, sizeof export_tag) != 0 || size == 0 ||
                               size % granularity(c)))
         r = CUDA_ERROR_INVALID_VALUE; /* an IPC handle's token, or nothing that can be mapped */

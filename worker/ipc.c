@@ -6,10 +6,11 @@
 
 #include "worker.h"
 
-int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token)
+int worker_ipc_publish(uint32_t kind, int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token)
 {
     struct vgpu_wmsg_IpcExport q;
     vgpu_wmsg_init(&q.hdr, VGPU_WMSG_IpcExport, sizeof q);
+    q.kind = kind;
     q.device = (uint32_t)device;
     q.size = size;
     memcpy(q.blob, blob, sizeof q.blob);
@@ -22,10 +23,11 @@ int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, u
     return a.status;
 }
 
-int worker_ipc_find(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd)
+int worker_ipc_find(uint32_t kind, int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd)
 {
     struct vgpu_wmsg_IpcOpen q;
     vgpu_wmsg_init(&q.hdr, VGPU_WMSG_IpcOpen, sizeof q);
+    q.kind = kind;
     q.device = (uint32_t)device;
     memcpy(q.token, token, sizeof q.token);
     struct vgpu_wmsg_IpcAnswer a;

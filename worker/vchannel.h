@@ -52,8 +52,8 @@ struct vchannel_host {
      * allocation (the executor's blob and descriptor, which stays the caller's) and learn its token;
      * find what a token names for a device (*fd: the caller's to close, or -1); forget a token. The
      * first two return a CUresult. */
-    int (*ipc_publish)(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
-    int (*ipc_find)(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
+    int (*ipc_publish)(uint32_t kind, int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
+    int (*ipc_find)(uint32_t kind, int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
     void (*ipc_drop)(const uint8_t *token);
     /* Gdev's segments (all optional; without them cuShm* answer CUDA_ERROR_NOT_SUPPORTED), each
      * returning a CUresult: find or make the segment of key (fd: its memory should it be made, kept
@@ -245,6 +245,8 @@ void vchannel_vmm_teardown(struct vchannel *ch);
 void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size);
 /* An allocation at dptr is gone: an IPC handle to it opens nothing any more (handlers_ipc.c). */
 void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr);
+/* Where an event's IPC token is kept among the exports (vchannel_ipc_forget takes it too). */
+uint64_t vchannel_ipc_event_key(uint32_t event);
 /* Detach every segment the channel has attached (handlers_shm.c, at its end). */
 void vchannel_shm_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */

@@ -34,8 +34,8 @@ void worker_asks_wake(void);
 void worker_asks_abandon(void);
 
 /* IPC handles through vgpud (ipc.c; the vchannel_host callbacks). */
-int worker_ipc_publish(int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
-int worker_ipc_find(int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
+int worker_ipc_publish(uint32_t kind, int device, uint64_t size, const uint8_t *blob, int fd, uint8_t *token);
+int worker_ipc_find(uint32_t kind, int device, const uint8_t *token, uint64_t *size, uint8_t *blob, int *fd);
 void worker_ipc_drop(const uint8_t *token);
 
 /* Gdev's segments through vgpud (shm.c; the vchannel_host callbacks). */

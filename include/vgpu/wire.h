@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 18u
+#define VGPU_PROTO_VERSION 19u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -146,6 +146,8 @@ enum { VGPU_TENSOR_MAP_TILED = 1, VGPU_TENSOR_MAP_IM2COL, VGPU_TENSOR_MAP_IM2COL
 
 /* An IPC memory handle as a tenant sees it (CUipcMemHandle): a token of vgpud's. */
 #define VGPU_IPC_HANDLE_BYTES 64u
+/* What a token of vgpud's IPC registry opens: a token of one kind opens nothing of another. */
+enum vgpu_ipc_kind { VGPU_IPC_MEM = 1, VGPU_IPC_VMM = 2, VGPU_IPC_EVENT = 3 };
 
 /* A shared segment as IPC_STAT reports it (cuShmCtl). owner: the creator's uid, or its Xen domain
  * (then domain is 1); times in seconds since the epoch. */

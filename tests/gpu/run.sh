@@ -60,6 +60,7 @@ compare tensor_map "$PROGS/prog_tensor_map"
 compare pool "$PROGS/prog_pool"
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
+compare ipc_event "$PROGS/prog_ipc_event"
 compare vmm_share "$PROGS/prog_vmm_share"
 compare user_object "$PROGS/prog_user_object" "$K/basic.fatbin"
 # The project's own API (Gdev's shared segments): through vGPUs only.

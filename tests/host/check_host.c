@@ -372,6 +372,14 @@ START_TEST(test_ipc)
 }
 END_TEST
 
+/* IPC event handles: an interprocess event shared with a child (another tenant), waited for and
+ * recorded on both sides, each side's stream held by a host function before its record. */
+START_TEST(test_ipc_event)
+{
+    expect_prog("prog_ipc_event", NULL, "ipc-event: an event waited for and recorded in both processes, ok");
+}
+END_TEST
+
 /* User objects: the destructor runs once, after the application, a graph, its clone and its
  * executable graph have all let go, on a thread of its own. */
 START_TEST(test_user_object)
@@ -1300,6 +1308,7 @@ int main(void)
     tcase_add_test(programs, test_pool);
     tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_ipc);
+    tcase_add_test(programs, test_ipc_event);
     tcase_add_test(programs, test_vmm_share);
     tcase_add_test(programs, test_user_object);
     tcase_add_test(programs, test_shm);

@@ -3,7 +3,6 @@
  * child opens it (twice: the same pointer), reads the parent's bytes, writes some of its own and
  * closes it; the parent then sees the child's bytes. A handle the parent made up opens nothing. */
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "progutil.h"
@@ -11,8 +10,9 @@
 #define N (4u << 20)
 #define WRITTEN (1u << 20)
 
-static int child(int from_parent, int to_parent)
+static int child(void *arg, int from_parent, int to_parent)
 {
+    (void)arg;
     CUipcMemHandle h;
     if (read(from_parent, &h, sizeof h) != (ssize_t)sizeof h)
         return 1;
@@ -42,17 +42,8 @@ static int child(int from_parent, int to_parent)
 
 int main(void)
 {
-    int down[2], up[2];
-    EXPECT(pipe(down) == 0 && pipe(up) == 0, "pipes");
-    pid_t pid = fork();
-    EXPECT(pid >= 0, "fork");
-    if (pid == 0) {
-        close(down[1]);
-        close(up[0]);
-        _exit(child(down[0], up[1]));
-    }
-    close(down[0]);
-    close(up[1]);
+    int to_child, from_child;
+    pid_t pid = prog_fork_tenant(child, NULL, &to_child, &from_child);
     CUdevice dev;
     prog_init(&dev);
     uint8_t *data = malloc(N);
@@ -66,11 +57,10 @@ int main(void)
     EXPECT(capable == 1, "cuMemAlloc's memory is IPC capable: %u", capable);
     CUipcMemHandle h;
     CHECK(cuIpcGetMemHandle(&h, d));
-    EXPECT(write(down[1], &h, sizeof h) == (ssize_t)sizeof h, "handing the handle over");
+    EXPECT(write(to_child, &h, sizeof h) == (ssize_t)sizeof h, "handing the handle over");
     char done = 0;
-    EXPECT(read(up[0], &done, 1) == 1 && done == 1, "the importer did not finish");
-    int status = 0;
-    EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer failed");
+    EXPECT(read(from_child, &done, 1) == 1 && done == 1, "the importer did not finish");
+    prog_wait_tenant(pid, "the importer failed");
     memset(data, 0x77, WRITTEN);
     prog_expect_device(d, data, N, "the importer's bytes, read by the exporter");
     CHECK(cuMemFree(d));

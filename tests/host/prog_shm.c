@@ -24,8 +24,9 @@ static CUresult (*shm_at)(CUdeviceptr *, int, int);
 static CUresult (*shm_dt)(CUdeviceptr);
 static CUresult (*shm_ctl)(int, int, void *);
 
-static int child(int key, int from_parent, int to_parent)
+static int child(void *arg, int from_parent, int to_parent)
 {
+    int key = *(const int *)arg;
     char go;
     if (read(from_parent, &go, 1) != 1)
         return 1;
@@ -96,17 +97,8 @@ int main(int argc, char **argv)
     if (argc == 3)
         return across(argv[1], (int)strtol(argv[2], NULL, 0));
     int key = 0x5100000 + (int)(getpid() & 0xfffff);
-    int down[2], up[2];
-    EXPECT(pipe(down) == 0 && pipe(up) == 0, "pipes");
-    pid_t pid = fork();
-    EXPECT(pid >= 0, "fork");
-    if (pid == 0) {
-        close(down[1]);
-        close(up[0]);
-        _exit(child(key, down[0], up[1]));
-    }
-    close(down[0]);
-    close(up[1]);
+    int to_child, from_child;
+    pid_t pid = prog_fork_tenant(child, &key, &to_child, &from_child);
     CUdevice dev;
     prog_init(&dev);
     int id, again;
@@ -123,10 +115,9 @@ int main(int argc, char **argv)
     prog_fill(data, N, 33);
     CHECK(cuMemcpyHtoD(d, data, N));
     char go = 1, done = 0;
-    EXPECT(write(down[1], &go, 1) == 1, "waking the other tenant");
-    EXPECT(read(up[0], &done, 1) == 1 && done == 1, "the other tenant did not finish");
-    int status = 0;
-    EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other tenant failed");
+    EXPECT(write(to_child, &go, 1) == 1, "waking the other tenant");
+    EXPECT(read(from_child, &done, 1) == 1 && done == 1, "the other tenant did not finish");
+    prog_wait_tenant(pid, "the other tenant failed");
     memset(data, 0x42, WRITTEN);
     prog_expect_device(d, data, N, "the other tenant's bytes, read by the creator");
     struct shmid_ds ds;

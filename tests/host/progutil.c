@@ -1,7 +1,9 @@
 #include "progutil.h"
 
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *name_of(CUresult r)
 {
@@ -86,4 +88,29 @@ void prog_expect_device(CUdeviceptr d, const void *want, size_t n, const char *w
     CHECK(cuMemcpyDtoH(got, d, n));
     EXPECT(memcmp(got, want, n) == 0, "%s: the bytes differ", what);
     free(got);
+}
+
+pid_t prog_fork_tenant(int (*child)(void *arg, int from_parent, int to_parent), void *arg, int *to_child,
+                       int *from_child)
+{
+    int down[2], up[2];
+    EXPECT(pipe(down) == 0 && pipe(up) == 0, "pipes");
+    pid_t pid = fork();
+    EXPECT(pid >= 0, "fork");
+    if (pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        _exit(child(arg, down[0], up[1]));
+    }
+    close(down[0]);
+    close(up[1]);
+    *to_child = down[1];
+    *from_child = up[0];
+    return pid;
+}
+
+void prog_wait_tenant(pid_t pid, const char *what)
+{
+    int status = 0;
+    EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", what);
 }

@@ -36,5 +36,11 @@ uint64_t prog_checksum(const void *p, size_t n);
 double prog_now(void);
 /* Fail unless the n bytes of device memory at d are want's (what: in the message). */
 void prog_expect_device(CUdeviceptr d, const void *want, size_t n, const char *what);
+/* A second tenant, forked before this process touches CUDA: child(arg, from_parent, to_parent)
+ * runs in it (its result the exit status); the parent gets its ends of the two pipes. Then wait
+ * for it, failing unless it succeeded (what: in the message). */
+pid_t prog_fork_tenant(int (*child)(void *arg, int from_parent, int to_parent), void *arg, int *to_child,
+                       int *from_child);
+void prog_wait_tenant(pid_t pid, const char *what);
 
 #endif

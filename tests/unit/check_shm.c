@@ -20,28 +20,38 @@ START_TEST(ipc_tokens)
     uint8_t t1[VGPU_IPC_HANDLE_BYTES], t2[VGPU_IPC_HANDLE_BYTES], got[VGPU_IPC_HANDLE_BYTES];
     int fd = memfd_create("check-ipc", MFD_CLOEXEC);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(shm_ipc_publish(7, 0, 4096, blob, fd, t1), CUDA_SUCCESS);
-    ck_assert_int_eq(shm_ipc_publish(7, 0, 8192, blob, -1, t2), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_publish(7, VGPU_IPC_MEM, 0, 4096, blob, fd, t1), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_publish(7, VGPU_IPC_MEM, 0, 8192, blob, -1, t2), CUDA_SUCCESS);
     ck_assert_int_ne(memcmp(t1, t2, sizeof t1), 0);
     uint64_t size = 0;
     int out = -1;
-    ck_assert_int_eq(shm_ipc_find(0, t1, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_SUCCESS);
     ck_assert_uint_eq(size, 4096);
     ck_assert_int_eq(memcmp(got, blob, sizeof got), 0);
     ck_assert_int_ge(out, 0); /* a descriptor of the caller's own */
     close(out);
-    ck_assert_int_eq(shm_ipc_find(1, t1, &size, got, &out), CUDA_ERROR_INVALID_DEVICE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 1, t1, &size, got, &out), CUDA_ERROR_INVALID_DEVICE);
+    /* A token opens only what it was minted for: not an event, nor a VMM allocation. */
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_VMM, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(out, -1);
+    /* An event has no size; memory without one, or an unknown kind, is refused. */
+    uint8_t t3[VGPU_IPC_HANDLE_BYTES];
+    ck_assert_int_eq(shm_ipc_publish(7, VGPU_IPC_EVENT, 0, 0, blob, -1, t3), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t3, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_ne(shm_ipc_publish(7, VGPU_IPC_MEM, 0, 0, blob, -1, t3), CUDA_SUCCESS);
+    ck_assert_int_ne(shm_ipc_publish(7, 99, 0, 4096, blob, -1, t3), CUDA_SUCCESS);
     uint8_t forged[VGPU_IPC_HANDLE_BYTES];
     memcpy(forged, t1, sizeof forged);
     forged[63] ^= 1;
-    ck_assert_int_eq(shm_ipc_find(0, forged, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, forged, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(out, -1);
     shm_ipc_drop(8, t1); /* not its owner's */
-    ck_assert_int_eq(shm_ipc_find(0, t1, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_SUCCESS);
     close(out);
     shm_ipc_drop(7, t1);
-    ck_assert_int_eq(shm_ipc_find(0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_uint_eq(shm_ipc_count(), 1);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_uint_eq(shm_ipc_count(), 2);
     shm_ipc_drop_owner(7);
     ck_assert_uint_eq(shm_ipc_count(), 0);
 }
@@ -54,16 +64,16 @@ START_TEST(ipc_caps)
     for (;; with_fd++) {
         int fd = memfd_create("check-ipc", MFD_CLOEXEC);
         ck_assert_int_ge(fd, 0);
-        if (shm_ipc_publish(9, 0, 4096, blob, fd, t) != CUDA_SUCCESS) /* fd taken either way */
+        if (shm_ipc_publish(9, VGPU_IPC_MEM, 0, 4096, blob, fd, t) != CUDA_SUCCESS) /* fd taken either way */
             break;
     }
     ck_assert_uint_eq(with_fd, SHM_IPC_MAX_FDS_PER_OWNER);
     unsigned without = 0;
-    while (shm_ipc_publish(9, 0, 4096, blob, -1, t) == CUDA_SUCCESS)
+    while (shm_ipc_publish(9, VGPU_IPC_MEM, 0, 4096, blob, -1, t) == CUDA_SUCCESS)
         without++;
     ck_assert_uint_eq(with_fd + without, SHM_IPC_MAX_PER_OWNER);
-    ck_assert_int_eq(shm_ipc_publish(10, 0, 4096, blob, -1, t), CUDA_SUCCESS); /* others still may */
-    ck_assert_int_eq(shm_ipc_publish(10, 0, 0, blob, -1, t), CUDA_ERROR_OUT_OF_MEMORY); /* nothing to share */
+    ck_assert_int_eq(shm_ipc_publish(10, VGPU_IPC_MEM, 0, 4096, blob, -1, t), CUDA_SUCCESS); /* others still may */
+    ck_assert_int_eq(shm_ipc_publish(10, VGPU_IPC_MEM, 0, 0, blob, -1, t), CUDA_ERROR_OUT_OF_MEMORY); /* nothing to share */
     shm_ipc_drop_owner(9);
     shm_ipc_drop_owner(10);
     ck_assert_uint_eq(shm_ipc_count(), 0);

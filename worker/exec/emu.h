@@ -145,16 +145,43 @@ struct emu_stream {
     bool thread_started;
 };
 
+/* How far an event has come. An interprocess event's lives in shared memory (a memfd page), where
+ * the workers of other tenants that opened it read and record it too. */
+#define EMU_EVENT_MAGIC 0x54564545u /* "EEVT" */
+struct emu_event_state {
+    uint32_t magic;
+    uint32_t pad;
+    _Atomic uint64_t rec_gen;  /* records issued */
+    _Atomic uint64_t done_gen; /* records completed */
+};
+
 struct emu_event {
     struct emu_ctx *ctx;
     struct emu_event *prev, *next; /* the context's live events */
     unsigned flags;
     unsigned refs;       /* queued ops using it, plus the owner until destroyed; freed at 0 */
     bool destroyed;
-    uint64_t rec_gen;    /* records issued */
-    uint64_t done_gen;   /* records completed */
+    struct emu_event_state own;
+    struct emu_event_state *state; /* &own, or the shared page of an interprocess event */
+    int shared_fd;                 /* that page's memfd (-1: none) */
     int64_t time_ns;     /* when the last completed record ran */
 };
+
+/* Interprocess events (emu_event_ipc.c): give e a shared page (at creation); an event of ctx over a
+ * page another worker shares (fd: the caller's); e's page as a descriptor (the caller's); what
+ * freeing e lets go of. Waiting for a shared event polls: another process completes it. */
+CUresult emu_event_share(struct emu_event *e);
+CUresult emu_ipc_event_export(struct vgpu_exec *x, void *ctx, void *event, uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+CUresult emu_ipc_event_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                              void **event);
+void emu_event_free(struct emu_event *e);
+/* Put e among c's live events. */
+void emu_event_link(struct emu_ctx *c, struct emu_event *e);
+/* Wait on c's condition variable (c->mu held); poll: wake again soon whatever happens. */
+void emu_cond_wait(struct emu_ctx *c, bool poll);
+/* Mark record gen of e done (never backwards); true when this moved it. */
+bool emu_event_complete(struct emu_event *e, uint64_t gen);
+#define EMU_SHARED_POLL_NS 200000 /* how often a wait for a shared event looks again */
 
 struct emu_function {
     const struct vgpu_emu_kernel *kernel;

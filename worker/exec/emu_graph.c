@@ -153,8 +153,7 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     /* An event recorded during capture counts as complete at once (see above). */
     if (op->kind == EMU_OP_RECORD) {
         struct emu_event *e = op->u.record.event;
-        if (e->done_gen < op->u.record.gen)
-            e->done_gen = op->u.record.gen;
+        emu_event_complete(e, op->u.record.gen);
     }
     /* What came before the capture is not the graph's to wait for (this lets go of the event). */
     emu_op_release_deps_locked(op);

@@ -54,7 +54,41 @@ void emu_op_free(struct emu_op *op)
 void emu_event_put_locked(struct emu_event *e)
 {
     if (--e->refs == 0)
-        free(e);
+        emu_event_free(e);
+}
+
+/* Does op wait for an event another process may complete (nobody here signals that)? */
+static bool deps_shared(const struct emu_op *op)
+{
+    for (size_t i = 0; i < op->dep_count; i++)
+        if (op->deps[i].event && op->deps[i].event->shared_fd >= 0)
+            return true;
+    return false;
+}
+
+void emu_cond_wait(struct emu_ctx *c, bool poll)
+{
+    if (!poll) {
+        pthread_cond_wait(&c->cv, &c->mu);
+        return;
+    }
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += EMU_SHARED_POLL_NS;
+    if (t.tv_nsec >= 1000000000) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&c->cv, &c->mu, &t);
+}
+
+bool emu_event_complete(struct emu_event *e, uint64_t gen)
+{
+    uint64_t done = atomic_load(&e->state->done_gen);
+    while (done < gen)
+        if (atomic_compare_exchange_weak(&e->state->done_gen, &done, gen))
+            return true;
+    return false;
 }
 
 static bool deps_ready(const struct emu_op *op)
@@ -63,7 +97,7 @@ static bool deps_ready(const struct emu_op *op)
         const struct emu_dep *d = &op->deps[i];
         if (d->stream && d->stream->done < d->seq)
             return false;
-        if (d->event && d->event->done_gen < d->gen)
+        if (d->event && d->event->state->done_gen < d->gen)
             return false;
     }
     return true;
@@ -205,7 +239,7 @@ static void *stream_worker(void *arg)
             break;
         struct emu_op *op = s->head;
         while (!deps_ready(op) && !s->stop)
-            pthread_cond_wait(&c->cv, &c->mu);
+            emu_cond_wait(c, deps_shared(op));
         if (s->stop)
             break;
         pthread_mutex_unlock(&c->mu);
@@ -213,10 +247,8 @@ static void *stream_worker(void *arg)
         pthread_mutex_lock(&c->mu);
         if (op->kind == EMU_OP_RECORD) {
             struct emu_event *e = op->u.record.event;
-            if (e->done_gen < op->u.record.gen) {
-                e->done_gen = op->u.record.gen;
+            if (emu_event_complete(e, op->u.record.gen))
                 e->time_ns = vgpu_now_ns();
-            }
         }
         s->head = op->next;
         if (!s->head)

@@ -145,6 +145,8 @@
     X(cuIpcGetMemHandle)                                                                               \
     X(cuIpcOpenMemHandle_v2)                                                                           \
     X(cuIpcCloseMemHandle)                                                                             \
+    X(cuIpcGetEventHandle)                                                                             \
+    X(cuIpcOpenEventHandle)                                                                            \
     X(cuMemExportToShareableHandle)                                                                    \
     X(cuMemImportFromShareableHandle)                                                                  \
     X(cuTensorMapEncodeTiled)                                                                          \
@@ -537,6 +539,30 @@ static CUresult cuda_ipc_close(struct vgpu_exec *x, void *ctx, uint64_t dptr)
 {
     BIND(x, ctx);
     return API(x)->cuIpcCloseMemHandle((CUdeviceptr)dptr);
+}
+
+/* Interprocess events: the driver's own handle opens one in another worker (a process of its own). */
+static CUresult cuda_ipc_event_export(struct vgpu_exec *x, void *ctx, void *event, uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                                      int *fd)
+{
+    _Static_assert(sizeof(CUipcEventHandle) == VGPU_IPC_HANDLE_BYTES, "an IPC event handle is 64 bytes");
+    BIND(x, ctx);
+    CUipcEventHandle h;
+    CUresult r = API(x)->cuIpcGetEventHandle(&h, (CUevent)event);
+    if (r == CUDA_SUCCESS)
+        memcpy(blob, &h, sizeof h);
+    *fd = -1;
+    return r;
+}
+
+static CUresult cuda_ipc_event_import(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                                      void **event)
+{
+    (void)fd;
+    BIND(x, ctx);
+    CUipcEventHandle h;
+    memcpy(&h, blob, sizeof h);
+    return API(x)->cuIpcOpenEventHandle((CUevent *)event, h);
 }
 
 /* ---------------------------------------------------------------- tensor maps */
@@ -1685,6 +1711,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .ipc_export = cuda_ipc_export,
     .ipc_import = cuda_ipc_import,
     .ipc_close = cuda_ipc_close,
+    .ipc_event_export = cuda_ipc_event_export,
+    .ipc_event_import = cuda_ipc_event_import,
     .shm_create = cuda_shm_create,
     .shm_map = cuda_shm_map,
     .shm_unmap = cuda_shm_unmap,

@@ -71,7 +71,7 @@ static CUresult emu_ctx_destroy(struct vgpu_exec *x, void *ctx)
     while (c->events) {
         struct emu_event *e = c->events;
         c->events = e->next;
-        free(e);
+        emu_event_free(e);
     }
     emu_mem_free_all(c);
     pthread_cond_destroy(&c->cv);
@@ -734,14 +734,15 @@ static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stre
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
-    if (e->rec_gen > e->done_gen) {
+    uint64_t rec = e->state->rec_gen;
+    if (rec > e->state->done_gen) {
         op->deps = malloc(sizeof *op->deps);
         if (!op->deps) {
             pthread_mutex_unlock(&c->mu);
             free(op);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        op->deps[0] = (struct emu_dep){NULL, 0, e, e->rec_gen};
+        op->deps[0] = (struct emu_dep){NULL, 0, e, rec};
         op->dep_count = 1;
         e->refs++;
     }
@@ -760,14 +761,28 @@ static CUresult emu_event_create(struct vgpu_exec *x, void *ctx, unsigned flags,
     e->ctx = c;
     e->flags = flags;
     e->refs = 1;
+    e->state = &e->own;
+    e->shared_fd = -1;
+    if (flags & CU_EVENT_INTERPROCESS) {
+        CUresult r = emu_event_share(e);
+        if (r != CUDA_SUCCESS) {
+            free(e);
+            return r;
+        }
+    }
+    emu_event_link(c, e);
+    *event = e;
+    return CUDA_SUCCESS;
+}
+
+void emu_event_link(struct emu_ctx *c, struct emu_event *e)
+{
     pthread_mutex_lock(&c->mu);
     e->next = c->events;
     if (c->events)
         c->events->prev = e;
     c->events = e;
     pthread_mutex_unlock(&c->mu);
-    *event = e;
-    return CUDA_SUCCESS;
 }
 
 static CUresult emu_event_destroy(struct vgpu_exec *x, void *ctx, void *event)
@@ -799,7 +814,7 @@ static CUresult emu_event_record(struct vgpu_exec *x, void *ctx, void *event, vo
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
     op->u.record.event = e;
-    op->u.record.gen = ++e->rec_gen;
+    op->u.record.gen = atomic_fetch_add(&e->state->rec_gen, 1) + 1;
     e->refs++;
     emu_enqueue(c, stream, op);
     pthread_mutex_unlock(&c->mu);
@@ -812,9 +827,9 @@ static CUresult emu_event_synchronize(struct vgpu_exec *x, void *ctx, void *even
     struct emu_ctx *c = CTX(ctx);
     struct emu_event *e = event;
     pthread_mutex_lock(&c->mu);
-    uint64_t target = e->rec_gen;
-    while (e->done_gen < target)
-        pthread_cond_wait(&c->cv, &c->mu);
+    uint64_t target = e->state->rec_gen;
+    while (e->state->done_gen < target)
+        emu_cond_wait(c, e->shared_fd >= 0);
     pthread_mutex_unlock(&c->mu);
     return CUDA_SUCCESS;
 }
@@ -825,7 +840,7 @@ static CUresult emu_event_query(struct vgpu_exec *x, void *ctx, void *event)
     struct emu_ctx *c = CTX(ctx);
     struct emu_event *e = event;
     pthread_mutex_lock(&c->mu);
-    bool done = e->done_gen >= e->rec_gen;
+    bool done = e->state->done_gen >= e->state->rec_gen;
     pthread_mutex_unlock(&c->mu);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -837,9 +852,9 @@ static CUresult emu_event_elapsed(struct vgpu_exec *x, void *ctx, void *start, v
     struct emu_event *a = start, *b = end;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&c->mu);
-    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || a->rec_gen == 0 || b->rec_gen == 0)
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || a->state->rec_gen == 0 || b->state->rec_gen == 0)
         r = CUDA_ERROR_INVALID_HANDLE;
-    else if (a->done_gen < a->rec_gen || b->done_gen < b->rec_gen)
+    else if (a->state->done_gen < a->state->rec_gen || b->state->done_gen < b->state->rec_gen)
         r = CUDA_ERROR_NOT_READY;
     else
         *ms = (float)((double)(b->time_ns - a->time_ns) / 1e6);
@@ -894,6 +909,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .ipc_export = emu_ipc_export,
     .ipc_import = emu_ipc_import,
     .ipc_close = emu_ipc_close,
+    .ipc_event_export = emu_ipc_event_export,
+    .ipc_event_import = emu_ipc_event_import,
     .shm_create = emu_shm_create,
     .shm_map = emu_shm_map,
     .shm_unmap = emu_shm_unmap,

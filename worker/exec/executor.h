@@ -116,6 +116,12 @@ struct vgpu_exec_ops {
     CUresult (*ipc_import)(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
                            uint64_t size, uint64_t *dptr);
     CUresult (*ipc_close)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
+    /* An interprocess event (made with CU_EVENT_INTERPROCESS) as what opens it in another worker
+     * (blob, and *fd or -1), and such a thing opened as an event of ctx (fd: the caller's). */
+    CUresult (*ipc_event_export)(struct vgpu_exec *x, void *ctx, void *event, uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                                 int *fd);
+    CUresult (*ipc_event_import)(struct vgpu_exec *x, void *ctx, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                                 void **event);
 
     /* Memory shared by descriptor (Gdev's segments): size bytes (a multiple of the VMM
      * granularity) of device dev as a descriptor (*fd, the caller's), and such a descriptor mapped
