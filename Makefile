@@ -29,13 +29,15 @@ O ?= build
 SANFLAGS :=
 endif
 
-DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev libucx-dev
+DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev libucx-dev \
+	libcurl4-openssl-dev etcd-server
 PKGS := libzstd liblz4
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-# UCX (libucp) carries the links between vgpuds of different nodes (remote/); only vgpud links it.
-UCX_LIBS = $(shell pkg-config --libs ucx 2>/dev/null)
+# remote/'s libraries, linked by vgpud alone: UCX (libucp) carries the links between the vgpuds of
+# different nodes, libcurl speaks to etcd's JSON gateway (cluster state).
+REMOTE_LIBS = $(shell pkg-config --libs ucx libcurl 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -174,7 +176,7 @@ $(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) nvml/exports.map
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.
 $(VGPUD): $(BACKEND_OBJ) $(LIBREMOTE) $(LIBSHM) $(LIBSCHED) $(LIBASSEMBLY) $(LIBXEN) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UCX_LIBS) -ldl -lm
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(REMOTE_LIBS) -ldl -lm
 
 # The tenant's process: channels, handlers, executors.
 $(VGPU_WORKER): $(O)/obj/worker/main.o $(LIBWORKER) $(LIBSHM) $(LIBSCHED) $(LIBXEN) $(LIBCOMMON)

@@ -10,7 +10,8 @@
 #include "session.h"
 
 struct cluster {
-    struct remote *links;
+    struct remote *links; /* NULL: no links */
+    struct etcd *etcd;    /* NULL: no etcd */
     char node[REMOTE_NODE_NAME];
     /* This node's GPUs as the loop last saw them: the links' thread reads them. */
     pthread_mutex_t mu;
@@ -60,7 +61,7 @@ void cluster_tick(struct server *srv)
     pthread_mutex_unlock(&c->mu);
 }
 
-int cluster_start(struct server *srv, const struct remote_config *cfg)
+int cluster_start(struct server *srv, const struct remote_config *cfg, const struct etcd_config *etcd)
 {
     struct cluster *c = calloc(1, sizeof *c);
     if (!c)
@@ -69,16 +70,28 @@ int cluster_start(struct server *srv, const struct remote_config *cfg)
     srv->cluster = c;
     cluster_tick(srv);
     snprintf(c->node, sizeof c->node, "%s", cfg->node);
-    struct remote_config rc = *cfg;
-    rc.inventory = inventory;
-    rc.inventory_arg = c;
     const char *err = NULL;
-    if (!(c->links = remote_start(&rc, &err))) {
-        LOG_ERROR("cluster: %s", err);
-        cluster_stop(srv);
-        return -1;
+    if (cfg->listen[0] || cfg->npeers) {
+        struct remote_config rc = *cfg;
+        rc.inventory = inventory;
+        rc.inventory_arg = c;
+        if (!(c->links = remote_start(&rc, &err)))
+            goto fail;
+    }
+    if (etcd) {
+        struct etcd_config ec = *etcd;
+        snprintf(ec.node, sizeof ec.node, "%s", cfg->node);
+        snprintf(ec.address, sizeof ec.address, "%s", cfg->listen);
+        ec.inventory = inventory;
+        ec.inventory_arg = c;
+        if (!(c->etcd = etcd_start(&ec, &err)))
+            goto fail;
     }
     return 0;
+fail:
+    LOG_ERROR("cluster: %s", err);
+    cluster_stop(srv);
+    return -1;
 }
 
 void cluster_stop(struct server *srv)
@@ -86,6 +99,7 @@ void cluster_stop(struct server *srv)
     struct cluster *c = srv->cluster;
     if (!c)
         return;
+    etcd_stop(c->etcd); /* first: it leaves etcd at once */
     remote_stop(c->links);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -95,16 +109,26 @@ void cluster_stop(struct server *srv)
 void cluster_json(struct server *srv, struct strbuf *b)
 {
     struct cluster *c = srv->cluster;
-    if (!c || !c->links) {
+    if (!c) {
         strbuf_printf(b, "{\"node\":null,\"links\":[]}\n");
         return;
     }
     struct remote_gpu g[REMOTE_MAX_GPUS];
     unsigned n = inventory(c, g, REMOTE_MAX_GPUS);
-    remote_view_json(c->links, b); /* {"node":...,...,"links":[...]} */
-    if (b->failed || b->len == 0)
-        return;
-    b->len--; /* reopen the object for this node's GPUs */
+    if (c->links) {
+        remote_view_json(c->links, b); /* {"node":...,...,"links":[...]} */
+        if (b->failed || b->len == 0)
+            return;
+        b->len--; /* reopen the object for the rest */
+    } else {
+        strbuf_printf(b, "{\"node\":");
+        strbuf_json_string(b, c->node);
+        strbuf_printf(b, ",\"listen\":\"\",\"refused_in\":0,\"last_refused_in\":\"\",\"links\":[]");
+    }
+    if (c->etcd) {
+        strbuf_printf(b, ",");
+        etcd_view_json(c->etcd, b);
+    }
     strbuf_printf(b, ",\"gpus\":[");
     for (unsigned i = 0; i < n; i++) {
         strbuf_printf(b, "%s{\"name\":", i ? "," : "");

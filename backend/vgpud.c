@@ -100,6 +100,9 @@ static void usage(FILE *f)
             "                         again with backoff while it is away\n"
             "  --cluster-key FILE     the key peers prove to each other (challenge and response; needed\n"
             "                         for links)\n"
+            "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"
+            "                         others' from there (needs --node)\n"
+            "  --cluster-ttl S        the lease: a node that stops renewing it drops out after S s (default 10)\n"
             "  --xen MODE             serve Xen guests: auto (when this is dom0; default), on or off\n"
             "  --xen-max-data-area SIZE  largest data area of a guest's channel, in granted pages (default 64M)\n"
             "  --xen-config-dir DIR   the guests' xl configurations, as NAME.cfg (default /etc/xen)\n"
@@ -156,6 +159,7 @@ struct settings {
     int level;
     XLU_Config *config; /* the file's strings stay in it: kept until vgpud ends */
     struct remote_config remote; /* links to other nodes (node empty: none) */
+    struct etcd_config etcd;     /* cluster state in etcd (url empty: none) */
 };
 
 enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SPIN, O_DATA, O_SESS, O_ANY, O_VER,
@@ -163,7 +167,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
-       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY };
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -201,6 +205,8 @@ static const struct option longopts[] = {
     {"peer", required_argument, 0, O_PEER},
     {"peers", required_argument, 0, O_PEER}, /* vgpud.conf: peers = [ "b=10.0.0.2:7070", ... ] */
     {"cluster-key", required_argument, 0, O_CLUSTER_KEY},
+    {"cluster", required_argument, 0, O_CLUSTER},
+    {"cluster-ttl", required_argument, 0, O_CLUSTER_TTL},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -399,6 +405,17 @@ static int apply(struct settings *st, int c, const char *arg)
         }
         break;
     }
+    case O_CLUSTER:
+        if (etcd_url_parse(arg, st->etcd.url, sizeof st->etcd.url) != 0) {
+            fprintf(stderr, "vgpud: --cluster wants etcd://HOST:PORT, not '%s'\n", arg);
+            return 2;
+        }
+        break;
+    case O_CLUSTER_TTL:
+        if (parse_number("--cluster-ttl", arg, 2, 3600, " (s)", &v))
+            return 2;
+        st->etcd.ttl_s = (unsigned)v;
+        break;
     case O_SWAP_SLICE:
         if (parse_number("--swap-slice", arg, 1, 60000, " (ms)", &v))
             return 2;
@@ -749,11 +766,12 @@ static int serve(const struct settings *st)
         }
     }
     const struct remote_config *links = &st->remote;
-    if (serving && (links->node[0] || links->listen[0] || links->npeers)) { /* links to other nodes */
-        if (!links->node[0] || !links->key_len) {
-            LOG_ERROR("links to other nodes need --node and --cluster-key");
+    bool linked = links->listen[0] || links->npeers, in_etcd = st->etcd.url[0] != '\0';
+    if (serving && (links->node[0] || linked || in_etcd)) { /* a cluster's node */
+        if (!links->node[0] || (linked && !links->key_len)) {
+            LOG_ERROR("a cluster needs --node, and links --cluster-key");
             serving = false;
-        } else if (cluster_start(&the_server, links) != 0) {
+        } else if (cluster_start(&the_server, links, in_etcd ? &st->etcd : NULL) != 0) {
             serving = false;
         }
     }
@@ -814,6 +832,7 @@ int main(int argc, char **argv)
                 .max_user_memory = 256ull << 30,
             },
         .level = VGPU_LOG_INFO,
+        .etcd = {.ttl_s = 10},
     };
     int rc = parse_settings(&st, argc, argv);
     if (!st.opt.sched.period_ns)

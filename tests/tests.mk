@@ -71,7 +71,7 @@ $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
 $(O)/obj/tests/unit/check_remote.o: EXTRA_CFLAGS := -Iremote
 $(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(LIBREMOTE) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(UCX_LIBS)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(REMOTE_LIBS)
 
 # ---- integration programs: ordinary driver-API programs linked against the toolkit's stub
 # libcuda.so (NEEDED libcuda.so.1), as an unmodified application would be; vgpu-run points them at ours.
@@ -93,7 +93,7 @@ $(TEST_O)/host/hostile: $(O)/obj/tests/host/hostile.o $(LIBCOMMON)
 $(O)/obj/tests/host/hostile_peer.o: EXTRA_CFLAGS := -Iremote
 $(TEST_O)/host/hostile_peer: $(O)/obj/tests/host/hostile_peer.o $(LIBREMOTE) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(UCX_LIBS)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(REMOTE_LIBS)
 
 $(TEST_O)/host/check_host: $(O)/obj/tests/host/check_host.o $(LIBCOMMON)
 	@mkdir -p $(@D)

@@ -131,6 +131,21 @@ static void print_cluster(const char *text)
     if (NUM(j, "refused_in"))
         printf("\n%llu peer(s) refused here, the last %s\n", NUM(j, "refused_in"),
                json_string(json_get(j, "last_refused_in"), "?"));
+    const struct json *etcd = json_get(j, "etcd");
+    if (etcd) {
+        printf("\nNODES in etcd at %s: %s%s%s (lease %llu s)\n", json_string(json_get(etcd, "url"), "?"),
+               json_string(json_get(etcd, "state"), "?"), json_string(json_get(etcd, "error"), "")[0] ? ", " : "",
+               json_string(json_get(etcd, "error"), ""), NUM(etcd, "ttl_s"));
+        printf("NODE              ADDRESS                   GPUS  FREE MiB\n");
+        for (const struct json *n = json_get(etcd, "nodes") ? json_get(etcd, "nodes")->child : NULL; n; n = n->next) {
+            unsigned long long free_mib = 0;
+            const struct json *gpus = json_get(n, "gpus");
+            for (const struct json *g = gpus ? gpus->child : NULL; g; g = g->next)
+                free_mib += NUM(g, "free_mem") >> 20;
+            printf("%-17.17s %-25.25s %-5zu %llu\n", json_string(json_get(n, "node"), "?"),
+                   json_string(json_get(n, "address"), ""), json_length(gpus), free_mib);
+        }
+    }
     printf("\nGPUS\n");
     print_gpu_list(node, json_get(j, "gpus"));
     /* A peer linked both ways says the same of its GPUs twice: once is enough. */

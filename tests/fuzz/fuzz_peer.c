@@ -1,10 +1,13 @@
 /* libFuzzer: what another node's vgpud (or anything that reaches --remote-listen) sends before and
  * after the handshake (remote/handshake.c, remote/link_msg.c).
- * Input: [u8 what: 0 to a listener, 1 to a dialer that sent HELLO, 2 link messages] then records
- * [u16 length][bytes], each one message. */
+ * and what other nodes write in etcd (remote/etcd_entry.c, after base64).
+ * Input: [u8 what: 0 to a listener, 1 to a dialer that sent HELLO, 2 link messages, 3 etcd entries
+ * (base64 text)] then records [u16 length][bytes], each one message. */
 #include <stdint.h>
 #include <string.h>
 
+#include "base64.h"
+#include "etcd.h"
 #include "handshake.h"
 #include "link_msg.h"
 
@@ -15,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     static const char key[] = "fuzzing key";
-    unsigned what = data[0] % 3;
+    unsigned what = data[0] % 4;
     struct hs h;
     struct hs_msg out;
     if (what == 0)
@@ -28,7 +31,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         at += 2;
         if (len > size - at)
             len = size - at;
-        if (what == 2) {
+        if (what == 3) {
+            static char text[65536];
+            static uint8_t decoded[65536];
+            memcpy(text, data + at, len < sizeof text - 1 ? len : sizeof text - 1);
+            text[len < sizeof text - 1 ? len : sizeof text - 1] = '\0';
+            long n = base64_decode(text, decoded, sizeof decoded - 1);
+            struct etcd_node node;
+            if (n >= 0) {
+                decoded[n] = '\0';
+                if (etcd_node_parse((const char *)decoded, &node) == 0 && node.ngpus > REMOTE_MAX_GPUS)
+                    __builtin_trap();
+            }
+        } else if (what == 2) {
             struct link_msg m;
             if (link_msg_decode(data + at, len, &m) == 0 && m.ngpus > REMOTE_MAX_GPUS)
                 __builtin_trap(); /* accepted what it must not */

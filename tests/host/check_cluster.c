@@ -5,7 +5,9 @@
  * with a latency and the peer's GPUs; a vgpud with another key is refused on both sides; hostile
  * peers (a wrong-size HELLO, half a HELLO, a large message, garbage after a good handshake) are
  * turned away and the good link stays up; a peer stopped (silent) or killed is seen down within
- * 5 s, and comes back up once it answers again or is restarted. Every vgpud must exit cleanly. */
+ * 5 s, and comes back up once it answers again or is restarted. Then cluster state in a real etcd:
+ * three vgpuds register, one killed drops out when its lease expires. Every vgpud must exit
+ * cleanly. */
 #include <check.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -295,6 +297,136 @@ START_TEST(test_dead_peer)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- etcd */
+
+static pid_t etcd_pid = -1;
+static int etcd_port;
+
+/* A real etcd on loopback, its data in tmp. */
+static bool start_etcd(void)
+{
+    etcd_port = 30000 + (int)getpid() % 20000;
+    char dir[700], log[700], client[64], peer[64], cluster[96];
+    snprintf(dir, sizeof dir, "%s/etcd-%d", tmp, (int)getpid());
+    snprintf(log, sizeof log, "%s/etcd.log", tmp);
+    snprintf(client, sizeof client, "http://127.0.0.1:%d", etcd_port);
+    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", etcd_port + 1);
+    snprintf(cluster, sizeof cluster, "t=%s", peer);
+    sh("rm -rf %s", dir);
+    etcd_pid = fork();
+    if (etcd_pid == 0) {
+        FILE *f = fopen(log, "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        execlp("etcd", "etcd", "--name", "t", "--data-dir", dir, "--listen-client-urls", client,
+               "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+               "--initial-cluster", cluster, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100; i++) {
+        if (sh("etcdctl --endpoints %s endpoint health >/dev/null 2>&1", client) == 0)
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+static pid_t start_member(int i, char *socket_path, size_t n)
+{
+    char exe[600], log[700], node[16], url[64];
+    snprintf(exe, sizeof exe, "%s/vgpud", bin);
+    snprintf(log, sizeof log, "%s/cluster-e%d.log", tmp, i);
+    snprintf(socket_path, n, "%.500s/cluster-e%d-%d.sock", tmp, i, (int)getpid());
+    snprintf(node, sizeof node, "e%d", i);
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", etcd_port);
+    pid_t p = fork();
+    if (p == 0) {
+        FILE *f = fopen(log, "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        execl(exe, exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0", "--socket",
+              socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2", (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+/* The nodes vgpud at socket_path has from etcd (its state in state), as "e1,e2,..." in order. */
+static void etcd_nodes_of(const char *socket_path, char *names, size_t n, char *state, size_t sn)
+{
+    names[0] = state[0] = '\0';
+    char cmd[1400], out[700];
+    snprintf(out, sizeof out, "%s/etcd-view.%d.json", tmp, (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s/vgpuctl --socket %s --json cluster > %s 2>/dev/null", bin, socket_path, out);
+    if (sh("%s", cmd) != 0)
+        return;
+    FILE *f = fopen(out, "r");
+    static char text[65536];
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[got] = '\0';
+    struct json *j = json_parse(text);
+    const struct json *etcd = json_get(j, "etcd");
+    snprintf(state, sn, "%s", json_string(json_get(etcd, "state"), ""));
+    /* Sorted by name: etcd gives keys in order. */
+    for (const struct json *x = json_get(etcd, "nodes") ? json_get(etcd, "nodes")->child : NULL; x; x = x->next)
+        snprintf(names + strlen(names), n - strlen(names), "%s%s", names[0] ? "," : "",
+                 json_string(json_get(x, "node"), "?"));
+    json_free(j);
+}
+
+static bool wait_nodes(const char *socket_path, const char *want, int ms)
+{
+    char names[256], state[32];
+    for (int t = 0; t < ms; t += 100) {
+        etcd_nodes_of(socket_path, names, sizeof names, state, sizeof state);
+        if (strcmp(names, want) == 0)
+            return true;
+        usleep(100000);
+    }
+    fprintf(stderr, "check_cluster: nodes '%s', not '%s'\n", names, want);
+    return false;
+}
+
+/* Three vgpuds register in one etcd and see each other with their GPUs; one killed drops out when
+ * its lease (2 s) expires, one stopped leaves at once; with etcd gone they say so and go on. */
+START_TEST(test_etcd)
+{
+    ck_assert_msg(start_etcd(), "etcd did not start (is etcd-server installed? make deps)");
+    char socks[3][600];
+    pid_t m[3];
+    for (int i = 0; i < 3; i++)
+        m[i] = start_member(i + 1, socks[i], sizeof socks[i]);
+    ck_assert(wait_nodes(socks[0], "e1,e2,e3", 10000));
+    ck_assert(wait_nodes(socks[2], "e1,e2,e3", 5000));
+    kill(m[2], SIGKILL);
+    waitpid(m[2], NULL, 0);
+    ck_assert_msg(wait_nodes(socks[0], "e1,e2", 6000), "a killed node stayed in etcd past its lease");
+    kill(m[1], SIGTERM);
+    int st;
+    waitpid(m[1], &st, 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_msg(wait_nodes(socks[0], "e1", 1500), "a node that stopped did not leave at once");
+    kill(etcd_pid, SIGKILL);
+    waitpid(etcd_pid, NULL, 0);
+    etcd_pid = -1;
+    char names[256] = "", state[32] = "";
+    for (int t = 0; t < 5000 && strcmp(state, "unreachable") != 0; t += 100) {
+        etcd_nodes_of(socks[0], names, sizeof names, state, sizeof state);
+        usleep(100000);
+    }
+    ck_assert_str_eq(state, "unreachable");
+    kill(m[0], SIGTERM);
+    waitpid(m[0], &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "e1 ended with %#x", st);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(bin, sizeof bin, "%s", env_or_die("VGPU_TEST_BIN"));
@@ -325,6 +457,7 @@ int main(void)
     tcase_add_test(t, test_hostile_peers);
     tcase_add_test(t, test_silent_peer);
     tcase_add_test(t, test_dead_peer);
+    tcase_add_test(t, test_etcd);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* the tests share the vgpuds they start and stop */
@@ -343,5 +476,9 @@ int main(void)
         }
     if (netns)
         sh("ip netns del %s; ip netns del %s", ns[0], ns[1]);
+    if (etcd_pid > 0) {
+        kill(etcd_pid, SIGKILL);
+        waitpid(etcd_pid, NULL, 0);
+    }
     return failed ? 1 : 0;
 }

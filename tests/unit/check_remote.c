@@ -3,8 +3,11 @@
  * sends something else, is refused; the checks of link messages; peer and address parsing. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
+#include "etcd.h"
 #include "handshake.h"
 #include "hmac_sha256.h"
 #include "link.h"
@@ -205,6 +208,64 @@ START_TEST(peer_specs)
 }
 END_TEST
 
+START_TEST(base64_rfc4648)
+{
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    char text[16];
+    uint8_t back[16];
+    for (int i = 0; i < 7; i++) {
+        ck_assert_uint_eq(base64_encode(plain[i], strlen(plain[i]), text), strlen(coded[i]));
+        ck_assert_str_eq(text, coded[i]);
+        long n = base64_decode(coded[i], back, sizeof back);
+        ck_assert_int_eq(n, (long)strlen(plain[i]));
+        ck_assert_int_eq(memcmp(back, plain[i], (size_t)n), 0);
+    }
+    ck_assert_int_eq(base64_decode("Zm9", back, sizeof back), -1);      /* not a multiple of 4 */
+    ck_assert_int_eq(base64_decode("Zm=v", back, sizeof back), -1);     /* padding inside */
+    ck_assert_int_eq(base64_decode("Zm9v!A==", back, sizeof back), -1); /* not the alphabet */
+    ck_assert_int_eq(base64_decode("Zm9vYmFy", back, 5), -1);           /* does not fit */
+}
+END_TEST
+
+/* What another node wrote in etcd: taken only when it makes sense. */
+START_TEST(etcd_entries)
+{
+    struct etcd_node n = {0}, back;
+    strcpy(n.name, "gpu-7");
+    strcpy(n.address, "10.0.0.7:7070");
+    n.ngpus = 1;
+    strcpy(n.gpus[0].name, "H100");
+    n.gpus[0].total = 80ull << 30;
+    n.gpus[0].free = 60ull << 30;
+    n.gpus[0].vgpus = 3;
+    struct strbuf b = {0};
+    etcd_node_json(&n, &b);
+    char *text = strbuf_take(&b, NULL);
+    ck_assert_int_eq(etcd_node_parse(text, &back), 0);
+    free(text);
+    ck_assert_str_eq(back.name, "gpu-7");
+    ck_assert_str_eq(back.address, "10.0.0.7:7070");
+    ck_assert_uint_eq(back.ngpus, 1);
+    ck_assert_uint_eq(back.gpus[0].free, 60ull << 30);
+    ck_assert_uint_eq(back.gpus[0].vgpus, 3);
+    static const char *const bad[] = {
+        "", "not json", "[]", "{\"address\":\"x\",\"gpus\":[]}",                          /* no name */
+        "{\"node\":\"a b\",\"address\":\"\",\"gpus\":[]}",                             /* a bad name */
+        "{\"node\":\"a\",\"gpus\":{}}",                                                  /* gpus not a list */
+        "{\"node\":\"a\",\"gpus\":[{\"name\":\"g\",\"total_mem\":1,\"free_mem\":2,\"vgpus\":0}]}", /* free > total */
+        "{\"node\":\"a\",\"gpus\":[{\"name\":\"g\",\"total_mem\":-1,\"free_mem\":0,\"vgpus\":0}]}",
+    };
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(etcd_node_parse(bad[i], &back) != 0, "taken: %s", bad[i]);
+    char url[64];
+    ck_assert_int_eq(etcd_url_parse("etcd://10.0.0.1:2379", url, sizeof url), 0);
+    ck_assert_str_eq(url, "http://10.0.0.1:2379");
+    ck_assert_int_ne(etcd_url_parse("http://10.0.0.1:2379", url, sizeof url), 0);
+    ck_assert_int_ne(etcd_url_parse("etcd://10.0.0.1", url, sizeof url), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -215,6 +276,8 @@ int main(void)
     tcase_add_test(t, handshake_garbage);
     tcase_add_test(t, link_messages);
     tcase_add_test(t, peer_specs);
+    tcase_add_test(t, base64_rfc4648);
+    tcase_add_test(t, etcd_entries);
     suite_add_tcase(s, t);
     return vgpu_check_run(s);
 }
