@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "assemblies.h"
+#include "assembly.h"
 #include "cluster.h"
 
 /* This node's name, or null outside a cluster. */
@@ -96,4 +97,55 @@ void assemblies_json(struct server *srv, const struct session *asker, struct str
         b->len = 0;
         strbuf_printf(b, "{\"error\":\"no such session or domain\"}\n");
     }
+}
+
+int assemblies_place_host(struct server *srv, struct session *s, const char *text, char *why, size_t whylen)
+{
+    char copy[VGPU_ASSEMBLY_TEXT];
+    snprintf(copy, sizeof copy, "%s", text);
+    const char *entries[VGPU_MAX_DEVICES];
+    unsigned n = 0;
+    for (char *save = NULL, *e = strtok_r(copy, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
+        if (n == VGPU_MAX_DEVICES) {
+            snprintf(why, whylen, "more than %u vGPUs", VGPU_MAX_DEVICES);
+            return -1;
+        }
+        entries[n++] = e;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "no vGPU asked for");
+        return -1;
+    }
+    /* This host's GPUs: their load, the vGPUs of the other sessions; their free memory, what those
+     * sessions have not allocated. */
+    struct place_gpu gpus[VGPU_MAX_DEVICES];
+    unsigned ngpus = srv->device_count < (int)VGPU_MAX_DEVICES ? (unsigned)srv->device_count : VGPU_MAX_DEVICES;
+    for (unsigned i = 0; i < ngpus; i++)
+        gpus[i] = (struct place_gpu){.device = (int)i, .total = srv->devices[i].total_mem,
+                                     .free = srv->devices[i].total_mem};
+    for (const struct session *o = srv->sessions; o; o = o->next)
+        for (int v = 0; o != s && o->client && v < o->vgpu_count; v++) {
+            unsigned d = o->vgpu_device[v];
+            const struct schan *c = o->chans[v];
+            if (d >= ngpus)
+                continue;
+            gpus[d].vgpus++;
+            const struct worker *w = o->worker;
+            if (c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER) {
+                uint64_t used = atomic_load(&w->stats->chan[c->slot].mem_bytes);
+                gpus[d].free = gpus[d].free > used ? gpus[d].free - used : 0;
+            }
+        }
+    struct assembly_vgpu a[VGPU_MAX_DEVICES];
+    const char *self = cluster_node(srv);
+    if (assembly_build(entries, n, srv->opt.profiles, srv->opt.profile_count, self ? self : "", true, gpus, ngpus,
+                       0, a, why, whylen) != 0)
+        return -1;
+    s->vgpu_count = (int)n;
+    for (unsigned i = 0; i < n; i++) {
+        s->vgpu_device[i] = (uint8_t)a[i].device;
+        s->vgpu_weight[i] = a[i].weight;
+        s->vgpu_memory[i] = a[i].memory;
+    }
+    return 0;
 }

@@ -19,7 +19,7 @@ unsigned client_msg_type(const void *buf, size_t len)
     return h.type;
 }
 
-int client_hello(const void *buf, size_t len, uint32_t *role, char program[64])
+int client_hello(const void *buf, size_t len, uint32_t *role, char program[64], char assembly[VGPU_ASSEMBLY_TEXT])
 {
     if (vgpu_msg_check(buf, len, VGPU_MSG_HELLO, sizeof(struct vgpu_msg_hello)))
         return -EPROTO;
@@ -32,6 +32,14 @@ int client_hello(const void *buf, size_t len, uint32_t *role, char program[64])
             *p = '?';
     if (hello.role != VGPU_ROLE_CONTROL && hello.role != VGPU_ROLE_CLIENT && hello.role != VGPU_ROLE_MONITOR)
         return -EPROTO;
+    /* Entries are plain text, terminated within the field. */
+    size_t n = strnlen(hello.assembly, sizeof hello.assembly);
+    if (n == sizeof hello.assembly)
+        return -EPROTO;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)hello.assembly[i] < 0x20 || (unsigned char)hello.assembly[i] > 0x7e)
+            return -EPROTO;
+    memcpy(assembly, hello.assembly, n + 1);
     *role = hello.role;
     return CUDA_SUCCESS;
 }

@@ -14,8 +14,9 @@
 /* The type of a message (its header's), 0 if it has no header. */
 unsigned client_msg_type(const void *buf, size_t len);
 
-/* HELLO: the role, and the program's name made safe to print and to put in JSON. */
-int client_hello(const void *buf, size_t len, uint32_t *role, char program[64]);
+/* HELLO: the role, the program's name made safe to print and to put in JSON, and the assembly the
+ * client asks for (printable text; empty: every device). */
+int client_hello(const void *buf, size_t len, uint32_t *role, char program[64], char assembly[VGPU_ASSEMBLY_TEXT]);
 /* OPEN_CHANNEL: the vGPU asked for (not checked against the session's count) and the layout of
  * the channel, its data area capped at data_cap. */
 int client_open_channel(const void *buf, size_t len, uint64_t data_cap, uint32_t *vgpu,

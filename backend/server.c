@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bell.h"
+#include "assemblies.h"
 #include "client_msg.h"
 #include "cluster.h"
 #include "log.h"
@@ -205,10 +206,22 @@ static void set_quotas(struct server *srv, struct session *s)
     }
 }
 
+/* A WELCOME that turns the client away, saying why. */
+static int refuse(struct session *s, CUresult status, const char *why)
+{
+    struct vgpu_msg_welcome w;
+    memset(&w, 0, sizeof w);
+    vgpu_msg_init(&w.hdr, VGPU_MSG_WELCOME, sizeof w);
+    w.hdr.status = (int32_t)status;
+    snprintf(w.reason, sizeof w.reason, "%s", why);
+    return s->link.ops->send(&s->link, &w, sizeof w, -1);
+}
+
 static int on_hello(struct server *srv, struct session *s, const void *buf, size_t len)
 {
     uint32_t role = 0;
-    if (client_hello(buf, len, &role, s->program) != CUDA_SUCCESS)
+    char assembly[VGPU_ASSEMBLY_TEXT];
+    if (client_hello(buf, len, &role, s->program, assembly) != CUDA_SUCCESS)
         return -EPROTO;
     if (count_sessions(srv, s->domid, s->uid, false) >= srv->opt.max_user_sessions) {
         LOG_WARN("session %llu: %s %d has %u sessions already; refused", (unsigned long long)s->id,
@@ -222,6 +235,15 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
         return send_status(s, VGPU_MSG_WELCOME, CUDA_SUCCESS);
     }
     bool monitor = role == VGPU_ROLE_MONITOR;
+    if (assembly[0] && s->domid < 0) { /* a host process's own assembly (a guest's is its domain's) */
+        char why[VGPU_REASON_TEXT];
+        if (assemblies_place_host(srv, s, assembly, why, sizeof why) != 0) {
+            LOG_WARN("session %llu: pid %d '%s': assembly '%s': %s; refused", (unsigned long long)s->id, (int)s->pid,
+                     s->program, assembly, why);
+            refuse(s, CUDA_ERROR_INVALID_DEVICE, why);
+            return -EPROTO;
+        }
+    }
     s->state = monitor ? SESSION_MONITOR : SESSION_CLIENT;
     s->client = !monitor;
     srv->clients_served += !monitor;

@@ -13,6 +13,7 @@
 #include "msg_link.h"
 #include "region.h"
 #include "vgpu/wire.h"
+#include "vgpu_spec.h"
 #include "workers.h"
 
 struct server;
@@ -25,6 +26,7 @@ struct program_rule {
 };
 
 #define MAX_PROGRAM_RULES 64
+#define MAX_PROFILES 32
 
 /* The value of program's rule, else fallback. */
 uint64_t program_rule_value(const struct program_rule *rules, unsigned count, const char *program, uint64_t fallback);
@@ -62,6 +64,8 @@ struct server_options {
     uint64_t swap_reserve;
     uint64_t swap_slice_ns;
     uint64_t swap_capacity; /* device memory the vGPUs of a device may hold in all (0: all of it) */
+    struct vgpu_profile profiles[MAX_PROFILES]; /* vGPU profiles: profile=NAME in a vgpu entry */
+    unsigned profile_count;
     struct exec_options exec;
     int64_t poll_spin_ns; /* how long a poller spins before sleeping */
     uint32_t max_sessions;

@@ -100,6 +100,8 @@ static void usage(FILE *f)
             "                         again with backoff while it is away\n"
             "  --cluster-key FILE     the key peers prove to each other (challenge and response; needed\n"
             "                         for links)\n"
+            "  --profile NAME:SETTINGS  a vGPU profile (repeatable; vgpud.conf: profile = [ ... ]): a vgpu\n"
+            "                         entry's profile=NAME gives its settings, e.g. large:memory=64G,weight=300\n"
             "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"
             "                         others' from there (needs --node)\n"
             "  --cluster-ttl S        the lease: a node that stops renewing it drops out after S s (default 10)\n"
@@ -167,7 +169,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
-       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL };
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -207,6 +209,7 @@ static const struct option longopts[] = {
     {"cluster-key", required_argument, 0, O_CLUSTER_KEY},
     {"cluster", required_argument, 0, O_CLUSTER},
     {"cluster-ttl", required_argument, 0, O_CLUSTER_TTL},
+    {"profile", required_argument, 0, O_PROFILE},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -403,6 +406,18 @@ static int apply(struct settings *st, int c, const char *arg)
                     e == -EINVAL ? "1 to 256 bytes of key are needed" : strerror(-e));
             return 2;
         }
+        break;
+    }
+    case O_PROFILE: {
+        char err[160];
+        struct server_options *o = &st->opt;
+        if (o->profile_count == MAX_PROFILES ||
+            vgpu_profile_parse(arg, &o->profiles[o->profile_count], err, sizeof err) != 0) {
+            fprintf(stderr, "vgpud: --profile %s: %s\n", arg,
+                    o->profile_count == MAX_PROFILES ? "too many profiles" : err);
+            return 2;
+        }
+        o->profile_count++;
         break;
     }
     case O_CLUSTER:

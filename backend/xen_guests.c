@@ -10,11 +10,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "assembly.h"
 #include "bell.h"
+#include "cluster.h"
 #include "log.h"
 #include "server.h"
 #include "vchan_link.h"
-#include "vgpu_spec.h"
 #include "xenbus.h"
 
 /* How long a domain's xl configuration may take to appear after the domain does. */
@@ -116,6 +117,43 @@ static char *config_file(struct xen_guests *g, struct guest *d, int *len)
     return text;
 }
 
+/* This host's GPUs for placing d's vGPUs: their load is the vGPUs other guests have there. */
+static unsigned local_gpus(struct xen_guests *g, const struct guest *d, struct place_gpu *gpus)
+{
+    unsigned n = g->srv->device_count < (int)VGPU_MAX_DEVICES ? (unsigned)g->srv->device_count : VGPU_MAX_DEVICES;
+    for (unsigned i = 0; i < n; i++)
+        gpus[i] = (struct place_gpu){.device = (int)i, .total = g->srv->devices[i].total_mem,
+                                     .free = g->srv->devices[i].total_mem};
+    for (const struct guest *o = g->guests; o; o = o->next)
+        for (int v = 0; o != d && v < o->vgpus.count; v++)
+            if (o->vgpus.device[v] < n)
+                gpus[o->vgpus.device[v]].vgpus++;
+    return n;
+}
+
+/* d's assembly from its vgpu entries: placed on this host's GPUs (vGPUs of other nodes are not
+ * served yet). 1, or 0 (logged). */
+static int assemble(struct xen_guests *g, struct guest *d, const char *const *entries, unsigned n)
+{
+    struct place_gpu gpus[VGPU_MAX_DEVICES];
+    unsigned ngpus = local_gpus(g, d, gpus);
+    struct assembly_vgpu a[VGPU_MAX_DEVICES];
+    char why[256];
+    const char *self = cluster_node(g->srv);
+    if (assembly_build(entries, n, g->srv->opt.profiles, g->srv->opt.profile_count, self ? self : "", true, gpus,
+                       ngpus, g->srv->opt.default_memory, a, why, sizeof why) != 0) {
+        LOG_WARN("xen: dom%u: %s; no vGPU offered", d->domid, why);
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        d->vgpus.device[i] = (uint8_t)a[i].device;
+        d->vgpus.weight[i] = a[i].weight;
+        d->vgpus.memory[i] = a[i].memory;
+    }
+    d->vgpus.count = (int)n;
+    return 1;
+}
+
 /* The vGPUs the domain's xl configuration asks for: 1 if any, 0 if none, -1 if not known yet. The
  * configuration is what xl stored with the domain (userdata "xl", as `xl config-update` stores it),
  * else the file of the domain's name in the configuration directory: xl 4.17 keeps only its own
@@ -145,26 +183,15 @@ static int read_config(struct xen_guests *g, struct guest *d)
         g->t->xlu_cfg_get_list(cfg, "vgpu", &list, &count, 1) == 0) {
         d->vgpus.domid = (int)d->domid;
         d->vgpus.count = 0;
-        found = 1;
-        for (int i = 0; i < count && found; i++) {
-            struct vgpu_spec spec;
-            char err[128];
-            const char *text = g->t->xlu_cfg_get_listitem(list, i);
-            if (vgpu_spec_parse(text, &spec, err, sizeof err) != 0) {
-                LOG_WARN("xen: dom%u: vgpu entry %d ('%s'): %s; no vGPU offered", d->domid, i, text ? text : "",
-                         err);
-                found = 0;
-            } else if (spec.device >= g->srv->device_count || d->vgpus.count == (int)VGPU_MAX_DEVICES) {
-                LOG_WARN("xen: dom%u: vgpu entry %d asks for device %d; this host has %d", d->domid, i, spec.device,
-                         g->srv->device_count);
-                found = 0;
-            } else {
-                d->vgpus.device[d->vgpus.count] = (uint8_t)spec.device;
-                d->vgpus.weight[d->vgpus.count] = spec.weight;
-                d->vgpus.memory[d->vgpus.count] = spec.memory;
-                d->vgpus.count++;
-            }
-        }
+        found = count > 0 && count <= (int)VGPU_MAX_DEVICES;
+        if (!found)
+            LOG_WARN("xen: dom%u: %d vgpu entries; 1 to %u are served", d->domid, count, VGPU_MAX_DEVICES);
+        const char *entries[VGPU_MAX_DEVICES];
+        for (int i = 0; i < count && found; i++)
+            entries[i] = g->t->xlu_cfg_get_listitem(list, i);
+        if (found)
+            found = assemble(g, d, entries, (unsigned)count);
+
         if (found && d->vgpus.count == 0)
             found = 0;
         /* Its shm group, if it names one that is a plain word. */

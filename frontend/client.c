@@ -156,6 +156,15 @@ CUresult fe_connect_locked(void)
     vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
     hello.role = VGPU_ROLE_CLIENT;
     program_name(hello.program, sizeof hello.program);
+    /* vgpu-run --vgpu: the assembly this process asks for (a guest's comes from its domain). */
+    const char *assembly = getenv("VGPU_ASSEMBLY");
+    if (assembly && strlen(assembly) >= sizeof hello.assembly) {
+        LOG_WARN("VGPU_ASSEMBLY is too long (at most %zu bytes); no CUDA devices", sizeof hello.assembly - 1);
+        link.ops->close(&link);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (assembly && !xen)
+        snprintf(hello.assembly, sizeof hello.assembly, "%s", assembly);
     size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;
@@ -169,6 +178,10 @@ CUresult fe_connect_locked(void)
         return CUDA_ERROR_NO_DEVICE;
     }
     memcpy(&w, buf, sizeof w);
+    if (w.hdr.status != CUDA_SUCCESS) {
+        w.reason[sizeof w.reason - 1] = '\0';
+        LOG_WARN("vgpud turned us away: %s", w.reason[0] ? w.reason : "no reason given");
+    }
     if (w.hdr.status != CUDA_SUCCESS || w.device_count > VGPU_MAX_DEVICES ||
         (size_t)n != sizeof w + w.device_count * sizeof(struct vgpu_device_info)) {
         free(buf);

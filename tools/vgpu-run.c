@@ -11,8 +11,11 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vgpu-run [--socket PATH] [--log-level LEVEL] [--] PROGRAM [ARGS...]\n"
-               "Runs PROGRAM with its CUDA calls served by vgpud (default socket: $VGPU_SOCKET or /run/vgpud.sock).\n");
+    fprintf(f, "usage: vgpu-run [--socket PATH] [--log-level LEVEL] [--vgpu SPEC]... [--] PROGRAM [ARGS...]\n"
+               "Runs PROGRAM with its CUDA calls served by vgpud (default socket: $VGPU_SOCKET or /run/vgpud.sock).\n"
+               "  --vgpu SPEC  one vGPU of PROGRAM's assembly, as in a domain's vgpu = [ ... ]: device=N,\n"
+               "               node=NAME|any, profile=NAME, weight=W, memory=SIZE (repeatable: devices\n"
+               "               0..N-1 in this order; without it, every GPU of the host)\n");
 }
 
 /* The directory holding the frontend: <bindir>/../lib in the build tree, <prefix>/lib/vgpu installed. */
@@ -49,11 +52,13 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"socket", required_argument, 0, 's'},
         {"log-level", required_argument, 0, 'l'},
+        {"vgpu", required_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "+s:l:h", longopts, NULL)) != -1) {
+    char assembly[1024] = "";
+    while ((c = getopt_long(argc, argv, "+s:l:v:h", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
             setenv("VGPU_SOCKET", optarg, 1);
@@ -61,6 +66,17 @@ int main(int argc, char **argv)
         case 'l':
             setenv("VGPU_LOG_LEVEL", optarg, 1);
             break;
+        case 'v': { /* entries joined by ';' for the frontend's hello */
+            size_t have = strlen(assembly), add = strlen(optarg);
+            if (strchr(optarg, ';') || have + add + 2 > sizeof assembly) {
+                fprintf(stderr, "vgpu-run: --vgpu '%s': no ';', and %zu bytes of them in all\n", optarg,
+                        sizeof assembly - 1);
+                return 2;
+            }
+            snprintf(assembly + have, sizeof assembly - have, "%s%s", have ? ";" : "", optarg);
+            setenv("VGPU_ASSEMBLY", assembly, 1);
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

@@ -281,11 +281,17 @@ struct vgpu_msg_hdr {
     int32_t status; /* CUresult, in answers */
 };
 
+#define VGPU_ASSEMBLY_TEXT 1024u
+#define VGPU_REASON_TEXT 192u
+
 struct vgpu_msg_hello {
     struct vgpu_msg_hdr hdr;
     uint32_t role;
     uint32_t reserved;
     char program[64]; /* informational: what the client says it is */
+    /* A host process's assembly (vgpu-run --vgpu): vgpu entries separated by ';' (see
+     * assembly/vgpu_spec.h), NUL-terminated; empty: every device of the host. */
+    char assembly[VGPU_ASSEMBLY_TEXT];
 };
 
 /* Device attributes are transferred as one array indexed by CUdevice_attribute. */
@@ -313,6 +319,7 @@ struct vgpu_msg_welcome {
     int32_t driver_version;
     uint32_t device_count;
     char executor[16];
+    char reason[VGPU_REASON_TEXT]; /* when the status is an error: why, for the client's log */
     /* followed by device_count x struct vgpu_device_info */
 };
 

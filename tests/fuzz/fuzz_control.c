@@ -42,8 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int r = -1;
         if (state == NEW) {
             uint32_t role;
-            char program[64];
-            r = client_hello(msg, len, &role, program);
+            char program[64], assembly[VGPU_ASSEMBLY_TEXT];
+            r = client_hello(msg, len, &role, program, assembly);
             if (r == CUDA_SUCCESS)
                 state = role == VGPU_ROLE_CONTROL ? CONTROL : CLIENT;
         } else if (state == CLIENT && type == VGPU_MSG_OPEN_CHANNEL) {

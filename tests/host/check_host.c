@@ -1031,6 +1031,42 @@ static void stop_other_vgpud(pid_t d)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other vgpud ended with %#x", st);
 }
 
+/* vgpu-run --vgpu (VGPU_ASSEMBLY): a host process's assembly, its vGPUs in the entries' order,
+ * placed by profile; one that cannot be served is refused with why. */
+START_TEST(test_host_assembly)
+{
+    pid_t d = start_other_vgpud6("assembly", "--emu-devices", "3", "--profile", "big:memory=64M,weight=300", NULL,
+                                 NULL);
+    setenv("VGPU_ASSEMBLY", "device=2;profile=big", 1);
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr);
+    struct json *j = control("list");
+    const struct json *t = json_get(j, "tenants") ? json_get(j, "tenants")->child : NULL;
+    ck_assert_ptr_nonnull(t);
+    const struct json *v0 = json_get(t, "vgpus")->child, *v1 = v0 ? v0->next : NULL;
+    ck_assert_ptr_nonnull(v1);
+    ck_assert_int_eq(num(v0, "device"), 2);
+    ck_assert_int_ne(num(v1, "device"), 2); /* placed away from the busy GPU */
+    ck_assert_int_eq(num(v1, "weight"), 300);
+    ck_assert_int_eq(num(v1, "quota"), 64 << 20);
+    json_free(j);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    char *out;
+    setenv("VGPU_ASSEMBLY", "device=9", 1);
+    ck_assert_int_ne(run_prog("prog_queries", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "this node has no GPU 9"), "%s", out);
+    free(out);
+    setenv("VGPU_ASSEMBLY", "node=elsewhere", 1);
+    ck_assert_int_ne(run_prog("prog_queries", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "not served yet"), "%s", out);
+    free(out);
+    unsetenv("VGPU_ASSEMBLY");
+    ck_assert(wait_idle(10));
+    stop_other_vgpud(d);
+}
+END_TEST
+
 /* --isolation domain: the sessions of one user (in host mode) share one worker. */
 START_TEST(test_isolation_domain)
 {
@@ -1359,6 +1395,7 @@ int main(void)
     tcase_add_test(hostile, test_user_worker_limit);
     tcase_add_test(hostile, test_peer);
     tcase_add_test(hostile, test_quota);
+    tcase_add_test(hostile, test_host_assembly);
     suite_add_tcase(s, hostile);
     TCase *memory = tcase_create("swap");
     tcase_set_timeout(memory, 300);
