@@ -10,6 +10,7 @@
 #include "session.h"
 
 struct cluster {
+    struct etcd_node *seen; /* what etcd had (links dial the nodes it lists) */
     struct remote *links; /* NULL: no links */
     struct etcd *etcd;    /* NULL: no etcd */
     char node[REMOTE_NODE_NAME];
@@ -59,6 +60,17 @@ void cluster_tick(struct server *srv)
     memcpy(c->gpus, g, sizeof g);
     c->ngpus = n;
     pthread_mutex_unlock(&c->mu);
+    /* Nodes etcd knows with a link address are linked with too: a cluster beyond its static peers. */
+    unsigned count = 0;
+    if (c->links && c->etcd && c->seen && etcd_nodes(c->etcd, c->seen, ETCD_MAX_NODES, &count)) {
+        const char *names[ETCD_MAX_NODES];
+        for (unsigned i = 0; i < count; i++) {
+            names[i] = c->seen[i].name;
+            if (c->seen[i].address[0])
+                remote_add_peer(c->links, c->seen[i].name, c->seen[i].address);
+        }
+        remote_keep_peers(c->links, names, count);
+    }
 }
 
 int cluster_start(struct server *srv, const struct remote_config *cfg, const struct etcd_config *etcd)
@@ -68,6 +80,7 @@ int cluster_start(struct server *srv, const struct remote_config *cfg, const str
         return -1;
     pthread_mutex_init(&c->mu, NULL);
     srv->cluster = c;
+    c->seen = etcd ? calloc(ETCD_MAX_NODES, sizeof *c->seen) : NULL;
     cluster_tick(srv);
     snprintf(c->node, sizeof c->node, "%s", cfg->node);
     const char *err = NULL;
@@ -81,7 +94,11 @@ int cluster_start(struct server *srv, const struct remote_config *cfg, const str
     if (etcd) {
         struct etcd_config ec = *etcd;
         snprintf(ec.node, sizeof ec.node, "%s", cfg->node);
-        snprintf(ec.address, sizeof ec.address, "%s", cfg->listen);
+        /* Where peers dial this node: its listen address, unless that is every interface's. */
+        bool wildcard = !strncmp(cfg->listen, "0.0.0.0:", 8) || !strncmp(cfg->listen, "[::]:", 5);
+        snprintf(ec.address, sizeof ec.address, "%s", wildcard ? "" : cfg->listen);
+        if (wildcard)
+            LOG_WARN("cluster: listening on every interface, so etcd gets no address to dial this node at");
         ec.inventory = inventory;
         ec.inventory_arg = c;
         if (!(c->etcd = etcd_start(&ec, &err)))
@@ -102,6 +119,7 @@ void cluster_stop(struct server *srv)
     etcd_stop(c->etcd); /* first: it leaves etcd at once */
     remote_stop(c->links);
     pthread_mutex_destroy(&c->mu);
+    free(c->seen);
     free(c);
     srv->cluster = NULL;
 }

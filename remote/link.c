@@ -44,6 +44,8 @@ struct conn {
 struct peer_state {
     uint64_t next_dial, backoff_ms, down_since;
     int conn; /* -1: none */
+    bool discovered; /* from the cluster's state, not the configuration */
+    bool gone;       /* discovered, then gone from the cluster's state: not dialed */
     unsigned refusals;
     char last_refusal[96];
 };
@@ -458,7 +460,7 @@ static void tick(struct remote *r)
         }
     }
     for (unsigned i = 0; i < r->cfg.npeers; i++)
-        if (r->peers[i].conn < 0 && t >= r->peers[i].next_dial)
+        if (r->peers[i].conn < 0 && !r->peers[i].gone && t >= r->peers[i].next_dial)
             dial(r, (int)i);
 }
 
@@ -476,7 +478,12 @@ static void *link_main(void *arg)
         if (ucp_worker_arm(r->worker) == UCS_ERR_BUSY)
             continue;
         struct pollfd fds[2] = {{.fd = r->efd, .events = POLLIN}, {.fd = r->wake[0], .events = POLLIN}};
-        poll(fds, 2, 100);
+        if (poll(fds, 2, 100) > 0 && (fds[1].revents & POLLIN)) {
+            char drain[16];
+            if (read(r->wake[0], drain, sizeof drain) < 0) {
+                /* nothing to drain */
+            }
+        }
     }
     return NULL;
 }
@@ -596,6 +603,54 @@ void remote_stop(struct remote *r)
     free(r);
 }
 
+int remote_add_peer(struct remote *r, const char *name, const char *addr)
+{
+    struct remote_peer_config p;
+    char spec[REMOTE_NODE_NAME + 130];
+    snprintf(spec, sizeof spec, "%s=%s", name, addr);
+    if (remote_peer_parse(spec, &p) != 0 || strcmp(name, r->cfg.node) == 0)
+        return -1;
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    for (unsigned i = 0; i < r->cfg.npeers && rc == 0; i++)
+        if ((rc = strcmp(r->cfg.peers[i].name, name) == 0) && r->peers[i].gone) { /* back */
+            r->peers[i].gone = false;
+            r->peers[i].next_dial = 0;
+            r->cfg.peers[i] = p;
+        }
+    if (rc == 0 && r->cfg.npeers == REMOTE_MAX_PEERS)
+        rc = -1;
+    if (rc == 0) {
+        r->cfg.peers[r->cfg.npeers] = p;
+        r->peers[r->cfg.npeers] = (struct peer_state){.conn = -1, .discovered = true};
+        r->cfg.npeers++;
+        LOG_INFO("remote: peer %s at %s, from the cluster's state", name, addr);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == 0 && write(r->wake[1], "x", 1) < 0) {
+        /* dialed within the poll timeout anyway */
+    }
+    return rc;
+}
+
+void remote_keep_peers(struct remote *r, const char *const *names, unsigned n)
+{
+    pthread_mutex_lock(&r->mu);
+    for (unsigned i = 0; i < r->cfg.npeers; i++) {
+        struct peer_state *p = &r->peers[i];
+        bool listed = false;
+        for (unsigned k = 0; k < n && !listed; k++)
+            listed = strcmp(names[k], r->cfg.peers[i].name) == 0;
+        if (!p->discovered || listed || p->gone)
+            continue;
+        p->gone = true;
+        if (p->conn >= 0)
+            r->conns[p->conn].closing = "gone from the cluster's state";
+        LOG_INFO("remote: peer %s gone from the cluster's state; not dialed any more", r->cfg.peers[i].name);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* ---------------------------------------------------------------- view */
 
 static void gpus_json(struct strbuf *b, const struct conn *c)
@@ -631,12 +686,15 @@ void remote_view_json(struct remote *r, struct strbuf *b)
     bool first = true;
     for (unsigned i = 0; i < r->cfg.npeers; i++) {
         const struct peer_state *p = &r->peers[i];
+        if (p->gone)
+            continue;
         strbuf_printf(b, "%s{\"peer\":", first ? "" : ",");
         first = false;
         strbuf_json_string(b, r->cfg.peers[i].name);
         strbuf_printf(b, ",\"address\":");
         strbuf_json_string(b, r->cfg.peers[i].addr);
-        strbuf_printf(b, ",\"direction\":\"out\",\"refusals\":%u,\"last_refusal\":", p->refusals);
+        strbuf_printf(b, ",\"direction\":\"out\",\"source\":\"%s\",\"refusals\":%u,\"last_refusal\":",
+                      p->discovered ? "cluster" : "configured", p->refusals);
         strbuf_json_string(b, p->last_refusal);
         if (p->conn >= 0)
             conn_json(b, &r->conns[p->conn], t);
@@ -656,7 +714,7 @@ void remote_view_json(struct remote *r, struct strbuf *b)
         strbuf_json_string(b, c->hs.peer);
         strbuf_printf(b, ",\"address\":");
         strbuf_json_string(b, c->addr);
-        strbuf_printf(b, ",\"direction\":\"in\",\"refusals\":0,\"last_refusal\":\"\"");
+        strbuf_printf(b, ",\"direction\":\"in\",\"source\":\"dialed us\",\"refusals\":0,\"last_refusal\":\"\"");
         conn_json(b, c, t);
         strbuf_printf(b, "}");
     }

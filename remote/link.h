@@ -54,6 +54,12 @@ struct remote;
 /* Start listening and dialing (a thread). NULL with *err set (what failed, for the log). */
 struct remote *remote_start(const struct remote_config *cfg, const char **err);
 void remote_stop(struct remote *r);
+/* A peer found later (in etcd): dialed like those given at the start, unless it is one already
+ * (by name) or there are REMOTE_MAX_PEERS. 0, 1 when it was known, or -1. Any thread. */
+int remote_add_peer(struct remote *r, const char *name, const char *addr);
+/* The cluster's state lists these nodes now: peers found there before and not listed any more are
+ * let go (their link closed, not dialed again until they are back). Any thread. */
+void remote_keep_peers(struct remote *r, const char *const *names, unsigned n);
 
 /* {"node":...,"listen":...,"links":[{"peer","address","direction","state","rtt_us","since_ms",
  * "refusals","last_refusal","gpus":[...]}]} */

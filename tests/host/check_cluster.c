@@ -100,11 +100,11 @@ static void stop(int i, bool kill9)
     vgpud[i] = -1;
 }
 
-static struct json *cluster(int i)
+static struct json *cluster_at(const char *socket_path)
 {
     char cmd[1400], out[700];
     snprintf(out, sizeof out, "%s/cluster.%d.json", tmp, (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s/vgpuctl --socket %s --json cluster > %s 2>/dev/null", bin, sock[i], out);
+    snprintf(cmd, sizeof cmd, "%s/vgpuctl --socket %s --json cluster > %s 2>/dev/null", bin, socket_path, out);
     if (sh("%s", cmd) != 0)
         return NULL;
     FILE *f = fopen(out, "r");
@@ -117,6 +117,8 @@ static struct json *cluster(int i)
     return json_parse(text);
 }
 
+static struct json *cluster(int i) { return cluster_at(sock[i]); }
+
 /* The link of vgpud i to peer in direction dir ("out"/"in"), in j. */
 static const struct json *link_of(const struct json *j, const char *peer, const char *dir)
 {
@@ -127,13 +129,14 @@ static const struct json *link_of(const struct json *j, const char *peer, const 
     return NULL;
 }
 
-/* Wait up to ms for vgpud i's link to peer (out) to be in state; the seconds it took, or -1. */
-static double wait_state(int i, const char *peer, const char *state, int ms)
+/* Wait up to ms for the link of the vgpud at socket_path to peer (out) to be in state; the
+ * seconds it took, or -1. */
+static double wait_state_at(const char *socket_path, const char *peer, const char *state, int ms)
 {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        struct json *j = cluster(i);
+        struct json *j = cluster_at(socket_path);
         const struct json *l = j ? link_of(j, peer, "out") : NULL;
         bool ok = l && !strcmp(json_string(json_get(l, "state"), ""), state);
         json_free(j);
@@ -145,6 +148,11 @@ static double wait_state(int i, const char *peer, const char *state, int ms)
             return -1;
         usleep(50000);
     }
+}
+
+static double wait_state(int i, const char *peer, const char *state, int ms)
+{
+    return wait_state_at(sock[i], peer, state, ms);
 }
 
 START_TEST(test_links_up)
@@ -333,14 +341,17 @@ static bool start_etcd(void)
     return false;
 }
 
+/* Member i of the etcd cluster; the first two also take links (and so dial each other, having
+ * found each other's address in etcd). */
 static pid_t start_member(int i, char *socket_path, size_t n)
 {
-    char exe[600], log[700], node[16], url[64];
+    char exe[600], log[700], node[16], url[64], listen[64];
     snprintf(exe, sizeof exe, "%s/vgpud", bin);
     snprintf(log, sizeof log, "%s/cluster-e%d.log", tmp, i);
     snprintf(socket_path, n, "%.500s/cluster-e%d-%d.sock", tmp, i, (int)getpid());
     snprintf(node, sizeof node, "e%d", i);
     snprintf(url, sizeof url, "etcd://127.0.0.1:%d", etcd_port);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", etcd_port + 10 + i);
     pid_t p = fork();
     if (p == 0) {
         FILE *f = fopen(log, "w");
@@ -348,6 +359,10 @@ static pid_t start_member(int i, char *socket_path, size_t n)
             dup2(fileno(f), 1);
             dup2(fileno(f), 2);
         }
+        if (i <= 2)
+            execl(exe, exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0",
+                  "--socket", socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2", "--remote-listen",
+                  listen, "--cluster-key", key, (char *)NULL);
         execl(exe, exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0", "--socket",
               socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2", (char *)NULL);
         _exit(127);
@@ -404,6 +419,8 @@ START_TEST(test_etcd)
         m[i] = start_member(i + 1, socks[i], sizeof socks[i]);
     ck_assert(wait_nodes(socks[0], "e1,e2,e3", 10000));
     ck_assert(wait_nodes(socks[2], "e1,e2,e3", 5000));
+    /* e1 and e2 found each other's link address in etcd, and linked. */
+    ck_assert_msg(wait_state_at(socks[0], "e2", "up", 10000) >= 0, "e1 never linked with e2 from etcd");
     kill(m[2], SIGKILL);
     waitpid(m[2], NULL, 0);
     ck_assert_msg(wait_nodes(socks[0], "e1,e2", 6000), "a killed node stayed in etcd past its lease");
@@ -412,6 +429,15 @@ START_TEST(test_etcd)
     waitpid(m[1], &st, 0);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ck_assert_msg(wait_nodes(socks[0], "e1", 1500), "a node that stopped did not leave at once");
+    /* ... and e1 lets its link to e2 go rather than dial it again. */
+    bool gone = false;
+    for (int t = 0; t < 3000 && !gone; t += 100) {
+        struct json *j = cluster_at(socks[0]);
+        gone = j && !link_of(j, "e2", "out");
+        json_free(j);
+        usleep(100000);
+    }
+    ck_assert_msg(gone, "e1 still dials e2, gone from etcd");
     kill(etcd_pid, SIGKILL);
     waitpid(etcd_pid, NULL, 0);
     etcd_pid = -1;
