@@ -291,7 +291,8 @@ static uint64_t waiters_behind(const struct mm *m, const struct mm_vgpu *head, u
     *last = NULL;
     for (size_t i = 0; i < m->n; i++) {
         struct mm_vgpu *v = m->v[i];
-        if (v == head || v->device != head->device || !v->pending || !before(head, v) || now < v->stuck_until)
+        if (v == head || v->device != head->device || !v->pending || !before(head, v) || v->allowance == 0 ||
+            now < v->stuck_until)
             continue;
         uint64_t r, h, d;
         usage(m, v, &r, &h, &d);

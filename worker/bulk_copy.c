@@ -13,14 +13,20 @@ static void *copy_part(void *arg)
     return NULL;
 }
 
+static int cpus;
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
+
+/* Half the CPUs this process may run on, at most: the device's other tenants go on meanwhile. */
+static void count_cpus(void)
+{
+    cpu_set_t set;
+    int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
+    cpus = usable > 1 ? usable / 2 : 1;
+}
+
 static int threads_for(size_t n)
 {
-    static int cpus;
-    if (!cpus) { /* half the CPUs it may run on at most: the device's other tenants go on meanwhile */
-        cpu_set_t set;
-        int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
-        cpus = usable > 1 ? usable / 2 : 1;
-    }
+    pthread_once(&cpus_once, count_cpus);
     size_t k = n / MIN_PART;
     k = k < (size_t)cpus ? k : (size_t)cpus;
     k = k < BULK_COPY_THREADS ? k : BULK_COPY_THREADS;
