@@ -17,6 +17,7 @@ enum vgpu_range_kind {
     VGPU_RANGE_POOL,   /* a stream-ordered allocation; module: its pool */
     VGPU_RANGE_IPC,    /* another tenant's allocation, opened through an IPC handle */
     VGPU_RANGE_SHM,    /* a shared segment attached (cuShmAt); module: its id */
+    VGPU_RANGE_POOL_IMPORT, /* another tenant's pool allocation, imported (cuMemPoolImportPointer) */
 };
 
 struct vgpu_range {

@@ -127,7 +127,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     pthread_mutex_unlock(&ch->ranges_mu);
     /* A stream-ordered allocation: freed after the work of the blocking streams, as the driver's
      * cuMemFree waits for them. */
-    if (at && old.kind == VGPU_RANGE_POOL)
+    if (at && (old.kind == VGPU_RANGE_POOL || old.kind == VGPU_RANGE_POOL_IMPORT))
         return fe_free_async(c, ch, 0, dptr, true);
     if (!at || old.kind != VGPU_RANGE_ALLOC || old.ctx != c->id)
         return CUDA_ERROR_INVALID_VALUE;

@@ -1,17 +1,20 @@
 /* Driver API: stream-ordered allocation (cuMemAllocAsync, cuMemFreeAsync, memory pools). The
  * worker's driver keeps the pools and their memory; the frontend keeps what the queries need: each
  * pool's device and properties, each device's default and current pool. A pool's memory is its
- * vGPU's alone: access cannot be given to another vGPU (the vGPUs have no peer access). Pools of
- * managed memory, pools in host memory and pools whose memory can be exported are not there yet,
- * as the device attributes say (MEMPOOL_SUPPORTED_HANDLE_TYPES 0, HOST_MEMORY_POOLS_SUPPORTED 0). */
+ * vGPU's alone: access cannot be given to another vGPU (the vGPUs have no peer access). Pools
+ * exported by POSIX descriptor are shared with other tenants of the node (at the end of this file;
+ * MEMPOOL_SUPPORTED_HANDLE_TYPES says POSIX descriptors); pools of managed memory and pools in host
+ * memory are not there yet (HOST_MEMORY_POOLS_SUPPORTED 0). */
 #include <string.h>
 
 #include "fe.h"
+#include "shareable.h"
 
 struct fe_pool {
     uint64_t handle;
     int device;
     bool is_default;
+    bool imported; /* another tenant's: pointers are imported from it, nothing allocated */
     CUmemPoolProps props;
 };
 
@@ -45,6 +48,7 @@ static CUresult pool_make(int device, bool is_default, const CUmemPoolProps *pro
     q.pool = fe_handle_id(p->handle);
     q.is_default = is_default;
     q.max_size = props->maxSize;
+    q.exportable = props->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     CUresult r = FE_CALL(ch, 0, MemPoolCreate, &q, &a);
     if (r != CUDA_SUCCESS) {
         fe_handle_free(FE_MEMPOOL, p->handle);
@@ -200,9 +204,11 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
         return CUDA_ERROR_INVALID_VALUE;
     int device;
     FE_RETURN_IF(location_device(&props->location, props->allocType, &device));
-    /* Exportable pools and pools of decompressible memory are what the device attributes say a
-     * vGPU does not do. */
-    if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE || props->usage)
+    /* Pools shared by POSIX descriptor are (through vgpud); other handle types and decompressible
+     * memory are what the device attributes say a vGPU does not do. */
+    if ((props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+         props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        props->usage)
         return CUDA_ERROR_NOT_SUPPORTED;
     struct fe_pool *p;
     FE_RETURN_IF(pool_make(device, false, props, &p));
@@ -322,7 +328,7 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle,
                            uint32_t sid)
 {
     struct fe_pool *p = fe_handle_get(FE_MEMPOOL, pool_handle);
-    if (!p)
+    if (!p || p->imported) /* an imported pool gives nothing out */
         return CUDA_ERROR_INVALID_VALUE;
     /* A pool of another vGPU than the stream's would need that vGPU to wait for the stream. */
     if (p->device != ch->device)
@@ -384,7 +390,8 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
     pthread_mutex_lock(&ch->ranges_mu);
     struct vgpu_range *at = vgpu_ranges_at(&ch->ranges, dptr);
     struct vgpu_range old = at ? *at : (struct vgpu_range){0};
-    bool ok = at && (old.kind == VGPU_RANGE_POOL || (old.kind == VGPU_RANGE_ALLOC && old.ctx == c->id));
+    bool ok = at && (old.kind == VGPU_RANGE_POOL || old.kind == VGPU_RANGE_POOL_IMPORT ||
+                     (old.kind == VGPU_RANGE_ALLOC && old.ctx == c->id));
     if (ok)
         vgpu_ranges_remove_at(&ch->ranges, dptr);
     pthread_mutex_unlock(&ch->ranges_mu);
@@ -424,3 +431,111 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return free_async(dptr, hStream, false); }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return free_async(dptr, hStream, true); }
+
+/* ---------------------------------------------------------------- pools shared between tenants
+ * By POSIX descriptor: the tenant's descriptor holds a token of vgpud's for the pool (shareable.h),
+ * and a pointer's export data is a token for that allocation; the importer's worker opens what
+ * they name. Memory imported is the importer's to free, never charged to it. */
+
+_Static_assert(sizeof(CUmemPoolPtrExportData) == VGPU_IPC_HANDLE_BYTES, "pool export data is a token");
+
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+                                          unsigned long long flags)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!handle_out || !p || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (p->imported || p->props.handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE; /* not made exportable */
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(p->device, &ch));
+    FE_REQ(q, MemPoolExport);
+    FE_RSP(a, MemPoolExport);
+    q.pool = fe_handle_id(p->handle);
+    FE_RETURN_IF(FE_CALL(ch, 0, MemPoolExport, &q, &a));
+    return fe_shareable_make(VGPU_IPC_POOL, a.token, 0, (int *)handle_out);
+}
+
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
+                                            unsigned long long flags)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!pool_out || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint8_t token[VGPU_IPC_HANDLE_BYTES];
+    uint64_t unused;
+    FE_RETURN_IF(fe_shareable_read((int)(intptr_t)handle, VGPU_IPC_POOL, token, &unused));
+    /* On the vGPU of the current context (or the first one). */
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    if (fe_current(&c, &ch) != CUDA_SUCCESS)
+        FE_RETURN_IF(fe_channel(0, &ch));
+    struct fe_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->device = ch->device;
+    p->imported = true;
+    p->props = device_props(ch->device);
+    p->props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (!(p->handle = fe_handle_new(FE_MEMPOOL, p))) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    FE_REQ(q, MemPoolImport);
+    FE_RSP(a, MemPoolImport);
+    q.pool = fe_handle_id(p->handle);
+    memcpy(q.token, token, sizeof q.token);
+    CUresult r = FE_CALL(ch, 0, MemPoolImport, &q, &a);
+    if (r != CUDA_SUCCESS) {
+        fe_handle_free(FE_MEMPOOL, p->handle);
+        free(p);
+        return r;
+    }
+    *pool_out = pool_value(p->handle);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!shareData_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c, *oc;
+    struct fe_chan *ch, *och;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (!fe_device_owner(ptr, &oc, &och) || och != ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, MemPoolExportPointer);
+    FE_RSP(a, MemPoolExportPointer);
+    q.dptr = ptr;
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemPoolExportPointer, &q, &a));
+    memcpy(shareData_out, a.token, sizeof *shareData_out);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_pool *p = pool_get(pool);
+    if (!ptr_out || !p || !shareData || !p->imported)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    if (ch->device != p->device)
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, MemPoolImportPointer);
+    FE_RSP(a, MemPoolImportPointer);
+    q.pool = fe_handle_id(p->handle);
+    memcpy(q.token, shareData, sizeof q.token);
+    FE_RETURN_IF(FE_CALL(ch, c->id, MemPoolImportPointer, &q, &a));
+    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = a.size, .ctx = c->id, .module = q.pool,
+                                           .kind = VGPU_RANGE_POOL_IMPORT});
+    *ptr_out = a.dptr;
+    return CUDA_SUCCESS;
+}

@@ -466,7 +466,9 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, bool pt)
     q.event = e->id;
     q.stream = sid;
     q.flags = flags;
-    return FE_POST(ch, e->ctx->id, EventRecord, &q, false);
+    /* Another process may wait for an interprocess event as soon as this returns (told through a
+     * pipe, say): its record must be in place by then, as the driver's is. */
+    return FE_POST(ch, e->ctx->id, EventRecord, &q, (e->flags & CU_EVENT_INTERPROCESS) != 0);
 }
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream, 0, false); }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "shareable.h"
 
 struct vmm_alloc {
     uint64_t handle;
@@ -249,14 +250,6 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 
 /* ---------------------------------------------------------------- sharing by descriptor */
 
-/* What a shareable descriptor holds. */
-struct shareable {
-    char magic[16];
-    uint64_t size;
-    uint8_t token[VGPU_IPC_HANDLE_BYTES];
-};
-static const char shareable_magic[16] = "vgpu-shareable1";
-
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType, unsigned long long flags)
 {
@@ -279,19 +272,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     FE_RSP(a, MemExport);
     q.handle = fe_handle_id(copy.handle);
     FE_RETURN_IF(FE_CALL(ch, 0, MemExport, &q, &a));
-    struct shareable sh = {.size = copy.size};
-    memcpy(sh.magic, shareable_magic, sizeof sh.magic);
-    memcpy(sh.token, a.token, sizeof sh.token);
-    int fd = memfd_create("vgpu-shareable", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return CUDA_ERROR_OPERATING_SYSTEM;
-    if (pwrite(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-        close(fd);
-        return CUDA_ERROR_OPERATING_SYSTEM;
-    }
-    *(int *)shareableHandle = fd;
-    return CUDA_SUCCESS;
+    return fe_shareable_make(VGPU_IPC_VMM, a.token, copy.size, (int *)shareableHandle);
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -302,13 +283,9 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
-    struct shareable sh;
-    int fd = (int)(intptr_t)osHandle;
-    if (fd < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    /* A descriptor of something else: the driver's ioctl on it fails, CUDA_ERROR_UNKNOWN. */
-    if (pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || memcmp(sh.magic, shareable_magic, sizeof sh.magic))
-        return CUDA_ERROR_UNKNOWN;
+    uint8_t token[VGPU_IPC_HANDLE_BYTES];
+    uint64_t shared_size;
+    FE_RETURN_IF(fe_shareable_read((int)(intptr_t)osHandle, VGPU_IPC_VMM, token, &shared_size));
     /* Opened on the vGPU of the current context (or the first one), as reservations are. */
     struct fe_ctx *c;
     struct fe_chan *ch;
@@ -328,7 +305,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     FE_REQ(q, MemImport);
     FE_RSP(a, MemImport);
     q.handle = fe_handle_id(m->handle);
-    memcpy(q.token, sh.token, sizeof q.token);
+    memcpy(q.token, token, sizeof q.token);
     CUresult r = FE_CALL(ch, 0, MemImport, &q, &a);
     if (r != CUDA_SUCCESS) {
         fe_handle_free(FE_MEMHANDLE, m->handle);

@@ -61,7 +61,8 @@ int shm_ipc_publish(uint64_t owner, uint32_t kind, int device, uint64_t size, co
     memcpy(e.blob, blob, sizeof e.blob);
     bool room = mine < SHM_IPC_MAX_PER_OWNER && reg.n < SHM_IPC_MAX &&
                 (fd < 0 || (mine_fds < SHM_IPC_MAX_FDS_PER_OWNER && fds < SHM_IPC_MAX_FDS));
-    bool valid = kind == VGPU_IPC_EVENT || (size > 0 && (kind == VGPU_IPC_MEM || kind == VGPU_IPC_VMM));
+    bool valid = kind == VGPU_IPC_EVENT || kind == VGPU_IPC_POOL ||
+                 (size > 0 && (kind == VGPU_IPC_MEM || kind == VGPU_IPC_VMM || kind == VGPU_IPC_POOL_PTR));
     struct entry *v = room && valid ? vgpu_array_grow(reg.v, &reg.cap, reg.n + 1, sizeof *v) : NULL;
     if (!v || getrandom(e.token, sizeof e.token, 0) != (ssize_t)sizeof e.token) {
         if (fd >= 0)

@@ -17,8 +17,7 @@ static struct ipc_export *export_of(struct vchannel *ch, uint64_t dptr)
     return NULL;
 }
 
-/* The token already minted for key (copied to token), if there is one. */
-static bool export_known(struct vchannel *ch, uint64_t key, uint8_t *token)
+bool vchannel_export_known(struct vchannel *ch, uint64_t key, uint8_t *token)
 {
     const struct ipc_export *known = export_of(ch, key);
     if (known)
@@ -26,10 +25,8 @@ static bool export_known(struct vchannel *ch, uint64_t key, uint8_t *token)
     return known != NULL;
 }
 
-/* Publish what opens an exported thing (blob, and fd, which this takes) to vgpud and keep its
- * token under key. */
-static CUresult publish(struct vchannel *ch, uint64_t key, uint32_t kind, uint64_t size, const uint8_t *blob, int fd,
-                        uint8_t *token)
+CUresult vchannel_publish(struct vchannel *ch, uint64_t key, uint32_t kind, uint64_t size, const uint8_t *blob, int fd,
+                          uint8_t *token)
 {
     struct ipc_export *v = vgpu_array_grow(ch->exports, &ch->export_cap, ch->export_count + 1, sizeof *v);
     if (!v) {
@@ -64,13 +61,13 @@ CUresult vgpu_handle_IpcGetMemHandle(struct vgpu_call *c, const struct vgpu_req_
         return CUDA_ERROR_INVALID_VALUE;
     if (vswap_is_block(c->ch, q->dptr)) /* swappable memory (VMM) has no legacy IPC handle */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (export_known(c->ch, q->dptr, a->handle))
+    if (vchannel_export_known(c->ch, q->dptr, a->handle))
         return CUDA_SUCCESS;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES];
     int fd = -1;
     if ((r = OPS(c)->ipc_export(EXEC(c), c->ctx->x, q->dptr, range->size, blob, &fd)) != CUDA_SUCCESS)
         return r;
-    return publish(c->ch, q->dptr, VGPU_IPC_MEM, range->size, blob, fd, a->handle);
+    return vchannel_publish(c->ch, q->dptr, VGPU_IPC_MEM, range->size, blob, fd, a->handle);
 }
 
 void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr)
@@ -146,13 +143,13 @@ CUresult vgpu_handle_IpcGetEventHandle(struct vgpu_call *c, const struct vgpu_re
     if (!host->ipc_publish || !OPS(c)->ipc_event_export)
         return CUDA_ERROR_NOT_SUPPORTED;
     uint64_t key = vchannel_ipc_event_key(q->event);
-    if (export_known(c->ch, key, a->handle))
+    if (vchannel_export_known(c->ch, key, a->handle))
         return CUDA_SUCCESS;
     uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {0};
     int fd = -1;
     if ((r = OPS(c)->ipc_event_export(EXEC(c), c->ctx->x, e->x, blob, &fd)) != CUDA_SUCCESS)
         return r;
-    return publish(c->ch, key, VGPU_IPC_EVENT, 0, blob, fd, a->handle);
+    return vchannel_publish(c->ch, key, VGPU_IPC_EVENT, 0, blob, fd, a->handle);
 }
 
 CUresult vgpu_handle_IpcOpenEventHandle(struct vgpu_call *c, const struct vgpu_req_IpcOpenEventHandle *q,

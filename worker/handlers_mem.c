@@ -89,6 +89,8 @@ CUresult vgpu_handle_MemFree(struct vgpu_call *c, const struct vgpu_req_MemFree 
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
+    if (vchannel_pool_import_free(c, q->dptr, &r)) /* another tenant's pool allocation, imported */
+        return r;
     struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
     if (!range || range->kind != VGPU_RANGE_ALLOC || range->ctx != c->ctx_id)
         return CUDA_ERROR_INVALID_VALUE;

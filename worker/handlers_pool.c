@@ -2,8 +2,14 @@
  * may name the device's default pool, which is never destroyed. An allocation from a pool is the
  * channel's memory (a VGPU_RANGE_POOL range, usable by every context) and charged to the vGPU's
  * quota from its allocation to its free, which the tenant can no longer name once it is queued. */
+#include <string.h>
+#include <unistd.h>
+
 #include "quota.h"
 #include "vchannel.h"
+
+/* The key of a pool's token among the channel's exports (device pointers never have bit 62). */
+static uint64_t pool_key(uint32_t pool) { return 1ull << 62 | pool; }
 
 static void *pool_of(struct vchannel *ch, uint32_t id)
 {
@@ -22,8 +28,11 @@ CUresult vgpu_handle_MemPoolCreate(struct vgpu_call *c, const struct vgpu_req_Me
     if (!o)
         return r;
     o->ctx = 0; /* the device's: it outlives the context current at its creation */
-    r = q->is_default ? OPS(c)->pool_default(EXEC(c), c->ch->device, &o->x)
-                      : OPS(c)->pool_create(EXEC(c), c->ch->device, q->max_size, &o->x);
+    if (q->exportable > 1 || (q->exportable && q->is_default))
+        r = CUDA_ERROR_INVALID_VALUE;
+    else
+        r = q->is_default ? OPS(c)->pool_default(EXEC(c), c->ch->device, &o->x)
+                          : OPS(c)->pool_create(EXEC(c), c->ch->device, q->max_size, q->exportable != 0, &o->x);
     if (r != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_MEMPOOL, q->pool);
     else if (q->is_default)
@@ -40,8 +49,10 @@ CUresult vgpu_handle_MemPoolDestroy(struct vgpu_call *c, const struct vgpu_req_M
         return CUDA_ERROR_INVALID_VALUE;
     /* Allocations still out stay the tenant's until it frees them; the pool goes with the last. */
     CUresult r = OPS(c)->pool_destroy(EXEC(c), pool);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        vchannel_ipc_forget(c->ch, pool_key(q->pool)); /* its handle opens nothing more */
         vchannel_remove(c->ch, SRV_MEMPOOL, q->pool);
+    }
     return r;
 }
 
@@ -100,6 +111,8 @@ CUresult vgpu_handle_MemFreeAsync(struct vgpu_call *c, const struct vgpu_req_Mem
     CUresult r = vchannel_need_ctx(c);
     if (r || (r = vchannel_stream(c, q->stream, &stream)))
         return r;
+    if (vchannel_pool_import_free(c, q->dptr, &r)) /* imported: let go once its work is done */
+        return r;
     struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
     if (!range || !(range->kind == VGPU_RANGE_POOL || (range->kind == VGPU_RANGE_ALLOC && range->ctx == c->ctx_id)))
         return CUDA_ERROR_INVALID_VALUE;
@@ -144,4 +157,114 @@ void vchannel_pool_teardown(struct vchannel *ch)
         vchannel_remove(ch, SRV_MEMPOOL, id);
     }
     ch->default_pool = 0;
+}
+
+/* ---- pools shared between tenants: tokens of vgpud's for an exportable pool and for an allocation
+ * from it; an imported pool only imports pointers, each the importer's (a VGPU_RANGE_POOL_IMPORT
+ * range, usable by every context, never charged to it: its exporter's quota holds it). */
+
+
+CUresult vgpu_handle_MemPoolExport(struct vgpu_call *c, const struct vgpu_req_MemPoolExport *q,
+                                   struct vgpu_rsp_MemPoolExport *a)
+{
+    void *pool = pool_of(c->ch, q->pool);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c->ch->host->ipc_publish || !OPS(c)->pool_export)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (vchannel_export_known(c->ch, pool_key(q->pool), a->token))
+        return CUDA_SUCCESS;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES];
+    int fd = -1;
+    CUresult r = OPS(c)->pool_export(EXEC(c), pool, blob, &fd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return vchannel_publish(c->ch, pool_key(q->pool), VGPU_IPC_POOL, 0, blob, fd, a->token);
+}
+
+CUresult vgpu_handle_MemPoolImport(struct vgpu_call *c, const struct vgpu_req_MemPoolImport *q,
+                                   struct vgpu_rsp_MemPoolImport *a)
+{
+    (void)a;
+    const struct vchannel_host *host = c->ch->host;
+    if (!host->ipc_find || !OPS(c)->pool_import)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = 0;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES];
+    int fd = -1;
+    CUresult r = (CUresult)host->ipc_find(VGPU_IPC_POOL, c->ch->device, q->token, &size, blob, &fd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct srv_obj *o = vchannel_add(c, SRV_MEMPOOL, q->pool, &r);
+    if (o) {
+        o->ctx = 0;
+        if ((r = OPS(c)->pool_import(EXEC(c), c->ch->device, blob, fd, &o->x)) != CUDA_SUCCESS)
+            vchannel_remove(c->ch, SRV_MEMPOOL, q->pool);
+    }
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+CUresult vgpu_handle_MemPoolExportPointer(struct vgpu_call *c, const struct vgpu_req_MemPoolExportPointer *q,
+                                          struct vgpu_rsp_MemPoolExportPointer *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    const struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, q->dptr);
+    if (!range || range->kind != VGPU_RANGE_POOL || range->base != q->dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c->ch->host->ipc_publish || !OPS(c)->pool_export_pointer)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (vchannel_export_known(c->ch, q->dptr, a->token))
+        return CUDA_SUCCESS;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {0};
+    int fd = -1;
+    if ((r = OPS(c)->pool_export_pointer(EXEC(c), c->ctx->x, q->dptr, range->size, blob, &fd)) != CUDA_SUCCESS)
+        return r;
+    return vchannel_publish(c->ch, q->dptr, VGPU_IPC_POOL_PTR, range->size, blob, fd, a->token);
+}
+
+CUresult vgpu_handle_MemPoolImportPointer(struct vgpu_call *c, const struct vgpu_req_MemPoolImportPointer *q,
+                                          struct vgpu_rsp_MemPoolImportPointer *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    void *pool = pool_of(c->ch, q->pool);
+    const struct vchannel_host *host = c->ch->host;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!host->ipc_find || !OPS(c)->pool_import_pointer)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = 0;
+    uint8_t blob[VGPU_IPC_HANDLE_BYTES];
+    int fd = -1;
+    if ((r = (CUresult)host->ipc_find(VGPU_IPC_POOL_PTR, c->ch->device, q->token, &size, blob, &fd)) != CUDA_SUCCESS)
+        return r;
+    uint64_t dptr = 0;
+    r = OPS(c)->pool_import_pointer(EXEC(c), c->ctx->x, pool, blob, fd, size, &dptr);
+    if (fd >= 0)
+        close(fd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct vgpu_range range = {.base = dptr, .size = size, .ctx = c->ctx_id, .kind = VGPU_RANGE_POOL_IMPORT};
+    if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
+        OPS(c)->pool_import_free(EXEC(c), c->ctx->x, dptr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->dptr = dptr;
+    a->size = size;
+    return CUDA_SUCCESS;
+}
+
+bool vchannel_pool_import_free(struct vgpu_call *c, uint64_t dptr, CUresult *r)
+{
+    const struct vgpu_range *range = vgpu_ranges_at(&c->ch->ranges, dptr);
+    if (!range || range->kind != VGPU_RANGE_POOL_IMPORT || range->base != dptr)
+        return false;
+    if ((*r = OPS(c)->pool_import_free(EXEC(c), c->ctx->x, dptr)) == CUDA_SUCCESS)
+        vgpu_ranges_remove_at(&c->ch->ranges, dptr);
+    return true;
 }

@@ -292,7 +292,6 @@ static void offered(struct vgpu_device_info *d)
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
-        CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
         CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
@@ -307,7 +306,10 @@ static void offered(struct vgpu_device_info *d)
     /* Stream-ordered allocation is the worker's on every executor (pools that cannot be exported);
      * managed memory is the frontend's emulation (without concurrent access). */
     d->attr[CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED] = 1;
-    /* IPC events between tenants are the worker's on every executor (through vgpud's tokens). */
+    /* Pools and IPC events shared between tenants are the worker's on every executor (through
+     * vgpud's tokens), pools by POSIX descriptor. */
+    if (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES < VGPU_ATTR_SLOTS)
+        d->attr[CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES] = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     if (CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED < VGPU_ATTR_SLOTS)
         d->attr[CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED] = 1;
     d->attr[CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY] = 1;

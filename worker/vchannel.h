@@ -247,6 +247,14 @@ void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size);
 void vchannel_ipc_forget(struct vchannel *ch, uint64_t dptr);
 /* Where an event's IPC token is kept among the exports (vchannel_ipc_forget takes it too). */
 uint64_t vchannel_ipc_event_key(uint32_t event);
+/* The token already minted for key (copied to token), if there is one. */
+bool vchannel_export_known(struct vchannel *ch, uint64_t key, uint8_t *token);
+/* Publish what opens an exported thing of kind (blob, and fd, which this takes) to vgpud and keep
+ * its token under key (an allocation's address, or a key of vchannel_ipc_event_key's kind). */
+CUresult vchannel_publish(struct vchannel *ch, uint64_t key, uint32_t kind, uint64_t size, const uint8_t *blob, int fd,
+                          uint8_t *token);
+/* If dptr is an imported pool allocation (cuMemPoolImportPointer), let it go (*r: how that went). */
+bool vchannel_pool_import_free(struct vgpu_call *c, uint64_t dptr, CUresult *r);
 /* Detach every segment the channel has attached (handlers_shm.c, at its end). */
 void vchannel_shm_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */

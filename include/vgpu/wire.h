@@ -147,7 +147,7 @@ enum { VGPU_TENSOR_MAP_TILED = 1, VGPU_TENSOR_MAP_IM2COL, VGPU_TENSOR_MAP_IM2COL
 /* An IPC memory handle as a tenant sees it (CUipcMemHandle): a token of vgpud's. */
 #define VGPU_IPC_HANDLE_BYTES 64u
 /* What a token of vgpud's IPC registry opens: a token of one kind opens nothing of another. */
-enum vgpu_ipc_kind { VGPU_IPC_MEM = 1, VGPU_IPC_VMM = 2, VGPU_IPC_EVENT = 3 };
+enum vgpu_ipc_kind { VGPU_IPC_MEM = 1, VGPU_IPC_VMM = 2, VGPU_IPC_EVENT = 3, VGPU_IPC_POOL = 4, VGPU_IPC_POOL_PTR = 5 };
 
 /* A shared segment as IPC_STAT reports it (cuShmCtl). owner: the creator's uid, or its Xen domain
  * (then domain is 1); times in seconds since the epoch. */

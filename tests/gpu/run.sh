@@ -61,6 +61,7 @@ compare pool "$PROGS/prog_pool"
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
 compare ipc_event "$PROGS/prog_ipc_event"
+compare pool_ipc "$PROGS/prog_pool_ipc"
 compare vmm_share "$PROGS/prog_vmm_share"
 compare user_object "$PROGS/prog_user_object" "$K/basic.fatbin"
 # The project's own API (Gdev's shared segments): through vGPUs only.

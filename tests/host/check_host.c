@@ -372,6 +372,15 @@ START_TEST(test_ipc)
 }
 END_TEST
 
+/* Pools shared by descriptor: a child (another tenant) imports an exportable pool and an allocation
+ * from it, reads the parent's bytes and writes its own. */
+START_TEST(test_pool_ipc)
+{
+    expect_prog("prog_pool_ipc", NULL,
+                "pool-ipc: a pool and an allocation from it imported in another process, bytes seen both ways, ok");
+}
+END_TEST
+
 /* IPC event handles: an interprocess event shared with a child (another tenant), waited for and
  * recorded on both sides, each side's stream held by a host function before its record. */
 START_TEST(test_ipc_event)
@@ -1345,6 +1354,7 @@ int main(void)
     tcase_add_test(programs, test_managed);
     tcase_add_test(programs, test_ipc);
     tcase_add_test(programs, test_ipc_event);
+    tcase_add_test(programs, test_pool_ipc);
     tcase_add_test(programs, test_vmm_share);
     tcase_add_test(programs, test_user_object);
     tcase_add_test(programs, test_shm);

@@ -15,39 +15,6 @@
 #define WRITTEN (1u << 20)
 
 /* Send a descriptor with a size. */
-static int send_fd(int sock, int fd, uint64_t size)
-{
-    struct iovec iov = {&size, sizeof size};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    return sendmsg(sock, &msg, 0) == (ssize_t)sizeof size ? 0 : -1;
-}
-
-static int recv_fd(int sock, uint64_t *size)
-{
-    struct iovec iov = {size, sizeof *size};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    if (recvmsg(sock, &msg, 0) != (ssize_t)sizeof *size)
-        return -1;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    int fd = -1;
-    if (c && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    return fd;
-}
-
 static CUmemAllocationProp exportable(CUdevice dev)
 {
     return (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -70,7 +37,7 @@ static CUdeviceptr map(CUmemGenericAllocationHandle h, size_t size, CUdevice dev
 static int child(int sock)
 {
     uint64_t size = 0;
-    int fd = recv_fd(sock, &size);
+    int fd = prog_recv_fd(sock, &size, sizeof size);
     EXPECT(fd >= 0, "no descriptor from the parent");
     CUdevice dev;
     prog_init(&dev);
@@ -134,7 +101,7 @@ int main(void)
     int fd = -1;
     CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     EXPECT(fd >= 0, "a descriptor");
-    EXPECT(send_fd(sv[0], fd, size) == 0, "sending the descriptor");
+    EXPECT(prog_send_fd(sv[0], fd, &size, sizeof size) == 0, "sending the descriptor");
     close(fd);
     char done = 0;
     EXPECT(read(sv[0], &done, 1) == 1 && done == 1, "the child did not finish");

@@ -1,6 +1,7 @@
 #include "progutil.h"
 
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,4 +114,37 @@ void prog_wait_tenant(pid_t pid, const char *what)
 {
     int status = 0;
     EXPECT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", what);
+}
+
+int prog_send_fd(int sock, int fd, const void *data, size_t n)
+{
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fd);
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return sendmsg(sock, &msg, 0) == (ssize_t)n ? 0 : -1;
+}
+
+int prog_recv_fd(int sock, void *data, size_t n)
+{
+    struct iovec iov = {.iov_base = data, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    if (recvmsg(sock, &msg, MSG_WAITALL) != (ssize_t)n)
+        return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    int fd = -1;
+    if (c && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
 }

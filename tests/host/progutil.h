@@ -42,5 +42,8 @@ void prog_expect_device(CUdeviceptr d, const void *want, size_t n, const char *w
 pid_t prog_fork_tenant(int (*child)(void *arg, int from_parent, int to_parent), void *arg, int *to_child,
                        int *from_child);
 void prog_wait_tenant(pid_t pid, const char *what);
+/* A descriptor and n bytes with it over a unix socket; the descriptor received (-1: none). */
+int prog_send_fd(int sock, int fd, const void *data, size_t n);
+int prog_recv_fd(int sock, void *data, size_t n);
 
 #endif

@@ -280,7 +280,14 @@ void emu_link_destroy(struct vgpu_exec *x, void *ctx, void *link);
 CUresult emu_module_load(struct emu_ctx *c, const void *image, size_t size, bool host_code, struct emu_module **out);
 /* emu_pool.c: stream-ordered allocation (executor.h's pool_* and *_async). */
 CUresult emu_pool_default(struct vgpu_exec *x, int dev, void **pool);
-CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool);
+CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, bool exportable, void **pool);
+CUresult emu_pool_export(struct vgpu_exec *x, void *pool, uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+CUresult emu_pool_import(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd, void **pool);
+CUresult emu_pool_export_pointer(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+CUresult emu_pool_import_pointer(struct vgpu_exec *x, void *ctx, void *pool, const uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                                 int fd, uint64_t size, uint64_t *dptr);
+CUresult emu_pool_import_free(struct vgpu_exec *x, void *ctx, uint64_t dptr);
 CUresult emu_pool_destroy(struct vgpu_exec *x, void *pool);
 CUresult emu_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
 CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep);

@@ -4,8 +4,14 @@
  * completed. Blocks beyond the pool's release threshold are given back to the device at once (a
  * GPU's driver does it at the next synchronization; the sizes the attributes report may therefore
  * be lower than a GPU's). The reuse policies are kept and reported; the emu device has no use for
- * them. A destroyed pool lingers until its last allocation is freed, as the driver's does. */
+ * them. A destroyed pool lingers until its last allocation is freed, as the driver's does.
+ * An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
+ * the workers of tenants that import them; such a pool keeps no freed block for reuse, since an
+ * importer may still hold it. An imported pool is only something to import pointers from. */
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "emu.h"
 
@@ -14,7 +20,7 @@
 struct emu_pool {
     struct emu_device *dev;
     struct emu_pool *next;
-    bool is_default, destroyed;
+    bool is_default, destroyed, exportable, imported;
     uint64_t max_size;
     uint64_t threshold;
     int reuse[3]; /* the three CU_MEMPOOL_ATTR_REUSE_* */
@@ -53,15 +59,41 @@ CUresult emu_pool_default(struct vgpu_exec *x, int dev, void **pool)
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool)
+CUresult emu_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, bool exportable, void **pool)
 {
     struct emu_exec *e = EX(x);
     if (dev < 0 || dev >= e->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&e->pools_mu);
-    *pool = pool_new(e, dev, max_size, false);
+    struct emu_pool *p = pool_new(e, dev, max_size, false);
+    if (p)
+        p->exportable = exportable;
+    *pool = p;
     pthread_mutex_unlock(&e->pools_mu);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* A block of an exportable pool: device memory that is a memfd (*fd). */
+static void *shared_block(struct emu_device *d, uint64_t size, int *fd)
+{
+    void *p = NULL;
+    *fd = memfd_create("vgpu-pool", MFD_CLOEXEC);
+    if (*fd >= 0 && ftruncate(*fd, (off_t)size) == 0 && (p = emu_device_map(d, size)) != NULL &&
+        mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd, 0) != MAP_FAILED)
+        return p;
+    if (p)
+        emu_device_unmap(d, p, size);
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+    return NULL;
+}
+
+static void unmap_block(struct emu_pool *p, const struct vgpu_range *b)
+{
+    emu_device_unmap(p->dev, (void *)(uintptr_t)b->base, b->size);
+    if (p->exportable)
+        close((int)b->module);
 }
 
 /* Give cached blocks back to the device, largest address first, until at most keep bytes stay
@@ -204,8 +236,11 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
             goto out;
         }
         trim_locked(p, p->max_size - want); /* within the pool's limit */
-        void *m = p->reserved <= p->max_size - want ? emu_device_map(p->dev, want) : NULL;
-        if (!m) {
+        int fd = -1;
+        void *m = p->reserved > p->max_size - want ? NULL
+                  : p->exportable                  ? shared_block(p->dev, want, &fd)
+                                                   : emu_device_map(p->dev, want);
+        if (!m && !p->exportable) {
             trim_locked(p, 0); /* what the pool keeps may be what the device lacks */
             m = emu_device_map(p->dev, want);
         }
@@ -213,13 +248,16 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
             r = CUDA_ERROR_OUT_OF_MEMORY;
             goto out;
         }
-        block = (struct vgpu_range){.base = (uint64_t)(uintptr_t)m, .size = want};
+        block = (struct vgpu_range){.base = (uint64_t)(uintptr_t)m, .size = want, .module = (uint32_t)fd};
         p->reserved += want;
         if (p->reserved > p->reserved_high)
             p->reserved_high = p->reserved;
     }
     if (vgpu_ranges_add(&p->live, &block) != 0) {
-        vgpu_ranges_add(&p->cached, &block);
+        if (p->exportable || vgpu_ranges_add(&p->cached, &block) != 0) {
+            unmap_block(p, &block);
+            p->reserved -= block.size;
+        }
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -246,8 +284,8 @@ static void give_back_locked(struct emu_exec *e, struct emu_pool *p, uint64_t dp
     struct vgpu_range block = *vgpu_ranges_at(&p->live, dptr);
     vgpu_ranges_remove_at(&p->live, dptr);
     p->used -= block.size;
-    if (vgpu_ranges_add(&p->cached, &block) != 0) {
-        emu_device_unmap(p->dev, (void *)(uintptr_t)block.base, block.size);
+    if (p->exportable || vgpu_ranges_add(&p->cached, &block) != 0) {
+        unmap_block(p, &block);
         p->reserved -= block.size;
     }
     if (p->destroyed && p->live.count == 0)
@@ -307,8 +345,70 @@ void emu_pools_free(struct emu_exec *x)
     while (x->pools) {
         struct emu_pool *p = x->pools;
         for (size_t i = 0; i < p->live.count; i++)
-            emu_device_unmap(p->dev, (void *)(uintptr_t)p->live.v[i].base, p->live.v[i].size);
+            unmap_block(p, &p->live.v[i]);
         p->live.count = 0;
         unlink_locked(x, p);
     }
 }
+
+/* ---------------------------------------------------------------- shared pools */
+
+static const char pool_blob[] = "vgpu emu pool";
+
+CUresult emu_pool_export(struct vgpu_exec *x, void *pool, uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+{
+    (void)x;
+    struct emu_pool *p = pool;
+    memset(blob, 0, VGPU_IPC_HANDLE_BYTES);
+    memcpy(blob, pool_blob, sizeof pool_blob);
+    *fd = -1;
+    return p->exportable ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult emu_pool_import(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd, void **pool)
+{
+    struct emu_exec *e = EX(x);
+    (void)fd;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (memcmp(blob, pool_blob, sizeof pool_blob) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->pools_mu);
+    struct emu_pool *p = pool_new(e, dev, 0, false);
+    if (p)
+        p->imported = true;
+    *pool = p;
+    pthread_mutex_unlock(&e->pools_mu);
+    return p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_pool_export_pointer(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+{
+    struct emu_exec *e = EX(x);
+    (void)ctx;
+    (void)size;
+    memset(blob, 0, VGPU_IPC_HANDLE_BYTES);
+    *fd = -1;
+    pthread_mutex_lock(&e->pools_mu);
+    struct emu_pool *p = owner_locked(e, dptr);
+    const struct vgpu_range *b = p ? vgpu_ranges_at(&p->live, dptr) : NULL;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (b && b->base == dptr && p->exportable) {
+        *fd = dup((int)b->module);
+        r = *fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    pthread_mutex_unlock(&e->pools_mu);
+    return r;
+}
+
+CUresult emu_pool_import_pointer(struct vgpu_exec *x, void *ctx, void *pool, const uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                                 int fd, uint64_t size, uint64_t *dptr)
+{
+    struct emu_pool *p = pool;
+    if (!p->imported) /* pointers come from the pool they were exported with */
+        return CUDA_ERROR_INVALID_VALUE;
+    return emu_ipc_import(x, ctx, blob, fd, size, dptr);
+}
+
+CUresult emu_pool_import_free(struct vgpu_exec *x, void *ctx, uint64_t dptr) { return emu_ipc_close(x, ctx, dptr); }

@@ -140,6 +140,10 @@
     X(cuMemPoolGetAttribute)                                                                           \
     X(cuMemPoolSetAttribute)                                                                           \
     X(cuMemPoolTrimTo)                                                                                 \
+    X(cuMemPoolExportToShareableHandle)                                                                \
+    X(cuMemPoolImportFromShareableHandle)                                                              \
+    X(cuMemPoolExportPointer)                                                                          \
+    X(cuMemPoolImportPointer)                                                                          \
     X(cuMemAllocFromPoolAsync)                                                                         \
     X(cuMemFreeAsync)                                                                                  \
     X(cuIpcGetMemHandle)                                                                               \
@@ -450,12 +454,13 @@ static CUresult cuda_pool_default(struct vgpu_exec *x, int dev, void **pool)
     return r;
 }
 
-static CUresult cuda_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool)
+static CUresult cuda_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size, bool exportable, void **pool)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .handleTypes = CU_MEM_HANDLE_TYPE_NONE,
+                            .handleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                                      : CU_MEM_HANDLE_TYPE_NONE,
                             .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]},
                             .maxSize = (size_t)max_size};
     CUmemoryPool p = NULL;
@@ -465,6 +470,62 @@ static CUresult cuda_pool_create(struct vgpu_exec *x, int dev, uint64_t max_size
 }
 
 static CUresult cuda_pool_destroy(struct vgpu_exec *x, void *pool) { return API(x)->cuMemPoolDestroy(pool); }
+
+/* Shared pools: the driver's POSIX descriptor of a pool, and its export data of a pointer, travel
+ * between the workers (processes of their own) through vgpud. */
+static CUresult cuda_pool_export(struct vgpu_exec *x, void *pool, uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+{
+    memset(blob, 0, VGPU_IPC_HANDLE_BYTES);
+    *fd = -1;
+    return API(x)->cuMemPoolExportToShareableHandle(fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+static CUresult cuda_pool_import(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                                 void **pool)
+{
+    (void)dev;
+    (void)blob;
+    CUmemoryPool p = NULL;
+    CUresult r = API(x)->cuMemPoolImportFromShareableHandle(&p, (void *)(intptr_t)fd,
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    *pool = p;
+    return r;
+}
+
+static CUresult cuda_pool_export_pointer(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                                         uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+{
+    _Static_assert(sizeof(CUmemPoolPtrExportData) == VGPU_IPC_HANDLE_BYTES, "pool export data is 64 bytes");
+    (void)size;
+    *fd = -1;
+    BIND(x, ctx);
+    CUmemPoolPtrExportData d;
+    CUresult r = API(x)->cuMemPoolExportPointer(&d, (CUdeviceptr)dptr);
+    if (r == CUDA_SUCCESS)
+        memcpy(blob, &d, sizeof d);
+    return r;
+}
+
+static CUresult cuda_pool_import_pointer(struct vgpu_exec *x, void *ctx, void *pool,
+                                         const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd, uint64_t size,
+                                         uint64_t *dptr)
+{
+    (void)fd;
+    (void)size;
+    BIND(x, ctx);
+    CUmemPoolPtrExportData d;
+    memcpy(&d, blob, sizeof d);
+    CUdeviceptr p = 0;
+    CUresult r = API(x)->cuMemPoolImportPointer(&p, pool, &d);
+    *dptr = p;
+    return r;
+}
+
+static CUresult cuda_pool_import_free(struct vgpu_exec *x, void *ctx, uint64_t dptr)
+{
+    BIND(x, ctx);
+    return API(x)->cuMemFree_v2((CUdeviceptr)dptr);
+}
 
 static CUresult cuda_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value)
 {
@@ -1704,6 +1765,11 @@ static const struct vgpu_exec_ops cuda_ops = {
     .pool_default = cuda_pool_default,
     .pool_create = cuda_pool_create,
     .pool_destroy = cuda_pool_destroy,
+    .pool_export = cuda_pool_export,
+    .pool_import = cuda_pool_import,
+    .pool_export_pointer = cuda_pool_export_pointer,
+    .pool_import_pointer = cuda_pool_import_pointer,
+    .pool_import_free = cuda_pool_import_free,
     .pool_attribute = cuda_pool_attribute,
     .pool_trim = cuda_pool_trim,
     .alloc_async = cuda_alloc_async,

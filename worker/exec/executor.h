@@ -101,10 +101,21 @@ struct vgpu_exec_ops {
      * ctx NULL frees memory of dev's pools at once, once no context uses it (the channel's end).
      * Arguments are checked by the caller. */
     CUresult (*pool_default)(struct vgpu_exec *x, int dev, void **pool);
-    CUresult (*pool_create)(struct vgpu_exec *x, int dev, uint64_t max_size, void **pool);
+    CUresult (*pool_create)(struct vgpu_exec *x, int dev, uint64_t max_size, bool exportable, void **pool);
     CUresult (*pool_destroy)(struct vgpu_exec *x, void *pool);
     CUresult (*pool_attribute)(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
     CUresult (*pool_trim)(struct vgpu_exec *x, void *pool, uint64_t keep);
+    /* Pools shared with other workers: an exportable pool as what opens it elsewhere (blob, *fd or
+     * -1), opened on dev (fd the caller's); an allocation of an exportable pool (size bytes at
+     * dptr) likewise, and imported from such a pool into ctx; an imported allocation let go. */
+    CUresult (*pool_export)(struct vgpu_exec *x, void *pool, uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+    CUresult (*pool_import)(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
+                            void **pool);
+    CUresult (*pool_export_pointer)(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
+                                    uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+    CUresult (*pool_import_pointer)(struct vgpu_exec *x, void *ctx, void *pool, const uint8_t blob[VGPU_IPC_HANDLE_BYTES],
+                                    int fd, uint64_t size, uint64_t *dptr);
+    CUresult (*pool_import_free)(struct vgpu_exec *x, void *ctx, uint64_t dptr);
     CUresult (*alloc_async)(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr);
     CUresult (*free_async)(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr);
 
