@@ -1,11 +1,13 @@
 #include "etcd.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -19,10 +21,14 @@
 
 struct etcd {
     struct etcd_config cfg;
-    pthread_t thread;
+    pthread_t thread, watcher;
+    bool watching; /* the watcher thread was started */
+    atomic_bool changed; /* the watch saw a change: read the nodes again now */
     int wake[2];
     atomic_bool stop;
     char lease[32]; /* the lease's id (decimal), empty: none */
+    char *put_value;       /* this node's entry as last put (NULL: not yet) */
+    char put_lease[32];    /* under which lease */
     pthread_mutex_t mu; /* what the loop read, for the view */
     bool reachable, read;
     char error[160];
@@ -135,6 +141,11 @@ static bool put_self(struct etcd *e)
     etcd_node_json(&self, &v);
     size_t vlen = 0;
     char *value = strbuf_take(&v, &vlen);
+    /* Unchanged under the same lease: the entry stands (every put wakes every node's watch). */
+    if (value && e->put_value && strcmp(value, e->put_value) == 0 && strcmp(e->lease, e->put_lease) == 0) {
+        free(value);
+        return true;
+    }
     char key[160], key64[224];
     snprintf(key, sizeof key, PREFIX "%s", e->cfg.node);
     base64_encode(key, strlen(key), key64);
@@ -150,7 +161,13 @@ static bool put_self(struct etcd *e)
         free(text);
     }
     free(value64);
-    free(value);
+    if (ok) {
+        free(e->put_value);
+        e->put_value = value;
+        snprintf(e->put_lease, sizeof e->put_lease, "%s", e->lease);
+    } else {
+        free(value);
+    }
     return ok;
 }
 
@@ -193,15 +210,81 @@ static bool read_nodes(struct etcd *e)
     return true;
 }
 
+/* ---------------------------------------------------------------- the watch
+ * A watch on the nodes' prefix (a streaming answer of etcd's gateway): any event wakes the loop to
+ * read them again at once, rather than at its next period. */
+
+static size_t watched(char *data, size_t size, size_t n, void *arg)
+{
+    struct etcd *e = arg;
+    if (memmem(data, size * n, "\"events\"", 8)) {
+        atomic_store(&e->changed, true);
+        if (write(e->wake[1], "w", 1) < 0) {
+            /* the loop reads them within its period anyway */
+        }
+    }
+    return size * n;
+}
+
+/* Lets a watch's transfer end when vgpud stops (libcurl asks about once a second). */
+static int still_watching(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    const struct etcd *e = arg;
+    return atomic_load(&e->stop) ? 1 : 0;
+}
+
+static void *watch_main(void *arg)
+{
+    struct etcd *e = arg;
+    char from[64], to[64], url[256], body[192];
+    base64_encode(PREFIX, strlen(PREFIX), from);
+    char end[] = PREFIX;
+    end[strlen(end) - 1]++;
+    base64_encode(end, strlen(end), to);
+    snprintf(url, sizeof url, "%s/v3/watch", e->cfg.url);
+    snprintf(body, sizeof body, "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"}}", from, to);
+    while (!atomic_load(&e->stop)) {
+        CURL *c = curl_easy_init();
+        if (c) {
+            curl_easy_setopt(c, CURLOPT_URL, url);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watched);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, e);
+            curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, still_watching);
+            curl_easy_setopt(c, CURLOPT_XFERINFODATA, e);
+            curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+            curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+            curl_easy_perform(c); /* until etcd goes or vgpud stops */
+            curl_easy_cleanup(c);
+        }
+        struct pollfd p = {.fd = -1};
+        for (int i = 0; i < 10 && !atomic_load(&e->stop); i++) /* a second before watching again */
+            poll(&p, 0, 100);
+    }
+    return NULL;
+}
+
 static void *etcd_main(void *arg)
 {
     struct etcd *e = arg;
     unsigned period_ms = e->cfg.ttl_s * 1000 / 3;
     period_ms = period_ms < 300 ? 300 : period_ms > 1000 ? 1000 : period_ms;
     bool was_reachable = true;
+    uint64_t next_renew = 0;
     while (!atomic_load(&e->stop)) {
-        bool ok = (e->lease[0] && keepalive(e)) || grant(e);
-        ok = ok && put_self(e);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        uint64_t now = (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+        bool renew = now >= next_renew;
+        atomic_store(&e->changed, false);
+        bool ok = true;
+        if (renew) { /* the lease and this node's entry, each period; the others' on every change too */
+            ok = (e->lease[0] && keepalive(e)) || grant(e);
+            ok = ok && put_self(e);
+            next_renew = now + period_ms;
+        }
         ok = read_nodes(e) && ok;
         if (!ok && e->lease[0] && !keepalive(e))
             e->lease[0] = '\0'; /* gone: a new one next time */
@@ -214,7 +297,12 @@ static void *etcd_main(void *arg)
             LOG_WARN("cluster: etcd at %s %s", e->cfg.url, ok ? "reachable again" : "cannot be reached");
         was_reachable = ok;
         struct pollfd p = {.fd = e->wake[0], .events = POLLIN};
-        poll(&p, 1, (int)period_ms);
+        if (poll(&p, 1, (int)period_ms) > 0) {
+            char drain[64];
+            if (read(e->wake[0], drain, sizeof drain) < 0) {
+                /* nothing to drain */
+            }
+        }
     }
     if (e->lease[0]) { /* leave at once rather than when the lease runs out */
         char body[96];
@@ -236,9 +324,10 @@ struct etcd *etcd_start(const struct etcd_config *cfg, const char **err)
     pthread_mutex_init(&e->mu, NULL);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         *err = "libcurl cannot start";
-    } else if (pipe(e->wake) != 0 || pthread_create(&e->thread, NULL, etcd_main, e) != 0) {
+    } else if (pipe2(e->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pthread_create(&e->thread, NULL, etcd_main, e) != 0) {
         *err = "cannot start the cluster thread";
     } else {
+        e->watching = pthread_create(&e->watcher, NULL, watch_main, e) == 0; /* without it, polling */
         LOG_INFO("cluster: node %s in etcd at %s (lease %u s)", cfg->node, cfg->url, e->cfg.ttl_s);
         return e;
     }
@@ -256,9 +345,12 @@ void etcd_stop(struct etcd *e)
         /* it wakes within its period anyway */
     }
     pthread_join(e->thread, NULL);
+    if (e->watching)
+        pthread_join(e->watcher, NULL);
     close(e->wake[0]);
     close(e->wake[1]);
     free(e->nodes);
+    free(e->put_value);
     pthread_mutex_destroy(&e->mu);
     free(e);
     curl_global_cleanup();

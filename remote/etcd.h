@@ -1,7 +1,8 @@
 /* Cluster state in etcd (its v3 JSON gateway over HTTP, with libcurl): each vgpud keeps its node
  * (name, link address, GPUs and their free memory) under /vgpu/nodes/NAME, tied to a lease it
  * renews, so a node that dies drops out on its own when the lease expires; every node's entry is
- * read back (a second at a time) for placement and vgpuctl cluster. A clean stop revokes the lease. */
+ * read back (a second at a time, and at once when a watch on the prefix sees a change) for placement
+ * and vgpuctl cluster. A clean stop revokes the lease. */
 #ifndef VGPU_REMOTE_ETCD_H
 #define VGPU_REMOTE_ETCD_H
 
