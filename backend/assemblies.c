@@ -1,6 +1,7 @@
-/* Control commands about tenants and their assemblies (vgpuctl list, vgpuctl show): which vGPUs
- * each tenant has, where each lives (this node's name when it is in a cluster, the device), and
- * for show, each vGPU's weight, quota, memory, utilization and calls. */
+/* The tenants' assemblies on vgpud's side: a host process's assembly placed from the entries it
+ * asks for (vgpu-run --vgpu), and the control commands that show them (vgpuctl list, vgpuctl show):
+ * which vGPUs each tenant has, where each lives (this node's name when it is in a cluster, the
+ * device), and for show, each vGPU's weight, quota, memory, utilization and calls. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>

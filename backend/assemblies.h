@@ -1,4 +1,4 @@
-/* vgpuctl list / show: tenants and their assemblies (assemblies.c). */
+/* The tenants' assemblies: host processes' placed, and shown by vgpuctl list / show (assemblies.c). */
 #ifndef VGPU_BACKEND_ASSEMBLIES_H
 #define VGPU_BACKEND_ASSEMBLIES_H
 
