@@ -62,15 +62,15 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
 
 void assemblies_json(struct server *srv, const struct session *asker, struct strbuf *b, const char *which)
 {
-    /* which: NULL (every tenant), a session id, or dom:N (a Xen domain's sessions). */
+    /* which: NULL (every tenant), a session id, dom:N (a Xen domain's sessions by id), or a Xen
+     * domain's name. */
     unsigned long long session = 0;
     int domain = -2;
     char tail;
+    const char *domain_name = NULL;
     if (which && sscanf(which, "dom:%d%c", &domain, &tail) != 1 &&
-        (domain = -2, sscanf(which, "%llu%c", &session, &tail) != 1)) {
-        strbuf_printf(b, "{\"error\":\"show SESSION or show dom:DOMID\"}\n");
-        return;
-    }
+        (domain = -2, sscanf(which, "%llu%c", &session, &tail) != 1))
+        domain_name = which;
     const char *node = cluster_node(srv);
     strbuf_printf(b, "{\"node\":");
     json_node(b, node);
@@ -79,10 +79,14 @@ void assemblies_json(struct server *srv, const struct session *asker, struct str
     for (const struct session *s = srv->sessions; s; s = s->next) {
         if (!s->client || s->state == SESSION_CONTROL || s->state == SESSION_MONITOR || !control_visible(asker, s))
             continue;
-        if (which && (domain != -2 ? s->domid != domain : s->id != session))
+        if (which && (domain_name ? s->domid < 0 || strcmp(s->domain_name, domain_name) != 0
+                      : domain != -2 ? s->domid != domain
+                                     : s->id != session))
             continue;
-        strbuf_printf(b, "%s{\"session\":%llu,\"domain\":%d,\"pid\":%d,\"uid\":%d,\"program\":", first ? "" : ",",
-                      (unsigned long long)s->id, s->domid, (int)s->pid, (int)s->uid);
+        strbuf_printf(b, "%s{\"session\":%llu,\"domain\":%d,\"domain_name\":", first ? "" : ",",
+                      (unsigned long long)s->id, s->domid);
+        strbuf_json_string(b, s->domain_name);
+        strbuf_printf(b, ",\"pid\":%d,\"uid\":%d,\"program\":", (int)s->pid, (int)s->uid);
         strbuf_json_string(b, s->program);
         strbuf_printf(b, ",\"vgpus\":[");
         for (int v = 0; v < s->vgpu_count; v++) {
@@ -96,7 +100,7 @@ void assemblies_json(struct server *srv, const struct session *asker, struct str
     strbuf_printf(b, "]}\n");
     if (which && first) { /* nothing of that name that the asker may see */
         b->len = 0;
-        strbuf_printf(b, "{\"error\":\"no such session or domain\"}\n");
+        strbuf_printf(b, "{\"error\":\"no such session or domain (show SESSION, dom:DOMID or a domain's name)\"}\n");
     }
 }
 

@@ -5,8 +5,9 @@
 #include "server.h"
 #include "strbuf.h"
 
-/* {"node":..,"tenants":[{"session","domain","pid","uid","program","vgpus":[...]}]}: every tenant
- * the asker may see (which NULL), or one session ("ID") or domain ("dom:N") in detail. */
+/* {"node":..,"tenants":[{"session","domain","domain_name","pid","uid","program","vgpus":[...]}]}:
+ * every tenant the asker may see (which NULL), or one session ("ID") or domain ("dom:N", or its
+ * name) in detail. */
 void assemblies_json(struct server *srv, const struct session *asker, struct strbuf *b, const char *which);
 
 /* Give host session s the assembly its entries (';'-separated vgpu entries) describe, placed on

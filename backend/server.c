@@ -669,6 +669,8 @@ static struct session *session_new(struct server *srv, const struct vgpu_msg_lin
     strcpy(s->program, "?");
     if (vgpus) {
         s->domid = vgpus->domid;
+        memcpy(s->domain_name, vgpus->domain_name, sizeof s->domain_name);
+        s->domain_name[sizeof s->domain_name - 1] = '\0';
         memcpy(s->shm_group, vgpus->shm_group, sizeof s->shm_group);
         s->vgpu_count = vgpus->count;
         memcpy(s->vgpu_device, vgpus->device, sizeof s->vgpu_device);

@@ -27,6 +27,7 @@ struct program_rule {
 
 #define MAX_PROGRAM_RULES 64
 #define MAX_PROFILES 32
+#define VGPU_DOMAIN_NAME 64 /* xl domain names kept, with the NUL */
 
 /* The value of program's rule, else fallback. */
 uint64_t program_rule_value(const struct program_rule *rules, unsigned count, const char *program, uint64_t fallback);
@@ -140,6 +141,7 @@ struct session {
     unsigned vgpu_weight[VGPU_MAX_DEVICES];
     uint64_t vgpu_memory[VGPU_MAX_DEVICES];
     int domid; /* the guest domain of a Xen session; -1 in host mode */
+    char domain_name[VGPU_DOMAIN_NAME]; /* its name, as xl gave it ("" if unknown) */
     char shm_group[VGPU_SHM_GROUP_MAX]; /* its domain's shm group (empty: none) */
     /* Xen: a channel answered but waiting for the guest's pages (VGPU_MSG_GRANTS). */
     struct {
@@ -154,6 +156,7 @@ struct session {
 /* What a Xen session's client may use: its domain and its vGPUs (from the domain's xl config). */
 struct session_vgpus {
     int domid;
+    char domain_name[VGPU_DOMAIN_NAME]; /* xl's name of the domain ("" if unknown) */
     char shm_group[VGPU_SHM_GROUP_MAX];
     int count;
     uint8_t device[VGPU_MAX_DEVICES];

@@ -160,6 +160,15 @@ static int assemble(struct xen_guests *g, struct guest *d, const char *const *en
  * JSON rendering with a domain, which has no room for settings it does not know. */
 static int read_config(struct xen_guests *g, struct guest *d)
 {
+    /* Its name, for vgpuctl (a plain word only: it goes into JSON and the log). */
+    char path[96];
+    snprintf(path, sizeof path, "/local/domain/%u/name", d->domid);
+    char *name = xs_get(g, path);
+    memset(d->vgpus.domain_name, 0, sizeof d->vgpus.domain_name);
+    if (name && *name && strlen(name) < sizeof d->vgpus.domain_name &&
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == strlen(name))
+        strcpy(d->vgpus.domain_name, name);
+    free(name);
     uint8_t *data = NULL;
     int len = 0;
     int e = g->ctx ? g->t->libxl_userdata_retrieve(g->ctx, d->domid, "xl", &data, &len) : -1;

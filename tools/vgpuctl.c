@@ -3,7 +3,7 @@
  *   vgpuctl [--socket PATH] [--json] gpus       each device's memory: allocated, resident, swapped
  *   vgpuctl [--socket PATH] [--json] cluster    this node, its links to other nodes, their latency and GPUs
  *   vgpuctl [--socket PATH] [--json] list       tenants and their assemblies (where each vGPU lives)
- *   vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID   one assembly: each vGPU's place, weight,
+ *   vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID|DOMAIN   one assembly: each vGPU's place, weight,
  *                                                quota, memory, utilization and calls
  *   vgpuctl [--socket PATH] weight SESSION W     the scheduling weight of a client's vGPUs
  *   vgpuctl [--socket PATH] ping */
@@ -20,7 +20,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: vgpuctl [--socket PATH] [--json] [status|gpus|cluster|list|ping]\n"
-               "       vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID\n"
+               "       vgpuctl [--socket PATH] [--json] show SESSION|dom:DOMID|DOMAIN\n"
                "       vgpuctl [--socket PATH] weight SESSION W\n");
 }
 
@@ -163,9 +163,13 @@ static void print_cluster(const char *text)
 static const char *where_of(const struct json *s, char *buf, size_t n)
 {
     double dom = json_number(json_get(s, "domain"), -1);
+    const char *name = json_string(json_get(s, "domain_name"), "");
     if (dom < 0)
         return "host";
-    snprintf(buf, n, "dom%.0f", dom);
+    if (name[0])
+        snprintf(buf, n, "%s", name);
+    else
+        snprintf(buf, n, "dom%.0f", dom);
     return buf;
 }
 
@@ -179,12 +183,12 @@ static void print_assemblies(const char *text, bool detail)
     }
     const char *node = json_string(json_get(j, "node"), "local");
     if (!detail)
-        printf("SESSION  WHERE  PID      PROGRAM          ASSEMBLY\n");
+        printf("SESSION  WHERE        PID      PROGRAM          ASSEMBLY\n");
     for (const struct json *s = json_get(j, "tenants") ? json_get(j, "tenants")->child : NULL; s; s = s->next) {
-        char where[16];
+        char where[64];
         const struct json *vgpus = json_get(s, "vgpus");
         if (!detail) {
-            printf("%-8llu %-6s %-8llu %-16.16s ", NUM(s, "session"), where_of(s, where, sizeof where), NUM(s, "pid"),
+            printf("%-8llu %-12.12s %-8llu %-16.16s ", NUM(s, "session"), where_of(s, where, sizeof where), NUM(s, "pid"),
                    json_string(json_get(s, "program"), "?"));
             for (const struct json *v = vgpus ? vgpus->child : NULL; v; v = v->next)
                 printf("%s%s:%llu", v == vgpus->child ? "" : ", ", json_string(json_get(v, "node"), node),

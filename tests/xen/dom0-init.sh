@@ -86,6 +86,11 @@ holding=$(xenstore-read /local/domain/$DOMID/data/holding)
 [ "$holding" = 1 ] || fail "guest: $holding"
 [ "$(of_dom $DOMID)" -ge 1 ] || fail "vgpud does not list a session of domain $DOMID"
 vgpuctl status
+vgpuctl list
+vgpuctl --json show vgpu-guest | grep -q "\"domain\":$DOMID,\"domain_name\":\"vgpu-guest\"" ||
+    fail "vgpuctl show vgpu-guest does not show the assembly of domain $DOMID"
+vgpuctl show vgpu-guest
+stage "vgpuctl list and show name the guest and its assembly"
 stage "guest holds vGPU resources; destroying it"
 xl destroy vgpu-guest || fail "xl destroy"
 # Everything of the destroyed guest is freed; the second guest's session and memory are as they were.
