@@ -224,10 +224,11 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     if (client_hello(buf, len, &role, s->program, assembly) != CUDA_SUCCESS)
         return -EPROTO;
     if (count_sessions(srv, s->domid, s->uid, false) >= srv->opt.max_user_sessions) {
-        LOG_WARN("session %llu: %s %d has %u sessions already; refused", (unsigned long long)s->id,
-                 s->domid >= 0 ? "domain" : "uid", s->domid >= 0 ? s->domid : (int)s->uid,
-                 srv->opt.max_user_sessions);
-        send_status(s, VGPU_MSG_WELCOME, CUDA_ERROR_OUT_OF_MEMORY);
+        char why[VGPU_REASON_TEXT];
+        snprintf(why, sizeof why, "%s %d has %u sessions already", s->domid >= 0 ? "domain" : "uid",
+                 s->domid >= 0 ? s->domid : (int)s->uid, srv->opt.max_user_sessions);
+        LOG_WARN("session %llu: %s; refused", (unsigned long long)s->id, why);
+        refuse(s, CUDA_ERROR_OUT_OF_MEMORY, why);
         return -EPROTO;
     }
     if (role == VGPU_ROLE_CONTROL) {
