@@ -22,6 +22,7 @@
 struct etcd {
     struct etcd_config cfg;
     pthread_t thread, watcher;
+    CURL *http; /* the loop's requests, on one connection kept open (the loop's thread only) */
     bool watching; /* the watcher thread was started */
     atomic_bool changed; /* the watch saw a change: read the nodes again now */
     int wake[2];
@@ -76,12 +77,13 @@ static size_t take(char *data, size_t size, size_t n, void *arg)
     return add;
 }
 
-/* POST body to the gateway's path; the answer parsed (NULL: unreachable or not JSON; e->error says). */
+/* POST body to the gateway's path; the answer parsed (NULL: unreachable or not JSON; e->error says).
+ * The loop's thread only: its requests share one handle, and so one connection. */
 static struct json *post(struct etcd *e, const char *path, const char *body)
 {
-    CURL *c = curl_easy_init();
-    if (!c)
+    if (!e->http && !(e->http = curl_easy_init()))
         return NULL;
+    CURL *c = e->http;
     char url[256];
     snprintf(url, sizeof url, "%s%s", e->cfg.url, path);
     struct reply r = {0};
@@ -93,7 +95,6 @@ static struct json *post(struct etcd *e, const char *path, const char *body)
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
-    curl_easy_cleanup(c);
     struct json *j = rc == CURLE_OK && r.text ? json_parse(r.text) : NULL;
     pthread_mutex_lock(&e->mu);
     if (rc != CURLE_OK)
@@ -309,6 +310,8 @@ static void *etcd_main(void *arg)
         snprintf(body, sizeof body, "{\"ID\":\"%s\"}", e->lease);
         json_free(post(e, "/v3/lease/revoke", body));
     }
+    if (e->http)
+        curl_easy_cleanup(e->http);
     return NULL;
 }
 
