@@ -29,9 +29,7 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
     strbuf_json_string(b, dev < srv->device_count ? srv->devices[dev].name : "?");
     const struct schan *c = s->chans[v];
     const struct worker *w = s->worker;
-    const struct vgpu_chan_stats *st = c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER
-                                           ? &w->stats->chan[c->slot]
-                                           : NULL;
+    const struct vgpu_chan_stats *st = server_chan_stats(s, c);
     /* The weight the scheduler gives it (vgpuctl weight may have changed it), else its spec's. */
     unsigned weight = s->vgpu_weight[v] ? s->vgpu_weight[v] : srv->opt.default_weight;
     if (st) {
@@ -135,11 +133,9 @@ int assemblies_place_host(struct server *srv, struct session *s, const char *tex
             if (d >= ngpus)
                 continue;
             gpus[d].vgpus++;
-            const struct worker *w = o->worker;
-            if (c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER) {
-                uint64_t used = atomic_load(&w->stats->chan[c->slot].mem_bytes);
-                gpus[d].free = gpus[d].free > used ? gpus[d].free - used : 0;
-            }
+            const struct vgpu_chan_stats *st = server_chan_stats(o, c);
+            uint64_t used = st ? atomic_load(&st->mem_bytes) : 0;
+            gpus[d].free = gpus[d].free > used ? gpus[d].free - used : 0;
         }
     struct assembly_vgpu a[VGPU_MAX_DEVICES];
     const char *self = cluster_node(srv);

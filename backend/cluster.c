@@ -48,11 +48,11 @@ void cluster_tick(struct server *srv)
     for (const struct session *s = srv->sessions; s; s = s->next)
         for (int v = 0; v < s->vgpu_count; v++) {
             const struct schan *ch = s->chans[v];
-            if (!ch || ch->device < 0 || (unsigned)ch->device >= n || !s->worker || !s->worker->stats ||
-                ch->slot >= s->worker->slot_count || ch->state == SCHAN_WAIT_WORKER)
+            const struct vgpu_chan_stats *st = server_chan_stats(s, ch);
+            if (!st || ch->device < 0 || (unsigned)ch->device >= n)
                 continue;
             g[ch->device].vgpus++;
-            allocated[ch->device] += atomic_load(&s->worker->stats->chan[ch->slot].mem_bytes);
+            allocated[ch->device] += atomic_load(&st->mem_bytes);
         }
     for (unsigned i = 0; i < n; i++)
         g[i].free = g[i].total > allocated[i] ? g[i].total - allocated[i] : 0;

@@ -29,9 +29,9 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
 {
     const struct worker *w = s->worker;
     static const struct vgpu_chan_stats none;
-    const struct vgpu_chan_stats *st = w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER
-                                           ? &w->stats->chan[c->slot]
-                                           : &none;
+    const struct vgpu_chan_stats *st = server_chan_stats(s, c);
+    if (!st)
+        st = &none;
     uint64_t held = atomic_load(&st->mem_bytes), out_host = atomic_load(&st->swapped_host),
              out_dev = atomic_load(&st->swapped_device);
     uint64_t shm_bytes = 0;
@@ -184,11 +184,10 @@ static void devices_json(struct server *srv, struct strbuf *b)
         for (const struct session *s = srv->sessions; s; s = s->next)
             for (int v = 0; v < s->vgpu_count; v++) {
                 const struct schan *c = s->chans[v];
-                if (!c || c->device != i || !s->worker || !s->worker->stats || c->slot >= s->worker->slot_count ||
-                    c->state == SCHAN_WAIT_WORKER)
+                const struct vgpu_chan_stats *st = server_chan_stats(s, c);
+                if (!st || c->device != i)
                     continue;
                 vgpus++;
-                const struct vgpu_chan_stats *st = &s->worker->stats->chan[c->slot];
                 allocated += atomic_load(&st->mem_bytes);
                 out_host += atomic_load(&st->swapped_host);
                 out_dev += atomic_load(&st->swapped_device);

@@ -91,13 +91,20 @@ static int send_status(struct session *s, uint16_t type, CUresult status)
     return s->link.ops->send(&s->link, &h, sizeof h, -1);
 }
 
+const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const struct schan *c)
+{
+    const struct worker *w = s->worker;
+    return c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER ? &w->stats->chan[c->slot]
+                                                                                          : NULL;
+}
+
 static void schan_free(struct server *srv, struct session *s, struct schan *c)
 {
     struct worker *w = s->worker;
     if (w) {
         /* Its calls count in what vgpud has served. */
-        if (w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER) {
-            const struct vgpu_chan_stats *st = &w->stats->chan[c->slot];
+        const struct vgpu_chan_stats *st = server_chan_stats(s, c);
+        if (st) {
             for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
                 srv->served_calls[op] += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
                 srv->served_errors[op] += atomic_load_explicit(&st->errors[op], memory_order_relaxed);

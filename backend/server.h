@@ -84,6 +84,10 @@ void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel,
 /* w died: its sessions learn the error their calls get from now on. */
 void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
 
+/* The statistics of session s's channel c in its worker's shared page, NULL while there are none
+ * (no channel, no worker yet, or its slot not set up). */
+const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const struct schan *c);
+
 /* Control commands (control.c): answer one command line from session s with text, malloc'd. */
 /* May asker see session o (its own principal's, or asker is an admin)? */
 bool control_visible(const struct session *asker, const struct session *o);
