@@ -9,6 +9,7 @@
 #include "assemblies.h"
 #include "assembly.h"
 #include "cluster.h"
+#include "remote_sessions.h"
 
 /* This node's name, or null outside a cluster. */
 static void json_node(struct strbuf *b, const char *node)
@@ -23,13 +24,19 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
                       const char *node)
 {
     int dev = s->vgpu_device[v];
+    bool remote = s->vgpu_node[v][0] != '\0';
+    struct vgpu_device_info info;
     strbuf_printf(b, "{\"index\":%d,\"node\":", v);
-    json_node(b, node);
-    strbuf_printf(b, ",\"device\":%d,\"device_name\":", dev);
-    strbuf_json_string(b, dev < srv->device_count ? srv->devices[dev].name : "?");
+    json_node(b, remote ? s->vgpu_node[v] : node);
+    strbuf_printf(b, ",\"remote\":%s,\"device\":%d,\"device_name\":", remote ? "true" : "false", dev);
+    if (remote)
+        strbuf_json_string(b, remote_sessions_device(srv, s->vgpu_node[v], dev, &info) == 0 ? info.name : "?");
+    else
+        strbuf_json_string(b, dev < srv->device_count ? srv->devices[dev].name : "?");
     const struct schan *c = s->chans[v];
     const struct worker *w = s->worker;
-    const struct vgpu_chan_stats *st = server_chan_stats(s, c);
+    /* A remote vGPU's calls, memory and scheduling are its node's (vgpuctl show there). */
+    const struct vgpu_chan_stats *st = remote ? NULL : server_chan_stats(s, c);
     /* The weight the scheduler gives it (vgpuctl weight may have changed it), else its spec's. */
     unsigned weight = s->vgpu_weight[v] ? s->vgpu_weight[v] : srv->opt.default_weight;
     if (st) {
@@ -39,7 +46,7 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
             weight = ss.weight;
     }
     strbuf_printf(b, ",\"weight\":%u,\"quota\":%llu", weight, (unsigned long long)s->vgpu_memory[v]);
-    strbuf_printf(b, ",\"open\":%s", st ? "true" : "false");
+    strbuf_printf(b, ",\"open\":%s", st || (remote && c && c->state == SCHAN_OPEN) ? "true" : "false");
     if (detail && st) {
         uint64_t calls = 0, errors = 0;
         for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
@@ -121,8 +128,9 @@ int assemblies_place_host(struct server *srv, struct session *s, const char *tex
     }
     /* This host's GPUs: their load, the vGPUs of the other sessions; their free memory, what those
      * sessions have not allocated. */
-    struct place_gpu gpus[VGPU_MAX_DEVICES];
+    struct place_gpu gpus[VGPU_MAX_DEVICES + REMOTE_PLACE_MAX];
     unsigned ngpus = srv->device_count < (int)VGPU_MAX_DEVICES ? (unsigned)srv->device_count : VGPU_MAX_DEVICES;
+    unsigned nlocal = ngpus;
     for (unsigned i = 0; i < ngpus; i++)
         gpus[i] = (struct place_gpu){.device = (int)i, .total = srv->devices[i].total_mem,
                                      .free = srv->devices[i].total_mem};
@@ -130,20 +138,24 @@ int assemblies_place_host(struct server *srv, struct session *s, const char *tex
         for (int v = 0; o != s && o->client && v < o->vgpu_count; v++) {
             unsigned d = o->vgpu_device[v];
             const struct schan *c = o->chans[v];
-            if (d >= ngpus)
+            if (d >= nlocal || o->vgpu_node[v][0])
                 continue;
             gpus[d].vgpus++;
             const struct vgpu_chan_stats *st = server_chan_stats(o, c);
             uint64_t used = st ? atomic_load(&st->mem_bytes) : 0;
             gpus[d].free = gpus[d].free > used ? gpus[d].free - used : 0;
         }
+    /* Other nodes' GPUs, when this node is linked to some. */
+    ngpus += remote_sessions_gpus(srv, gpus + ngpus, REMOTE_PLACE_MAX);
     struct assembly_vgpu a[VGPU_MAX_DEVICES];
     const char *self = cluster_node(srv);
-    if (assembly_build(entries, n, srv->opt.profiles, srv->opt.profile_count, self ? self : "", true, gpus, ngpus,
-                       0, a, why, whylen) != 0)
+    if (assembly_build(entries, n, srv->opt.profiles, srv->opt.profile_count, self ? self : "", !srv->rsess, gpus,
+                       ngpus, 0, a, why, whylen) != 0)
         return -1;
     s->vgpu_count = (int)n;
     for (unsigned i = 0; i < n; i++) {
+        memcpy(s->vgpu_node[i], a[i].node, sizeof s->vgpu_node[i]);
+        s->vgpu_node[i][sizeof s->vgpu_node[i] - 1] = '\0';
         s->vgpu_device[i] = (uint8_t)a[i].device;
         s->vgpu_weight[i] = a[i].weight;
         s->vgpu_memory[i] = a[i].memory;

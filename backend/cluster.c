@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "remote_sessions.h"
 #include "session.h"
 
 struct cluster {
@@ -90,6 +91,9 @@ int cluster_start(struct server *srv, const struct remote_config *cfg, const str
         rc.inventory_arg = c;
         if (!(c->links = remote_start(&rc, &err)))
             goto fail;
+        err = "cannot watch the links";
+        if (remote_sessions_start(srv, c->links) != 0)
+            goto fail;
     }
     if (etcd) {
         struct etcd_config ec = *etcd;
@@ -117,6 +121,7 @@ void cluster_stop(struct server *srv)
     if (!c)
         return;
     etcd_stop(c->etcd); /* first: it leaves etcd at once */
+    remote_sessions_stop(srv);
     remote_stop(c->links);
     pthread_mutex_destroy(&c->mu);
     free(c->seen);

@@ -16,6 +16,8 @@
 #include "assemblies.h"
 #include "client_msg.h"
 #include "cluster.h"
+#include "remote_sessions.h"
+#include "vgpu/remote.h"
 #include "log.h"
 #include "memory.h"
 #include "msg_socket.h"
@@ -110,10 +112,13 @@ static void schan_free(struct server *srv, struct session *s, struct schan *c)
                 srv->served_errors[op] += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
             }
         }
-        sched_host_leave(srv->sched, w->region, c->slot);
-        server_memory_leave(srv, w, c->id);
+        if (!c->remote_link) {
+            sched_host_leave(srv->sched, w->region, c->slot);
+            server_memory_leave(srv, w, c->id);
+        }
         worker_slot_put(w, c->slot);
     }
+    remote_sessions_close(srv, c);
     if (c->memfd >= 0)
         close(c->memfd);
     free(c->refs);
@@ -165,7 +170,7 @@ static void session_settle(struct server *srv, struct session *s)
 
 static void schan_close(struct server *srv, struct session *s, struct schan *c)
 {
-    if (c->state == SCHAN_WAIT_WORKER) {
+    if (c->state == SCHAN_WAIT_WORKER || c->state == SCHAN_WAIT_PEER) {
         schan_free(srv, s, c);
         return;
     }
@@ -205,7 +210,10 @@ static void session_close(struct server *srv, struct session *s)
 static void set_quotas(struct server *srv, struct session *s)
 {
     for (int i = 0; i < s->vgpu_count; i++) {
-        uint64_t total = srv->devices[s->vgpu_device[i]].total_mem;
+        struct vgpu_device_info remote;
+        uint64_t total = !s->vgpu_node[i][0] ? srv->devices[s->vgpu_device[i]].total_mem
+                         : remote_sessions_device(srv, s->vgpu_node[i], s->vgpu_device[i], &remote) == 0 ? remote.total_mem
+                                                                                                          : 0;
         uint64_t q = s->vgpu_memory[i] ? s->vgpu_memory[i]
                                        : program_rule_value(srv->opt.memories, srv->opt.memory_count, s->program,
                                                             srv->opt.default_memory);
@@ -252,6 +260,16 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
             return -EPROTO;
         }
     }
+    for (int i = 0; i < s->vgpu_count; i++) {
+        struct vgpu_device_info remote;
+        if (s->vgpu_node[i][0] && remote_sessions_device(srv, s->vgpu_node[i], s->vgpu_device[i], &remote) != 0) {
+            char why[VGPU_REASON_TEXT];
+            snprintf(why, sizeof why, "vGPU %d: node %s is not linked", i, s->vgpu_node[i]);
+            LOG_WARN("session %llu: %s; refused", (unsigned long long)s->id, why);
+            refuse(s, CUDA_ERROR_INVALID_DEVICE, why);
+            return -EPROTO;
+        }
+    }
     s->state = monitor ? SESSION_MONITOR : SESSION_CLIENT;
     s->client = !monitor;
     srv->clients_served += !monitor;
@@ -268,7 +286,10 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
     set_quotas(srv, s);
     for (int i = 0; i < s->vgpu_count; i++) {
         struct vgpu_device_info *d = (struct vgpu_device_info *)(msg + sizeof *w) + i;
-        memcpy(d, &srv->devices[s->vgpu_device[i]], sizeof *d);
+        if (!s->vgpu_node[i][0])
+            memcpy(d, &srv->devices[s->vgpu_device[i]], sizeof *d);
+        else if (remote_sessions_device(srv, s->vgpu_node[i], s->vgpu_device[i], d) == 0)
+            d->flags |= VGPU_DEVICE_REMOTE;
         d->total_mem = s->vgpu_memory[i]; /* the tenant's device is as large as its quota */
     }
     int e = s->link.ops->send(&s->link, msg, size, -1);
@@ -309,6 +330,7 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->map_size = l->map_size;
         m->domid = s->domid;
         m->mem_quota = s->vgpu_memory[c->vgpu];
+        m->remote = c->remote_link ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
         m->port = c->port;
         m->pages = c->pages;
         if (tail)
@@ -369,7 +391,8 @@ static struct schan *add_channel(struct server *srv, struct session *s, int vgpu
     unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu]
                                            : (unsigned)program_rule_value(srv->opt.weights, srv->opt.weight_count,
                                                                           s->program, srv->opt.default_weight);
-    if (sched_host_join(srv->sched, w->region, c->slot, c->device, id, weight) != 0) {
+    /* A remote vGPU is scheduled where it runs. */
+    if (!s->vgpu_node[vgpu][0] && sched_host_join(srv->sched, w->region, c->slot, c->device, id, weight) != 0) {
         schan_free(srv, s, c);
         return NULL;
     }
@@ -423,6 +446,14 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     if (c->memfd < 0 || vgpu_seal_final(c->memfd, false) != 0) {
         schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    if (s->vgpu_node[vgpu][0]) { /* its node serves it first, then the worker relays it */
+        c->state = SCHAN_WAIT_PEER;
+        if (remote_sessions_open(srv, s, c) != 0) {
+            schan_free(srv, s, c);
+            return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        }
+        return 0;
     }
     channel_to_worker(srv, s, c); /* the client is answered when the worker is ready for it */
     return 0;
@@ -541,7 +572,7 @@ static void on_session_readable(struct server *srv, struct session *s)
 
 /* ---------------------------------------------------------------- from the workers */
 
-static struct schan *schan_of(struct server *srv, struct worker *w, uint32_t id, struct session **owner)
+struct schan *server_schan(struct server *srv, struct worker *w, uint32_t id, struct session **owner)
 {
     for (struct session *s = srv->sessions; s; s = s->next)
         if (s->worker == w)
@@ -555,7 +586,7 @@ static struct schan *schan_of(struct server *srv, struct worker *w, uint32_t id,
 
 bool server_channel_slot(struct server *srv, struct worker *w, uint32_t channel, struct session **s, unsigned *slot)
 {
-    const struct schan *c = schan_of(srv, w, channel, s);
+    const struct schan *c = server_schan(srv, w, channel, s);
     if (!c || c->state == SCHAN_WAIT_WORKER)
         return false;
     *slot = c->slot;
@@ -596,7 +627,7 @@ static void answer_channel(struct session *s, struct schan *c, CUresult status)
 void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel, int32_t status)
 {
     struct session *s = NULL;
-    struct schan *c = schan_of(srv, w, channel, &s);
+    struct schan *c = server_schan(srv, w, channel, &s);
     if (!c || (c->state != SCHAN_OPENING && c->state != SCHAN_CLOSING))
         return;
     if (status != CUDA_SUCCESS) { /* the worker has nothing of it: no ChannelGone will come */
@@ -609,7 +640,8 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
     if (c->state == SCHAN_CLOSING) /* closed meanwhile: its ChannelGone comes next */
         return;
     c->state = SCHAN_OPEN;
-    server_memory_join(srv, w, c->id, c->device, c->slot, s->vgpu_memory[c->vgpu]);
+    if (!c->remote_link)
+        server_memory_join(srv, w, c->id, c->device, c->slot, s->vgpu_memory[c->vgpu]);
     answer_channel(s, c, CUDA_SUCCESS);
     close(c->memfd);
     c->memfd = -1;
@@ -618,7 +650,7 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
 void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel, int32_t status)
 {
     struct session *s = NULL;
-    struct schan *c = schan_of(srv, w, channel, &s);
+    struct schan *c = server_schan(srv, w, channel, &s);
     if (!c || c->state == SCHAN_WAIT_WORKER)
         return;
     if (c->state == SCHAN_OPENING)
@@ -656,6 +688,83 @@ void server_worker_lost(struct server *srv, struct worker *w, int32_t error)
         }
         session_settle(srv, s);
     }
+}
+
+/* ---------------------------------------------------------------- remote vGPUs' channels */
+
+static struct schan *relayed(struct server *srv, uint64_t link, uint32_t channel, struct session **owner)
+{
+    for (struct session *s = srv->sessions; s; s = s->next)
+        for (int v = 0; v < s->vgpu_count; v++) {
+            struct schan *c = s->chans[v];
+            if (c && c->remote_link == link && c->id == channel) {
+                *owner = s;
+                return c;
+            }
+        }
+    return NULL;
+}
+
+void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status)
+{
+    struct session *s;
+    struct schan *c = relayed(srv, link, channel, &s);
+    if (!c || c->state != SCHAN_WAIT_PEER)
+        return;
+    if (status != CUDA_SUCCESS) {
+        LOG_WARN("session %llu: node %s refused vGPU %d (error %d)", (unsigned long long)s->id, s->vgpu_node[c->vgpu],
+                 c->vgpu, (int)status);
+        c->remote_link = 0; /* nothing to close there */
+        answer_channel(s, c, status);
+        schan_free(srv, s, c);
+        session_settle(srv, s);
+        return;
+    }
+    c->state = SCHAN_WAIT_WORKER;
+    channel_to_worker(srv, s, c);
+}
+
+static void relay_lost(struct server *srv, struct session *s, struct schan *c, CUresult status)
+{
+    if (c->state == SCHAN_WAIT_PEER) {
+        c->remote_link = 0;
+        answer_channel(s, c, status);
+        schan_free(srv, s, c);
+        session_settle(srv, s);
+        return;
+    }
+    server_remote_in(srv, c->remote_link, c->id, SESS_LOST, (uint64_t)(uint32_t)status, NULL, 0);
+    c->remote_link = 0; /* the worker answers its calls from now on; nothing is left there to close */
+}
+
+void server_remote_lost(struct server *srv, uint64_t link, uint32_t channel, CUresult status)
+{
+    for (struct session *s = srv->sessions, *next; s; s = next) {
+        next = s->next;
+        for (int v = 0; v < s->vgpu_count; v++) {
+            struct schan *c = s->chans[v];
+            if (c && c->remote_link == link && (channel == 0 || c->id == channel))
+                relay_lost(srv, s, c, status);
+        }
+    }
+}
+
+void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint32_t kind, uint64_t offset,
+                      const uint8_t *tail, uint32_t len)
+{
+    struct session *s;
+    struct schan *c = relayed(srv, link, channel, &s);
+    if (!c || !s->worker || (c->state != SCHAN_OPEN && c->state != SCHAN_OPENING) || len > VGPU_MAX_RECORD)
+        return;
+    uint8_t buf[sizeof(struct vgpu_wmsg_RemoteIn) + VGPU_MAX_RECORD];
+    struct vgpu_wmsg_RemoteIn *m = (struct vgpu_wmsg_RemoteIn *)buf;
+    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
+    m->channel = c->id;
+    m->kind = kind;
+    m->offset = offset;
+    if (len)
+        memcpy(buf + sizeof *m, tail, len);
+    worker_send_to(s->worker, buf, sizeof *m + len, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- adding and ending sessions */
@@ -946,6 +1055,9 @@ int server_run(struct server *srv)
                 break;
             case WATCH_SESSION:
                 on_session_readable(srv, wt->obj);
+                break;
+            case WATCH_REMOTE:
+                remote_sessions_events(srv);
                 break;
             default:
                 workers_on_event(srv, wt);

@@ -28,6 +28,7 @@ struct server {
     struct mm *mm;            /* the memory manager; NULL when swapping is off */
     struct xen_guests *xen;   /* guest discovery, in dom0 */
     struct cluster *cluster;  /* links to other nodes' vgpuds; NULL when there are none */
+    struct rsess *rsess;      /* remote vGPUs' sessions (remote_sessions.h); NULL without links */
     int listen_fd, epoll_fd, wake_fd;
     struct watch w_listen, w_wake;
     volatile sig_atomic_t stopping;
@@ -86,6 +87,15 @@ void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
 
 /* The statistics of session s's channel c in its worker's shared page, NULL while there are none
  * (no channel, no worker yet, or its slot not set up). */
+/* Remote vGPUs (remote_sessions.h): the channel id of a worker's, and its session; the node serving
+ * a relayed channel has answered (status) or its session has ended (channel 0: every one of link). */
+struct schan *server_schan(struct server *srv, struct worker *w, uint32_t id, struct session **owner);
+void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status);
+void server_remote_lost(struct server *srv, uint64_t link, uint32_t channel, CUresult status);
+/* What the serving node sends a relayed channel (a session_kind), for its worker. */
+void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint32_t kind, uint64_t offset,
+                      const uint8_t *tail, uint32_t len);
+
 const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const struct schan *c);
 
 /* Control commands (control.c): answer one command line from session s with text, malloc'd. */

@@ -97,6 +97,7 @@ enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONIT
 
 /* vgpud's record of one channel. */
 enum schan_state {
+    SCHAN_WAIT_PEER,   /* a remote vGPU's: the node serving it has not answered yet */
     SCHAN_WAIT_WORKER, /* its worker is starting */
     SCHAN_OPENING,     /* AddChannel sent */
     SCHAN_OPEN,        /* answered to the client */
@@ -112,6 +113,7 @@ struct schan {
     int memfd;      /* host mode: the channel's memory, until it is handed to the client */
     uint32_t *refs; /* Xen: the guest's grant references, until the worker has them */
     uint32_t pages, port;
+    uint64_t remote_link; /* a remote vGPU's: the link to the node serving it (0: a local vGPU) */
 };
 
 struct session {
@@ -140,6 +142,7 @@ struct session {
     uint8_t vgpu_device[VGPU_MAX_DEVICES];
     unsigned vgpu_weight[VGPU_MAX_DEVICES];
     uint64_t vgpu_memory[VGPU_MAX_DEVICES];
+    char vgpu_node[VGPU_MAX_DEVICES][VGPU_SPEC_NAME]; /* the node serving vGPU i ("": this one) */
     int domid; /* the guest domain of a Xen session; -1 in host mode */
     char domain_name[VGPU_DOMAIN_NAME]; /* its name, as xl gave it ("" if unknown) */
     char shm_group[VGPU_SHM_GROUP_MAX]; /* its domain's shm group (empty: none) */

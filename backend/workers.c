@@ -22,6 +22,7 @@
 #include "ipc.h"
 #include "segments.h"
 #include "log.h"
+#include "remote_sessions.h"
 #include "memory.h"
 #include "msg_socket.h"
 #include "sealed.h"
@@ -604,6 +605,9 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
         server_memory_need(srv, w, &m);
         break;
     }
+    case VGPU_WMSG_RemoteOut:
+        remote_sessions_from_worker(srv, w, buf, len);
+        break;
     case VGPU_WMSG_MemEvicted: {
         struct vgpu_wmsg_MemEvicted m;
         memcpy(&m, buf, sizeof m);

@@ -24,7 +24,7 @@ enum worker_phase {
 
 /* What an epoll event of the server's loop is about. */
 enum watch_kind { WATCH_LISTEN, WATCH_WAKE, WATCH_SESSION, WATCH_WORKER_CONTROL, WATCH_WORKER_LOG,
-                  WATCH_WORKER_EXIT };
+                  WATCH_WORKER_EXIT, WATCH_REMOTE };
 struct watch {
     enum watch_kind kind;
     void *obj;

@@ -353,6 +353,10 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
 {
     if (size == 0 || size > ch->map.layout.data_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    /* A remote vGPU's device cannot reach this memory: pinned memory stays the application's and its
+     * copies stage through the slots, whose bytes travel with the calls. */
+    if (pin && (fe.devices[ch->device].info.flags & VGPU_DEVICE_REMOTE))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t need = (size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
     pthread_mutex_lock(&ch->heap_mu);
     if (heap_init_locked(ch)) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "link_msg.h"
 #include "log.h"
+#include "session_msg.h"
 
 #define AM_ID 1
 #define MAX_CONNS (2 * REMOTE_MAX_PEERS + 16)
@@ -39,6 +41,15 @@ struct conn {
     char addr[128];
     struct remote_gpu gpus[REMOTE_MAX_GPUS];
     unsigned ngpus;
+    uint32_t gen; /* with the index, the link's id (remote_link_id) */
+};
+
+/* Messages to send, from any thread, sent by the links' thread. */
+struct outgoing {
+    uint64_t link;
+    size_t len;
+    struct outgoing *next;
+    uint8_t data[];
 };
 
 struct peer_state {
@@ -63,6 +74,14 @@ struct remote {
     struct peer_state peers[REMOTE_MAX_PEERS];
     unsigned refused_in;
     char last_refused_in[224];
+    uint32_t next_gen;
+    /* What the links hear of sessions, for vgpud's loop (inbox_fd becomes readable), and what it
+     * sends. */
+    pthread_mutex_t box_mu;
+    struct remote_event *inbox, **inbox_tail;
+    struct outgoing *outbox, **outbox_tail;
+    int inbox_fd;
+    atomic_bool wake_pending;
 };
 
 static uint64_t now_ms(void)
@@ -169,12 +188,49 @@ static struct conn *conn_of_ep(struct remote *r, ucp_ep_h ep)
     return NULL;
 }
 
+static uint64_t link_id(const struct remote *r, const struct conn *c)
+{
+    return (uint64_t)c->gen << 16 | (uint64_t)(c - r->conns);
+}
+
+static struct conn *conn_of_link(struct remote *r, uint64_t link)
+{
+    uint64_t i = link & 0xffff;
+    if (i >= MAX_CONNS || !r->conns[i].used || r->conns[i].gen != (uint32_t)(link >> 16))
+        return NULL;
+    return &r->conns[i];
+}
+
+/* Tell vgpud's loop (len bytes of data, or none). */
+static void inbox_push(struct remote *r, const struct conn *c, enum remote_event_kind kind, const void *data,
+                       size_t len)
+{
+    struct remote_event *e = malloc(sizeof *e + len);
+    if (!e) {
+        LOG_WARN("remote: out of memory; a message from %s is lost", c->hs.peer);
+        return;
+    }
+    *e = (struct remote_event){.link = link_id(r, c), .kind = kind, .len = len};
+    snprintf(e->peer, sizeof e->peer, "%s", c->hs.peer);
+    if (len)
+        memcpy(e->data, data, len);
+    pthread_mutex_lock(&r->box_mu);
+    *r->inbox_tail = e;
+    r->inbox_tail = &e->next;
+    pthread_mutex_unlock(&r->box_mu);
+    uint64_t one = 1;
+    if (write(r->inbox_fd, &one, sizeof one) < 0) {
+        /* the counter is full: the loop is woken already */
+    }
+}
+
 static struct conn *conn_new(struct remote *r)
 {
     for (int i = 0; i < MAX_CONNS; i++)
         if (!r->conns[i].used) {
             memset(&r->conns[i], 0, sizeof r->conns[i]);
             r->conns[i].used = true;
+            r->conns[i].gen = ++r->next_gen ? r->next_gen : ++r->next_gen;
             r->conns[i].peer = -1;
             r->conns[i].opened = now_ms();
             return &r->conns[i];
@@ -229,8 +285,10 @@ static void link_msg_fill(struct remote *r, struct link_msg *m, enum link_msg_ty
 static void conn_close(struct remote *r, struct conn *c, const char *why)
 {
     uint64_t t = now_ms();
-    if (c->state == L_UP)
+    if (c->state == L_UP) {
         LOG_WARN("remote: link with %s (%s) down: %s", c->hs.peer, c->addr, why);
+        inbox_push(r, c, REMOTE_LINK_DOWN, NULL, 0);
+    }
     else if (c->state == L_HANDSHAKE && c->peer < 0 && c->hs.state != HS_FAILED) { /* it never proved the key */
         r->refused_in++;
         snprintf(r->last_refused_in, sizeof r->last_refused_in, "%s: gone before proving the cluster key (%s)",
@@ -290,6 +348,7 @@ static void link_up(struct remote *r, struct conn *c)
             LOG_WARN("remote: %s answers as %s", r->cfg.peers[c->peer].name, c->hs.peer);
     }
     LOG_INFO("remote: link with %s (%s) up", c->hs.peer, c->addr);
+    inbox_push(r, c, REMOTE_LINK_UP, NULL, 0);
 }
 
 static void take_inventory(struct conn *c, const struct link_msg *m)
@@ -321,6 +380,13 @@ static void receive(struct remote *r, struct conn *c, const void *data, size_t l
         return;
     }
     struct link_msg m;
+    uint16_t type = 0;
+    if (len >= 8)
+        memcpy(&type, (const uint8_t *)data + 6, sizeof type);
+    if (c->state == L_UP && type == LINK_SESSION) { /* checked by its reader (session_msg_decode) */
+        inbox_push(r, c, REMOTE_LINK_MSG, data, len);
+        return;
+    }
     if (c->state != L_UP && !(c->hs.dialer && c->hs.state == HS_DONE)) {
         c->closing = "a message out of turn";
         return;
@@ -464,6 +530,26 @@ static void tick(struct remote *r)
             dial(r, (int)i);
 }
 
+/* Send what vgpud's loop asked to send; messages for a link that is not up any more go nowhere
+ * (its sessions hear that the link went down). */
+static void drain_outbox(struct remote *r)
+{
+    atomic_store(&r->wake_pending, false);
+    pthread_mutex_lock(&r->box_mu);
+    struct outgoing *list = r->outbox;
+    r->outbox = NULL;
+    r->outbox_tail = &r->outbox;
+    pthread_mutex_unlock(&r->box_mu);
+    while (list) {
+        struct outgoing *o = list;
+        list = o->next;
+        struct conn *c = conn_of_link(r, o->link);
+        if (c && c->state == L_UP && !c->closing && send_msg(c, o->data, o->len) != 0)
+            c->closing = "cannot send";
+        free(o);
+    }
+}
+
 static void *link_main(void *arg)
 {
     struct remote *r = arg;
@@ -471,6 +557,7 @@ static void *link_main(void *arg)
         while (ucp_worker_progress(r->worker))
             ;
         pthread_mutex_lock(&r->mu);
+        drain_outbox(r);
         tick(r);
         pthread_mutex_unlock(&r->mu);
         while (ucp_worker_progress(r->worker))
@@ -499,6 +586,12 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
     r->cfg = *cfg;
     r->efd = r->wake[0] = r->wake[1] = -1;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->box_mu, NULL);
+    r->inbox_tail = &r->inbox;
+    r->outbox_tail = &r->outbox;
+    r->inbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->inbox_fd < 0)
+        goto fail;
     for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++)
         r->peers[i].conn = -1;
     if (!remote_node_name_ok(cfg->node)) {
@@ -518,6 +611,10 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
         *err = "UCX: cannot read its configuration";
         goto fail;
     }
+    /* Every message arrives whole, in order, in the receive callback (a session's data before the
+     * record that uses it); the largest is SESSION_CHUNK plus a header. */
+    if (!getenv("UCX_RNDV_THRESH"))
+        ucp_config_modify(uc, "RNDV_THRESH", "inf");
     ucs_status_t s = ucp_init(&up, uc, &r->ctx);
     ucp_config_release(uc);
     if (s != UCS_OK) {
@@ -556,7 +653,7 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
             goto fail;
         }
     }
-    if (pipe2(r->wake, O_CLOEXEC) != 0 || pthread_create(&r->thread, NULL, link_main, r) != 0) {
+    if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pthread_create(&r->thread, NULL, link_main, r) != 0) {
         *err = "cannot start the links' thread";
         goto fail;
     }
@@ -564,6 +661,8 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
              cfg->npeers);
     return r;
 fail:
+    if (r->inbox_fd >= 0)
+        close(r->inbox_fd);
     if (r->wake[0] >= 0) {
         close(r->wake[0]);
         close(r->wake[1]);
@@ -599,8 +698,73 @@ void remote_stop(struct remote *r)
     ucp_cleanup(r->ctx);
     close(r->wake[0]);
     close(r->wake[1]);
+    close(r->inbox_fd);
+    remote_events_free(remote_inbox_take(r));
+    while (r->outbox) {
+        struct outgoing *o = r->outbox;
+        r->outbox = o->next;
+        free(o);
+    }
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->box_mu);
     free(r);
+}
+
+int remote_inbox_fd(struct remote *r) { return r->inbox_fd; }
+
+struct remote_event *remote_inbox_take(struct remote *r)
+{
+    uint64_t n;
+    if (read(r->inbox_fd, &n, sizeof n) < 0) {
+        /* nothing counted: there may still be events of an earlier wake-up */
+    }
+    pthread_mutex_lock(&r->box_mu);
+    struct remote_event *list = r->inbox;
+    r->inbox = NULL;
+    r->inbox_tail = &r->inbox;
+    pthread_mutex_unlock(&r->box_mu);
+    return list;
+}
+
+void remote_events_free(struct remote_event *e)
+{
+    while (e) {
+        struct remote_event *next = e->next;
+        free(e);
+        e = next;
+    }
+}
+
+int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
+{
+    struct outgoing *o = malloc(sizeof *o + len);
+    if (!o)
+        return -1;
+    o->link = link;
+    o->len = len;
+    o->next = NULL;
+    memcpy(o->data, msg, len);
+    pthread_mutex_lock(&r->box_mu);
+    *r->outbox_tail = o;
+    r->outbox_tail = &o->next;
+    pthread_mutex_unlock(&r->box_mu);
+    if (!atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
+        /* the pipe is full: the thread is awake */
+    }
+    return 0;
+}
+
+uint64_t remote_link_to(struct remote *r, const char *node)
+{
+    uint64_t link = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < MAX_CONNS && !link; i++) {
+        const struct conn *c = &r->conns[i];
+        if (c->used && c->state == L_UP && !c->closing && strcmp(c->hs.peer, node) == 0)
+            link = link_id(r, c);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return link;
 }
 
 int remote_add_peer(struct remote *r, const char *name, const char *addr)

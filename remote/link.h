@@ -61,6 +61,29 @@ int remote_add_peer(struct remote *r, const char *name, const char *addr);
  * let go (their link closed, not dialed again until they are back). Any thread. */
 void remote_keep_peers(struct remote *r, const char *const *names, unsigned n);
 
+/* ---- sessions of remote vGPUs (session_msg.h) travel over the links too. A link is named by an
+ * id that no later link reuses. */
+enum remote_event_kind { REMOTE_LINK_UP = 1, REMOTE_LINK_DOWN, REMOTE_LINK_MSG };
+
+struct remote_event {
+    uint64_t link;
+    enum remote_event_kind kind;
+    char peer[REMOTE_NODE_NAME];
+    size_t len;
+    struct remote_event *next;
+    uint8_t data[]; /* REMOTE_LINK_MSG: the message, not checked yet */
+};
+
+/* Readable when events wait; remote_inbox_take() takes them all, in the order they happened
+ * (free them with remote_events_free). vgpud's loop. */
+int remote_inbox_fd(struct remote *r);
+struct remote_event *remote_inbox_take(struct remote *r);
+void remote_events_free(struct remote_event *e);
+/* Send a copy of a message on a link (any thread); one for a link that is down goes nowhere. 0 or -1. */
+int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);
+/* A link that is up to node, or 0. */
+uint64_t remote_link_to(struct remote *r, const char *node);
+
 /* {"node":...,"listen":...,"links":[{"peer","address","direction","state","rtt_us","since_ms",
  * "refusals","last_refusal","gpus":[...]}]} */
 void remote_view_json(struct remote *r, struct strbuf *b);

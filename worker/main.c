@@ -12,6 +12,8 @@
 
 #include "log.h"
 #include "msg_socket.h"
+#include "remote.h"
+#include "vgpu/remote.h"
 #include "sealed.h"
 #include "worker.h"
 
@@ -38,6 +40,8 @@ static struct {
         struct vchannel *ch;
     } chans[VGPU_WORKER_MAX_CHANNELS];
     unsigned nchans;
+    struct relay *relays[VGPU_WORKER_MAX_CHANNELS]; /* channels of other nodes' vGPUs */
+    unsigned nrelays;
 } w = {.ctl = VGPU_WORKER_FD_CONTROL, .send_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER};
 
@@ -64,6 +68,7 @@ static void channel_gone(struct vchannel *ch, CUresult status)
             break;
         }
     pthread_mutex_unlock(&w.mu);
+    feed_stop(ch);
     vchannel_free(ch);
     worker_send(&m, sizeof m, NULL, 0);
     pthread_mutex_lock(&w.mu);
@@ -110,6 +115,54 @@ static CUresult map_memfd(int fd, size_t size, struct vchannel_memory *out)
     return CUDA_SUCCESS;
 }
 
+static void relay_gone(struct relay *r)
+{
+    struct vgpu_wmsg_ChannelGone m;
+    vgpu_wmsg_init(&m.hdr, VGPU_WMSG_ChannelGone, sizeof m);
+    m.channel = relay_id(r);
+    m.status = CUDA_SUCCESS;
+    pthread_mutex_lock(&w.mu);
+    for (unsigned i = 0; i < w.nrelays; i++)
+        if (w.relays[i] == r) {
+            w.relays[i] = w.relays[--w.nrelays];
+            break;
+        }
+    pthread_cond_broadcast(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    worker_send(&m, sizeof m, NULL, 0);
+}
+
+static struct relay *relay_by_id(uint32_t id)
+{
+    for (unsigned i = 0; i < w.nrelays; i++)
+        if (relay_id(w.relays[i]) == id)
+            return w.relays[i];
+    return NULL;
+}
+
+/* A channel whose vGPU is another node's: relayed, nothing of it runs here. */
+static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgpu_channel_layout *l, int fd)
+{
+    struct vchannel_memory mem;
+    if (fd < 0)
+        return CUDA_ERROR_NOT_SUPPORTED; /* a guest's channel is relayed by vgpud's of its own node only */
+    pthread_mutex_lock(&w.mu);
+    bool taken = w.nrelays + w.nchans >= VGPU_WORKER_MAX_CHANNELS || relay_by_id(m->channel);
+    pthread_mutex_unlock(&w.mu);
+    if (taken)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = map_memfd(fd, (size_t)m->map_size, &mem);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct relay *rl = relay_open(m->channel, m->session, l, &mem, relay_gone);
+    if (!rl)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&w.mu);
+    w.relays[w.nrelays++] = rl;
+    pthread_mutex_unlock(&w.mu);
+    return CUDA_SUCCESS;
+}
+
 static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t *tail, size_t tail_len, int fd)
 {
     struct vchannel_params p = {
@@ -122,8 +175,12 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
         .layout = {m->req_off, m->req_size, m->rsp_off, m->rsp_size, m->data_off, m->data_size, m->slot_count,
                    m->slot_size, m->map_size},
     };
-    if (m->channel == 0 || m->slot >= w.slots || m->device >= (uint32_t)w.x->ops->device_count(w.x) ||
-        vgpu_channel_layout_check(&p.layout) || m->map_size > SIZE_MAX)
+    if (m->channel == 0 || m->slot >= w.slots || vgpu_channel_layout_check(&p.layout) || m->map_size > SIZE_MAX ||
+        m->remote > VGPU_REMOTE_SERVED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (m->remote == VGPU_REMOTE_RELAY)
+        return add_relay(m, &p.layout, fd);
+    if (m->device >= (uint32_t)w.x->ops->device_count(w.x))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&w.mu);
     bool taken = w.nchans == VGPU_WORKER_MAX_CHANNELS;
@@ -185,9 +242,34 @@ static void on_add_channel(const uint8_t *buf, size_t len, int fd)
     }
     pthread_mutex_lock(&w.mu);
     struct vchannel *ch = channel_by_id(m.channel);
+    struct relay *rl = relay_by_id(m.channel);
     pthread_mutex_unlock(&w.mu);
     /* Answered first: a poller that ends at once says ChannelGone after ChannelReady. */
+    if (rl) {
+        if (relay_start(rl) != 0)
+            relay_close(rl);
+        return;
+    }
+    /* A served channel's feed starts first: the poller may end, and free the channel, at once. */
+    if (m.remote == VGPU_REMOTE_SERVED && feed_start(ch) != 0)
+        vchannel_close(ch);
     vchannel_start(ch);
+}
+
+/* A remote session's traffic: to the relay of a channel of another node's vGPU, or to the feed of a
+ * channel served here for another node's tenant. */
+static void on_remote_in(const uint8_t *buf, size_t len)
+{
+    struct vgpu_wmsg_RemoteIn m;
+    memcpy(&m, buf, sizeof m);
+    pthread_mutex_lock(&w.mu);
+    struct relay *rl = relay_by_id(m.channel);
+    struct vchannel *ch = rl ? NULL : channel_by_id(m.channel);
+    if (rl)
+        relay_in(rl, m.kind, m.offset, buf + sizeof m, len - sizeof m);
+    else if (ch && !atomic_load(&ch->finished))
+        feed_in(ch, m.kind, m.offset, buf + sizeof m, len - sizeof m);
+    pthread_mutex_unlock(&w.mu);
 }
 
 /* vgpud asks a channel to give memory back. A channel that has gone is not asked any more
@@ -209,8 +291,11 @@ static void on_close_channel(const uint8_t *buf)
     memcpy(&m, buf, sizeof m);
     pthread_mutex_lock(&w.mu);
     struct vchannel *ch = channel_by_id(m.channel);
+    struct relay *rl = relay_by_id(m.channel);
     if (ch)
         vchannel_close(ch);
+    if (rl)
+        relay_close(rl);
     pthread_mutex_unlock(&w.mu);
 }
 
@@ -222,12 +307,14 @@ static unsigned close_all(void)
     pthread_mutex_lock(&w.mu);
     for (unsigned i = 0; i < w.nchans; i++)
         vchannel_close(w.chans[i].ch);
+    for (unsigned i = 0; i < w.nrelays; i++)
+        relay_close(w.relays[i]);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += CLOSE_TIMEOUT_S;
-    while (w.nchans && pthread_cond_timedwait(&w.cv, &w.mu, &until) == 0)
+    while ((w.nchans || w.nrelays) && pthread_cond_timedwait(&w.cv, &w.mu, &until) == 0)
         ;
-    unsigned left = w.nchans;
+    unsigned left = w.nchans + w.nrelays;
     pthread_mutex_unlock(&w.mu);
     if (left)
         LOG_WARN("%u channel(s) did not close in %d s", left, CLOSE_TIMEOUT_S);
@@ -256,6 +343,9 @@ static void serve(void)
             break;
         case VGPU_WMSG_MemEvict:
             on_mem_evict(buf);
+            break;
+        case VGPU_WMSG_RemoteIn:
+            on_remote_in(buf, (size_t)n);
             break;
         case VGPU_WMSG_Image:
         case VGPU_WMSG_MemGrant:

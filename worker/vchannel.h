@@ -158,6 +158,7 @@ struct vchannel {
     unsigned capture_count;
     struct gate_member gate; /* its place in the device's schedulers */
     struct vswap swap;       /* its side of swapping */
+    struct feed *feed;       /* its client is on another node (remote.h) */
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
     struct vgpu_chan_stats *acct;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 19u
+#define VGPU_PROTO_VERSION 20u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -307,9 +307,12 @@ struct vgpu_device_info {
     /* The driver's two per-TPC byte maps of the device's SM layout, which cuBLASLt reads through a
      * private export table for its kernel heuristics; layout_len 0: not available. */
     uint32_t layout_len;
-    uint32_t reserved;
+    uint32_t flags; /* VGPU_DEVICE_* */
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
+/* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and
+ * copies stage through the channel's slots. */
+#define VGPU_DEVICE_REMOTE 1u
 
 #define VGPU_MAX_DEVICES 16u
 

@@ -19,10 +19,11 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pth
 	-Iinclude -Icommon -Isched -Ixen -Iassembly -Iworker -Iworker/exec -Ishm -Ibackend -Iremote -I$(O)/gen \
 	-isystem $(CUDA_HOME)/include $(PKG_CFLAGS)
 # What the fuzzers drive: a worker's channel, handlers and emu executor; the parsers; vgpud's
-# decoders of client messages; the vchan framing; what peers send (the handshake, link messages).
+# decoders of client messages; the vchan framing; what peers send (the handshake, link messages,
+# remote sessions' messages).
 FUZZ_SRC := $(COMMON_SRC) $(SHM_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
 	backend/client_msg.c xen/vchan_link.c remote/handshake.c remote/hmac_sha256.c remote/link_msg.c \
-	remote/etcd_entry.c
+	remote/etcd_entry.c remote/session_msg.c
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_O)/obj/%.o)
 FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)
 

@@ -13,6 +13,7 @@
 #include "vgpu/wire.h"
 #include "handshake.h"
 #include "link_msg.h"
+#include "session_msg.h"
 
 static uint8_t out[1 << 20];
 static size_t out_len;
@@ -478,6 +479,24 @@ static void peer(const char *dir)
     const char *entry = "eyJub2RlIjoiZTEiLCJhZGRyZXNzIjoiMTAuMC4wLjE6NzA3MCIsImdwdXMiOlt7Im5hbWUiOiJHUFUiLCJ0b3RhbF9tZW0iOjEwMCwiZnJlZV9tZW0iOjUwLCJ2Z3B1cyI6MX1dfQ==";
     peer_record(entry, (uint16_t)strlen(entry));
     save(dir, "peer", "etcd");
+    /* A remote session's copy: its bytes, then the record that names them. */
+    what = 4;
+    put(&what, 1);
+    uint8_t msg[sizeof(struct session_hdr) + sizeof(struct vgpu_req_CopyHtoD)];
+    struct session_hdr sh = {.magic = REMOTE_MAGIC, .version = REMOTE_WIRE_VERSION, .type = LINK_SESSION,
+                             .kind = SESS_DATA, .channel = 1, .offset = 4u << 20, .len = 8};
+    memcpy(msg, &sh, sizeof sh);
+    memset(msg + sizeof sh, 0x5a, 8);
+    peer_record(msg, (uint16_t)(sizeof sh + 8));
+    struct vgpu_req_CopyHtoD q = {.hdr = {.size = sizeof q, .op = VGPU_OP_CopyHtoD, .seq = 1, .ctx = 1},
+                                  .dst = 1 << 20, .offset = 4u << 20, .size = 8, .slot = VGPU_NO_SLOT};
+    sh.kind = SESS_RECORD;
+    sh.offset = 0;
+    sh.len = sizeof q;
+    memcpy(msg, &sh, sizeof sh);
+    memcpy(msg + sizeof sh, &q, sizeof q);
+    peer_record(msg, (uint16_t)sizeof msg);
+    save(dir, "peer", "session");
 }
 
 int main(int argc, char **argv)

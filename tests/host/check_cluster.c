@@ -76,7 +76,7 @@ static void start(int i)
         const char *node = i == 0 ? "a" : i == 1 ? "b" : "c";
         const char *k = i == 2 ? bad_key : key;
         char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
-                        "--emu-memory", "1G", "--worker-pool", "0", "--socket", sock[i], "--node", (char *)node,
+                        "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--socket", sock[i], "--node", (char *)node,
                         "--cluster-key", (char *)k, "--peer", peer, i < 2 ? "--remote-listen" : NULL,
                         i < 2 ? addr[i] : NULL, NULL};
         if (netns)
@@ -294,6 +294,134 @@ START_TEST(test_silent_peer)
 }
 END_TEST
 
+/* A program run on node a with the vGPUs given (vgpu-run --vgpu each), its output in out; its status. */
+static int run_on_a(const char *vgpus, const char *prog, const char *args, const char *out)
+{
+    return sh("%s/vgpu-run --socket %s %s -- %s/%s %s > %s 2>&1", bin, sock[0], vgpus, progs, prog, args, out);
+}
+
+/* An assembly of a's device and b's: everything travels to b and back (checksummed by the
+ * programs), b's vgpud serves it as its own tenant, and neither node keeps anything of it after. */
+START_TEST(test_remote_vgpus)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    char out[700], kernels[700];
+    snprintf(out, sizeof out, "%s/remote.%d.out", tmp, (int)getpid());
+    const char *kdir = getenv("VGPU_TEST_KERNELS");
+    snprintf(kernels, sizeof kernels, "%s/basic.emu.so", kdir ? kdir : "build/tests/kernels");
+    static const struct {
+        const char *vgpus, *prog;
+        bool kernels;
+    } runs[] = {
+        {"--vgpu device=0 --vgpu node=b,device=0", "prog_peer", false},
+        {"--vgpu node=b,device=0", "prog_copies", false},
+        {"--vgpu node=b,device=0", "prog_copy3d", false},
+        {"--vgpu node=b,device=0", "prog_pitch", false},
+        {"--vgpu node=b,device=0", "prog_vecadd", true}, /* an emu kernel on b */
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        int rc = run_on_a(runs[i].vgpus, runs[i].prog, runs[i].kernels ? kernels : "", out);
+        if (rc != 0)
+            sh("cat %s >&2", out);
+        ck_assert_msg(rc == 0, "%s on %s failed (%d)", runs[i].prog, runs[i].vgpus, rc);
+    }
+    /* b served them as tenants of its own, which have gone. */
+    ck_assert_msg(sh("grep -q \"node a's tenant 'prog_vecadd' gets device 0\" %s/cluster-b.log", tmp) == 0,
+                  "b never served a's tenant");
+    bool empty = false;
+    for (int i = 0; i < 60 && !empty; i++) { /* the last tenant's goodbye may still be on its way */
+        struct json *j = ask_json(1, "list");
+        ck_assert_ptr_nonnull(j);
+        const struct json *t = json_get(j, "tenants");
+        empty = !t || !t->child;
+        json_free(j);
+        if (!empty)
+            usleep(50000);
+    }
+    ck_assert_msg(empty, "b still has a tenant");
+    /* While a tenant of a holds b's vGPU: a lists it as b's, b as a tenant of its own. */
+    char cmd[3200];
+    snprintf(out, sizeof out, "%s/remote-hold.%d.out", tmp, (int)getpid());
+    pid_t p = fork();
+    if (p == 0) {
+        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s --vgpu node=b,device=0 -- %s/prog_hold > %s 2>&1", bin,
+                 sock[0], progs, out);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    bool ready = false;
+    for (int i = 0; i < 500 && !ready; i++) {
+        usleep(10000);
+        ready = sh("grep -q ready %s", out) == 0;
+    }
+    ck_assert_msg(ready, "prog_hold did not get ready on b's vGPU");
+    struct json *ja = ask_json(0, "list"), *jb = ask_json(1, "list");
+    ck_assert(ja && jb);
+    const struct json *ta = json_get(ja, "tenants")->child, *tb = json_get(jb, "tenants")->child;
+    ck_assert(ta && tb);
+    const struct json *va = json_get(ta, "vgpus")->child;
+    ck_assert_str_eq(json_string(json_get(va, "node"), ""), "b");
+    ck_assert(json_get(va, "remote") && json_get(va, "remote")->boolean);
+    ck_assert_str_eq(json_string(json_get(tb, "program"), ""), "a:prog_hold");
+    ck_assert(json_get(json_get(tb, "vgpus")->child, "open")->boolean);
+    json_free(ja);
+    json_free(jb);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    /* A vGPU of a node that is not linked is refused with the reason. */
+    ck_assert(run_on_a("--vgpu node=nowhere,device=0", "prog_copies", "", out) != 0);
+    ck_assert_msg(sh("grep -q nowhere %s", out) == 0, "no reason given");
+}
+END_TEST
+
+/* b dies under a tenant of a: its calls on b's vGPU fail within 5 s, never hang, and its vGPU of a
+ * works on. b comes back for new sessions. */
+START_TEST(test_remote_loss)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    char out[700], cmd[3200];
+    snprintf(out, sizeof out, "%s/loss.%d.out", tmp, (int)getpid());
+    pid_t p = fork();
+    if (p == 0) {
+        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s --vgpu device=0 --vgpu node=b,device=0 -- %s/prog_remote_loss > %s 2>&1",
+                 bin, sock[0], progs, out);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    bool ready = false;
+    for (int i = 0; i < 1000 && !ready; i++) {
+        usleep(10000);
+        ready = sh("grep -q ready %s", out) == 0;
+    }
+    ck_assert_msg(ready, "prog_remote_loss did not get ready");
+    stop(1, true);
+    int st = -1;
+    for (int i = 0; i < 100 && waitpid(p, &st, WNOHANG) == 0; i++)
+        usleep(100000);
+    if (st == -1) {
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+    start(1); /* for the next tests, whatever this one finds */
+    sh("cat %s >&2", out);
+    ck_assert_msg(st != -1, "the tenant hung after b went");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_remote_loss failed (%#x)", st);
+    double after = -1;
+    ck_assert(sh("grep -q 'CUDA_ERROR_DEVICE_UNAVAILABLE after' %s", out) == 0);
+    FILE *f = fopen(out, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "remote-loss: CUDA_ERROR_DEVICE_UNAVAILABLE after %lf", &after) == 1)
+            break;
+    if (f)
+        fclose(f);
+    ck_assert_msg(after >= 0 && after <= 5.0, "the error came %.2f s after b went", after);
+    ck_assert_msg(wait_state(0, "b", "up", 15000) >= 0, "a never linked with b again");
+    snprintf(out, sizeof out, "%s/remote-again.%d.out", tmp, (int)getpid());
+    ck_assert_msg(run_on_a("--vgpu node=b,device=0", "prog_copies", "", out) == 0, "b serves no new session");
+}
+END_TEST
+
 START_TEST(test_dead_peer)
 {
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
@@ -481,6 +609,8 @@ int main(void)
     tcase_add_test(t, test_assemblies);
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
+    tcase_add_test(t, test_remote_vgpus);
+    tcase_add_test(t, test_remote_loss);
     tcase_add_test(t, test_silent_peer);
     tcase_add_test(t, test_dead_peer);
     tcase_add_test(t, test_etcd);

@@ -1,0 +1,424 @@
+#include "remote_sessions.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg_socket.h"
+#include "session_msg.h"
+#include "vgpu/remote.h"
+
+/* What a linked node said of its GPUs. */
+struct node_devices {
+    char node[REMOTE_NODE_NAME];
+    uint64_t link;
+    unsigned count;
+    struct vgpu_device_info dev[VGPU_MAX_DEVICES];
+};
+
+/* A session served here for a tenant of another node: its control link. */
+struct served {
+    struct rsess *rs;
+    uint64_t link;    /* the cluster link it came on */
+    uint32_t channel; /* the tenant's node's name for it */
+    uint64_t session; /* ours */
+    int efd;          /* readable while messages wait, or at the end */
+    bool eof;
+    uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
+    size_t pending_len[2];
+    unsigned next;
+    struct served *next_served;
+};
+
+struct rsess {
+    struct server *srv;
+    struct remote *links;
+    struct watch watch;
+    struct node_devices nodes[REMOTE_MAX_PEERS];
+    struct served *served;
+};
+
+static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
+                      const void *tail, size_t len)
+{
+    uint8_t *buf = malloc(sizeof(struct session_hdr) + len);
+    if (!buf)
+        return;
+    struct session_hdr h = {.magic = REMOTE_MAGIC, .version = REMOTE_WIRE_VERSION, .type = LINK_SESSION, .kind = kind,
+                            .channel = channel, .offset = offset, .len = (uint32_t)len};
+    memcpy(buf, &h, sizeof h);
+    if (len)
+        memcpy(buf + sizeof h, tail, len);
+    remote_send(rs->links, link, buf, sizeof h + len);
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- a served session's control link */
+
+static struct served *served_of(struct vgpu_msg_link *l) { return l->priv; }
+
+static void served_wake(struct served *sv)
+{
+    eventfd_write(sv->efd, 1);
+}
+
+/* vgpud answers the remote tenant as it would a local one: what matters goes back over the link. */
+static int served_send(struct vgpu_msg_link *l, const void *msg, size_t len, int pass_fd)
+{
+    (void)pass_fd; /* the channel's memory: the worker has it, the tenant's node never maps it */
+    struct served *sv = served_of(l);
+    struct vgpu_msg_hdr h;
+    if (len < sizeof h)
+        return -EINVAL;
+    if (!sv->rs)
+        return 0; /* vgpud stops */
+    memcpy(&h, msg, sizeof h);
+    if ((h.type == VGPU_MSG_WELCOME && h.status != CUDA_SUCCESS) || h.type == VGPU_MSG_CHANNEL) {
+        sess_send(sv->rs, sv->link, SESS_OPENED, sv->channel, (uint64_t)(uint32_t)h.status, NULL, 0);
+        if (h.status != CUDA_SUCCESS) {
+            sv->eof = true;
+            served_wake(sv);
+        }
+    } else if (h.type == VGPU_MSG_WORKER_GONE) {
+        sess_send(sv->rs, sv->link, SESS_LOST, sv->channel, (uint64_t)(uint32_t)h.status, NULL, 0);
+    }
+    return 0;
+}
+
+static ssize_t served_recv(struct vgpu_msg_link *l, void *buf, size_t cap, int *fd, int timeout_ms)
+{
+    (void)timeout_ms;
+    struct served *sv = served_of(l);
+    if (fd)
+        *fd = -1;
+    if (sv->next < 2 && sv->pending[sv->next]) {
+        size_t n = sv->pending_len[sv->next];
+        if (n > cap)
+            return -EMSGSIZE;
+        memcpy(buf, sv->pending[sv->next], n);
+        free(sv->pending[sv->next]);
+        sv->pending[sv->next++] = NULL;
+        return (ssize_t)n;
+    }
+    if (sv->eof)
+        return 0;
+    eventfd_t drain;
+    eventfd_read(sv->efd, &drain);
+    return -EAGAIN;
+}
+
+static int served_poll_fd(struct vgpu_msg_link *l) { return served_of(l)->efd; }
+static int served_alive(struct vgpu_msg_link *l) { return !served_of(l)->eof; }
+
+static void served_close(struct vgpu_msg_link *l)
+{
+    struct served *sv = served_of(l);
+    for (struct served **pp = sv->rs ? &sv->rs->served : &sv; *pp && sv->rs; pp = &(*pp)->next_served)
+        if (*pp == sv) {
+            *pp = sv->next_served;
+            break;
+        }
+    free(sv->pending[0]);
+    free(sv->pending[1]);
+    close(sv->efd);
+    free(sv);
+}
+
+static const struct vgpu_msg_link_ops served_ops = {
+    .send = served_send, .recv = served_recv, .poll_fd = served_poll_fd, .alive = served_alive, .close = served_close};
+
+static struct served *find_served(struct rsess *rs, uint64_t link, uint32_t channel)
+{
+    for (struct served *sv = rs->served; sv; sv = sv->next_served)
+        if (sv->link == link && sv->channel == channel)
+            return sv;
+    return NULL;
+}
+
+/* A tenant of node `peer` asks for a vGPU of this node: a session of its own, admitted as a local
+ * client is (its hello and its channel request, made here from what it asked). */
+static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t channel, const struct session_open *o)
+{
+    if (find_served(rs, link, channel)) {
+        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_INVALID_VALUE, NULL, 0);
+        return;
+    }
+    struct served *sv = calloc(1, sizeof *sv);
+    struct vgpu_msg_hello *hello = calloc(1, sizeof *hello);
+    struct vgpu_msg_open_channel *open = calloc(1, sizeof *open);
+    int efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!sv || !hello || !open || efd < 0) {
+        free(sv), free(hello), free(open);
+        if (efd >= 0)
+            close(efd);
+        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        return;
+    }
+    vgpu_msg_init(&hello->hdr, VGPU_MSG_HELLO, sizeof *hello);
+    hello->role = VGPU_ROLE_CLIENT;
+    char program[sizeof o->program];
+    memcpy(program, o->program, sizeof program);
+    program[sizeof program - 1] = '\0';
+    /* Known here by its node too (truncated to fit, as any program name is). */
+    size_t pl = strnlen(peer, 31);
+    memcpy(hello->program, peer, pl);
+    hello->program[pl] = ':';
+    memcpy(hello->program + pl + 1, program, strnlen(program, sizeof hello->program - pl - 2));
+    vgpu_msg_init(&open->hdr, VGPU_MSG_OPEN_CHANNEL, sizeof *open);
+    open->device = 0; /* the session's one vGPU */
+    open->req_size = o->req_size;
+    open->rsp_size = o->rsp_size;
+    open->slot_count = o->slot_count;
+    open->slot_size = o->slot_size;
+    open->data_size = o->data_size;
+    *sv = (struct served){.rs = rs, .link = link, .channel = channel, .efd = efd,
+                          .pending = {(uint8_t *)hello, (uint8_t *)open},
+                          .pending_len = {sizeof *hello, sizeof *open}};
+    struct session_vgpus v = {.domid = -1, .count = 1};
+    v.device[0] = (uint8_t)o->device;
+    v.weight[0] = o->weight;
+    v.memory[0] = o->memory;
+    struct vgpu_msg_link l = {.ops = &served_ops, .priv = sv, .fd = -1};
+    /* Nobody's uid: a remote tenant has none of this node's users' rights (emu host code included). */
+    sv->session = server_add_session(rs->srv, &l, 0, 65534, 65534, &v);
+    if (!sv->session) {
+        served_close(&l);
+        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        return;
+    }
+    sv->next_served = rs->served;
+    rs->served = sv;
+    LOG_INFO("remote: node %s's tenant '%s' gets device %u here (session %llu)", peer, program, o->device,
+             (unsigned long long)sv->session);
+}
+
+static void end_served(struct served *sv)
+{
+    sv->eof = true;
+    served_wake(sv);
+}
+
+/* Records and data for a served session's worker. */
+static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64_t offset, const uint8_t *tail,
+                      uint32_t len)
+{
+    struct session *s = server_session(rs->srv, sv->session);
+    struct schan *c = s ? s->chans[0] : NULL;
+    if (!c || !s->worker || c->state != SCHAN_OPEN)
+        return; /* not open yet or any more: the tenant's node hears so */
+    uint8_t buf[sizeof(struct vgpu_wmsg_RemoteIn) + VGPU_MAX_RECORD];
+    struct vgpu_wmsg_RemoteIn *m = (struct vgpu_wmsg_RemoteIn *)buf;
+    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
+    m->channel = c->id;
+    m->kind = kind;
+    m->offset = offset;
+    memcpy(buf + sizeof *m, tail, len);
+    worker_send_to(s->worker, buf, sizeof *m + len, NULL, 0);
+}
+
+struct served *remote_sessions_served(const struct session *s)
+{
+    return s->link.ops == &served_ops ? s->link.priv : NULL;
+}
+
+/* ---------------------------------------------------------------- the tenant's side */
+
+int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
+{
+    struct rsess *rs = srv->rsess;
+    uint64_t link = rs ? remote_link_to(rs->links, s->vgpu_node[c->vgpu]) : 0;
+    if (!link)
+        return -1;
+    struct session_open o = {.device = (uint32_t)c->device, .weight = s->vgpu_weight[c->vgpu],
+                             .memory = s->vgpu_memory[c->vgpu], .req_size = c->layout.req_size,
+                             .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
+                             .slot_size = c->layout.slot_size, .data_size = c->layout.data_size};
+    snprintf(o.program, sizeof o.program, "%s", s->program);
+    c->remote_link = link;
+    sess_send(rs, link, SESS_OPEN, c->id, 0, &o, sizeof o);
+    return 0;
+}
+
+void remote_sessions_close(struct server *srv, const struct schan *c)
+{
+    if (srv->rsess && c->remote_link)
+        sess_send(srv->rsess, c->remote_link, SESS_CLOSE, c->id, 0, NULL, 0);
+}
+
+void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len)
+{
+    struct rsess *rs = srv->rsess;
+    struct vgpu_wmsg_RemoteOut m;
+    memcpy(&m, buf, sizeof m);
+    struct session *s = NULL;
+    struct schan *c = rs ? server_schan(srv, w, m.channel, &s) : NULL;
+    if (!c)
+        return;
+    if (c->remote_link && session_kind_from_worker(m.kind, 0))
+        sess_send(rs, c->remote_link, m.kind, c->id, m.offset, buf + sizeof m, len - sizeof m);
+    else if (remote_sessions_served(s) && session_kind_from_worker(m.kind, 1))
+        sess_send(rs, remote_sessions_served(s)->link, m.kind, remote_sessions_served(s)->channel, m.offset,
+                  buf + sizeof m, len - sizeof m);
+}
+
+/* ---------------------------------------------------------------- what the links say */
+
+static struct node_devices *node_of(struct rsess *rs, const char *node, bool add)
+{
+    struct node_devices *free_one = NULL;
+    for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++) {
+        if (rs->nodes[i].node[0] && strcmp(rs->nodes[i].node, node) == 0)
+            return &rs->nodes[i];
+        if (!rs->nodes[i].node[0] && !free_one)
+            free_one = &rs->nodes[i];
+    }
+    if (add && free_one)
+        snprintf(free_one->node, sizeof free_one->node, "%s", node);
+    return add ? free_one : NULL;
+}
+
+static void on_link_up(struct rsess *rs, const struct remote_event *e)
+{
+    struct server *srv = rs->srv;
+    unsigned n = srv->device_count < (int)VGPU_MAX_DEVICES ? (unsigned)srv->device_count : VGPU_MAX_DEVICES;
+    sess_send(rs, e->link, SESS_DEVICES, 0, n, srv->devices, n * sizeof(struct vgpu_device_info));
+}
+
+static void on_link_down(struct rsess *rs, const struct remote_event *e)
+{
+    server_remote_lost(rs->srv, e->link, 0, CUDA_ERROR_DEVICE_UNAVAILABLE);
+    for (struct served *sv = rs->served; sv; sv = sv->next_served)
+        if (sv->link == e->link)
+            end_served(sv);
+}
+
+static void on_message(struct rsess *rs, const struct remote_event *e)
+{
+    struct session_hdr h;
+    const uint8_t *tail;
+    if (session_msg_decode(e->data, e->len, &h, &tail) != 0) {
+        LOG_WARN("remote: a malformed session message from %s (%zu bytes); ignored", e->peer, e->len);
+        return;
+    }
+    struct served *sv = h.kind == SESS_CLOSE || h.kind == SESS_RECORD || h.kind == SESS_DATA
+                            ? find_served(rs, e->link, h.channel)
+                            : NULL;
+    switch (h.kind) {
+    case SESS_DEVICES: {
+        struct node_devices *nd = node_of(rs, e->peer, true);
+        if (nd) {
+            nd->link = e->link;
+            nd->count = (unsigned)h.offset;
+            memcpy(nd->dev, tail, h.len);
+            for (unsigned i = 0; i < nd->count; i++) /* strings from another node end here */
+                nd->dev[i].name[sizeof nd->dev[i].name - 1] = '\0';
+        }
+        break;
+    }
+    case SESS_OPEN: {
+        struct session_open o;
+        memcpy(&o, tail, sizeof o);
+        if (o.device >= (uint32_t)rs->srv->device_count)
+            sess_send(rs, e->link, SESS_OPENED, h.channel, CUDA_ERROR_INVALID_DEVICE, NULL, 0);
+        else
+            on_open(rs, e->link, e->peer, h.channel, &o);
+        break;
+    }
+    case SESS_OPENED:
+        server_remote_opened(rs->srv, e->link, h.channel, (CUresult)h.offset);
+        break;
+    case SESS_LOST:
+        server_remote_lost(rs->srv, e->link, h.channel, h.offset ? (CUresult)h.offset : CUDA_ERROR_DEVICE_UNAVAILABLE);
+        break;
+    case SESS_CLOSE:
+        if (sv)
+            end_served(sv);
+        break;
+    case SESS_RECORD:
+    case SESS_DATA:
+        if (sv)
+            to_served(rs, sv, h.kind, h.offset, tail, h.len);
+        else /* the tenant's node's relay: a response, or the bytes before one */
+            server_remote_in(rs->srv, e->link, h.channel, h.kind, h.offset, tail, h.len);
+        break;
+    case SESS_SLOT:
+        server_remote_in(rs->srv, e->link, h.channel, h.kind, h.offset, tail, h.len);
+        break;
+    default:
+        break;
+    }
+}
+
+void remote_sessions_events(struct server *srv)
+{
+    struct rsess *rs = srv->rsess;
+    struct remote_event *list = remote_inbox_take(rs->links);
+    for (struct remote_event *e = list; e; e = e->next) {
+        if (e->kind == REMOTE_LINK_UP)
+            on_link_up(rs, e);
+        else if (e->kind == REMOTE_LINK_DOWN)
+            on_link_down(rs, e);
+        else
+            on_message(rs, e);
+    }
+    remote_events_free(list);
+}
+
+int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out)
+{
+    struct node_devices *nd = srv->rsess ? node_of(srv->rsess, node, false) : NULL;
+    if (!nd || device < 0 || (unsigned)device >= nd->count || remote_link_to(srv->rsess->links, node) == 0)
+        return -1;
+    *out = nd->dev[device];
+    return 0;
+}
+
+unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max)
+{
+    struct rsess *rs = srv->rsess;
+    unsigned n = 0;
+    for (unsigned i = 0; rs && i < REMOTE_MAX_PEERS; i++) {
+        struct node_devices *nd = &rs->nodes[i];
+        if (!nd->node[0] || remote_link_to(rs->links, nd->node) == 0)
+            continue;
+        for (unsigned d = 0; d < nd->count && n < max; d++, n++) {
+            out[n] = (struct place_gpu){.device = (int)d, .total = nd->dev[d].total_mem, .free = nd->dev[d].total_mem};
+            snprintf(out[n].node, sizeof out[n].node, "%s", nd->node);
+        }
+    }
+    return n;
+}
+
+int remote_sessions_start(struct server *srv, struct remote *links)
+{
+    struct rsess *rs = calloc(1, sizeof *rs);
+    if (!rs)
+        return -1;
+    rs->srv = srv;
+    rs->links = links;
+    rs->watch = (struct watch){WATCH_REMOTE, rs};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, remote_inbox_fd(links), &ev) != 0) {
+        free(rs);
+        return -1;
+    }
+    srv->rsess = rs;
+    return 0;
+}
+
+void remote_sessions_stop(struct server *srv)
+{
+    struct rsess *rs = srv->rsess;
+    if (!rs)
+        return;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, remote_inbox_fd(rs->links), NULL);
+    for (struct served *sv = rs->served; sv; sv = sv->next_served)
+        sv->rs = NULL; /* their sessions close with the server */
+    free(rs);
+    srv->rsess = NULL;
+}

@@ -1,0 +1,41 @@
+/* vgpud's part in remote vGPUs (vgpu/remote.h), on both nodes. On the tenant's node, a channel of a
+ * vGPU of another node is relayed by the tenant's worker: vgpud asks that node to serve it
+ * (SESS_OPEN), then carries the worker's records to it and its answers back. On the serving node,
+ * a tenant of another node is a session like any other, whose control link is the cluster link
+ * (struct served, a vgpu_msg_link): it says hello and opens its one channel through the same
+ * admission as a local client (limits, quota, weight), and its worker feeds the channel from what
+ * the link brings. A link that goes down ends every session that used it, on both sides. */
+#ifndef VGPU_BACKEND_REMOTE_SESSIONS_H
+#define VGPU_BACKEND_REMOTE_SESSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "link.h"
+#include "placement.h"
+#include "server.h"
+
+/* Other nodes' GPUs placement considers at most. */
+#define REMOTE_PLACE_MAX 64
+
+/* Take the links' events on the loop (links is the cluster's). 0 or -1. */
+int remote_sessions_start(struct server *srv, struct remote *links);
+void remote_sessions_stop(struct server *srv);
+/* The links' events are waiting (the loop's watch). */
+void remote_sessions_events(struct server *srv);
+
+/* Device `device` of node, as it described it when its link came up. 0, or -1 if it did not. */
+int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out);
+/* The GPUs of linked nodes, for placement (free memory as their links last said). */
+unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max);
+
+/* The tenant's side: ask vGPU c->vgpu's node to serve channel c. 0, or -1 (no link to it). */
+int remote_sessions_open(struct server *srv, struct session *s, struct schan *c);
+/* Channel c is gone here: its node lets its session go. */
+void remote_sessions_close(struct server *srv, const struct schan *c);
+/* The serving side's record of s, a session of another node's tenant; NULL for any other. */
+struct served *remote_sessions_served(const struct session *s);
+/* A worker's RemoteOut (checked by the worker table already). */
+void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len);
+
+#endif

@@ -1,0 +1,47 @@
+#include "session_msg.h"
+
+#include <string.h>
+
+#include "handshake.h"
+
+/* The tail each kind may have: exactly (fixed), or at most. */
+static int tail_ok(uint32_t kind, uint64_t offset, uint32_t len)
+{
+    switch (kind) {
+    case SESS_DEVICES:
+        return offset <= VGPU_MAX_DEVICES && len == offset * sizeof(struct vgpu_device_info);
+    case SESS_OPEN:
+        return len == sizeof(struct session_open);
+    case SESS_OPENED:
+    case SESS_CLOSE:
+    case SESS_LOST:
+        return len == 0;
+    case SESS_RECORD:
+        return len >= sizeof(struct vgpu_req_hdr) && len <= VGPU_MAX_RECORD && len % 8 == 0;
+    case SESS_DATA:
+        return len > 0 && len <= SESSION_CHUNK;
+    case SESS_SLOT:
+        return offset < VGPU_MAX_SLOTS && len == sizeof(uint32_t);
+    default:
+        return 0;
+    }
+}
+
+int session_msg_decode(const void *p, size_t len, struct session_hdr *h, const uint8_t **tail)
+{
+    if (len < sizeof *h)
+        return -1;
+    memcpy(h, p, sizeof *h);
+    if (h->magic != REMOTE_MAGIC || h->version != REMOTE_WIRE_VERSION || h->type != LINK_SESSION || h->pad != 0 ||
+        h->len != len - sizeof *h || !tail_ok(h->kind, h->offset, h->len))
+        return -1;
+    *tail = (const uint8_t *)p + sizeof *h;
+    return 0;
+}
+
+int session_kind_from_worker(uint32_t kind, int serving)
+{
+    if (serving)
+        return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_SLOT;
+    return kind == SESS_RECORD || kind == SESS_DATA;
+}

@@ -1,0 +1,15 @@
+/* Checking the messages of include/vgpu/remote.h. */
+#ifndef VGPU_REMOTE_SESSION_MSG_H
+#define VGPU_REMOTE_SESSION_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vgpu/remote.h"
+
+/* Checks len bytes at p: a session message whose tail fits its kind. 0 (with *h and *tail) or -1. */
+int session_msg_decode(const void *p, size_t len, struct session_hdr *h, const uint8_t **tail);
+/* Whether a worker may say this kind of its session (RemoteOut), as relay (client) or server. */
+int session_kind_from_worker(uint32_t kind, int serving);
+
+#endif

@@ -1,0 +1,211 @@
+/* The feed of a channel served here for a tenant of another node (remote.h): the client's side of
+ * the channel, played by this worker for the relay on the tenant's node. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "array.h"
+#include "bell.h"
+#include "log.h"
+#include "record_io.h"
+#include "remote.h"
+#include "vgpu/remote.h"
+
+/* Bytes a call writes into the data area, sent back before its response. */
+struct output {
+    uint32_t seq;
+    uint64_t off, size;
+};
+
+struct feed {
+    struct vchannel *ch;
+    struct vgpu_channel_map map; /* the client's view of the channel */
+    pthread_t thread;
+    _Atomic bool stop;
+    pthread_mutex_t mu; /* what follows */
+    struct output *outs;
+    size_t nouts, outs_cap;
+    struct {
+        bool active;
+        uint64_t off, size; /* what its copy writes (size 0: nothing) */
+    } slots[VGPU_MAX_SLOTS];
+    struct {
+        uint64_t word;
+        uint32_t ticket;
+    } *fns;
+    size_t nfns, fns_cap;
+    uint8_t rsp[VGPU_MAX_RECORD];
+};
+
+static void send_data(struct feed *f, uint64_t off, uint64_t size)
+{
+    if (size)
+        remote_out(f->ch->id, SESS_DATA, off, f->map.data + off, size);
+}
+
+/* Completed staging slots, with the bytes their copies wrote, and host functions their streams
+ * have reached; true while some are still outstanding (mu held). */
+static bool completions(struct feed *f)
+{
+    bool outstanding = false;
+    for (uint32_t s = 0; s < VGPU_MAX_SLOTS; s++) {
+        if (!f->slots[s].active)
+            continue;
+        uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[s], memory_order_acquire);
+        if (v == VGPU_SLOT_INFLIGHT) {
+            outstanding = true;
+            continue;
+        }
+        if (v == VGPU_SLOT_DONE)
+            send_data(f, f->slots[s].off, f->slots[s].size);
+        remote_out(f->ch->id, SESS_SLOT, s, &v, sizeof v);
+        f->slots[s].active = false;
+    }
+    for (size_t i = 0; i < f->nfns;) {
+        uint32_t done = atomic_load_explicit((_Atomic uint32_t *)(f->map.data + f->fns[i].word), memory_order_acquire);
+        if (done == f->fns[i].ticket) {
+            remote_out(f->ch->id, SESS_DATA, f->fns[i].word, &done, sizeof done);
+            f->fns[i] = f->fns[--f->nfns];
+        } else {
+            i++;
+        }
+    }
+    return outstanding || f->nfns;
+}
+
+static bool response_ready(void *arg)
+{
+    struct feed *f = arg;
+    return vgpu_ring_readable(&f->map.rsp) || atomic_load(&f->stop);
+}
+
+static void *feed_main(void *arg)
+{
+    struct feed *f = arg;
+    char name[16];
+    snprintf(name, sizeof name, "vgpu-fd%u", f->ch->id);
+    pthread_setname_np(pthread_self(), name);
+    struct vgpu_wait w = {.ready = response_ready, .arg = f, .spin_ns = 20000, .slice_ns = 10000000, .timeout_ns = 10000000};
+    struct vgpu_wait busy = w;
+    busy.timeout_ns = 100000;
+    while (!atomic_load(&f->stop)) {
+        int n = vgpu_ring_read(&f->map.rsp, f->rsp, VGPU_MAX_RECORD);
+        if (n < 0)
+            break;
+        pthread_mutex_lock(&f->mu);
+        bool outstanding = completions(f); /* before a response, what completed before it */
+        if (n > 0) {
+            vgpu_ring_release(&f->map.rsp);
+            struct vgpu_rsp_hdr h;
+            memcpy(&h, f->rsp, sizeof h);
+            for (size_t i = 0; i < f->nouts; i++)
+                if (f->outs[i].seq == h.seq) {
+                    if (h.result == CUDA_SUCCESS)
+                        send_data(f, f->outs[i].off, f->outs[i].size);
+                    f->outs[i] = f->outs[--f->nouts];
+                    break;
+                }
+            remote_out(f->ch->id, SESS_RECORD, 0, f->rsp, (size_t)n);
+        }
+        pthread_mutex_unlock(&f->mu);
+        if (n == 0)
+            vgpu_bell_wait(&f->ch->transport, &f->map.ctl->to_client, outstanding ? &busy : &w);
+    }
+    return NULL;
+}
+
+int feed_start(struct vchannel *ch)
+{
+    struct feed *f = calloc(1, sizeof *f);
+    if (!f || vgpu_channel_map_attach(&f->map, ch->base, &ch->map.layout, false) != 0) {
+        free(f);
+        return -1;
+    }
+    f->ch = ch;
+    pthread_mutex_init(&f->mu, NULL);
+    if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
+        pthread_mutex_destroy(&f->mu);
+        free(f);
+        return -1;
+    }
+    ch->feed = f;
+    return 0;
+}
+
+void feed_stop(struct vchannel *ch)
+{
+    struct feed *f = ch->feed;
+    if (!f)
+        return;
+    atomic_store(&f->stop, true);
+    ch->transport.ops->kick(&ch->transport, &f->map.ctl->to_client);
+    pthread_join(f->thread, NULL);
+    pthread_mutex_destroy(&f->mu);
+    free(f->outs);
+    free(f->fns);
+    free(f);
+    ch->feed = NULL;
+}
+
+/* Post a record for the channel's poller, remembering what it will write (main thread). */
+static void post(struct feed *f, const uint8_t *rec, size_t len)
+{
+    struct record_io io;
+    if (len > VGPU_MAX_RECORD || len % 8 || record_io_of(rec, (uint32_t)len, &f->map.layout, &io) != 0)
+        return; /* the relay sends only records of the table */
+    struct vgpu_req_hdr h;
+    memcpy(&h, rec, sizeof h);
+    if (h.size != len)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (io.slot != VGPU_NO_SLOT) {
+        f->slots[io.slot].active = true;
+        f->slots[io.slot].off = io.out_off;
+        f->slots[io.slot].size = io.out_size;
+        atomic_store_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[io.slot], VGPU_SLOT_INFLIGHT,
+                              memory_order_release);
+    } else if (io.out_size && io.reply) {
+        struct output *o = vgpu_array_grow(f->outs, &f->outs_cap, f->nouts + 1, sizeof *o);
+        if (o) {
+            f->outs = o;
+            f->outs[f->nouts++] = (struct output){h.seq, io.out_off, io.out_size};
+        }
+    }
+    if (io.word != UINT64_MAX) {
+        void *fn = vgpu_array_grow(f->fns, &f->fns_cap, f->nfns + 1, sizeof f->fns[0]);
+        if (fn) {
+            f->fns = fn;
+            f->fns[f->nfns].word = io.word;
+            f->fns[f->nfns++].ticket = io.ticket;
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    for (;;) {
+        int err;
+        void *dst = vgpu_ring_reserve(&f->map.req, (uint32_t)len, &err);
+        if (dst) {
+            memcpy(dst, rec, len);
+            vgpu_ring_commit(&f->map.req);
+            vgpu_bell_ring(&f->ch->transport, &f->map.ctl->to_server);
+            return;
+        }
+        if (err != -EAGAIN || atomic_load(&f->ch->closing))
+            return;
+        usleep(20); /* the poller is behind: it frees room as it reads */
+    }
+}
+
+void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
+{
+    struct feed *f = ch->feed;
+    if (!f)
+        return;
+    if (kind == SESS_DATA && vgpu_data_range_ok(&f->map.layout, offset, len))
+        memcpy(f->map.data + offset, data, len);
+    else if (kind == SESS_RECORD)
+        post(f, data, len);
+}

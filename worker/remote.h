@@ -1,0 +1,35 @@
+/* A worker's part in remote vGPUs (vgpu/remote.h). A relay serves a tenant's channel whose vGPU is
+ * another node's: it reads the records the tenant posts and hands them, with the data-area bytes
+ * they read, to vgpud, which carries them over the link; responses, data and slot completions come
+ * back the same way and land in the channel as a local worker would have put them. A feed is the
+ * other end: it plays the client of a channel served here for a tenant of another node, posting the
+ * records that arrive and sending back responses with the bytes they wrote. */
+#ifndef VGPU_WORKER_REMOTE_H
+#define VGPU_WORKER_REMOTE_H
+
+#include <stdint.h>
+
+#include "vchannel.h"
+
+struct relay;
+
+/* Serve the channel in mem (which the relay owns from here, whatever happens) by relaying it; gone()
+ * runs on the relay's thread once it has ended and released the memory (the relay is freed after). */
+struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
+                         struct vchannel_memory *mem, void (*gone)(struct relay *r));
+int relay_start(struct relay *r);
+uint32_t relay_id(const struct relay *r);
+void relay_close(struct relay *r);
+/* What vgpud passes on from the link (RemoteIn). Main thread. */
+void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
+
+/* Start feeding the served channel ch (after vchannel_start). 0 or -1. */
+int feed_start(struct vchannel *ch);
+/* Stop and free its feed (before the channel is freed; nothing if it has none). */
+void feed_stop(struct vchannel *ch);
+void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
+
+/* Send a session message to vgpud (RemoteOut), data in pieces of at most SESSION_CHUNK. 0 or -1. */
+int remote_out(uint32_t channel, uint32_t kind, uint64_t offset, const void *data, size_t len);
+
+#endif
