@@ -1,6 +1,7 @@
 #include "remote_sessions.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct rsess {
     struct server *srv;
     struct remote *links;
     struct watch watch;
+    pthread_mutex_t nodes_mu; /* the nodes: Xen guest discovery places assemblies on its own thread */
     struct node_devices nodes[REMOTE_MAX_PEERS];
     struct served *served;
 };
@@ -211,14 +213,7 @@ static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64
     struct schan *c = s ? s->chans[0] : NULL;
     if (!c || !s->worker || c->state != SCHAN_OPEN)
         return; /* not open yet or any more: the tenant's node hears so */
-    uint8_t buf[sizeof(struct vgpu_wmsg_RemoteIn) + VGPU_MAX_RECORD];
-    struct vgpu_wmsg_RemoteIn *m = (struct vgpu_wmsg_RemoteIn *)buf;
-    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
-    m->channel = c->id;
-    m->kind = kind;
-    m->offset = offset;
-    memcpy(buf + sizeof *m, tail, len);
-    worker_send_to(s->worker, buf, sizeof *m + len, NULL, 0);
+    worker_send_remote(s->worker, c->id, kind, offset, tail, len);
 }
 
 struct served *remote_sessions_served(const struct session *s)
@@ -305,11 +300,12 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
         LOG_WARN("remote: a malformed session message from %s (%zu bytes); ignored", e->peer, e->len);
         return;
     }
-    struct served *sv = h.kind == SESS_CLOSE || h.kind == SESS_RECORD || h.kind == SESS_DATA
+    struct served *sv = h.kind == SESS_CLOSE || h.kind == SESS_RECORD || h.kind == SESS_DATA || h.kind == SESS_BATCH
                             ? find_served(rs, e->link, h.channel)
                             : NULL;
     switch (h.kind) {
     case SESS_DEVICES: {
+        pthread_mutex_lock(&rs->nodes_mu);
         struct node_devices *nd = node_of(rs, e->peer, true);
         if (nd) {
             nd->link = e->link;
@@ -318,6 +314,7 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
             for (unsigned i = 0; i < nd->count; i++) /* strings from another node end here */
                 nd->dev[i].name[sizeof nd->dev[i].name - 1] = '\0';
         }
+        pthread_mutex_unlock(&rs->nodes_mu);
         break;
     }
     case SESS_OPEN: {
@@ -341,6 +338,7 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
         break;
     case SESS_RECORD:
     case SESS_DATA:
+    case SESS_BATCH:
         if (sv)
             to_served(rs, sv, h.kind, h.offset, tail, h.len);
         else /* the tenant's node's relay: a response, or the bytes before one */
@@ -371,26 +369,39 @@ void remote_sessions_events(struct server *srv)
 
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out)
 {
-    struct node_devices *nd = srv->rsess ? node_of(srv->rsess, node, false) : NULL;
-    if (!nd || device < 0 || (unsigned)device >= nd->count || remote_link_to(srv->rsess->links, node) == 0)
+    struct rsess *rs = srv->rsess;
+    if (!rs || remote_link_to(rs->links, node) == 0)
         return -1;
-    *out = nd->dev[device];
-    return 0;
+    pthread_mutex_lock(&rs->nodes_mu);
+    struct node_devices *nd = node_of(rs, node, false);
+    int rc = nd && device >= 0 && (unsigned)device < nd->count ? 0 : -1;
+    if (rc == 0)
+        *out = nd->dev[device];
+    pthread_mutex_unlock(&rs->nodes_mu);
+    return rc;
 }
 
 unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max)
 {
     struct rsess *rs = srv->rsess;
     unsigned n = 0;
-    for (unsigned i = 0; rs && i < REMOTE_MAX_PEERS; i++) {
+    if (!rs)
+        return 0;
+    pthread_mutex_lock(&rs->nodes_mu);
+    for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++) {
         struct node_devices *nd = &rs->nodes[i];
         if (!nd->node[0] || remote_link_to(rs->links, nd->node) == 0)
             continue;
+        struct remote_gpu load[REMOTE_MAX_GPUS];
+        unsigned known = remote_node_gpus(rs->links, nd->node, load, REMOTE_MAX_GPUS);
         for (unsigned d = 0; d < nd->count && n < max; d++, n++) {
             out[n] = (struct place_gpu){.device = (int)d, .total = nd->dev[d].total_mem, .free = nd->dev[d].total_mem};
+            if (d < known) /* its load and free memory as its pings last said */
+                out[n].free = load[d].free, out[n].vgpus = load[d].vgpus;
             snprintf(out[n].node, sizeof out[n].node, "%s", nd->node);
         }
     }
+    pthread_mutex_unlock(&rs->nodes_mu);
     return n;
 }
 
@@ -401,6 +412,7 @@ int remote_sessions_start(struct server *srv, struct remote *links)
         return -1;
     rs->srv = srv;
     rs->links = links;
+    pthread_mutex_init(&rs->nodes_mu, NULL);
     rs->watch = (struct watch){WATCH_REMOTE, rs};
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};
     if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, remote_inbox_fd(links), &ev) != 0) {
@@ -419,6 +431,7 @@ void remote_sessions_stop(struct server *srv)
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, remote_inbox_fd(rs->links), NULL);
     for (struct served *sv = rs->served; sv; sv = sv->next_served)
         sv->rs = NULL; /* their sessions close with the server */
+    pthread_mutex_destroy(&rs->nodes_mu);
     free(rs);
     srv->rsess = NULL;
 }

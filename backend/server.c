@@ -96,8 +96,11 @@ static int send_status(struct session *s, uint16_t type, CUresult status)
 const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const struct schan *c)
 {
     const struct worker *w = s->worker;
-    return c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER ? &w->stats->chan[c->slot]
-                                                                                          : NULL;
+    /* A relayed channel's statistics are its serving node's. */
+    return c && w && w->stats && c->slot < w->slot_count && c->state != SCHAN_WAIT_WORKER &&
+                   c->state != SCHAN_WAIT_PEER && !c->relayed
+               ? &w->stats->chan[c->slot]
+               : NULL;
 }
 
 static void schan_free(struct server *srv, struct session *s, struct schan *c)
@@ -112,7 +115,7 @@ static void schan_free(struct server *srv, struct session *s, struct schan *c)
                 srv->served_errors[op] += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
             }
         }
-        if (!c->remote_link) {
+        if (!c->relayed) {
             sched_host_leave(srv->sched, w->region, c->slot);
             server_memory_leave(srv, w, c->id);
         }
@@ -330,7 +333,7 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->map_size = l->map_size;
         m->domid = s->domid;
         m->mem_quota = s->vgpu_memory[c->vgpu];
-        m->remote = c->remote_link ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
+        m->remote = c->relayed ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
         m->port = c->port;
         m->pages = c->pages;
         if (tail)
@@ -386,6 +389,7 @@ static struct schan *add_channel(struct server *srv, struct session *s, int vgpu
     c->layout = *l;
     c->memfd = -1;
     c->state = SCHAN_WAIT_WORKER;
+    c->relayed = s->vgpu_node[vgpu][0] != '\0';
     s->chans[vgpu] = c;
     s->open_channels++;
     unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu]
@@ -405,6 +409,23 @@ static void channel_to_worker(struct server *srv, struct session *s, struct scha
 {
     if (s->worker->phase == WORKER_SERVING)
         send_add_channel(srv, s, c);
+}
+
+static void answer_channel(struct session *s, struct schan *c, CUresult status);
+
+/* A channel whose memory is ready: to its worker, or, a remote vGPU's, first to the node serving it
+ * (the worker relays it once that node has said yes). */
+static void channel_start(struct server *srv, struct session *s, struct schan *c)
+{
+    if (!s->vgpu_node[c->vgpu][0]) {
+        channel_to_worker(srv, s, c); /* the client is answered when the worker is ready for it */
+        return;
+    }
+    c->state = SCHAN_WAIT_PEER;
+    if (remote_sessions_open(srv, s, c) != 0) {
+        answer_channel(s, c, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        schan_free(srv, s, c);
+    }
 }
 
 static int on_open_channel(struct server *srv, struct session *s, const void *buf, size_t len)
@@ -447,15 +468,7 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
         schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
     }
-    if (s->vgpu_node[vgpu][0]) { /* its node serves it first, then the worker relays it */
-        c->state = SCHAN_WAIT_PEER;
-        if (remote_sessions_open(srv, s, c) != 0) {
-            schan_free(srv, s, c);
-            return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_DEVICE_UNAVAILABLE);
-        }
-        return 0;
-    }
-    channel_to_worker(srv, s, c); /* the client is answered when the worker is ready for it */
+    channel_start(srv, s, c);
     return 0;
 }
 
@@ -486,7 +499,7 @@ static int on_grants(struct server *srv, struct session *s, const void *buf, siz
     memcpy(c->refs, refs, (size_t)pages * sizeof(uint32_t));
     c->pages = pages;
     c->port = port;
-    channel_to_worker(srv, s, c);
+    channel_start(srv, s, c);
     return 0;
 }
 
@@ -640,7 +653,7 @@ void server_channel_ready(struct server *srv, struct worker *w, uint32_t channel
     if (c->state == SCHAN_CLOSING) /* closed meanwhile: its ChannelGone comes next */
         return;
     c->state = SCHAN_OPEN;
-    if (!c->remote_link)
+    if (!c->relayed)
         server_memory_join(srv, w, c->id, c->device, c->slot, s->vgpu_memory[c->vgpu]);
     answer_channel(s, c, CUDA_SUCCESS);
     close(c->memfd);
@@ -754,17 +767,9 @@ void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint3
 {
     struct session *s;
     struct schan *c = relayed(srv, link, channel, &s);
-    if (!c || !s->worker || (c->state != SCHAN_OPEN && c->state != SCHAN_OPENING) || len > VGPU_MAX_RECORD)
+    if (!c || !s->worker || (c->state != SCHAN_OPEN && c->state != SCHAN_OPENING))
         return;
-    uint8_t buf[sizeof(struct vgpu_wmsg_RemoteIn) + VGPU_MAX_RECORD];
-    struct vgpu_wmsg_RemoteIn *m = (struct vgpu_wmsg_RemoteIn *)buf;
-    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
-    m->channel = c->id;
-    m->kind = kind;
-    m->offset = offset;
-    if (len)
-        memcpy(buf + sizeof *m, tail, len);
-    worker_send_to(s->worker, buf, sizeof *m + len, NULL, 0);
+    worker_send_remote(s->worker, c->id, kind, offset, tail, len);
 }
 
 /* ---------------------------------------------------------------- adding and ending sessions */
@@ -793,6 +798,7 @@ static struct session *session_new(struct server *srv, const struct vgpu_msg_lin
         memcpy(s->vgpu_device, vgpus->device, sizeof s->vgpu_device);
         memcpy(s->vgpu_weight, vgpus->weight, sizeof s->vgpu_weight);
         memcpy(s->vgpu_memory, vgpus->memory, sizeof s->vgpu_memory);
+        memcpy(s->vgpu_node, vgpus->node, sizeof s->vgpu_node);
     } else { /* host clients see every device as it is */
         s->vgpu_count = srv->device_count;
         for (int i = 0; i < srv->device_count; i++)

@@ -91,6 +91,9 @@ struct server_options {
     unsigned max_user_sessions;
     unsigned max_user_workers;
     uint64_t max_user_memory; /* channel memory (data areas and rings) */
+    /* Remote vGPUs: how their workers gather records (vgpud --remote-batch RECORDS,BYTES,WAIT_US). */
+    uint32_t remote_batch_records, remote_batch_bytes;
+    uint64_t remote_batch_wait_ns;
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONITOR, SESSION_CLOSING };
@@ -113,7 +116,8 @@ struct schan {
     int memfd;      /* host mode: the channel's memory, until it is handed to the client */
     uint32_t *refs; /* Xen: the guest's grant references, until the worker has them */
     uint32_t pages, port;
-    uint64_t remote_link; /* a remote vGPU's: the link to the node serving it (0: a local vGPU) */
+    bool relayed;         /* a remote vGPU's: its worker relays it, its node serves it */
+    uint64_t remote_link; /* the link to that node (0: none, or none any more) */
 };
 
 struct session {
@@ -165,6 +169,7 @@ struct session_vgpus {
     uint8_t device[VGPU_MAX_DEVICES];
     unsigned weight[VGPU_MAX_DEVICES];
     uint64_t memory[VGPU_MAX_DEVICES]; /* 0: vgpud's default */
+    char node[VGPU_MAX_DEVICES][VGPU_SPEC_NAME]; /* "": this node */
 };
 
 #endif

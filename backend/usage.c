@@ -54,7 +54,7 @@ int usage_answer(struct server *srv, struct session *s, const void *buf, size_t 
         const struct worker *w = t->worker;
         for (int i = 0; i < t->vgpu_count; i++) {
             const struct schan *c = t->chans[i];
-            int v = c ? vgpu_of(s, c->device) : -1;
+            int v = c && !c->relayed ? vgpu_of(s, c->device) : -1;
             if (v < 0 || c->state == SCHAN_WAIT_WORKER || !w->stats || c->slot >= w->slot_count)
                 continue;
             uint64_t mem = atomic_load(&w->stats->chan[c->slot].mem_bytes);

@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "image_cache.h"
 #include "log.h"
+#include "vgpu/remote.h"
 #include "msg_socket.h"
 #include "server.h"
 #include "units.h"
@@ -102,6 +103,9 @@ static void usage(FILE *f)
             "                         for links)\n"
             "  --profile NAME:SETTINGS  a vGPU profile (repeatable; vgpud.conf: profile = [ ... ]): a vgpu\n"
             "                         entry's profile=NAME gives its settings, e.g. large:memory=64G,weight=300\n"
+            "  --remote-batch N,SIZE,US  a remote vGPU's asynchronous calls travel in batches of at most N\n"
+            "                         calls and SIZE bytes, a batch that is not full waiting US for more\n"
+            "                         (default 64,256K,20; 1,0,0: each call alone)\n"
             "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"
             "                         others' from there (needs --node)\n"
             "  --cluster-ttl S        the lease: a node that stops renewing it drops out after S s (default 10)\n"
@@ -169,7 +173,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
-       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE };
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -210,6 +214,7 @@ static const struct option longopts[] = {
     {"cluster", required_argument, 0, O_CLUSTER},
     {"cluster-ttl", required_argument, 0, O_CLUSTER_TTL},
     {"profile", required_argument, 0, O_PROFILE},
+    {"remote-batch", required_argument, 0, O_REMOTE_BATCH},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -406,6 +411,24 @@ static int apply(struct settings *st, int c, const char *arg)
                     e == -EINVAL ? "1 to 256 bytes of key are needed" : strerror(-e));
             return 2;
         }
+        break;
+    }
+    case O_REMOTE_BATCH: {
+        char copy[96], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", arg);
+        const char *n = strtok_r(copy, ",", &save), *size = strtok_r(NULL, ",", &save), *us = strtok_r(NULL, ",", &save);
+        uint64_t bytes = 0;
+        char *end1 = NULL, *end2 = NULL;
+        unsigned long records = n ? strtoul(n, &end1, 10) : 0, wait = us ? strtoul(us, &end2, 10) : 0;
+        if (!n || !size || !us || *end1 || *end2 || records < 1 || records > 4096 || wait > 100000 ||
+            vgpu_parse_size(size, &bytes) != 0 || bytes > SESSION_BATCH_MAX) {
+            fprintf(stderr, "vgpud: --remote-batch wants N,SIZE,US (1..4096 calls, at most %uK, at most 100000 us), "
+                            "not '%s'\n", SESSION_BATCH_MAX >> 10, arg);
+            return 2;
+        }
+        st->opt.remote_batch_records = (uint32_t)records;
+        st->opt.remote_batch_bytes = (uint32_t)bytes;
+        st->opt.remote_batch_wait_ns = (uint64_t)wait * 1000;
         break;
     }
     case O_PROFILE: {
@@ -845,6 +868,9 @@ int main(int argc, char **argv)
                 .max_user_sessions = 64,
                 .max_user_workers = 16,
                 .max_user_memory = 256ull << 30,
+                .remote_batch_records = SESSION_BATCH_RECORDS,
+                .remote_batch_bytes = SESSION_BATCH_BYTES,
+                .remote_batch_wait_ns = 20000,
             },
         .level = VGPU_LOG_INFO,
         .etcd = {.ttl_s = 10},

@@ -165,6 +165,13 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     w->w_exit = (struct watch){WATCH_WORKER_EXIT, w};
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(lp, O_CLOEXEC) != 0)
         goto fail;
+    /* Room for a remote session's batches each way (a datagram fits its sender's buffer); vgpud
+     * can go beyond the system's limit when it is root, else the worker makes smaller batches. */
+    for (int i = 0; i < 2; i++) {
+        int want = 2 << 20;
+        if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof want) != 0)
+            setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+    }
     unsigned slots = srv->opt.isolation == ISOLATION_DOMAIN ? VGPU_WORKER_MAX_CHANNELS : VGPU_MAX_DEVICES;
     w->slot_count = slots;
     w->stats_size = vgpu_worker_stats_size(slots);
@@ -219,6 +226,9 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     st.sched_period_ns = srv->opt.sched.period_ns;
     st.sched_spin_ns = srv->opt.sched.spin_ns;
     st.sched_turn_idle_ns = srv->opt.sched.turn_idle_ns;
+    st.remote_batch_records = srv->opt.remote_batch_records;
+    st.remote_batch_bytes = srv->opt.remote_batch_bytes;
+    st.remote_batch_wait_ns = srv->opt.remote_batch_wait_ns;
     st.sched_calibrate = srv->opt.sched.calibrate;
     st.uid = srv->opt.worker_uid;
     st.gid = srv->opt.worker_gid;
@@ -827,6 +837,24 @@ int worker_send_to(struct worker *w, const void *msg, size_t len, const int *fds
     if (!w || w->ctl < 0)
         return -EPIPE;
     return vgpu_msg_sendv(w->ctl, msg, len, fds, nfds);
+}
+
+int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64_t offset, const void *tail, size_t len)
+{
+    if (len > SESSION_BATCH_MAX)
+        return -1;
+    struct vgpu_wmsg_RemoteIn *m = malloc(sizeof *m + len);
+    if (!m)
+        return -1;
+    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
+    m->channel = channel;
+    m->kind = kind;
+    m->offset = offset;
+    if (len)
+        memcpy(m + 1, tail, len);
+    int rc = worker_send_to(w, m, sizeof *m + len, NULL, 0);
+    free(m);
+    return rc;
 }
 
 void worker_release(struct server *srv, struct worker *w)

@@ -91,6 +91,8 @@ struct worker *workers_for_tenant(struct server *srv, const char *tenant, int do
 int worker_slot_take(struct worker *w);
 void worker_slot_put(struct worker *w, unsigned slot);
 /* Send w a message (with descriptors); a failure means the worker is going. */
+/* A remote session's traffic (vgpu/remote.h) for channel of w (RemoteIn). 0 or -1. */
+int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64_t offset, const void *tail, size_t len);
 int worker_send_to(struct worker *w, const void *msg, size_t len, const int *fds, unsigned nfds);
 /* One session fewer: a worker without sessions retires. */
 void worker_release(struct server *srv, struct worker *w);

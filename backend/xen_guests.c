@@ -14,6 +14,7 @@
 #include "bell.h"
 #include "cluster.h"
 #include "log.h"
+#include "remote_sessions.h"
 #include "server.h"
 #include "vchan_link.h"
 #include "xenbus.h"
@@ -131,22 +132,25 @@ static unsigned local_gpus(struct xen_guests *g, const struct guest *d, struct p
     return n;
 }
 
-/* d's assembly from its vgpu entries: placed on this host's GPUs (vGPUs of other nodes are not
- * served yet). 1, or 0 (logged). */
+/* d's assembly from its vgpu entries: placed on this host's GPUs and, when it is linked to other
+ * nodes, theirs. 1, or 0 (logged). */
 static int assemble(struct xen_guests *g, struct guest *d, const char *const *entries, unsigned n)
 {
-    struct place_gpu gpus[VGPU_MAX_DEVICES];
+    struct place_gpu gpus[VGPU_MAX_DEVICES + REMOTE_PLACE_MAX];
     unsigned ngpus = local_gpus(g, d, gpus);
+    ngpus += remote_sessions_gpus(g->srv, gpus + ngpus, REMOTE_PLACE_MAX);
     struct assembly_vgpu a[VGPU_MAX_DEVICES];
     char why[256];
     const char *self = cluster_node(g->srv);
-    if (assembly_build(entries, n, g->srv->opt.profiles, g->srv->opt.profile_count, self ? self : "", true, gpus,
-                       ngpus, g->srv->opt.default_memory, a, why, sizeof why) != 0) {
+    if (assembly_build(entries, n, g->srv->opt.profiles, g->srv->opt.profile_count, self ? self : "", !g->srv->rsess,
+                       gpus, ngpus, g->srv->opt.default_memory, a, why, sizeof why) != 0) {
         LOG_WARN("xen: dom%u: %s; no vGPU offered", d->domid, why);
         return 0;
     }
     for (unsigned i = 0; i < n; i++) {
         d->vgpus.device[i] = (uint8_t)a[i].device;
+        memcpy(d->vgpus.node[i], a[i].node, sizeof d->vgpus.node[i]);
+        d->vgpus.node[i][sizeof d->vgpus.node[i] - 1] = '\0';
         d->vgpus.weight[i] = a[i].weight;
         d->vgpus.memory[i] = a[i].memory;
     }

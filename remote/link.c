@@ -754,6 +754,21 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
     return 0;
 }
 
+unsigned remote_node_gpus(struct remote *r, const char *node, struct remote_gpu *out, unsigned max)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < MAX_CONNS && !n; i++) {
+        const struct conn *c = &r->conns[i];
+        if (c->used && c->state == L_UP && strcmp(c->hs.peer, node) == 0) {
+            n = c->ngpus < max ? c->ngpus : max;
+            memcpy(out, c->gpus, n * sizeof *out);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 uint64_t remote_link_to(struct remote *r, const char *node)
 {
     uint64_t link = 0;

@@ -22,6 +22,8 @@ static int tail_ok(uint32_t kind, uint64_t offset, uint32_t len)
         return len > 0 && len <= SESSION_CHUNK;
     case SESS_SLOT:
         return offset < VGPU_MAX_SLOTS && len == sizeof(uint32_t);
+    case SESS_BATCH: /* its entries are checked by their reader (session_batch_next) */
+        return len >= sizeof(struct session_entry) && len <= SESSION_BATCH_MAX && len % 8 == 0;
     default:
         return 0;
     }
@@ -42,6 +44,6 @@ int session_msg_decode(const void *p, size_t len, struct session_hdr *h, const u
 int session_kind_from_worker(uint32_t kind, int serving)
 {
     if (serving)
-        return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_SLOT;
-    return kind == SESS_RECORD || kind == SESS_DATA;
+        return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_SLOT || kind == SESS_BATCH;
+    return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_BATCH;
 }

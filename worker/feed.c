@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "batch.h"
 #include "bell.h"
 #include "log.h"
 #include "record_io.h"
@@ -38,13 +39,14 @@ struct feed {
         uint32_t ticket;
     } *fns;
     size_t nfns, fns_cap;
+    struct batch batch; /* the feed thread's */
     uint8_t rsp[VGPU_MAX_RECORD];
 };
 
 static void send_data(struct feed *f, uint64_t off, uint64_t size)
 {
     if (size)
-        remote_out(f->ch->id, SESS_DATA, off, f->map.data + off, size);
+        batch_add(&f->batch, SESS_DATA, off, f->map.data + off, size);
 }
 
 /* Completed staging slots, with the bytes their copies wrote, and host functions their streams
@@ -62,13 +64,13 @@ static bool completions(struct feed *f)
         }
         if (v == VGPU_SLOT_DONE)
             send_data(f, f->slots[s].off, f->slots[s].size);
-        remote_out(f->ch->id, SESS_SLOT, s, &v, sizeof v);
+        batch_add(&f->batch, SESS_SLOT, s, &v, sizeof v);
         f->slots[s].active = false;
     }
     for (size_t i = 0; i < f->nfns;) {
         uint32_t done = atomic_load_explicit((_Atomic uint32_t *)(f->map.data + f->fns[i].word), memory_order_acquire);
         if (done == f->fns[i].ticket) {
-            remote_out(f->ch->id, SESS_DATA, f->fns[i].word, &done, sizeof done);
+            batch_add(&f->batch, SESS_DATA, f->fns[i].word, &done, sizeof done);
             f->fns[i] = f->fns[--f->nfns];
         } else {
             i++;
@@ -109,19 +111,24 @@ static void *feed_main(void *arg)
                     f->outs[i] = f->outs[--f->nouts];
                     break;
                 }
-            remote_out(f->ch->id, SESS_RECORD, 0, f->rsp, (size_t)n);
+            batch_add(&f->batch, SESS_RECORD, 0, f->rsp, (size_t)n);
         }
         pthread_mutex_unlock(&f->mu);
+        /* The tenant waits for whatever this turn found (responses, completions): it goes now. */
+        batch_flush(&f->batch);
         if (n == 0)
             vgpu_bell_wait(&f->ch->transport, &f->map.ctl->to_client, outstanding ? &busy : &w);
     }
     return NULL;
 }
 
-int feed_start(struct vchannel *ch)
+int feed_start(struct vchannel *ch, const struct remote_batching *batching)
 {
     struct feed *f = calloc(1, sizeof *f);
-    if (!f || vgpu_channel_map_attach(&f->map, ch->base, &ch->map.layout, false) != 0) {
+    if (!f || vgpu_channel_map_attach(&f->map, ch->base, &ch->map.layout, false) != 0 ||
+        batch_init(&f->batch, ch->id, batching->records, batching->bytes) != 0) {
+        if (f)
+            batch_fini(&f->batch);
         free(f);
         return -1;
     }
@@ -129,6 +136,7 @@ int feed_start(struct vchannel *ch)
     pthread_mutex_init(&f->mu, NULL);
     if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
         pthread_mutex_destroy(&f->mu);
+        batch_fini(&f->batch);
         free(f);
         return -1;
     }
@@ -145,6 +153,7 @@ void feed_stop(struct vchannel *ch)
     ch->transport.ops->kick(&ch->transport, &f->map.ctl->to_client);
     pthread_join(f->thread, NULL);
     pthread_mutex_destroy(&f->mu);
+    batch_fini(&f->batch);
     free(f->outs);
     free(f->fns);
     free(f);
@@ -204,6 +213,14 @@ void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t 
     struct feed *f = ch->feed;
     if (!f)
         return;
+    if (kind == SESS_BATCH) {
+        struct session_entry e;
+        const uint8_t *bytes;
+        size_t at = 0;
+        while (session_batch_next(data, len, &at, &e, &bytes) == 1)
+            feed_in(ch, e.kind, e.offset, bytes, e.len);
+        return;
+    }
     if (kind == SESS_DATA && vgpu_data_range_ok(&f->map.layout, offset, len))
         memcpy(f->map.data + offset, data, len);
     else if (kind == SESS_RECORD)

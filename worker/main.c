@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -42,6 +43,7 @@ static struct {
     unsigned nchans;
     struct relay *relays[VGPU_WORKER_MAX_CHANNELS]; /* channels of other nodes' vGPUs */
     unsigned nrelays;
+    struct remote_batching batching;
 } w = {.ctl = VGPU_WORKER_FD_CONTROL, .send_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER};
 
@@ -140,21 +142,31 @@ static struct relay *relay_by_id(uint32_t id)
     return NULL;
 }
 
+/* The channel's memory: a memfd in host mode, a guest's granted pages under Xen. */
+static CUresult channel_memory(const struct vgpu_wmsg_AddChannel *m, const uint8_t *tail, size_t tail_len, int fd,
+                               struct vchannel_memory *mem)
+{
+    if (fd >= 0)
+        return map_memfd(fd, (size_t)m->map_size, mem);
+    if (m->domid >= 0 && tail_len == (size_t)m->pages * sizeof(uint32_t))
+        return worker_xen_channel((uint32_t)m->domid, (const uint32_t *)(const void *)tail, m->pages, m->port, mem);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* A channel whose vGPU is another node's: relayed, nothing of it runs here. */
-static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgpu_channel_layout *l, int fd)
+static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgpu_channel_layout *l, const uint8_t *tail,
+                          size_t tail_len, int fd)
 {
     struct vchannel_memory mem;
-    if (fd < 0)
-        return CUDA_ERROR_NOT_SUPPORTED; /* a guest's channel is relayed by vgpud's of its own node only */
     pthread_mutex_lock(&w.mu);
     bool taken = w.nrelays + w.nchans >= VGPU_WORKER_MAX_CHANNELS || relay_by_id(m->channel);
     pthread_mutex_unlock(&w.mu);
     if (taken)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = map_memfd(fd, (size_t)m->map_size, &mem);
+    CUresult r = channel_memory(m, tail, tail_len, fd, &mem);
     if (r != CUDA_SUCCESS)
         return r;
-    struct relay *rl = relay_open(m->channel, m->session, l, &mem, relay_gone);
+    struct relay *rl = relay_open(m->channel, m->session, l, &mem, &w.batching, relay_gone);
     if (!rl)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&w.mu);
@@ -179,7 +191,7 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
         m->remote > VGPU_REMOTE_SERVED)
         return CUDA_ERROR_INVALID_VALUE;
     if (m->remote == VGPU_REMOTE_RELAY)
-        return add_relay(m, &p.layout, fd);
+        return add_relay(m, &p.layout, tail, tail_len, fd);
     if (m->device >= (uint32_t)w.x->ops->device_count(w.x))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&w.mu);
@@ -190,13 +202,7 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
     if (taken)
         return CUDA_ERROR_INVALID_VALUE;
     struct vchannel_memory mem;
-    CUresult r;
-    if (fd >= 0)
-        r = map_memfd(fd, (size_t)m->map_size, &mem);
-    else if (m->domid >= 0 && tail_len == (size_t)m->pages * sizeof(uint32_t))
-        r = worker_xen_channel((uint32_t)m->domid, (const uint32_t *)(const void *)tail, m->pages, m->port, &mem);
-    else
-        r = CUDA_ERROR_INVALID_VALUE;
+    CUresult r = channel_memory(m, tail, tail_len, fd, &mem);
     if (r != CUDA_SUCCESS)
         return r;
     struct vgpu_chan_stats *acct = &w.stats->chan[m->slot];
@@ -251,7 +257,7 @@ static void on_add_channel(const uint8_t *buf, size_t len, int fd)
         return;
     }
     /* A served channel's feed starts first: the poller may end, and free the channel, at once. */
-    if (m.remote == VGPU_REMOTE_SERVED && feed_start(ch) != 0)
+    if (m.remote == VGPU_REMOTE_SERVED && feed_start(ch, &w.batching) != 0)
         vchannel_close(ch);
     vchannel_start(ch);
 }
@@ -502,6 +508,13 @@ static int start(void)
     st.cuda_driver[sizeof st.cuda_driver - 1] = '\0';
     vgpu_log_set_level((int)st.log_level);
     w.swap_on = st.swap_on != 0;
+    w.batching = (struct remote_batching){st.remote_batch_records, st.remote_batch_bytes, (int64_t)st.remote_batch_wait_ns};
+    /* A batch is one datagram on the control socket: no larger than its send buffer allows. */
+    int sndbuf = 0;
+    socklen_t sl = sizeof sndbuf;
+    if (getsockopt(w.ctl, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 && sndbuf > 16384 &&
+        (uint32_t)sndbuf - 16384 < w.batching.bytes)
+        w.batching.bytes = (uint32_t)sndbuf - 16384;
     w.limits = (struct vchannel_limits){st.poll_spin_ns, st.max_contexts, st.max_streams, st.max_events,
                                         st.max_modules, st.max_functions};
     if (st.mode == VGPU_WORKER_SERVE && st.xen_channels && worker_xen_prepare(st.xen_channels) != 0)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "batch.h"
 #include "bell.h"
 #include "log.h"
 #include "record_io.h"
@@ -42,30 +43,11 @@ struct relay {
     uint64_t slots_out; /* staging slots whose completion has not come back */
     struct host_fn *fns;
     size_t nfns, fns_cap;
+    struct batch batch; /* the relay thread's */
+    int64_t batch_wait_ns;
     uint8_t req[VGPU_MAX_RECORD];
     uint8_t rsp[VGPU_MAX_RECORD];
 };
-
-int remote_out(uint32_t channel, uint32_t kind, uint64_t offset, const void *data, size_t len)
-{
-    uint8_t buf[sizeof(struct vgpu_wmsg_RemoteOut) + VGPU_MAX_RECORD];
-    struct vgpu_wmsg_RemoteOut *m = (struct vgpu_wmsg_RemoteOut *)buf;
-    size_t step = kind == SESS_DATA ? SESSION_CHUNK : VGPU_MAX_RECORD;
-    size_t done = 0;
-    do {
-        size_t n = len - done < step ? len - done : step;
-        vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteOut, (uint32_t)(sizeof *m + n));
-        m->channel = channel;
-        m->kind = kind;
-        m->offset = offset + (kind == SESS_DATA ? done : 0);
-        if (n)
-            memcpy(buf + sizeof *m, (const uint8_t *)data + done, n);
-        if (worker_send(buf, sizeof *m + n, NULL, 0) != 0)
-            return -1;
-        done += n;
-    } while (done < len);
-    return 0;
-}
 
 uint32_t relay_id(const struct relay *r) { return r->id; }
 
@@ -154,8 +136,10 @@ static void relay_one(struct relay *r, uint32_t len)
     }
     CUresult lost = r->lost;
     pthread_mutex_unlock(&r->mu);
-    if (!lost && ((io.in_size && remote_out(r->id, SESS_DATA, io.in_off, r->map.data + io.in_off, io.in_size) != 0) ||
-                  remote_out(r->id, SESS_RECORD, 0, r->req, len) != 0)) {
+    /* Its caller waits: the batch goes now, with everything before it. */
+    if (!lost && ((io.in_size && batch_add(&r->batch, SESS_DATA, io.in_off, r->map.data + io.in_off, io.in_size) != 0) ||
+                  batch_add(&r->batch, SESS_RECORD, 0, r->req, len) != 0 ||
+                  (io.reply && batch_flush(&r->batch) != 0))) {
         pthread_mutex_lock(&r->mu);
         lose(r, CUDA_ERROR_DEVICE_UNAVAILABLE);
         pthread_mutex_unlock(&r->mu);
@@ -180,8 +164,9 @@ static bool releases(struct relay *r)
         const struct host_fn *f = &r->fns[i];
         uint32_t rel = atomic_load_explicit(
             (_Atomic uint32_t *)(r->map.data + f->word + offsetof(struct vgpu_host_fn_word, release)), memory_order_acquire);
-        if (rel == f->ticket) {
-            remote_out(r->id, SESS_DATA, f->word + offsetof(struct vgpu_host_fn_word, release), &rel, sizeof rel);
+        if (rel == f->ticket) { /* the serving node's stream waits for it */
+            batch_add(&r->batch, SESS_DATA, f->word + offsetof(struct vgpu_host_fn_word, release), &rel, sizeof rel);
+            batch_flush(&r->batch);
             r->fns[i] = r->fns[--r->nfns];
         } else {
             i++;
@@ -207,6 +192,9 @@ static void *relay_main(void *arg)
     struct vgpu_wait idle = {.ready = request_ready, .arg = r, .spin_ns = 20000, .slice_ns = 100000000, .timeout_ns = -1};
     struct vgpu_wait watching = idle;
     watching.timeout_ns = 200000; /* host functions outstanding: look at their words often */
+    /* A batch that is not full goes when no record has followed it for this long. */
+    struct vgpu_wait more = idle;
+    more.spin_ns = more.timeout_ns = r->batch_wait_ns;
     while (!atomic_load(&r->closing)) {
         int n = vgpu_ring_read(&r->map.req, r->req, VGPU_MAX_RECORD);
         if (n < 0) {
@@ -219,12 +207,24 @@ static void *relay_main(void *arg)
             relay_one(r, (uint32_t)n);
             continue;
         }
+        if (r->batch.records || r->batch.len > sizeof(struct vgpu_wmsg_RemoteOut)) {
+            if (r->batch_wait_ns > 0 && vgpu_bell_wait(&r->mem.transport, &r->map.ctl->to_server, &more) == 0)
+                continue;
+            if (batch_flush(&r->batch) != 0) {
+                pthread_mutex_lock(&r->mu);
+                lose(r, CUDA_ERROR_DEVICE_UNAVAILABLE);
+                pthread_mutex_unlock(&r->mu);
+            }
+        }
         vgpu_bell_wait(&r->mem.transport, &r->map.ctl->to_server, releases(r) ? &watching : &idle);
     }
     atomic_store((_Atomic uint32_t *)&r->map.ctl->server_state, VGPU_CHAN_CLOSED);
     vgpu_bell_ring(&r->mem.transport, &r->map.ctl->to_client);
     if (r->mem.release)
         r->mem.release(&r->mem);
+    LOG_DEBUG("channel %u: %llu records relayed in %llu batches", r->id, (unsigned long long)r->batch.sent_records,
+              (unsigned long long)r->batch.sent_batches);
+    batch_fini(&r->batch);
     r->gone(r);
     pthread_mutex_destroy(&r->mu);
     free(r->waiting);
@@ -234,15 +234,20 @@ static void *relay_main(void *arg)
 }
 
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
-                         struct vchannel_memory *mem, void (*gone)(struct relay *r))
+                         struct vchannel_memory *mem, const struct remote_batching *batching,
+                         void (*gone)(struct relay *r))
 {
     struct relay *r = calloc(1, sizeof *r);
-    if (!r || mem->size < l->map_size || vgpu_channel_map_attach(&r->map, mem->base, l, true) != 0) {
+    if (!r || mem->size < l->map_size || vgpu_channel_map_attach(&r->map, mem->base, l, true) != 0 ||
+        batch_init(&r->batch, id, batching->records, batching->bytes) != 0) {
         if (mem->release)
             mem->release(mem);
+        if (r)
+            batch_fini(&r->batch);
         free(r);
         return NULL;
     }
+    r->batch_wait_ns = batching->wait_ns;
     r->id = id;
     r->session = session;
     r->mem = *mem;
@@ -267,6 +272,14 @@ void relay_close(struct relay *r)
 
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
 {
+    if (kind == SESS_BATCH) {
+        struct session_entry e;
+        const uint8_t *bytes;
+        size_t at = 0;
+        while (session_batch_next(data, len, &at, &e, &bytes) == 1)
+            relay_in(r, e.kind, e.offset, bytes, e.len);
+        return;
+    }
     pthread_mutex_lock(&r->mu);
     if (r->lost) {
         pthread_mutex_unlock(&r->mu);

@@ -13,23 +13,28 @@
 
 struct relay;
 
+/* How records are gathered before they go (vgpud --remote-batch): at most records records and bytes
+ * bytes a batch, and a batch that is not full waits wait_ns for more. */
+struct remote_batching {
+    uint32_t records, bytes;
+    int64_t wait_ns;
+};
+
 /* Serve the channel in mem (which the relay owns from here, whatever happens) by relaying it; gone()
  * runs on the relay's thread once it has ended and released the memory (the relay is freed after). */
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
-                         struct vchannel_memory *mem, void (*gone)(struct relay *r));
+                         struct vchannel_memory *mem, const struct remote_batching *batching,
+                         void (*gone)(struct relay *r));
 int relay_start(struct relay *r);
 uint32_t relay_id(const struct relay *r);
 void relay_close(struct relay *r);
 /* What vgpud passes on from the link (RemoteIn). Main thread. */
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
 
-/* Start feeding the served channel ch (after vchannel_start). 0 or -1. */
-int feed_start(struct vchannel *ch);
+/* Start feeding the served channel ch (before vchannel_start). 0 or -1. */
+int feed_start(struct vchannel *ch, const struct remote_batching *batching);
 /* Stop and free its feed (before the channel is freed; nothing if it has none). */
 void feed_stop(struct vchannel *ch);
 void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
-
-/* Send a session message to vgpud (RemoteOut), data in pieces of at most SESSION_CHUNK. 0 or -1. */
-int remote_out(uint32_t channel, uint32_t kind, uint64_t offset, const void *data, size_t len);
 
 #endif

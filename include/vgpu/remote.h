@@ -21,8 +21,21 @@ enum session_kind {
     SESS_RECORD,      /* a request record (to the server) or a response record (to the client) */
     SESS_DATA,        /* bytes for the data area at offset */
     SESS_SLOT,        /* server -> client: staging slot `offset` now has the state in the tail (u32) */
+    SESS_BATCH,       /* several of RECORD, DATA and SLOT in order: the tail is entries, each a struct
+                       * session_entry and its bytes, padded to 8 */
     SESS_KINDS
 };
+
+struct session_entry {
+    uint32_t kind;
+    uint32_t len;
+    uint64_t offset;
+};
+
+/* A batch's limits: the defaults, and the most bytes one may hold (vgpud --remote-batch). */
+#define SESSION_BATCH_RECORDS 64u
+#define SESSION_BATCH_BYTES (256u * 1024u)
+#define SESSION_BATCH_MAX (1024u * 1024u - 4096u)
 
 /* Most bytes of data one message carries: copies larger than this travel as several. */
 #define SESSION_CHUNK (64u * 1024u)
@@ -38,6 +51,24 @@ struct session_hdr {
     uint32_t len; /* bytes of tail */
     uint32_t pad;
 };
+
+/* The next entry of a batch's len-byte tail p from *at: 1 (with *e and its bytes), 0 at the end, or
+ * -1 when the batch is malformed (an entry past its end, or a batch inside a batch). */
+static inline int session_batch_next(const uint8_t *p, size_t len, size_t *at, struct session_entry *e,
+                                     const uint8_t **bytes)
+{
+    if (*at == len)
+        return 0;
+    if (len - *at < sizeof *e)
+        return -1;
+    __builtin_memcpy(e, p + *at, sizeof *e);
+    size_t padded = ((size_t)e->len + 7) & ~(size_t)7;
+    if (e->kind == SESS_BATCH || padded > len - *at - sizeof *e)
+        return -1;
+    *bytes = p + *at + sizeof *e;
+    *at += sizeof *e + padded;
+    return 1;
+}
 
 struct session_open {
     uint32_t device; /* the serving node's device */

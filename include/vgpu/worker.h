@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "vgpu/calls.h"
+#include "vgpu/remote.h"
 #include "vgpu/wire.h"
 
 /* Descriptors a worker is started with (everything else is closed before exec). Its stderr is a
