@@ -218,7 +218,8 @@ static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64
 
 struct served *remote_sessions_served(const struct session *s)
 {
-    return s->link.ops == &served_ops ? s->link.priv : NULL;
+    /* Its control link (the record) goes first; the session stays until its channel has closed. */
+    return s->link.ops == &served_ops && !s->link_gone ? s->link.priv : NULL;
 }
 
 /* ---------------------------------------------------------------- the tenant's side */
@@ -297,7 +298,8 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
     struct session_hdr h;
     const uint8_t *tail;
     if (session_msg_decode(e->data, e->len, &h, &tail) != 0) {
-        LOG_WARN("remote: a malformed session message from %s (%zu bytes); ignored", e->peer, e->len);
+        LOG_WARN("remote: a malformed session message from %s (%zu bytes); closing the link", e->peer, e->len);
+        remote_close_link(rs->links, e->link, "it sent a malformed session message");
         return;
     }
     struct served *sv = h.kind == SESS_CLOSE || h.kind == SESS_RECORD || h.kind == SESS_DATA || h.kind == SESS_BATCH

@@ -754,6 +754,18 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
     return 0;
 }
 
+void remote_close_link(struct remote *r, uint64_t link, const char *why)
+{
+    pthread_mutex_lock(&r->mu);
+    struct conn *c = conn_of_link(r, link);
+    if (c && !c->closing)
+        c->closing = why;
+    pthread_mutex_unlock(&r->mu);
+    if (!atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
+        /* the pipe is full: the thread is awake */
+    }
+}
+
 unsigned remote_node_gpus(struct remote *r, const char *node, struct remote_gpu *out, unsigned max)
 {
     unsigned n = 0;

@@ -81,6 +81,8 @@ struct remote_event *remote_inbox_take(struct remote *r);
 void remote_events_free(struct remote_event *e);
 /* Send a copy of a message on a link (any thread); one for a link that is down goes nowhere. 0 or -1. */
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);
+/* Close a link (its peer broke the sessions' protocol); why: a constant string, for the log. */
+void remote_close_link(struct remote *r, uint64_t link, const char *why);
 /* What node's link last said of its GPUs (free memory, vGPUs): how many. */
 unsigned remote_node_gpus(struct remote *r, const char *node, struct remote_gpu *out, unsigned max);
 /* A link that is up to node, or 0. */

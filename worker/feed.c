@@ -79,10 +79,24 @@ static bool completions(struct feed *f)
     return outstanding || f->nfns;
 }
 
-static bool response_ready(void *arg)
+/* Something to send: a response, a staging slot completed, a host function reached. The worker
+ * rings the same bell for all three, so the wait must know them all or it sleeps through them. */
+static bool feed_ready(void *arg)
 {
     struct feed *f = arg;
-    return vgpu_ring_readable(&f->map.rsp) || atomic_load(&f->stop);
+    if (vgpu_ring_readable(&f->map.rsp) || atomic_load(&f->stop))
+        return true;
+    bool ready = false;
+    pthread_mutex_lock(&f->mu);
+    for (uint32_t s = 0; s < VGPU_MAX_SLOTS && !ready; s++)
+        ready = f->slots[s].active &&
+                atomic_load_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[s], memory_order_acquire) !=
+                    VGPU_SLOT_INFLIGHT;
+    for (size_t i = 0; i < f->nfns && !ready; i++)
+        ready = atomic_load_explicit((_Atomic uint32_t *)(f->map.data + f->fns[i].word), memory_order_acquire) ==
+                f->fns[i].ticket;
+    pthread_mutex_unlock(&f->mu);
+    return ready;
 }
 
 static void *feed_main(void *arg)
@@ -91,7 +105,7 @@ static void *feed_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "vgpu-fd%u", f->ch->id);
     pthread_setname_np(pthread_self(), name);
-    struct vgpu_wait w = {.ready = response_ready, .arg = f, .spin_ns = 20000, .slice_ns = 10000000, .timeout_ns = 10000000};
+    struct vgpu_wait w = {.ready = feed_ready, .arg = f, .spin_ns = 20000, .slice_ns = 10000000, .timeout_ns = 10000000};
     struct vgpu_wait busy = w;
     busy.timeout_ns = 100000;
     while (!atomic_load(&f->stop)) {

@@ -263,11 +263,11 @@ END_TEST
 
 START_TEST(test_hostile_peers)
 {
-    const char *kinds[] = {"garbage", "truncated", "large", "after"};
+    const char *kinds[] = {"garbage", "truncated", "large", "after", "session"};
     struct json *j = cluster(0);
     double before = json_number(json_get(j, "refused_in"), 0);
     json_free(j);
-    for (unsigned k = 0; k < 4; k++) {
+    for (unsigned k = 0; k < 5; k++) {
         int rc = sh("%s%s%s %s/hostile_peer %s %s %s > %s/hostile-peer.out 2>&1", netns ? "ip netns exec " : "",
                     netns ? ns[1] : "", netns ? "" : "", progs, addr[0], key, kinds[k], tmp);
         ck_assert_msg(rc == 0, "hostile_peer %s: the link stayed open (%d)", kinds[k], rc);
@@ -278,6 +278,18 @@ START_TEST(test_hostile_peers)
     ck_assert_str_eq(json_string(json_get(link_of(j, "b", "out"), "state"), ""), "up");
     ck_assert_ptr_null(link_of(j, "hostile", "in")); /* gone */
     json_free(j);
+    /* The session the hostile peer had opened has ended with its link. */
+    bool empty = false;
+    for (int i = 0; i < 60 && !empty; i++) {
+        j = ask_json(0, "list");
+        ck_assert_ptr_nonnull(j);
+        const struct json *t = json_get(j, "tenants");
+        empty = !t || !t->child;
+        json_free(j);
+        if (!empty)
+            usleep(50000);
+    }
+    ck_assert_msg(empty, "the hostile peer's session is still there");
 }
 END_TEST
 

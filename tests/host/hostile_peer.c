@@ -4,6 +4,8 @@
  *   hostile_peer HOST:PORT KEYFILE truncated   half a HELLO, then silence
  *   hostile_peer HOST:PORT KEYFILE large       a message of 1 MiB (UCX's rendezvous)
  *   hostile_peer HOST:PORT KEYFILE after       the handshake done right, then a truncated record
+ *   hostile_peer HOST:PORT KEYFILE session     the handshake done right, a remote session opened and
+ *                                              fed records of garbage, then a truncated session message
  * (KEYFILE: the cluster key, for "after"; the others never get that far.) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 
 #include "handshake.h"
 #include "link_msg.h"
+#include "session_msg.h"
+#include "vgpu/calls.h"
 
 static ucp_worker_h worker;
 static int closed;
@@ -59,6 +63,45 @@ static void wait_for(const int *cond, int ms)
         ucp_worker_progress(worker);
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while (!*cond && (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+static void session_msg(ucp_ep_h ep, uint32_t kind, uint32_t channel, uint64_t offset, const void *tail, uint32_t len)
+{
+    uint8_t buf[sizeof(struct session_hdr) + 4096];
+    struct session_hdr h = {.magic = REMOTE_MAGIC, .version = REMOTE_WIRE_VERSION, .type = LINK_SESSION, .kind = kind,
+                            .channel = channel, .offset = offset, .len = len};
+    memcpy(buf, &h, sizeof h);
+    if (len)
+        memcpy(buf + sizeof h, tail, len);
+    send_wait(ep, buf, sizeof h + len);
+}
+
+/* A session asked for as a vgpud would, then fed what none would: records of garbage, copies out of
+ * the data area, batches whose entries run past their end, a device that is not there. */
+static void hostile_session(ucp_ep_h ep)
+{
+    wait_for(&(int){0}, 300); /* the welcome */
+    struct session_open o = {.device = 99, .req_size = 1 << 16, .rsp_size = 1 << 16, .slot_count = 4,
+                             .slot_size = 1 << 20, .data_size = 8 << 20};
+    strcpy(o.program, "hostile");
+    session_msg(ep, SESS_OPEN, 1, 0, &o, sizeof o);
+    o.device = 0;
+    session_msg(ep, SESS_OPEN, 2, 0, &o, sizeof o);
+    wait_for(&(int){0}, 500); /* its worker starts */
+    uint8_t junk[512];
+    for (unsigned i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    session_msg(ep, SESS_RECORD, 2, 0, junk, 64);
+    struct vgpu_req_CopyHtoD q = {.hdr = {.size = sizeof q, .op = VGPU_OP_CopyHtoD, .seq = 1, .ctx = 1},
+                                  .dst = 1 << 20, .offset = (8 << 20) - 8, .size = 1 << 20, .slot = 3};
+    session_msg(ep, SESS_RECORD, 2, 0, &q, sizeof q);
+    session_msg(ep, SESS_DATA, 2, (8 << 20) - 8, junk, 64);
+    struct session_entry e = {.kind = SESS_RECORD, .len = 4000, .offset = 0};
+    memcpy(junk, &e, sizeof e);
+    session_msg(ep, SESS_BATCH, 2, 0, junk, 64);
+    session_msg(ep, SESS_RECORD, 77, 0, junk, 64); /* a channel nobody opened */
+    session_msg(ep, SESS_CLOSE, 2, 0, NULL, 0);
+    wait_for(&(int){0}, 300);
 }
 
 int main(int argc, char **argv)
@@ -110,7 +153,7 @@ int main(int argc, char **argv)
         char *big = calloc(1, n);
         send_wait(ep, big, n);
         free(big);
-    } else if (strcmp(what, "after") == 0) {
+    } else if (strcmp(what, "after") == 0 || strcmp(what, "session") == 0) {
         send_wait(ep, &hello, sizeof hello);
         wait_for(&got_challenge, 5000);
         struct hs_msg proof;
@@ -119,6 +162,8 @@ int main(int argc, char **argv)
             return 2;
         }
         send_wait(ep, &proof, sizeof proof);
+        if (strcmp(what, "session") == 0)
+            hostile_session(ep);
         struct link_msg bad;
         memset(&bad, 0x5a, sizeof bad);
         send_wait(ep, &bad, sizeof bad / 3);
