@@ -42,10 +42,19 @@ xen-init-dom0 >/dev/null || fail "xen-init-dom0"
 xenconsoled --pid-file=/run/xenconsoled.pid --log=guest --log-dir=/var/log/xen || fail "xenconsoled"
 stage "toolstack up"
 
-vgpud --config /etc/vgpu/vgpud.conf --foreground --log-level debug >/var/log/vgpud.log 2>&1 &
+# A second node's vgpud on the same machine (loopback), for the assembly of a local and a remote vGPU.
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+head -c 32 /dev/urandom >/etc/vgpu/cluster.key
+vgpud --foreground --executor emu --emu-memory 1G --socket /run/vgpud-peer.sock --xen off --worker-pool 0 \
+    --any-user-host-code --node peer --remote-listen 127.0.0.1:7071 --peer dom0=127.0.0.1:7070 \
+    --cluster-key /etc/vgpu/cluster.key --log-level debug >/var/log/vgpud-peer.log 2>&1 &
+peer_pid=$!
+vgpud --config /etc/vgpu/vgpud.conf --foreground --log-level debug --node dom0 --remote-listen 127.0.0.1:7070 \
+    --peer peer=127.0.0.1:7071 --cluster-key /etc/vgpu/cluster.key >/var/log/vgpud.log 2>&1 &
 vgpud_pid=$!
 wait_for 20 "vgpud to answer" vgpuctl ping
-stage "vgpud up"
+wait_for 30 "the link to node peer" sh -c "vgpuctl --json cluster | grep -q '\"state\":\"up\"'"
+stage "vgpud up, linked to node peer"
 base0_mem=$(vgpuctl --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')
 
 # The second guest first: it holds vGPU resources while the first one's programs run, and must not
@@ -123,6 +132,23 @@ wait_for 20 "vgpud to free everything of the detached vGPUs" freed
     fail "the detached guest's backend entries are still in xenstore"
 xenstore-exists /local/domain/$DOM2/device/vgpu/0 && fail "the detached guest's frontend entries are still in xenstore"
 stage "vGPUs detached from a running guest: sessions, memory and entries freed"
+# A guest whose assembly is a vGPU of this node and one of node peer's.
+sed 's/^vgpu .*/vgpu = [ "device=0,memory=512M", "node=peer,device=0" ]/; s/^name .*/name = "vgpu-guest3"/' \
+    /etc/xen/vgpu-guest.cfg >/etc/xen/vgpu-guest3.cfg
+xl create /etc/xen/vgpu-guest3.cfg 'extra="console=hvc0 quiet vgpu_test=remote"' >/tmp/xl.out 2>&1 ||
+    { cat /tmp/xl.out; fail "xl create (third guest)"; }
+DOM3=$(xl domid vgpu-guest3) || fail "xl domid vgpu-guest3"
+tail -f /var/log/xen/guest-vgpu-guest3.log 2>/dev/null | while IFS= read -r l; do echo "domU3| $l"; done &
+wait_for 200 "the third guest's program (data/result)" xenstore-read /local/domain/$DOM3/data/result
+[ "$(xenstore-read /local/domain/$DOM3/data/result)" = PASS ] || fail "third guest: $(xenstore-read /local/domain/$DOM3/data/detail)"
+vgpuctl show vgpu-guest3
+vgpuctl --json show vgpu-guest3 | grep -q '"index":1,"node":"peer","remote":true' ||
+    fail "vgpuctl show vgpu-guest3 does not show its vGPU of node peer"
+grep -q "node dom0's tenant .* gets device 0 here" /var/log/vgpud-peer.log || fail "node peer never served the guest's vGPU"
+xl destroy vgpu-guest3 || fail "xl destroy (third guest)"
+stage "a guest ran a two-device program on a vGPU of this node and one of node peer's"
+kill -TERM $peer_pid; wait $peer_pid
+grep -q "Sanitizer\|runtime error" /var/log/vgpud-peer.log && fail "sanitizer report in the peer vgpud's log"
 xl destroy vgpu-guest2 || fail "xl destroy (second guest)"
 vgpuctl ping >/dev/null || fail "vgpud gone"
 # vgpud ends as asked; built with the sanitizers (make check), it reports leaks as it does.

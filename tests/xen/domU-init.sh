@@ -17,9 +17,12 @@ for m in xen-privcmd xenfs xen-evtchn xen-gntdev "xen-gntalloc limit=65536"; do
 done
 mount -t xenfs xenfs /proc/xen
 say "domain $(xenstore-read domid) up at $(cut -d' ' -f1 /proc/uptime) s"
-# vgpu_test=hold on the kernel's command line: only hold resources (dom0 detaches the vGPUs).
+# vgpu_test=hold on the kernel's command line: only hold resources (dom0 detaches the vGPUs);
+# vgpu_test=remote: an assembly of a vGPU of dom0's node and one of another node's (below).
 hold_only=false
 grep -q "vgpu_test=hold" /proc/cmdline && hold_only=true
+remote_only=false
+grep -q "vgpu_test=remote" /proc/cmdline && remote_only=true
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 # Each program has 150 s: one that hangs fails the test naming itself, before dom0's window (330 s) closes.
 run() { # name program args...
@@ -35,6 +38,15 @@ run() { # name program args...
         sleep 3600
     fi
 }
+if $remote_only; then
+    # Device 1 is node peer's: copies into and out of it, and between the two devices.
+    run remote-peer prog_peer
+    prog_hold >/tmp/hold.out 2>&1 & # a session for dom0's vgpuctl show
+    while ! grep -q ready /tmp/hold.out; do sleep 0.1; done
+    verdict PASS "the assembly's two vGPUs, one of them another node's"
+    say "PASS"
+    sleep 3600
+fi
 if ! $hold_only; then
 # Two pinned 16 MiB buffers at once: more than the default data area holds, so they spill.
 run copies prog_copies 16777216
