@@ -222,17 +222,18 @@ static void post(struct feed *f, const uint8_t *rec, size_t len)
     }
 }
 
+static void feed_entry(void *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
+{
+    feed_in(ch, kind, offset, data, len);
+}
+
 void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
 {
     struct feed *f = ch->feed;
     if (!f)
         return;
     if (kind == SESS_BATCH) {
-        struct session_entry e;
-        const uint8_t *bytes;
-        size_t at = 0;
-        while (session_batch_next(data, len, &at, &e, &bytes) == 1)
-            feed_in(ch, e.kind, e.offset, bytes, e.len);
+        session_batch_each(data, len, feed_entry, ch);
         return;
     }
     if (kind == SESS_DATA && vgpu_data_range_ok(&f->map.layout, offset, len))

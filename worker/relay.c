@@ -270,14 +270,15 @@ void relay_close(struct relay *r)
     r->mem.transport.ops->kick(&r->mem.transport, &r->map.ctl->to_server);
 }
 
+static void relay_entry(void *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
+{
+    relay_in(r, kind, offset, data, len);
+}
+
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len)
 {
     if (kind == SESS_BATCH) {
-        struct session_entry e;
-        const uint8_t *bytes;
-        size_t at = 0;
-        while (session_batch_next(data, len, &at, &e, &bytes) == 1)
-            relay_in(r, e.kind, e.offset, bytes, e.len);
+        session_batch_each(data, len, relay_entry, r);
         return;
     }
     pthread_mutex_lock(&r->mu);

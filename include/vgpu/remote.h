@@ -70,6 +70,19 @@ static inline int session_batch_next(const uint8_t *p, size_t len, size_t *at, s
     return 1;
 }
 
+/* Hand each entry of a batch to fn, in order, up to the first malformed one. */
+static inline void session_batch_each(const uint8_t *p, size_t len,
+                                      void (*fn)(void *arg, uint32_t kind, uint64_t offset, const uint8_t *bytes,
+                                                 size_t n),
+                                      void *arg)
+{
+    struct session_entry e;
+    const uint8_t *bytes;
+    size_t at = 0;
+    while (session_batch_next(p, len, &at, &e, &bytes) == 1)
+        fn(arg, e.kind, e.offset, bytes, e.len);
+}
+
 struct session_open {
     uint32_t device; /* the serving node's device */
     uint32_t weight; /* 0: the serving node's default */

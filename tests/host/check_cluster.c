@@ -192,22 +192,52 @@ static struct json *ask_json(int i, const char *what)
     return rc == 0 ? json_parse(text) : NULL;
 }
 
-START_TEST(test_assemblies)
+/* Whether vgpud i lists no tenant, within 3 s (the last one's goodbye may still be on its way). */
+static bool no_tenants(int i)
 {
-    char out[700], cmd[2400];
-    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    for (int k = 0; k < 60; k++) {
+        struct json *j = ask_json(i, "list");
+        ck_assert_ptr_nonnull(j);
+        const struct json *t = json_get(j, "tenants");
+        bool empty = !t || !t->child;
+        json_free(j);
+        if (empty)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+/* A program run on node a in the background with the vGPUs given (vgpu-run options), its output in
+ * out, once it has said "ready" (within 10 s). Its pid; the test fails if it never gets ready. */
+static pid_t start_ready(const char *vgpus, const char *prog, const char *out)
+{
+    char cmd[3200];
     pid_t p = fork();
     if (p == 0) {
-        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s -- %s/prog_hold > %s 2>&1", bin, sock[0], progs, out);
+        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s %s -- %s/%s > %s 2>&1", bin, sock[0], vgpus, progs, prog,
+                 out);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
     bool ready = false;
-    for (int i = 0; i < 500 && !ready; i++) {
+    for (int i = 0; i < 1000 && !ready; i++) {
         usleep(10000);
         ready = sh("grep -q ready %s", out) == 0;
     }
-    ck_assert_msg(ready, "prog_hold did not get ready");
+    if (!ready) {
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+    ck_assert_msg(ready, "%s (%s) did not get ready", prog, vgpus);
+    return p;
+}
+
+START_TEST(test_assemblies)
+{
+    char out[700];
+    snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
+    pid_t p = start_ready("", "prog_hold", out);
     struct json *j = ask_json(0, "list");
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string(json_get(j, "node"), ""), "a");
@@ -279,17 +309,7 @@ START_TEST(test_hostile_peers)
     ck_assert_ptr_null(link_of(j, "hostile", "in")); /* gone */
     json_free(j);
     /* The session the hostile peer had opened has ended with its link. */
-    bool empty = false;
-    for (int i = 0; i < 60 && !empty; i++) {
-        j = ask_json(0, "list");
-        ck_assert_ptr_nonnull(j);
-        const struct json *t = json_get(j, "tenants");
-        empty = !t || !t->child;
-        json_free(j);
-        if (!empty)
-            usleep(50000);
-    }
-    ck_assert_msg(empty, "the hostile peer's session is still there");
+    ck_assert_msg(no_tenants(0), "the hostile peer's session is still there");
 }
 END_TEST
 
@@ -341,33 +361,10 @@ START_TEST(test_remote_vgpus)
     /* b served them as tenants of its own, which have gone. */
     ck_assert_msg(sh("grep -q \"node a's tenant 'prog_vecadd' gets device 0\" %s/cluster-b.log", tmp) == 0,
                   "b never served a's tenant");
-    bool empty = false;
-    for (int i = 0; i < 60 && !empty; i++) { /* the last tenant's goodbye may still be on its way */
-        struct json *j = ask_json(1, "list");
-        ck_assert_ptr_nonnull(j);
-        const struct json *t = json_get(j, "tenants");
-        empty = !t || !t->child;
-        json_free(j);
-        if (!empty)
-            usleep(50000);
-    }
-    ck_assert_msg(empty, "b still has a tenant");
+    ck_assert_msg(no_tenants(1), "b still has a tenant");
     /* While a tenant of a holds b's vGPU: a lists it as b's, b as a tenant of its own. */
-    char cmd[3200];
     snprintf(out, sizeof out, "%s/remote-hold.%d.out", tmp, (int)getpid());
-    pid_t p = fork();
-    if (p == 0) {
-        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s --vgpu node=b,device=0 -- %s/prog_hold > %s 2>&1", bin,
-                 sock[0], progs, out);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    bool ready = false;
-    for (int i = 0; i < 500 && !ready; i++) {
-        usleep(10000);
-        ready = sh("grep -q ready %s", out) == 0;
-    }
-    ck_assert_msg(ready, "prog_hold did not get ready on b's vGPU");
+    pid_t p = start_ready("--vgpu node=b,device=0", "prog_hold", out);
     struct json *ja = ask_json(0, "list"), *jb = ask_json(1, "list");
     ck_assert(ja && jb);
     const struct json *ta = json_get(ja, "tenants")->child, *tb = json_get(jb, "tenants")->child;
@@ -392,21 +389,9 @@ END_TEST
 START_TEST(test_remote_loss)
 {
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
-    char out[700], cmd[3200];
+    char out[700];
     snprintf(out, sizeof out, "%s/loss.%d.out", tmp, (int)getpid());
-    pid_t p = fork();
-    if (p == 0) {
-        snprintf(cmd, sizeof cmd, "exec %s/vgpu-run --socket %s --vgpu device=0 --vgpu node=b,device=0 -- %s/prog_remote_loss > %s 2>&1",
-                 bin, sock[0], progs, out);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    bool ready = false;
-    for (int i = 0; i < 1000 && !ready; i++) {
-        usleep(10000);
-        ready = sh("grep -q ready %s", out) == 0;
-    }
-    ck_assert_msg(ready, "prog_remote_loss did not get ready");
+    pid_t p = start_ready("--vgpu device=0 --vgpu node=b,device=0", "prog_remote_loss", out);
     stop(1, true);
     int st = -1;
     for (int i = 0; i < 100 && waitpid(p, &st, WNOHANG) == 0; i++)
