@@ -23,7 +23,7 @@ int assembly_build(const char *const *entries, unsigned n, const struct vgpu_pro
         } else if (self[0] && strcmp(s->node, self) == 0) {
             s->node[0] = '\0'; /* this node by its name */
         } else if (local_only && s->node[0] && strcmp(s->node, "any") != 0) {
-            snprintf(why, whylen, "vGPU %u: node %s: vGPUs of other nodes are not served yet", i, s->node);
+            snprintf(why, whylen, "vGPU %u: node %s: this node is not linked to any other node", i, s->node);
             rc = -1;
         }
     }

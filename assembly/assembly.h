@@ -15,7 +15,7 @@ struct assembly_vgpu {
 };
 
 /* self: this node's name ("" outside a cluster), which entries may name too; local_only: an entry
- * that names another node is refused (vGPUs of other nodes are not served yet). 0, or -1 with why. */
+ * that names another node is refused (this node is linked to none). 0, or -1 with why. */
 int assembly_build(const char *const *entries, unsigned n, const struct vgpu_profile *profiles, unsigned nprofiles,
                    const char *self, bool local_only, const struct place_gpu *gpus, unsigned ngpus,
                    uint64_t memory_default, struct assembly_vgpu *out, char *why, size_t whylen);

@@ -191,13 +191,16 @@ CUresult fe_connect_locked(void)
     fe.link = link;
     fe.xen = xen;
     fe.driver_version = w.driver_version;
-    fe.device_count = (int)w.device_count;
     memcpy(fe.executor, w.executor, sizeof fe.executor);
     fe.executor[sizeof fe.executor - 1] = '\0';
+    const struct vgpu_device_info *offered = (const struct vgpu_device_info *)(const void *)(buf + sizeof w);
+    int order[VGPU_MAX_DEVICES];
+    fe.device_count = fe_visible_devices(getenv("CUDA_VISIBLE_DEVICES"), offered, (int)w.device_count, order);
     for (int i = 0; i < fe.device_count; i++) {
         struct fe_device *d = &fe.devices[i];
-        memcpy(&d->info, buf + sizeof w + (size_t)i * sizeof d->info, sizeof d->info);
+        memcpy(&d->info, &offered[order[i]], sizeof d->info);
         d->info.name[sizeof d->info.name - 1] = '\0';
+        d->vgpu = order[i];
         d->primary.device = i;
         d->primary.primary = true;
         d->primary.handle = fe_handle_new(FE_CTX, &d->primary);
@@ -253,7 +256,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     struct vgpu_msg_open_channel req;
     memset(&req, 0, sizeof req);
     vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
-    req.device = (uint32_t)device;
+    req.device = (uint32_t)fe.devices[device].vgpu;
     req.data_size = fe_cfg.data_area;
     req.slot_size = fe_cfg.slot_size;
     req.slot_count = fe_cfg.slot_count;

@@ -131,6 +131,9 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
 /* Wait until a staging slot is no longer in flight; returns its final state. */
 uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot);
 /* Allocate and free data-area heap memory; registered blocks are pinned through vgpud. */
+/* The devices CUDA_VISIBLE_DEVICES (spec; NULL: unset) leaves, as indexes into devs, in its order:
+ * how many (0..count). */
+int fe_visible_devices(const char *spec, const struct vgpu_device_info *devs, int count, int *order);
 CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, bool pin, uint64_t *off);
 CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
 /* Find the heap block containing p (a pointer into the data area): a copy in *block (if not NULL)
@@ -180,6 +183,7 @@ struct fe_ctx {
 
 struct fe_device {
     struct vgpu_device_info info;
+    int vgpu; /* its index among the session's vGPUs (CUDA_VISIBLE_DEVICES may hide or reorder them) */
     struct fe_chan *chan;  /* opened on first use */
     struct fe_ctx primary; /* the primary context exists (inactive) from cuInit on */
     int primary_refs;

@@ -1068,7 +1068,7 @@ START_TEST(test_host_assembly)
     free(out);
     setenv("VGPU_ASSEMBLY", "node=elsewhere", 1);
     ck_assert_int_ne(run_prog("prog_queries", NULL, NULL, &out), 0);
-    ck_assert_msg(strstr(out, "not served yet"), "%s", out);
+    ck_assert_msg(strstr(out, "not linked to any other node"), "%s", out);
     free(out);
     unsetenv("VGPU_ASSEMBLY");
     ck_assert(wait_idle(10));
@@ -1277,6 +1277,34 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
     ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
     free(out);
+    /* CUDA_VISIBLE_DEVICES, as the driver reads it: the devices listed, in that order, up to the
+     * first entry that names none. */
+    setenv("CUDA_VISIBLE_DEVICES", "1,0", 1);
+    ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
+    free(out);
+    setenv("CUDA_VISIBLE_DEVICES", "1,7,0", 1);
+    ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "peer: one device"), "%s", out);
+    free(out);
+    setenv("CUDA_VISIBLE_DEVICES", "1", 1);
+    char dptr[64];
+    pid_t hold = start_hold(dptr, sizeof dptr); /* its device 0 is vGPU 1 */
+    struct json *j = control("list");
+    const struct json *t = json_get(j, "tenants") ? json_get(j, "tenants")->child : NULL;
+    ck_assert_ptr_nonnull(t);
+    const struct json *v0 = json_get(t, "vgpus")->child, *v1 = v0 ? v0->next : NULL;
+    ck_assert_ptr_nonnull(v1);
+    ck_assert(!json_get(v0, "open")->boolean && json_get(v1, "open")->boolean);
+    json_free(j);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1); /* no device at all */
+    ck_assert_int_ne(run_prog("prog_peer", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "CUDA_ERROR_NO_DEVICE"), "%s", out);
+    free(out);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    ck_assert(wait_idle(10));
     stop_other_vgpud(d);
 }
 END_TEST

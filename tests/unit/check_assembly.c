@@ -137,7 +137,7 @@ START_TEST(assemblies)
     ck_assert_str_eq(a[2].node, "");
     const char *remote[] = {"device=0", "node=b,device=1"};
     ck_assert_int_eq(assembly_build(remote, 2, &p, 1, "a", true, gpus, 2, 0, a, why, sizeof why), -1);
-    ck_assert_msg(strstr(why, "vGPU 1: node b") && strstr(why, "not served yet"), "%s", why);
+    ck_assert_msg(strstr(why, "vGPU 1: node b") && strstr(why, "not linked to any other node"), "%s", why);
     const char *bad[] = {"profile=nope"};
     ck_assert_int_eq(assembly_build(bad, 1, &p, 1, "", true, gpus, 2, 0, a, why, sizeof why), -1);
     ck_assert_msg(strstr(why, "nope"), "%s", why);
