@@ -1,6 +1,7 @@
 /* The links between vgpuds, without a network: HMAC-SHA256 against RFC 4231's vectors; the
  * handshake between two sides that hold the key, and every way a side that does not, or that
- * sends something else, is refused; the checks of link messages; peer and address parsing. */
+ * sends something else, is refused; the checks of link messages; peer and address parsing; remote
+ * sessions' messages and batches, and what their records read and write in the data area. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 #include "hmac_sha256.h"
 #include "link.h"
 #include "link_msg.h"
+#include "record_io.h"
+#include "session_msg.h"
+#include "vgpu/calls.h"
 #include "../check_run.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)
@@ -266,6 +270,98 @@ START_TEST(etcd_entries)
 }
 END_TEST
 
+/* A session message of kind with a tail of len bytes (at most 256), in buf; its length. */
+static size_t session_message(uint8_t *buf, uint32_t kind, uint64_t offset, const void *tail, uint32_t len)
+{
+    struct session_hdr h = {.magic = REMOTE_MAGIC, .version = REMOTE_WIRE_VERSION, .type = LINK_SESSION, .kind = kind,
+                            .channel = 3, .offset = offset, .len = len};
+    memcpy(buf, &h, sizeof h);
+    if (len)
+        memcpy(buf + sizeof h, tail, len);
+    return sizeof h + len;
+}
+
+START_TEST(session_messages)
+{
+    uint8_t buf[512], rec[24] = {0};
+    struct session_hdr h;
+    const uint8_t *tail;
+    rec[0] = sizeof rec;
+    size_t n = session_message(buf, SESS_RECORD, 0, rec, sizeof rec);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), 0);
+    ck_assert_uint_eq(h.channel, 3);
+    ck_assert_ptr_eq(tail, buf + sizeof h);
+    ck_assert_int_eq(session_msg_decode(buf, n - 1, &h, &tail), -1); /* truncated */
+    n = session_message(buf, SESS_RECORD, 0, rec, 12);                /* not a multiple of 8 */
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    uint32_t state = VGPU_SLOT_DONE;
+    n = session_message(buf, SESS_SLOT, VGPU_MAX_SLOTS, &state, sizeof state); /* no such slot */
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    n = session_message(buf, SESS_OPEN, 0, rec, sizeof rec); /* an open of the wrong size */
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    n = session_message(buf, SESS_KINDS, 0, NULL, 0);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    /* A batch: its entries in order; one running past the end, or a batch in it, ends the walk. */
+    uint8_t batch[96] = {0};
+    struct session_entry e1 = {.kind = SESS_DATA, .len = 5, .offset = 4096}, e2 = {.kind = SESS_RECORD, .len = 16};
+    memcpy(batch, &e1, sizeof e1);
+    memcpy(batch + 16, "hello", 5);
+    memcpy(batch + 24, &e2, sizeof e2);
+    size_t at = 0;
+    struct session_entry e;
+    const uint8_t *bytes;
+    ck_assert_int_eq(session_batch_next(batch, 56, &at, &e, &bytes), 1);
+    ck_assert(e.kind == SESS_DATA && e.offset == 4096 && e.len == 5 && memcmp(bytes, "hello", 5) == 0);
+    ck_assert_int_eq(session_batch_next(batch, 56, &at, &e, &bytes), 1);
+    ck_assert(e.kind == SESS_RECORD && bytes == batch + 40);
+    ck_assert_int_eq(session_batch_next(batch, 56, &at, &e, &bytes), 0);
+    at = 0;
+    ck_assert_int_eq(session_batch_next(batch, 48, &at, &e, &bytes), 1);
+    ck_assert_int_eq(session_batch_next(batch, 48, &at, &e, &bytes), -1); /* the record runs past the end */
+    e2.kind = SESS_BATCH;
+    memcpy(batch + 24, &e2, sizeof e2);
+    at = 24;
+    ck_assert_int_eq(session_batch_next(batch, 56, &at, &e, &bytes), -1);
+}
+END_TEST
+
+/* What a record reads from and writes to the data area, as the relay and the feed carry it. */
+START_TEST(record_data_ranges)
+{
+    struct vgpu_channel_layout l;
+    ck_assert_int_eq(vgpu_channel_layout_make(&l, 1u << 16, 1u << 16, 8u << 20, 4, 1u << 20), 0);
+    struct record_io io;
+    struct vgpu_req_CopyHtoD h = {.hdr = {.size = sizeof h, .op = VGPU_OP_CopyHtoD}, .offset = 4096, .size = 100, .slot = 2};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&h, sizeof h, &l, &io), 0);
+    ck_assert(io.in_off == 4096 && io.in_size == 100 && !io.out_size && io.slot == 2 && !io.reply);
+    h.hdr.flags = VGPU_REQ_WANT_REPLY;
+    h.offset = (8u << 20) - 50; /* past the data area's end: left out (the worker refuses it) */
+    h.slot = 4;                  /* no such slot */
+    ck_assert_int_eq(record_io_of((const uint8_t *)&h, sizeof h, &l, &io), 0);
+    ck_assert(!io.in_size && io.slot == VGPU_NO_SLOT && io.reply);
+    struct vgpu_req_CopyDtoH d = {.hdr = {.size = sizeof d, .op = VGPU_OP_CopyDtoH}, .offset = 8192, .size = 10,
+                                  .slot = VGPU_NO_SLOT};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&d, sizeof d, &l, &io), 0);
+    ck_assert(io.out_off == 8192 && io.out_size == 10 && !io.in_size);
+    struct vgpu_req_Copy3D c = {.hdr = {.size = sizeof c, .op = VGPU_OP_Copy3D}, .src = 0, .src_pitch = 64, .width = 32,
+                                .height = 4, .depth = 1, .host = VGPU_COPY3D_SRC_HOST, .slot = 1};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&c, sizeof c, &l, &io), 0);
+    ck_assert(io.in_off == 0 && io.in_size == 3 * 64 + 32 && !io.out_size && io.slot == 1);
+    struct vgpu_req_HostFn f = {.hdr = {.size = sizeof f, .op = VGPU_OP_HostFn}, .word = 4096, .ticket = 7};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&f, sizeof f, &l, &io), 0);
+    ck_assert(io.word == 4096 && io.ticket == 7);
+    f.ticket = 0; /* a graph's host node: not carried */
+    ck_assert_int_eq(record_io_of((const uint8_t *)&f, sizeof f, &l, &io), 0);
+    ck_assert(io.word == UINT64_MAX);
+    struct vgpu_req_ModuleLoad m = {.hdr = {.size = sizeof m, .op = VGPU_OP_ModuleLoad}, .offset = 0, .size = 4096};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&m, sizeof m, &l, &io), 0);
+    ck_assert(io.in_size == 4096 && io.reply);
+    struct vgpu_req_hdr bad = {.size = sizeof bad, .op = VGPU_OP_COUNT};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&bad, sizeof bad, &l, &io), -1);
+    ck_assert_int_eq(record_io_of((const uint8_t *)&h, 8, &l, &io), -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -278,6 +374,8 @@ int main(void)
     tcase_add_test(t, peer_specs);
     tcase_add_test(t, base64_rfc4648);
     tcase_add_test(t, etcd_entries);
+    tcase_add_test(t, session_messages);
+    tcase_add_test(t, record_data_ranges);
     suite_add_tcase(s, t);
     return vgpu_check_run(s);
 }
