@@ -103,6 +103,8 @@ static void usage(FILE *f)
             "                         for links)\n"
             "  --profile NAME:SETTINGS  a vGPU profile (repeatable; vgpud.conf: profile = [ ... ]): a vgpu\n"
             "                         entry's profile=NAME gives its settings, e.g. large:memory=64G,weight=300\n"
+            "  --remote-timeout MS    a link silent this long is down, and its remote vGPUs' calls fail\n"
+            "                         (default 3000; pings go every 500)\n"
             "  --remote-batch N,SIZE,US  a remote vGPU's asynchronous calls travel in batches of at most N\n"
             "                         calls and SIZE bytes, a batch that is not full waiting US for more\n"
             "                         (default 64,256K,20; 1,0,0: each call alone)\n"
@@ -173,7 +175,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
-       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH };
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -215,6 +217,7 @@ static const struct option longopts[] = {
     {"cluster-ttl", required_argument, 0, O_CLUSTER_TTL},
     {"profile", required_argument, 0, O_PROFILE},
     {"remote-batch", required_argument, 0, O_REMOTE_BATCH},
+    {"remote-timeout", required_argument, 0, O_REMOTE_TIMEOUT},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -411,6 +414,16 @@ static int apply(struct settings *st, int c, const char *arg)
                     e == -EINVAL ? "1 to 256 bytes of key are needed" : strerror(-e));
             return 2;
         }
+        break;
+    }
+    case O_REMOTE_TIMEOUT: {
+        char *end;
+        unsigned long ms = strtoul(arg, &end, 10);
+        if (*end || ms < 1000 || ms > 600000) {
+            fprintf(stderr, "vgpud: --remote-timeout wants 1000 to 600000 ms, not '%s'\n", arg);
+            return 2;
+        }
+        st->remote.dead_ms = (unsigned)ms;
         break;
     }
     case O_REMOTE_BATCH: {

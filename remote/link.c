@@ -514,7 +514,7 @@ static void tick(struct remote *r)
             conn_close(r, c, c->closing);
         else if (c->state == L_HANDSHAKE && t - c->opened > HANDSHAKE_MS)
             conn_close(r, c, "no handshake");
-        else if (c->state == L_UP && t - c->last_rx > REMOTE_DEAD_MS)
+        else if (c->state == L_UP && t - c->last_rx > (r->cfg.dead_ms ? r->cfg.dead_ms : REMOTE_DEAD_MS))
             conn_close(r, c, "nothing heard from it");
         else if (c->state == L_UP && t - c->ping_sent >= REMOTE_PING_MS) {
             struct link_msg m;

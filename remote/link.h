@@ -18,7 +18,7 @@
 #define REMOTE_MAX_PEERS 64
 #define REMOTE_MAX_GPUS 16
 #define REMOTE_PING_MS 500
-#define REMOTE_DEAD_MS 3000 /* nothing heard for this long: the link is down */
+#define REMOTE_DEAD_MS 3000 /* by default, nothing heard for this long: the link is down */
 
 struct remote_peer_config {
     char name[REMOTE_NODE_NAME];
@@ -39,6 +39,7 @@ struct remote_config {
     unsigned npeers;
     uint8_t key[REMOTE_KEY_MAX];
     size_t key_len;
+    unsigned dead_ms; /* a link silent this long is down (0: REMOTE_DEAD_MS) */
     /* This node's GPUs, asked for whenever the inventory goes out (from the links' thread). */
     unsigned (*inventory)(void *arg, struct remote_gpu *gpus, unsigned max);
     void *inventory_arg;

@@ -6,10 +6,14 @@
 # vGPUs detached by the toolstack. Every stage has a deadline and says what it waited for; the
 # verdict is `XEN-SMOKE: PASS` or `XEN-SMOKE: FAIL (...)`.
 export PATH=/opt/vgpu/bin:/usr/lib/xen-4.17/bin:/sbin:/bin:/usr/sbin:/usr/bin
+# A sanitizer build (make check) keeps freed memory aside to catch late uses, 256 MiB by default: two
+# vgpuds carrying a remote vGPU's copies would fill this small dom0 with it.
+export ASAN_OPTIONS=quarantine_size_mb=16
 up() { cut -d' ' -f1 /proc/uptime; }
 stage() { echo "XEN-STAGE $(up) $*"; }
 finish() {
     echo "--- vgpud log ---"; grep -v "cuGetProcAddress" /var/log/vgpud.log 2>/dev/null | tail -60
+    echo "--- links ---"; grep -h "remote:" /var/log/vgpud.log /var/log/vgpud-peer.log 2>/dev/null | tail -20
     echo "--- xenstore ---"; xenstore-ls -f /local/domain/0/backend 2>/dev/null | head -20; ls /var/lib/xen
     echo "XEN-SMOKE: $*"
     sync; poweroff -f; sleep 60
@@ -47,10 +51,11 @@ ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 head -c 32 /dev/urandom >/etc/vgpu/cluster.key
 vgpud --foreground --executor emu --emu-memory 1G --socket /run/vgpud-peer.sock --xen off --worker-pool 0 \
     --any-user-host-code --node peer --remote-listen 127.0.0.1:7071 --peer dom0=127.0.0.1:7070 \
-    --cluster-key /etc/vgpu/cluster.key --log-level debug >/var/log/vgpud-peer.log 2>&1 &
+    --cluster-key /etc/vgpu/cluster.key --remote-timeout 30000 --log-level debug >/var/log/vgpud-peer.log 2>&1 &
 peer_pid=$!
+# Under emulation a busy vgpud may not answer pings for seconds: links wait 30 s before they give up.
 vgpud --config /etc/vgpu/vgpud.conf --foreground --log-level debug --node dom0 --remote-listen 127.0.0.1:7070 \
-    --peer peer=127.0.0.1:7071 --cluster-key /etc/vgpu/cluster.key >/var/log/vgpud.log 2>&1 &
+    --peer peer=127.0.0.1:7071 --cluster-key /etc/vgpu/cluster.key --remote-timeout 30000 >/var/log/vgpud.log 2>&1 &
 vgpud_pid=$!
 wait_for 20 "vgpud to answer" vgpuctl ping
 wait_for 30 "the link to node peer" sh -c "vgpuctl --json cluster | grep -q '\"state\":\"up\"'"
@@ -133,6 +138,7 @@ wait_for 20 "vgpud to free everything of the detached vGPUs" freed
 xenstore-exists /local/domain/$DOM2/device/vgpu/0 && fail "the detached guest's frontend entries are still in xenstore"
 stage "vGPUs detached from a running guest: sessions, memory and entries freed"
 # A guest whose assembly is a vGPU of this node and one of node peer's.
+wait_for 60 "the link to node peer" sh -c "vgpuctl --json cluster | grep -q '\"state\":\"up\"'"
 sed 's/^vgpu .*/vgpu = [ "device=0,memory=512M", "node=peer,device=0" ]/; s/^name .*/name = "vgpu-guest3"/' \
     /etc/xen/vgpu-guest.cfg >/etc/xen/vgpu-guest3.cfg
 xl create /etc/xen/vgpu-guest3.cfg 'extra="console=hvc0 quiet vgpu_test=remote"' >/tmp/xl.out 2>&1 ||

@@ -32,6 +32,7 @@ STAGES = [
     (r"XEN-STAGE .* vgpud freed", "vgpud frees the destroyed guest", 40),
     (r"XEN-STAGE .* dom0's round trip measured", "round trips from a process of dom0", 60),
     (r"XEN-STAGE .* vGPUs detached", "vgpud frees the detached guest's vGPUs", 30),
+    (r"XEN-STAGE .* a guest ran a two-device program", "a guest's assembly with another node's vGPU", 200),
     (r"XEN-SMOKE: PASS", "the verdict", 40),
 ]
 FATAL = r"Hardware Dom0 crashed|Panic on CPU|Kernel panic - not syncing|KVM internal error"
@@ -47,10 +48,10 @@ def main():
     log_path = a.log or os.path.join(a.out, "serial.log")
     o = a.out
     # RDRAND lets the guests' entropy pool fill at boot (xl stalls in libuuid otherwise).
-    cmd = ["qemu-system-x86_64", "-machine", "pc", "-accel", a.accel, "-m", "1536", "-smp", "2",
+    cmd = ["qemu-system-x86_64", "-machine", "pc", "-accel", a.accel, "-m", "2048", "-smp", "2",
            "-display", "none", "-vga", "none", "-nodefaults", "-no-reboot", "-serial", "stdio", "-monitor", "none",
            "-kernel", f"{o}/xen",
-           "-append", "console=com1 com1=115200,8n1 dom0_mem=512M,max:512M dom0_max_vcpus=2 noreboot",
+           "-append", "console=com1 com1=115200,8n1 dom0_mem=768M,max:768M dom0_max_vcpus=2 noreboot",
            "-initrd", f"{o}/vmlinux console=hvc0 earlyprintk=xen,{o}/dom0-initrd.img"]
     if a.accel == "tcg":
         cmd += ["-cpu", "qemu64,+rdrand,+rdseed"]
