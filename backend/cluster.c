@@ -7,12 +7,14 @@
 #include <string.h>
 
 #include "log.h"
+#include "remote_bulk.h"
 #include "remote_sessions.h"
 #include "session.h"
 
 struct cluster {
     struct etcd_node *seen; /* what etcd had (links dial the nodes it lists) */
     struct remote *links; /* NULL: no links */
+    struct bulk_table *bulk; /* where the links' bulk transfers land */
     struct etcd *etcd;    /* NULL: no etcd */
     char node[REMOTE_NODE_NAME];
     /* This node's GPUs as the loop last saw them: the links' thread reads them. */
@@ -89,10 +91,16 @@ int cluster_start(struct server *srv, const struct remote_config *cfg, const str
         struct remote_config rc = *cfg;
         rc.inventory = inventory;
         rc.inventory_arg = c;
+        err = "out of memory";
+        if (!(c->bulk = bulk_table_new()))
+            goto fail;
+        rc.bulk_target = bulk_table_target;
+        rc.bulk_done = bulk_table_done;
+        rc.bulk_arg = c->bulk;
         if (!(c->links = remote_start(&rc, &err)))
             goto fail;
         err = "cannot watch the links";
-        if (remote_sessions_start(srv, c->links) != 0)
+        if (remote_sessions_start(srv, c->links, c->bulk) != 0)
             goto fail;
     }
     if (etcd) {
@@ -123,6 +131,7 @@ void cluster_stop(struct server *srv)
     etcd_stop(c->etcd); /* first: it leaves etcd at once */
     remote_sessions_stop(srv);
     remote_stop(c->links);
+    bulk_table_free(c->bulk); /* after the links: their last transfers end in it */
     pthread_mutex_destroy(&c->mu);
     free(c->seen);
     free(c);

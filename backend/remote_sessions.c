@@ -30,6 +30,7 @@ struct served {
     uint64_t session; /* ours */
     int efd;          /* readable while messages wait, or at the end */
     bool eof;
+    bool tenant_maps; /* the tenant's node takes bulk transfers (SESSION_OPEN_BULK) */
     uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
     size_t pending_len[2];
     unsigned next;
@@ -43,6 +44,7 @@ struct rsess {
     pthread_mutex_t nodes_mu; /* the nodes: Xen guest discovery places assemblies on its own thread */
     struct node_devices nodes[REMOTE_MAX_PEERS];
     struct served *served;
+    struct bulk_table *bulk;
 };
 
 static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
@@ -179,6 +181,7 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
     open->slot_size = o->slot_size;
     open->data_size = o->data_size;
     *sv = (struct served){.rs = rs, .link = link, .channel = channel, .efd = efd,
+                          .tenant_maps = (o->flags & SESSION_OPEN_BULK) != 0,
                           .pending = {(uint8_t *)hello, (uint8_t *)open},
                           .pending_len = {sizeof *hello, sizeof *open}};
     struct session_vgpus v = {.domid = -1, .count = 1};
@@ -235,15 +238,61 @@ int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
                              .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
                              .slot_size = c->layout.slot_size, .data_size = c->layout.data_size};
     snprintf(o.program, sizeof o.program, "%s", s->program);
+    if (c->bulk && bulk_table_add(rs->bulk, link, c->id, false, c->bulk) == 0)
+        o.flags |= SESSION_OPEN_BULK;
     c->remote_link = link;
     sess_send(rs, link, SESS_OPEN, c->id, 0, &o, sizeof o);
     return 0;
 }
 
-void remote_sessions_close(struct server *srv, const struct schan *c)
+void remote_sessions_map(struct server *srv, struct session *s, struct schan *c, int memfd)
+{
+    struct rsess *rs = srv->rsess;
+    struct served *sv = remote_sessions_served(s);
+    if (!rs || (!c->relayed && !(sv && sv->tenant_maps)))
+        return;
+    c->bulk = bulk_region_map(memfd, &c->layout);
+    if (c->bulk && sv && bulk_table_add(rs->bulk, sv->link, sv->channel, true, c->bulk) != 0) {
+        bulk_region_release(c->bulk);
+        c->bulk = NULL;
+    }
+    if (!c->bulk)
+        LOG_WARN("session %llu: channel %u's bulk bytes go in its messages (its memory cannot be mapped)",
+                 (unsigned long long)s->id, c->id);
+}
+
+void remote_sessions_close(struct server *srv, struct schan *c)
 {
     if (srv->rsess && c->remote_link)
         sess_send(srv->rsess, c->remote_link, SESS_CLOSE, c->id, 0, NULL, 0);
+    if (c->bulk) {
+        bulk_table_remove(srv->rsess->bulk, c->bulk);
+        bulk_region_release(c->bulk);
+        c->bulk = NULL;
+    }
+}
+
+static void bulk_sent(void *region) { bulk_region_release(region); }
+
+/* Before a worker's batch (len bytes of entries) goes on link: the bytes of its SESS_BULK entries,
+ * from b, for channel on the other side (toward the serving node: to_server). Entries that name
+ * bytes outside the data area are not sent (their records find what is there). */
+static void send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool to_server, struct bulk_region *b,
+                       const uint8_t *entries, size_t len)
+{
+    struct session_entry e;
+    const uint8_t *bytes, *p;
+    size_t at = 0;
+    uint64_t size;
+    while (session_batch_next(entries, len, &at, &e, &bytes) == 1) {
+        if (e.kind != SESS_BULK || session_bulk_entry(&e, bytes, &size) != 0 ||
+            !(p = bulk_region_hold(b, e.offset, size)))
+            continue;
+        struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = to_server,
+                                 .offset = e.offset, .len = size};
+        if (remote_send_bulk(rs->links, link, &h, sizeof h, p, (size_t)size, bulk_sent, b) != 0)
+            bulk_region_release(b);
+    }
 }
 
 void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len)
@@ -255,11 +304,14 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
     struct schan *c = rs ? server_schan(srv, w, m.channel, &s) : NULL;
     if (!c)
         return;
-    if (c->remote_link && session_kind_from_worker(m.kind, 0))
-        sess_send(rs, c->remote_link, m.kind, c->id, m.offset, buf + sizeof m, len - sizeof m);
-    else if (remote_sessions_served(s) && session_kind_from_worker(m.kind, 1))
-        sess_send(rs, remote_sessions_served(s)->link, m.kind, remote_sessions_served(s)->channel, m.offset,
-                  buf + sizeof m, len - sizeof m);
+    struct served *sv = remote_sessions_served(s);
+    uint64_t link = c->remote_link ? c->remote_link : sv ? sv->link : 0;
+    uint32_t channel = c->remote_link ? c->id : sv ? sv->channel : 0;
+    if (!link || !session_kind_from_worker(m.kind, !c->remote_link))
+        return;
+    if (c->bulk && m.kind == SESS_BATCH) /* its bulk bytes go first */
+        send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
+    sess_send(rs, link, m.kind, channel, m.offset, buf + sizeof m, len - sizeof m);
 }
 
 /* ---------------------------------------------------------------- what the links say */
@@ -407,13 +459,14 @@ unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigne
     return n;
 }
 
-int remote_sessions_start(struct server *srv, struct remote *links)
+int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_table *bulk)
 {
     struct rsess *rs = calloc(1, sizeof *rs);
     if (!rs)
         return -1;
     rs->srv = srv;
     rs->links = links;
+    rs->bulk = bulk;
     pthread_mutex_init(&rs->nodes_mu, NULL);
     rs->watch = (struct watch){WATCH_REMOTE, rs};
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "link.h"
+#include "remote_bulk.h"
 #include "placement.h"
 #include "server.h"
 
@@ -19,7 +20,7 @@
 #define REMOTE_PLACE_MAX 64
 
 /* Take the links' events on the loop (links is the cluster's). 0 or -1. */
-int remote_sessions_start(struct server *srv, struct remote *links);
+int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_table *bulk);
 void remote_sessions_stop(struct server *srv);
 /* The links' events are waiting (the loop's watch). */
 void remote_sessions_events(struct server *srv);
@@ -31,8 +32,11 @@ unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigne
 
 /* The tenant's side: ask vGPU c->vgpu's node to serve channel c. 0, or -1 (no link to it). */
 int remote_sessions_open(struct server *srv, struct session *s, struct schan *c);
+/* A host-mode channel c of a remote vGPU, or served here for another node's tenant, in memfd: its data
+ * area is mapped for bulk transfers where both ends can take them (c->bulk; none otherwise). */
+void remote_sessions_map(struct server *srv, struct session *s, struct schan *c, int memfd);
 /* Channel c is gone here: its node lets its session go. */
-void remote_sessions_close(struct server *srv, const struct schan *c);
+void remote_sessions_close(struct server *srv, struct schan *c);
 /* The serving side's record of s, a session of another node's tenant; NULL for any other. */
 struct served *remote_sessions_served(const struct session *s);
 /* A worker's RemoteOut (checked by the worker table already). */

@@ -334,6 +334,8 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->domid = s->domid;
         m->mem_quota = s->vgpu_memory[c->vgpu];
         m->remote = c->relayed ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
+        if (c->bulk) /* vgpud moves its bulk bytes (remote_bulk.h) */
+            m->remote |= VGPU_REMOTE_BULK;
         m->port = c->port;
         m->pages = c->pages;
         if (tail)
@@ -460,7 +462,7 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
     if (!c)
         return send_status(s, VGPU_MSG_CHANNEL, err);
     /* Sealed before anybody else has it: neither the client nor the worker can resize it under
-     * the other. vgpud itself never maps a channel. */
+     * the other. vgpud maps none but those of remote vGPUs, whose bulk bytes it moves (as bytes). */
     char name[32];
     snprintf(name, sizeof name, "vgpu-channel-%u", id);
     c->memfd = vgpu_sealed_memfd(name, (size_t)l.map_size, NULL);
@@ -468,6 +470,7 @@ static int on_open_channel(struct server *srv, struct session *s, const void *bu
         schan_free(srv, s, c);
         return send_status(s, VGPU_MSG_CHANNEL, CUDA_ERROR_OUT_OF_MEMORY);
     }
+    remote_sessions_map(srv, s, c, c->memfd);
     channel_start(srv, s, c);
     return 0;
 }

@@ -118,6 +118,7 @@ struct schan {
     uint32_t pages, port;
     bool relayed;         /* a remote vGPU's: its worker relays it, its node serves it */
     uint64_t remote_link; /* the link to that node (0: none, or none any more) */
+    struct bulk_region *bulk; /* a relayed or served channel's data area, mapped for bulk transfers */
 };
 
 struct session {

@@ -16,11 +16,13 @@
 
 #include <ucp/api/ucp.h>
 
+#include "array.h"
 #include "link_msg.h"
 #include "log.h"
 #include "session_msg.h"
 
 #define AM_ID 1
+#define AM_BULK 2 /* a bulk transfer: a header, then bytes by rendezvous */
 #define MAX_CONNS (2 * REMOTE_MAX_PEERS + 16)
 #define HANDSHAKE_MS 5000
 #define FIRST_BACKOFF_MS 500
@@ -42,6 +44,25 @@ struct conn {
     struct remote_gpu gpus[REMOTE_MAX_GPUS];
     unsigned ngpus;
     uint32_t gen; /* with the index, the link's id (remote_link_id) */
+    /* Bulk transfers still landing here (their numbers), and the messages that came after them:
+     * those wait, so that a record never arrives before the bytes it uses. */
+    uint64_t bulks_in;
+    uint64_t *landing;
+    size_t nlanding, landing_cap;
+    struct remote_event *held, **held_tail;
+    uint64_t bulk_bytes_in, bulk_bytes_out;
+};
+
+/* A bulk transfer in flight, either way, until UCX is done with it. */
+struct bulk_op {
+    struct remote *r;
+    uint64_t link, seq;
+    bool in;
+    void *token;                /* in: what bulk_done gets */
+    struct outgoing *hdr;       /* out: the request, header included */
+    void (*sent)(void *arg);    /* out: told when the bytes have gone (or never will) */
+    void *sent_arg;
+    struct bulk_op *prev, *next;
 };
 
 /* Messages to send, from any thread, sent by the links' thread. */
@@ -49,6 +70,11 @@ struct outgoing {
     uint64_t link;
     size_t len;
     struct outgoing *next;
+    /* A bulk transfer: data is its header, these its bytes (the caller's, until sent()). */
+    const void *bulk;
+    size_t bulk_len;
+    void (*sent)(void *arg);
+    void *sent_arg;
     uint8_t data[];
 };
 
@@ -82,6 +108,7 @@ struct remote {
     struct outgoing *outbox, **outbox_tail;
     int inbox_fd;
     atomic_bool wake_pending;
+    struct bulk_op *bulk_ops; /* the links' thread's */
 };
 
 static uint64_t now_ms(void)
@@ -201,27 +228,66 @@ static struct conn *conn_of_link(struct remote *r, uint64_t link)
     return &r->conns[i];
 }
 
-/* Tell vgpud's loop (len bytes of data, or none). */
-static void inbox_push(struct remote *r, const struct conn *c, enum remote_event_kind kind, const void *data,
-                       size_t len)
+/* Hand events (a list) to vgpud's loop. */
+static void inbox_deliver(struct remote *r, struct remote_event *first, struct remote_event **last_next)
+{
+    pthread_mutex_lock(&r->box_mu);
+    *r->inbox_tail = first;
+    r->inbox_tail = last_next;
+    pthread_mutex_unlock(&r->box_mu);
+    uint64_t one = 1;
+    if (write(r->inbox_fd, &one, sizeof one) < 0) {
+        /* the counter is full: the loop is woken already */
+    }
+}
+
+/* Tell vgpud's loop (len bytes of data, or none); a message waits behind bulk transfers that came
+ * before it and are still landing. */
+static void inbox_push(struct remote *r, struct conn *c, enum remote_event_kind kind, const void *data, size_t len)
 {
     struct remote_event *e = malloc(sizeof *e + len);
     if (!e) {
         LOG_WARN("remote: out of memory; a message from %s is lost", c->hs.peer);
         return;
     }
-    *e = (struct remote_event){.link = link_id(r, c), .kind = kind, .len = len};
+    *e = (struct remote_event){.link = link_id(r, c), .kind = kind, .len = len, .after_bulk = c->bulks_in};
     snprintf(e->peer, sizeof e->peer, "%s", c->hs.peer);
     if (len)
         memcpy(e->data, data, len);
-    pthread_mutex_lock(&r->box_mu);
-    *r->inbox_tail = e;
-    r->inbox_tail = &e->next;
-    pthread_mutex_unlock(&r->box_mu);
-    uint64_t one = 1;
-    if (write(r->inbox_fd, &one, sizeof one) < 0) {
-        /* the counter is full: the loop is woken already */
+    if (kind == REMOTE_LINK_MSG && (c->nlanding || c->held)) {
+        if (!c->held)
+            c->held_tail = &c->held;
+        *c->held_tail = e;
+        c->held_tail = &e->next;
+        return;
     }
+    inbox_deliver(r, e, &e->next);
+}
+
+/* A bulk transfer has landed: the messages that waited for it alone go on. */
+static void bulk_landed(struct remote *r, struct conn *c, uint64_t seq)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (size_t i = 0; i < c->nlanding;) {
+        if (c->landing[i] == seq) {
+            c->landing[i] = c->landing[--c->nlanding];
+            continue;
+        }
+        oldest = c->landing[i] < oldest ? c->landing[i] : oldest;
+        i++;
+    }
+    struct remote_event *first = c->held, *e = c->held, **last_next = &c->held;
+    while (e && e->after_bulk < oldest) { /* every bulk it came after has landed */
+        last_next = &e->next;
+        e = e->next;
+    }
+    if (last_next == &c->held)
+        return;
+    c->held = e;
+    if (!e)
+        c->held_tail = &c->held;
+    *last_next = NULL;
+    inbox_deliver(r, first, last_next);
 }
 
 static struct conn *conn_new(struct remote *r)
@@ -238,7 +304,139 @@ static struct conn *conn_new(struct remote *r)
     return NULL;
 }
 
-static void sent(void *request, ucs_status_t status, void *user_data)
+/* ---------------------------------------------------------------- bulk transfers */
+
+static struct bulk_op *bulk_op_new(struct remote *r, uint64_t link, bool in)
+{
+    struct bulk_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    *op = (struct bulk_op){.r = r, .link = link, .in = in, .next = r->bulk_ops};
+    if (r->bulk_ops)
+        r->bulk_ops->prev = op;
+    r->bulk_ops = op;
+    return op;
+}
+
+/* UCX is done with it: its owner hears (ok: the bytes went, or landed), and what waited for it goes on. */
+static void bulk_op_end(struct bulk_op *op, bool ok)
+{
+    struct remote *r = op->r;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        r->bulk_ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    struct conn *c = conn_of_link(r, op->link);
+    if (op->in) {
+        r->cfg.bulk_done(r->cfg.bulk_arg, op->token, ok);
+        if (c && !ok && !c->closing)
+            c->closing = "bulk bytes did not arrive";
+        if (c && op->seq)
+            bulk_landed(r, c, op->seq);
+    } else {
+        op->sent(op->sent_arg);
+        if (c && !ok && !c->closing)
+            c->closing = "cannot send bulk bytes";
+    }
+    free(op->hdr);
+    free(op);
+}
+
+static void bulk_sent(void *request, ucs_status_t status, void *user_data)
+{
+    bulk_op_end(user_data, status == UCS_OK);
+    ucp_request_free(request);
+}
+
+static void bulk_received(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    bulk_op_end(user_data, status == UCS_OK);
+    ucp_request_free(request);
+}
+
+/* Send a bulk transfer by rendezvous: the peer pulls the bytes straight from where they are. */
+static void send_bulk(struct remote *r, struct conn *c, struct outgoing *o)
+{
+    struct bulk_op *op = bulk_op_new(r, o->link, false);
+    if (!op) {
+        o->sent(o->sent_arg);
+        c->closing = "out of memory";
+        free(o);
+        return;
+    }
+    op->sent = o->sent;
+    op->sent_arg = o->sent_arg;
+    op->hdr = o; /* the header stays until the transfer is done */
+    c->bulk_bytes_out += o->bulk_len;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FIELD_FLAGS,
+                             .cb.send = bulk_sent,
+                             .user_data = op,
+                             .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV};
+    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, AM_BULK, o->data, o->len, o->bulk, o->bulk_len, &p);
+    if (req == NULL)
+        bulk_op_end(op, true);
+    else if (UCS_PTR_IS_ERR(req))
+        bulk_op_end(op, false);
+}
+
+/* A bulk transfer's header: its bytes are fetched into where the sessions' layer says, and the
+ * messages behind it wait until they have landed. */
+static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param)
+{
+    struct remote *r = arg;
+    struct conn *c = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of_ep(r, param->reply_ep) : NULL;
+    if (!c || c->closing)
+        return UCS_OK;
+    if (c->state != L_UP || !r->cfg.bulk_target) {
+        c->closing = "bulk bytes out of turn";
+        return UCS_OK;
+    }
+    c->last_rx = now_ms();
+    void *token = NULL, *dst = NULL;
+    int rc = r->cfg.bulk_target(r->cfg.bulk_arg, link_id(r, c), header, header_len, len, &dst, &token);
+    if (rc < 0) {
+        c->closing = "it sent a malformed bulk transfer";
+        return UCS_OK;
+    }
+    if (rc > 0)
+        return UCS_OK; /* for nothing here any more: dropped, and its sender is done */
+    c->bulk_bytes_in += len;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) { /* small enough to come with its header */
+        memcpy(dst, data, len);
+        r->cfg.bulk_done(r->cfg.bulk_arg, token, true);
+        return UCS_OK;
+    }
+    struct bulk_op *op = bulk_op_new(r, link_id(r, c), true);
+    uint64_t *l = op ? vgpu_array_grow(c->landing, &c->landing_cap, c->nlanding + 1, sizeof *l) : NULL;
+    if (!l) {
+        if (op)
+            bulk_op_end(op, false);
+        else
+            r->cfg.bulk_done(r->cfg.bulk_arg, token, false);
+        c->closing = "out of memory";
+        return UCS_OK;
+    }
+    c->landing = l;
+    op->token = token;
+    op->seq = ++c->bulks_in;
+    c->landing[c->nlanding++] = op->seq;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                             .cb.recv_am = bulk_received,
+                             .user_data = op};
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(r->worker, data, dst, len, &p);
+    if (req == NULL)
+        bulk_op_end(op, true);
+    else if (UCS_PTR_IS_ERR(req))
+        bulk_op_end(op, false);
+    return UCS_OK;
+}
+
+static void msg_sent(void *request, ucs_status_t status, void *user_data)
 {
     (void)status;
     free(user_data);
@@ -254,7 +452,7 @@ static int send_msg(struct conn *c, const void *msg, size_t len)
     memcpy(copy, msg, len);
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                              UCP_OP_ATTR_FIELD_FLAGS,
-                             .cb.send = sent,
+                             .cb.send = msg_sent,
                              .user_data = copy,
                              .flags = UCP_AM_SEND_FLAG_REPLY};
     ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, AM_ID, NULL, 0, copy, len, &p);
@@ -305,6 +503,11 @@ static void conn_close(struct remote *r, struct conn *c, const char *why)
                                                              : MAX_BACKOFF_MS;
         p->next_dial = t + p->backoff_ms;
     }
+    remote_events_free(c->held); /* the sessions they were for end with the link */
+    c->held = NULL;
+    free(c->landing);
+    c->landing = NULL;
+    c->nlanding = c->landing_cap = 0;
     if (c->ep) {
         ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
         ucs_status_ptr_t req = ucp_ep_close_nbx(c->ep, &cp);
@@ -544,7 +747,14 @@ static void drain_outbox(struct remote *r)
         struct outgoing *o = list;
         list = o->next;
         struct conn *c = conn_of_link(r, o->link);
-        if (c && c->state == L_UP && !c->closing && send_msg(c, o->data, o->len) != 0)
+        bool up = c && c->state == L_UP && !c->closing;
+        if (o->bulk && up) {
+            send_bulk(r, c, o);
+            continue;
+        }
+        if (o->bulk)
+            o->sent(o->sent_arg);
+        else if (up && send_msg(c, o->data, o->len) != 0)
             c->closing = "cannot send";
         free(o);
     }
@@ -633,7 +843,11 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
                                  .cb = on_am,
                                  .arg = r,
                                  .flags = UCP_AM_FLAG_WHOLE_MSG};
-    if (ucp_worker_set_am_recv_handler(r->worker, &hp) != UCS_OK) {
+    ucp_am_handler_param_t bp = hp;
+    bp.id = AM_BULK;
+    bp.cb = on_bulk;
+    if (ucp_worker_set_am_recv_handler(r->worker, &hp) != UCS_OK ||
+        ucp_worker_set_am_recv_handler(r->worker, &bp) != UCS_OK) {
         *err = "UCX: cannot take messages";
         goto fail;
     }
@@ -696,6 +910,8 @@ void remote_stop(struct remote *r)
         ucp_listener_destroy(r->listener);
     ucp_worker_destroy(r->worker);
     ucp_cleanup(r->ctx);
+    while (r->bulk_ops) /* what UCX never finished: its owners hear it failed */
+        bulk_op_end(r->bulk_ops, false);
     close(r->wake[0]);
     close(r->wake[1]);
     close(r->inbox_fd);
@@ -703,6 +919,8 @@ void remote_stop(struct remote *r)
     while (r->outbox) {
         struct outgoing *o = r->outbox;
         r->outbox = o->next;
+        if (o->bulk)
+            o->sent(o->sent_arg);
         free(o);
     }
     pthread_mutex_destroy(&r->mu);
@@ -735,15 +953,8 @@ void remote_events_free(struct remote_event *e)
     }
 }
 
-int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
+static void outbox_push(struct remote *r, struct outgoing *o)
 {
-    struct outgoing *o = malloc(sizeof *o + len);
-    if (!o)
-        return -1;
-    o->link = link;
-    o->len = len;
-    o->next = NULL;
-    memcpy(o->data, msg, len);
     pthread_mutex_lock(&r->box_mu);
     *r->outbox_tail = o;
     r->outbox_tail = &o->next;
@@ -751,6 +962,28 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
     if (!atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
         /* the pipe is full: the thread is awake */
     }
+}
+
+int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
+{
+    struct outgoing *o = malloc(sizeof *o + len);
+    if (!o)
+        return -1;
+    *o = (struct outgoing){.link = link, .len = len};
+    memcpy(o->data, msg, len);
+    outbox_push(r, o);
+    return 0;
+}
+
+int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
+                     void (*sent)(void *arg), void *arg)
+{
+    struct outgoing *o = malloc(sizeof *o + hdr_len);
+    if (!o)
+        return -1;
+    *o = (struct outgoing){.link = link, .len = hdr_len, .bulk = data, .bulk_len = len, .sent = sent, .sent_arg = arg};
+    memcpy(o->data, hdr, hdr_len);
+    outbox_push(r, o);
     return 0;
 }
 
@@ -860,6 +1093,8 @@ static void conn_json(struct strbuf *b, const struct conn *c, uint64_t t)
 {
     strbuf_printf(b, ",\"state\":\"%s\",\"rtt_us\":%.1f,\"since_ms\":%llu", state_names[c->state], c->rtt_us,
                   (unsigned long long)(t - (c->state == L_UP ? c->up_since : c->opened)));
+    strbuf_printf(b, ",\"bulk_bytes_in\":%llu,\"bulk_bytes_out\":%llu", (unsigned long long)c->bulk_bytes_in,
+                  (unsigned long long)c->bulk_bytes_out);
     gpus_json(b, c->state == L_UP ? c : NULL);
 }
 

@@ -9,6 +9,7 @@
 #ifndef VGPU_REMOTE_LINK_H
 #define VGPU_REMOTE_LINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,14 @@ struct remote_config {
     /* This node's GPUs, asked for whenever the inventory goes out (from the links' thread). */
     unsigned (*inventory)(void *arg, struct remote_gpu *gpus, unsigned max);
     void *inventory_arg;
+    /* Where a bulk transfer's len bytes go, by the header its sender gave (remote_send_bulk): 0 with
+     * *dst (room for len bytes that stays until bulk_done) and a token for bulk_done; 1 when it is
+     * for nothing here any more (dropped); -1 when the header is malformed (the link closes). Then
+     * bulk_done(token, ok) once they have landed, or failed to. Both on the links' thread. */
+    int (*bulk_target)(void *arg, uint64_t link, const void *hdr, size_t hdr_len, size_t len, void **dst,
+                       void **token);
+    void (*bulk_done)(void *arg, void *token, bool ok);
+    void *bulk_arg;
 };
 
 /* Parse "NAME=HOST:PORT" into a peer. 0, or -1 when it is not that. */
@@ -71,6 +80,7 @@ struct remote_event {
     enum remote_event_kind kind;
     char peer[REMOTE_NODE_NAME];
     size_t len;
+    uint64_t after_bulk; /* the links' own: the bulk transfers it came after */
     struct remote_event *next;
     uint8_t data[]; /* REMOTE_LINK_MSG: the message, not checked yet */
 };
@@ -82,6 +92,12 @@ struct remote_event *remote_inbox_take(struct remote *r);
 void remote_events_free(struct remote_event *e);
 /* Send a copy of a message on a link (any thread); one for a link that is down goes nowhere. 0 or -1. */
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);
+/* Send len bytes at data by rendezvous, after the messages sent before (hdr_len bytes at hdr go with
+ * them, for the peer's bulk_target). Messages sent after it reach the peer's loop only once the bytes
+ * have landed there. data must stay until sent(arg), which runs once (on the links' thread, or at
+ * remote_stop) whether or not they went. 0, or -1 (sent() will not run). Any thread. */
+int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
+                     void (*sent)(void *arg), void *arg);
 /* Close a link (its peer broke the sessions' protocol); why: a constant string, for the log. */
 void remote_close_link(struct remote *r, uint64_t link, const char *why);
 /* What node's link last said of its GPUs (free memory, vGPUs): how many. */

@@ -47,3 +47,19 @@ int session_kind_from_worker(uint32_t kind, int serving)
         return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_SLOT || kind == SESS_BATCH;
     return kind == SESS_RECORD || kind == SESS_DATA || kind == SESS_BATCH;
 }
+
+int session_bulk_decode(const void *hdr, size_t hdr_len, uint64_t len, struct session_bulk *b)
+{
+    if (hdr_len != sizeof *b)
+        return -1;
+    memcpy(b, hdr, sizeof *b);
+    return b->magic == REMOTE_MAGIC && b->pad == 0 && b->to_server <= 1 && b->len == len && len > 0 ? 0 : -1;
+}
+
+int session_bulk_entry(const struct session_entry *e, const uint8_t *bytes, uint64_t *size)
+{
+    if (e->kind != SESS_BULK || e->len != sizeof *size)
+        return -1;
+    memcpy(size, bytes, sizeof *size);
+    return *size > 0 ? 0 : -1;
+}

@@ -67,9 +67,9 @@ $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-# The links between vgpuds (remote/).
-$(O)/obj/tests/unit/check_remote.o: EXTRA_CFLAGS := -Iremote
-$(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(LIBREMOTE) $(LIBCOMMON)
+# The links between vgpuds (remote/), and where vgpud puts their bulk bytes.
+$(O)/obj/tests/unit/check_remote.o: EXTRA_CFLAGS := -Iremote -Ibackend
+$(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(O)/obj/backend/remote_bulk.o $(LIBREMOTE) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(REMOTE_LIBS)
 

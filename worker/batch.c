@@ -82,3 +82,10 @@ int batch_add(struct batch *b, uint32_t kind, uint64_t offset, const void *data,
         return batch_flush(b);
     return 0;
 }
+
+int batch_data(struct batch *b, bool bulk, uint64_t offset, const uint8_t *data_area, uint64_t size)
+{
+    if (!bulk || size < SESSION_BULK_MIN)
+        return size ? batch_add(b, SESS_DATA, offset, data_area + offset, (size_t)size) : 0;
+    return batch_add(b, SESS_BULK, offset, &size, sizeof size);
+}

@@ -5,6 +5,7 @@
 #ifndef VGPU_WORKER_BATCH_H
 #define VGPU_WORKER_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,9 @@ void batch_fini(struct batch *b);
 /* Add a record (SESS_RECORD), bytes for the data area at offset (SESS_DATA, split as needed) or a slot
  * state (SESS_SLOT). 0, or -1 when vgpud cannot be told (the session is as good as lost). */
 int batch_add(struct batch *b, uint32_t kind, uint64_t offset, const void *data, size_t len);
+/* Data-area bytes at offset, size of them: in the batch itself, or, where vgpud moves them (bulk) and
+ * they are SESSION_BULK_MIN or more, marked (SESS_BULK) for vgpud to send before the batch. */
+int batch_data(struct batch *b, bool bulk, uint64_t offset, const uint8_t *data_area, uint64_t size);
 int batch_flush(struct batch *b);
 
 #endif

@@ -40,13 +40,13 @@ struct feed {
     } *fns;
     size_t nfns, fns_cap;
     struct batch batch; /* the feed thread's */
+    bool bulk;
     uint8_t rsp[VGPU_MAX_RECORD];
 };
 
 static void send_data(struct feed *f, uint64_t off, uint64_t size)
 {
-    if (size)
-        batch_add(&f->batch, SESS_DATA, off, f->map.data + off, size);
+    batch_data(&f->batch, f->bulk, off, f->map.data, size);
 }
 
 /* Completed staging slots, with the bytes their copies wrote, and host functions their streams
@@ -136,7 +136,7 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-int feed_start(struct vchannel *ch, const struct remote_batching *batching)
+int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk)
 {
     struct feed *f = calloc(1, sizeof *f);
     if (!f || vgpu_channel_map_attach(&f->map, ch->base, &ch->map.layout, false) != 0 ||
@@ -147,6 +147,7 @@ int feed_start(struct vchannel *ch, const struct remote_batching *batching)
         return -1;
     }
     f->ch = ch;
+    f->bulk = bulk;
     pthread_mutex_init(&f->mu, NULL);
     if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
         pthread_mutex_destroy(&f->mu);

@@ -166,7 +166,8 @@ static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgp
     CUresult r = channel_memory(m, tail, tail_len, fd, &mem);
     if (r != CUDA_SUCCESS)
         return r;
-    struct relay *rl = relay_open(m->channel, m->session, l, &mem, &w.batching, relay_gone);
+    struct relay *rl = relay_open(m->channel, m->session, l, &mem, &w.batching, (m->remote & VGPU_REMOTE_BULK) != 0,
+                                  relay_gone);
     if (!rl)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&w.mu);
@@ -188,9 +189,9 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
                    m->slot_size, m->map_size},
     };
     if (m->channel == 0 || m->slot >= w.slots || vgpu_channel_layout_check(&p.layout) || m->map_size > SIZE_MAX ||
-        m->remote > VGPU_REMOTE_SERVED)
+        (m->remote & ~(uint32_t)(VGPU_REMOTE_KIND | VGPU_REMOTE_BULK)) || (m->remote & VGPU_REMOTE_KIND) == VGPU_REMOTE_KIND)
         return CUDA_ERROR_INVALID_VALUE;
-    if (m->remote == VGPU_REMOTE_RELAY)
+    if ((m->remote & VGPU_REMOTE_KIND) == VGPU_REMOTE_RELAY)
         return add_relay(m, &p.layout, tail, tail_len, fd);
     if (m->device >= (uint32_t)w.x->ops->device_count(w.x))
         return CUDA_ERROR_INVALID_VALUE;
@@ -257,7 +258,8 @@ static void on_add_channel(const uint8_t *buf, size_t len, int fd)
         return;
     }
     /* A served channel's feed starts first: the poller may end, and free the channel, at once. */
-    if (m.remote == VGPU_REMOTE_SERVED && feed_start(ch, &w.batching) != 0)
+    if ((m.remote & VGPU_REMOTE_KIND) == VGPU_REMOTE_SERVED &&
+        feed_start(ch, &w.batching, (m.remote & VGPU_REMOTE_BULK) != 0) != 0)
         vchannel_close(ch);
     vchannel_start(ch);
 }

@@ -44,6 +44,7 @@ struct relay {
     struct host_fn *fns;
     size_t nfns, fns_cap;
     struct batch batch; /* the relay thread's */
+    bool bulk;
     int64_t batch_wait_ns;
     uint8_t req[VGPU_MAX_RECORD];
     uint8_t rsp[VGPU_MAX_RECORD];
@@ -137,7 +138,7 @@ static void relay_one(struct relay *r, uint32_t len)
     CUresult lost = r->lost;
     pthread_mutex_unlock(&r->mu);
     /* Its caller waits: the batch goes now, with everything before it. */
-    if (!lost && ((io.in_size && batch_add(&r->batch, SESS_DATA, io.in_off, r->map.data + io.in_off, io.in_size) != 0) ||
+    if (!lost && (batch_data(&r->batch, r->bulk, io.in_off, r->map.data, io.in_size) != 0 ||
                   batch_add(&r->batch, SESS_RECORD, 0, r->req, len) != 0 ||
                   (io.reply && batch_flush(&r->batch) != 0))) {
         pthread_mutex_lock(&r->mu);
@@ -234,7 +235,7 @@ static void *relay_main(void *arg)
 }
 
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
-                         struct vchannel_memory *mem, const struct remote_batching *batching,
+                         struct vchannel_memory *mem, const struct remote_batching *batching, bool bulk,
                          void (*gone)(struct relay *r))
 {
     struct relay *r = calloc(1, sizeof *r);
@@ -248,6 +249,7 @@ struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channe
         return NULL;
     }
     r->batch_wait_ns = batching->wait_ns;
+    r->bulk = bulk;
     r->id = id;
     r->session = session;
     r->mem = *mem;

@@ -7,6 +7,7 @@
 #ifndef VGPU_WORKER_REMOTE_H
 #define VGPU_WORKER_REMOTE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vchannel.h"
@@ -20,10 +21,12 @@ struct remote_batching {
     int64_t wait_ns;
 };
 
+/* bulk (both): vgpud moves the channel's larger data-area bytes itself (remote_bulk.h); the worker
+ * only marks them (batch_bulk). */
 /* Serve the channel in mem (which the relay owns from here, whatever happens) by relaying it; gone()
  * runs on the relay's thread once it has ended and released the memory (the relay is freed after). */
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
-                         struct vchannel_memory *mem, const struct remote_batching *batching,
+                         struct vchannel_memory *mem, const struct remote_batching *batching, bool bulk,
                          void (*gone)(struct relay *r));
 int relay_start(struct relay *r);
 uint32_t relay_id(const struct relay *r);
@@ -32,7 +35,7 @@ void relay_close(struct relay *r);
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
 
 /* Start feeding the served channel ch (before vchannel_start). 0 or -1. */
-int feed_start(struct vchannel *ch, const struct remote_batching *batching);
+int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk);
 /* Stop and free its feed (before the channel is freed; nothing if it has none). */
 void feed_stop(struct vchannel *ch);
 void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);

@@ -21,8 +21,11 @@ enum session_kind {
     SESS_RECORD,      /* a request record (to the server) or a response record (to the client) */
     SESS_DATA,        /* bytes for the data area at offset */
     SESS_SLOT,        /* server -> client: staging slot `offset` now has the state in the tail (u32) */
-    SESS_BATCH,       /* several of RECORD, DATA and SLOT in order: the tail is entries, each a struct
-                       * session_entry and its bytes, padded to 8 */
+    SESS_BATCH,       /* several of RECORD, DATA, SLOT and BULK in order: the tail is entries, each a
+                       * struct session_entry and its bytes, padded to 8 */
+    SESS_BULK,        /* in a batch only: bytes for the data area at offset went before it, by the link's
+                       * rendezvous straight into the channel's memory (struct session_bulk); the tail is
+                       * their count (u64). Between vgpud and a worker, and over the link. */
     SESS_KINDS
 };
 
@@ -83,12 +86,31 @@ static inline void session_batch_each(const uint8_t *p, size_t len,
         fn(arg, e.kind, e.offset, bytes, e.len);
 }
 
+/* Data-area bytes this many or more travel by rendezvous (SESS_BULK) where both ends map the channel;
+ * fewer are cheaper copied into the batch. */
+#define SESSION_BULK_MIN (64u * 1024u)
+
+/* The header of a bulk transfer on the link: the bytes are for the data area of this session's
+ * channel, on the serving node (to_server 1) or the tenant's. */
+struct session_bulk {
+    uint32_t magic; /* REMOTE_MAGIC */
+    uint32_t channel;
+    uint32_t to_server;
+    uint32_t pad;
+    uint64_t offset, len;
+};
+
+/* session_open's flags: the tenant's node maps the channel, so bytes to it may go as SESS_BULK. */
+#define SESSION_OPEN_BULK 1u
+
 struct session_open {
     uint32_t device; /* the serving node's device */
     uint32_t weight; /* 0: the serving node's default */
     uint64_t memory; /* quota; 0: the serving node's default */
     uint32_t req_size, rsp_size, slot_count, slot_size;
     uint64_t data_size;
+    uint32_t flags; /* SESSION_OPEN_* */
+    uint32_t pad;
     char program[64];
 };
 

@@ -18,8 +18,10 @@
 #define VGPU_WORKER_MAX_GRANTS (20u * 1024u)
 /* Channels one worker serves at most (one per vGPU of each session it serves). */
 #define VGPU_WORKER_MAX_CHANNELS 128u
-/* AddChannel's remote: what a channel of a remote vGPU is to this worker. */
-enum { VGPU_REMOTE_RELAY = 1, VGPU_REMOTE_SERVED = 2 };
+/* AddChannel's remote: what a channel of a remote vGPU is to this worker (RELAY or SERVED), and
+ * whether vgpud moves its bulk bytes (BULK: data-area bytes of SESSION_BULK_MIN or more go as
+ * SESS_BULK marks, not in the batch). */
+enum { VGPU_REMOTE_RELAY = 1, VGPU_REMOTE_SERVED = 2, VGPU_REMOTE_KIND = 3, VGPU_REMOTE_BULK = 4 };
 
 #define VGPU_WMSG_MAGIC 0x4b524757u /* "WGRK" */
 

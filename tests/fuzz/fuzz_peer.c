@@ -2,27 +2,66 @@
  * after the handshake (remote/handshake.c, remote/link_msg.c), its remote sessions' messages and the
  * records in them, as the serving worker's feed and the tenant's relay read them
  * (remote/session_msg.c, common/record_io.c), and what other nodes write in etcd
- * (remote/etcd_entry.c, after base64).
+ * (remote/etcd_entry.c, after base64), and the headers of bulk transfers as the receiving node's
+ * links resolve them into a channel's data area (backend/remote_bulk.c).
  * Input: [u8 what: 0 to a listener, 1 to a dialer that sent HELLO, 2 link messages, 3 etcd entries
- * (base64 text), 4 session messages] then records [u16 length][bytes], each one message. */
+ * (base64 text), 4 session messages, 5 bulk transfers ([u64 bytes announced][header])] then records
+ * [u16 length][bytes], each one message. */
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base64.h"
 #include "etcd.h"
 #include "handshake.h"
 #include "link_msg.h"
 #include "record_io.h"
+#include "remote_bulk.h"
 #include "session_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Channel 2 of link 1, both ways, in a data area of 8 MiB. */
+static struct bulk_table *bulk_table(const struct vgpu_channel_layout *l)
+{
+    static struct bulk_table *t;
+    if (t)
+        return t;
+    int fd = memfd_create("fuzz-channel", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)l->map_size) != 0)
+        __builtin_trap();
+    struct bulk_region *b = bulk_region_map(fd, l);
+    close(fd);
+    t = bulk_table_new();
+    if (!b || !t || bulk_table_add(t, 1, 2, true, b) != 0 || bulk_table_add(t, 1, 2, false, b) != 0)
+        __builtin_trap();
+    bulk_region_release(b); /* the table holds it */
+    return t;
+}
+
+static void bulk(const struct vgpu_channel_layout *l, const uint8_t *p, size_t len)
+{
+    uint64_t announced;
+    if (len < sizeof announced)
+        return;
+    memcpy(&announced, p, sizeof announced);
+    void *dst, *token;
+    int rc = bulk_table_target(bulk_table(l), 1, p + 8, len - 8, (size_t)announced, &dst, &token);
+    if (rc != 0)
+        return;
+    if (!bulk_region_has(token, dst, announced))
+        __builtin_trap(); /* bytes would land outside the data area */
+    memset(dst, 0xa5, announced < 4096 ? (size_t)announced : 4096);
+    bulk_table_done(bulk_table(l), token, true);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     static const char key[] = "fuzzing key";
-    unsigned what = data[0] % 5;
+    unsigned what = data[0] % 6;
     struct vgpu_channel_layout layout;
     vgpu_channel_layout_make(&layout, 1u << 16, 1u << 16, 8u << 20, 4, 1u << 20);
     struct hs h;
@@ -37,7 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         at += 2;
         if (len > size - at)
             len = size - at;
-        if (what == 4) {
+        if (what == 5) {
+            bulk(&layout, data + at, len);
+        } else if (what == 4) {
             struct session_hdr sh;
             const uint8_t *tail;
             struct record_io io;
@@ -49,6 +90,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      (io.out_size && !vgpu_data_range_ok(&layout, io.out_off, io.out_size)) ||
                      (io.slot != VGPU_NO_SLOT && io.slot >= layout.slot_count)))
                     __builtin_trap(); /* a range the feed would copy outside the data area */
+                struct session_entry e;
+                const uint8_t *bytes;
+                size_t eat = 0;
+                uint64_t n;
+                while (sh.kind == SESS_BATCH && session_batch_next(tail, sh.len, &eat, &e, &bytes) == 1)
+                    if (e.kind == SESS_BULK && session_bulk_entry(&e, bytes, &n) == 0 && n == 0)
+                        __builtin_trap();
             }
         } else if (what == 3) {
             static char text[65536];

@@ -496,7 +496,29 @@ static void peer(const char *dir)
     memcpy(msg, &sh, sizeof sh);
     memcpy(msg + sizeof sh, &q, sizeof q);
     peer_record(msg, (uint16_t)sizeof msg);
+    /* The same bytes as a bulk transfer's mark in a batch. */
+    uint8_t batch[sizeof sh + sizeof(struct session_entry) + 8];
+    struct session_entry e = {.kind = SESS_BULK, .len = 8, .offset = 4u << 20};
+    uint64_t n = 1u << 20;
+    sh.kind = SESS_BATCH;
+    sh.len = sizeof e + 8;
+    memcpy(batch, &sh, sizeof sh);
+    memcpy(batch + sizeof sh, &e, sizeof e);
+    memcpy(batch + sizeof sh + sizeof e, &n, sizeof n);
+    peer_record(batch, (uint16_t)sizeof batch);
     save(dir, "peer", "session");
+    /* Bulk transfers: one into channel 2's data area, one for no channel. */
+    what = 5;
+    put(&what, 1);
+    uint8_t rec[8 + sizeof(struct session_bulk)];
+    struct session_bulk b = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 1, .offset = 1u << 20, .len = n};
+    memcpy(rec, &n, 8);
+    memcpy(rec + 8, &b, sizeof b);
+    peer_record(rec, (uint16_t)sizeof rec);
+    b.channel = 9;
+    memcpy(rec + 8, &b, sizeof b);
+    peer_record(rec, (uint16_t)sizeof rec);
+    save(dir, "peer", "bulk");
 }
 
 int main(int argc, char **argv)

@@ -293,11 +293,11 @@ END_TEST
 
 START_TEST(test_hostile_peers)
 {
-    const char *kinds[] = {"garbage", "truncated", "large", "after", "session"};
+    const char *kinds[] = {"garbage", "truncated", "large", "after", "session", "bulk"};
     struct json *j = cluster(0);
     double before = json_number(json_get(j, "refused_in"), 0);
     json_free(j);
-    for (unsigned k = 0; k < 5; k++) {
+    for (unsigned k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int rc = sh("%s%s%s %s/hostile_peer %s %s %s > %s/hostile-peer.out 2>&1", netns ? "ip netns exec " : "",
                     netns ? ns[1] : "", netns ? "" : "", progs, addr[0], key, kinds[k], tmp);
         ck_assert_msg(rc == 0, "hostile_peer %s: the link stayed open (%d)", kinds[k], rc);
@@ -358,6 +358,13 @@ START_TEST(test_remote_vgpus)
             sh("cat %s >&2", out);
         ck_assert_msg(rc == 0, "%s on %s failed (%d)", runs[i].prog, runs[i].vgpus, rc);
     }
+    /* Their larger copies went by the links' bulk transfers, both ways (the checksums held). */
+    struct json *jc = cluster(0);
+    const struct json *lb = jc ? link_of(jc, "b", "out") : NULL;
+    ck_assert_ptr_nonnull(lb);
+    ck_assert_msg(json_number(json_get(lb, "bulk_bytes_out"), 0) >= (64 << 20), "little went to b in bulk");
+    ck_assert_msg(json_number(json_get(lb, "bulk_bytes_in"), 0) >= (64 << 20), "little came from b in bulk");
+    json_free(jc);
     /* b served them as tenants of its own, which have gone. */
     ck_assert_msg(sh("grep -q \"node a's tenant 'prog_vecadd' gets device 0\" %s/cluster-b.log", tmp) == 0,
                   "b never served a's tenant");

@@ -6,6 +6,9 @@
  *   hostile_peer HOST:PORT KEYFILE after       the handshake done right, then a truncated record
  *   hostile_peer HOST:PORT KEYFILE session     the handshake done right, a remote session opened and
  *                                              fed records of garbage, then a truncated session message
+ *   hostile_peer HOST:PORT KEYFILE bulk        a session whose node takes bulk transfers, sent one
+ *                                              into its data area, one for no session, then one
+ *                                              past the data area's end
  * (KEYFILE: the cluster key, for "after"; the others never get that far.) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +77,35 @@ static void session_msg(ucp_ep_h ep, uint32_t kind, uint32_t channel, uint64_t o
     if (len)
         memcpy(buf + sizeof h, tail, len);
     send_wait(ep, buf, sizeof h + len);
+}
+
+/* A bulk transfer (AM 2: a header, then bytes by rendezvous), as links send them. */
+static void bulk_send(ucp_ep_h ep, uint32_t channel, uint64_t offset, const void *data, size_t len)
+{
+    struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = 1, .offset = offset, .len = len};
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV};
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, 2, &h, sizeof h, data, len, &p);
+    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS && !closed)
+        ucp_worker_progress(worker);
+    if (UCS_PTR_IS_PTR(r))
+        ucp_request_free(r);
+}
+
+static void hostile_bulk(ucp_ep_h ep)
+{
+    wait_for(&(int){0}, 300);
+    struct session_open o = {.device = 0, .req_size = 1 << 16, .rsp_size = 1 << 16, .slot_count = 4,
+                             .slot_size = 1 << 20, .data_size = 8 << 20, .flags = SESSION_OPEN_BULK};
+    strcpy(o.program, "hostile");
+    session_msg(ep, SESS_OPEN, 2, 0, &o, sizeof o);
+    wait_for(&(int){0}, 500);
+    size_t n = 1 << 20;
+    uint8_t *big = calloc(1, n);
+    bulk_send(ep, 2, 0, big, n);       /* its own data area: fine */
+    bulk_send(ep, 99, 0, big, n);      /* no such session: dropped */
+    bulk_send(ep, 2, 8 << 20, big, n); /* past the end: the link closes */
+    free(big);
 }
 
 /* A session asked for as a vgpud would, then fed what none would: records of garbage, copies out of
@@ -153,7 +185,7 @@ int main(int argc, char **argv)
         char *big = calloc(1, n);
         send_wait(ep, big, n);
         free(big);
-    } else if (strcmp(what, "after") == 0 || strcmp(what, "session") == 0) {
+    } else if (strcmp(what, "after") == 0 || strcmp(what, "session") == 0 || strcmp(what, "bulk") == 0) {
         send_wait(ep, &hello, sizeof hello);
         wait_for(&got_challenge, 5000);
         struct hs_msg proof;
@@ -164,9 +196,13 @@ int main(int argc, char **argv)
         send_wait(ep, &proof, sizeof proof);
         if (strcmp(what, "session") == 0)
             hostile_session(ep);
-        struct link_msg bad;
-        memset(&bad, 0x5a, sizeof bad);
-        send_wait(ep, &bad, sizeof bad / 3);
+        if (strcmp(what, "bulk") == 0) {
+            hostile_bulk(ep);
+        } else {
+            struct link_msg bad;
+            memset(&bad, 0x5a, sizeof bad);
+            send_wait(ep, &bad, sizeof bad / 3);
+        }
     } else {
         return 2;
     }

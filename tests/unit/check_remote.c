@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base64.h"
 #include "etcd.h"
@@ -14,6 +16,7 @@
 #include "link.h"
 #include "link_msg.h"
 #include "record_io.h"
+#include "remote_bulk.h"
 #include "session_msg.h"
 #include "vgpu/calls.h"
 #include "../check_run.h"
@@ -325,6 +328,66 @@ START_TEST(session_messages)
 }
 END_TEST
 
+/* Bulk transfers: their headers and marks, and where the receiving node puts their bytes. */
+START_TEST(bulk_transfers)
+{
+    struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 1, .offset = 4096, .len = 1000}, b;
+    ck_assert_int_eq(session_bulk_decode(&h, sizeof h, 1000, &b), 0);
+    ck_assert_int_eq(session_bulk_decode(&h, sizeof h - 1, 1000, &b), -1);
+    ck_assert_int_eq(session_bulk_decode(&h, sizeof h, 999, &b), -1); /* not what the link brings */
+    struct session_bulk bad = h;
+    bad.magic++;
+    ck_assert_int_eq(session_bulk_decode(&bad, sizeof bad, 1000, &b), -1);
+    bad = h;
+    bad.to_server = 2;
+    ck_assert_int_eq(session_bulk_decode(&bad, sizeof bad, 1000, &b), -1);
+    bad = h;
+    bad.len = 0;
+    ck_assert_int_eq(session_bulk_decode(&bad, sizeof bad, 0, &b), -1);
+    uint64_t size = 1 << 20, got;
+    struct session_entry e = {.kind = SESS_BULK, .len = 8, .offset = 0};
+    ck_assert_int_eq(session_bulk_entry(&e, (const uint8_t *)&size, &got), 0);
+    ck_assert_uint_eq(got, 1 << 20);
+    e.len = 4;
+    ck_assert_int_eq(session_bulk_entry(&e, (const uint8_t *)&size, &got), -1);
+    e.len = 8;
+    size = 0;
+    ck_assert_int_eq(session_bulk_entry(&e, (const uint8_t *)&size, &got), -1);
+
+    /* Channel 2 of link 7, served here: its bytes land in its data area, in the channel's memory. */
+    struct vgpu_channel_layout l;
+    ck_assert_int_eq(vgpu_channel_layout_make(&l, 1u << 16, 1u << 16, 8u << 20, 4, 1u << 20), 0);
+    int fd = memfd_create("check-bulk", MFD_CLOEXEC);
+    ck_assert(fd >= 0 && ftruncate(fd, (off_t)l.map_size) == 0);
+    struct bulk_region *r = bulk_region_map(fd, &l);
+    struct bulk_table *t = bulk_table_new();
+    ck_assert(r && t);
+    ck_assert_int_eq(bulk_table_add(t, 7, 2, true, r), 0);
+    void *dst, *token;
+    ck_assert_int_eq(bulk_table_target(t, 7, &h, sizeof h, 1000, &dst, &token), 0);
+    ck_assert(bulk_region_has(token, dst, 1000));
+    memset(dst, 0x5a, 1000);
+    uint8_t seen[1000];
+    ck_assert(pread(fd, seen, sizeof seen, (off_t)(l.data_off + 4096)) == (ssize_t)sizeof seen);
+    ck_assert(seen[0] == 0x5a && seen[999] == 0x5a);
+    bulk_region_release(r); /* the channel goes; the table and the transfer still hold it */
+    bulk_table_done(t, token, true);
+    bad = h;
+    bad.to_server = 0; /* toward the tenant: no channel of that name here */
+    ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), 1);
+    ck_assert_int_eq(bulk_table_target(t, 8, &h, sizeof h, 1000, &dst, &token), 1); /* another link */
+    bad = h;
+    bad.offset = (8u << 20) - 999; /* past the data area's end */
+    ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), -1);
+    bad.offset = UINT64_MAX - 10;
+    ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), -1);
+    bulk_table_remove(t, r); /* the last hold: unmapped */
+    ck_assert_int_eq(bulk_table_target(t, 7, &h, sizeof h, 1000, &dst, &token), 1);
+    bulk_table_free(t);
+    close(fd);
+}
+END_TEST
+
 /* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 START_TEST(record_data_ranges)
 {
@@ -376,6 +439,7 @@ int main(void)
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
+    tcase_add_test(t, bulk_transfers);
     suite_add_tcase(s, t);
     return vgpu_check_run(s);
 }

@@ -1,0 +1,164 @@
+#include "remote_bulk.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "array.h"
+#include "log.h"
+#include "session_msg.h"
+
+struct bulk_region {
+    _Atomic unsigned refs; /* the channel's, the table's entries' and each transfer's */
+    void *map;
+    size_t map_size;
+    uint8_t *data;
+    struct vgpu_channel_layout layout;
+};
+
+struct bulk_entry {
+    uint64_t link;
+    uint32_t channel;
+    bool served;
+    struct bulk_region *region;
+};
+
+struct bulk_table {
+    pthread_mutex_t mu;
+    struct bulk_entry *v;
+    size_t n, cap;
+};
+
+static struct bulk_region *hold(struct bulk_region *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+static void drop(struct bulk_region *b)
+{
+    if (atomic_fetch_sub(&b->refs, 1) != 1)
+        return;
+    munmap(b->map, b->map_size);
+    free(b);
+}
+
+struct bulk_region *bulk_region_map(int memfd, const struct vgpu_channel_layout *l)
+{
+    struct bulk_region *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    /* vgpud reads and writes it as bytes only: what the tenant leaves there is never parsed here. */
+    b->map = mmap(NULL, (size_t)l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (b->map == MAP_FAILED) {
+        free(b);
+        return NULL;
+    }
+    b->map_size = (size_t)l->map_size;
+    b->data = (uint8_t *)b->map + l->data_off;
+    b->layout = *l;
+    atomic_init(&b->refs, 1);
+    return b;
+}
+
+void bulk_region_release(struct bulk_region *b)
+{
+    if (b)
+        drop(b);
+}
+
+struct bulk_table *bulk_table_new(void)
+{
+    struct bulk_table *t = calloc(1, sizeof *t);
+    if (t)
+        pthread_mutex_init(&t->mu, NULL);
+    return t;
+}
+
+void bulk_table_free(struct bulk_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        drop(t->v[i].region);
+    pthread_mutex_destroy(&t->mu);
+    free(t->v);
+    free(t);
+}
+
+int bulk_table_add(struct bulk_table *t, uint64_t link, uint32_t channel, bool served, struct bulk_region *b)
+{
+    pthread_mutex_lock(&t->mu);
+    struct bulk_entry *v = vgpu_array_grow(t->v, &t->cap, t->n + 1, sizeof *v);
+    if (v) {
+        t->v = v;
+        t->v[t->n++] = (struct bulk_entry){link, channel, served, hold(b)};
+    }
+    pthread_mutex_unlock(&t->mu);
+    return v ? 0 : -1;
+}
+
+void bulk_table_remove(struct bulk_table *t, const struct bulk_region *b)
+{
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->n;) {
+        if (t->v[i].region == b) {
+            drop(t->v[i].region);
+            t->v[i] = t->v[--t->n];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_len, size_t len, void **dst,
+                      void **token)
+{
+    struct bulk_table *t = table;
+    struct session_bulk h;
+    if (session_bulk_decode(hdr, hdr_len, len, &h) != 0)
+        return -1;
+    struct bulk_region *b = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->n && !b; i++)
+        if (t->v[i].link == link && t->v[i].channel == h.channel && t->v[i].served == (h.to_server != 0))
+            b = t->v[i].region;
+    if (b && vgpu_data_range_ok(&b->layout, h.offset, h.len))
+        hold(b);
+    else if (b) { /* its own session's data area, but not in it: a peer that breaks the protocol */
+        pthread_mutex_unlock(&t->mu);
+        LOG_WARN("remote: a bulk transfer for channel %u outside its data area", h.channel);
+        return -1;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (!b)
+        return 1; /* its session has ended here */
+    *dst = b->data + h.offset;
+    *token = b;
+    return 0;
+}
+
+void bulk_table_done(void *table, void *token, bool ok)
+{
+    (void)table;
+    (void)ok; /* the link closes when bytes fail to land, and its sessions with it */
+    drop(token);
+}
+
+const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size)
+{
+    if (size == 0 || !vgpu_data_range_ok(&b->layout, offset, size))
+        return NULL;
+    hold(b);
+    return b->data + offset;
+}
+
+bool bulk_region_has(const struct bulk_region *b, const void *p, uint64_t size)
+{
+    const uint8_t *q = p;
+    return q >= b->data && (uint64_t)(q - b->data) <= b->layout.data_size &&
+           size <= b->layout.data_size - (uint64_t)(q - b->data);
+}
