@@ -20,6 +20,20 @@ static void json_node(struct strbuf *b, const char *node)
         strbuf_printf(b, "null");
 }
 
+static void remote_vgpu_json(struct strbuf *b, const struct schan *c)
+{
+    const struct session_stats *r = &c->remote_stats;
+    if (c->remote_stats_known)
+        strbuf_printf(b,
+                      ",\"mem_bytes\":%llu,\"mem_resident\":%llu,\"calls\":%llu,\"errors\":%llu,"
+                      "\"compute_utilization\":%.4f,\"copy_utilization\":%.4f",
+                      (unsigned long long)r->mem_bytes, (unsigned long long)r->mem_resident,
+                      (unsigned long long)r->calls, (unsigned long long)r->errors, r->compute_util_ppm / 1e6,
+                      r->copy_util_ppm / 1e6);
+    strbuf_printf(b, ",\"link_bytes_out\":%llu,\"link_bytes_in\":%llu", (unsigned long long)c->link_bytes_out,
+                  (unsigned long long)(c->link_bytes_in + bulk_region_landed(c->bulk)));
+}
+
 static void vgpu_json(struct server *srv, struct strbuf *b, const struct session *s, int v, bool detail,
                       const char *node)
 {
@@ -35,7 +49,7 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
         strbuf_json_string(b, dev < srv->device_count ? srv->devices[dev].name : "?");
     const struct schan *c = s->chans[v];
     const struct worker *w = s->worker;
-    /* A remote vGPU's calls, memory and scheduling are its node's (vgpuctl show there). */
+    /* A remote vGPU's calls, memory and scheduling are its node's: what it last said (remote_vgpu_json). */
     const struct vgpu_chan_stats *st = remote ? NULL : server_chan_stats(s, c);
     /* The weight the scheduler gives it (vgpuctl weight may have changed it), else its spec's. */
     unsigned weight = s->vgpu_weight[v] ? s->vgpu_weight[v] : srv->opt.default_weight;
@@ -62,6 +76,8 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
             strbuf_printf(b, ",\"%s_utilization\":%.4f", r == SCHED_RES_COMPUTE ? "compute" : "copy", ss.utilization);
         }
     }
+    if (detail && remote && c) /* as its node last said, and what went over the link for it */
+        remote_vgpu_json(b, c);
     strbuf_printf(b, "}");
 }
 

@@ -16,6 +16,7 @@ struct bulk_region {
     size_t map_size;
     uint8_t *data;
     struct vgpu_channel_layout layout;
+    _Atomic uint64_t landed; /* bytes transfers brought into it */
 };
 
 struct bulk_entry {
@@ -138,6 +139,7 @@ int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_le
         return 1; /* its session has ended here */
     *dst = b->data + h.offset;
     *token = b;
+    atomic_fetch_add_explicit(&b->landed, h.len, memory_order_relaxed);
     return 0;
 }
 
@@ -154,6 +156,11 @@ const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t
         return NULL;
     hold(b);
     return b->data + offset;
+}
+
+uint64_t bulk_region_landed(const struct bulk_region *b)
+{
+    return b ? atomic_load_explicit(&b->landed, memory_order_relaxed) : 0;
 }
 
 bool bulk_region_has(const struct bulk_region *b, const void *p, uint64_t size)

@@ -40,6 +40,8 @@ void bulk_table_done(void *table, void *token, bool ok);
 /* The size bytes at offset of b's data area, held for a transfer that sends them (release it with
  * bulk_region_release once sent); NULL when they are not all in it. */
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size);
+/* Bytes bulk transfers have brought into b (NULL: 0). */
+uint64_t bulk_region_landed(const struct bulk_region *b);
 /* Whether [p, p+size) lies in b's data area. */
 bool bulk_region_has(const struct bulk_region *b, const void *p, uint64_t size);
 

@@ -277,9 +277,10 @@ static void bulk_sent(void *region) { bulk_region_release(region); }
 /* Before a worker's batch (len bytes of entries) goes on link: the bytes of its SESS_BULK entries,
  * from b, for channel on the other side (toward the serving node: to_server). Entries that name
  * bytes outside the data area are not sent (their records find what is there). */
-static void send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool to_server, struct bulk_region *b,
-                       const uint8_t *entries, size_t len)
+static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool to_server, struct bulk_region *b,
+                           const uint8_t *entries, size_t len)
 {
+    uint64_t sent = 0;
     struct session_entry e;
     const uint8_t *bytes, *p;
     size_t at = 0;
@@ -292,7 +293,10 @@ static void send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool t
                                  .offset = e.offset, .len = size};
         if (remote_send_bulk(rs->links, link, &h, sizeof h, p, (size_t)size, bulk_sent, b) != 0)
             bulk_region_release(b);
+        else
+            sent += size;
     }
+    return sent;
 }
 
 void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len)
@@ -310,7 +314,8 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
     if (!link || !session_kind_from_worker(m.kind, !c->remote_link))
         return;
     if (c->bulk && m.kind == SESS_BATCH) /* its bulk bytes go first */
-        send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
+        c->link_bytes_out += send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
+    c->link_bytes_out += len - sizeof m;
     sess_send(rs, link, m.kind, channel, m.offset, buf + sizeof m, len - sizeof m);
 }
 
@@ -401,6 +406,9 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
     case SESS_SLOT:
         server_remote_in(rs->srv, e->link, h.channel, h.kind, h.offset, tail, h.len);
         break;
+    case SESS_STATS:
+        server_remote_stats(rs->srv, e->link, h.channel, (const struct session_stats *)(const void *)tail);
+        break;
     default:
         break;
     }
@@ -419,6 +427,32 @@ void remote_sessions_events(struct server *srv)
             on_message(rs, e);
     }
     remote_events_free(list);
+}
+
+void remote_sessions_tick(struct server *srv)
+{
+    struct rsess *rs = srv->rsess;
+    for (struct served *sv = rs ? rs->served : NULL; sv; sv = sv->next_served) {
+        struct session *s = server_session(srv, sv->session);
+        struct schan *c = s ? s->chans[0] : NULL;
+        const struct vgpu_chan_stats *st = c && c->state == SCHAN_OPEN ? server_chan_stats(s, c) : NULL;
+        if (!st)
+            continue;
+        struct session_stats ss = {.mem_bytes = atomic_load(&st->mem_bytes), .mem_resident = vgpu_chan_resident(st),
+                                   .mem_allocs = atomic_load(&st->mem_allocs),
+                                   .swapped_host = atomic_load(&st->swapped_host),
+                                   .swapped_device = atomic_load(&st->swapped_device)};
+        for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+            ss.calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
+            ss.errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
+        }
+        struct sched_host_stats sh;
+        sched_host_stats(srv->sched, s->worker->region, c->slot, SCHED_RES_COMPUTE, &sh);
+        ss.compute_util_ppm = (uint32_t)(sh.utilization * 1e6);
+        sched_host_stats(srv->sched, s->worker->region, c->slot, SCHED_RES_COPY, &sh);
+        ss.copy_util_ppm = (uint32_t)(sh.utilization * 1e6);
+        sess_send(rs, sv->link, SESS_STATS, sv->channel, 0, &ss, sizeof ss);
+    }
 }
 
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out)

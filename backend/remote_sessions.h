@@ -39,6 +39,8 @@ void remote_sessions_map(struct server *srv, struct session *s, struct schan *c,
 void remote_sessions_close(struct server *srv, struct schan *c);
 /* The serving side's record of s, a session of another node's tenant; NULL for any other. */
 struct served *remote_sessions_served(const struct session *s);
+/* The loop's tick: each session served here for another node's tenant says how its vGPU is used. */
+void remote_sessions_tick(struct server *srv);
 /* A worker's RemoteOut (checked by the worker table already). */
 void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len);
 

@@ -765,6 +765,16 @@ void server_remote_lost(struct server *srv, uint64_t link, uint32_t channel, CUr
     }
 }
 
+void server_remote_stats(struct server *srv, uint64_t link, uint32_t channel, const struct session_stats *st)
+{
+    struct session *s;
+    struct schan *c = relayed(srv, link, channel, &s);
+    if (!c)
+        return;
+    memcpy(&c->remote_stats, st, sizeof *st);
+    c->remote_stats_known = true;
+}
+
 void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint32_t kind, uint64_t offset,
                       const uint8_t *tail, uint32_t len)
 {
@@ -772,6 +782,7 @@ void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint3
     struct schan *c = relayed(srv, link, channel, &s);
     if (!c || !s->worker || (c->state != SCHAN_OPEN && c->state != SCHAN_OPENING))
         return;
+    c->link_bytes_in += len;
     worker_send_remote(s->worker, c->id, kind, offset, tail, len);
 }
 
@@ -1030,6 +1041,7 @@ static void tick(struct server *srv)
     srv->last_tick_ns = now;
     close_silent(srv, now);
     cluster_tick(srv);
+    remote_sessions_tick(srv);
     workers_tick(srv);
     workers_fill_pool(srv, false);
 }

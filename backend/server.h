@@ -85,8 +85,6 @@ void server_channel_gone(struct server *srv, struct worker *w, uint32_t channel,
 /* w died: its sessions learn the error their calls get from now on. */
 void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
 
-/* The statistics of session s's channel c in its worker's shared page, NULL while there are none
- * (no channel, no worker yet, or its slot not set up). */
 /* Remote vGPUs (remote_sessions.h): the channel id of a worker's, and its session; the node serving
  * a relayed channel has answered (status) or its session has ended (channel 0: every one of link). */
 struct schan *server_schan(struct server *srv, struct worker *w, uint32_t id, struct session **owner);
@@ -95,7 +93,11 @@ void server_remote_lost(struct server *srv, uint64_t link, uint32_t channel, CUr
 /* What the serving node sends a relayed channel (a session_kind), for its worker. */
 void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint32_t kind, uint64_t offset,
                       const uint8_t *tail, uint32_t len);
+/* What the serving node says of a relayed channel's vGPU (SESS_STATS), for vgpuctl here. */
+void server_remote_stats(struct server *srv, uint64_t link, uint32_t channel, const struct session_stats *st);
 
+/* The statistics of session s's channel c in its worker's shared page, NULL while there are none
+ * (no channel, no worker yet, or its slot not set up). */
 const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const struct schan *c);
 
 /* Control commands (control.c): answer one command line from session s with text, malloc'd. */

@@ -12,6 +12,7 @@
 #include "channel.h"
 #include "msg_link.h"
 #include "region.h"
+#include "vgpu/remote.h"
 #include "vgpu/wire.h"
 #include "vgpu_spec.h"
 #include "workers.h"
@@ -119,6 +120,11 @@ struct schan {
     bool relayed;         /* a remote vGPU's: its worker relays it, its node serves it */
     uint64_t remote_link; /* the link to that node (0: none, or none any more) */
     struct bulk_region *bulk; /* a relayed or served channel's data area, mapped for bulk transfers */
+    /* A relayed channel: what its serving node last said of it (SESS_STATS), and what went over
+     * the link for it (messages and bulk transfers, bytes each way). */
+    struct session_stats remote_stats;
+    bool remote_stats_known;
+    uint64_t link_bytes_out, link_bytes_in;
 };
 
 struct session {

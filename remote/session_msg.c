@@ -22,6 +22,8 @@ static int tail_ok(uint32_t kind, uint64_t offset, uint32_t len)
         return len > 0 && len <= SESSION_CHUNK;
     case SESS_SLOT:
         return offset < VGPU_MAX_SLOTS && len == sizeof(uint32_t);
+    case SESS_STATS:
+        return len == sizeof(struct session_stats);
     case SESS_BATCH: /* its entries are checked by their reader (session_batch_next) */
         return len >= sizeof(struct session_entry) && len <= SESSION_BATCH_MAX && len % 8 == 0;
     default:

@@ -199,13 +199,17 @@ static void print_assemblies(const char *text, bool detail)
         printf("session %llu (%s, pid %llu, %s): %zu vGPU(s)\n", NUM(s, "session"), where_of(s, where, sizeof where),
                NUM(s, "pid"), json_string(json_get(s, "program"), "?"), json_length(vgpus));
         printf("  VGPU  NODE             GPU  NAME                              WEIGHT  QUOTA MiB  USED MiB  "
-               "COMPUTE  COPY     CALLS\n");
-        for (const struct json *v = vgpus ? vgpus->child : NULL; v; v = v->next)
-            printf("  %-5llu %-16.16s %-4llu %-33.33s %-7llu %-10llu %-9llu %5.1f%%   %5.1f%%   %llu\n",
+               "COMPUTE  COPY     CALLS       LINK MiB OUT/IN\n");
+        for (const struct json *v = vgpus ? vgpus->child : NULL; v; v = v->next) {
+            printf("  %-5llu %-16.16s %-4llu %-33.33s %-7llu %-10llu %-9llu %5.1f%%   %5.1f%%   %-11llu",
                    NUM(v, "index"), json_string(json_get(v, "node"), node), NUM(v, "device"),
                    json_string(json_get(v, "device_name"), "?"), NUM(v, "weight"), NUM(v, "quota") >> 20,
                    NUM(v, "mem_bytes") >> 20, 100 * json_number(json_get(v, "compute_utilization"), 0),
                    100 * json_number(json_get(v, "copy_utilization"), 0), NUM(v, "calls"));
+            if (json_get(v, "link_bytes_out")) /* a remote vGPU: what went over the link for it */
+                printf(" %llu/%llu", NUM(v, "link_bytes_out") >> 20, NUM(v, "link_bytes_in") >> 20);
+            printf("\n");
+        }
     }
     json_free(j);
 }

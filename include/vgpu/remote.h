@@ -26,6 +26,8 @@ enum session_kind {
     SESS_BULK,        /* in a batch only: bytes for the data area at offset went before it, by the link's
                        * rendezvous straight into the channel's memory (struct session_bulk); the tail is
                        * their count (u64). Between vgpud and a worker, and over the link. */
+    SESS_STATS,       /* server -> client, every few hundred ms: how the vGPU is used there (the tail is
+                       * a struct session_stats), for vgpuctl on the tenant's node */
     SESS_KINDS
 };
 
@@ -98,6 +100,14 @@ struct session_bulk {
     uint32_t to_server;
     uint32_t pad;
     uint64_t offset, len;
+};
+
+/* What the serving node says of a session's vGPU: its memory, calls and utilization there. */
+struct session_stats {
+    uint64_t mem_bytes, mem_resident, mem_allocs;
+    uint64_t swapped_host, swapped_device;
+    uint64_t calls, errors;
+    uint32_t compute_util_ppm, copy_util_ppm; /* utilization, in millionths */
 };
 
 /* session_open's flags: the tenant's node maps the channel, so bytes to it may go as SESS_BULK. */

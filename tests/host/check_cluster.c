@@ -381,6 +381,26 @@ START_TEST(test_remote_vgpus)
     ck_assert(json_get(va, "remote") && json_get(va, "remote")->boolean);
     ck_assert_str_eq(json_string(json_get(tb, "program"), ""), "a:prog_hold");
     ck_assert(json_get(json_get(tb, "vgpus")->child, "open")->boolean);
+    /* a's show tells how b's vGPU is used there (its memory, calls, utilization) and what went over
+     * the link for it, as b says it every few hundred milliseconds. */
+    char what[64];
+    snprintf(what, sizeof what, "show %.0f", json_number(json_get(ta, "session"), 0));
+    struct json *js = NULL;
+    const struct json *vs = NULL;
+    for (int i = 0; i < 50; i++, usleep(100000)) {
+        json_free(js);
+        js = ask_json(0, what);
+        const struct json *t = js ? json_get(js, "tenants") : NULL;
+        vs = t && t->child ? json_get(t->child, "vgpus")->child : NULL;
+        if (vs && json_number(json_get(vs, "calls"), 0) > 10)
+            break;
+    }
+    ck_assert_msg(vs && json_number(json_get(vs, "calls"), 0) > 10, "a never heard of the calls b served");
+    ck_assert(json_number(json_get(vs, "mem_bytes"), 0) >= (16 << 20)); /* prog_hold's allocation */
+    ck_assert(json_get(vs, "compute_utilization") && json_get(vs, "copy_utilization"));
+    ck_assert(json_number(json_get(vs, "link_bytes_out"), 0) >= (16 << 20)); /* its copies, both ways */
+    ck_assert(json_number(json_get(vs, "link_bytes_in"), 0) >= (16 << 20));
+    json_free(js);
     json_free(ja);
     json_free(jb);
     kill(p, SIGKILL);
