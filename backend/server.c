@@ -333,6 +333,7 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->map_size = l->map_size;
         m->domid = s->domid;
         m->mem_quota = s->vgpu_memory[c->vgpu];
+        m->vgpu = (uint32_t)c->vgpu;
         m->remote = c->relayed ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
         if (c->bulk) /* vgpud moves its bulk bytes (remote_bulk.h) */
             m->remote |= VGPU_REMOTE_BULK;

@@ -3,13 +3,30 @@
 #include "array.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Changes hold the set's lock, where it has one (a reader on another thread holds it too). */
+static void lock(struct vgpu_ranges *r)
+{
+    if (r->mu)
+        pthread_mutex_lock(r->mu);
+}
+
+static void unlock(struct vgpu_ranges *r)
+{
+    if (r->mu)
+        pthread_mutex_unlock(r->mu);
+}
+
 void vgpu_ranges_free(struct vgpu_ranges *r)
 {
+    lock(r);
     free(r->v);
-    memset(r, 0, sizeof *r);
+    r->v = NULL;
+    r->count = r->cap = 0;
+    unlock(r);
 }
 
 /* Index of the first range whose base is above p. */
@@ -18,7 +35,7 @@ static size_t upper(const struct vgpu_ranges *r, uint64_t p)
     return vgpu_array_upper(r->v, r->count, sizeof *r->v, p);
 }
 
-int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add)
+static int add_range(struct vgpu_ranges *r, const struct vgpu_range *add)
 {
     if (add->size == 0 || add->base + add->size < add->base)
         return -EINVAL;
@@ -69,7 +86,7 @@ bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, 
     return n <= g->size - off;
 }
 
-void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base)
+static void remove_at(struct vgpu_ranges *r, uint64_t base)
 {
     size_t at = upper(r, base);
     if (at == 0 || r->v[at - 1].base != base)
@@ -78,7 +95,7 @@ void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base)
     r->count--;
 }
 
-void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg)
+static void remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg)
 {
     size_t out = 0;
     for (size_t i = 0; i < r->count; i++)
@@ -93,4 +110,35 @@ const struct vgpu_range *vgpu_ranges_find(const struct vgpu_ranges *r, uint64_t 
     if (at == 0 || p - r->v[at - 1].base >= r->v[at - 1].size)
         return NULL;
     return &r->v[at - 1];
+}
+
+int vgpu_ranges_add(struct vgpu_ranges *r, const struct vgpu_range *add)
+{
+    lock(r);
+    int rc = add_range(r, add);
+    unlock(r);
+    return rc;
+}
+
+void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base)
+{
+    lock(r);
+    remove_at(r, base);
+    unlock(r);
+}
+
+void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg)
+{
+    lock(r);
+    remove_if(r, match, arg);
+    unlock(r);
+}
+
+bool vgpu_ranges_contain_locked(struct vgpu_ranges *r, uint64_t p, uint64_t n)
+{
+    lock(r);
+    const struct vgpu_range *g = vgpu_ranges_find(r, p);
+    bool in = g && vgpu_ranges_contain(r, g->ctx, p, n);
+    unlock(r);
+    return in;
 }

@@ -1,6 +1,7 @@
 #ifndef VGPU_RANGES_H
 #define VGPU_RANGES_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,9 @@ struct vgpu_range {
 struct vgpu_ranges {
     struct vgpu_range *v; /* sorted by base, never overlapping */
     size_t count, cap;
+    /* NULL, or a lock its changes take: its owner reads it without, another thread with it
+     * (vgpu_ranges_contain_locked). */
+    pthread_mutex_t *mu;
 };
 
 void vgpu_ranges_free(struct vgpu_ranges *r);
@@ -45,5 +49,7 @@ void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base);
 void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg);
 /* The range containing p, or NULL. */
 const struct vgpu_range *vgpu_ranges_find(const struct vgpu_ranges *r, uint64_t p);
+/* From a thread other than the owner's: whether [p, p+n) lies in one range (of any context). */
+bool vgpu_ranges_contain_locked(struct vgpu_ranges *r, uint64_t p, uint64_t n);
 
 #endif

@@ -1,9 +1,11 @@
 /* Driver API: peers, two vGPUs of one tenant. A tenant's vGPUs do not map each other's memory, so
  * peer access is not offered (cuDeviceCanAccessPeer answers 0 and cuCtxEnablePeerAccess
- * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, as natively between GPUs without a peer link), and a copy
- * between two of them (cuMemcpyPeer, or cuMemcpy with unified addressing) goes through the client,
- * as a driver copies between GPUs without peer access: out of one vGPU and into the other, a chunk
- * at a time, ordered after earlier work on the stream it names. */
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, as natively between GPUs without a peer link). A copy between
+ * two of them (cuMemcpyPeer, or cuMemcpy with unified addressing) runs in the tenant's worker,
+ * device to device, when it serves both (both vGPUs this node's); otherwise (one is another node's,
+ * or the worker swaps) it goes through the client, as a driver copies between GPUs without peer
+ * access: out of one vGPU and into the other, a chunk at a time, ordered after earlier work on the
+ * stream it names. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +95,23 @@ bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
     return false;
 }
 
+/* The copy in the worker that serves both vGPUs, on stream sid of channel `on` (ctx c's), the other
+ * side's memory other's. CUDA_ERROR_NOT_SUPPORTED when it cannot be done there. */
+static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t sid, struct fe_chan *other,
+                               bool other_is_src, uint64_t dst, uint64_t src, size_t n)
+{
+    if ((fe.devices[on->device].info.flags | fe.devices[other->device].info.flags) & VGPU_DEVICE_REMOTE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    FE_REQ(q, CopyPeer);
+    q.dst = dst;
+    q.src = src;
+    q.size = n;
+    q.stream = sid;
+    q.peer = (uint32_t)fe.devices[other->device].vgpu;
+    q.peer_is_src = other_is_src;
+    return FE_POST(on, c->id, CopyPeer, &q, true); /* answered once queued, so that a refusal is heard */
+}
+
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n)
 {
@@ -100,6 +119,13 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
         return fe_copy_dtod(dc, dch, 0, dst, src, n, false);
     if (!fe_device_range(dch, dc->id, dst, n) || !fe_device_range(sch, sc->id, src, n))
         return CUDA_ERROR_INVALID_VALUE;
+    /* After what the source's default stream holds, and done when this returns, as natively. */
+    FE_RETURN_IF(fe_stream_wait(sc, sch, 0));
+    CUresult w = copy_in_worker(dc, dch, 0, sch, true, dst, src, n);
+    if (w == CUDA_SUCCESS)
+        return fe_stream_wait(dc, dch, 0);
+    if (w != CUDA_ERROR_NOT_SUPPORTED)
+        return w;
     uint8_t *bounce = malloc(n < PEER_CHUNK ? (n ? n : 1) : PEER_CHUNK);
     if (!bounce)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -144,8 +170,19 @@ static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CU
         }
         return fe_copy_dtod(dc, dch, sid, dst, src, n, async);
     }
-    if (async)
+    if (async) {
+        /* On a stream of either vGPU: ordered there, in the worker that serves both. */
+        struct fe_ctx *c;
+        struct fe_chan *ch;
+        uint32_t sid;
+        FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+        if ((ch == dch || ch == sch) && fe_device_range(dch, dc->id, dst, n) && fe_device_range(sch, sc->id, src, n)) {
+            CUresult w = copy_in_worker(c, ch, sid, ch == dch ? sch : dch, ch == dch, dst, src, n);
+            if (w != CUDA_ERROR_NOT_SUPPORTED)
+                return w;
+        }
         FE_RETURN_IF(after_stream(s, pt));
+    }
     return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
 }
 

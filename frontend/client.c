@@ -10,6 +10,7 @@
 
 #include "bell.h"
 #include "fe.h"
+#include "hello.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "units.h"
@@ -48,17 +49,6 @@ __attribute__((constructor)) static void read_config(void)
         fe_cfg.slot_size = (uint32_t)v;
     if (getenv("VGPU_SLOTS") && vgpu_parse_uint(getenv("VGPU_SLOTS"), VGPU_MAX_SLOTS, &v) == 0)
         fe_cfg.slot_count = (uint32_t)v;
-}
-
-static void program_name(char *out, size_t cap)
-{
-    FILE *f = fopen("/proc/self/comm", "r");
-    out[0] = '\0';
-    if (f) {
-        if (fgets(out, (int)cap, f))
-            out[strcspn(out, "\n")] = '\0';
-        fclose(f);
-    }
 }
 
 /* A child of fork() shares its parent's channels (the same rings, the same socket); using them
@@ -151,20 +141,12 @@ CUresult fe_connect_locked(void)
         }
         vgpu_msg_link_socket(&link, s);
     }
-    struct vgpu_msg_hello hello;
-    memset(&hello, 0, sizeof hello);
-    vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
-    hello.role = VGPU_ROLE_CLIENT;
-    program_name(hello.program, sizeof hello.program);
     /* vgpu-run --vgpu: the assembly this process asks for (a guest's comes from its domain). */
-    const char *assembly = getenv("VGPU_ASSEMBLY");
-    if (assembly && strlen(assembly) >= sizeof hello.assembly) {
-        LOG_WARN("VGPU_ASSEMBLY is too long (at most %zu bytes); no CUDA devices", sizeof hello.assembly - 1);
+    struct vgpu_msg_hello hello;
+    if (vgpu_hello_make(&hello, VGPU_ROLE_CLIENT, !xen) != 0) {
         link.ops->close(&link);
         return CUDA_ERROR_NO_DEVICE;
     }
-    if (assembly && !xen)
-        snprintf(hello.assembly, sizeof hello.assembly, "%s", assembly);
     size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;

@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 
+#include "hello.h"
 #include "log.h"
 #include "msg_link.h"
 #include "msg_socket.h"
@@ -45,16 +46,6 @@ static struct {
 
 /* ---------------------------------------------------------------- the link to vgpud */
 
-static void program_name(char *out, size_t cap)
-{
-    FILE *f = fopen("/proc/self/comm", "r");
-    if (!f || !fgets(out, (int)cap, f))
-        snprintf(out, cap, "nvml");
-    out[strcspn(out, "\n")] = '\0';
-    if (f)
-        fclose(f);
-}
-
 /* Connect and be welcomed (nv.mu held). */
 static nvmlReturn_t connect_locked(void)
 {
@@ -66,11 +57,12 @@ static nvmlReturn_t connect_locked(void)
     }
     struct vgpu_msg_link link;
     vgpu_msg_link_socket(&link, s);
+    /* The same vGPUs as the process's CUDA devices (before CUDA_VISIBLE_DEVICES, which NVML ignores). */
     struct vgpu_msg_hello hello;
-    memset(&hello, 0, sizeof hello);
-    vgpu_msg_init(&hello.hdr, VGPU_MSG_HELLO, sizeof hello);
-    hello.role = VGPU_ROLE_MONITOR;
-    program_name(hello.program, sizeof hello.program);
+    if (vgpu_hello_make(&hello, VGPU_ROLE_MONITOR, true) != 0) {
+        link.ops->close(&link);
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
     size_t cap = sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info);
     uint8_t *buf = malloc(cap);
     ssize_t n = -ENOMEM;

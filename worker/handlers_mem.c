@@ -232,6 +232,26 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
+CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPeer *q, struct vgpu_rsp_CopyPeer *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r || q->size == 0)
+        return r;
+    if (!c->ch->host->peer_range || q->peer == c->ch->vgpu || q->peer_is_src > 1)
+        return q->peer == c->ch->vgpu ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t mine = q->peer_is_src ? q->dst : q->src, theirs = q->peer_is_src ? q->src : q->dst;
+    if (!vchannel_device_range(c, mine, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = c->ch->host->peer_range(c->ch, q->peer, theirs, q->size)) != CUDA_SUCCESS)
+        return r;
+    /* Unified addressing: the other device's memory is a pointer like any (its copy engines or the
+     * driver's staging move it). */
+    r = vchannel_admit(c, GATE_COPY, stream);
+    return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+}
+
 /* A side of a copy is the caller's device memory, or a range of its data area. */
 static CUresult copy_side(struct vgpu_call *c, bool host, uint64_t where, struct vgpu_copy_side *s,
                           const struct vgpu_copy_3d *d)

@@ -78,6 +78,25 @@ static void channel_gone(struct vchannel *ch, CUresult status)
     pthread_mutex_unlock(&w.mu);
 }
 
+/* Memory of another vGPU of ch's tenant, when this worker serves that vGPU too. Under swapping its
+ * memory may be out when ch's turn comes: the client copies through itself then. */
+static CUresult peer_range(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n)
+{
+    if (w.swap_on)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&w.mu); /* its channel stays while this is held */
+    for (unsigned i = 0; i < w.nchans; i++) {
+        struct vchannel *o = w.chans[i].ch;
+        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished)) {
+            r = vgpu_ranges_contain_locked(&o->ranges, p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w.mu);
+    return r;
+}
+
 /* What the worker's contexts hold on the channel's device, for vgpud's accounting: the executor's
  * own count where it keeps one, else the channels' allocations. */
 static void memory_changed(struct vchannel *ch)
@@ -185,6 +204,7 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
         .slot = m->slot,
         .host_code = m->host_code != 0,
         .swap = w.swap_on,
+        .vgpu = m->vgpu,
         .layout = {m->req_off, m->req_size, m->rsp_off, m->rsp_size, m->data_off, m->data_size, m->slot_count,
                    m->slot_size, m->map_size},
     };
@@ -543,6 +563,7 @@ static int start(void)
             .image_release = worker_image_release,
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
+            .peer_range = peer_range,
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,
             .ipc_drop = worker_ipc_drop,

@@ -665,7 +665,10 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     ch->host = host;
     ch->id = p->id;
     ch->session = p->session;
+    ch->vgpu = p->vgpu;
     ch->device = p->device;
+    pthread_mutex_init(&ch->ranges_mu, NULL);
+    ch->ranges.mu = &ch->ranges_mu;
     ch->x = host->x;
     ch->host_code = p->host_code;
     ch->base = mem->base;
@@ -742,6 +745,7 @@ void vchannel_free(struct vchannel *ch)
     for (int k = 0; k < SRV_KINDS; k++)
         srv_table_free(&ch->tables[k]);
     vgpu_ranges_free(&ch->ranges);
+    pthread_mutex_destroy(&ch->ranges_mu);
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
     vswap_fini(ch);

@@ -48,6 +48,9 @@ struct vchannel_host {
     void (*image_offer)(const void *bytes, size_t size);
     /* The channel's device memory may have changed (optional): for the host's accounting. */
     void (*memory_changed)(struct vchannel *ch);
+    /* Whether [p, p+n) is device memory of the vGPU at index vgpu of ch's tenant, served here too
+     * (CopyPeer): a CUresult (CUDA_ERROR_NOT_SUPPORTED: it is not served here). Optional. */
+    CUresult (*peer_range)(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n);
     /* IPC handles (all optional; without them IPC answers CUDA_ERROR_NOT_SUPPORTED): publish an
      * allocation (the executor's blob and descriptor, which stays the caller's) and learn its token;
      * find what a token names for a device (*fd: the caller's to close, or -1); forget a token. The
@@ -115,7 +118,8 @@ struct vchannel_build {
 struct vchannel {
     const struct vchannel_host *host;
     uint32_t id;
-    uint64_t session; /* for logs */
+    uint64_t session; /* for logs, and its tenant's other channels (CopyPeer) */
+    uint32_t vgpu;    /* its vGPU's index in the tenant's assembly */
     int device;
     struct vgpu_exec *x;
     bool host_code; /* the client may load emu modules (code that runs in this process) */
@@ -139,7 +143,8 @@ struct vchannel {
 
     /* touched only by the poller thread */
     struct srv_table tables[SRV_KINDS];
-    struct vgpu_ranges ranges;
+    struct vgpu_ranges ranges;   /* changed by the poller only, under ranges_mu (CopyPeer reads it) */
+    pthread_mutex_t ranges_mu;
     struct vgpu_ranges reserved; /* address reservations of the VMM API */
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct ipc_export *exports;  /* its allocations shared through IPC handles */
@@ -173,6 +178,7 @@ struct vchannel_params {
     unsigned slot;  /* its slot in the scheduler (gate client) */
     bool host_code; /* the client may load emu modules */
     bool swap;      /* vgpud manages its residency (swapping on) */
+    uint32_t vgpu;  /* its vGPU's index in the tenant's assembly */
     struct vgpu_channel_layout layout;
     struct vgpu_chan_stats *acct; /* where its accounting goes (NULL: inside the channel) */
 };

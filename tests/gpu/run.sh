@@ -58,6 +58,19 @@ compare register "$PROGS/prog_register"
 compare vmm "$PROGS/prog_vmm"
 compare tensor_map "$PROGS/prog_tensor_map"
 compare pool "$PROGS/prog_pool"
+# Two vGPUs of this node (of two GPUs where there are two): their copies run in the worker.
+peer_dev=$(($(nvidia-smi -L | wc -l) > 1 ? 1 : 0))
+in_worker() { # the copies were served as CopyPeer (once the session has ended), none refused
+    for _ in $(seq 30); do
+        "$BIN/vgpuctl" --socket "$sock" --json status | grep -q '"CopyPeer":{"calls":[1-9][0-9]*,"errors":0}' && return 0
+        sleep 0.1
+    done
+    return 1
+}
+if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu device=$peer_dev -- "$PROGS/prog_peer" >"$OUT/peer.vgpu" 2>&1 &&
+    in_worker
+then pass "peer: $(tail -1 "$OUT/peer.vgpu"), device to device in the worker"
+else fail "peer"; sed 's/^/    /' "$OUT/peer.vgpu"; fi
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
 compare ipc_event "$PROGS/prog_ipc_event"
@@ -108,7 +121,9 @@ bad=0; for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
 [ $bad -eq 0 ] && pass "8 concurrent clients" || fail "$bad of 8 concurrent clients failed"
 
 # A client killed mid-stream: everything it held on the GPU comes back.
-used() { "$BIN/vgpuctl" --socket "$sock" --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p'; }
+used() { # on every device
+    "$BIN/vgpuctl" --socket "$sock" --json | grep -o '"used_mem":[0-9]*' | cut -d: -f2 | awk '{s += $1} END {print s + 0}'
+}
 sessions() { "$BIN/vgpuctl" --socket "$sock" --json | sed -n 's/.*"totals":{"sessions":\([0-9]*\).*/\1/p'; }
 before=$(used)
 "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_hold" "$K/basic.fatbin" >"$OUT/hold.out" 2>&1 &

@@ -1277,6 +1277,21 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
     ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
     free(out);
+    /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */
+    long long peer_calls = -1, peer_errors = -1;
+    for (int i = 0; i < 50 && peer_calls <= 0; i++, usleep(100000)) {
+        struct json *st = status();
+        peer_calls = num(st, "served.ops.CopyPeer.calls");
+        peer_errors = num(st, "served.ops.CopyPeer.errors");
+        json_free(st);
+    }
+    ck_assert_msg(peer_calls >= 3, "the worker copied between the vGPUs %lld times", peer_calls);
+    ck_assert_int_eq(peer_errors, 0);
+    /* NVML lists the process's assembly (vgpu-run --vgpu), as CUDA does: one vGPU of the two. */
+    setenv("VGPU_ASSEMBLY", "device=1", 1);
+    ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, &out), 0);
+    free(out);
+    unsetenv("VGPU_ASSEMBLY");
     /* CUDA_VISIBLE_DEVICES, as the driver reads it: the devices listed, in that order, up to the
      * first entry that names none. */
     setenv("CUDA_VISIBLE_DEVICES", "1,0", 1);
