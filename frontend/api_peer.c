@@ -1,6 +1,8 @@
-/* Driver API: peers, two vGPUs of one tenant. A tenant's vGPUs do not map each other's memory, so
- * peer access is not offered (cuDeviceCanAccessPeer answers 0 and cuCtxEnablePeerAccess
- * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, as natively between GPUs without a peer link). A copy between
+/* Driver API: peers, two vGPUs of one tenant. Two vGPUs of this node on two GPUs that reach each
+ * other (NVLink, PCIe P2P) offer peer access, which the tenant's worker gives its contexts: a kernel
+ * of one dereferences the other's memory as natively. Otherwise (the same GPU, another node's vGPU,
+ * vgpud swapping) cuDeviceCanAccessPeer answers 0 and cuCtxEnablePeerAccess
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, as natively between GPUs without a peer link. A copy between
  * two of them (cuMemcpyPeer, or cuMemcpy with unified addressing) runs in the tenant's worker,
  * device to device, when it serves both (both vGPUs this node's); otherwise (one is another node's,
  * or the worker swaps) it goes through the client, as a driver copies between GPUs without peer
@@ -15,20 +17,22 @@
 /* The bounce buffer's size: one chunk of a peer copy. */
 #define PEER_CHUNK (8u << 20)
 
-static CUresult two_devices(CUdevice a, CUdevice b)
+/* Whether vGPU a's contexts may be given access to vGPU b's memory. */
+static bool peer_capable(const struct fe_device *a, const struct fe_device *b)
 {
-    struct fe_device *d;
-    FE_RETURN_IF(fe_device(a, &d));
-    FE_RETURN_IF(fe_device(b, &d));
-    return CUDA_SUCCESS;
+    uint32_t flags = a->info.flags | b->info.flags;
+    return a != b && !(flags & (VGPU_DEVICE_REMOTE | VGPU_DEVICE_NO_PEER)) && a->info.index != b->info.index &&
+           b->info.index < 32 && (a->info.peers >> b->info.index & 1);
 }
 
 CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 {
     if (!can)
         return CUDA_ERROR_INVALID_VALUE;
-    FE_RETURN_IF(two_devices(dev, peer));
-    *can = 0;
+    struct fe_device *a, *b;
+    FE_RETURN_IF(fe_device(dev, &a));
+    FE_RETURN_IF(fe_device(peer, &b));
+    *can = peer_capable(a, b);
     return CUDA_SUCCESS;
 }
 
@@ -36,40 +40,50 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevic
 {
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
-    FE_RETURN_IF(two_devices(src, dst));
+    struct fe_device *a, *b;
+    FE_RETURN_IF(fe_device(src, &a));
+    FE_RETURN_IF(fe_device(dst, &b));
     if (src == dst)
         return CUDA_ERROR_INVALID_DEVICE;
     switch (attr) {
-    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
     case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+        *value = peer_capable(a, b);
+        return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
-        *value = 0;
+        *value = 0; /* not promised: what the link between the GPUs allows is not known here */
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
-CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+/* Ask the worker to give the current context access to peer's memory, or take it back. */
+static CUresult peer_access(CUcontext peer, bool enable)
 {
     struct fe_ctx *c, *p;
-    FE_RETURN_IF(fe_current(&c, NULL));
-    FE_RETURN_IF(fe_ctx_get(peer, &p, NULL));
-    if (flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p == c)
-        return CUDA_ERROR_INVALID_DEVICE;
-    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    struct fe_chan *ch, *pch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_RETURN_IF(fe_ctx_get(peer, &p, &pch));
+    /* Its own device (itself included) is no peer, as the driver says. */
+    if (p == c || pch == ch || !peer_capable(&fe.devices[ch->device], &fe.devices[pch->device]))
+        return enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    FE_REQ(q, PeerAccess);
+    q.peer = (uint32_t)fe.devices[pch->device].vgpu;
+    q.peer_ctx = p->id;
+    q.enable = enable;
+    return FE_POST(ch, c->id, PeerAccess, &q, true);
 }
 
-CUresult cuCtxDisablePeerAccess(CUcontext peer)
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
 {
-    struct fe_ctx *c, *p;
-    FE_RETURN_IF(fe_current(&c, NULL));
-    FE_RETURN_IF(fe_ctx_get(peer, &p, NULL));
-    return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    return peer_access(peer, true);
 }
+
+CUresult cuCtxDisablePeerAccess(CUcontext peer) { return peer_access(peer, false); }
 
 bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
 {

@@ -35,6 +35,7 @@ struct vmm_mapping {
     uint64_t base, size;
     struct vmm_alloc *alloc;
     unsigned long long access; /* its device's CUmemAccess_flags */
+    unsigned long long peer_access[VGPU_MAX_DEVICES]; /* other vGPUs' (by device ordinal), peer access */
 };
 
 static struct {
@@ -434,25 +435,33 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
             return CUDA_ERROR_INVALID_VALUE;
         struct fe_device *d;
         FE_RETURN_IF(fe_device((CUdevice)desc[i].location.id, &d));
-        if (desc[i].location.id != device && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
-            return CUDA_ERROR_NOT_SUPPORTED; /* another vGPU's access: no peer access */
+        /* Another vGPU's access: where peer access is offered (cuDeviceCanAccessPeer). */
+        int can = 0;
+        if (desc[i].location.id != device && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            (cuDeviceCanAccessPeer(&can, desc[i].location.id, device) != CUDA_SUCCESS || !can))
+            return CUDA_ERROR_NOT_SUPPORTED;
     }
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(device, &ch));
     for (size_t i = 0; i < count; i++) {
-        if (desc[i].location.id != device)
-            continue;
+        int id = desc[i].location.id;
         FE_REQ(q, MemSetAccess);
         q.ptr = ptr;
         q.size = size;
         q.flags = desc[i].flags;
-        FE_RETURN_IF(FE_CALL(ch, 0, MemSetAccess, &q, NULL));
+        q.peer = id == device ? 0 : (uint32_t)fe.devices[id].vgpu + 1;
+        CUresult r = FE_CALL(ch, 0, MemSetAccess, &q, NULL);
+        if (r != CUDA_SUCCESS && !(r == CUDA_ERROR_NOT_SUPPORTED && id != device && !q.flags))
+            return r; /* taking back access that was never given is no error */
         pthread_mutex_lock(&vmm.mu);
         for (uint64_t at = ptr; at < ptr + size;) {
             struct vmm_mapping *mp = mapping_of(at);
             if (!mp)
                 break;
-            mp->access = desc[i].flags;
+            if (id == device)
+                mp->access = desc[i].flags;
+            else
+                mp->peer_access[id] = desc[i].flags;
             at = mp->base + mp->size;
         }
         pthread_mutex_unlock(&vmm.mu);
@@ -470,7 +479,7 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
     pthread_mutex_lock(&vmm.mu);
     struct vmm_mapping *mp = mapping_of(ptr);
     if (mp)
-        *flags = mp->alloc->device == location->id ? mp->access : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        *flags = mp->alloc->device == location->id ? mp->access : mp->peer_access[location->id];
     pthread_mutex_unlock(&vmm.mu);
     return mp ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -13,13 +13,27 @@ CUresult vgpu_handle_CtxCreate(struct vgpu_call *c, const struct vgpu_req_CtxCre
 {
     (void)a;
     CUresult r;
+    pthread_mutex_lock(&c->ch->shared_mu); /* the tenant's other channels find contexts under it */
     struct srv_obj *o = vchannel_add(c, SRV_CTX, q->id, &r);
-    if (!o)
-        return r;
-    r = OPS(c)->ctx_create(EXEC(c), c->ch->device, q->flags, &o->x);
-    if (r != CUDA_SUCCESS)
+    if (o && (r = OPS(c)->ctx_create(EXEC(c), c->ch->device, q->flags, &o->x)) != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_CTX, q->id);
+    pthread_mutex_unlock(&c->ch->shared_mu);
     return r;
+}
+
+CUresult vgpu_handle_PeerAccess(struct vgpu_call *c, const struct vgpu_req_PeerAccess *q, struct vgpu_rsp_PeerAccess *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->enable > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (q->peer == c->ch->vgpu)
+        return q->enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    if (!c->ch->host->peer_access)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    return c->ch->host->peer_access(c->ch, c->ctx->x, q->peer, q->peer_ctx, q->enable != 0);
 }
 
 CUresult vgpu_handle_CtxDestroy(struct vgpu_call *c, const struct vgpu_req_CtxDestroy *q, struct vgpu_rsp_CtxDestroy *a)

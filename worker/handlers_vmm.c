@@ -266,6 +266,12 @@ CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_Mem
     (void)a;
     if (q->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !whole_mappings(c->ch, q->ptr, q->size))
         return CUDA_ERROR_INVALID_VALUE;
+    if (q->peer) { /* another vGPU's device reaches these mappings; they stay this channel's memory */
+        int dev = c->ch->host->peer_device ? c->ch->host->peer_device(c->ch, q->peer - 1) : -1;
+        if (dev < 0 || dev == c->ch->device || !OPS(c)->vmm_set_peer_access)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        return OPS(c)->vmm_set_peer_access(EXEC(c), dev, q->ptr, q->size, q->flags);
+    }
     CUresult r = OPS(c)->vmm_set_access(EXEC(c), c->ch->device, q->ptr, q->size, q->flags);
     if (r != CUDA_SUCCESS)
         return r;

@@ -97,6 +97,37 @@ static CUresult peer_range(const struct vchannel *ch, uint32_t vgpu, uint64_t p,
     return r;
 }
 
+/* Peer access from ctx (of ch) to context ctx_id of the tenant's vGPU at index vgpu, served here. */
+static CUresult peer_access(const struct vchannel *ch, void *ctx, uint32_t vgpu, uint32_t ctx_id, bool enable)
+{
+    if (w.swap_on || !w.x->ops->ctx_peer)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    CUresult r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    pthread_mutex_lock(&w.mu); /* its channel stays while this is held */
+    for (unsigned i = 0; i < w.nchans; i++) {
+        struct vchannel *o = w.chans[i].ch;
+        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished)) {
+            r = vchannel_peer_access(o, ctx_id, ctx, enable);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w.mu);
+    return r;
+}
+
+static int peer_device(const struct vchannel *ch, uint32_t vgpu)
+{
+    int dev = -1;
+    pthread_mutex_lock(&w.mu);
+    for (unsigned i = 0; i < w.nchans && !w.swap_on; i++) {
+        const struct vchannel *o = w.chans[i].ch;
+        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished))
+            dev = o->device;
+    }
+    pthread_mutex_unlock(&w.mu);
+    return dev;
+}
+
 /* What the worker's contexts hold on the channel's device, for vgpud's accounting: the executor's
  * own count where it keeps one, else the channels' allocations. */
 static void memory_changed(struct vchannel *ch)
@@ -452,6 +483,13 @@ static int probe(void)
         if (w.x->ops->device_info(w.x, i, info) != CUDA_SUCCESS)
             LOG_WARN("device %d: incomplete description", i);
         offered(info);
+        info->index = (uint32_t)i;
+        info->peers = 0;
+        for (int p = 0; p < count && p < 32 && w.x->ops->can_access_peer; p++) {
+            int can = 0;
+            if (p != i && w.x->ops->can_access_peer(w.x, i, p, &can) == CUDA_SUCCESS && can)
+                info->peers |= 1u << p;
+        }
     }
     int e = worker_send(msg, size, NULL, 0);
     free(msg);
@@ -564,6 +602,8 @@ static int start(void)
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
             .peer_range = peer_range,
+            .peer_access = peer_access,
+            .peer_device = peer_device,
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,
             .ipc_drop = worker_ipc_drop,

@@ -505,7 +505,10 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     }
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
     gate_forget(&ch->gate, c->x, NULL, true);
+    pthread_mutex_lock(&ch->shared_mu); /* another channel may be giving it peer access */
     ch->x->ops->ctx_destroy(ch->x, c->x);
+    c->x = NULL;
+    pthread_mutex_unlock(&ch->shared_mu);
     vswap_drop_ctx(ch, ctx_id);
     for (int k = SRV_STREAM; k < SRV_KINDS; k++) {
         struct srv_table *t = &ch->tables[k];
@@ -523,7 +526,18 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
     vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
     shm_quota_refund(ch->acct, freed);
     atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
+    pthread_mutex_lock(&ch->shared_mu);
     vchannel_remove(ch, SRV_CTX, ctx_id);
+    pthread_mutex_unlock(&ch->shared_mu);
+}
+
+CUresult vchannel_peer_access(struct vchannel *ch, uint32_t ctx_id, void *ctx, bool enable)
+{
+    pthread_mutex_lock(&ch->shared_mu);
+    struct srv_obj *o = srv_table_get(&ch->tables[SRV_CTX], ctx_id);
+    CUresult r = !o || !o->x ? CUDA_ERROR_INVALID_CONTEXT : ch->x->ops->ctx_peer(ch->x, ctx, o->x, enable);
+    pthread_mutex_unlock(&ch->shared_mu);
+    return r;
 }
 
 /* ---------------------------------------------------------------- the poller */
@@ -667,8 +681,8 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     ch->session = p->session;
     ch->vgpu = p->vgpu;
     ch->device = p->device;
-    pthread_mutex_init(&ch->ranges_mu, NULL);
-    ch->ranges.mu = &ch->ranges_mu;
+    pthread_mutex_init(&ch->shared_mu, NULL);
+    ch->ranges.mu = &ch->shared_mu;
     ch->x = host->x;
     ch->host_code = p->host_code;
     ch->base = mem->base;
@@ -745,7 +759,7 @@ void vchannel_free(struct vchannel *ch)
     for (int k = 0; k < SRV_KINDS; k++)
         srv_table_free(&ch->tables[k]);
     vgpu_ranges_free(&ch->ranges);
-    pthread_mutex_destroy(&ch->ranges_mu);
+    pthread_mutex_destroy(&ch->shared_mu);
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
     vswap_fini(ch);

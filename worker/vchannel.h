@@ -51,6 +51,12 @@ struct vchannel_host {
     /* Whether [p, p+n) is device memory of the vGPU at index vgpu of ch's tenant, served here too
      * (CopyPeer): a CUresult (CUDA_ERROR_NOT_SUPPORTED: it is not served here). Optional. */
     CUresult (*peer_range)(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n);
+    /* Enable or disable peer access from ctx (an executor context of ch) to context ctx_id of that
+     * vGPU (PeerAccess): a CUresult. Optional. */
+    CUresult (*peer_access)(const struct vchannel *ch, void *ctx, uint32_t vgpu, uint32_t ctx_id, bool enable);
+    /* The device of that vGPU, when peer access to it may be given (its mappings' access), else -1.
+     * Optional. */
+    int (*peer_device)(const struct vchannel *ch, uint32_t vgpu);
     /* IPC handles (all optional; without them IPC answers CUDA_ERROR_NOT_SUPPORTED): publish an
      * allocation (the executor's blob and descriptor, which stays the caller's) and learn its token;
      * find what a token names for a device (*fd: the caller's to close, or -1); forget a token. The
@@ -143,8 +149,10 @@ struct vchannel {
 
     /* touched only by the poller thread */
     struct srv_table tables[SRV_KINDS];
-    struct vgpu_ranges ranges;   /* changed by the poller only, under ranges_mu (CopyPeer reads it) */
-    pthread_mutex_t ranges_mu;
+    struct vgpu_ranges ranges;   /* changed by the poller only, under shared_mu (CopyPeer reads it) */
+    /* What the tenant's other channels look at from their threads: ranges' changes, and contexts
+     * made or destroyed (PeerAccess finds a context under it, so it is not destroyed meanwhile). */
+    pthread_mutex_t shared_mu;
     struct vgpu_ranges reserved; /* address reservations of the VMM API */
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct ipc_export *exports;  /* its allocations shared through IPC handles */
@@ -182,6 +190,10 @@ struct vchannel_params {
     struct vgpu_channel_layout layout;
     struct vgpu_chan_stats *acct; /* where its accounting goes (NULL: inside the channel) */
 };
+
+/* From another channel's thread: enable or disable peer access from executor context ctx (of another
+ * device) to ch's context ctx_id. A CUresult (CUDA_ERROR_INVALID_CONTEXT: ch has no such context). */
+CUresult vchannel_peer_access(struct vchannel *ch, uint32_t ctx_id, void *ctx, bool enable);
 
 /* Create a channel in mem (a memfd mapped by the caller, or a guest's pages), which the channel
  * owns from here on: it is released on failure too. create: this side lays the channel out (the

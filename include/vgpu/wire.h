@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 20u
+#define VGPU_PROTO_VERSION 21u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -308,11 +308,15 @@ struct vgpu_device_info {
      * private export table for its kernel heuristics; layout_len 0: not available. */
     uint32_t layout_len;
     uint32_t flags; /* VGPU_DEVICE_* */
+    uint32_t index; /* the device's index on its node */
+    uint32_t peers; /* the devices of its node it can access as peers (bit per index) */
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 /* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and
  * copies stage through the channel's slots. */
 #define VGPU_DEVICE_REMOTE 1u
+/* Peer access between vGPUs is not offered (vgpud swaps their memory in and out). */
+#define VGPU_DEVICE_NO_PEER 2u
 
 #define VGPU_MAX_DEVICES 16u
 

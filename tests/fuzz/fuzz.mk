@@ -43,9 +43,11 @@ $(FUZZ_O)/libfuzzed.a: $(FUZZ_OBJ)
 $(FUZZ_O)/fuzz_%: $(FUZZ_O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_O)/libfuzzed.a
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ $(PKG_LIBS) -ldl -lm
 
+# Rebuilt when the headers it writes messages of change (their versions are in the seeds).
 $(FUZZ_O)/seeds: tests/fuzz/seeds.c | $(GEN)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -Iremote -o $@ $<
+	$(CC) $(CFLAGS_ALL) -Iremote -MMD -MP -o $@ $<
+-include $(FUZZ_O)/seeds.d
 
 # A bounded run of each, from the committed seeds (new inputs go to a scratch corpus).
 check-fuzz: $(FUZZ_BIN)

@@ -58,7 +58,9 @@ compare register "$PROGS/prog_register"
 compare vmm "$PROGS/prog_vmm"
 compare tensor_map "$PROGS/prog_tensor_map"
 compare pool "$PROGS/prog_pool"
-# Two vGPUs of this node (of two GPUs where there are two): their copies run in the worker.
+# Two vGPUs of this node (of two GPUs where there are two): their copies run in the worker, and
+# where the GPUs reach each other, a kernel of one reads the other's memory, as natively.
+compare peer "$PROGS/prog_peer" "$K/basic.fatbin"
 peer_dev=$(($(nvidia-smi -L | wc -l) > 1 ? 1 : 0))
 in_worker() { # the copies were served as CopyPeer (once the session has ended), none refused
     for _ in $(seq 30); do
@@ -67,10 +69,10 @@ in_worker() { # the copies were served as CopyPeer (once the session has ended),
     done
     return 1
 }
-if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu device=$peer_dev -- "$PROGS/prog_peer" >"$OUT/peer.vgpu" 2>&1 &&
-    in_worker
-then pass "peer: $(tail -1 "$OUT/peer.vgpu"), device to device in the worker"
-else fail "peer"; sed 's/^/    /' "$OUT/peer.vgpu"; fi
+if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu device=$peer_dev -- "$PROGS/prog_peer" "$K/basic.fatbin" \
+    >"$OUT/peer-pair.vgpu" 2>&1 && in_worker
+then pass "peer-pair: $(tail -1 "$OUT/peer-pair.vgpu"), copies device to device in the worker"
+else fail "peer-pair"; sed 's/^/    /' "$OUT/peer-pair.vgpu"; fi
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
 compare ipc_event "$PROGS/prog_ipc_event"

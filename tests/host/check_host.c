@@ -1274,8 +1274,10 @@ START_TEST(test_peer)
 {
     pid_t d = start_other_vgpud("peer", "--emu-devices", "2", NULL, NULL);
     char *out;
-    ck_assert_int_eq(run_prog("prog_peer", NULL, NULL, &out), 0);
+    ck_assert_int_eq(run_prog("prog_peer", emu_module, NULL, &out), 0);
     ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
+    /* Two emu devices reach each other: peer access is offered, and a kernel reads the other's memory. */
+    ck_assert_msg(strstr(out, "peer access: enabled, a kernel of device 0 read device 1's memory, disabled"), "%s", out);
     free(out);
     /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */
     long long peer_calls = -1, peer_errors = -1;

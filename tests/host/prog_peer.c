@@ -1,12 +1,73 @@
 /* Two vGPUs of one tenant: copies between them with cuMemcpyPeer, cuMemcpyPeerAsync and cuMemcpy
  * (unified addressing), of 1 byte, an odd size and more than one chunk of a staged copy, and host
  * memory into and out of the other device's memory while one device's context is current; the
- * peer queries. Checked against the data written. Natively on one GPU it says so and stops. */
+ * peer queries; where the devices offer peer access, enabling it (twice: the second is refused) and
+ * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it.
+ * Checked against the data written. Natively on one GPU it says so and stops.
+ *   prog_peer [MODULE] */
 #include <string.h>
 
 #include "progutil.h"
 
-int main(void)
+/* A kernel of device 0 adds a vector of device 1's memory to one of its own. */
+static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
+{
+    const int n = 1 << 16;
+    size_t bytes = n * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    EXPECT(a && b && c, "memory");
+    for (int i = 0; i < n; i++)
+        a[i] = (float)i, b[i] = 0.5f * (float)i;
+    CUdeviceptr da, db, dc;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&da, bytes));
+    CHECK(cuMemcpyHtoD(da, a, bytes));
+    CHECK(cuCtxSetCurrent(c0));
+    CUmodule m = prog_module(module);
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, m, "vecadd"));
+    CHECK(cuMemAlloc(&db, bytes));
+    CHECK(cuMemAlloc(&dc, bytes));
+    CHECK(cuMemcpyHtoD(db, b, bytes));
+    int count = n;
+    void *args[] = {&da, &db, &dc, &count};
+    CHECK(cuLaunchKernel(f, (unsigned)(n / 256), 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemcpyDtoH(c, dc, bytes));
+    for (int i = 0; i < n; i++)
+        EXPECT(c[i] == a[i] + b[i], "c[%d] = %f, expected %f", i, c[i], a[i] + b[i]);
+    CHECK(cuModuleUnload(m));
+    CHECK(cuMemFree(db));
+    CHECK(cuMemFree(dc));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemFree(da));
+    CHECK(cuCtxSetCurrent(c0));
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* Peer access from device 0's context to device 1's, where it is offered. */
+static void peer_access(int can, const char *module, CUcontext c0, CUcontext c1)
+{
+    CHECK(cuCtxSetCurrent(c0));
+    if (!can) {
+        EXPECT(cuCtxEnablePeerAccess(c1, 0) == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access enabled");
+        printf("peer access: not offered\n");
+        return;
+    }
+    EXPECT(cuCtxEnablePeerAccess(c1, 1) == CUDA_ERROR_INVALID_VALUE, "flags taken");
+    printf("peer access to itself: %d\n", (int)cuCtxEnablePeerAccess(c0, 0));
+    CHECK(cuCtxEnablePeerAccess(c1, 0));
+    EXPECT(cuCtxEnablePeerAccess(c1, 0) == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "enabled twice");
+    if (module)
+        peer_kernel(module, c0, c1);
+    CHECK(cuCtxDisablePeerAccess(c1));
+    EXPECT(cuCtxDisablePeerAccess(c1) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "disabled twice");
+    printf("peer access: enabled%s, disabled\n", module ? ", a kernel of device 0 read device 1's memory" : "");
+}
+
+int main(int argc, char **argv)
 {
     CHECK(cuInit(0));
     int count = 0;
@@ -73,6 +134,7 @@ int main(void)
         free(a);
         free(b);
     }
+    peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     CHECK(cuCtxSetCurrent(NULL));
     CHECK(cuDevicePrimaryCtxRelease(d0));
     CHECK(cuDevicePrimaryCtxRelease(d1));

@@ -35,6 +35,9 @@ struct emu_module;
 
 /* A context owns its streams, events, modules and allocations. One mutex and condition variable
  * per context order everything inside it; workers sleep on the condition variable. */
+/* Contexts of other devices one context may have peer access to at once. */
+#define EMU_MAX_PEERS 16
+
 struct emu_ctx {
     struct emu_exec *x;
     struct emu_device *dev;
@@ -50,6 +53,8 @@ struct emu_ctx {
     struct emu_module *modules;      /* linked list */
     struct emu_event *events;        /* live events (doubly linked) */
     uint64_t limits[16];
+    struct emu_ctx *peers[EMU_MAX_PEERS]; /* contexts whose memory it was given access to */
+    unsigned npeers;
 };
 
 enum emu_op_kind { EMU_OP_COPY, EMU_OP_MEMSET, EMU_OP_KERNEL, EMU_OP_RECORD, EMU_OP_CALLBACK, EMU_OP_MEM_OPS, EMU_OP_NOTHING };
@@ -306,6 +311,7 @@ CUresult emu_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, voi
 CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
 CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
+CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
 
 /* emu_tensor_map.c (executor.h's tensor_map). */
 CUresult emu_tensor_map(struct vgpu_exec *x, const struct vgpu_tensor_map_args *a, uint64_t map[VGPU_TENSOR_MAP_BYTES / 8]);

@@ -154,6 +154,16 @@ CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
     return inaccessible((void *)(uintptr_t)ptr, size, true) == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* Every emu device reaches this process's memory: another device's access is given already (the
+ * protection of the pages is their own device's). */
+CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
+{
+    (void)ptr, (void)size;
+    if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return flags <= CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
 {
     if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)

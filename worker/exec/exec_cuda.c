@@ -37,6 +37,9 @@
     X(cuCtxDestroy_v2)                                                                                 \
     X(cuCtxSetCurrent)                                                                                 \
     X(cuCtxSynchronize)                                                                                \
+    X(cuDeviceCanAccessPeer)                                                                           \
+    X(cuCtxEnablePeerAccess)                                                                           \
+    X(cuCtxDisablePeerAccess)                                                                          \
     X(cuCtxGetLimit)                                                                                   \
     X(cuCtxSetLimit)                                                                                   \
     X(cuCtxGetStreamPriorityRange)                                                                     \
@@ -351,6 +354,20 @@ static CUresult cuda_ctx_destroy(struct vgpu_exec *x, void *ctx)
     free(cc->spare);
     free(cc);
     return r;
+}
+
+static CUresult cuda_can_access_peer(struct vgpu_exec *x, int dev, int peer, int *can)
+{
+    if (dev < 0 || dev >= CX(x)->device_count || peer < 0 || peer >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return API(x)->cuDeviceCanAccessPeer(can, CX(x)->devices[dev], CX(x)->devices[peer]);
+}
+
+static CUresult cuda_ctx_peer(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable)
+{
+    BIND(x, ctx);
+    CUcontext peer = ((struct cuda_ctx *)peer_ctx)->c;
+    return enable ? API(x)->cuCtxEnablePeerAccess(peer, 0) : API(x)->cuCtxDisablePeerAccess(peer);
 }
 
 static CUresult cuda_ctx_synchronize(struct vgpu_exec *x, void *ctx)
@@ -1742,6 +1759,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
     .ctx_synchronize = cuda_ctx_synchronize,
+    .can_access_peer = cuda_can_access_peer,
+    .ctx_peer = cuda_ctx_peer,
     .ctx_get_limit = cuda_ctx_get_limit,
     .ctx_set_limit = cuda_ctx_set_limit,
     .ctx_stream_priority_range = cuda_ctx_stream_priority_range,
@@ -1762,6 +1781,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .vmm_map = cuda_vmm_map,
     .vmm_unmap = cuda_vmm_unmap,
     .vmm_set_access = cuda_vmm_set_access,
+    .vmm_set_peer_access = cuda_vmm_set_access,
     .pool_default = cuda_pool_default,
     .pool_create = cuda_pool_create,
     .pool_destroy = cuda_pool_destroy,

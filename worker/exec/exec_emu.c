@@ -80,6 +80,42 @@ static CUresult emu_ctx_destroy(struct vgpu_exec *x, void *ctx)
     return CUDA_SUCCESS;
 }
 
+/* Every emu device's memory is this process's: any device reaches another's, once allowed. */
+static CUresult emu_can_access_peer(struct vgpu_exec *x, int dev, int peer, int *can)
+{
+    int n = x->ops->device_count(x);
+    if (dev < 0 || dev >= n || peer < 0 || peer >= n)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *can = dev != peer;
+    return CUDA_SUCCESS;
+}
+
+/* The driver's bookkeeping of who was given access, with its errors. */
+static CUresult emu_ctx_peer(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable)
+{
+    (void)x;
+    struct emu_ctx *c = CTX(ctx), *p = CTX(peer_ctx);
+    if (c->dev == p->dev)
+        return enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    pthread_mutex_lock(&c->mu);
+    unsigned at = 0;
+    while (at < c->npeers && c->peers[at] != p)
+        at++;
+    CUresult r = CUDA_SUCCESS;
+    if (enable && at < c->npeers)
+        r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    else if (enable && c->npeers == EMU_MAX_PEERS)
+        r = CUDA_ERROR_TOO_MANY_PEERS;
+    else if (enable)
+        c->peers[c->npeers++] = p;
+    else if (at == c->npeers)
+        r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    else
+        c->peers[at] = c->peers[--c->npeers];
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
 static CUresult emu_ctx_synchronize(struct vgpu_exec *x, void *ctx)
 {
     (void)x;
@@ -880,6 +916,8 @@ static const struct vgpu_exec_ops emu_ops = {
     .ctx_create = emu_ctx_create,
     .ctx_destroy = emu_ctx_destroy,
     .ctx_synchronize = emu_ctx_synchronize,
+    .can_access_peer = emu_can_access_peer,
+    .ctx_peer = emu_ctx_peer,
     .ctx_get_limit = emu_ctx_get_limit,
     .ctx_set_limit = emu_ctx_set_limit,
     .ctx_stream_priority_range = emu_ctx_stream_priority_range,
@@ -899,6 +937,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .vmm_map = emu_vmm_map,
     .vmm_unmap = emu_vmm_unmap,
     .vmm_set_access = emu_vmm_set_access,
+    .vmm_set_peer_access = emu_vmm_set_peer_access,
     .pool_default = emu_pool_default,
     .pool_create = emu_pool_create,
     .pool_export = emu_pool_export,

@@ -60,6 +60,10 @@ struct vgpu_exec_ops {
     /* ---- contexts */
     CUresult (*ctx_create)(struct vgpu_exec *x, int dev, unsigned flags, void **ctx);
     CUresult (*ctx_destroy)(struct vgpu_exec *x, void *ctx);
+    /* Peers (both optional): whether device dev can access device peer's memory; enable or disable
+     * ctx's access to peer_ctx's (another device's), with the driver's errors. */
+    CUresult (*can_access_peer)(struct vgpu_exec *x, int dev, int peer, int *can);
+    CUresult (*ctx_peer)(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable);
     CUresult (*ctx_synchronize)(struct vgpu_exec *x, void *ctx);
     CUresult (*ctx_get_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value);
     CUresult (*ctx_set_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t value);
@@ -94,6 +98,8 @@ struct vgpu_exec_ops {
     CUresult (*vmm_map)(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
     CUresult (*vmm_unmap)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
     CUresult (*vmm_set_access)(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
+    /* Device dev's access to another device's mappings (optional: without it, none is given). */
+    CUresult (*vmm_set_peer_access)(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
     /* Stream-ordered allocation on device dev: its default pool (*pool stays the executor's; never
      * destroyed), created pools (max_size 0: no limit), their attributes (a CUmemPool_attribute,
      * int ones widened; set: write *value, else read it) and trimming; allocations from a pool
