@@ -317,6 +317,9 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
         c->link_bytes_out += send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
     c->link_bytes_out += len - sizeof m;
     sess_send(rs, link, m.kind, channel, m.offset, buf + sizeof m, len - sizeof m);
+    /* A node that takes less than its tenants send: they wait, rather than vgpud's memory growing. */
+    if (remote_backlog(rs->links, link) > srv->opt.remote_backlog)
+        workers_pause(srv, w, link);
 }
 
 /* ---------------------------------------------------------------- what the links say */
@@ -344,6 +347,9 @@ static void on_link_up(struct rsess *rs, const struct remote_event *e)
 
 static void on_link_down(struct rsess *rs, const struct remote_event *e)
 {
+    for (struct worker *w = rs->srv->workers; w; w = w->next)
+        if (w->paused_on == e->link)
+            workers_resume(rs->srv, w);
     server_remote_lost(rs->srv, e->link, 0, CUDA_ERROR_DEVICE_UNAVAILABLE);
     for (struct served *sv = rs->served; sv; sv = sv->next_served)
         if (sv->link == e->link)
@@ -432,6 +438,10 @@ void remote_sessions_events(struct server *srv)
 void remote_sessions_tick(struct server *srv)
 {
     struct rsess *rs = srv->rsess;
+    /* Workers waiting for a link go on once a quarter of its backlog is left (or it has gone). */
+    for (struct worker *w = srv->workers; w && rs; w = w->next)
+        if (w->paused_on && remote_backlog(rs->links, w->paused_on) <= srv->opt.remote_backlog / 4)
+            workers_resume(srv, w);
     for (struct served *sv = rs ? rs->served : NULL; sv; sv = sv->next_served) {
         struct session *s = server_session(srv, sv->session);
         struct schan *c = s ? s->chans[0] : NULL;

@@ -95,6 +95,7 @@ struct server_options {
     /* Remote vGPUs: how their workers gather records (vgpud --remote-batch RECORDS,BYTES,WAIT_US). */
     uint32_t remote_batch_records, remote_batch_bytes;
     uint64_t remote_batch_wait_ns;
+    uint64_t remote_backlog; /* a link's unsent bytes at which the workers feeding it wait */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONITOR, SESSION_CLOSING };

@@ -108,6 +108,9 @@ static void usage(FILE *f)
             "  --remote-batch N,SIZE,US  a remote vGPU's asynchronous calls travel in batches of at most N\n"
             "                         calls and SIZE bytes, a batch that is not full waiting US for more\n"
             "                         (default 64,256K,20; 1,0,0: each call alone)\n"
+            "  --remote-backlog SIZE  when this much waits to go to a slow node, the workers that send it\n"
+            "                         wait (their tenants with them) until a quarter of it has gone\n"
+            "                         (default 64M)\n"
             "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"
             "                         others' from there (needs --node)\n"
             "  --cluster-ttl S        the lease: a node that stops renewing it drops out after S s (default 10)\n"
@@ -175,7 +178,8 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_ISOLATION, O_POOL, O_WORKER, O_WORKER_USER, O_SECCOMP, O_ADMIN, O_HELLO, O_STARTUPS, O_USER_STARTUPS,
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
-       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT };
+       O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT,
+       O_REMOTE_BACKLOG };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -218,6 +222,7 @@ static const struct option longopts[] = {
     {"profile", required_argument, 0, O_PROFILE},
     {"remote-batch", required_argument, 0, O_REMOTE_BATCH},
     {"remote-timeout", required_argument, 0, O_REMOTE_TIMEOUT},
+    {"remote-backlog", required_argument, 0, O_REMOTE_BACKLOG},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -424,6 +429,15 @@ static int apply(struct settings *st, int c, const char *arg)
             return 2;
         }
         st->remote.dead_ms = (unsigned)ms;
+        break;
+    }
+    case O_REMOTE_BACKLOG: {
+        uint64_t bytes = 0;
+        if (vgpu_parse_size(arg, &bytes) != 0 || bytes < (1u << 20) || bytes > (64ull << 30)) {
+            fprintf(stderr, "vgpud: --remote-backlog wants a size of 1M to 64G, not '%s'\n", arg);
+            return 2;
+        }
+        st->opt.remote_backlog = bytes;
         break;
     }
     case O_REMOTE_BATCH: {
@@ -884,6 +898,7 @@ int main(int argc, char **argv)
                 .remote_batch_records = SESSION_BATCH_RECORDS,
                 .remote_batch_bytes = SESSION_BATCH_BYTES,
                 .remote_batch_wait_ns = 20000,
+                .remote_backlog = 64ull << 20,
             },
         .level = VGPU_LOG_INFO,
         .etcd = {.ttl_s = 10},

@@ -136,6 +136,26 @@ static void watch_del(struct server *srv, int fd)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+void workers_pause(struct server *srv, struct worker *w, uint64_t link)
+{
+    struct epoll_event ev = {.events = 0, .data.ptr = &w->w_ctl};
+    if (w->paused_on || w->ctl < 0)
+        return;
+    w->paused_on = link;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
+    LOG_DEBUG("worker %d waits: its link's backlog is full", (int)w->pid);
+}
+
+void workers_resume(struct server *srv, struct worker *w)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->w_ctl};
+    if (!w->paused_on)
+        return;
+    w->paused_on = 0;
+    if (w->ctl >= 0)
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
+}
+
 static void worker_free(struct worker *w)
 {
     if (w->ctl >= 0)
@@ -638,7 +658,7 @@ static void on_control(struct server *srv, struct worker *w)
     static uint8_t buf[VGPU_MAX_MSG];
     /* A few at a time: one worker's messages must not keep the loop from everybody else's
      * (epoll comes back for the rest). */
-    for (int budget = 64; budget > 0 && w->ctl >= 0 && w->phase != WORKER_RETIRING; budget--) {
+    for (int budget = 64; budget > 0 && w->ctl >= 0 && w->phase != WORKER_RETIRING && !w->paused_on; budget--) {
         int fds[VGPU_MSG_MAX_FDS];
         unsigned nfds = 0;
         ssize_t n = vgpu_msg_recvv(w->ctl, buf, sizeof buf, fds, VGPU_MSG_MAX_FDS, &nfds, 0);

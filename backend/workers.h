@@ -42,6 +42,9 @@ struct worker {
     unsigned sessions;
     int64_t retired_ns;
     bool dead; /* reaped; freed at the end of the loop's turn */
+    /* A link it sent to holds too much that has not gone: its messages wait unread (their
+     * tenants with them) until the link drains or goes (0: reading). */
+    uint64_t paused_on;
     uint64_t offered; /* bytes of module images it offered the cache */
     char executor[16];
     /* Its statistics page (read-only here) and its scheduler slots. */
@@ -87,6 +90,9 @@ void workers_fill_pool(struct server *srv, bool all);
 /* A worker for this tenant: one already serving it (--isolation domain), one from the pool, or a
  * new one (starting: its Ready comes later). NULL when none can be had. */
 struct worker *workers_for_tenant(struct server *srv, const char *tenant, int domid, uid_t uid);
+/* Stop reading w's messages until workers_resume (backpressure from a slow link), or start again. */
+void workers_pause(struct server *srv, struct worker *w, uint64_t link);
+void workers_resume(struct server *srv, struct worker *w);
 /* A free scheduler and statistics slot of w; -1 if none. */
 int worker_slot_take(struct worker *w);
 void worker_slot_put(struct worker *w, unsigned slot);

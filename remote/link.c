@@ -67,6 +67,7 @@ struct bulk_op {
 
 /* Messages to send, from any thread, sent by the links' thread. */
 struct outgoing {
+    struct remote *r;
     uint64_t link;
     size_t len;
     struct outgoing *next;
@@ -109,6 +110,10 @@ struct remote {
     int inbox_fd;
     atomic_bool wake_pending;
     struct bulk_op *bulk_ops; /* the links' thread's */
+    /* Bytes of each link's messages not sent yet (vgpud's outbox and UCX's queue), by conn index,
+     * with the generation they count for: read by any thread (remote_backlog). */
+    _Atomic uint64_t backlog[MAX_CONNS];
+    _Atomic uint32_t backlog_gen[MAX_CONNS];
 };
 
 static uint64_t now_ms(void)
@@ -299,6 +304,8 @@ static struct conn *conn_new(struct remote *r)
             r->conns[i].gen = ++r->next_gen ? r->next_gen : ++r->next_gen;
             r->conns[i].peer = -1;
             r->conns[i].opened = now_ms();
+            atomic_store(&r->backlog[i], 0);
+            atomic_store(&r->backlog_gen[i], r->conns[i].gen);
             return &r->conns[i];
         }
     return NULL;
@@ -444,6 +451,39 @@ static void msg_sent(void *request, ucs_status_t status, void *user_data)
 }
 
 /* Send a copy of len bytes (the link needs no buffer of ours once this returns). */
+/* An outbox message is no longer waiting on its link. */
+static void uncount(struct remote *r, const struct outgoing *o)
+{
+    uint64_t i = o->link & 0xffff;
+    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(o->link >> 16))
+        atomic_fetch_sub(&r->backlog[i], o->len);
+}
+
+static void outgoing_sent(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    struct outgoing *o = user_data;
+    uncount(o->r, o);
+    free(o);
+    ucp_request_free(request);
+}
+
+/* Send an outbox message from where it is; it counts in the backlog until UCX is done with it. */
+static int send_outgoing(struct conn *c, struct outgoing *o)
+{
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FIELD_FLAGS,
+                             .cb.send = outgoing_sent,
+                             .user_data = o,
+                             .flags = UCP_AM_SEND_FLAG_REPLY};
+    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, AM_ID, NULL, 0, o->data, o->len, &p);
+    if (UCS_PTR_IS_PTR(req))
+        return 0; /* outgoing_sent frees it */
+    uncount(o->r, o);
+    free(o);
+    return req == NULL ? 0 : -1;
+}
+
 static int send_msg(struct conn *c, const void *msg, size_t len)
 {
     void *copy = malloc(len);
@@ -752,10 +792,15 @@ static void drain_outbox(struct remote *r)
             send_bulk(r, c, o);
             continue;
         }
-        if (o->bulk)
+        if (o->bulk) {
             o->sent(o->sent_arg);
-        else if (up && send_msg(c, o->data, o->len) != 0)
-            c->closing = "cannot send";
+        } else if (up) {
+            if (send_outgoing(c, o) != 0)
+                c->closing = "cannot send";
+            continue;
+        } else {
+            uncount(r, o);
+        }
         free(o);
     }
 }
@@ -969,8 +1014,11 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
     struct outgoing *o = malloc(sizeof *o + len);
     if (!o)
         return -1;
-    *o = (struct outgoing){.link = link, .len = len};
+    *o = (struct outgoing){.r = r, .link = link, .len = len};
     memcpy(o->data, msg, len);
+    uint64_t i = link & 0xffff;
+    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(link >> 16))
+        atomic_fetch_add(&r->backlog[i], len);
     outbox_push(r, o);
     return 0;
 }
@@ -981,10 +1029,19 @@ int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hd
     struct outgoing *o = malloc(sizeof *o + hdr_len);
     if (!o)
         return -1;
-    *o = (struct outgoing){.link = link, .len = hdr_len, .bulk = data, .bulk_len = len, .sent = sent, .sent_arg = arg};
+    *o = (struct outgoing){.r = r, .link = link, .len = hdr_len, .bulk = data, .bulk_len = len, .sent = sent,
+                           .sent_arg = arg};
     memcpy(o->data, hdr, hdr_len);
     outbox_push(r, o);
     return 0;
+}
+
+uint64_t remote_backlog(struct remote *r, uint64_t link)
+{
+    uint64_t i = link & 0xffff;
+    if (i >= MAX_CONNS || atomic_load(&r->backlog_gen[i]) != (uint32_t)(link >> 16))
+        return 0;
+    return atomic_load(&r->backlog[i]);
 }
 
 void remote_close_link(struct remote *r, uint64_t link, const char *why)
@@ -1089,12 +1146,13 @@ static void gpus_json(struct strbuf *b, const struct conn *c)
     strbuf_printf(b, "]");
 }
 
-static void conn_json(struct strbuf *b, const struct conn *c, uint64_t t)
+static void conn_json(struct remote *r, struct strbuf *b, const struct conn *c, uint64_t t)
 {
     strbuf_printf(b, ",\"state\":\"%s\",\"rtt_us\":%.1f,\"since_ms\":%llu", state_names[c->state], c->rtt_us,
                   (unsigned long long)(t - (c->state == L_UP ? c->up_since : c->opened)));
-    strbuf_printf(b, ",\"bulk_bytes_in\":%llu,\"bulk_bytes_out\":%llu", (unsigned long long)c->bulk_bytes_in,
-                  (unsigned long long)c->bulk_bytes_out);
+    strbuf_printf(b, ",\"bulk_bytes_in\":%llu,\"bulk_bytes_out\":%llu,\"backlog_bytes\":%llu",
+                  (unsigned long long)c->bulk_bytes_in, (unsigned long long)c->bulk_bytes_out,
+                  (unsigned long long)atomic_load(&r->backlog[c - r->conns]));
     gpus_json(b, c->state == L_UP ? c : NULL);
 }
 
@@ -1123,7 +1181,7 @@ void remote_view_json(struct remote *r, struct strbuf *b)
                       p->discovered ? "cluster" : "configured", p->refusals);
         strbuf_json_string(b, p->last_refusal);
         if (p->conn >= 0)
-            conn_json(b, &r->conns[p->conn], t);
+            conn_json(r, b, &r->conns[p->conn], t);
         else {
             strbuf_printf(b, ",\"state\":\"down\",\"rtt_us\":0,\"since_ms\":%llu",
                           (unsigned long long)(p->down_since ? t - p->down_since : 0));
@@ -1141,7 +1199,7 @@ void remote_view_json(struct remote *r, struct strbuf *b)
         strbuf_printf(b, ",\"address\":");
         strbuf_json_string(b, c->addr);
         strbuf_printf(b, ",\"direction\":\"in\",\"source\":\"dialed us\",\"refusals\":0,\"last_refusal\":\"\"");
-        conn_json(b, c, t);
+        conn_json(r, b, c, t);
         strbuf_printf(b, "}");
     }
     pthread_mutex_unlock(&r->mu);

@@ -98,6 +98,9 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);
  * remote_stop) whether or not they went. 0, or -1 (sent() will not run). Any thread. */
 int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
                      void (*sent)(void *arg), void *arg);
+/* Bytes of messages for link (remote_send) that have not gone yet: what a slow peer leaves queued
+ * here. 0 for a link that is gone. Any thread. */
+uint64_t remote_backlog(struct remote *r, uint64_t link);
 /* Close a link (its peer broke the sessions' protocol); why: a constant string, for the log. */
 void remote_close_link(struct remote *r, uint64_t link, const char *why);
 /* What node's link last said of its GPUs (free memory, vGPUs): how many. */

@@ -149,6 +149,23 @@ def do_nvml():
     return "%d device(s), as CUDA" % count.value
 
 
+def do_two_devices():
+    """Tensors moved between cuda:0 and cuda:1 (contiguous, and a strided view, which PyTorch copies
+    with a kernel where the devices have peer access), and a computation on each."""
+    torch = state["torch"]
+    if torch.cuda.device_count() < 2:
+        return "one device"
+    g = torch.Generator().manual_seed(2)
+    a = torch.randn(1024, 1024, generator=g)
+    x0 = a.to("cuda:0")
+    x1 = x0.to("cuda:1") * 2
+    back = x1.to("cuda:0") + x0
+    t1 = x0.t().to("cuda:1")
+    if not torch.equal(back.cpu(), a * 3) or not torch.equal(t1.cpu(), a.t()):
+        raise RuntimeError("the tensors changed on their way")
+    return "peer access %s" % torch.cuda.can_device_access_peer(0, 1)
+
+
 ok = step("import", do_import)
 ok = ok and step("cuda available", do_available)
 if ok:
@@ -161,3 +178,4 @@ if ok:
     step("torch.compile", do_compile("default"))
     step("torch.compile, mode reduce-overhead", do_compile("reduce-overhead"))
     step("NVML device count", do_nvml)
+    step("two devices", do_two_devices)

@@ -76,7 +76,8 @@ static void start(int i)
         const char *node = i == 0 ? "a" : i == 1 ? "b" : "c";
         const char *k = i == 2 ? bad_key : key;
         char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
-                        "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--socket", sock[i], "--node", (char *)node,
+                        "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--remote-backlog", "2M",
+                        "--socket", sock[i], "--node", (char *)node,
                         "--cluster-key", (char *)k, "--peer", peer, i < 2 ? "--remote-listen" : NULL,
                         i < 2 ? addr[i] : NULL, NULL};
         if (netns)
@@ -323,6 +324,40 @@ START_TEST(test_silent_peer)
     kill(vgpud[1], SIGCONT);
     ck_assert_msg(s >= 0 && s <= 5.0, "a saw a silent b down after %.2f s", s);
     ck_assert_msg(wait_state(0, "b", "up", 15000) >= 0, "a never linked with b again");
+}
+END_TEST
+
+/* A node that stops taking what a tenant sends (stopped, its link not yet given up): once the link's
+ * backlog reaches --remote-backlog (2M here), the tenant's worker waits and the tenant with it, so
+ * a's memory stays bounded; when b goes on, everything arrives. */
+START_TEST(test_backlog)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    char out[700];
+    snprintf(out, sizeof out, "%s/flood.%d.out", tmp, (int)getpid());
+    pid_t p = start_ready("--vgpu node=b,device=0", "prog_flood", out);
+    kill(vgpud[1], SIGSTOP);
+    double most = 0;
+    for (int i = 0; i < 18; i++, usleep(100000)) { /* under the 3 s a silent link lives */
+        struct json *j = cluster(0);
+        const struct json *l = j ? link_of(j, "b", "out") : NULL;
+        double now = l ? json_number(json_get(l, "backlog_bytes"), 0) : 0;
+        most = now > most ? now : most;
+        json_free(j);
+    }
+    kill(vgpud[1], SIGCONT);
+    int st = -1;
+    for (int i = 0; i < 600 && waitpid(p, &st, WNOHANG) == 0; i++)
+        usleep(100000);
+    if (st == -1) {
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+    sh("cat %s >&2", out);
+    ck_assert_msg(most >= (1 << 20), "the backlog never built up (%.0f bytes)", most);
+    ck_assert_msg(most <= (3 << 20), "the backlog grew to %.0f bytes past --remote-backlog", most);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_flood failed (%#x)", st);
+    ck_assert(sh("grep -q 'flood: 4000 copies of 16 KiB ok' %s", out) == 0);
 }
 END_TEST
 
@@ -635,6 +670,7 @@ int main(void)
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
     tcase_add_test(t, test_remote_vgpus);
+    tcase_add_test(t, test_backlog);
     tcase_add_test(t, test_remote_loss);
     tcase_add_test(t, test_silent_peer);
     tcase_add_test(t, test_dead_peer);
