@@ -126,6 +126,53 @@ static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t si
     return FE_POST(on, c->id, CopyPeer, &q, true); /* answered once queued, so that a refusal is heard */
 }
 
+/* One vGPU this node's, the other another node's: the tenant's worker copies between its device and
+ * the remote vGPU's data area (CopyPeerArea), and that vGPU's node between the area and its device
+ * (a synchronous copy, whose bytes the link moves straight between the two nodes' channels). The
+ * bytes never pass through the client. CUDA_ERROR_NOT_SUPPORTED when it is not that case. */
+static CUresult copy_between_nodes(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc,
+                                   struct fe_chan *sch, uint64_t src, size_t n)
+{
+    bool dst_remote = fe.devices[dch->device].info.flags & VGPU_DEVICE_REMOTE;
+    bool src_remote = fe.devices[sch->device].info.flags & VGPU_DEVICE_REMOTE;
+    if (dst_remote == src_remote)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct fe_chan *rch = dst_remote ? dch : sch, *lch = dst_remote ? sch : dch;
+    struct fe_ctx *rc = dst_remote ? dc : sc, *lc = dst_remote ? sc : dc;
+    uint64_t off;
+    if (fe_heap_alloc(rch, rc->id, n < PEER_CHUNK ? n : PEER_CHUNK, 0, false, &off) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_SUPPORTED; /* no room in its data area now: through the client */
+    CUresult r = CUDA_SUCCESS;
+    for (size_t at = 0; at < n && r == CUDA_SUCCESS; at += PEER_CHUNK) {
+        size_t k = n - at < PEER_CHUNK ? n - at : PEER_CHUNK;
+        FE_REQ(a, CopyPeerArea);
+        a.dptr = (dst_remote ? src : dst) + at;
+        a.offset = off;
+        a.size = k;
+        a.peer = (uint32_t)fe.devices[rch->device].vgpu;
+        a.to_device = !dst_remote;
+        if (dst_remote) {
+            FE_REQ(q, CopyHtoD);
+            q.dst = dst + at;
+            q.offset = off;
+            q.size = k;
+            q.slot = VGPU_NO_SLOT;
+            if ((r = FE_CALL(lch, lc->id, CopyPeerArea, &a, NULL)) == CUDA_SUCCESS)
+                r = FE_POST(rch, rc->id, CopyHtoD, &q, true);
+        } else {
+            FE_REQ(q, CopyDtoH);
+            q.src = src + at;
+            q.offset = off;
+            q.size = k;
+            q.slot = VGPU_NO_SLOT;
+            if ((r = FE_POST(rch, rc->id, CopyDtoH, &q, true)) == CUDA_SUCCESS)
+                r = FE_CALL(lch, lc->id, CopyPeerArea, &a, NULL);
+        }
+    }
+    fe_heap_free(rch, rc->id, off);
+    return r;
+}
+
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n)
 {
@@ -138,6 +185,8 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
     CUresult w = copy_in_worker(dc, dch, 0, sch, true, dst, src, n);
     if (w == CUDA_SUCCESS)
         return fe_stream_wait(dc, dch, 0);
+    if (w == CUDA_ERROR_NOT_SUPPORTED)
+        w = copy_between_nodes(dc, dch, dst, sc, sch, src, n);
     if (w != CUDA_ERROR_NOT_SUPPORTED)
         return w;
     uint8_t *bounce = malloc(n < PEER_CHUNK ? (n ? n : 1) : PEER_CHUNK);

@@ -252,6 +252,40 @@ CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPee
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
+struct area_copy {
+    struct vgpu_call *c;
+    const struct vgpu_req_CopyPeerArea *q;
+    void *stream;
+};
+
+/* The copy between the caller's device and the relayed vGPU's data area, done before it returns
+ * (the area is only the caller's while the relay holds it). */
+static CUresult area_copy(void *arg, uint8_t *area)
+{
+    struct area_copy *a = arg;
+    struct vgpu_call *c = a->c;
+    CUresult r = a->q->to_device ? OPS(c)->copy_htod(EXEC(c), c->ctx->x, a->stream, a->q->dptr, area, a->q->size, 0)
+                                 : OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, a->stream, area, a->q->dptr, a->q->size, 0);
+    return r ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, a->stream);
+}
+
+CUresult vgpu_handle_CopyPeerArea(struct vgpu_call *c, const struct vgpu_req_CopyPeerArea *q,
+                                  struct vgpu_rsp_CopyPeerArea *a)
+{
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r || q->size == 0)
+        return r;
+    if (q->to_device > 1 || q->peer == c->ch->vgpu || !vchannel_device_range(c, q->dptr, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c->ch->host->peer_area)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct area_copy ac = {c, q, NULL};
+    if ((r = vchannel_stream(c, 0, &ac.stream)) != CUDA_SUCCESS || (r = vchannel_admit(c, GATE_COPY, ac.stream)) != 0)
+        return r;
+    return c->ch->host->peer_area(c->ch, q->peer, q->offset, q->size, area_copy, &ac);
+}
+
 /* A side of a copy is the caller's device memory, or a range of its data area. */
 static CUresult copy_side(struct vgpu_call *c, bool host, uint64_t where, struct vgpu_copy_side *s,
                           const struct vgpu_copy_3d *d)

@@ -115,6 +115,21 @@ static CUresult peer_access(const struct vchannel *ch, void *ctx, uint32_t vgpu,
     return r;
 }
 
+/* fn on the data area of the tenant's relayed vGPU at index vgpu (CopyPeerArea). */
+static CUresult peer_area(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,
+                          CUresult (*fn)(void *arg, uint8_t *area), void *arg)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&w.mu); /* the relay is not freed while this is held */
+    for (unsigned i = 0; i < w.nrelays; i++)
+        if (relay_session(w.relays[i]) == ch->session && relay_vgpu(w.relays[i]) == vgpu) {
+            r = relay_area(w.relays[i], offset, size, fn, arg);
+            break;
+        }
+    pthread_mutex_unlock(&w.mu);
+    return r;
+}
+
 static int peer_device(const struct vchannel *ch, uint32_t vgpu)
 {
     int dev = -1;
@@ -217,7 +232,7 @@ static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgp
     if (r != CUDA_SUCCESS)
         return r;
     struct relay *rl = relay_open(m->channel, m->session, l, &mem, &w.batching, (m->remote & VGPU_REMOTE_BULK) != 0,
-                                  relay_gone);
+                                  m->vgpu, relay_gone);
     if (!rl)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&w.mu);
@@ -604,6 +619,7 @@ static int start(void)
             .peer_range = peer_range,
             .peer_access = peer_access,
             .peer_device = peer_device,
+            .peer_area = peer_area,
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,
             .ipc_drop = worker_ipc_drop,

@@ -31,6 +31,7 @@ struct host_fn {
 struct relay {
     uint32_t id;
     uint64_t session;
+    uint32_t vgpu; /* its vGPU's index in the tenant's assembly */
     struct vchannel_memory mem;
     struct vgpu_channel_map map;
     void (*gone)(struct relay *r);
@@ -38,6 +39,7 @@ struct relay {
     _Atomic bool closing;
     pthread_mutex_t mu; /* everything below, and the response ring's producer side */
     CUresult lost;      /* the session has ended: every call gets this */
+    bool released;      /* its memory is gone */
     struct waiting *waiting;
     size_t nwaiting, waiting_cap;
     uint64_t slots_out; /* staging slots whose completion has not come back */
@@ -51,6 +53,19 @@ struct relay {
 };
 
 uint32_t relay_id(const struct relay *r) { return r->id; }
+uint64_t relay_session(const struct relay *r) { return r->session; }
+uint32_t relay_vgpu(const struct relay *r) { return r->vgpu; }
+
+CUresult relay_area(struct relay *r, uint64_t offset, uint64_t size, CUresult (*fn)(void *arg, uint8_t *area),
+                    void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    CUresult res = r->released || r->lost           ? CUDA_ERROR_DEVICE_UNAVAILABLE
+                   : !vgpu_data_range_ok(&r->map.layout, offset, size) ? CUDA_ERROR_INVALID_VALUE
+                                                                       : fn(arg, r->map.data + offset);
+    pthread_mutex_unlock(&r->mu);
+    return res;
+}
 
 /* Put a response in the client's ring (mu held). */
 static void answer(struct relay *r, const void *rec, uint32_t len)
@@ -221,6 +236,9 @@ static void *relay_main(void *arg)
     }
     atomic_store((_Atomic uint32_t *)&r->map.ctl->server_state, VGPU_CHAN_CLOSED);
     vgpu_bell_ring(&r->mem.transport, &r->map.ctl->to_client);
+    pthread_mutex_lock(&r->mu); /* relay_area may be using it */
+    r->released = true;
+    pthread_mutex_unlock(&r->mu);
     if (r->mem.release)
         r->mem.release(&r->mem);
     LOG_DEBUG("channel %u: %llu records relayed in %llu batches", r->id, (unsigned long long)r->batch.sent_records,
@@ -236,7 +254,7 @@ static void *relay_main(void *arg)
 
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
                          struct vchannel_memory *mem, const struct remote_batching *batching, bool bulk,
-                         void (*gone)(struct relay *r))
+                         uint32_t vgpu, void (*gone)(struct relay *r))
 {
     struct relay *r = calloc(1, sizeof *r);
     if (!r || mem->size < l->map_size || vgpu_channel_map_attach(&r->map, mem->base, l, true) != 0 ||
@@ -250,6 +268,7 @@ struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channe
     }
     r->batch_wait_ns = batching->wait_ns;
     r->bulk = bulk;
+    r->vgpu = vgpu;
     r->id = id;
     r->session = session;
     r->mem = *mem;

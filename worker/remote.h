@@ -27,9 +27,16 @@ struct remote_batching {
  * runs on the relay's thread once it has ended and released the memory (the relay is freed after). */
 struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channel_layout *l,
                          struct vchannel_memory *mem, const struct remote_batching *batching, bool bulk,
-                         void (*gone)(struct relay *r));
+                         uint32_t vgpu, void (*gone)(struct relay *r));
 int relay_start(struct relay *r);
 uint32_t relay_id(const struct relay *r);
+uint64_t relay_session(const struct relay *r);
+uint32_t relay_vgpu(const struct relay *r);
+/* Run fn on size bytes at offset of the relayed channel's data area, while it stays mapped (the
+ * relay is not freed meanwhile: the caller sees to that). fn's result, or the error that kept it
+ * from running. */
+CUresult relay_area(struct relay *r, uint64_t offset, uint64_t size, CUresult (*fn)(void *arg, uint8_t *area),
+                    void *arg);
 void relay_close(struct relay *r);
 /* What vgpud passes on from the link (RemoteIn). Main thread. */
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);

@@ -57,6 +57,10 @@ struct vchannel_host {
     /* The device of that vGPU, when peer access to it may be given (its mappings' access), else -1.
      * Optional. */
     int (*peer_device)(const struct vchannel *ch, uint32_t vgpu);
+    /* fn on size bytes at offset of the data area of that vGPU when it is another node's, relayed
+     * here (CopyPeerArea): fn's CUresult, or why it could not run. Optional. */
+    CUresult (*peer_area)(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,
+                          CUresult (*fn)(void *arg, uint8_t *area), void *arg);
     /* IPC handles (all optional; without them IPC answers CUDA_ERROR_NOT_SUPPORTED): publish an
      * allocation (the executor's blob and descriptor, which stays the caller's) and learn its token;
      * find what a token names for a device (*fd: the caller's to close, or -1); forget a token. The

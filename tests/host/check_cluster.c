@@ -393,6 +393,18 @@ START_TEST(test_remote_vgpus)
             sh("cat %s >&2", out);
         ck_assert_msg(rc == 0, "%s on %s failed (%d)", runs[i].prog, runs[i].vgpus, rc);
     }
+    /* prog_peer's copies between a's vGPU and b's went node to node: a's worker between its device
+     * and the relayed channel's data area, never through the tenant. */
+    struct json *jst = NULL;
+    const struct json *op = NULL;
+    for (int i = 0; i < 30 && !op; i++, usleep(100000)) {
+        json_free(jst);
+        jst = ask_json(0, "status");
+        op = jst ? json_get(json_get(json_get(jst, "served"), "ops"), "CopyPeerArea") : NULL;
+    }
+    ck_assert_msg(op && json_number(json_get(op, "calls"), 0) >= 6, "a's worker copied no peer bytes");
+    ck_assert_int_eq((int)json_number(json_get(op, "errors"), -1), 0);
+    json_free(jst);
     /* Their larger copies went by the links' bulk transfers, both ways (the checksums held). */
     struct json *jc = cluster(0);
     const struct json *lb = jc ? link_of(jc, "b", "out") : NULL;
