@@ -27,6 +27,9 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyDtoH(back, d, size));
     EXPECT(memcmp(back, buf, size) == 0, "the last copy did not arrive whole");
     CHECK(cuMemFree(d));
+    CHECK(cuStreamDestroy(s));
+    free(buf);
+    free(back);
     printf("flood: %lu copies of 16 KiB ok\n", n);
     return 0;
 }
