@@ -342,8 +342,8 @@ START_TEST(test_backlog)
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
     char out[700];
     snprintf(out, sizeof out, "%s/flood.%d.out", tmp, (int)getpid());
-    pid_t p = start_ready("--vgpu node=b,device=0", "prog_flood", out);
-    kill(vgpud[1], SIGSTOP);
+    pid_t p = start_ready("--vgpu node=b,device=0", "prog_flood 4000 300", out);
+    kill(vgpud[1], SIGSTOP); /* before its copies begin */
     double most = 0;
     for (int i = 0; i < 18; i++, usleep(100000)) { /* under the 3 s a silent link lives */
         struct json *j = cluster(0);

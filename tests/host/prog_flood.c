@@ -1,8 +1,9 @@
 /* A tenant that sends faster than its vGPU's node takes: COUNT asynchronous copies of 16 KiB from
  * pageable memory (each travels inside its record), then a synchronize; the device holds the last.
- * Prints "ready" once set up.
- *   prog_flood [COUNT] */
+ * Prints "ready" once set up, and waits PAUSE_MS before the copies (for a test to stop the node).
+ *   prog_flood [COUNT [PAUSE_MS]] */
 #include <string.h>
+#include <unistd.h>
 
 #include "progutil.h"
 
@@ -19,6 +20,8 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     printf("ready\n");
     fflush(stdout);
+    if (argc > 2)
+        usleep((useconds_t)strtoul(argv[2], NULL, 10) * 1000u);
     for (unsigned long i = 0; i < n; i++) {
         prog_fill(buf, size, (uint32_t)i + 1);
         CHECK(cuMemcpyHtoDAsync(d, buf, size, s));
