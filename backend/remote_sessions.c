@@ -317,9 +317,14 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
         c->link_bytes_out += send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
     c->link_bytes_out += len - sizeof m;
     sess_send(rs, link, m.kind, channel, m.offset, buf + sizeof m, len - sizeof m);
-    /* A node that takes less than its tenants send: they wait, rather than vgpud's memory growing. */
-    if (remote_backlog(rs->links, link) > srv->opt.remote_backlog)
+    /* A node that takes less than its tenants send: they wait, rather than vgpud's memory growing,
+     * until a quarter of it is left (REMOTE_LINK_DRAINED; the tick looks too). */
+    if (remote_backlog(rs->links, link) > srv->opt.remote_backlog) {
         workers_pause(srv, w, link);
+        remote_watch_backlog(rs->links, link, srv->opt.remote_backlog / 4);
+        if (remote_backlog(rs->links, link) <= srv->opt.remote_backlog / 4) /* drained meanwhile */
+            workers_resume(srv, w);
+    }
 }
 
 /* ---------------------------------------------------------------- what the links say */
@@ -345,11 +350,17 @@ static void on_link_up(struct rsess *rs, const struct remote_event *e)
     sess_send(rs, e->link, SESS_DEVICES, 0, n, srv->devices, n * sizeof(struct vgpu_device_info));
 }
 
+/* The workers waiting for link's backlog go on (it has drained, or gone). */
+static void resume_on(struct server *srv, uint64_t link)
+{
+    for (struct worker *w = srv->workers; w; w = w->next)
+        if (w->paused_on == link)
+            workers_resume(srv, w);
+}
+
 static void on_link_down(struct rsess *rs, const struct remote_event *e)
 {
-    for (struct worker *w = rs->srv->workers; w; w = w->next)
-        if (w->paused_on == e->link)
-            workers_resume(rs->srv, w);
+    resume_on(rs->srv, e->link);
     server_remote_lost(rs->srv, e->link, 0, CUDA_ERROR_DEVICE_UNAVAILABLE);
     for (struct served *sv = rs->served; sv; sv = sv->next_served)
         if (sv->link == e->link)
@@ -429,6 +440,8 @@ void remote_sessions_events(struct server *srv)
             on_link_up(rs, e);
         else if (e->kind == REMOTE_LINK_DOWN)
             on_link_down(rs, e);
+        else if (e->kind == REMOTE_LINK_DRAINED)
+            resume_on(rs->srv, e->link);
         else
             on_message(rs, e);
     }

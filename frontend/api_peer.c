@@ -112,7 +112,7 @@ bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
 /* The copy in the worker that serves both vGPUs, on stream sid of channel `on` (ctx c's), the other
  * side's memory other's. CUDA_ERROR_NOT_SUPPORTED when it cannot be done there. */
 static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t sid, struct fe_chan *other,
-                               bool other_is_src, uint64_t dst, uint64_t src, size_t n)
+                               bool other_is_src, uint64_t dst, uint64_t src, size_t n, bool wait)
 {
     if ((fe.devices[on->device].info.flags | fe.devices[other->device].info.flags) & VGPU_DEVICE_REMOTE)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -123,7 +123,8 @@ static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t si
     q.stream = sid;
     q.peer = (uint32_t)fe.devices[other->device].vgpu;
     q.peer_is_src = other_is_src;
-    return FE_POST(on, c->id, CopyPeer, &q, true); /* answered once queued, so that a refusal is heard */
+    q.wait = wait;
+    return FE_POST(on, c->id, CopyPeer, &q, true); /* answered once queued (or done), so that a refusal is heard */
 }
 
 /* One vGPU this node's, the other another node's: the tenant's worker copies between its device and
@@ -182,9 +183,9 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
         return CUDA_ERROR_INVALID_VALUE;
     /* After what the source's default stream holds, and done when this returns, as natively. */
     FE_RETURN_IF(fe_stream_wait(sc, sch, 0));
-    CUresult w = copy_in_worker(dc, dch, 0, sch, true, dst, src, n);
+    CUresult w = copy_in_worker(dc, dch, 0, sch, true, dst, src, n, true);
     if (w == CUDA_SUCCESS)
-        return fe_stream_wait(dc, dch, 0);
+        return CUDA_SUCCESS;
     if (w == CUDA_ERROR_NOT_SUPPORTED)
         w = copy_between_nodes(dc, dch, dst, sc, sch, src, n);
     if (w != CUDA_ERROR_NOT_SUPPORTED)
@@ -240,7 +241,7 @@ static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CU
         uint32_t sid;
         FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
         if ((ch == dch || ch == sch) && fe_device_range(dch, dc->id, dst, n) && fe_device_range(sch, sc->id, src, n)) {
-            CUresult w = copy_in_worker(c, ch, sid, ch == dch ? sch : dch, ch == dch, dst, src, n);
+            CUresult w = copy_in_worker(c, ch, sid, ch == dch ? sch : dch, ch == dch, dst, src, n, false);
             if (w != CUDA_ERROR_NOT_SUPPORTED)
                 return w;
         }

@@ -114,6 +114,7 @@ struct remote {
      * with the generation they count for: read by any thread (remote_backlog). */
     _Atomic uint64_t backlog[MAX_CONNS];
     _Atomic uint32_t backlog_gen[MAX_CONNS];
+    _Atomic uint64_t backlog_watch[MAX_CONNS]; /* nonzero: say when the backlog is down to it */
 };
 
 static uint64_t now_ms(void)
@@ -305,6 +306,7 @@ static struct conn *conn_new(struct remote *r)
             r->conns[i].peer = -1;
             r->conns[i].opened = now_ms();
             atomic_store(&r->backlog[i], 0);
+            atomic_store(&r->backlog_watch[i], 0);
             atomic_store(&r->backlog_gen[i], r->conns[i].gen);
             return &r->conns[i];
         }
@@ -451,12 +453,18 @@ static void msg_sent(void *request, ucs_status_t status, void *user_data)
 }
 
 /* Send a copy of len bytes (the link needs no buffer of ours once this returns). */
-/* An outbox message is no longer waiting on its link. */
+/* An outbox message is no longer waiting on its link (the links' thread): whoever watches the
+ * backlog hears once it is down to what they wait for. */
 static void uncount(struct remote *r, const struct outgoing *o)
 {
     uint64_t i = o->link & 0xffff;
-    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(o->link >> 16))
-        atomic_fetch_sub(&r->backlog[i], o->len);
+    if (i >= MAX_CONNS || atomic_load(&r->backlog_gen[i]) != (uint32_t)(o->link >> 16))
+        return;
+    uint64_t left = atomic_fetch_sub(&r->backlog[i], o->len) - o->len;
+    uint64_t watch = atomic_load(&r->backlog_watch[i]);
+    struct conn *c;
+    if (watch && left <= watch && atomic_exchange(&r->backlog_watch[i], 0) && (c = conn_of_link(r, o->link)))
+        inbox_push(r, c, REMOTE_LINK_DRAINED, NULL, 0);
 }
 
 static void outgoing_sent(void *request, ucs_status_t status, void *user_data)
@@ -1042,6 +1050,13 @@ uint64_t remote_backlog(struct remote *r, uint64_t link)
     if (i >= MAX_CONNS || atomic_load(&r->backlog_gen[i]) != (uint32_t)(link >> 16))
         return 0;
     return atomic_load(&r->backlog[i]);
+}
+
+void remote_watch_backlog(struct remote *r, uint64_t link, uint64_t below)
+{
+    uint64_t i = link & 0xffff;
+    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(link >> 16))
+        atomic_store(&r->backlog_watch[i], below ? below : 1);
 }
 
 void remote_close_link(struct remote *r, uint64_t link, const char *why)

@@ -73,7 +73,7 @@ void remote_keep_peers(struct remote *r, const char *const *names, unsigned n);
 
 /* ---- sessions of remote vGPUs (session_msg.h) travel over the links too. A link is named by an
  * id that no later link reuses. */
-enum remote_event_kind { REMOTE_LINK_UP = 1, REMOTE_LINK_DOWN, REMOTE_LINK_MSG };
+enum remote_event_kind { REMOTE_LINK_UP = 1, REMOTE_LINK_DOWN, REMOTE_LINK_MSG, REMOTE_LINK_DRAINED };
 
 struct remote_event {
     uint64_t link;
@@ -101,6 +101,8 @@ int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hd
 /* Bytes of messages for link (remote_send) that have not gone yet: what a slow peer leaves queued
  * here. 0 for a link that is gone. Any thread. */
 uint64_t remote_backlog(struct remote *r, uint64_t link);
+/* Say once (REMOTE_LINK_DRAINED) when link's backlog is down to `below` bytes. Any thread. */
+void remote_watch_backlog(struct remote *r, uint64_t link, uint64_t below);
 /* Close a link (its peer broke the sessions' protocol); why: a constant string, for the log. */
 void remote_close_link(struct remote *r, uint64_t link, const char *why);
 /* What node's link last said of its GPUs (free memory, vGPUs): how many. */

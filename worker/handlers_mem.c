@@ -249,7 +249,9 @@ CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPee
     /* Unified addressing: the other device's memory is a pointer like any (its copy engines or the
      * driver's staging move it). */
     r = vchannel_admit(c, GATE_COPY, stream);
-    return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+    if (r == CUDA_SUCCESS)
+        r = OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
+    return r || !q->wait ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
 }
 
 struct area_copy {
