@@ -62,11 +62,8 @@ static void vgpu_json(struct server *srv, struct strbuf *b, const struct session
     strbuf_printf(b, ",\"weight\":%u,\"quota\":%llu", weight, (unsigned long long)s->vgpu_memory[v]);
     strbuf_printf(b, ",\"open\":%s", st || (remote && c && c->state == SCHAN_OPEN) ? "true" : "false");
     if (detail && st) {
-        uint64_t calls = 0, errors = 0;
-        for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-            calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
-            errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
-        }
+        uint64_t calls, errors;
+        vgpu_chan_calls(st, &calls, &errors);
         strbuf_printf(b, ",\"mem_bytes\":%llu,\"mem_resident\":%llu,\"calls\":%llu,\"errors\":%llu",
                       (unsigned long long)atomic_load(&st->mem_bytes), (unsigned long long)vgpu_chan_resident(st),
                       (unsigned long long)calls, (unsigned long long)errors);

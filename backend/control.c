@@ -54,11 +54,8 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
                   (unsigned long long)shm_bytes);
     for (unsigned k = 0; k < VGPU_OBJ_KINDS; k++)
         strbuf_printf(b, ",\"%s\":%u", vgpu_object_kind_names[k], atomic_load(&st->live[k]));
-    uint64_t calls = 0, errors = 0;
-    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-        calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
-        errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
-    }
+    uint64_t calls, errors;
+    vgpu_chan_calls(st, &calls, &errors);
     /* Its share of the device's engines. */
     strbuf_printf(b, ",\"sched\":{");
     for (unsigned r = 0; r < SCHED_RESOURCES; r++) {

@@ -465,10 +465,7 @@ void remote_sessions_tick(struct server *srv)
                                    .mem_allocs = atomic_load(&st->mem_allocs),
                                    .swapped_host = atomic_load(&st->swapped_host),
                                    .swapped_device = atomic_load(&st->swapped_device)};
-        for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
-            ss.calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
-            ss.errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
-        }
+        vgpu_chan_calls(st, &ss.calls, &ss.errors);
         struct sched_host_stats sh;
         sched_host_stats(srv->sched, s->worker->region, c->slot, SCHED_RES_COMPUTE, &sh);
         ss.compute_util_ppm = (uint32_t)(sh.utilization * 1e6);

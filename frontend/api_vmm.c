@@ -3,8 +3,8 @@
  * what the queries need (each allocation's properties, each mapping and its access) and the
  * driver's rules of lifetime: an allocation's handle may be released while it is mapped, and its
  * memory goes when the last mapping does (it is released in the worker then). A mapping lies in a
- * reservation of the same vGPU; access can be given to that vGPU only (the vGPUs have no peer
- * access). An allocation made exportable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) can be shared
+ * reservation of the same vGPU; access can be given to that vGPU, and to another where peer access
+ * is offered (cuDeviceCanAccessPeer). An allocation made exportable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) can be shared
  * with another tenant of the node: the descriptor cuMemExportToShareableHandle gives is a sealed
  * memfd holding the token vgpud minted for it (a tenant never holds the driver's own descriptor),
  * and cuMemImportFromShareableHandle reads it and has the importer's worker open the memory. */
@@ -34,8 +34,7 @@ struct vmm_reservation {
 struct vmm_mapping {
     uint64_t base, size;
     struct vmm_alloc *alloc;
-    unsigned long long access; /* its device's CUmemAccess_flags */
-    unsigned long long peer_access[VGPU_MAX_DEVICES]; /* other vGPUs' (by device ordinal), peer access */
+    unsigned long long access[VGPU_MAX_DEVICES]; /* each vGPU's CUmemAccess_flags (by device ordinal) */
 };
 
 static struct {
@@ -371,7 +370,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     q.handle = fe_handle_id(handle);
     FE_RETURN_IF(FE_CALL(ch, 0, MemMap, &q, NULL));
     pthread_mutex_lock(&vmm.mu);
-    vmm.maps[vmm.nmaps++] = (struct vmm_mapping){ptr, size, m, 0};
+    vmm.maps[vmm.nmaps++] = (struct vmm_mapping){.base = ptr, .size = size, .alloc = m};
     m->maps++;
     pthread_mutex_unlock(&vmm.mu);
     fe_ranges_add(ch, &(struct vgpu_range){.base = ptr, .size = size, .ctx = 0, .kind = VGPU_RANGE_MAPPED});
@@ -458,10 +457,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
             struct vmm_mapping *mp = mapping_of(at);
             if (!mp)
                 break;
-            if (id == device)
-                mp->access = desc[i].flags;
-            else
-                mp->peer_access[id] = desc[i].flags;
+            mp->access[id] = desc[i].flags;
             at = mp->base + mp->size;
         }
         pthread_mutex_unlock(&vmm.mu);
@@ -479,7 +475,7 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
     pthread_mutex_lock(&vmm.mu);
     struct vmm_mapping *mp = mapping_of(ptr);
     if (mp)
-        *flags = mp->alloc->device == location->id ? mp->access : mp->peer_access[location->id];
+        *flags = mp->access[location->id];
     pthread_mutex_unlock(&vmm.mu);
     return mp ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

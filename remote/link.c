@@ -70,6 +70,7 @@ struct outgoing {
     struct remote *r;
     uint64_t link;
     size_t len;
+    size_t counted; /* of len, the bytes it holds in its link's backlog (remote_send's: all) */
     struct outgoing *next;
     /* A bulk transfer: data is its header, these its bytes (the caller's, until sent()). */
     const void *bulk;
@@ -445,22 +446,21 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
     return UCS_OK;
 }
 
-static void msg_sent(void *request, ucs_status_t status, void *user_data)
+/* The index of link's backlog counters, or -1 when the link is gone (any thread). */
+static int backlog_index(struct remote *r, uint64_t link)
 {
-    (void)status;
-    free(user_data);
-    ucp_request_free(request);
+    uint64_t i = link & 0xffff;
+    return i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(link >> 16) ? (int)i : -1;
 }
 
-/* Send a copy of len bytes (the link needs no buffer of ours once this returns). */
-/* An outbox message is no longer waiting on its link (the links' thread): whoever watches the
- * backlog hears once it is down to what they wait for. */
+/* A message no longer waiting on its link (the links' thread): whoever watches the backlog hears
+ * once it is down to what they wait for. */
 static void uncount(struct remote *r, const struct outgoing *o)
 {
-    uint64_t i = o->link & 0xffff;
-    if (i >= MAX_CONNS || atomic_load(&r->backlog_gen[i]) != (uint32_t)(o->link >> 16))
+    int i = o->counted ? backlog_index(r, o->link) : -1;
+    if (i < 0)
         return;
-    uint64_t left = atomic_fetch_sub(&r->backlog[i], o->len) - o->len;
+    uint64_t left = atomic_fetch_sub(&r->backlog[i], o->counted) - o->counted;
     uint64_t watch = atomic_load(&r->backlog_watch[i]);
     struct conn *c;
     if (watch && left <= watch && atomic_exchange(&r->backlog_watch[i], 0) && (c = conn_of_link(r, o->link)))
@@ -476,7 +476,19 @@ static void outgoing_sent(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-/* Send an outbox message from where it is; it counts in the backlog until UCX is done with it. */
+/* A message of len bytes at msg for link, not counted in its backlog yet. NULL when out of memory. */
+static struct outgoing *outgoing_new(struct remote *r, uint64_t link, const void *msg, size_t len)
+{
+    struct outgoing *o = malloc(sizeof *o + len);
+    if (o) {
+        *o = (struct outgoing){.r = r, .link = link, .len = len};
+        memcpy(o->data, msg, len);
+    }
+    return o;
+}
+
+/* Send a message from where it is (it is freed once sent); what it counts in the backlog, it counts
+ * until UCX is done with it. */
 static int send_outgoing(struct conn *c, struct outgoing *o)
 {
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -492,27 +504,11 @@ static int send_outgoing(struct conn *c, struct outgoing *o)
     return req == NULL ? 0 : -1;
 }
 
-static int send_msg(struct conn *c, const void *msg, size_t len)
+/* Send a copy of len bytes, the links' own (the link needs no buffer of ours once this returns). */
+static int send_msg(struct remote *r, struct conn *c, const void *msg, size_t len)
 {
-    void *copy = malloc(len);
-    if (!copy)
-        return -1;
-    memcpy(copy, msg, len);
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                             UCP_OP_ATTR_FIELD_FLAGS,
-                             .cb.send = msg_sent,
-                             .user_data = copy,
-                             .flags = UCP_AM_SEND_FLAG_REPLY};
-    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, AM_ID, NULL, 0, copy, len, &p);
-    if (req == NULL) {
-        free(copy);
-        return 0;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        free(copy);
-        return -1;
-    }
-    return 0; /* sent() frees it */
+    struct outgoing *o = outgoing_new(r, link_id(r, c), msg, len);
+    return o ? send_outgoing(c, o) : -1;
 }
 
 static void link_msg_fill(struct remote *r, struct link_msg *m, enum link_msg_type type)
@@ -618,14 +614,14 @@ static void receive(struct remote *r, struct conn *c, const void *data, size_t l
             refused(r, c, c->hs.why);
             return;
         }
-        if (rc == 1 && send_msg(c, &out, sizeof out) != 0) {
+        if (rc == 1 && send_msg(r, c, &out, sizeof out) != 0) {
             c->closing = "cannot send";
             return;
         }
         if (c->hs.state == HS_DONE && !c->hs.dialer) { /* the listener welcomes, and the link is up */
             struct link_msg w;
             link_msg_fill(r, &w, LINK_WELCOME);
-            send_msg(c, &w, sizeof w);
+            send_msg(r, c, &w, sizeof w);
             link_up(r, c);
         }
         return;
@@ -660,7 +656,7 @@ static void receive(struct remote *r, struct conn *c, const void *data, size_t l
         link_msg_fill(r, &pong, LINK_PONG);
         pong.seq = m.seq;
         pong.sent = m.sent;
-        send_msg(c, &pong, sizeof pong);
+        send_msg(r, c, &pong, sizeof pong);
     } else if (m.type == LINK_PONG && m.seq == c->seq && m.sent) {
         double us = (double)(now_ns() - m.sent) / 1e3;
         c->rtt_us = c->rtt_us > 0 ? 0.8 * c->rtt_us + 0.2 * us : us;
@@ -749,7 +745,7 @@ static void dial(struct remote *r, int peer)
         return;
     }
     c->state = L_HANDSHAKE;
-    if (send_msg(c, &hello, sizeof hello) != 0)
+    if (send_msg(r, c, &hello, sizeof hello) != 0)
         c->closing = "cannot send";
 }
 
@@ -773,7 +769,7 @@ static void tick(struct remote *r)
             m.seq = ++c->seq;
             m.sent = now_ns();
             c->ping_sent = t;
-            send_msg(c, &m, sizeof m);
+            send_msg(r, c, &m, sizeof m);
         }
     }
     for (unsigned i = 0; i < r->cfg.npeers; i++)
@@ -795,21 +791,16 @@ static void drain_outbox(struct remote *r)
         struct outgoing *o = list;
         list = o->next;
         struct conn *c = conn_of_link(r, o->link);
-        bool up = c && c->state == L_UP && !c->closing;
-        if (o->bulk && up) {
-            send_bulk(r, c, o);
-            continue;
-        }
-        if (o->bulk) {
-            o->sent(o->sent_arg);
-        } else if (up) {
-            if (send_outgoing(c, o) != 0)
-                c->closing = "cannot send";
-            continue;
-        } else {
+        if (!c || c->state != L_UP || c->closing) { /* it goes nowhere */
+            if (o->bulk)
+                o->sent(o->sent_arg);
             uncount(r, o);
+            free(o);
+        } else if (o->bulk) {
+            send_bulk(r, c, o);
+        } else if (send_outgoing(c, o) != 0) {
+            c->closing = "cannot send";
         }
-        free(o);
     }
 }
 
@@ -1019,14 +1010,14 @@ static void outbox_push(struct remote *r, struct outgoing *o)
 
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
 {
-    struct outgoing *o = malloc(sizeof *o + len);
+    struct outgoing *o = outgoing_new(r, link, msg, len);
     if (!o)
         return -1;
-    *o = (struct outgoing){.r = r, .link = link, .len = len};
-    memcpy(o->data, msg, len);
-    uint64_t i = link & 0xffff;
-    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(link >> 16))
+    int i = backlog_index(r, link);
+    if (i >= 0) {
+        o->counted = len;
         atomic_fetch_add(&r->backlog[i], len);
+    }
     outbox_push(r, o);
     return 0;
 }
@@ -1034,28 +1025,27 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
 int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
                      void (*sent)(void *arg), void *arg)
 {
-    struct outgoing *o = malloc(sizeof *o + hdr_len);
+    struct outgoing *o = outgoing_new(r, link, hdr, hdr_len);
     if (!o)
         return -1;
-    *o = (struct outgoing){.r = r, .link = link, .len = hdr_len, .bulk = data, .bulk_len = len, .sent = sent,
-                           .sent_arg = arg};
-    memcpy(o->data, hdr, hdr_len);
+    o->bulk = data;
+    o->bulk_len = len;
+    o->sent = sent;
+    o->sent_arg = arg;
     outbox_push(r, o);
     return 0;
 }
 
 uint64_t remote_backlog(struct remote *r, uint64_t link)
 {
-    uint64_t i = link & 0xffff;
-    if (i >= MAX_CONNS || atomic_load(&r->backlog_gen[i]) != (uint32_t)(link >> 16))
-        return 0;
-    return atomic_load(&r->backlog[i]);
+    int i = backlog_index(r, link);
+    return i < 0 ? 0 : atomic_load(&r->backlog[i]);
 }
 
 void remote_watch_backlog(struct remote *r, uint64_t link, uint64_t below)
 {
-    uint64_t i = link & 0xffff;
-    if (i < MAX_CONNS && atomic_load(&r->backlog_gen[i]) == (uint32_t)(link >> 16))
+    int i = backlog_index(r, link);
+    if (i >= 0)
         atomic_store(&r->backlog_watch[i], below ? below : 1);
 }
 

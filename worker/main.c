@@ -78,21 +78,28 @@ static void channel_gone(struct vchannel *ch, CUresult status)
     pthread_mutex_unlock(&w.mu);
 }
 
+/* The channel of the tenant's vGPU at index vgpu other than ch, served here, or NULL (w.mu held:
+ * the channel stays while it is). */
+static struct vchannel *tenant_channel(const struct vchannel *ch, uint32_t vgpu)
+{
+    for (unsigned i = 0; i < w.nchans; i++) {
+        struct vchannel *o = w.chans[i].ch;
+        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished))
+            return o;
+    }
+    return NULL;
+}
+
 /* Memory of another vGPU of ch's tenant, when this worker serves that vGPU too. Under swapping its
  * memory may be out when ch's turn comes: the client copies through itself then. */
 static CUresult peer_range(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n)
 {
     if (w.swap_on)
         return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    pthread_mutex_lock(&w.mu); /* its channel stays while this is held */
-    for (unsigned i = 0; i < w.nchans; i++) {
-        struct vchannel *o = w.chans[i].ch;
-        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished)) {
-            r = vgpu_ranges_contain_locked(&o->ranges, p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-            break;
-        }
-    }
+    pthread_mutex_lock(&w.mu);
+    struct vchannel *o = tenant_channel(ch, vgpu);
+    CUresult r = !o ? CUDA_ERROR_NOT_SUPPORTED
+                 : vgpu_ranges_contain_locked(&o->ranges, p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&w.mu);
     return r;
 }
@@ -102,15 +109,9 @@ static CUresult peer_access(const struct vchannel *ch, void *ctx, uint32_t vgpu,
 {
     if (w.swap_on || !w.x->ops->ctx_peer)
         return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
-    CUresult r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
-    pthread_mutex_lock(&w.mu); /* its channel stays while this is held */
-    for (unsigned i = 0; i < w.nchans; i++) {
-        struct vchannel *o = w.chans[i].ch;
-        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished)) {
-            r = vchannel_peer_access(o, ctx_id, ctx, enable);
-            break;
-        }
-    }
+    pthread_mutex_lock(&w.mu);
+    struct vchannel *o = tenant_channel(ch, vgpu);
+    CUresult r = o ? vchannel_peer_access(o, ctx_id, ctx, enable) : CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     pthread_mutex_unlock(&w.mu);
     return r;
 }
@@ -132,13 +133,11 @@ static CUresult peer_area(const struct vchannel *ch, uint32_t vgpu, uint64_t off
 
 static int peer_device(const struct vchannel *ch, uint32_t vgpu)
 {
-    int dev = -1;
+    if (w.swap_on)
+        return -1;
     pthread_mutex_lock(&w.mu);
-    for (unsigned i = 0; i < w.nchans && !w.swap_on; i++) {
-        const struct vchannel *o = w.chans[i].ch;
-        if (o != ch && o->session == ch->session && o->vgpu == vgpu && !atomic_load(&o->finished))
-            dev = o->device;
-    }
+    const struct vchannel *o = tenant_channel(ch, vgpu);
+    int dev = o ? o->device : -1;
     pthread_mutex_unlock(&w.mu);
     return dev;
 }

@@ -130,6 +130,16 @@ static inline uint64_t vgpu_chan_resident(const struct vgpu_chan_stats *st)
     return held > out ? held - out : 0;
 }
 
+/* A channel's calls and the errors among them, every op summed. */
+static inline void vgpu_chan_calls(const struct vgpu_chan_stats *st, uint64_t *calls, uint64_t *errors)
+{
+    *calls = *errors = 0;
+    for (unsigned op = 1; op < VGPU_OP_COUNT; op++) {
+        *calls += atomic_load_explicit(&st->calls[op], memory_order_relaxed);
+        *errors += atomic_load_explicit(&st->errors[op], memory_order_relaxed);
+    }
+}
+
 #define VGPU_STATS_MAGIC 0x54415453u /* "STAT" */
 
 struct vgpu_worker_stats {
