@@ -30,12 +30,29 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool asyn
     return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
 }
 
+/* Device memory of this vGPU at p, or of another of the tenant's (its owner then in *oc, *och). */
+static bool device_side(struct fe_chan *ch, uint64_t p, struct fe_ctx **oc, struct fe_chan **och, bool *other)
+{
+    uint64_t off;
+    *other = false;
+    if (fe_classify(ch, p, &off) == FE_DEVICE)
+        return true;
+    return *other = fe_device_owner(p, oc, och);
+}
+
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    /* Unified addressing: either side may be another vGPU's memory, as between two GPUs. */
+    struct fe_ctx *dc = c, *sc = c;
+    struct fe_chan *dch = ch, *sch = ch;
+    bool dst_other = false, src_other = false;
+    if (n && device_side(ch, dst, &dc, &dch, &dst_other) && device_side(ch, src, &sc, &sch, &src_other) &&
+        (dst_other || src_other))
+        return fe_copy_across(c, ch, sid, dc, dch, dst, sc, sch, src, n, async);
     return fe_copy_dtod(c, ch, sid, dst, src, n, async);
 }
 
@@ -46,21 +63,18 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
-    uint64_t off;
-    bool dst_dev = fe_classify(ch, dst, &off) == FE_DEVICE;
-    bool src_dev = fe_classify(ch, src, &off) == FE_DEVICE;
-    /* Device memory of another of the tenant's vGPUs: a peer copy (ordered after the stream's work). */
+    /* Device memory of another of the tenant's vGPUs: a peer copy. */
     struct fe_ctx *dc = c, *sc = c;
     struct fe_chan *dch = ch, *sch = ch;
-    bool dst_other = !dst_dev && n && fe_device_owner(dst, &dc, &dch);
-    bool src_other = !src_dev && n && fe_device_owner(src, &sc, &sch);
-    if (dst_other || src_other) {
-        FE_RETURN_IF(fe_stream_wait(c, ch, sid));
-        if (!(src_dev || src_other)) /* host memory into another vGPU's */
-            return fe_copy_htod(dc, dch, 0, dst, (const void *)(uintptr_t)src, n, false);
-        if (!(dst_dev || dst_other)) /* another vGPU's into host memory */
-            return fe_copy_dtoh(sc, sch, 0, (void *)(uintptr_t)dst, src, n, false);
-        return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
+    bool dst_other, src_other;
+    bool dst_dev = device_side(ch, dst, &dc, &dch, &dst_other);
+    bool src_dev = device_side(ch, src, &sc, &sch, &src_other);
+    if (n && (dst_other || src_other)) {
+        if (dst_dev && src_dev)
+            return fe_copy_across(c, ch, sid, dc, dch, dst, sc, sch, src, n, async);
+        FE_RETURN_IF(fe_stream_wait(c, ch, sid)); /* host memory and another vGPU's, after the stream's work */
+        return dst_other ? fe_copy_htod(dc, dch, 0, dst, (const void *)(uintptr_t)src, n, false)
+                         : fe_copy_dtoh(sc, sch, 0, (void *)(uintptr_t)dst, src, n, false);
     }
     if (dst_dev && src_dev)
         return fe_copy_dtod(c, ch, sid, dst, src, n, async);

@@ -111,11 +111,15 @@ bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch)
 
 /* The copy in the worker that serves both vGPUs, on stream sid of channel `on` (ctx c's), the other
  * side's memory other's. CUDA_ERROR_NOT_SUPPORTED when it cannot be done there. */
-static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t sid, struct fe_chan *other,
-                               bool other_is_src, uint64_t dst, uint64_t src, size_t n, bool wait)
+static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t sid, struct fe_ctx *oc,
+                               struct fe_chan *other, bool other_is_src, uint64_t dst, uint64_t src, size_t n, bool wait)
 {
     if ((fe.devices[on->device].info.flags | fe.devices[other->device].info.flags) & VGPU_DEVICE_REMOTE)
         return CUDA_ERROR_NOT_SUPPORTED;
+    if (wait) { /* the other channel's poller must have taken in what came before on it */
+        FE_REQ(f, Fence);
+        FE_RETURN_IF(FE_CALL(other, oc->id, Fence, &f, NULL));
+    }
     FE_REQ(q, CopyPeer);
     q.dst = dst;
     q.src = src;
@@ -124,6 +128,7 @@ static CUresult copy_in_worker(struct fe_ctx *c, struct fe_chan *on, uint32_t si
     q.peer = (uint32_t)fe.devices[other->device].vgpu;
     q.peer_is_src = other_is_src;
     q.wait = wait;
+    q.peer_ctx = oc->id;
     return FE_POST(on, c->id, CopyPeer, &q, true); /* answered once queued (or done), so that a refusal is heard */
 }
 
@@ -181,13 +186,13 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
         return fe_copy_dtod(dc, dch, 0, dst, src, n, false);
     if (!fe_device_range(dch, dc->id, dst, n) || !fe_device_range(sch, sc->id, src, n))
         return CUDA_ERROR_INVALID_VALUE;
-    /* After what the source's default stream holds, and done when this returns, as natively. */
+    /* After the work of both contexts, and done when this returns: the worker orders it as the
+     * driver does; otherwise the source's default stream is waited for first. */
+    CUresult w = copy_in_worker(dc, dch, 0, sc, sch, true, dst, src, n, true);
+    if (w != CUDA_ERROR_NOT_SUPPORTED)
+        return w;
     FE_RETURN_IF(fe_stream_wait(sc, sch, 0));
-    CUresult w = copy_in_worker(dc, dch, 0, sch, true, dst, src, n, true);
-    if (w == CUDA_SUCCESS)
-        return CUDA_SUCCESS;
-    if (w == CUDA_ERROR_NOT_SUPPORTED)
-        w = copy_between_nodes(dc, dch, dst, sc, sch, src, n);
+    w = copy_between_nodes(dc, dch, dst, sc, sch, src, n);
     if (w != CUDA_ERROR_NOT_SUPPORTED)
         return w;
     uint8_t *bounce = malloc(n < PEER_CHUNK ? (n ? n : 1) : PEER_CHUNK);
@@ -204,14 +209,19 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
     return r;
 }
 
-/* Earlier work on stream s first (the copy itself is done when this returns). */
-static CUresult after_stream(CUstream s, bool pt)
+CUresult fe_copy_across(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_ctx *dc, struct fe_chan *dch,
+                        uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch, uint64_t src, size_t n, bool async)
 {
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
-    return fe_stream_wait(c, ch, sid);
+    if (!fe_device_range(dch, dc->id, dst, n) || !fe_device_range(sch, sc->id, src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (async && (ch == dch || ch == sch)) {
+        CUresult w = copy_in_worker(c, ch, sid, ch == dch ? sc : dc, ch == dch ? sch : dch, ch == dch, dst, src, n,
+                                    false);
+        if (w != CUDA_ERROR_NOT_SUPPORTED)
+            return w;
+    }
+    FE_RETURN_IF(fe_stream_wait(c, ch, sid)); /* earlier work on the stream first */
+    return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
 }
 
 static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s,
@@ -234,20 +244,14 @@ static CUresult memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CU
         }
         return fe_copy_dtod(dc, dch, sid, dst, src, n, async);
     }
-    if (async) {
-        /* On a stream of either vGPU: ordered there, in the worker that serves both. */
-        struct fe_ctx *c;
-        struct fe_chan *ch;
-        uint32_t sid;
-        FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
-        if ((ch == dch || ch == sch) && fe_device_range(dch, dc->id, dst, n) && fe_device_range(sch, sc->id, src, n)) {
-            CUresult w = copy_in_worker(c, ch, sid, ch == dch ? sch : dch, ch == dch, dst, src, n, false);
-            if (w != CUDA_ERROR_NOT_SUPPORTED)
-                return w;
-        }
-        FE_RETURN_IF(after_stream(s, pt));
-    }
-    return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
+    if (!async)
+        return fe_copy_peer(dc, dch, dst, sc, sch, src, n);
+    /* On a stream of either vGPU: ordered there, in the worker that serves both. */
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid));
+    return fe_copy_across(c, ch, sid, dc, dch, dst, sc, sch, src, n, true);
 }
 
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)

@@ -204,13 +204,30 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     struct fe_event *ev = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)e);
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (ev->ctx != c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    /* The event may be another context's, of this vGPU or another, as natively. */
+    struct fe_ctx *ec;
+    struct fe_chan *ech;
+    FE_RETURN_IF(fe_ctx_get((CUcontext)(uintptr_t)ev->ctx->handle, &ec, &ech));
     FE_REQ(q, StreamWaitEvent);
     q.stream = sid;
     q.event = ev->id;
     q.flags = flags;
-    return FE_POST(ch, c->id, StreamWaitEvent, &q, false);
+    q.event_ctx = ec->id;
+    q.peer = (uint32_t)fe.devices[ech->device].vgpu;
+    if (ech == ch)
+        return FE_POST(ch, c->id, StreamWaitEvent, &q, false);
+    /* Another vGPU's event: the worker that serves both vGPUs makes the stream wait for it (answered,
+     * to hear whether it does); otherwise (another node's vGPU) the client waits for the event, which
+     * orders what follows on the stream after it as well. */
+    if (!((fe.devices[ch->device].info.flags | fe.devices[ech->device].info.flags) & VGPU_DEVICE_REMOTE)) {
+        /* Each channel has its own poller: the event's must have its record before this one waits. */
+        FE_REQ(f, Fence);
+        FE_RETURN_IF(FE_CALL(ech, ec->id, Fence, &f, NULL));
+        CUresult r = FE_POST(ch, c->id, StreamWaitEvent, &q, true);
+        if (r != CUDA_ERROR_NOT_SUPPORTED)
+            return r;
+    }
+    return cuEventSynchronize(e);
 }
 
 CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) { return stream_wait_event(h, e, flags, false); }
@@ -622,3 +639,4 @@ CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) { return copy_a
 /* The CUDA 3 names: the same calls. */
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
 CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
+

@@ -318,14 +318,18 @@ void fe_ranges_add(struct fe_chan *ch, const struct vgpu_range *r);
 void fe_ranges_remove(struct fe_chan *ch, uint64_t base);
 void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx);
 
-/* Peers (api_peer.c): the vGPU and context whose device memory holds p, and a copy between two
- * vGPUs, staged through the client (synchronous). */
+/* Peers (api_peer.c): the vGPU and context whose device memory holds p; a copy between two vGPUs'
+ * memory ordered on stream sid of ch (c's): in the worker that serves both when it does, else after
+ * that stream's work, through the client. */
 bool fe_device_owner(uint64_t p, struct fe_ctx **c, struct fe_chan **ch);
+CUresult fe_copy_across(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_ctx *dc, struct fe_chan *dch,
+                        uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch, uint64_t src, size_t n, bool async);
 /* api_pool.c: the handle of a memory pool known by its id (0: none), and a free in stream order on
  * sid of memory of ch's vGPU (a stream-ordered allocation, or c's cuMemAlloc allocation); wait: for
  * the worker's answer (else an error comes with the next synchronous call). */
 uint64_t fe_pool_handle(uint32_t id);
 CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dptr, bool wait);
+/* The synchronous copy between two vGPUs (after the source's default stream). */
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n);
 

@@ -9,6 +9,14 @@ CUresult vgpu_handle_Nop(struct vgpu_call *c, const struct vgpu_req_Nop *q, stru
     return CUDA_SUCCESS;
 }
 
+CUresult vgpu_handle_Fence(struct vgpu_call *c, const struct vgpu_req_Fence *q, struct vgpu_rsp_Fence *a)
+{
+    (void)c;
+    (void)q;
+    (void)a;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_CtxCreate(struct vgpu_call *c, const struct vgpu_req_CtxCreate *q, struct vgpu_rsp_CtxCreate *a)
 {
     (void)a;
@@ -21,6 +29,18 @@ CUresult vgpu_handle_CtxCreate(struct vgpu_call *c, const struct vgpu_req_CtxCre
     return r;
 }
 
+struct peer_access {
+    void *ctx;
+    uint32_t peer_ctx;
+    bool enable;
+};
+
+static CUresult give_access(struct vchannel *peer, void *arg)
+{
+    struct peer_access *pa = arg;
+    return vchannel_peer_access(peer, pa->peer_ctx, pa->ctx, pa->enable);
+}
+
 CUresult vgpu_handle_PeerAccess(struct vgpu_call *c, const struct vgpu_req_PeerAccess *q, struct vgpu_rsp_PeerAccess *a)
 {
     (void)a;
@@ -31,9 +51,11 @@ CUresult vgpu_handle_PeerAccess(struct vgpu_call *c, const struct vgpu_req_PeerA
         return CUDA_ERROR_INVALID_VALUE;
     if (q->peer == c->ch->vgpu)
         return q->enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
-    if (!c->ch->host->peer_access)
+    if (!OPS(c)->ctx_peer)
         return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
-    return c->ch->host->peer_access(c->ch, c->ctx->x, q->peer, q->peer_ctx, q->enable != 0);
+    struct peer_access pa = {c->ctx->x, q->peer_ctx, q->enable != 0};
+    r = vchannel_with_peer(c, q->peer, true, give_access, &pa);
+    return r == CUDA_ERROR_NOT_SUPPORTED ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : r;
 }
 
 CUresult vgpu_handle_CtxDestroy(struct vgpu_call *c, const struct vgpu_req_CtxDestroy *q, struct vgpu_rsp_CtxDestroy *a)

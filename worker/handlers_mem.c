@@ -232,6 +232,37 @@ CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDto
     return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
+struct peer_copy {
+    struct vgpu_call *c;
+    const struct vgpu_req_CopyPeer *q;
+    void *stream;
+};
+
+/* Whether the other side is the other vGPU's device memory (its ranges change under its lock);
+ * then, for the synchronous call, the copy, after the work of context peer_ctx there too (which
+ * stays while its channel's lock is held). */
+static CUresult copy_with_peer(struct vchannel *peer, void *arg)
+{
+    const struct peer_copy *pc = arg;
+    struct vgpu_call *c = pc->c;
+    const struct vgpu_req_CopyPeer *q = pc->q;
+    if (!vgpu_ranges_contain_locked(&peer->ranges, q->peer_is_src ? q->src : q->dst, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!q->wait)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&peer->shared_mu);
+    const struct srv_obj *o = srv_table_get(&peer->tables[SRV_CTX], q->peer_ctx);
+    void *theirs = o ? o->x : NULL, *mine = c->ctx->x;
+    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+    if (theirs && OPS(c)->copy_peer)
+        r = OPS(c)->copy_peer(EXEC(c), q->peer_is_src ? mine : theirs, q->dst, q->peer_is_src ? theirs : mine, q->src,
+                              q->size);
+    else if (theirs && (r = OPS(c)->stream_synchronize(EXEC(c), theirs, NULL)) == CUDA_SUCCESS)
+        r = OPS(c)->copy_dtod(EXEC(c), mine, pc->stream, q->dst, q->src, q->size, xfer_flags(c) | VGPU_XFER_SYNC);
+    pthread_mutex_unlock(&peer->shared_mu);
+    return r;
+}
+
 CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPeer *q, struct vgpu_rsp_CopyPeer *a)
 {
     (void)a;
@@ -239,19 +270,19 @@ CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPee
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r || q->size == 0)
         return r;
-    if (!c->ch->host->peer_range || q->peer == c->ch->vgpu || q->peer_is_src > 1)
-        return q->peer == c->ch->vgpu ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-    uint64_t mine = q->peer_is_src ? q->dst : q->src, theirs = q->peer_is_src ? q->src : q->dst;
-    if (!vchannel_device_range(c, mine, q->size))
+    if (q->peer == c->ch->vgpu || q->peer_is_src > 1)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = c->ch->host->peer_range(c->ch, q->peer, theirs, q->size)) != CUDA_SUCCESS)
+    if (q->wait > 1 || !vchannel_device_range(c, q->peer_is_src ? q->dst : q->src, q->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct peer_copy pc = {c, q, stream};
+    if (q->wait) /* admitted first: its turn is not waited for under the worker's lock */
+        return (r = vchannel_admit(c, GATE_COPY, stream)) ? r : vchannel_with_peer(c, q->peer, true, copy_with_peer, &pc);
+    if ((r = vchannel_with_peer(c, q->peer, true, copy_with_peer, &pc)) != CUDA_SUCCESS)
         return r;
     /* Unified addressing: the other device's memory is a pointer like any (its copy engines or the
      * driver's staging move it). */
     r = vchannel_admit(c, GATE_COPY, stream);
-    if (r == CUDA_SUCCESS)
-        r = OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
-    return r || !q->wait ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
+    return r ? r : OPS(c)->copy_dtod(EXEC(c), c->ctx->x, stream, q->dst, q->src, q->size, xfer_flags(c));
 }
 
 struct area_copy {

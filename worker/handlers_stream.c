@@ -109,6 +109,19 @@ CUresult vgpu_handle_StreamMemOps(struct vgpu_call *c, const struct vgpu_req_Str
     return r ? r : OPS(c)->stream_mem_ops(EXEC(c), c->ctx->x, stream, ops, q->count);
 }
 
+struct event_wait {
+    struct vgpu_call *c;
+    void *stream;
+    const struct vgpu_req_StreamWaitEvent *q;
+};
+
+/* An event of another vGPU of the tenant: the executor's streams wait across contexts and devices. */
+static CUresult wait_in(struct vchannel *owner, void *arg)
+{
+    struct event_wait *ew = arg;
+    return vchannel_wait_event_of(owner, ew->c, ew->stream, ew->q->event_ctx, ew->q->event, ew->q->flags);
+}
+
 CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_StreamWaitEvent *q,
                                      struct vgpu_rsp_StreamWaitEvent *a)
 {
@@ -117,10 +130,10 @@ CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
-    struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
-    return OPS(c)->stream_wait_event(EXEC(c), c->ctx->x, stream, e->x, q->flags);
+    if (q->peer == c->ch->vgpu) /* an event of one of this vGPU's contexts */
+        return vchannel_wait_event_of(c->ch, c, stream, q->event_ctx, q->event, q->flags);
+    struct event_wait ew = {c, stream, q};
+    return vchannel_with_peer(c, q->peer, false, wait_in, &ew);
 }
 
 CUresult vgpu_handle_HostFn(struct vgpu_call *c, const struct vgpu_req_HostFn *q, struct vgpu_rsp_HostFn *a)
@@ -163,7 +176,10 @@ CUresult vgpu_handle_EventDestroy(struct vgpu_call *c, const struct vgpu_req_Eve
     CUresult r = vchannel_lookup(c, SRV_EVENT, q->event, &e);
     if (r)
         return r;
+    pthread_mutex_lock(&c->ch->shared_mu); /* another channel's stream may be waiting for it */
     r = OPS(c)->event_destroy(EXEC(c), c->ctx->x, e->x);
+    e->x = NULL;
+    pthread_mutex_unlock(&c->ch->shared_mu);
     vchannel_ipc_forget(c->ch, vchannel_ipc_event_key(q->event)); /* its handle opens nothing more */
     vchannel_remove(c->ch, SRV_EVENT, q->event);
     return r;
@@ -214,3 +230,4 @@ CUresult vgpu_handle_EventElapsedTime(struct vgpu_call *c, const struct vgpu_req
     a->ms = ms;
     return r;
 }
+

@@ -260,6 +260,12 @@ CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnma
     return CUDA_SUCCESS;
 }
 
+static CUresult device_of(struct vchannel *peer, void *arg)
+{
+    *(int *)arg = peer->device;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_MemSetAccess *q,
                                   struct vgpu_rsp_MemSetAccess *a)
 {
@@ -267,8 +273,9 @@ CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_Mem
     if (q->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !whole_mappings(c->ch, q->ptr, q->size))
         return CUDA_ERROR_INVALID_VALUE;
     if (q->peer) { /* another vGPU's device reaches these mappings; they stay this channel's memory */
-        int dev = c->ch->host->peer_device ? c->ch->host->peer_device(c->ch, q->peer - 1) : -1;
-        if (dev < 0 || dev == c->ch->device || !OPS(c)->vmm_set_peer_access)
+        int dev = -1;
+        if (vchannel_with_peer(c, q->peer - 1, true, device_of, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
+            !OPS(c)->vmm_set_peer_access)
             return CUDA_ERROR_NOT_SUPPORTED;
         return OPS(c)->vmm_set_peer_access(EXEC(c), dev, q->ptr, q->size, q->flags);
     }

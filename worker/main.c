@@ -90,28 +90,17 @@ static struct vchannel *tenant_channel(const struct vchannel *ch, uint32_t vgpu)
     return NULL;
 }
 
-/* Memory of another vGPU of ch's tenant, when this worker serves that vGPU too. Under swapping its
- * memory may be out when ch's turn comes: the client copies through itself then. */
-static CUresult peer_range(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n)
+/* fn on the channel of another vGPU of ch's tenant, when this worker serves it too (under w.mu: the
+ * channel stays while fn runs). Under swapping its memory may be out when ch's turn comes: what
+ * touches it (memory) is refused then, and the client does it through itself. */
+static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
+                          CUresult (*fn)(struct vchannel *peer, void *arg), void *arg)
 {
-    if (w.swap_on)
+    if (memory && w.swap_on)
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&w.mu);
     struct vchannel *o = tenant_channel(ch, vgpu);
-    CUresult r = !o ? CUDA_ERROR_NOT_SUPPORTED
-                 : vgpu_ranges_contain_locked(&o->ranges, p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_unlock(&w.mu);
-    return r;
-}
-
-/* Peer access from ctx (of ch) to context ctx_id of the tenant's vGPU at index vgpu, served here. */
-static CUresult peer_access(const struct vchannel *ch, void *ctx, uint32_t vgpu, uint32_t ctx_id, bool enable)
-{
-    if (w.swap_on || !w.x->ops->ctx_peer)
-        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
-    pthread_mutex_lock(&w.mu);
-    struct vchannel *o = tenant_channel(ch, vgpu);
-    CUresult r = o ? vchannel_peer_access(o, ctx_id, ctx, enable) : CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    CUresult r = o ? fn(o, arg) : CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_unlock(&w.mu);
     return r;
 }
@@ -129,17 +118,6 @@ static CUresult peer_area(const struct vchannel *ch, uint32_t vgpu, uint64_t off
         }
     pthread_mutex_unlock(&w.mu);
     return r;
-}
-
-static int peer_device(const struct vchannel *ch, uint32_t vgpu)
-{
-    if (w.swap_on)
-        return -1;
-    pthread_mutex_lock(&w.mu);
-    const struct vchannel *o = tenant_channel(ch, vgpu);
-    int dev = o ? o->device : -1;
-    pthread_mutex_unlock(&w.mu);
-    return dev;
 }
 
 /* What the worker's contexts hold on the channel's device, for vgpud's accounting: the executor's
@@ -615,9 +593,7 @@ static int start(void)
             .image_release = worker_image_release,
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
-            .peer_range = peer_range,
-            .peer_access = peer_access,
-            .peer_device = peer_device,
+            .with_peer = with_peer,
             .peer_area = peer_area,
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,

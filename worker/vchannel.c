@@ -186,22 +186,54 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
 
 CUresult vchannel_need_ctx(struct vgpu_call *c) { return c->ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
 
+/* Other channels of the tenant read this channel's events (a stream of theirs waits for one) under
+ * shared_mu, so the event table changes under it; contexts are added and removed under it by their
+ * callers. */
 struct srv_obj *vchannel_add(struct vgpu_call *c, enum srv_kind kind, uint32_t id, CUresult *err)
 {
+    if (kind == SRV_EVENT)
+        pthread_mutex_lock(&c->ch->shared_mu);
     struct srv_obj *o = srv_table_add(&c->ch->tables[kind], id, err);
     if (o) {
         o->ctx = kind == SRV_CTX ? id : c->ctx_id;
         atomic_fetch_add(&c->ch->acct->live[kind], 1);
     }
+    if (kind == SRV_EVENT)
+        pthread_mutex_unlock(&c->ch->shared_mu);
     return o;
 }
 
 void vchannel_remove(struct vchannel *ch, enum srv_kind kind, uint32_t id)
 {
+    if (kind == SRV_EVENT)
+        pthread_mutex_lock(&ch->shared_mu);
     if (srv_table_get(&ch->tables[kind], id)) {
         srv_table_remove(&ch->tables[kind], id);
         atomic_fetch_sub(&ch->acct->live[kind], 1);
     }
+    if (kind == SRV_EVENT)
+        pthread_mutex_unlock(&ch->shared_mu);
+}
+
+CUresult vchannel_with_peer(struct vgpu_call *c, uint32_t vgpu, bool memory,
+                            CUresult (*fn)(struct vchannel *peer, void *arg), void *arg)
+{
+    if (vgpu == c->ch->vgpu || !c->ch->host->with_peer)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return c->ch->host->with_peer(c->ch, vgpu, memory, fn, arg);
+}
+
+CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, void *stream, uint32_t ctx_id,
+                                uint32_t event, unsigned flags)
+{
+    pthread_mutex_lock(&owner->shared_mu); /* the event and its context stay while it is held */
+    const struct srv_obj *e = srv_table_get(&owner->tables[SRV_EVENT], event);
+    const struct srv_obj *ctx = srv_table_get(&owner->tables[SRV_CTX], ctx_id);
+    CUresult r = !e || !e->x || e->ctx != ctx_id || !ctx || !ctx->x
+                     ? CUDA_ERROR_INVALID_HANDLE
+                     : OPS(c)->stream_wait_event(EXEC(c), c->ctx->x, stream, e->x, flags);
+    pthread_mutex_unlock(&owner->shared_mu);
+    return r;
 }
 
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id)

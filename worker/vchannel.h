@@ -48,16 +48,13 @@ struct vchannel_host {
     void (*image_offer)(const void *bytes, size_t size);
     /* The channel's device memory may have changed (optional): for the host's accounting. */
     void (*memory_changed)(struct vchannel *ch);
-    /* Whether [p, p+n) is device memory of the vGPU at index vgpu of ch's tenant, served here too
-     * (CopyPeer): a CUresult (CUDA_ERROR_NOT_SUPPORTED: it is not served here). Optional. */
-    CUresult (*peer_range)(const struct vchannel *ch, uint32_t vgpu, uint64_t p, uint64_t n);
-    /* Enable or disable peer access from ctx (an executor context of ch) to context ctx_id of that
-     * vGPU (PeerAccess): a CUresult. Optional. */
-    CUresult (*peer_access)(const struct vchannel *ch, void *ctx, uint32_t vgpu, uint32_t ctx_id, bool enable);
-    /* The device of that vGPU, when peer access to it may be given (its mappings' access), else -1.
-     * Optional. */
-    int (*peer_device)(const struct vchannel *ch, uint32_t vgpu);
-    /* fn on size bytes at offset of the data area of that vGPU when it is another node's, relayed
+    /* fn(peer, arg) on the channel of the vGPU at index vgpu of ch's tenant, when this worker
+     * serves it too (it stays while fn runs): fn's CUresult, or CUDA_ERROR_NOT_SUPPORTED when it is
+     * not served here, or when memory (fn touches that vGPU's memory) and its memory may be swapped
+     * out. Optional. */
+    CUresult (*with_peer)(const struct vchannel *ch, uint32_t vgpu, bool memory,
+                          CUresult (*fn)(struct vchannel *peer, void *arg), void *arg);
+    /* fn on size bytes at offset of the data area of the vGPU at index vgpu when it is another node's, relayed
      * here (CopyPeerArea): fn's CUresult, or why it could not run. Optional. */
     CUresult (*peer_area)(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,
                           CUresult (*fn)(void *arg, uint8_t *area), void *arg);
@@ -241,6 +238,16 @@ struct vgpu_call {
 #define VGPU_CALL(name, reply, req_tail, rsp_tail, req, rsp)                                           \
     CUresult vgpu_handle_##name(struct vgpu_call *c, const struct vgpu_req_##name *q, struct vgpu_rsp_##name *a);
 #include "vgpu/calls.def"
+
+/* fn(peer, arg) on the channel of the vGPU at index vgpu of c's tenant when this worker serves it
+ * (host->with_peer): fn's CUresult, or CUDA_ERROR_NOT_SUPPORTED (c's own vGPU, not served here, or
+ * memory and swapping is on). */
+CUresult vchannel_with_peer(struct vgpu_call *c, uint32_t vgpu, bool memory,
+                            CUresult (*fn)(struct vchannel *peer, void *arg), void *arg);
+/* c's stream waits for event `event` of context ctx_id of channel owner (c's own, or another of the
+ * tenant's from with_peer): CUDA_ERROR_INVALID_HANDLE when either is gone. */
+CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, void *stream, uint32_t ctx_id,
+                                uint32_t event, unsigned flags);
 #undef VGPU_CALL
 
 /* Run one validated record: look up its handler, count it, answer it if asked. */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 21u
+#define VGPU_PROTO_VERSION 22u
 
 /* ---------------------------------------------------------------- data plane: records */
 

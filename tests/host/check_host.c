@@ -1278,6 +1278,8 @@ START_TEST(test_peer)
     ck_assert_msg(strstr(out, "peer: copies between two devices"), "%s", out);
     /* Two emu devices reach each other: peer access is offered, and a kernel reads the other's memory. */
     ck_assert_msg(strstr(out, "peer access: enabled, a kernel of device 0 read device 1's memory, disabled"), "%s", out);
+    /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
+    ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
     free(out);
     /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */
     long long peer_calls = -1, peer_errors = -1;

@@ -2,10 +2,13 @@
  * (unified addressing), of 1 byte, an odd size and more than one chunk of a staged copy, and host
  * memory into and out of the other device's memory while one device's context is current; the
  * peer queries; where the devices offer peer access, enabling it (twice: the second is refused) and
- * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it.
- * Checked against the data written. Natively on one GPU it says so and stops.
+ * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it;
+ * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
+ * another context of device 0, before copies between the devices on it). Checked against the data
+ * written. Natively on one GPU it says so and stops.
  *   prog_peer [MODULE] */
 #include <string.h>
+#include <time.h>
 
 #include "progutil.h"
 
@@ -65,6 +68,104 @@ static void peer_access(int can, const char *module, CUcontext c0, CUcontext c1)
     CHECK(cuCtxDisablePeerAccess(c1));
     EXPECT(cuCtxDisablePeerAccess(c1) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "disabled twice");
     printf("peer access: enabled%s, disabled\n", module ? ", a kernel of device 0 read device 1's memory" : "");
+}
+
+/* Host functions: one that sleeps a while and then marks *arg, one that copies that mark. */
+static void sleep_then_mark(void *arg)
+{
+    nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static void look(void *arg)
+{
+    int **marks = arg;
+    *marks[1] = __atomic_load_n(marks[0], __ATOMIC_ACQUIRE);
+}
+
+/* Device 1's stream s1 held back a while by a host function, then a memset of p1 to v, then event
+ * e1 recorded; device 0's stream s0 waits for e1 and copies p1 out with cuMemcpyDtoDAsync into p0
+ * and cuMemcpyAsync into q0. */
+static void ordered_copies(CUcontext c1, CUstream s1, CUevent e1, CUdeviceptr p1, uint8_t v, CUcontext c0,
+                           CUstream s0, CUdeviceptr p0, CUdeviceptr q0, size_t n)
+{
+    int mark = 0;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuLaunchHostFunc(s1, sleep_then_mark, &mark));
+    CHECK(cuMemsetD8Async(p1, v, n, s1));
+    CHECK(cuEventRecord(e1, s1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuStreamWaitEvent(s0, e1, 0));
+    CHECK(cuMemcpyDtoDAsync(p0, p1, n, s0));
+    CHECK(cuMemcpyAsync(q0, p1, n, s0));
+    CHECK(cuStreamSynchronize(s0));
+    EXPECT(__atomic_load_n(&mark, __ATOMIC_ACQUIRE) == 1, "copies went before the event of device 1 they wait for");
+    uint8_t *want = malloc(n);
+    EXPECT(want, "memory");
+    memset(want, v, n);
+    prog_expect_device(p0, want, n, "cuMemcpyDtoDAsync after device 1's event");
+    prog_expect_device(q0, want, n, "cuMemcpyAsync after device 1's event");
+    free(want);
+}
+
+/* A stream of c0 waits for an event of another context of device 0, recorded after a host
+ * function that sleeps a while. */
+static void ordered_contexts(CUdevice d0, CUcontext c0, CUstream s0)
+{
+    CUcontext other;
+    CUstream s;
+    CUevent e;
+    int mark = 0, seen = 0, *marks[] = {&mark, &seen};
+    CHECK(cuCtxCreate(&other, NULL, 0, d0));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuLaunchHostFunc(s, sleep_then_mark, &mark));
+    CHECK(cuEventRecord(e, s));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuStreamWaitEvent(s0, e, 0));
+    CHECK(cuLaunchHostFunc(s0, look, marks));
+    CHECK(cuStreamSynchronize(s0));
+    EXPECT(seen == 1, "a stream went on before the event of another context it waits for");
+    CHECK(cuCtxDestroy(other));
+    CHECK(cuCtxSetCurrent(c0));
+}
+
+/* Stream order across contexts and devices, and cuMemcpyDtoD between the devices. */
+static void across(CUdevice d0, CUcontext c0, CUcontext c1)
+{
+    const size_t n = (4u << 20) + 7;
+    CUdeviceptr p0, q0, p1;
+    CUstream s0, s1;
+    CUevent e1;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&p1, n));
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemAlloc(&p0, n));
+    CHECK(cuMemAlloc(&q0, n));
+    CHECK(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+    for (int round = 0; round < 2; round++) {
+        ordered_copies(c1, s1, e1, p1, (uint8_t)(0x40 + round), c0, s0, p0, q0, n);
+        ordered_contexts(d0, c0, s0);
+    }
+    /* Device 0 current: its memory into device 1's, synchronously. */
+    CHECK(cuMemsetD8(p0, 0x6b, n));
+    CHECK(cuMemcpyDtoD(p1, p0, n));
+    CHECK(cuCtxSetCurrent(c1));
+    uint8_t *want = malloc(n);
+    EXPECT(want, "memory");
+    memset(want, 0x6b, n);
+    prog_expect_device(p1, want, n, "cuMemcpyDtoD between the devices");
+    free(want);
+    CHECK(cuEventDestroy(e1));
+    CHECK(cuStreamDestroy(s1));
+    CHECK(cuMemFree(p1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuStreamDestroy(s0));
+    CHECK(cuMemFree(p0));
+    CHECK(cuMemFree(q0));
+    printf("stream order across devices and contexts: ok\n");
 }
 
 int main(int argc, char **argv)
@@ -134,6 +235,7 @@ int main(int argc, char **argv)
         free(a);
         free(b);
     }
+    across(d0, c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     CHECK(cuCtxSetCurrent(NULL));
     CHECK(cuDevicePrimaryCtxRelease(d0));

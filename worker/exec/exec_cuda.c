@@ -54,6 +54,7 @@
     X(cuMemcpyHtoDAsync_v2)                                                                            \
     X(cuMemcpyDtoHAsync_v2)                                                                            \
     X(cuMemcpyDtoDAsync_v2)                                                                            \
+    X(cuMemcpyPeer)                                                                                    \
     X(cuMemcpy3DAsync_v2)                                                                              \
     X(cuMemsetD8Async)                                                                                 \
     X(cuMemsetD16Async)                                                                                \
@@ -860,6 +861,13 @@ static CUresult cuda_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uin
 {
     BIND(x, ctx);
     return finish(x, stream, flags, API(x)->cuMemcpyDtoDAsync_v2(dst, src, n, stream));
+}
+
+static CUresult cuda_copy_peer(struct vgpu_exec *x, void *dst_ctx, uint64_t dst, void *src_ctx, uint64_t src,
+                               uint64_t n)
+{
+    BIND(x, dst_ctx);
+    return API(x)->cuMemcpyPeer(dst, CC(dst_ctx)->c, src, CC(src_ctx)->c, n);
 }
 
 static void copy_side(const struct vgpu_copy_side *s, uint64_t height, CUmemorytype *type, const void **host,
@@ -1806,6 +1814,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,
     .copy_dtod = cuda_copy_dtod,
+    .copy_peer = cuda_copy_peer,
     .memset = cuda_memset,
     .memset_2d = cuda_memset_2d,
     .copy_3d = cuda_copy_3d,

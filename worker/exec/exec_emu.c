@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bell.h"
 #include "emu.h"
 #include "log.h"
 #include "vgpu/calls.h"
@@ -762,10 +763,19 @@ static CUresult emu_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream,
 
 static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stream, void *event, unsigned flags)
 {
-    (void)x;
     (void)flags;
     struct emu_ctx *c = CTX(ctx);
     struct emu_event *e = event;
+    if (e->ctx != c) {
+        /* Another context's event (another device's, or another context of this one): its
+         * completion wakes no stream of this context, and it may go before an op here would, so
+         * the record is waited for now, which orders everything queued after as the GPU would. */
+        int64_t start = vgpu_now_ns(), limit = EMU(x)->wait_limit_ns;
+        uint64_t target = atomic_load(&e->state->rec_gen);
+        while (atomic_load(&e->state->done_gen) < target && !(limit && vgpu_now_ns() - start > limit))
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+        return CUDA_SUCCESS;
+    }
     struct emu_op *op = emu_op_new(EMU_OP_NOTHING);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1038,3 +1048,4 @@ struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg)
     LOG_INFO("emu executor: %d device(s), %llu MiB each", count, (unsigned long long)(memory >> 20));
     return &x->base;
 }
+

@@ -155,6 +155,10 @@ struct vgpu_exec_ops {
                           unsigned flags);
     CUresult (*copy_dtod)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint64_t src, uint64_t n,
                           unsigned flags);
+    /* Between two contexts' memory (two devices'), ordered after the work of both and done when it
+     * returns, as cuMemcpyPeer. Optional: without it, the source context is synchronized, then
+     * copy_dtod. */
+    CUresult (*copy_peer)(struct vgpu_exec *x, void *dst_ctx, uint64_t dst, void *src_ctx, uint64_t src, uint64_t n);
     CUresult (*memset)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t dst, uint32_t value,
                        unsigned elem_size, uint64_t count, unsigned flags);
     /* depth slices of height rows of width bytes (see struct vgpu_copy_3d). */
