@@ -225,10 +225,12 @@ static char *status_json(struct server *srv, const struct session *asker, size_t
                   srv->executor, srv->driver_version, (double)(now - srv->started_ns) / 1e9,
                   (unsigned long long)srv->clients_served, asker->admin ? "true" : "false");
     const struct sched_options *so = &srv->opt.sched;
-    strbuf_printf(&b, "\"sched\":{\"policy\":\"%s\",\"period_ns\":%llu,\"wait_ns\":%llu,\"quantum_ns\":%llu},",
+    strbuf_printf(&b,
+                  "\"sched\":{\"policy\":\"%s\",\"period_ns\":%llu,\"wait_ns\":%llu,\"quantum_ns\":%llu,"
+                  "\"swap_quantum_ns\":%llu},",
                   so->policy == SCHED_POLICY_NONE ? "none" : sched_policy_name((enum sched_policy)so->policy),
                   (unsigned long long)so->period_ns, (unsigned long long)so->wait_ns,
-                  (unsigned long long)so->quantum_ns);
+                  (unsigned long long)so->quantum_ns, (unsigned long long)so->swap_quantum_ns);
     strbuf_printf(&b, "\"isolation\":\"%s\",", srv->opt.isolation == ISOLATION_DOMAIN ? "domain" : "session");
     devices_json(srv, &b);
     strbuf_printf(&b, ",\"sessions\":[");

@@ -152,6 +152,11 @@ int server_memory_run(struct server *srv, int fallback_ms)
     if (!srv->mm)
         return fallback_ms;
     uint64_t now = mono_ns(), wake = mm_run(srv->mm, now);
+    for (int d = 0; d < srv->device_count; d++) { /* memory that moves, or waits to: longer turns */
+        struct mm_device_view v;
+        mm_device_view(srv->mm, d, &v);
+        sched_host_set_oversubscribed(srv->sched, d, v.swapped_host || v.swapped_device || v.waiting);
+    }
     if (!wake)
         return fallback_ms;
     uint64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0;

@@ -526,6 +526,13 @@ void sched_host_set_weight(struct sched_host *h, struct sched_host_region *g, un
     pthread_mutex_unlock(&h->mu);
 }
 
+void sched_host_set_oversubscribed(struct sched_host *h, int device, bool on)
+{
+    if (h && device >= 0 && device < h->devices)
+        atomic_store_explicit(&h->board->dev[device].quantum_ns, on ? h->opt.swap_quantum_ns : 0,
+                              memory_order_relaxed);
+}
+
 void sched_host_charge(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource, uint64_t ns)
 {
     if (!h || !g || slot >= g->count || resource >= SCHED_RESOURCES)

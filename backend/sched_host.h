@@ -36,6 +36,8 @@ int sched_host_join(struct sched_host *h, struct sched_host_region *g, unsigned 
                     unsigned weight);
 void sched_host_leave(struct sched_host *h, struct sched_host_region *g, unsigned slot);
 void sched_host_set_weight(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned weight);
+/* Whether a device's memory is oversubscribed (vgpud swaps it): its turns take the swap quantum. */
+void sched_host_set_oversubscribed(struct sched_host *h, int device, bool on);
 /* Charge a vGPU ns of an engine's time it caused outside its turns (memory moved for it). */
 void sched_host_charge(struct sched_host *h, struct sched_host_region *g, unsigned slot, unsigned resource, uint64_t ns);
 

@@ -53,6 +53,9 @@ static void usage(FILE *f)
             "  --sched-wait US        BAND's time buffer (default 500)\n"
             "  --sched-quantum US     how long a vGPU may add work to its turn while others wait (default 8000:\n"
             "                         a switch between two vGPUs costs the GPU about 140 us)\n"
+            "  --sched-swap-quantum US  the same while vgpud swaps the device's memory (default 32000: a\n"
+            "                         resident vGPU runs a whole burst of kernels while another computes on\n"
+            "                         its CPU; 0: --sched-quantum)\n"
             "  --sched-spin US        how long a vGPU waiting for an engine spins before it sleeps (default 2000\n"
             "                         on machines of 8 processors or more, else 100)\n"
             "  --sched-host-spin US   how long vgpud's scheduler thread keeps looking after a hand-over or a\n"
@@ -179,7 +182,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
        O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT,
-       O_REMOTE_BACKLOG };
+       O_REMOTE_BACKLOG, O_SWAP_QUANTUM };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -207,6 +210,7 @@ static const struct option longopts[] = {
     {"sched-max-turn", required_argument, 0, O_MAX_TURN},
     {"sched-host-spin", required_argument, 0, O_HOST_SPIN},
     {"sched-turn-idle", required_argument, 0, O_TURN_IDLE},
+    {"sched-swap-quantum", required_argument, 0, O_SWAP_QUANTUM},
     {"swap-host", required_argument, 0, O_SWAP_HOST},
     {"swap-device", required_argument, 0, O_SWAP_DEVICE},
     {"swap-reserve", required_argument, 0, O_SWAP_RESERVE},
@@ -514,6 +518,11 @@ static int apply(struct settings *st, int c, const char *arg)
         if (parse_number("--sched-host-spin", arg, 0, 1000000, " (us)", &v))
             return 2;
         st->opt.sched.host_spin_ns = v * 1000;
+        break;
+    case O_SWAP_QUANTUM:
+        if (parse_number("--sched-swap-quantum", arg, 0, 1000000, " (us)", &v))
+            return 2;
+        st->opt.sched.swap_quantum_ns = v * 1000;
         break;
     case O_TURN_IDLE:
         if (parse_number("--sched-turn-idle", arg, 0, 1000000, " (us)", &v))
@@ -878,8 +887,14 @@ int main(int argc, char **argv)
                 .max_modules = 4096,
                 .max_functions = 65536,
                 .max_data_area = 4ull << 30,
-                .sched = {SCHED_POLICY_BAND, 0, SCHED_DEFAULT_WAIT_NS, SCHED_DEFAULT_QUANTUM_NS,
-                          spare_cpus ? 2000000 : 100000, true, 0, spare_cpus ? 1000000000 : 200000, 50000},
+                .sched = {.policy = SCHED_POLICY_BAND,
+                          .wait_ns = SCHED_DEFAULT_WAIT_NS,
+                          .quantum_ns = SCHED_DEFAULT_QUANTUM_NS,
+                          .swap_quantum_ns = SCHED_DEFAULT_SWAP_QUANTUM_NS,
+                          .spin_ns = spare_cpus ? 2000000 : 100000,
+                          .calibrate = true,
+                          .host_spin_ns = spare_cpus ? 1000000000 : 200000,
+                          .turn_idle_ns = 50000},
                 .default_weight = 100,
                 .max_xen_data_area = 64ull << 20,
                 .xen_config_dir = "/etc/xen",

@@ -338,16 +338,21 @@ CUresult cuGraphExecDestroy(CUgraphExec h)
     return e ? fe_graph_destroy(e) : CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult fe_graph_instantiate_as(struct fe_graph *g, uint32_t exec, uint64_t flags)
+{
+    FE_REQ(q, GraphInstantiate);
+    q.graph = g->id;
+    q.exec = exec;
+    q.flags = flags;
+    return FE_CALL(g->ch, g->ctx->id, GraphInstantiate, &q, NULL);
+}
+
 CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct fe_graph **exec)
 {
     struct fe_graph *e = fe_graph_new(FE_GRAPH_EXEC, g->ctx, g->ch);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    FE_REQ(q, GraphInstantiate);
-    q.graph = g->id;
-    q.exec = e->id;
-    q.flags = flags;
-    CUresult r = FE_CALL(g->ch, g->ctx->id, GraphInstantiate, &q, NULL);
+    CUresult r = fe_graph_instantiate_as(g, e->id, flags);
     if (r != CUDA_SUCCESS) {
         fe_graph_free(e);
         return r;

@@ -123,6 +123,14 @@ static bool any_ready(void *arg)
     return ready || atomic_load(&ch->dead);
 }
 
+bool fe_host_fns_queued(struct fe_chan *ch)
+{
+    pthread_mutex_lock(&ch->hostfn_mu);
+    bool queued = ch->hostfn_queue != NULL;
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    return queued;
+}
+
 static int channel_dead(void *arg) { return atomic_load(&((struct fe_chan *)arg)->dead); }
 
 /* Let the worker's held stream go on. */

@@ -49,10 +49,16 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevic
     case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
         *value = peer_capable(a, b);
         return CUDA_SUCCESS;
+    /* What the link between the two GPUs allows, as the worker's driver said (nothing without peer
+     * access). */
     case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+        *value = peer_capable(a, b) ? a->info.peer_rank[b->info.index] : 0;
+        return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+        *value = peer_capable(a, b) && (a->info.peer_atomics >> b->info.index & 1);
+        return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
-        *value = 0; /* not promised: what the link between the GPUs allows is not known here */
+        *value = peer_capable(a, b) && (a->info.peer_arrays >> b->info.index & 1);
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_INVALID_VALUE;

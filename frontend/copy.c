@@ -178,6 +178,12 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         return FE_POST(ch, c->id, CopyHtoD, &q, !async);
     }
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
+    /* Staged, the bytes are read now; natively page-locked memory is read when the stream gets to
+     * the copy, after a host function queued before it (which may write them) has run. */
+    struct fe_block b;
+    struct fe_spill sp;
+    if (async && fe_host_fns_queued(ch) && (fe_heap_find(ch, src, &b, &off) || fe_spill_find(src, &sp)))
+        FE_RETURN_IF(fe_stream_wait(c, ch, stream));
     if (n <= VGPU_INLINE_MAX) {
         FE_REQ(q, CopyHtoDInline);
         q.dst = dst;

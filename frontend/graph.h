@@ -34,6 +34,7 @@ struct fe_graph_node {
     size_t ndeps, deps_cap;
     uint64_t cloned_from; /* the node this one is a copy of (cuGraphNodeFindInClone) */
     uint32_t build_id;    /* while building */
+    bool disabled;        /* an executable graph's plan: built as an empty node (cuGraphNodeSetEnabled) */
     union {
         struct fe_kernel_node kernel;
         struct {
@@ -86,8 +87,10 @@ struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_cha
 void fe_graph_free(struct fe_graph *g);
 CUresult fe_graph_destroy(struct fe_graph *g);
 struct fe_graph *fe_graph_of(enum fe_kind kind, uint64_t handle);
-/* Instantiate one of the worker's graphs into a new executable graph. */
+/* Instantiate one of the worker's graphs into a new executable graph, or as the worker's executable
+ * graph of id exec. */
 CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct fe_graph **exec);
+CUresult fe_graph_instantiate_as(struct fe_graph *g, uint32_t exec, uint64_t flags);
 
 /* api_graph_nodes.c: graphs kept here. */
 void fe_graph_nodes_free(struct fe_graph *g);

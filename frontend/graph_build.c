@@ -9,7 +9,9 @@
  *
  * An executable graph of such a graph keeps its own copy (its plan): a per-node update changes the
  * plan, builds it again and updates the worker's executable graph with cuGraphExecUpdate, which
- * keeps the topology and takes the parameters. */
+ * keeps the topology and takes the parameters. A node disabled in an executable graph is built as
+ * an empty node, and the worker's executable graph made again (an update cannot change a node's
+ * type). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +101,8 @@ static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph
 static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream s)
 {
     uint32_t id = node->build_id;
+    if (node->disabled) /* what the driver makes of a disabled node: an empty one */
+        return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
     switch (node->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         const struct fe_kernel_node *k = &node->u.kernel;
@@ -326,6 +330,8 @@ CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExe
     struct fe_graph *plan;
     FE_RETURN_IF(fe_graph_copy(g, &plan));
     plan->owned = true;
+    for (size_t i = 0; e->plan && i < plan->count; i++) /* nodes disabled in e stay so */
+        plan->list[i]->disabled = e->plan->list[i]->disabled;
     CUresult r = update_from_plan(e, plan, result);
     if (r != CUDA_SUCCESS) {
         fe_graph_free(plan);
@@ -464,24 +470,64 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodePara
     EXEC_SET(he, h, -1, cuGraphNodeSetParams(node_, p));
 }
 
+/* The plan's node h of executable graph he, of a type that may be disabled (kernel, copy, memset). */
+static CUresult switchable_node(CUgraphExec he, CUgraphNode h, struct fe_graph **e, struct fe_graph_node **n)
+{
+    FE_RETURN_IF(plan_node(he, h, -1, e, n));
+    CUgraphNodeType t = (*n)->type;
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Build e's plan again and make it the worker's executable graph under e's id, in place of the old
+ * one (whose launches already queued run as they were): a node disabled or enabled changes the type
+ * of node the worker sees, which an update cannot. */
+static CUresult reinstantiate(struct fe_graph *e)
+{
+    struct fe_graph *built;
+    struct fe_host_node **hosts;
+    size_t nhosts;
+    FE_RETURN_IF(fe_graph_build(e->plan, &built, &hosts, &nhosts));
+    FE_REQ(d, GraphExecDestroy);
+    d.exec = e->id;
+    CUresult r = FE_CALL(e->ch, e->ctx->id, GraphExecDestroy, &d, NULL);
+    if (r == CUDA_SUCCESS)
+        r = fe_graph_instantiate_as(built, e->id, e->flags);
+    fe_graph_destroy(built);
+    if (r != CUDA_SUCCESS) {
+        fe_graph_hosts_drop(e->ch, hosts, nhosts);
+        return r;
+    }
+    fe_graph_hosts_drop(e->ch, e->hosts, e->nhosts);
+    e->hosts = hosts;
+    e->nhosts = nhosts;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabled)
 {
     struct fe_graph *e;
     struct fe_graph_node *n;
-    FE_RETURN_IF(plan_node(he, h, -1, &e, &n));
-    if (enabled) /* every node is, and stays, enabled */
+    FE_RETURN_IF(switchable_node(he, h, &e, &n));
+    if (n->disabled == !enabled)
         return CUDA_SUCCESS;
-    LOG_INFO("disabling a node of an executable graph is not supported");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    n->disabled = !enabled;
+    CUresult r = reinstantiate(e);
+    if (r != CUDA_SUCCESS) { /* as it was (the old executable graph may be gone: it is made again) */
+        n->disabled = !n->disabled;
+        (void)reinstantiate(e);
+    }
+    return r;
 }
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec he, CUgraphNode h, unsigned int *enabled)
 {
     struct fe_graph *e;
     struct fe_graph_node *n;
-    FE_RETURN_IF(plan_node(he, h, -1, &e, &n));
+    FE_RETURN_IF(switchable_node(he, h, &e, &n));
     if (!enabled)
         return CUDA_ERROR_INVALID_VALUE;
-    *enabled = 1;
+    *enabled = !n->disabled;
     return CUDA_SUCCESS;
 }

@@ -263,9 +263,10 @@ static void print_status(const char *text)
         }
     }
     const struct json *sched = json_get(j, "sched");
-    printf("\nscheduler %s, period %.0f ms, wait %.0f us, quantum %.0f us\n", json_string(json_get(sched, "policy"), "?"),
-           json_number(json_get(sched, "period_ns"), 0) / 1e6, json_number(json_get(sched, "wait_ns"), 0) / 1e3,
-           json_number(json_get(sched, "quantum_ns"), 0) / 1e3);
+    printf("\nscheduler %s, period %.0f ms, wait %.0f us, quantum %.0f us (%.0f us while swapping)\n",
+           json_string(json_get(sched, "policy"), "?"), json_number(json_get(sched, "period_ns"), 0) / 1e6,
+           json_number(json_get(sched, "wait_ns"), 0) / 1e3, json_number(json_get(sched, "quantum_ns"), 0) / 1e3,
+           json_number(json_get(sched, "swap_quantum_ns"), 0) / 1e3);
     printf("SESSION  GPU  ENGINE   WEIGHT  SHARE   UTIL    BUSY s     TURNS      WAIT ms    STATE    "
            "HAND-OVER us: WAKE/NOTICE/FREE\n");
     for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {

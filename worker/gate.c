@@ -122,6 +122,13 @@ static void release_events(struct gate_member *m, struct gate_hold *h)
 
 /* ---------------------------------------------------------------- turns */
 
+/* How long a turn may grow while others wait: longer while vgpud swaps the device's memory. */
+static uint64_t quantum(const struct gate_member *m)
+{
+    uint64_t swap = atomic_load_explicit(&m->c->board->dev[m->device].quantum_ns, memory_order_relaxed);
+    return swap ? swap : m->c->quantum_ns;
+}
+
 static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
 {
     h->state = HOLD_OPEN;
@@ -133,7 +140,7 @@ static void open_turn(struct gate_member *m, struct gate_hold *h, uint64_t now)
     h->segment_at = now;
     h->idle_since = 0;
     if (h->op_ns > 0) {
-        double n = (double)m->c->quantum_ns / h->op_ns;
+        double n = (double)quantum(m) / h->op_ns;
         h->op_limit = n < 1 ? 1 : n > 1e6 ? 1000000u : (uint32_t)n;
     } else {
         h->op_limit = FIRST_OP_LIMIT;
@@ -235,7 +242,7 @@ static void split_turn(struct gate_member *m, enum gate_resource r, uint64_t now
  * longer than the idle allowance (at once without one). */
 static bool turn_over(const struct gate_member *m, const struct gate_hold *h, uint64_t now)
 {
-    return m->c->turn_idle_ns == 0 || now - h->granted_at >= m->c->quantum_ns ||
+    return m->c->turn_idle_ns == 0 || now - h->granted_at >= quantum(m) ||
            (h->idle_since && now - h->idle_since >= m->c->turn_idle_ns);
 }
 
@@ -465,7 +472,7 @@ static int64_t sleep_before_handover(const struct gate_member *m, enum gate_reso
 {
     int64_t spin = (int64_t)m->c->spin_ns, margin = spin < PREWAKE_NS ? spin : PREWAKE_NS;
     uint64_t since = atomic_load_explicit(&m->c->board->dev[m->device].granted_at[r], memory_order_relaxed);
-    int64_t left = since ? (int64_t)(since + m->c->quantum_ns) - margin - now : 0;
+    int64_t left = since ? (int64_t)(since + quantum(m)) - margin - now : 0;
     return spin > 0 && left > 0 ? left : 0;
 }
 
@@ -508,7 +515,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
         switch (h->state) {
         case HOLD_OPEN: {
             bool others = contended(m, r);
-            if (!others || (now - h->granted_at < m->c->quantum_ns && h->ops < h->op_limit)) {
+            if (!others || (now - h->granted_at < quantum(m) && h->ops < h->op_limit)) {
                 bool fresh_segment = h->ntouched == 0; /* the turn's first operation, or a pause's next */
                 int idx = touch(h, ctx, stream);
                 h->idle_since = 0;

@@ -476,11 +476,22 @@ static int probe(void)
             LOG_WARN("device %d: incomplete description", i);
         offered(info);
         info->index = (uint32_t)i;
-        info->peers = 0;
-        for (int p = 0; p < count && p < 32 && w.x->ops->can_access_peer; p++) {
-            int can = 0;
-            if (p != i && w.x->ops->can_access_peer(w.x, i, p, &can) == CUDA_SUCCESS && can)
-                info->peers |= 1u << p;
+        info->peers = info->peer_atomics = info->peer_arrays = 0;
+        memset(info->peer_rank, 0, sizeof info->peer_rank);
+        for (int p = 0; p < count && p < 32 && w.x->ops->p2p_attribute; p++) {
+            int can = 0, atomics = 0, arrays = 0, rank = 0;
+            if (p == i || w.x->ops->p2p_attribute(w.x, i, p, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, &can) ||
+                !can)
+                continue;
+            info->peers |= 1u << p;
+            if (!w.x->ops->p2p_attribute(w.x, i, p, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, &atomics) &&
+                atomics)
+                info->peer_atomics |= 1u << p;
+            if (!w.x->ops->p2p_attribute(w.x, i, p, CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED, &arrays) &&
+                arrays)
+                info->peer_arrays |= 1u << p;
+            if (!w.x->ops->p2p_attribute(w.x, i, p, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, &rank))
+                info->peer_rank[p] = (uint8_t)(rank < 0 ? 0 : rank > 255 ? 255 : rank);
         }
     }
     int e = worker_send(msg, size, NULL, 0);

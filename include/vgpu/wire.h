@@ -310,6 +310,9 @@ struct vgpu_device_info {
     uint32_t flags; /* VGPU_DEVICE_* */
     uint32_t index; /* the device's index on its node */
     uint32_t peers; /* the devices of its node it can access as peers (bit per index) */
+    uint32_t peer_atomics; /* those with native atomics over the link (bit per index) */
+    uint32_t peer_arrays;  /* those whose arrays its kernels can access (bit per index) */
+    uint8_t peer_rank[32]; /* the link's performance rank to each (by index; 0 best) */
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 /* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and

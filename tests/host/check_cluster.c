@@ -392,6 +392,7 @@ START_TEST(test_remote_vgpus)
         {"--vgpu node=b,device=0", "prog_pitch", false},
         {"--vgpu node=b,device=0", "prog_vecadd", true}, /* an emu kernel on b */
         {"--vgpu node=b,device=0", "prog_streams", true}, /* streams, events, their order */
+        {"--vgpu node=b,device=0", "prog_hostfn", false}, /* host functions hold b's streams */
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         int rc = run_on_a(runs[i].vgpus, runs[i].prog, runs[i].kernels ? kernels : "", out);

@@ -2,9 +2,9 @@
  * host node, a child graph, an empty node and an event record node), checked against a CPU
  * reference at each of three replays; the nodes, roots, dependencies, edges, types and parameters
  * as the graph reports them; per-node and whole updates of an executable graph; clones and
- * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, the DOT print, and what
- * the driver refuses (printed, for check-gpu to compare with the driver's). Argument: the module
- * holding add_u32 and muladd_u32. */
+ * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, nodes of an executable
+ * graph disabled and enabled again, the DOT print, and what the driver refuses (printed, for
+ * check-gpu to compare with the driver's). Argument: the module holding add_u32 and muladd_u32. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -260,6 +260,31 @@ int main(int argc, char **argv)
     CHECK(cuGraphLaunch(x2, s));
     CHECK(cuStreamSynchronize(s));
     expect_all(d, 3, "d after the smaller graph");
+
+    /* Its nodes disabled and enabled again: a disabled node does nothing until enabled, keeps its
+     * parameters and takes new ones meanwhile; only kernel, copy and memset nodes can be. */
+    unsigned on = 9;
+    CHECK(cuGraphNodeGetEnabled(x2, b, &on));
+    EXPECT(on == 1, "a node of an executable graph is enabled at first");
+    CHECK(cuGraphNodeSetEnabled(x2, b, 0));
+    CHECK(cuGraphNodeGetEnabled(x2, b, &on));
+    EXPECT(on == 0, "a disabled node says it is enabled");
+    CHECK(cuGraphLaunch(x2, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 1, "d with its kernel node disabled");
+    ms = memset_params(d, 7);
+    CHECK(cuGraphNodeSetEnabled(x2, a, 0));
+    CHECK(cuGraphExecMemsetNodeSetParams(x2, a, &ms, ctx));
+    CHECK(cuMemsetD32(d, 40, N));
+    CHECK(cuGraphLaunch(x2, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 40, "d with its memset and kernel nodes disabled");
+    CHECK(cuGraphNodeSetEnabled(x2, a, 1));
+    CHECK(cuGraphNodeSetEnabled(x2, b, 1));
+    CHECK(cuGraphLaunch(x2, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(d, 9, "d with both enabled again (the memset's new value, plus 2)");
+    printf("disabling an empty node: %d\n", (int)cuGraphNodeSetEnabled(x2, h, 0));
 
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));

@@ -187,6 +187,11 @@ int main(int argc, char **argv)
     CHECK(cuDeviceGetP2PAttribute(&rank, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d0, d1));
     printf("a P2P attribute of a device with itself: %d\n",
            (int)cuDeviceGetP2PAttribute(&rank, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d0, d0));
+    int atomics = -1, arrays = -1, perf = -1;
+    CHECK(cuDeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, d0, d1));
+    CHECK(cuDeviceGetP2PAttribute(&arrays, CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED, d0, d1));
+    CHECK(cuDeviceGetP2PAttribute(&perf, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, d0, d1));
+    printf("device 0 to 1: native atomics %d, arrays %d, performance rank %d\n", atomics, arrays, perf);
     CUcontext c0, c1;
     CHECK(cuDevicePrimaryCtxRetain(&c0, d0));
     CHECK(cuDevicePrimaryCtxRetain(&c1, d1));

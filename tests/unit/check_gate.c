@@ -92,8 +92,13 @@ struct rig {
 
 static void rig_up(struct rig *r, int policy)
 {
-    struct sched_options o = {policy, SCHED_DEFAULT_PERIOD_NS, SCHED_DEFAULT_WAIT_NS, 1000000, 20000, false,
-                              200000000};
+    struct sched_options o = {.policy = policy,
+                              .period_ns = SCHED_DEFAULT_PERIOD_NS,
+                              .wait_ns = SCHED_DEFAULT_WAIT_NS,
+                              .quantum_ns = 1000000,
+                              .swap_quantum_ns = 2000000000,
+                              .spin_ns = 20000,
+                              .max_turn_ns = 200000000};
     ck_assert_int_eq(sched_host_create(&r->h, 1, &o), 0);
     ck_assert_ptr_nonnull(r->h);
     int fd = -1;
@@ -159,7 +164,7 @@ static uint32_t word(struct rig *r, unsigned slot, unsigned res)
 START_TEST(unscheduled)
 {
     struct sched_host *h = NULL;
-    struct sched_options o = {SCHED_POLICY_NONE, 0, 0, 0};
+    struct sched_options o = {.policy = SCHED_POLICY_NONE};
     ck_assert_int_eq(sched_host_create(&h, 1, &o), 0);
     ck_assert_ptr_null(h);
     struct gate_member m;
@@ -389,6 +394,40 @@ START_TEST(turn_spans_pauses)
 }
 END_TEST
 
+/* While vgpud swaps the device's memory, a turn others wait for lasts the swap quantum. */
+START_TEST(swap_quantum)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_FIFO);
+    r.c.quantum_ns = 1; /* over as soon as it begins, usually */
+    r.c.turn_idle_ns = 60000000;
+    struct gate_member a, b;
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
+    atomic_store(&streams_busy, false);
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    struct waiter w;
+    pthread_t t;
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
+    ck_assert(wait_contended(&a, GATE_COMPUTE));
+    sched_host_set_oversubscribed(r.h, 0, true);
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    gate_dispatched(&a);
+    gate_before_blocking(&a);
+    ck_assert(gate_open(&a)); /* the swap quantum (2 s) has not run out */
+    ck_assert(!wait_done(&w, 20));
+    sched_host_set_oversubscribed(r.h, 0, false);
+    gate_before_blocking(&a);
+    ck_assert(!gate_open(&a)); /* the usual one has */
+    ck_assert(!gate_poll(&a));
+    ck_assert(wait_done(&w, 2000));
+    pthread_join(t, NULL);
+    gate_leave(&a);
+    gate_leave(&b);
+    rig_down(&r);
+}
+END_TEST
+
 /* An engine kept idle between turns is taken back by vgpud as soon as another vGPU asks. */
 START_TEST(idle_engine_recalled)
 {
@@ -606,6 +645,7 @@ int main(void)
     tcase_add_test(tc, turn_drain_keep);
     tcase_add_test(tc, hand_over);
     tcase_add_test(tc, turn_spans_pauses);
+    tcase_add_test(tc, swap_quantum);
     tcase_add_test(tc, idle_engine_recalled);
     tcase_add_test(tc, leave_during_time_buffer);
     tcase_add_test(tc, closing_waiter);

@@ -37,7 +37,7 @@
     X(cuCtxDestroy_v2)                                                                                 \
     X(cuCtxSetCurrent)                                                                                 \
     X(cuCtxSynchronize)                                                                                \
-    X(cuDeviceCanAccessPeer)                                                                           \
+    X(cuDeviceGetP2PAttribute)                                                                         \
     X(cuCtxEnablePeerAccess)                                                                           \
     X(cuCtxDisablePeerAccess)                                                                          \
     X(cuCtxGetLimit)                                                                                   \
@@ -357,11 +357,12 @@ static CUresult cuda_ctx_destroy(struct vgpu_exec *x, void *ctx)
     return r;
 }
 
-static CUresult cuda_can_access_peer(struct vgpu_exec *x, int dev, int peer, int *can)
+static CUresult cuda_p2p_attribute(struct vgpu_exec *x, int dev, int peer, int attr, int *value)
 {
     if (dev < 0 || dev >= CX(x)->device_count || peer < 0 || peer >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
-    return API(x)->cuDeviceCanAccessPeer(can, CX(x)->devices[dev], CX(x)->devices[peer]);
+    return API(x)->cuDeviceGetP2PAttribute(value, (CUdevice_P2PAttribute)attr, CX(x)->devices[dev],
+                                           CX(x)->devices[peer]);
 }
 
 static CUresult cuda_ctx_peer(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable)
@@ -1767,7 +1768,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
     .ctx_synchronize = cuda_ctx_synchronize,
-    .can_access_peer = cuda_can_access_peer,
+    .p2p_attribute = cuda_p2p_attribute,
     .ctx_peer = cuda_ctx_peer,
     .ctx_get_limit = cuda_ctx_get_limit,
     .ctx_set_limit = cuda_ctx_set_limit,

@@ -81,14 +81,25 @@ static CUresult emu_ctx_destroy(struct vgpu_exec *x, void *ctx)
     return CUDA_SUCCESS;
 }
 
-/* Every emu device's memory is this process's: any device reaches another's, once allowed. */
-static CUresult emu_can_access_peer(struct vgpu_exec *x, int dev, int peer, int *can)
+/* Every emu device's memory is this process's: any device reaches another's, once allowed, with
+ * the CPU's atomics; an emu array is not laid out for another device's kernels. */
+static CUresult emu_p2p_attribute(struct vgpu_exec *x, int dev, int peer, int attr, int *value)
 {
     int n = x->ops->device_count(x);
     if (dev < 0 || dev >= n || peer < 0 || peer >= n)
         return CUDA_ERROR_INVALID_DEVICE;
-    *can = dev != peer;
-    return CUDA_SUCCESS;
+    switch (attr) {
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+        *value = dev != peer;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+        *value = 0;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
 }
 
 /* The driver's bookkeeping of who was given access, with its errors. */
@@ -926,7 +937,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .ctx_create = emu_ctx_create,
     .ctx_destroy = emu_ctx_destroy,
     .ctx_synchronize = emu_ctx_synchronize,
-    .can_access_peer = emu_can_access_peer,
+    .p2p_attribute = emu_p2p_attribute,
     .ctx_peer = emu_ctx_peer,
     .ctx_get_limit = emu_ctx_get_limit,
     .ctx_set_limit = emu_ctx_set_limit,

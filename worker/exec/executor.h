@@ -62,7 +62,8 @@ struct vgpu_exec_ops {
     CUresult (*ctx_destroy)(struct vgpu_exec *x, void *ctx);
     /* Peers (both optional): whether device dev can access device peer's memory; enable or disable
      * ctx's access to peer_ctx's (another device's), with the driver's errors. */
-    CUresult (*can_access_peer)(struct vgpu_exec *x, int dev, int peer, int *can);
+    /* A CUdevice_P2PAttribute of device dev towards device peer. */
+    CUresult (*p2p_attribute)(struct vgpu_exec *x, int dev, int peer, int attr, int *value);
     CUresult (*ctx_peer)(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable);
     CUresult (*ctx_synchronize)(struct vgpu_exec *x, void *ctx);
     CUresult (*ctx_get_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value);
