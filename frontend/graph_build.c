@@ -270,15 +270,26 @@ static CUresult exec_update(struct fe_graph *e, struct fe_graph *w, CUgraphExecU
     return r;
 }
 
-/* Build plan and update e from it; e's host nodes become the new build's. */
-static CUresult update_from_plan(struct fe_graph *e, struct fe_graph *plan, CUgraphExecUpdateResult *result)
+/* Build plan and make e's executable graph in the worker run it: an update, or (replace) a new one
+ * under e's id in place of the old (whose launches already queued run as they were), for what an
+ * update cannot change. e's host nodes become the new build's. */
+static CUresult rebuild(struct fe_graph *e, struct fe_graph *plan, bool replace, CUgraphExecUpdateResult *result)
 {
     struct fe_graph *built;
     struct fe_host_node **hosts;
     size_t nhosts;
     *result = CU_GRAPH_EXEC_UPDATE_ERROR;
     FE_RETURN_IF(fe_graph_build(plan, &built, &hosts, &nhosts));
-    CUresult r = exec_update(e, built, result);
+    CUresult r;
+    if (replace) {
+        FE_REQ(d, GraphExecDestroy);
+        d.exec = e->id;
+        r = FE_CALL(e->ch, e->ctx->id, GraphExecDestroy, &d, NULL);
+        if (r == CUDA_SUCCESS)
+            r = fe_graph_instantiate_as(built, e->id, e->flags);
+    } else {
+        r = exec_update(e, built, result);
+    }
     fe_graph_destroy(built);
     if (r != CUDA_SUCCESS) {
         fe_graph_hosts_drop(e->ch, hosts, nhosts);
@@ -332,7 +343,7 @@ CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExe
     plan->owned = true;
     for (size_t i = 0; e->plan && i < plan->count; i++) /* nodes disabled in e stay so */
         plan->list[i]->disabled = e->plan->list[i]->disabled;
-    CUresult r = update_from_plan(e, plan, result);
+    CUresult r = rebuild(e, plan, false, result);
     if (r != CUDA_SUCCESS) {
         fe_graph_free(plan);
         return r;
@@ -353,7 +364,7 @@ CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExe
 CUresult fe_graph_exec_replan(struct fe_graph *e)
 {
     CUgraphExecUpdateResult result;
-    CUresult r = update_from_plan(e, e->plan, &result);
+    CUresult r = rebuild(e, e->plan, false, &result);
     return r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE ? CUDA_ERROR_INVALID_VALUE : r;
 }
 
@@ -480,29 +491,11 @@ static CUresult switchable_node(CUgraphExec he, CUgraphNode h, struct fe_graph *
                : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Build e's plan again and make it the worker's executable graph under e's id, in place of the old
- * one (whose launches already queued run as they were): a node disabled or enabled changes the type
- * of node the worker sees, which an update cannot. */
+/* A node disabled or enabled changes the type of node the worker sees, which an update cannot. */
 static CUresult reinstantiate(struct fe_graph *e)
 {
-    struct fe_graph *built;
-    struct fe_host_node **hosts;
-    size_t nhosts;
-    FE_RETURN_IF(fe_graph_build(e->plan, &built, &hosts, &nhosts));
-    FE_REQ(d, GraphExecDestroy);
-    d.exec = e->id;
-    CUresult r = FE_CALL(e->ch, e->ctx->id, GraphExecDestroy, &d, NULL);
-    if (r == CUDA_SUCCESS)
-        r = fe_graph_instantiate_as(built, e->id, e->flags);
-    fe_graph_destroy(built);
-    if (r != CUDA_SUCCESS) {
-        fe_graph_hosts_drop(e->ch, hosts, nhosts);
-        return r;
-    }
-    fe_graph_hosts_drop(e->ch, e->hosts, e->nhosts);
-    e->hosts = hosts;
-    e->nhosts = nhosts;
-    return CUDA_SUCCESS;
+    CUgraphExecUpdateResult unused;
+    return rebuild(e, e->plan, true, &unused);
 }
 
 CUresult cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabled)

@@ -336,6 +336,18 @@ static bool wait_contended(struct gate_member *m, enum gate_resource r)
     return atomic_load(&m->contended[r]) != 0;
 }
 
+/* a holds the compute engine (its streams idle), b waits for it in a thread: a sees it contended. */
+static void a_holds_b_waits(struct rig *r, struct gate_member *a, struct gate_member *b, struct waiter *w,
+                            pthread_t *t)
+{
+    member(r, a, 0, &not_closing);
+    member(r, b, 1, &not_closing);
+    atomic_store(&streams_busy, false);
+    ck_assert_int_eq(gate_admit(a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    wait_in_thread(w, t, b, GATE_COMPUTE);
+    ck_assert(wait_contended(a, GATE_COMPUTE));
+}
+
 /* With an idle allowance, a turn others wait for stays open while its client waits for its kernel
  * and sends the next one (no hand-over for each synchronous kernel); each part is measured on the
  * GPU, so the pauses between them are not charged; the turn ends once the client stays quiet
@@ -347,14 +359,9 @@ START_TEST(turn_spans_pauses)
     r.c.quantum_ns = 2000000000;
     r.c.turn_idle_ns = 60000000; /* (the rig takes back a turn others wait for after 200 ms) */
     struct gate_member a, b;
-    member(&r, &a, 0, &not_closing);
-    member(&r, &b, 1, &not_closing);
-    atomic_store(&streams_busy, false);
-    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     struct waiter w;
     pthread_t t;
-    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
-    ck_assert(wait_contended(&a, GATE_COMPUTE));
+    a_holds_b_waits(&r, &a, &b, &w, &t);
     for (int part = 0; part < 2; part++) {
         ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
         usleep(5000); /* the kernel, 5 ms on the fake GPU (from its start event to its end event) */
@@ -402,14 +409,9 @@ START_TEST(swap_quantum)
     r.c.quantum_ns = 1; /* over as soon as it begins, usually */
     r.c.turn_idle_ns = 60000000;
     struct gate_member a, b;
-    member(&r, &a, 0, &not_closing);
-    member(&r, &b, 1, &not_closing);
-    atomic_store(&streams_busy, false);
-    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     struct waiter w;
     pthread_t t;
-    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
-    ck_assert(wait_contended(&a, GATE_COMPUTE));
+    a_holds_b_waits(&r, &a, &b, &w, &t);
     sched_host_set_oversubscribed(r.h, 0, true);
     ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
     gate_dispatched(&a);
