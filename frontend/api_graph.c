@@ -636,3 +636,47 @@ CUresult cuGraphGetEdges_v2(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgra
 {
     return graph_edges(h, from, to, data, num);
 }
+
+/* ---------------------------------------------------------------- graph memory of a device */
+
+/* The memory of graphs' allocation nodes on a vGPU is the worker's driver's, in the tenant's
+ * contexts: its figures, the reset of its high watermarks, its trim. */
+static CUresult graph_mem(CUdevice dev, unsigned op, CUgraphMem_attribute attr, uint64_t *value)
+{
+    FE_RETURN_IF(fe_ready());
+    struct fe_device *d;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_device(dev, &d));
+    FE_RETURN_IF(fe_channel(dev, &ch));
+    FE_REQ(q, GraphMem);
+    FE_RSP(a, GraphMem);
+    q.op = op;
+    q.attr = (int32_t)attr;
+    q.value = value ? *value : 0;
+    CUresult r = FE_CALL(ch, 0, GraphMem, &q, &a);
+    if (r == CUDA_SUCCESS && value)
+        *value = a.value;
+    return r;
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t v = 0;
+    CUresult r = graph_mem(device, VGPU_GRAPH_MEM_GET, attr, &v);
+    if (r == CUDA_SUCCESS)
+        memcpy(value, &v, sizeof v);
+    return r;
+}
+
+CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t v;
+    memcpy(&v, value, sizeof v);
+    return graph_mem(device, VGPU_GRAPH_MEM_SET, attr, &v);
+}
+
+CUresult cuDeviceGraphMemTrim(CUdevice device) { return graph_mem(device, VGPU_GRAPH_MEM_TRIM, 0, NULL); }

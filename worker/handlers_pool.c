@@ -75,6 +75,16 @@ CUresult vgpu_handle_MemPoolTrimTo(struct vgpu_call *c, const struct vgpu_req_Me
     return pool ? OPS(c)->pool_trim(EXEC(c), pool, q->keep) : CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult vgpu_handle_GraphMem(struct vgpu_call *c, const struct vgpu_req_GraphMem *q, struct vgpu_rsp_GraphMem *a)
+{
+    if (q->op > VGPU_GRAPH_MEM_TRIM)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!OPS(c)->graph_mem)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    a->value = q->value;
+    return OPS(c)->graph_mem(EXEC(c), c->ch->device, q->op, q->attr, &a->value);
+}
+
 CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_MemAllocAsync *q,
                                    struct vgpu_rsp_MemAllocAsync *a)
 {

@@ -224,6 +224,10 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_BUILD_EVENT_RECORD 3u
 #define VGPU_BUILD_EVENT_WAIT 4u
 #define VGPU_BUILD_CHILD 5u
+/* GraphMem's ops (calls.def). */
+#define VGPU_GRAPH_MEM_GET 0u
+#define VGPU_GRAPH_MEM_SET 1u
+#define VGPU_GRAPH_MEM_TRIM 2u
 /* The most of each JIT log (information, errors) that comes back with an answer. */
 #define VGPU_JIT_LOG_MAX 8192u
 

@@ -3,8 +3,9 @@
  * reference at each of three replays; the nodes, roots, dependencies, edges, types and parameters
  * as the graph reports them; per-node and whole updates of an executable graph; clones and
  * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, nodes of an executable
- * graph disabled and enabled again, the DOT print, and what the driver refuses (printed, for
- * check-gpu to compare with the driver's). Argument: the module holding add_u32 and muladd_u32. */
+ * graph disabled and enabled again, the device's graph memory, the DOT print, and what the driver
+ * refuses (printed, for check-gpu to compare with the driver's). Argument: the module holding
+ * add_u32 and muladd_u32. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -285,6 +286,18 @@ int main(int argc, char **argv)
     CHECK(cuStreamSynchronize(s));
     expect_all(d, 9, "d with both enabled again (the memset's new value, plus 2)");
     printf("disabling an empty node: %d\n", (int)cuGraphNodeSetEnabled(x2, h, 0));
+
+    /* The device's graph memory: none held by this program's graphs (they allocate nothing). */
+    CUdevice dev;
+    CHECK(cuCtxGetDevice(&dev));
+    cuuint64_t used = 1, reserved_high = 1, zero = 0;
+    CHECK(cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used));
+    CHECK(cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &reserved_high));
+    CHECK(cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+    CHECK(cuDeviceGraphMemTrim(dev));
+    printf("graph memory: used %llu, reserved at most %llu; resetting the current use: %d\n",
+           (unsigned long long)used, (unsigned long long)reserved_high,
+           (int)cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero));
 
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));

@@ -38,6 +38,9 @@
     X(cuCtxSetCurrent)                                                                                 \
     X(cuCtxSynchronize)                                                                                \
     X(cuDeviceGetP2PAttribute)                                                                         \
+    X(cuDeviceGetGraphMemAttribute)                                                                    \
+    X(cuDeviceSetGraphMemAttribute)                                                                    \
+    X(cuDeviceGraphMemTrim)                                                                            \
     X(cuCtxEnablePeerAccess)                                                                           \
     X(cuCtxDisablePeerAccess)                                                                          \
     X(cuCtxGetLimit)                                                                                   \
@@ -561,6 +564,19 @@ static CUresult cuda_pool_attribute(struct vgpu_exec *x, void *pool, int attr, b
 static CUresult cuda_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
 {
     return API(x)->cuMemPoolTrimTo(pool, (size_t)keep);
+}
+
+static CUresult cuda_graph_mem(struct vgpu_exec *x, int dev, unsigned op, int attr, uint64_t *value)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUdevice d = CX(x)->devices[dev];
+    cuuint64_t v = *value;
+    CUresult r = op == VGPU_GRAPH_MEM_TRIM  ? API(x)->cuDeviceGraphMemTrim(d)
+                 : op == VGPU_GRAPH_MEM_SET ? API(x)->cuDeviceSetGraphMemAttribute(d, (CUgraphMem_attribute)attr, &v)
+                                            : API(x)->cuDeviceGetGraphMemAttribute(d, (CUgraphMem_attribute)attr, &v);
+    *value = v;
+    return r;
 }
 
 static CUresult cuda_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size,
@@ -1801,6 +1817,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .pool_import_free = cuda_pool_import_free,
     .pool_attribute = cuda_pool_attribute,
     .pool_trim = cuda_pool_trim,
+    .graph_mem = cuda_graph_mem,
     .alloc_async = cuda_alloc_async,
     .free_async = cuda_free_async,
     .ipc_export = cuda_ipc_export,

@@ -102,6 +102,27 @@ static CUresult emu_p2p_attribute(struct vgpu_exec *x, int dev, int peer, int at
     }
 }
 
+/* Graphs on emu make no allocation nodes (a capture refuses stream-ordered allocations): no graph
+ * memory, with the driver's checks of what may be read and reset. */
+static CUresult emu_graph_mem(struct vgpu_exec *x, int dev, unsigned op, int attr, uint64_t *value)
+{
+    if (dev < 0 || dev >= x->ops->device_count(x))
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (op) {
+    case VGPU_GRAPH_MEM_GET:
+        if (attr < CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT || attr > CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+            return CUDA_ERROR_INVALID_VALUE;
+        *value = 0;
+        return CUDA_SUCCESS;
+    case VGPU_GRAPH_MEM_SET:
+        return (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH || attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) && *value == 0
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
 /* The driver's bookkeeping of who was given access, with its errors. */
 static CUresult emu_ctx_peer(struct vgpu_exec *x, void *ctx, void *peer_ctx, bool enable)
 {
@@ -969,6 +990,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .pool_destroy = emu_pool_destroy,
     .pool_attribute = emu_pool_attribute,
     .pool_trim = emu_pool_trim,
+    .graph_mem = emu_graph_mem,
     .alloc_async = emu_alloc_async,
     .free_async = emu_free_async,
     .ipc_export = emu_ipc_export,

@@ -112,6 +112,9 @@ struct vgpu_exec_ops {
     CUresult (*pool_destroy)(struct vgpu_exec *x, void *pool);
     CUresult (*pool_attribute)(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
     CUresult (*pool_trim)(struct vgpu_exec *x, void *pool, uint64_t keep);
+    /* Graph memory of dev: a CUgraphMem_attribute read (VGPU_GRAPH_MEM_GET) or reset (SET, *value
+     * 0), or what no graph holds given back (TRIM). Optional. */
+    CUresult (*graph_mem)(struct vgpu_exec *x, int dev, unsigned op, int attr, uint64_t *value);
     /* Pools shared with other workers: an exportable pool as what opens it elsewhere (blob, *fd or
      * -1), opened on dev (fd the caller's); an allocation of an exportable pool (size bytes at
      * dptr) likewise, and imported from such a pool into ctx; an imported allocation let go. */
