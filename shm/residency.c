@@ -444,7 +444,10 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
     struct mm_vgpu *head = NULL, *fits = NULL;
     for (size_t i = 0; i < m->n; i++) {
         struct mm_vgpu *v = m->v[i];
-        if (v->device != d || !v->pending)
+        /* One still giving memory back waits for that to end: what it keeps is only known then, and
+         * a grant meanwhile would be undone by it (the worker would count on memory it no longer
+         * has: its next allocation fails). */
+        if (v->device != d || !v->pending || v->evicting)
             continue;
         uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
         struct mm_vgpu **slot = extra <= room ? &fits : &head;

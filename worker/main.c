@@ -109,14 +109,16 @@ static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
 static CUresult peer_area(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,
                           CUresult (*fn)(void *arg, uint8_t *area), void *arg)
 {
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&w.mu); /* the relay is not freed while this is held */
-    for (unsigned i = 0; i < w.nrelays; i++)
-        if (relay_session(w.relays[i]) == ch->session && relay_vgpu(w.relays[i]) == vgpu) {
-            r = relay_area(w.relays[i], offset, size, fn, arg);
-            break;
-        }
+    struct relay *found = NULL;
+    pthread_mutex_lock(&w.mu); /* found here, held: the copy runs without the worker's lock */
+    for (unsigned i = 0; i < w.nrelays && !found; i++)
+        if (relay_session(w.relays[i]) == ch->session && relay_vgpu(w.relays[i]) == vgpu)
+            relay_hold(found = w.relays[i]);
     pthread_mutex_unlock(&w.mu);
+    if (!found)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = relay_area(found, offset, size, fn, arg);
+    relay_let_go(found);
     return r;
 }
 

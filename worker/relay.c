@@ -45,7 +45,8 @@ struct relay {
     uint64_t slots_out; /* staging slots whose completion has not come back */
     struct host_fn *fns;
     size_t nfns, fns_cap;
-    struct batch batch; /* the relay thread's */
+    _Atomic unsigned holds; /* relay_hold: the relay is not freed while nonzero */
+    struct batch batch;     /* the relay thread's */
     bool bulk;
     int64_t batch_wait_ns;
     uint8_t req[VGPU_MAX_RECORD];
@@ -55,6 +56,9 @@ struct relay {
 uint32_t relay_id(const struct relay *r) { return r->id; }
 uint64_t relay_session(const struct relay *r) { return r->session; }
 uint32_t relay_vgpu(const struct relay *r) { return r->vgpu; }
+
+void relay_hold(struct relay *r) { atomic_fetch_add(&r->holds, 1); }
+void relay_let_go(struct relay *r) { atomic_fetch_sub(&r->holds, 1); }
 
 CUresult relay_area(struct relay *r, uint64_t offset, uint64_t size, CUresult (*fn)(void *arg, uint8_t *area),
                     void *arg)
@@ -250,6 +254,8 @@ static void *relay_main(void *arg)
               (unsigned long long)r->batch.sent_batches);
     batch_fini(&r->batch);
     r->gone(r);
+    while (atomic_load(&r->holds)) /* out of sight now: only those who held it before may use it */
+        usleep(1000);
     pthread_mutex_destroy(&r->mu);
     free(r->waiting);
     free(r->fns);

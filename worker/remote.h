@@ -32,11 +32,14 @@ int relay_start(struct relay *r);
 uint32_t relay_id(const struct relay *r);
 uint64_t relay_session(const struct relay *r);
 uint32_t relay_vgpu(const struct relay *r);
-/* Run fn on size bytes at offset of the relayed channel's data area, while it stays mapped (the
- * relay is not freed meanwhile: the caller sees to that). fn's result, or the error that kept it
- * from running. */
+/* Run fn on size bytes at offset of the relayed channel's data area, while it stays mapped. fn's
+ * result, or the error that kept it from running. The caller holds the relay (relay_hold, where it
+ * found it: before gone() takes it out of sight), and lets it go after (relay_let_go): the relay is
+ * not freed while held. */
 CUresult relay_area(struct relay *r, uint64_t offset, uint64_t size, CUresult (*fn)(void *arg, uint8_t *area),
                     void *arg);
+void relay_hold(struct relay *r);
+void relay_let_go(struct relay *r);
 void relay_close(struct relay *r);
 /* What vgpud passes on from the link (RemoteIn). Main thread. */
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);

@@ -403,6 +403,33 @@ START_TEST(residency_waiters)
 }
 END_TEST
 
+/* A vGPU that waits while it gives memory back is not granted before it has: room that appears
+ * meanwhile (the other leaves) waits for the eviction's answer, which says what it kept. */
+START_TEST(residency_no_grant_while_evicting)
+{
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = two_fill(&a, &b, 200 * MiB, 1000 * MS);
+    mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
+    mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
+    mm_run(m, 1003 * MS);
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.evict_channel, 2);
+    int grants = seen.grants;
+    mm_leave(m, &pair_owner, 1);
+    mm_run(m, 1004 * MS);
+    ck_assert_int_eq(seen.grants, grants); /* B's eviction is still under way */
+    b.host = b.resident;
+    b.resident = 0;
+    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
+    mm_run(m, 1005 * MS);
+    ck_assert_int_eq(seen.grants, grants + 1);
+    ck_assert_uint_eq(seen.grant_channel, 2);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    ck_assert_uint_ge(seen.allowance, 300 * MiB);
+    mm_destroy(m);
+}
+END_TEST
+
 /* When the driver shows less than the allowances add up to, the excess is taken back before
  * anything is granted: from the one that waits rather than the one that runs, which then waits
  * for room again. */
@@ -520,6 +547,7 @@ int main(void)
     tcase_add_test(res, residency_calibration);
     tcase_add_test(res, residency_first_fit);
     tcase_add_test(res, residency_waiters);
+    tcase_add_test(res, residency_no_grant_while_evicting);
     tcase_add_test(res, residency_shed);
     suite_add_tcase(s, res);
     return vgpu_check_run(s);
