@@ -481,15 +481,13 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
     }
     uint64_t r, h, dv;
     usage(m, v, &r, &h, &dv);
-    /* One that waits gives back what head lacks (at least WAITER_TAKE, fewer round trips), and keeps
-     * the rest. Another, in its slice, gives back only what it does not use; else all of it, when
-     * it must give back some of what it uses: it needs all of it back for its next operation. */
+    /* It gives back what head lacks (at least WAITER_TAKE, fewer round trips) and keeps the rest
+     * resident, less to bring back when its turn comes again; one in its slice gives back only what
+     * it does not use. */
     bool waits = v->pending;
-    uint64_t take = waits && shortfall < WAITER_TAKE ? WAITER_TAKE : shortfall;
+    uint64_t take = shortfall < WAITER_TAKE ? WAITER_TAKE : shortfall;
     uint64_t target = v->allowance > take ? v->allowance - take : 0;
     bool keep_used = target >= r || (!waits && now < v->granted_at + v->hold_ns);
-    if (!keep_used && !waits)
-        target = 0;
     if (!ask_back(m, v, target, keep_used, head, now)) {
         answer(m, head, CUDA_ERROR_OUT_OF_MEMORY, now); /* swap is full */
         return true;

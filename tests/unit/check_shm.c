@@ -288,7 +288,7 @@ START_TEST(residency_turns)
      * 4 GB/s (longer than the 100 ms slice): a nanosecond per byte. */
     uint64_t free_at = 1000 * MS + 300 * MiB;
     ck_assert_uint_eq(wake, free_at);
-    /* That over, A gives everything back (it needs it all for its next operation anyway). */
+    /* That over, A gives back what B lacks, at least 4 GiB: here all it has. */
     mm_run(m, free_at);
     ck_assert_int_eq(seen.evicts, 2);
     ck_assert(!seen.keep_used);
