@@ -374,16 +374,23 @@ static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t fi
 /* Two vGPUs that both wait for more in their turns: the one whose turn began first is completed
  * with the memory of the one behind it (which runs nothing meanwhile), rather than both waiting
  * for the turns to end. */
-START_TEST(residency_waiters)
+/* A and B of 200 MiB each both ask for 300 MiB, B first; A's turn began first, so B, waiting, is
+ * asked to give its memory back for A. */
+static struct mm *both_ask(struct fake_vgpu *a, struct fake_vgpu *b)
 {
-    struct fake_vgpu a = {0}, b = {0};
-    struct mm *m = two_fill(&a, &b, 200 * MiB, 1000 * MS);
-    /* B asks first, A after; A's turn began first. */
+    struct mm *m = two_fill(a, b, 200 * MiB, 1000 * MS);
     mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
     mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
     mm_run(m, 1003 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 2);
+    return m;
+}
+
+START_TEST(residency_waiters)
+{
+    struct fake_vgpu a = {0}, b = {0};
+    struct mm *m = both_ask(&a, &b);
     ck_assert(!seen.keep_used);
     ck_assert_uint_eq(seen.target, 0); /* at least WAITER_TAKE, all it has */
     b.host = b.resident;
@@ -408,12 +415,7 @@ END_TEST
 START_TEST(residency_no_grant_while_evicting)
 {
     struct fake_vgpu a = {0}, b = {0};
-    struct mm *m = two_fill(&a, &b, 200 * MiB, 1000 * MS);
-    mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
-    mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
-    mm_run(m, 1003 * MS);
-    ck_assert_int_eq(seen.evicts, 1);
-    ck_assert_uint_eq(seen.evict_channel, 2);
+    struct mm *m = both_ask(&a, &b);
     int grants = seen.grants;
     mm_leave(m, &pair_owner, 1);
     mm_run(m, 1004 * MS);
