@@ -4,10 +4,11 @@
  * Such a graph is kept here, whole: its nodes, their parameters (kernel arguments copied when given,
  * as natively) and their edges, so that every query and change is answered without the worker. It
  * reaches the worker when it is instantiated (graph_build.c). Nodes a graph may hold: kernel, copy,
- * memset, host, event record and wait, empty and child graph. Copies touch device memory and pinned
- * memory only: a graph's copy of pageable memory would have to be staged at each replay, so it
- * answers CUDA_ERROR_NOT_SUPPORTED. Memory allocation and free nodes, conditional nodes, batch
- * memory operation and external semaphore nodes answer CUDA_ERROR_NOT_SUPPORTED too. */
+ * memset, host, event record and wait, empty and child graph, memory allocation and free (their
+ * memory: graph_mem.c). Copies touch device memory and pinned memory only: a graph's copy of
+ * pageable memory would have to be staged at each replay, so it answers CUDA_ERROR_NOT_SUPPORTED.
+ * Conditional nodes, batch memory operation and external semaphore nodes answer
+ * CUDA_ERROR_NOT_SUPPORTED too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +27,28 @@ static void kernel_clear(struct fe_kernel_node *k)
     k->argv = NULL;
 }
 
-static void node_free(struct fe_graph_node *n)
+static void alloc_clear(struct fe_graph_node *n)
+{
+    free(n->u.alloc.access);
+    fe_graph_mem_put(n->u.alloc.mem);
+    n->u.alloc.access = NULL;
+    n->u.alloc.mem = NULL;
+}
+
+/* What a node holds of its own: kernel arguments, a child graph, an allocation. */
+static void node_params_free(struct fe_graph_node *n)
 {
     if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
         kernel_clear(&n->u.kernel);
     else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child)
         fe_graph_destroy(n->u.child);
+    else if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        alloc_clear(n);
+}
+
+static void node_free(struct fe_graph_node *n)
+{
+    node_params_free(n);
     free(n->deps);
     fe_handle_free(FE_GRAPH_NODE, n->handle);
     free(n);
@@ -322,6 +339,15 @@ static CUresult child_copy(struct fe_graph *child, struct fe_graph **out)
     return CUDA_SUCCESS;
 }
 
+/* Whether g holds allocation or free nodes, which the driver does not let a graph be cloned with. */
+static bool has_memory_nodes(const struct fe_graph *g)
+{
+    for (size_t i = 0; g->here && i < g->count; i++)
+        if (g->list[i]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || g->list[i]->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+            return true;
+    return false;
+}
+
 CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h)
 {
     struct fe_graph *child = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
@@ -329,6 +355,8 @@ CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h)
         return CUDA_ERROR_INVALID_VALUE;
     if (child->ch != n->graph->ch)
         return CUDA_ERROR_INVALID_VALUE;
+    if (has_memory_nodes(child)) /* a copy of it would be a clone */
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct fe_graph *copy;
     FE_RETURN_IF(child_copy(child, &copy));
     if (n->u.child)
@@ -374,6 +402,20 @@ CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_gr
         dst->u.child = copy;
         return CUDA_SUCCESS;
     }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: { /* the same memory, held once more */
+        size_t n = src->u.alloc.p.accessDescCount;
+        CUmemAccessDesc *access = n ? malloc(n * sizeof *access) : NULL;
+        if (n && !access)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (n)
+            memcpy(access, src->u.alloc.access, n * sizeof *access);
+        fe_graph_mem_hold(src->u.alloc.mem);
+        alloc_clear(dst);
+        dst->u.alloc = src->u.alloc;
+        dst->u.alloc.access = access;
+        dst->u.alloc.p.accessDescs = access;
+        return CUDA_SUCCESS;
+    }
     default:
         dst->u = src->u;
         return CUDA_SUCCESS;
@@ -398,10 +440,7 @@ CUresult fe_graph_copy_node(const struct fe_graph_node *n, struct fe_graph_node 
 
 void fe_graph_node_scratch_free(struct fe_graph_node *n)
 {
-    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
-        kernel_clear(&n->u.kernel);
-    else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child)
-        fe_graph_destroy(n->u.child);
+    node_params_free(n);
     free(n);
 }
 
@@ -460,6 +499,8 @@ CUresult cuGraphClone(CUgraph *out, CUgraph h)
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!out || !g)
         return CUDA_ERROR_INVALID_VALUE;
+    if (has_memory_nodes(g))
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct fe_graph *c;
     FE_RETURN_IF(child_copy(g, &c));
     c->owned = false;
@@ -571,6 +612,58 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph h, const CUgraphNode
     ADD_EPILOGUE();
 }
 
+/* An allocation node's memory, made now; its parameters are fixed from then on. */
+static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (node->u.alloc.mem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t n = p->accessDescCount;
+    CUmemAccessDesc *access = n ? malloc(n * sizeof *access) : NULL;
+    if (n && (!access || !p->accessDescs)) {
+        free(access);
+        return access ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct fe_graph_mem *m;
+    CUresult r = fe_graph_mem_new(node->graph, p, &m);
+    if (r != CUDA_SUCCESS) {
+        free(access);
+        return r;
+    }
+    if (n)
+        memcpy(access, p->accessDescs, n * sizeof *access);
+    node->u.alloc.p = *p;
+    node->u.alloc.p.accessDescs = access;
+    node->u.alloc.p.dptr = fe_graph_mem_ptr(m);
+    node->u.alloc.access = access;
+    node->u.alloc.mem = m;
+    return CUDA_SUCCESS;
+}
+
+/* A free node: of the memory of an allocation node of the same graph, once (memory from elsewhere
+ * would have to be freed at the node's run, which the build does not do). */
+static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
+{
+    if (node->u.free_dptr || !dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fe_graph *g = node->graph;
+    bool allocated = false;
+    for (size_t i = 0; i < g->count; i++) {
+        const struct fe_graph_node *o = g->list[i];
+        if (o != node && o->type == CU_GRAPH_NODE_TYPE_MEM_FREE && o->u.free_dptr == dptr)
+            return CUDA_ERROR_INVALID_VALUE; /* freed twice */
+        allocated |= o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.alloc.mem &&
+                     fe_graph_mem_ptr(o->u.alloc.mem) == dptr;
+    }
+    if (!allocated) {
+        LOG_INFO("a graph's free node of memory not allocated by the same graph is not supported");
+        return fe_graph_mem_owns(dptr) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    node->u.free_dptr = dptr;
+    return CUDA_SUCCESS;
+}
+
 static CUresult unsupported_node(const char *what)
 {
     LOG_INFO("%s in a graph is not supported", what);
@@ -578,7 +671,7 @@ static CUresult unsupported_node(const char *what)
 }
 
 /* cuGraphAddNode's and cuGraphNodeSetParams's parameters, by type. */
-static CUresult params_set(struct fe_graph_node *node, const CUgraphNodeParams *p)
+static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
 {
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
@@ -611,9 +704,16 @@ static CUresult params_set(struct fe_graph_node *node, const CUgraphNodeParams *
         return event_set(node, p->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return CUDA_SUCCESS;
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        CUDA_MEM_ALLOC_NODE_PARAMS v1 = {p->alloc.poolProps, p->alloc.accessDescs, p->alloc.accessDescCount,
+                                         p->alloc.bytesize, 0};
+        CUresult r = alloc_set(node, &v1);
+        if (r == CUDA_SUCCESS)
+            p->alloc.dptr = v1.dptr = fe_graph_mem_ptr(node->u.alloc.mem);
+        return r;
+    }
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        return unsupported_node("a memory allocation or free node");
+        return free_set(node, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return unsupported_node("a conditional node");
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
@@ -657,16 +757,38 @@ CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph h, const CUgraphNode *deps,
 CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
                                 CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    (void)out, (void)h, (void)deps, (void)n, (void)p;
-    FE_RETURN_IF(fe_ready());
-    return unsupported_node("a memory allocation node");
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    r = alloc_set(node, p);
+    if (r == CUDA_SUCCESS)
+        p->dptr = fe_graph_mem_ptr(node->u.alloc.mem);
+    ADD_EPILOGUE();
 }
 
 CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUdeviceptr dptr)
 {
-    (void)out, (void)h, (void)deps, (void)n, (void)dptr;
-    FE_RETURN_IF(fe_ready());
-    return unsupported_node("a memory free node");
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_FREE);
+    r = free_set(node, dptr);
+    ADD_EPILOGUE();
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = n->u.alloc.p; /* (its access descriptors are the node's, as the driver's are) */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEM_FREE, &n));
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr = n->u.free_dptr;
+    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- parameters of nodes */

@@ -45,6 +45,12 @@ struct fe_graph_node {
         CUDA_HOST_NODE_PARAMS_v2 host;
         CUevent event;
         struct fe_graph *child; /* owned by the node */
+        struct {
+            CUDA_MEM_ALLOC_NODE_PARAMS p; /* its accessDescs: access, the node's own copy */
+            CUmemAccessDesc *access;
+            struct fe_graph_mem *mem;
+        } alloc;
+        CUdeviceptr free_dptr;
     } u;
 };
 
@@ -108,6 +114,15 @@ CUresult fe_graph_copy_node(const struct fe_graph_node *n, struct fe_graph_node 
 void fe_graph_node_scratch_free(struct fe_graph_node *n);
 /* A child graph node takes a copy of graph h. */
 CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h);
+
+/* graph_mem.c: the memory of an allocation node of g, made with the node (params checked as the
+ * driver checks them), held by each copy of the node and freed with the last (fe_graph_mem_owns:
+ * fe.h). */
+struct fe_graph_mem;
+CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct fe_graph_mem **out);
+CUdeviceptr fe_graph_mem_ptr(const struct fe_graph_mem *m);
+void fe_graph_mem_hold(struct fe_graph_mem *m);
+void fe_graph_mem_put(struct fe_graph_mem *m);
 
 /* graph_build.c: build a graph kept here in the worker, as a new graph of the worker's; *hosts and
  * *nhosts get the host nodes made (each runs its function at every replay until dropped). */

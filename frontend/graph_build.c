@@ -141,6 +141,8 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         break;
     }
     case CU_GRAPH_NODE_TYPE_EMPTY:
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: /* its memory is there already, for the graph's life */
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {

@@ -75,7 +75,7 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_StreamCreate sc = {.stream = 2};
     struct vgpu_req_EventCreate ec = {.event = 3};
     struct vgpu_req_EventRecord er = {.event = 3, .stream = 2};
-    struct vgpu_req_StreamWaitEvent swe = {.stream = 0, .event = 3};
+    struct vgpu_req_StreamWaitEvent swe = {.stream = 0, .event = 3, .event_ctx = 1};
     struct vgpu_req_CtxSynchronize cs = {{0}};
     struct vgpu_req_CopyDtoH dh = {.offset = 0, .size = 64, .stream = 2, .slot = 0};
     struct vgpu_req_MemGetInfo mi = {{0}};
@@ -102,6 +102,20 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(Copy3D, 1, c3, NULL, 0);
     REC(EventRecord, 1, er, NULL, 0);
     REC(StreamWaitEvent, 1, swe, NULL, 0);
+    swe.peer = 1; /* an event of another vGPU, which this worker does not serve: refused */
+    REC(StreamWaitEvent, 1, swe, NULL, 0);
+    struct vgpu_req_Fence fe = {{0}};
+    REC(Fence, 1, fe, NULL, 0);
+    /* The device's graph memory: read, a high watermark reset, a trim, a current use reset (refused). */
+    struct vgpu_req_GraphMem gm = {.op = VGPU_GRAPH_MEM_GET, .attr = CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH};
+    REC(GraphMem, 1, gm, NULL, 0);
+    gm.op = VGPU_GRAPH_MEM_SET;
+    REC(GraphMem, 1, gm, NULL, 0);
+    gm.op = VGPU_GRAPH_MEM_TRIM;
+    REC(GraphMem, 1, gm, NULL, 0);
+    gm.op = VGPU_GRAPH_MEM_SET;
+    gm.attr = CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT;
+    REC(GraphMem, 1, gm, NULL, 0);
     struct vgpu_req_StreamAttribute sa = {.stream = 2, .attr = CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, .set = 1};
     sa.value[0] = 2;
     REC(StreamAttribute, 1, sa, NULL, 0);

@@ -3,9 +3,9 @@
  * reference at each of three replays; the nodes, roots, dependencies, edges, types and parameters
  * as the graph reports them; per-node and whole updates of an executable graph; clones and
  * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, nodes of an executable
- * graph disabled and enabled again, the device's graph memory, the DOT print, and what the driver
- * refuses (printed, for check-gpu to compare with the driver's). Argument: the module holding
- * add_u32 and muladd_u32. */
+ * graph disabled and enabled again, the device's graph memory, allocation and free nodes, the DOT
+ * print, and what the driver refuses (printed, for check-gpu to compare with the driver's).
+ * Argument: the module holding add_u32 and muladd_u32. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -298,6 +298,55 @@ int main(int argc, char **argv)
     printf("graph memory: used %llu, reserved at most %llu; resetting the current use: %d\n",
            (unsigned long long)used, (unsigned long long)reserved_high,
            (int)cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero));
+
+    /* Allocation and free nodes: a graph that allocates a buffer, fills it, adds to it, copies it
+     * into d and frees it, launched twice; the node's address as its parameters give it; a clone
+     * of such a graph is refused, as natively. */
+    CUgraph gm;
+    CHECK(cuGraphCreate(&gm, 0));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap;
+    memset(&ap, 0, sizeof ap);
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = dev;
+    ap.bytesize = N * sizeof(unsigned);
+    CUgraphNode an, mn, kn, cn, fn;
+    CHECK(cuGraphAddMemAllocNode(&an, gm, NULL, 0, &ap));
+    EXPECT(ap.dptr != 0, "an allocation node without an address");
+    CUdeviceptr buf = ap.dptr;
+    ms = memset_params(buf, 40);
+    CHECK(cuGraphAddMemsetNode(&mn, gm, &an, 1, &ms, ctx));
+    unsigned five = 5;
+    void *buf_args[] = {&buf, &five, &n};
+    kp = kernel_params(add, buf_args);
+    CHECK(cuGraphAddKernelNode(&kn, gm, &mn, 1, &kp));
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = buf;
+    cp.dstDevice = d;
+    cp.WidthInBytes = N * sizeof(unsigned);
+    cp.Height = cp.Depth = 1;
+    CHECK(cuGraphAddMemcpyNode(&cn, gm, &kn, 1, &cp, ctx));
+    CHECK(cuGraphAddMemFreeNode(&fn, gm, &cn, 1, buf));
+    EXPECT(cuGraphAddMemFreeNode(&extra_node, gm, &fn, 1, buf) != CUDA_SUCCESS, "a buffer freed twice");
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc_back;
+    CHECK(cuGraphMemAllocNodeGetParams(an, &alloc_back));
+    EXPECT(alloc_back.dptr == buf && alloc_back.bytesize == ap.bytesize, "the allocation node's parameters");
+    CUdeviceptr freed = 0;
+    CHECK(cuGraphMemFreeNodeGetParams(fn, &freed));
+    EXPECT(freed == buf, "the free node's address");
+    CUgraph gm_clone;
+    EXPECT(cuGraphClone(&gm_clone, gm) != CUDA_SUCCESS, "a graph with memory nodes cloned");
+    CUgraphExec xm;
+    CHECK(cuGraphInstantiateWithFlags(&xm, gm, 0));
+    for (int round = 0; round < 2; round++) {
+        CHECK(cuMemsetD32Async(d, 0, N, s)); /* (s does not wait for the legacy stream) */
+        CHECK(cuGraphLaunch(xm, s));
+        CHECK(cuStreamSynchronize(s));
+        expect_all(d, 45, "d from the graph's own buffer");
+    }
+    CHECK(cuGraphExecDestroy(xm));
+    CHECK(cuGraphDestroy(gm));
 
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));
