@@ -113,6 +113,13 @@ static CUresult here_node(CUgraphNode h, int want, struct fe_graph_node **out)
     return CUDA_SUCCESS;
 }
 
+/* here_node, for a query: INVALID_VALUE without somewhere to put the answer. */
+static CUresult node_to_read(CUgraphNode h, int want, const void *out, struct fe_graph_node **n)
+{
+    FE_RETURN_IF(here_node(h, want, n));
+    return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static bool edge_default(const CUgraphEdgeData *d)
 {
     static const CUgraphEdgeData zero;
@@ -774,9 +781,7 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph h, const CUgraphNode *d
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n));
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, p, &n));
     *p = n->u.alloc.p; /* (its access descriptors are the node's, as the driver's are) */
     return CUDA_SUCCESS;
 }
@@ -784,9 +789,7 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS 
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEM_FREE, &n));
-    if (!dptr)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, &n));
     *dptr = n->u.free_dptr;
     return CUDA_SUCCESS;
 }
@@ -796,9 +799,7 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, p, &n));
     kernel_get(&n->u.kernel, p);
     return CUDA_SUCCESS;
 }
@@ -829,9 +830,7 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS
 CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, value, &n));
     struct fe_kernel_node *k = &n->u.kernel;
     for (unsigned i = 0; i < k->nattrs; i++)
         if (k->attrs[i].id == (CUlaunchAttributeID)attr) {
@@ -849,9 +848,7 @@ CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, c
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, value, &n));
     memset(value, 0, sizeof *value); /* an attribute never set has its default */
     for (unsigned i = 0; i < n->u.kernel.nattrs; i++)
         if (n->u.kernel.attrs[i].id == (CUlaunchAttributeID)attr)
@@ -872,9 +869,7 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMCPY, &n));
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, &n));
     *p = n->u.memcpy.p;
     return CUDA_SUCCESS;
 }
@@ -889,9 +884,7 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
 CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMSET, &n));
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEMSET, p, &n));
     const CUDA_MEMSET_NODE_PARAMS_v2 *m = &n->u.memset;
     *p = (CUDA_MEMSET_NODE_PARAMS){m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
     return CUDA_SUCCESS;
@@ -907,9 +900,7 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS
 CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_HOST, &n));
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_HOST, p, &n));
     *p = (CUDA_HOST_NODE_PARAMS){n->u.host.fn, n->u.host.userData};
     return CUDA_SUCCESS;
 }
@@ -955,9 +946,7 @@ CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent e)
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
 {
     struct fe_graph_node *n;
-    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_GRAPH, &n));
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_GRAPH, out, &n));
     *out = (CUgraph)(uintptr_t)n->u.child->handle;
     return CUDA_SUCCESS;
 }
