@@ -126,7 +126,7 @@ static bool any_ready(void *arg)
 bool fe_host_fns_queued(struct fe_chan *ch)
 {
     pthread_mutex_lock(&ch->hostfn_mu);
-    bool queued = ch->hostfn_queue != NULL;
+    bool queued = ch->hostfn_queue != NULL || ch->hostfn_running;
     pthread_mutex_unlock(&ch->hostfn_mu);
     return queued;
 }
@@ -152,6 +152,7 @@ static void run(struct fe_chan *ch, struct fe_host_call *h, CUresult status)
     release(h->w, h->ticket);
     pthread_mutex_lock(&ch->hostfn_mu);
     word_put(ch, h->off);
+    ch->hostfn_running--;
     pthread_mutex_unlock(&ch->hostfn_mu);
     free(h);
 }
@@ -191,6 +192,8 @@ static void *dispatcher(void *arg)
             else
                 ch->hostfn_thread = false; /* and nothing more can be queued on it */
         }
+        if (h)
+            ch->hostfn_running++;
         pthread_mutex_unlock(&ch->hostfn_mu);
         if (h)
             run(ch, h, dead && !word_done(h) ? (CUresult)dead : CUDA_SUCCESS);

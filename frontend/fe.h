@@ -93,6 +93,7 @@ struct fe_chan {
      * thread that runs them. */
     pthread_mutex_t hostfn_mu;
     struct fe_host_call *hostfn_queue;
+    unsigned hostfn_running;           /* taken off the queue, not finished yet */
     struct fe_host_node *hostfn_nodes; /* graphs' host nodes, which run at every replay */
     bool hostfn_thread;
     uint32_t hostfn_ticket; /* the last one handed out */
@@ -309,7 +310,7 @@ void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
 /* Whether p is the memory of a graph's allocation node (graph_mem.c): cuMemFree and cuMemFreeAsync
  * let it be, the graph keeps it. */
 bool fe_graph_mem_owns(CUdeviceptr p);
-/* Whether host functions of ch's streams are queued and have not run yet. */
+/* Whether host functions of ch's streams are queued and have not finished yet. */
 bool fe_host_fns_queued(struct fe_chan *ch);
 
 /* ---------------------------------------------------------------- memory */
