@@ -71,6 +71,8 @@ static void channel_gone(struct vchannel *ch, CUresult status)
         }
     pthread_mutex_unlock(&w.mu);
     feed_stop(ch);
+    while (atomic_load(&ch->peer_holds)) /* out of sight now: only a call that found it before uses it */
+        usleep(100);
     vchannel_free(ch);
     worker_send(&m, sizeof m, NULL, 0);
     pthread_mutex_lock(&w.mu);
@@ -90,9 +92,10 @@ static struct vchannel *tenant_channel(const struct vchannel *ch, uint32_t vgpu)
     return NULL;
 }
 
-/* fn on the channel of another vGPU of ch's tenant, when this worker serves it too (under w.mu: the
- * channel stays while fn runs). Under swapping its memory may be out when ch's turn comes: what
- * touches it (memory) is refused then, and the client does it through itself. */
+/* fn on the channel of another vGPU of ch's tenant, when this worker serves it too (held: the
+ * channel is not freed while fn runs, without the worker's lock, which a copy would hold for long).
+ * Under swapping its memory may be out when ch's turn comes: what touches it (memory) is refused
+ * then, and the client does it through itself. */
 static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
                           CUresult (*fn)(struct vchannel *peer, void *arg), void *arg)
 {
@@ -100,8 +103,13 @@ static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&w.mu);
     struct vchannel *o = tenant_channel(ch, vgpu);
-    CUresult r = o ? fn(o, arg) : CUDA_ERROR_NOT_SUPPORTED;
+    if (o)
+        atomic_fetch_add(&o->peer_holds, 1);
     pthread_mutex_unlock(&w.mu);
+    if (!o)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = fn(o, arg);
+    atomic_fetch_sub(&o->peer_holds, 1);
     return r;
 }
 

@@ -127,6 +127,7 @@ struct vchannel {
     uint32_t id;
     uint64_t session; /* for logs, and its tenant's other channels (CopyPeer) */
     uint32_t vgpu;    /* its vGPU's index in the tenant's assembly */
+    _Atomic unsigned peer_holds; /* another channel's call uses it (host->with_peer): not freed yet */
     int device;
     struct vgpu_exec *x;
     bool host_code; /* the client may load emu modules (code that runs in this process) */
