@@ -275,7 +275,7 @@ CUresult vgpu_handle_CopyPeer(struct vgpu_call *c, const struct vgpu_req_CopyPee
     if (q->wait > 1 || !vchannel_device_range(c, q->peer_is_src ? q->dst : q->src, q->size))
         return CUDA_ERROR_INVALID_VALUE;
     struct peer_copy pc = {c, q, stream};
-    if (q->wait) /* admitted first: its turn is not waited for under the worker's lock */
+    if (q->wait) /* admitted first: its turn is not waited for holding the other channel's lock */
         return (r = vchannel_admit(c, GATE_COPY, stream)) ? r : vchannel_with_peer(c, q->peer, true, copy_with_peer, &pc);
     if ((r = vchannel_with_peer(c, q->peer, true, copy_with_peer, &pc)) != CUDA_SUCCESS)
         return r;

@@ -230,4 +230,3 @@ CUresult vgpu_handle_EventElapsedTime(struct vgpu_call *c, const struct vgpu_req
     a->ms = ms;
     return r;
 }
-
