@@ -216,9 +216,13 @@ static CUresult copy_side(struct fe_ctx *c, struct fe_chan *ch, CUmemorytype typ
     case CU_MEMORYTYPE_DEVICE:
         *s = (struct fe_copy_side){.device = true, .addr = dev};
         break;
-    case CU_MEMORYTYPE_UNIFIED: /* the address tells */
-        *s = (struct fe_copy_side){.device = fe_classify(ch, dev, &off) == FE_DEVICE, .addr = dev};
+    case CU_MEMORYTYPE_UNIFIED: { /* the address tells: this vGPU's memory, another's, or the host's */
+        struct fe_ctx *oc;
+        struct fe_chan *och;
+        *s = (struct fe_copy_side){.device = fe_classify(ch, dev, &off) == FE_DEVICE || fe_device_owner(dev, &oc, &och),
+                                   .addr = dev};
         break;
+    }
     case CU_MEMORYTYPE_ARRAY:
         return fe_array_side(array, c, x, y, z, s);
     default:

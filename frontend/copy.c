@@ -399,6 +399,41 @@ static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, c
     return CUDA_SUCCESS;
 }
 
+/* Device memory of another of the tenant's vGPUs than ch's (unified addressing), span bytes of it:
+ * its context and channel. */
+static bool other_vgpu(struct fe_chan *ch, uint32_t ctx, const struct fe_copy_side *s, uint64_t span,
+                       struct fe_ctx **oc, struct fe_chan **och)
+{
+    return s->device && !s->array && !fe_device_range(ch, ctx, s->addr, span) && fe_device_owner(s->addr, oc, och) &&
+           *och != ch && fe_device_range(*och, (*oc)->id, s->addr, span);
+}
+
+/* A 2D or 3D copy with a side on another vGPU: row by row, each a copy between the two vGPUs (in the
+ * worker that serves both, else through the client) or between host memory and that vGPU (after
+ * the stream's work). */
+static CUresult across_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k,
+                          struct fe_ctx *dc, struct fe_chan *dch, struct fe_ctx *sc, struct fe_chan *sch, bool async)
+{
+    if (k->dst.array || k->src.array) {
+        LOG_INFO("a 2D or 3D copy between an array and another vGPU's memory is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (!k->dst.device || !k->src.device)
+        FE_RETURN_IF(fe_stream_wait(c, ch, stream));
+    CUresult r = CUDA_SUCCESS;
+    for (size_t z = 0; z < k->depth && r == CUDA_SUCCESS; z++)
+        for (size_t y = 0; y < k->height && r == CUDA_SUCCESS; y++) {
+            uint64_t d = row_at(&k->dst, y, z), s = row_at(&k->src, y, z);
+            if (k->dst.device && k->src.device)
+                r = fe_copy_across(c, ch, stream, dc, dch, d, sc, sch, s, k->width, async);
+            else if (k->dst.device)
+                r = fe_copy_htod(dc, dch, 0, d, (const void *)(uintptr_t)s, k->width, false);
+            else
+                r = fe_copy_dtoh(sc, sch, 0, (void *)(uintptr_t)d, s, k->width, false);
+        }
+    return r;
+}
+
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
 {
     if (k->width == 0 || k->height == 0 || k->depth == 0)
@@ -406,8 +441,18 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     uint64_t dst_span, src_span;
     if (!vgpu_copy3d_extent(k->dst.pitch, k->dst.rows, k->width, k->height, k->depth, &dst_span) ||
         !vgpu_copy3d_extent(k->src.pitch, k->src.rows, k->width, k->height, k->depth, &src_span) ||
-        (!k->dst.addr && !k->dst.array) || (!k->src.addr && !k->src.array) ||
-        (k->dst.device && !k->dst.array && !fe_device_range(ch, c->id, k->dst.addr, dst_span)) ||
+        (!k->dst.addr && !k->dst.array) || (!k->src.addr && !k->src.array))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_ctx *dc = c, *sc = c;
+    struct fe_chan *dch = ch, *sch = ch;
+    bool dst_other = other_vgpu(ch, c->id, &k->dst, dst_span, &dc, &dch);
+    bool src_other = other_vgpu(ch, c->id, &k->src, src_span, &sc, &sch);
+    if (dst_other || src_other) { /* the other side: host memory, or this vGPU's or that one's */
+        bool dst_ok = dst_other || !k->dst.device || k->dst.array || fe_device_range(ch, c->id, k->dst.addr, dst_span);
+        bool src_ok = src_other || !k->src.device || k->src.array || fe_device_range(ch, c->id, k->src.addr, src_span);
+        return dst_ok && src_ok ? across_3d(c, ch, stream, k, dc, dch, sc, sch, async) : CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((k->dst.device && !k->dst.array && !fe_device_range(ch, c->id, k->dst.addr, dst_span)) ||
         (k->src.device && !k->src.array && !fe_device_range(ch, c->id, k->src.addr, src_span)) ||
         !inside_array(&k->dst, k) || !inside_array(&k->src, k))
         return CUDA_ERROR_INVALID_VALUE;

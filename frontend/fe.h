@@ -307,13 +307,14 @@ struct fe_host_node;
 CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
                           struct fe_host_node **node);
 void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
-/* Whether p is the memory of a graph's allocation node (graph_mem.c): cuMemFree and cuMemFreeAsync
- * let it be, the graph keeps it. */
-bool fe_graph_mem_owns(CUdeviceptr p);
 /* Whether host functions of ch's streams are queued and have not finished yet. */
 bool fe_host_fns_queued(struct fe_chan *ch);
 
 /* ---------------------------------------------------------------- memory */
+
+/* Whether p is the memory of a graph's allocation node (graph_mem.c): cuMemFree and cuMemFreeAsync
+ * let it be, the graph keeps it. */
+bool fe_graph_mem_owns(CUdeviceptr p);
 
 /* Where a pointer lives, for copies. */
 enum fe_where { FE_HOST, FE_PINNED, FE_DEVICE };

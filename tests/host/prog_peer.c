@@ -130,7 +130,64 @@ static void ordered_contexts(CUdevice d0, CUcontext c0, CUstream s0)
     CHECK(cuCtxSetCurrent(c0));
 }
 
-/* Stream order across contexts and devices, and cuMemcpyDtoD between the devices. */
+/* 2D copies between the devices, device 0 current: device 1's rows into device 0's memory (device
+ * memory types), then device 1's rows into host memory and host rows into device 1 (unified). */
+static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
+{
+    const size_t w = 1000, h = 9, pitch0 = 1024, pitch1 = 1536;
+    uint8_t *pattern = malloc(pitch1 * h), *got = malloc(pitch1 * h);
+    EXPECT(pattern && got, "memory");
+    prog_fill(pattern, pitch1 * h, 77);
+    CUdeviceptr a0, a1;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&a1, pitch1 * h));
+    CHECK(cuMemcpyHtoD(a1, pattern, pitch1 * h));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemAlloc(&a0, pitch0 * h));
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = a1;
+    m.srcPitch = pitch1;
+    m.dstDevice = a0;
+    m.dstPitch = pitch0;
+    m.WidthInBytes = w;
+    m.Height = h;
+    CHECK(cuMemcpy2D(&m));
+    CHECK(cuMemcpyDtoH(got, a0, pitch0 * h));
+    for (size_t y = 0; y < h; y++)
+        EXPECT(memcmp(got + y * pitch0, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy between the devices", y);
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    m.srcDevice = a1;
+    m.srcPitch = pitch1;
+    m.dstDevice = (CUdeviceptr)(uintptr_t)got;
+    m.dstPitch = w;
+    m.WidthInBytes = w;
+    m.Height = h;
+    memset(got, 0, pitch1 * h);
+    CHECK(cuMemcpy2DAsync(&m, s0));
+    CHECK(cuStreamSynchronize(s0));
+    for (size_t y = 0; y < h; y++)
+        EXPECT(memcmp(got + y * w, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy from device 1 to the host", y);
+    prog_fill(pattern, pitch1 * h, 78);
+    m.srcDevice = (CUdeviceptr)(uintptr_t)pattern;
+    m.srcPitch = pitch1;
+    m.dstDevice = a1;
+    m.dstPitch = pitch1;
+    CHECK(cuMemcpy2D(&m));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemcpyDtoH(got, a1, pitch1 * h));
+    for (size_t y = 0; y < h; y++)
+        EXPECT(memcmp(got + y * pitch1, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy from the host to device 1", y);
+    CHECK(cuMemFree(a1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemFree(a0));
+    free(pattern);
+    free(got);
+}
+
+/* Stream order across contexts and devices, cuMemcpyDtoD and 2D copies between the devices. */
 static void across(CUdevice d0, CUcontext c0, CUcontext c1)
 {
     const size_t n = (4u << 20) + 7;
@@ -158,6 +215,9 @@ static void across(CUdevice d0, CUcontext c0, CUcontext c1)
     memset(want, 0x6b, n);
     prog_expect_device(p1, want, n, "cuMemcpyDtoD between the devices");
     free(want);
+    CHECK(cuCtxSetCurrent(c0));
+    copies_2d(c0, c1, s0);
+    CHECK(cuCtxSetCurrent(c1));
     CHECK(cuEventDestroy(e1));
     CHECK(cuStreamDestroy(s1));
     CHECK(cuMemFree(p1));
