@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "fe.h"
-#include "log.h"
 
 /* The bounce buffer's size: one chunk of a peer copy. */
 #define PEER_CHUNK (8u << 20)
@@ -277,7 +276,8 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src
     return memcpy_peer(dst, dctx, src, sctx, n, s, true, true);
 }
 
-/* A 3D peer copy between two vGPUs would be staged row by row; only one inside a vGPU is offered. */
+/* A 3D copy with the destination's context current: between two vGPUs, the 3D copy goes row by row
+ * between them (copy.c). */
 static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool async, bool pt)
 {
     if (!p)
@@ -286,10 +286,6 @@ static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool asy
     struct fe_chan *dch, *sch;
     FE_RETURN_IF(fe_ctx_get(p->dstContext, &dc, &dch));
     FE_RETURN_IF(fe_ctx_get(p->srcContext, &sc, &sch));
-    if (dch != sch) {
-        LOG_INFO("a 3D copy between two vGPUs is not supported");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);
     c.srcXInBytes = p->srcXInBytes, c.srcY = p->srcY, c.srcZ = p->srcZ, c.srcLOD = p->srcLOD;
@@ -299,9 +295,12 @@ static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool asy
     c.dstMemoryType = p->dstMemoryType, c.dstHost = p->dstHost, c.dstDevice = p->dstDevice;
     c.dstArray = p->dstArray, c.dstPitch = p->dstPitch, c.dstHeight = p->dstHeight;
     c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = p->Depth;
-    if (!async)
-        return pt ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c);
-    return pt ? cuMemcpy3DAsync_v2_ptsz(&c, s) : cuMemcpy3DAsync_v2(&c, s);
+    CUcontext was;
+    FE_RETURN_IF(cuCtxPushCurrent_v2(p->dstContext));
+    CUresult r = !async ? (pt ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c))
+                        : (pt ? cuMemcpy3DAsync_v2_ptsz(&c, s) : cuMemcpy3DAsync_v2(&c, s));
+    (void)cuCtxPopCurrent_v2(&was);
+    return r;
 }
 
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { return memcpy_3d_peer(p, NULL, false, false); }

@@ -4,8 +4,9 @@
  * peer queries; where the devices offer peer access, enabling it (twice: the second is refused) and
  * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it;
  * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
- * another context of device 0, before copies between the devices on it). Checked against the data
- * written. Natively on one GPU it says so and stops.
+ * another context of device 0, before copies between the devices on it); 2D copies between the
+ * devices and cuMemcpy3DPeer. Checked against the data written. Natively on one GPU it says so and
+ * stops.
  *   prog_peer [MODULE] */
 #include <string.h>
 #include <time.h>
@@ -180,6 +181,28 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     CHECK(cuMemcpyDtoH(got, a1, pitch1 * h));
     for (size_t y = 0; y < h; y++)
         EXPECT(memcmp(got + y * pitch1, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy from the host to device 1", y);
+    /* cuMemcpy3DPeer, device 1 current, device 1's rows into device 0's memory, no context current
+     * after: it needs none. */
+    CUDA_MEMCPY3D_PEER p3;
+    memset(&p3, 0, sizeof p3);
+    p3.srcMemoryType = p3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p3.srcDevice = a1;
+    p3.srcPitch = pitch1;
+    p3.srcHeight = h;
+    p3.srcContext = c1;
+    p3.dstDevice = a0;
+    p3.dstPitch = pitch0;
+    p3.dstHeight = h;
+    p3.dstContext = c0;
+    p3.WidthInBytes = w;
+    p3.Height = h;
+    p3.Depth = 1;
+    CHECK(cuMemcpy3DPeer(&p3));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpyDtoH(got, a0, pitch0 * h));
+    for (size_t y = 0; y < h; y++)
+        EXPECT(memcmp(got + y * pitch0, pattern + y * pitch1, w) == 0, "row %zu of cuMemcpy3DPeer", y);
+    CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemFree(a1));
     CHECK(cuCtxSetCurrent(c0));
     CHECK(cuMemFree(a0));
