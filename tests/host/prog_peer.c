@@ -131,6 +131,14 @@ static void ordered_contexts(CUdevice d0, CUcontext c0, CUstream s0)
     CHECK(cuCtxSetCurrent(c0));
 }
 
+/* h rows of w bytes, at got (pitch gp) and want (pitch wp), the same. */
+static void expect_rows(const uint8_t *got, size_t gp, const uint8_t *want, size_t wp, size_t w, size_t h,
+                        const char *what)
+{
+    for (size_t y = 0; y < h; y++)
+        EXPECT(memcmp(got + y * gp, want + y * wp, w) == 0, "row %zu of %s", y, what);
+}
+
 /* 2D copies between the devices, device 0 current: device 1's rows into device 0's memory (device
  * memory types), then device 1's rows into host memory and host rows into device 1 (unified). */
 static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
@@ -156,8 +164,7 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     m.Height = h;
     CHECK(cuMemcpy2D(&m));
     CHECK(cuMemcpyDtoH(got, a0, pitch0 * h));
-    for (size_t y = 0; y < h; y++)
-        EXPECT(memcmp(got + y * pitch0, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy between the devices", y);
+    expect_rows(got, pitch0, pattern, pitch1, w, h, "a 2D copy between the devices");
     memset(&m, 0, sizeof m);
     m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
     m.srcDevice = a1;
@@ -169,8 +176,7 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     memset(got, 0, pitch1 * h);
     CHECK(cuMemcpy2DAsync(&m, s0));
     CHECK(cuStreamSynchronize(s0));
-    for (size_t y = 0; y < h; y++)
-        EXPECT(memcmp(got + y * w, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy from device 1 to the host", y);
+    expect_rows(got, w, pattern, pitch1, w, h, "a 2D copy from device 1 to the host");
     prog_fill(pattern, pitch1 * h, 78);
     m.srcDevice = (CUdeviceptr)(uintptr_t)pattern;
     m.srcPitch = pitch1;
@@ -179,10 +185,9 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     CHECK(cuMemcpy2D(&m));
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemcpyDtoH(got, a1, pitch1 * h));
-    for (size_t y = 0; y < h; y++)
-        EXPECT(memcmp(got + y * pitch1, pattern + y * pitch1, w) == 0, "row %zu of a 2D copy from the host to device 1", y);
-    /* cuMemcpy3DPeer, device 1 current, device 1's rows into device 0's memory, no context current
-     * after: it needs none. */
+    expect_rows(got, pitch1, pattern, pitch1, w, h, "a 2D copy from the host to device 1");
+    /* cuMemcpy3DPeer, device 1 current (it needs neither context current): device 1's rows into
+     * device 0's memory. */
     CUDA_MEMCPY3D_PEER p3;
     memset(&p3, 0, sizeof p3);
     p3.srcMemoryType = p3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -200,8 +205,7 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     CHECK(cuMemcpy3DPeer(&p3));
     CHECK(cuCtxSetCurrent(c0));
     CHECK(cuMemcpyDtoH(got, a0, pitch0 * h));
-    for (size_t y = 0; y < h; y++)
-        EXPECT(memcmp(got + y * pitch0, pattern + y * pitch1, w) == 0, "row %zu of cuMemcpy3DPeer", y);
+    expect_rows(got, pitch0, pattern, pitch1, w, h, "cuMemcpy3DPeer");
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemFree(a1));
     CHECK(cuCtxSetCurrent(c0));
