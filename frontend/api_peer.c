@@ -162,22 +162,11 @@ static CUresult copy_between_nodes(struct fe_ctx *dc, struct fe_chan *dch, uint6
         a.size = k;
         a.peer = (uint32_t)fe.devices[rch->device].vgpu;
         a.to_device = !dst_remote;
-        if (dst_remote) {
-            FE_REQ(q, CopyHtoD);
-            q.dst = dst + at;
-            q.offset = off;
-            q.size = k;
-            q.slot = VGPU_NO_SLOT;
+        if (dst_remote) { /* into the area here, then the remote node's copy out of it */
             if ((r = FE_CALL(lch, lc->id, CopyPeerArea, &a, NULL)) == CUDA_SUCCESS)
-                r = FE_POST(rch, rc->id, CopyHtoD, &q, true);
-        } else {
-            FE_REQ(q, CopyDtoH);
-            q.src = src + at;
-            q.offset = off;
-            q.size = k;
-            q.slot = VGPU_NO_SLOT;
-            if ((r = FE_POST(rch, rc->id, CopyDtoH, &q, true)) == CUDA_SUCCESS)
-                r = FE_CALL(lch, lc->id, CopyPeerArea, &a, NULL);
+                r = fe_copy_area(rc, rch, 0, dst + at, off, k, true, true);
+        } else if ((r = fe_copy_area(rc, rch, 0, src + at, off, k, false, true)) == CUDA_SUCCESS) {
+            r = FE_CALL(lch, lc->id, CopyPeerArea, &a, NULL);
         }
     }
     fe_heap_free(rch, rc->id, off);

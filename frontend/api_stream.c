@@ -195,24 +195,31 @@ static CUresult stream_query(CUstream h, bool pt)
 CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
 CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, true); }
 
+static CUresult event_of(CUevent h, struct fe_event **e, struct fe_chan **ch)
+{
+    FE_RETURN_IF(fe_ready());
+    *e = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)h);
+    if (!*e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct fe_ctx *c;
+    return fe_ctx_get((CUcontext)(uintptr_t)(*e)->ctx->handle, &c, ch);
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
-    struct fe_event *ev = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)e);
-    if (!ev)
-        return CUDA_ERROR_INVALID_HANDLE;
     /* The event may be another context's, of this vGPU or another, as natively. */
-    struct fe_ctx *ec;
+    struct fe_event *ev;
     struct fe_chan *ech;
-    FE_RETURN_IF(fe_ctx_get((CUcontext)(uintptr_t)ev->ctx->handle, &ec, &ech));
+    FE_RETURN_IF(event_of(e, &ev, &ech));
     FE_REQ(q, StreamWaitEvent);
     q.stream = sid;
     q.event = ev->id;
     q.flags = flags;
-    q.event_ctx = ec->id;
+    q.event_ctx = ev->ctx->id;
     q.peer = (uint32_t)fe.devices[ech->device].vgpu;
     if (ech == ch)
         return FE_POST(ch, c->id, StreamWaitEvent, &q, false);
@@ -222,7 +229,7 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     if (!((fe.devices[ch->device].info.flags | fe.devices[ech->device].info.flags) & VGPU_DEVICE_REMOTE)) {
         /* Each channel has its own poller: the event's must have its record before this one waits. */
         FE_REQ(f, Fence);
-        FE_RETURN_IF(FE_CALL(ech, ec->id, Fence, &f, NULL));
+        FE_RETURN_IF(FE_CALL(ech, ev->ctx->id, Fence, &f, NULL));
         CUresult r = FE_POST(ch, c->id, StreamWaitEvent, &q, true);
         if (r != CUDA_ERROR_NOT_SUPPORTED)
             return r;
@@ -399,16 +406,6 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     }
     *phEvent = (CUevent)(uintptr_t)e->handle;
     return CUDA_SUCCESS;
-}
-
-static CUresult event_of(CUevent h, struct fe_event **e, struct fe_chan **ch)
-{
-    FE_RETURN_IF(fe_ready());
-    *e = fe_handle_get(FE_EVENT, (uint64_t)(uintptr_t)h);
-    if (!*e)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct fe_ctx *c;
-    return fe_ctx_get((CUcontext)(uintptr_t)(*e)->ctx->handle, &c, ch);
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent)
@@ -639,4 +636,3 @@ CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) { return copy_a
 /* The CUDA 3 names: the same calls. */
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
 CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
-

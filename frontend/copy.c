@@ -155,6 +155,27 @@ static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, uint64_t
     return b.registered && n <= b.size - (*off - b.off);
 }
 
+CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off, size_t n,
+                      bool to_device, bool reply)
+{
+    if (to_device) {
+        FE_REQ(q, CopyHtoD);
+        q.dst = dptr;
+        q.offset = off;
+        q.size = n;
+        q.stream = stream;
+        q.slot = VGPU_NO_SLOT;
+        return FE_POST(ch, c->id, CopyHtoD, &q, reply);
+    }
+    FE_REQ(q, CopyDtoH);
+    q.src = dptr;
+    q.offset = off;
+    q.size = n;
+    q.stream = stream;
+    q.slot = VGPU_NO_SLOT;
+    return FE_POST(ch, c->id, CopyDtoH, &q, reply);
+}
+
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
                       bool async)
 {
@@ -168,15 +189,8 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     uint64_t off;
-    if (pinned_range(ch, src, n, &off)) {
-        FE_REQ(q, CopyHtoD);
-        q.dst = dst;
-        q.offset = off;
-        q.size = n;
-        q.stream = stream;
-        q.slot = VGPU_NO_SLOT;
-        return FE_POST(ch, c->id, CopyHtoD, &q, !async);
-    }
+    if (pinned_range(ch, src, n, &off))
+        return fe_copy_area(c, ch, stream, dst, off, n, true, !async);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     /* Staged, the bytes are read now; natively page-locked memory is read when the stream gets to
      * the copy, after a host function queued before it (which may write them) has run. */
@@ -205,15 +219,8 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(src, n, false));
     uint64_t off;
-    if (pinned_range(ch, dst, n, &off)) {
-        FE_REQ(q, CopyDtoH);
-        q.src = src;
-        q.offset = off;
-        q.size = n;
-        q.stream = stream;
-        q.slot = VGPU_NO_SLOT;
-        return FE_POST(ch, c->id, CopyDtoH, &q, !async);
-    }
+    if (pinned_range(ch, dst, n, &off))
+        return fe_copy_area(c, ch, stream, src, off, n, false, !async);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);

@@ -379,6 +379,10 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
                       bool async);
 CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, void *dst, uint64_t src, size_t n,
                       bool async);
+/* A copy between device memory at dptr and ch's data area at off (pinned memory: the executor DMAs
+ * straight to or from it), into the device when to_device; reply: answered once done. */
+CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off, size_t n,
+                      bool to_device, bool reply);
 CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint64_t src, size_t n,
                       bool async);
 CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,

@@ -1081,4 +1081,3 @@ struct vgpu_exec *vgpu_exec_emu_create(const struct vgpu_exec_config *cfg)
     LOG_INFO("emu executor: %d device(s), %llu MiB each", count, (unsigned long long)(memory >> 20));
     return &x->base;
 }
-
