@@ -132,6 +132,8 @@ void fe_graph_free(struct fe_graph *g)
     free(g->nodes);
     fe_graph_user_refs_drop(g);
     fe_graph_nodes_free(g);
+    fe_graph_anchor_put(g->anchor);
+    free(g->handles);
     fe_graph_free(g->plan);
     fe_graph_hosts_drop(g->ch, g->hosts, g->nhosts);
     fe_handle_free(g->kind, g->handle);
@@ -166,7 +168,8 @@ struct fe_graph *fe_graph_of(enum fe_kind kind, uint64_t handle) { return fe_han
 
 /* ---------------------------------------------------------------- capture */
 
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
+/* into: 0, or the worker's graph the capture adds to (its nodes removed first: clear). */
+static CUresult begin_capture_into(CUstream h, CUstreamCaptureMode mode, bool pt, uint32_t into, bool clear)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
@@ -178,6 +181,8 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
     FE_RSP(a, StreamBeginCapture);
     q.stream = sid;
     q.mode = (uint32_t)mode;
+    q.into = into;
+    q.clear = clear;
     FE_RETURN_IF(FE_CALL(ch, c->id, StreamBeginCapture, &q, &a));
     CUresult r = capture_add(ch, sid, a.id ? a.id : 1);
     if (r != CUDA_SUCCESS) { /* cannot keep track of it: end it again */
@@ -186,6 +191,38 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
         (void)FE_CALL(ch, c->id, StreamEndCapture, &e, NULL);
     }
     return r;
+}
+
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
+{
+    return begin_capture_into(h, mode, pt, 0, false);
+}
+
+CUresult fe_capture_begin_into(CUstream s, uint32_t graph)
+{
+    return begin_capture_into(s, CU_STREAM_CAPTURE_MODE_RELAXED, false, graph, true);
+}
+
+CUresult fe_capture_note(CUstream s)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, false, &c, &ch, &sid));
+    return capture_add(ch, sid, 1);
+}
+
+CUresult fe_capture_end_into(CUstream s)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(s, false, &c, &ch, &sid));
+    FE_REQ(q, StreamEndCapture);
+    q.stream = sid;
+    CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
+    bool refused = capture_remove(ch, sid, NULL);
+    return r == CUDA_SUCCESS && refused ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
 }
 
 CUresult cuStreamBeginCapture(CUstream h) { return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false); }

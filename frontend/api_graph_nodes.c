@@ -7,7 +7,7 @@
  * memset, host, event record and wait, empty and child graph, memory allocation and free (their
  * memory: graph_mem.c). Copies touch device memory and pinned memory only: a graph's copy of
  * pageable memory would have to be staged at each replay, so it answers CUDA_ERROR_NOT_SUPPORTED.
- * Conditional nodes, batch memory operation and external semaphore nodes answer
+ * Conditional nodes: graph_cond.c. Batch memory operation and external semaphore nodes answer
  * CUDA_ERROR_NOT_SUPPORTED too. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +44,8 @@ static void node_params_free(struct fe_graph_node *n)
         fe_graph_destroy(n->u.child);
     else if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         alloc_clear(n);
+    else if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        fe_graph_cond_clear(n);
 }
 
 static void node_free(struct fe_graph_node *n)
@@ -364,6 +366,8 @@ CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h)
         return CUDA_ERROR_INVALID_VALUE;
     if (has_memory_nodes(child)) /* a copy of it would be a clone */
         return CUDA_ERROR_NOT_SUPPORTED;
+    if (fe_graph_has_conditional(child) || child->anchor) /* the driver allows no child with them */
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct fe_graph *copy;
     FE_RETURN_IF(child_copy(child, &copy));
     if (n->u.child)
@@ -423,6 +427,8 @@ CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_gr
         dst->u.alloc.p.accessDescs = access;
         return CUDA_SUCCESS;
     }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return fe_graph_cond_copy(dst, src);
     default:
         dst->u = src->u;
         return CUDA_SUCCESS;
@@ -476,6 +482,7 @@ CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->here = true;
     c->cloned_from = g->handle;
+    c->anchor = fe_graph_anchor_hold(g->anchor);
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++) {
         const struct fe_graph_node *src = g->list[i];
@@ -506,7 +513,7 @@ CUresult cuGraphClone(CUgraph *out, CUgraph h)
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!out || !g)
         return CUDA_ERROR_INVALID_VALUE;
-    if (has_memory_nodes(g))
+    if (has_memory_nodes(g) || fe_graph_has_conditional(g) || g->anchor)
         return CUDA_ERROR_NOT_SUPPORTED;
     struct fe_graph *c;
     FE_RETURN_IF(child_copy(g, &c));
@@ -722,7 +729,7 @@ static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return free_set(node, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        return unsupported_node("a conditional node");
+        return fe_graph_cond_set(node, p);
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         return unsupported_node("a batch memory operation node");
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:

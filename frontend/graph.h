@@ -51,6 +51,11 @@ struct fe_graph_node {
             struct fe_graph_mem *mem;
         } alloc;
         CUdeviceptr free_dptr;
+        struct {
+            CUDA_CONDITIONAL_NODE_PARAMS p; /* p.phGraph_out: out */
+            struct fe_graph **bodies;       /* p.size of them, owned by the node */
+            CUgraph *out;                   /* their handles, as the application is given them */
+        } cond;
     } u;
 };
 
@@ -69,7 +74,15 @@ struct fe_graph {
     struct fe_graph_node **list;
     size_t count, cap;
     uint64_t cloned_from; /* the graph this one is a copy of */
-    bool owned;           /* a child graph node's: destroyed with it */
+    bool owned;           /* a child graph node's, or a conditional node's body: destroyed with it */
+    struct fe_graph *root; /* a conditional node's body: the graph at the top, whose handles it uses */
+    /* Conditional handles (graph_cond.c): a graph that has them is built into a graph of the
+     * worker's made with the first (the handles are that graph's), its anchor, shared by reference
+     * with the plans made of the graph. An anchor keeps the handles. */
+    struct fe_graph *anchor;
+    unsigned anchor_refs;
+    uint64_t *handles;
+    size_t nhandles, handles_cap;
     bool capturing;       /* a stream's capture, not ended yet: the worker has not got it */
     /* executable graphs of graphs kept here: their own copy (a plan, for per-node updates), and the
      * host nodes their build made */
@@ -124,10 +137,31 @@ CUdeviceptr fe_graph_mem_ptr(const struct fe_graph_mem *m);
 void fe_graph_mem_hold(struct fe_graph_mem *m);
 void fe_graph_mem_put(struct fe_graph_mem *m);
 
-/* graph_build.c: build a graph kept here in the worker, as a new graph of the worker's; *hosts and
- * *nhosts get the host nodes made (each runs its function at every replay until dropped). */
+/* Captures the build makes (api_graph.c): on s into the worker's graph `graph`, emptied first; one
+ * the worker began on s (a conditional node's body), noted here; the end of either. */
+CUresult fe_capture_begin_into(CUstream s, uint32_t graph);
+CUresult fe_capture_note(CUstream s);
+CUresult fe_capture_end_into(CUstream s);
+
+/* graph_cond.c: conditional nodes. */
+/* A node's parameters (checked as the driver checks them; bodies made). */
+CUresult fe_graph_cond_set(struct fe_graph_node *n, CUgraphNodeParams *p);
+/* dst takes a copy of src's bodies (a plan's copy). */
+CUresult fe_graph_cond_copy(struct fe_graph_node *dst, const struct fe_graph_node *src);
+void fe_graph_cond_clear(struct fe_graph_node *n);
+/* Whether g has conditional nodes (it cannot be cloned or be a child graph then). */
+bool fe_graph_has_conditional(const struct fe_graph *g);
+/* Take or let go of a reference to an anchor. */
+struct fe_graph *fe_graph_anchor_hold(struct fe_graph *a);
+void fe_graph_anchor_put(struct fe_graph *a);
+
+/* graph_build.c: build a graph kept here in the worker, as a new graph of the worker's (or into its
+ * anchor, which *built is then: see fe_graph_built_done); *hosts and *nhosts get the host nodes made
+ * (each runs its function at every replay until dropped). */
 CUresult fe_graph_build(struct fe_graph *g, struct fe_graph **built, struct fe_host_node ***hosts, size_t *nhosts);
 void fe_graph_hosts_drop(struct fe_chan *ch, struct fe_host_node **hosts, size_t n);
+/* What a build made, once instantiated or used: destroyed unless it is an anchor. */
+void fe_graph_built_done(struct fe_graph *built);
 /* Instantiate a graph kept here: build its plan, instantiate that. */
 CUresult fe_graph_instantiate_here(struct fe_graph *g, uint64_t flags, struct fe_graph **exec);
 /* The executable graph takes g's parameters (cuGraphExecUpdate); *result a CUgraphExecUpdateResult. */

@@ -11,7 +11,8 @@
  * plan, builds it again and updates the worker's executable graph with cuGraphExecUpdate, which
  * keeps the topology and takes the parameters. A node disabled in an executable graph is built as
  * an empty node, and the worker's executable graph made again (an update cannot change a node's
- * type). */
+ * type). A graph with conditional handles is built into its anchor instead (graph_cond.c); a
+ * conditional node's bodies are built on streams of their own that capture into them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,15 +75,21 @@ static CUresult order_of(struct fe_graph *g, struct fe_graph_node ***out)
     return CUDA_SUCCESS;
 }
 
-static CUresult build_op(struct build *b, uint32_t op, uint32_t node, uint32_t object, const uint32_t *deps,
-                         size_t ndeps)
+static CUresult build_op_tail(struct build *b, uint32_t op, uint32_t node, uint32_t object, const void *tail,
+                              uint32_t len)
 {
     FE_REQ(q, GraphBuild);
     q.stream = b->sid;
     q.op = op;
     q.node = node;
     q.object = object;
-    return fe_call(b->ch, b->c->id, &q, sizeof q, deps, (uint32_t)(ndeps * 4), true, NULL, 0, NULL, 0, NULL);
+    return fe_call(b->ch, b->c->id, &q, sizeof q, tail, len, true, NULL, 0, NULL, 0, NULL);
+}
+
+static CUresult build_op(struct build *b, uint32_t op, uint32_t node, uint32_t object, const uint32_t *deps,
+                         size_t ndeps)
+{
+    return build_op_tail(b, op, node, object, deps, (uint32_t)(ndeps * 4));
 }
 
 static CUresult host_keep(struct build *b, struct fe_host_node *h)
@@ -96,6 +103,54 @@ static CUresult host_keep(struct build *b, struct fe_host_node *h)
 }
 
 static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph **built);
+static CUresult build_nodes(struct build *b, struct fe_graph *g, CUstream s);
+
+/* A conditional node: the worker adds it and begins a capture into each of its bodies on a stream
+ * of the build's, where the bodies' nodes are then issued like the graph's. */
+static CUresult build_conditional(struct build *b, struct fe_graph_node *node)
+{
+    const CUDA_CONDITIONAL_NODE_PARAMS *p = &node->u.cond.p;
+    struct {
+        struct vgpu_build_conditional head;
+        uint32_t streams[VGPU_MAX_CONDITIONAL_BODIES];
+    } tail = {.head = {p->handle, (uint32_t)p->type, p->size}};
+    CUstream s[VGPU_MAX_CONDITIONAL_BODIES] = {0};
+    struct build body[VGPU_MAX_CONDITIONAL_BODIES];
+    if (p->size > VGPU_MAX_CONDITIONAL_BODIES)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < p->size; i++) {
+        body[i] = *b;
+        body[i].hosts = NULL; /* (a body has no host nodes; any a child graph of one has go) */
+        body[i].nhosts = body[i].hosts_cap = 0;
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (unsigned i = 0; i < p->size && r == CUDA_SUCCESS; i++) {
+        r = cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING);
+        if (r == CUDA_SUCCESS)
+            r = fe_stream_resolve(s[i], false, &body[i].c, &body[i].ch, &body[i].sid);
+        tail.streams[i] = body[i].sid;
+    }
+    if (r == CUDA_SUCCESS)
+        r = build_op_tail(b, VGPU_BUILD_CONDITIONAL, node->build_id, 0, &tail,
+                          (uint32_t)(sizeof tail.head + 4 * p->size));
+    bool capturing = r == CUDA_SUCCESS;
+    for (unsigned i = 0; capturing && i < p->size; i++) {
+        CUresult n = fe_capture_note(s[i]);
+        if (r == CUDA_SUCCESS)
+            r = n;
+        if (r == CUDA_SUCCESS)
+            r = build_nodes(&body[i], node->u.cond.bodies[i], s[i]);
+        CUresult e = fe_capture_end_into(s[i]); /* (each body's capture ends, whatever happened) */
+        if (r == CUDA_SUCCESS)
+            r = e;
+    }
+    for (unsigned i = 0; i < p->size; i++) {
+        if (s[i])
+            (void)cuStreamDestroy_v2(s[i]);
+        fe_graph_hosts_drop(b->ch, body[i].hosts, body[i].nhosts);
+    }
+    return r;
+}
 
 /* Issue one node on the capturing stream; the worker names it node->build_id. */
 static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream s)
@@ -157,43 +212,64 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
             FE_RETURN_IF(build_graph(b, child, &built));
         CUresult r = build_op(b, VGPU_BUILD_CHILD, id, (built ? built : child)->id, NULL, 0);
         if (built) /* the worker's node holds a copy */
-            fe_graph_destroy(built);
+            fe_graph_built_done(built);
         return r;
     }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return build_conditional(b, node);
     default:
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     return build_op(b, VGPU_BUILD_TAKE, id, 0, NULL, 0);
 }
 
-/* Build g on a fresh capturing stream of b's context into a new graph of the worker's. */
-static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph **built)
+/* Issue g's nodes on s, which captures (b->sid its id), in an order that respects their
+ * dependencies. */
+static CUresult build_nodes(struct build *b, struct fe_graph *g, CUstream s)
 {
     struct fe_graph_node **order;
     FE_RETURN_IF(order_of(g, &order));
     uint32_t *deps = malloc((g->count ? g->count : 1) * sizeof *deps);
-    CUstream s = NULL;
-    CUresult r = deps ? cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) : CUDA_ERROR_OUT_OF_MEMORY;
-    struct build inner = *b;
-    if (r == CUDA_SUCCESS)
-        r = fe_stream_resolve(s, false, &inner.c, &inner.ch, &inner.sid);
-    if (r == CUDA_SUCCESS)
-        r = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
-    bool capturing = r == CUDA_SUCCESS;
+    CUresult r = deps ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < g->count; i++)
         order[i]->build_id = (uint32_t)i;
     for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++) {
         struct fe_graph_node *node = order[i];
         for (size_t d = 0; d < node->ndeps; d++)
             deps[d] = node->deps[d].from->build_id;
-        r = build_op(&inner, VGPU_BUILD_DEPS, 0, 0, deps, node->ndeps);
+        r = build_op(b, VGPU_BUILD_DEPS, 0, 0, deps, node->ndeps);
         if (r == CUDA_SUCCESS)
-            r = build_node(&inner, node, s);
+            r = build_node(b, node, s);
     }
+    free(deps);
+    free(order);
+    return r;
+}
+
+/* Build g on a fresh capturing stream of b's context into a new graph of the worker's, or into g's
+ * anchor. */
+static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph **built)
+{
+    CUstream s = NULL;
+    CUresult r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    struct build inner = *b;
+    if (r == CUDA_SUCCESS)
+        r = fe_stream_resolve(s, false, &inner.c, &inner.ch, &inner.sid);
+    if (r == CUDA_SUCCESS)
+        r = g->anchor ? fe_capture_begin_into(s, g->anchor->id) : cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    bool capturing = r == CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = build_nodes(&inner, g, s);
     b->hosts = inner.hosts; /* (the child builds' host nodes join the parent's) */
     b->nhosts = inner.nhosts;
     b->hosts_cap = inner.hosts_cap;
-    if (capturing) {
+    if (capturing && g->anchor) {
+        CUresult e = fe_capture_end_into(s);
+        if (r == CUDA_SUCCESS)
+            r = e;
+        if (r == CUDA_SUCCESS)
+            *built = g->anchor;
+    } else if (capturing) {
         CUgraph out = NULL;
         CUresult e = cuStreamEndCapture(s, &out);
         if (r == CUDA_SUCCESS)
@@ -208,9 +284,13 @@ static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph
     }
     if (s)
         (void)cuStreamDestroy_v2(s);
-    free(deps);
-    free(order);
     return r;
+}
+
+void fe_graph_built_done(struct fe_graph *built)
+{
+    if (!__atomic_load_n(&built->anchor_refs, __ATOMIC_ACQUIRE)) /* an anchor stays with its graphs */
+        fe_graph_destroy(built);
 }
 
 CUresult fe_graph_build(struct fe_graph *g, struct fe_graph **built, struct fe_host_node ***hosts, size_t *nhosts)
@@ -243,7 +323,7 @@ CUresult fe_graph_instantiate_here(struct fe_graph *g, uint64_t flags, struct fe
     }
     struct fe_graph *e = NULL;
     r = fe_graph_instantiate_worker(built, flags, &e);
-    fe_graph_destroy(built); /* the executable graph is the driver's own copy */
+    fe_graph_built_done(built); /* the executable graph is the driver's own copy */
     if (r != CUDA_SUCCESS) {
         fe_graph_hosts_drop(g->ch, hosts, nhosts);
         fe_graph_free(plan);
@@ -292,7 +372,7 @@ static CUresult rebuild(struct fe_graph *e, struct fe_graph *plan, bool replace,
     } else {
         r = exec_update(e, built, result);
     }
-    fe_graph_destroy(built);
+    fe_graph_built_done(built);
     if (r != CUDA_SUCCESS) {
         fe_graph_hosts_drop(e->ch, hosts, nhosts);
         return r;

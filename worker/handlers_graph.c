@@ -13,13 +13,27 @@ CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_r
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
-    if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED || q->clear > 1 || (q->clear && !q->into))
         return CUDA_ERROR_INVALID_VALUE;
+    void *into = NULL;
+    if (q->into) {
+        struct srv_obj *g;
+        if ((r = vchannel_lookup(c, SRV_GRAPH, q->into, &g)))
+            return r;
+        if (stream && vchannel_build_of(c->ch, stream))
+            return CUDA_ERROR_ILLEGAL_STATE;
+        if (q->clear && vchannel_built_into(c->ch, g->x)) /* its nodes are being added to */
+            return CUDA_ERROR_ILLEGAL_STATE;
+        into = g->x;
+    }
+    bool was = stream && vchannel_build_of(c->ch, stream);
     if (stream && !vchannel_capturing(c->ch, stream, true))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = OPS(c)->stream_begin_capture(EXEC(c), c->ctx->x, stream, (int)q->mode, &a->id);
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_ILLEGAL_STATE) /* illegal state: it captures already */
+    r = OPS(c)->stream_begin_capture(EXEC(c), c->ctx->x, stream, (int)q->mode, into, q->clear == 1, &a->id);
+    if (r != CUDA_SUCCESS && !was)
         vchannel_capturing(c->ch, stream, false);
+    else if (r == CUDA_SUCCESS && stream)
+        vchannel_build_of(c->ch, stream)->root = into;
     return r;
 }
 
@@ -31,6 +45,15 @@ CUresult vgpu_handle_StreamEndCapture(struct vgpu_call *c, const struct vgpu_req
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
+    const struct vchannel_build *b = stream ? vchannel_build_of(c->ch, stream) : NULL;
+    if (b && (b->root != NULL) != (q->graph == 0)) /* a capture into a graph makes none; others one */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (b && b->root) {
+        void *same;
+        r = OPS(c)->stream_end_capture(EXEC(c), c->ctx->x, stream, &same);
+        vchannel_capturing(c->ch, stream, false);
+        return r;
+    }
     struct srv_obj *g = vchannel_add(c, SRV_GRAPH, q->graph, &r);
     if (!g)
         return r;
@@ -129,9 +152,33 @@ CUresult vgpu_handle_GraphDestroy(struct vgpu_call *c, const struct vgpu_req_Gra
     CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
     if (r)
         return r;
+    if (vchannel_built_into(c->ch, g->x))
+        return CUDA_ERROR_ILLEGAL_STATE;
     OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
     vchannel_remove(c->ch, SRV_GRAPH, q->graph);
     return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphConditional(struct vgpu_call *c, const struct vgpu_req_GraphConditional *q,
+                                      struct vgpu_rsp_GraphConditional *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->create > 1 || (q->flags & ~(uint32_t)CU_GRAPH_COND_ASSIGN_DEFAULT))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *g;
+    if (q->create) {
+        if (!(g = vchannel_add(c, SRV_GRAPH, q->graph, &r)))
+            return r;
+        if ((r = OPS(c)->graph_create(EXEC(c), c->ctx->x, &g->x))) {
+            vchannel_remove(c->ch, SRV_GRAPH, q->graph);
+            return r;
+        }
+    } else if ((r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g))) {
+        return r;
+    }
+    return OPS(c)->graph_conditional_handle(EXEC(c), c->ctx->x, g->x, q->default_value, q->flags, &a->handle);
 }
 
 /* A node of the build by its id (NULL: not named yet). */
@@ -154,6 +201,46 @@ static CUresult build_name(struct vchannel_build *b, uint32_t id, void *node)
     }
     b->nodes[id] = node;
     return CUDA_SUCCESS;
+}
+
+/* A conditional node on the capturing stream; its bodies' streams begin to capture into them. */
+static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vchannel_build *b,
+                                  const struct vgpu_req_GraphBuild *q)
+{
+    struct vgpu_build_conditional p;
+    if (c->tail_len < sizeof p || q->object || q->node >= VGPU_MAX_GRAPH_NODES || build_node(b, q->node) || !b->root)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&p, c->tail, sizeof p);
+    if (!p.size || p.size > VGPU_MAX_CONDITIONAL_BODIES || c->tail_len != sizeof p + 4u * p.size)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *bodies[VGPU_MAX_CONDITIONAL_BODIES];
+    unsigned started = 0;
+    CUresult r = CUDA_SUCCESS;
+    for (uint32_t i = 0; i < p.size && r == CUDA_SUCCESS; i++) {
+        uint32_t id;
+        memcpy(&id, c->tail + sizeof p + 4u * i, 4);
+        if (id == VGPU_ID_NONE)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if ((r = vchannel_stream(c, id, &bodies[i])) == CUDA_SUCCESS && vchannel_build_of(c->ch, bodies[i]))
+            r = CUDA_ERROR_ILLEGAL_STATE; /* it captures already (or is named twice) */
+        else if (r == CUDA_SUCCESS && !vchannel_capturing(c->ch, bodies[i], true))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if (r == CUDA_SUCCESS)
+            vchannel_build_of(c->ch, bodies[i])->root = b->root, started++;
+    }
+    void *node = NULL;
+    if (r == CUDA_SUCCESS)
+        r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p.handle, p.type, p.size, bodies, &node);
+    bool made = r == CUDA_SUCCESS;
+    if (made)
+        r = node ? build_name(vchannel_build_of(c->ch, stream), q->node, node) : CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; r != CUDA_SUCCESS && i < started; i++) {
+        void *same;
+        if (made) /* the bodies capture: end that */
+            (void)OPS(c)->stream_end_capture(EXEC(c), c->ctx->x, bodies[i], &same);
+        vchannel_capturing(c->ch, bodies[i], false);
+    }
+    return r;
 }
 
 CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_GraphBuild *q, struct vgpu_rsp_GraphBuild *a)
@@ -184,6 +271,8 @@ CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_Graph
         free(deps);
         return r;
     }
+    if (q->op == VGPU_BUILD_CONDITIONAL)
+        return build_conditional(c, stream, b, q);
     if (c->tail_len || q->op > VGPU_BUILD_CHILD || q->node >= VGPU_MAX_GRAPH_NODES || build_node(b, q->node))
         return CUDA_ERROR_INVALID_VALUE;
     void *obj = NULL;

@@ -294,6 +294,14 @@ struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream)
     return NULL;
 }
 
+bool vchannel_built_into(const struct vchannel *ch, const void *graph)
+{
+    for (unsigned i = 0; i < ch->capture_count; i++)
+        if (ch->builds[i].root == graph)
+            return true;
+    return false;
+}
+
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
 {
     if (!c->ctx)

@@ -120,6 +120,9 @@ struct stream_hold;
 struct vchannel_build {
     void **nodes;
     size_t cap;
+    /* A capture into a graph that exists: that graph, the worker's (for the body of a conditional
+     * node, the graph the node is built into). It may not be destroyed or emptied meanwhile. */
+    void *root;
 };
 
 struct vchannel {
@@ -294,6 +297,8 @@ void vchannel_pool_teardown(struct vchannel *ch);
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 /* The build on a capturing stream; NULL if the stream does not capture. */
 struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream);
+/* Whether a capture adds to graph (or to the bodies of its conditional nodes). */
+bool vchannel_built_into(const struct vchannel *ch, const void *graph);
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
 /* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE

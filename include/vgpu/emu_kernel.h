@@ -75,4 +75,10 @@ struct vgpu_emu_kernel {
 #define VGPU_EMU_GLOBAL_X(b, t) ((b)->block_idx.x * (b)->block_dim.x + (t).x)
 #define VGPU_EMU_GLOBAL_Y(b, t) ((b)->block_idx.y * (b)->block_dim.y + (t).y)
 
+/* cudaGraphSetConditional: an emu conditional handle is the address of its value. */
+static inline void vgpu_emu_graph_set_conditional(uint64_t handle, unsigned value)
+{
+    __atomic_store_n((unsigned *)(uintptr_t)handle, value, __ATOMIC_RELEASE);
+}
+
 #endif

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 22u
+#define VGPU_PROTO_VERSION 23u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -224,6 +224,16 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_BUILD_EVENT_RECORD 3u
 #define VGPU_BUILD_EVENT_WAIT 4u
 #define VGPU_BUILD_CHILD 5u
+#define VGPU_BUILD_CONDITIONAL 6u
+/* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and
+ * number of bodies; the bodies' capturing streams' ids follow. */
+struct vgpu_build_conditional {
+    uint64_t handle;
+    uint32_t type;
+    uint32_t size;
+};
+/* The most bodies of a switch node the build takes. */
+#define VGPU_MAX_CONDITIONAL_BODIES 64u
 /* GraphMem's ops (calls.def). */
 #define VGPU_GRAPH_MEM_GET 0u
 #define VGPU_GRAPH_MEM_SET 1u

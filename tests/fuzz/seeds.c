@@ -243,6 +243,28 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphLaunch, 1, gl11, NULL, 0);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 5};
     REC(GraphBuild, 1, gb, NULL, 0); /* not capturing: refused */
+    /* A graph with a conditional handle, built into: a while node (its handle unknown here:
+     * refused), a capture into a graph ended as one that makes a graph (refused), then as it should. */
+    struct vgpu_req_StreamCreate sc3 = {.stream = 3};
+    REC(StreamCreate, 1, sc3, NULL, 0);
+    struct vgpu_req_GraphConditional gco = {.graph = 12, .create = 1, .default_value = 1,
+                                            .flags = CU_GRAPH_COND_ASSIGN_DEFAULT};
+    REC(GraphConditional, 1, gco, NULL, 0);
+    struct vgpu_req_StreamBeginCapture bci = {.stream = 2, .mode = CU_STREAM_CAPTURE_MODE_RELAXED, .into = 12, .clear = 1};
+    REC(StreamBeginCapture, 1, bci, NULL, 0);
+    struct {
+        struct vgpu_build_conditional head;
+        uint32_t streams[1];
+    } cond = {{.handle = 1, .type = CU_GRAPH_COND_TYPE_WHILE, .size = 1}, {3}};
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_CONDITIONAL, .node = 0};
+    REC(GraphBuild, 1, gb, &cond, sizeof cond);
+    REC(StreamEndCapture, 1, ec10, NULL, 0);
+    struct vgpu_req_StreamEndCapture ec0 = {.stream = 2, .graph = 0};
+    REC(StreamEndCapture, 1, ec0, NULL, 0);
+    struct vgpu_req_GraphInstantiate gi12 = {.graph = 12, .exec = 13};
+    REC(GraphInstantiate, 1, gi12, NULL, 0);
+    struct vgpu_req_GraphDestroy gd12 = {.graph = 12};
+    REC(GraphDestroy, 1, gd12, NULL, 0);
     /* A link: an option, an input from the data area (not an image: refused with a log), the
      * answer, the output, then a refused option and an unknown link. */
     struct vgpu_jit_option jo = {.option = CU_JIT_OPTIMIZATION_LEVEL, .value = 3};

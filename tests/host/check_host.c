@@ -484,6 +484,14 @@ START_TEST(test_graph_build)
 }
 END_TEST
 
+START_TEST(test_graph_cond)
+{
+    char module[700];
+    snprintf(module, sizeof module, "%s/cond.emu.so", kernels);
+    ck_assert_int_eq(run_prog("prog_graph_cond", module, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_register)
 {
     ck_assert_int_eq(run_prog("prog_register", NULL, NULL, NULL), 0);
@@ -1414,6 +1422,7 @@ int main(void)
     tcase_add_test(programs, test_link);
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_graph_build);
+    tcase_add_test(programs, test_graph_cond);
     tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_nvml);
     tcase_add_test(programs, test_array);

@@ -57,7 +57,33 @@ struct emu_ctx {
     unsigned npeers;
 };
 
-enum emu_op_kind { EMU_OP_COPY, EMU_OP_MEMSET, EMU_OP_KERNEL, EMU_OP_RECORD, EMU_OP_CALLBACK, EMU_OP_MEM_OPS, EMU_OP_NOTHING };
+enum emu_op_kind {
+    EMU_OP_COPY,
+    EMU_OP_MEMSET,
+    EMU_OP_KERNEL,
+    EMU_OP_RECORD,
+    EMU_OP_CALLBACK,
+    EMU_OP_MEM_OPS,
+    EMU_OP_NOTHING,
+    EMU_OP_CONDITIONAL
+};
+
+/* A graph's conditional handles (emu_graph.c): each handle is the address of its cell's value,
+ * which kernels set (vgpu/emu_kernel.h). Shared, counted, by the graph, its bodies, its executable
+ * graphs and the ops queued from them. */
+struct emu_cond_cell {
+    uint32_t value; /* read and written atomically */
+    uint32_t default_value;
+    bool assign;    /* CU_GRAPH_COND_ASSIGN_DEFAULT: value = default_value as each launch begins */
+};
+struct emu_conds {
+    unsigned refs; /* atomically */
+    unsigned execs; /* executable graphs made of the graph (one at a time, as natively) */
+    struct emu_cond_cell **cells;
+    size_t n, cap;
+};
+/* The kind of a conditional op that sets a launch's handles to their defaults. */
+#define EMU_COND_RESET 0xffu
 
 /* Something an op must wait for before it runs. */
 struct emu_dep {
@@ -127,6 +153,13 @@ struct emu_op {
             struct vgpu_mem_op *ops; /* checked (vgpu_mem_op_width) */
             unsigned n;
         } mem_ops;
+        struct {
+            struct emu_conds *conds; /* a reference */
+            uint32_t *cell;          /* the handle's value */
+            unsigned type;           /* a CUgraphConditionalNodeType, or EMU_COND_RESET */
+            unsigned size;
+            struct emu_graph **bodies; /* size of them, owned */
+        } cond;
     } u;
 };
 
@@ -146,6 +179,7 @@ struct emu_stream {
     int capture_mode;          /* its CUstreamCaptureMode */
     uint64_t capture_id;
     bool capture_invalid;      /* something it could not capture happened: ending it fails */
+    bool capture_into;         /* capture is a graph that exists (not the stream's to free) */
     pthread_t thread;
     bool thread_started;
 };
@@ -245,6 +279,8 @@ void emu_wait_all_locked(struct emu_ctx *c);
 void emu_streams_shutdown(struct emu_ctx *c);
 struct emu_op *emu_op_new(enum emu_op_kind kind);
 void emu_op_free(struct emu_op *op);
+/* Run op on s's thread (c->mu not held). */
+void emu_op_run(struct emu_stream *s, struct emu_op *op);
 void emu_op_release_deps_locked(struct emu_op *op);
 void emu_event_put_locked(struct emu_event *e);
 
@@ -257,7 +293,8 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op);
 bool emu_capture_refuse_locked(struct emu_ctx *c, struct emu_stream *s);
 /* Forget a capture in progress (its stream is going away). */
 void emu_capture_drop(struct emu_stream *s);
-CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id);
+CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
+                                  uint64_t *id);
 CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
 CUresult emu_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode);
 CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
@@ -270,6 +307,14 @@ CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clo
 CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
 CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
+CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph);
+CUresult emu_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
+                                      unsigned flags, uint64_t *handle);
+CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
+                                 unsigned size, void *const *bodies, void **node);
+/* Run a conditional op on stream s (its thread); free what one holds. */
+void emu_conditional_run(struct emu_stream *s, struct emu_op *op);
+void emu_conditional_free(struct emu_op *op);
 
 /* emu_link.c: the executor's link operations (executor.h) */
 CUresult emu_link_create(struct vgpu_exec *x, void *ctx, const struct vgpu_jit_option *options, unsigned n,

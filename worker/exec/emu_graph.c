@@ -16,20 +16,50 @@
 struct emu_graph {
     struct emu_op **ops;
     size_t n, cap;
+    struct emu_conds *conds; /* the conditional handles of the graph (or of the graph it is a body of) */
+    bool exec;               /* an executable graph (counted in conds->execs) */
 };
 
 static _Thread_local int capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static _Atomic uint64_t next_capture_id = 1;
 
+static struct emu_conds *conds_hold(struct emu_conds *k)
+{
+    if (k)
+        __atomic_fetch_add(&k->refs, 1, __ATOMIC_RELAXED);
+    return k;
+}
+
+static void conds_put(struct emu_conds *k)
+{
+    if (!k || __atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL))
+        return;
+    for (size_t i = 0; i < k->n; i++)
+        free(k->cells[i]);
+    free(k->cells);
+    free(k);
+}
+
+static void graph_ops_free(struct emu_graph *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        emu_op_free(g->ops[i]);
+    g->n = 0;
+}
+
 static void graph_free(struct emu_graph *g)
 {
     if (!g)
         return;
-    for (size_t i = 0; i < g->n; i++)
-        emu_op_free(g->ops[i]);
+    graph_ops_free(g);
     free(g->ops);
+    if (g->exec && g->conds)
+        __atomic_fetch_sub(&g->conds->execs, 1, __ATOMIC_RELAXED);
+    conds_put(g->conds);
     free(g);
 }
+
+static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans);
 
 /* A copy of a captured op that can be queued (NULL when out of memory); spans: keep its spans (a
  * graph's op), else the copy is to run. */
@@ -65,6 +95,17 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
     case EMU_OP_COPY:
         o->u.copy.owned = NULL; /* captured copies own nothing (emu_capture_locked) */
         break;
+    case EMU_OP_CONDITIONAL:
+        o->u.cond.bodies = op->u.cond.size ? calloc(op->u.cond.size, sizeof *o->u.cond.bodies) : NULL;
+        if (op->u.cond.size && !o->u.cond.bodies)
+            goto fail;
+        conds_hold(o->u.cond.conds);
+        for (unsigned i = 0; i < op->u.cond.size; i++)
+            if (!(o->u.cond.bodies[i] = clone_graph(op->u.cond.bodies[i], spans))) {
+                emu_conditional_free(o);
+                goto fail;
+            }
+        break;
     default:
         break;
     }
@@ -85,6 +126,7 @@ static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans)
         free(c);
         return NULL;
     }
+    c->conds = conds_hold(g->conds);
     for (; c->n < g->n; c->n++) {
         if (!(c->ops[c->n] = clone_op(g->ops[c->n], spans))) {
             graph_free(c);
@@ -96,8 +138,10 @@ static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans)
 
 void emu_capture_drop(struct emu_stream *s)
 {
-    graph_free(s->capture);
+    if (!s->capture_into)
+        graph_free(s->capture);
     s->capture = NULL;
+    s->capture_into = false;
 }
 
 /* The bytes an op reads or writes from p on, if p is in the context's device memory: a span. */
@@ -138,13 +182,18 @@ static bool note_spans(const struct emu_ctx *c, struct emu_op *op)
 /* Is every span of a graph's ops still device memory of the context? (c->mu held) */
 static bool spans_live(const struct emu_ctx *c, const struct emu_graph *g)
 {
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = 0; i < g->n; i++) {
+        const struct emu_op *op = g->ops[i];
+        for (unsigned b = 0; op->kind == EMU_OP_CONDITIONAL && b < op->u.cond.size; b++)
+            if (!spans_live(c, op->u.cond.bodies[b]))
+                return false;
         for (unsigned k = 0; k < g->ops[i]->nspans; k++) {
             const struct emu_span *s = &g->ops[i]->spans[k];
             const struct vgpu_range *r = vgpu_ranges_find(&c->allocs, s->p);
             if (!r || s->n > r->size - (s->p - r->base))
                 return false;
         }
+    }
     return true;
 }
 
@@ -178,26 +227,37 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     g->ops[g->n++] = op;
 }
 
-CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id)
+/* Begin a capture on s into g (c->mu held). */
+static void capture_start_locked(struct emu_stream *s, struct emu_graph *g, bool into, int mode, uint64_t id)
+{
+    s->capture = g;
+    s->capture_into = into;
+    s->capture_invalid = false;
+    s->capture_mode = mode;
+    s->capture_id = id;
+}
+
+CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
+                                  uint64_t *id)
 {
     (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;
     if (!s) /* the legacy default stream cannot be captured */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    struct emu_graph *g = calloc(1, sizeof *g);
+    struct emu_graph *g = into ? into : calloc(1, sizeof *g);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
     CUresult r = CUDA_SUCCESS;
     if (s->capture) {
         r = CUDA_ERROR_ILLEGAL_STATE;
-        free(g);
+        if (!into)
+            free(g);
     } else {
-        s->capture = g;
-        s->capture_invalid = false;
-        s->capture_mode = mode;
-        s->capture_id = *id = next_capture_id++;
+        if (into && clear)
+            graph_ops_free(g);
+        capture_start_locked(s, g, into != NULL, mode, *id = next_capture_id++);
     }
     pthread_mutex_unlock(&c->mu);
     return r;
@@ -212,14 +272,15 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
         return CUDA_ERROR_ILLEGAL_STATE;
     pthread_mutex_lock(&c->mu);
     struct emu_graph *g = s->capture;
-    bool invalid = s->capture_invalid;
+    bool invalid = s->capture_invalid, into = s->capture_into;
     s->capture = NULL;
-    s->capture_invalid = false;
+    s->capture_invalid = s->capture_into = false;
     pthread_mutex_unlock(&c->mu);
     if (!g)
         return CUDA_ERROR_ILLEGAL_STATE;
     if (invalid) {
-        graph_free(g);
+        if (!into)
+            graph_free(g);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     *graph = g;
@@ -255,9 +316,14 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
     (void)x;
     (void)ctx;
     (void)flags;
-    struct emu_graph *e = clone_graph(graph, true);
+    const struct emu_graph *g = graph;
+    if (g->conds && g->conds->n && __atomic_load_n(&g->conds->execs, __ATOMIC_RELAXED))
+        return CUDA_ERROR_NOT_SUPPORTED; /* one executable graph at a time, as natively */
+    struct emu_graph *e = clone_graph(g, true);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((e->exec = e->conds != NULL))
+        __atomic_fetch_add(&e->conds->execs, 1, __ATOMIC_RELAXED);
     *exec = e;
     return CUDA_SUCCESS;
 }
@@ -268,20 +334,34 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     if (upload)
         return CUDA_SUCCESS;
     struct emu_ctx *c = ctx;
-    struct emu_graph *copy = clone_graph(exec, false);
-    if (!copy)
+    struct emu_graph *e = exec;
+    struct emu_graph *copy = clone_graph(e, false);
+    struct emu_op *reset = e->conds && e->conds->n ? emu_op_new(EMU_OP_CONDITIONAL) : NULL;
+    if (!copy || (e->conds && e->conds->n && !reset)) {
+        graph_free(copy);
+        free(reset);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (reset) { /* the handles' defaults, as the launch begins */
+        reset->u.cond.type = EMU_COND_RESET;
+        reset->u.cond.conds = conds_hold(e->conds);
+    }
     pthread_mutex_lock(&c->mu);
     /* Memory freed since the capture: a GPU would fault on it. */
     if (!spans_live(c, exec)) {
         pthread_mutex_unlock(&c->mu);
         graph_free(copy);
+        if (reset)
+            emu_op_free(reset);
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
+    if (reset)
+        emu_enqueue(c, stream, reset);
     for (size_t i = 0; i < copy->n; i++)
         emu_enqueue(c, stream, copy->ops[i]);
     pthread_mutex_unlock(&c->mu);
     free(copy->ops);
+    conds_put(copy->conds);
     free(copy);
     return CUDA_SUCCESS;
 }
@@ -304,7 +384,8 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
                                                 [EMU_OP_MEM_OPS] = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
                                                 [EMU_OP_RECORD] = CU_GRAPH_NODE_TYPE_EMPTY,
                                                 [EMU_OP_CALLBACK] = CU_GRAPH_NODE_TYPE_HOST,
-                                                [EMU_OP_NOTHING] = CU_GRAPH_NODE_TYPE_EMPTY};
+                                                [EMU_OP_NOTHING] = CU_GRAPH_NODE_TYPE_EMPTY,
+                                                [EMU_OP_CONDITIONAL] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
         *count = (uint64_t)types[g->ops[node]->kind];
         return CUDA_SUCCESS;
     }
@@ -378,13 +459,15 @@ CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void 
     *result = CU_GRAPH_EXEC_UPDATE_ERROR;
     if (!fresh)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Launches queued copies of the ops, so the exec's own may be replaced at once. */
+    /* Launches queued copies of the ops, so the exec's own may be replaced at once (the exec keeps
+     * its handles). */
     struct emu_graph old = *e;
-    *e = *fresh;
-    free(fresh);
-    for (size_t i = 0; i < old.n; i++)
-        emu_op_free(old.ops[i]);
-    free(old.ops);
+    e->ops = fresh->ops;
+    e->n = fresh->n;
+    e->cap = fresh->cap;
+    fresh->ops = old.ops;
+    fresh->n = old.n;
+    graph_free(fresh);
     *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     return CUDA_SUCCESS;
 }
@@ -436,4 +519,159 @@ CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned
         *node = (void *)(uintptr_t)(g->n + 1);
     pthread_mutex_unlock(&c->mu);
     return r;
+}
+
+/* ---------------------------------------------------------------- conditional nodes */
+
+CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_graph *g = calloc(1, sizeof *g);
+    *graph = g;
+    return g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult emu_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
+                                      unsigned flags, uint64_t *handle)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_graph *g = graph;
+    if (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_cond_cell *cell = calloc(1, sizeof *cell);
+    if (!cell)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *cell = (struct emu_cond_cell){default_value, default_value, flags & CU_GRAPH_COND_ASSIGN_DEFAULT};
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&c->mu);
+    if (!g->conds && (g->conds = calloc(1, sizeof *g->conds)))
+        g->conds->refs = 1;
+    struct emu_cond_cell **cells =
+        g->conds ? vgpu_array_grow(g->conds->cells, &g->conds->cap, g->conds->n + 1, sizeof *cells) : NULL;
+    if (cells) {
+        g->conds->cells = cells;
+        cells[g->conds->n++] = cell;
+        *handle = (uint64_t)(uintptr_t)&cell->value;
+    } else {
+        free(cell);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static uint32_t *cell_of(const struct emu_conds *k, uint64_t handle)
+{
+    for (size_t i = 0; k && i < k->n; i++)
+        if ((uint64_t)(uintptr_t)&k->cells[i]->value == handle)
+            return &k->cells[i]->value;
+    return NULL;
+}
+
+void emu_conditional_free(struct emu_op *op)
+{
+    for (unsigned i = 0; op->u.cond.bodies && i < op->u.cond.size; i++)
+        graph_free(op->u.cond.bodies[i]);
+    free(op->u.cond.bodies);
+    conds_put(op->u.cond.conds);
+    op->u.cond.bodies = NULL;
+    op->u.cond.conds = NULL;
+}
+
+CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
+                                 unsigned size, void *const *bodies, void **node)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    bool sized = (type == CU_GRAPH_COND_TYPE_IF && (size == 1 || size == 2)) ||
+                 (type == CU_GRAPH_COND_TYPE_WHILE && size == 1) || (type == CU_GRAPH_COND_TYPE_SWITCH && size > 0);
+    if (!sized)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op *op = emu_op_new(EMU_OP_CONDITIONAL);
+    struct emu_graph **made = calloc(size, sizeof *made);
+    CUresult r = op && made ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned i = 0; i < size && r == CUDA_SUCCESS; i++)
+        if (!(made[i] = calloc(1, sizeof *made[i])))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&c->mu);
+    struct emu_graph *g = s ? s->capture : NULL;
+    uint32_t *cell = g ? cell_of(g->conds, handle) : NULL;
+    if (r == CUDA_SUCCESS && !g)
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    else if (r == CUDA_SUCCESS && !cell) /* not a handle of the graph being built */
+        r = CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < size && r == CUDA_SUCCESS; i++) {
+        const struct emu_stream *b = bodies[i];
+        if (!b || b == s || b->capture)
+            r = CUDA_ERROR_ILLEGAL_STATE;
+        for (unsigned j = 0; j < i && r == CUDA_SUCCESS; j++)
+            if (bodies[j] == b)
+                r = CUDA_ERROR_INVALID_VALUE;
+    }
+    struct emu_op **ops = r == CUDA_SUCCESS ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
+    if (r == CUDA_SUCCESS && !ops)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        op->u.cond.conds = conds_hold(g->conds);
+        op->u.cond.cell = cell;
+        op->u.cond.type = type;
+        op->u.cond.size = size;
+        op->u.cond.bodies = made;
+        for (unsigned i = 0; i < size; i++) {
+            made[i]->conds = conds_hold(g->conds); /* nested conditionals use the same handles */
+            capture_start_locked(bodies[i], made[i], true, CU_STREAM_CAPTURE_MODE_RELAXED, s->capture_id);
+        }
+        g->ops = ops;
+        g->ops[g->n++] = op;
+        *node = (void *)(uintptr_t)(g->n + 1);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (r != CUDA_SUCCESS) {
+        for (unsigned i = 0; made && i < size; i++)
+            free(made[i]);
+        free(made);
+        free(op);
+    }
+    return r;
+}
+
+static void body_run(struct emu_stream *s, const struct emu_graph *g)
+{
+    for (size_t i = 0; i < g->n && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); i++)
+        emu_op_run(s, g->ops[i]);
+}
+
+void emu_conditional_run(struct emu_stream *s, struct emu_op *op)
+{
+    if (op->u.cond.type == EMU_COND_RESET) {
+        const struct emu_conds *k = op->u.cond.conds;
+        for (size_t i = 0; i < k->n; i++)
+            if (k->cells[i]->assign)
+                __atomic_store_n(&k->cells[i]->value, k->cells[i]->default_value, __ATOMIC_RELEASE);
+        return;
+    }
+    uint32_t *cell = op->u.cond.cell;
+    switch (op->u.cond.type) {
+    case CU_GRAPH_COND_TYPE_IF: {
+        uint32_t v = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
+        if (v)
+            body_run(s, op->u.cond.bodies[0]);
+        else if (op->u.cond.size == 2)
+            body_run(s, op->u.cond.bodies[1]);
+        break;
+    }
+    case CU_GRAPH_COND_TYPE_WHILE: /* (a body that never clears it spins, as on a GPU) */
+        while (__atomic_load_n(cell, __ATOMIC_ACQUIRE) && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+            body_run(s, op->u.cond.bodies[0]);
+        break;
+    default: { /* switch */
+        uint32_t v = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
+        if (v < op->u.cond.size)
+            body_run(s, op->u.cond.bodies[v]);
+        break;
+    }
+    }
 }

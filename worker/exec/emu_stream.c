@@ -48,6 +48,8 @@ void emu_op_free(struct emu_op *op)
         free(op->u.kernel.params);
     if (op->kind == EMU_OP_MEM_OPS)
         free(op->u.mem_ops.ops);
+    if (op->kind == EMU_OP_CONDITIONAL)
+        emu_conditional_free(op);
     free(op);
 }
 
@@ -197,7 +199,7 @@ static void run_mem_ops(struct emu_stream *s, const struct emu_op *op)
     }
 }
 
-static void run_op(struct emu_stream *s, struct emu_op *op)
+void emu_op_run(struct emu_stream *s, struct emu_op *op)
 {
     switch (op->kind) {
     case EMU_OP_COPY:
@@ -221,6 +223,9 @@ static void run_op(struct emu_stream *s, struct emu_op *op)
     case EMU_OP_MEM_OPS:
         run_mem_ops(s, op);
         break;
+    case EMU_OP_CONDITIONAL:
+        emu_conditional_run(s, op);
+        break;
     case EMU_OP_RECORD:
     case EMU_OP_NOTHING:
         break;
@@ -243,7 +248,7 @@ static void *stream_worker(void *arg)
         if (s->stop)
             break;
         pthread_mutex_unlock(&c->mu);
-        run_op(s, op);
+        emu_op_run(s, op);
         pthread_mutex_lock(&c->mu);
         if (op->kind == EMU_OP_RECORD) {
             struct emu_event *e = op->u.record.event;
@@ -371,7 +376,7 @@ void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
             LOG_ERROR("emu: cannot start a stream worker; running inline");
             while (s->head) {
                 struct emu_op *h = s->head;
-                run_op(s, h);
+                emu_op_run(s, h);
                 s->head = h->next;
                 s->done++;
                 emu_op_release_deps_locked(h);

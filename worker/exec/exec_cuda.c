@@ -94,6 +94,11 @@
     X(cuGraphAddEventRecordNode)                                                                       \
     X(cuGraphAddEventWaitNode)                                                                         \
     X(cuGraphAddChildGraphNode)                                                                        \
+    X(cuGraphCreate)                                                                                   \
+    X(cuGraphDestroyNode)                                                                              \
+    X(cuGraphConditionalHandleCreate)                                                                  \
+    X(cuGraphAddNode_v2)                                                                               \
+    X(cuStreamBeginCaptureToGraph)                                                                     \
     X(cuLinkCreate_v2)                                                                                 \
     X(cuLinkAddData_v2)                                                                                \
     X(cuLinkComplete)                                                                                  \
@@ -1130,10 +1135,31 @@ static CUresult cuda_tex_object_destroy(struct vgpu_exec *x, void *ctx, bool sur
 
 /* ---------------------------------------------------------------- stream capture and graphs */
 
-static CUresult cuda_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id)
+/* Remove every node of graph g. */
+static CUresult graph_clear(struct vgpu_exec *x, CUgraph g)
+{
+    size_t n = 0;
+    CUresult r = API(x)->cuGraphGetNodes(g, NULL, &n);
+    CUgraphNode *nodes = r == CUDA_SUCCESS && n ? malloc(n * sizeof *nodes) : NULL;
+    if (r != CUDA_SUCCESS || !n)
+        return r;
+    if (!nodes)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = API(x)->cuGraphGetNodes(g, nodes, &n);
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+        r = API(x)->cuGraphDestroyNode(nodes[i]);
+    free(nodes);
+    return r;
+}
+
+static CUresult cuda_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into,
+                                          bool clear, uint64_t *id)
 {
     BIND(x, ctx);
-    CUresult r = API(x)->cuStreamBeginCapture_v2(stream, (CUstreamCaptureMode)mode);
+    CUresult r = into && clear ? graph_clear(x, into) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = into ? API(x)->cuStreamBeginCaptureToGraph(stream, into, NULL, NULL, 0, (CUstreamCaptureMode)mode)
+                 : API(x)->cuStreamBeginCapture_v2(stream, (CUstreamCaptureMode)mode);
     if (r != CUDA_SUCCESS)
         return r;
     CUstreamCaptureStatus status;
@@ -1347,6 +1373,60 @@ static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, 
     }
     if (r == CUDA_SUCCESS)
         r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    *node = made;
+    return r;
+}
+
+static CUresult cuda_graph_create(struct vgpu_exec *x, void *ctx, void **graph)
+{
+    BIND(x, ctx);
+    CUgraph g = NULL;
+    CUresult r = API(x)->cuGraphCreate(&g, 0);
+    *graph = g;
+    return r;
+}
+
+static CUresult cuda_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
+                                              unsigned flags, uint64_t *handle)
+{
+    BIND(x, ctx);
+    CUgraphConditionalHandle h = 0;
+    CUresult r = API(x)->cuGraphConditionalHandleCreate(&h, graph, CC(ctx)->c, default_value, flags);
+    *handle = h;
+    return r;
+}
+
+static CUresult cuda_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
+                                         unsigned size, void *const *bodies, void **node)
+{
+    BIND(x, ctx);
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, &deps, &edges, &n);
+    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUgraphNodeParams p = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    p.conditional.handle = handle;
+    p.conditional.type = (CUgraphConditionalNodeType)type;
+    p.conditional.size = size;
+    p.conditional.ctx = CC(ctx)->c;
+    CUgraphNode made = NULL;
+    r = API(x)->cuGraphAddNode_v2(&made, g, deps, edges, n, &p);
+    if (r == CUDA_SUCCESS)
+        r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    unsigned begun = 0;
+    for (; begun < size && r == CUDA_SUCCESS; begun++)
+        r = API(x)->cuStreamBeginCaptureToGraph(bodies[begun], p.conditional.phGraph_out[begun], NULL, NULL, 0,
+                                                CU_STREAM_CAPTURE_MODE_RELAXED);
+    for (unsigned i = 0; r != CUDA_SUCCESS && i + 1 < begun; i++) { /* (the last one failed) */
+        CUgraph body;
+        (void)API(x)->cuStreamEndCapture(bodies[i], &body);
+    }
     *node = made;
     return r;
 }
@@ -1877,6 +1957,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_exec_update = cuda_graph_exec_update,
     .capture_deps = cuda_capture_deps,
     .capture_node = cuda_capture_node,
+    .graph_create = cuda_graph_create,
+    .graph_conditional_handle = cuda_graph_conditional_handle,
+    .capture_conditional = cuda_capture_conditional,
     .link_create = cuda_link_create,
     .link_add = cuda_link_add,
     .link_complete = cuda_link_complete,

@@ -236,7 +236,10 @@ struct vgpu_exec_ops {
     /* ---- stream capture and graphs: mode is a CUstreamCaptureMode, status a
      * CUstreamCaptureStatus. Graphs and executable graphs are the executor's objects, not the
      * context's: their owner destroys them before the context. */
-    CUresult (*stream_begin_capture)(struct vgpu_exec *x, void *ctx, void *stream, int mode, uint64_t *id);
+    /* into: NULL, a new graph; else a graph the capture adds to (emptied first when clear). */
+    CUresult (*stream_begin_capture)(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
+                                     uint64_t *id);
+    /* *graph: the capture's graph (into, for a capture into a graph). */
     CUresult (*stream_end_capture)(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
     CUresult (*exchange_capture_mode)(struct vgpu_exec *x, void *ctx, int *mode);
     CUresult (*graph_instantiate)(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
@@ -256,6 +259,15 @@ struct vgpu_exec_ops {
      * child graph). */
     CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
     CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
+    /* An empty graph; a conditional handle of graph (cuGraphConditionalHandleCreate). */
+    CUresult (*graph_create)(struct vgpu_exec *x, void *ctx, void **graph);
+    CUresult (*graph_conditional_handle)(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
+                                         unsigned flags, uint64_t *handle);
+    /* A conditional node (handle, a CUgraphConditionalNodeType, size bodies) added after the
+     * capture's dependencies, which then depend on it alone; bodies[i], a stream that does not
+     * capture, begins to capture into the node's body i (relaxed mode). */
+    CUresult (*capture_conditional)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
+                                    unsigned size, void *const *bodies, void **node);
 
     /* ---- JIT linking: the driver's linker, with log buffers of the executor's own (VGPU_JIT_LOG_MAX
      * bytes each). options: n forwarded options (vgpu_jit_option_policy). */
