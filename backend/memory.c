@@ -152,10 +152,14 @@ int server_memory_run(struct server *srv, int fallback_ms)
     if (!srv->mm)
         return fallback_ms;
     uint64_t now = mono_ns(), wake = mm_run(srv->mm, now);
-    for (int d = 0; d < srv->device_count; d++) { /* memory that moves, or waits to: longer turns */
+    /* Longer turns while memory is swapped out or waits to move, and while two vGPUs that have
+     * competed for memory share the device: the memory-heavy batch work that oversubscribes a device
+     * runs long bursts of kernels, which 8 ms turns interleave so that both finish late together
+     * (benchmarks/RESULTS.md, 2026-11-26). */
+    for (int d = 0; d < srv->device_count; d++) {
         struct mm_device_view v;
         mm_device_view(srv->mm, d, &v);
-        sched_host_set_oversubscribed(srv->sched, d, v.swapped_host || v.swapped_device || v.waiting);
+        sched_host_set_oversubscribed(srv->sched, d, v.swapped_host || v.swapped_device || v.waiting || v.moved >= 2);
     }
     if (!wake)
         return fallback_ms;

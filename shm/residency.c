@@ -11,7 +11,7 @@
 /* A grant is kept at least this many times as long as making room for it took and moving it out
  * again would take, so that moving memory stays a small part of a turn, but no longer than
  * MAX_HOLD_NS (requests wait at most their timeout). */
-#define HOLD_PER_COST 4u
+#define HOLD_PER_COST 16u
 #define MAX_HOLD_NS 60000000000ull
 /* Bytes per ns memory moves out at, until a move says (4 GB/s: host swap of pageable memory). */
 #define FIRST_BANDWIDTH 4.0
@@ -39,6 +39,7 @@ struct mm_vgpu {
     struct mm_vgpu *cause;           /* whose request it gives memory back for */
     uint64_t caused_ns;              /* time others spent moving memory for it */
     uint64_t seen_in_ns;             /* its own time bringing memory back, charged so far */
+    bool moved;                      /* memory it used was moved out, of it or for it */
 };
 
 /* What a device's driver is not known to hold back besides the vGPUs' allocations. */
@@ -360,6 +361,11 @@ static bool ask_back(struct mm *m, struct mm_vgpu *v, uint64_t target, bool keep
     uint64_t dev_room = m->cfg.device_swap[v->device] > dev_used ? m->cfg.device_swap[v->device] - dev_used : 0;
     if (!keep_used && r > 0 && host_room == 0 && dev_room == 0)
         return false;
+    if (!keep_used) { /* both compete for the device's memory from now on */
+        v->moved = true;
+        if (cause)
+            cause->moved = true;
+    }
     v->evicting = true;
     v->evict_sent = now;
     v->evict_from = r;
@@ -535,6 +541,7 @@ void mm_device_view(const struct mm *m, int device, struct mm_device_view *out)
         usage(m, v, &r, &h, &d);
         out->vgpus++;
         out->waiting += v->pending;
+        out->moved += v->moved;
         out->allowed += v->allowance;
         out->resident += r;
         out->swapped_host += h;

@@ -90,6 +90,7 @@ uint64_t mm_run(struct mm *m, uint64_t now);
 struct mm_device_view {
     uint64_t capacity, allowed, resident, swapped_host, swapped_device, device_swap;
     uint32_t vgpus, waiting;
+    uint32_t moved; /* vGPUs that have had memory they used moved out, of them or for them */
 };
 void mm_device_view(const struct mm *m, int device, struct mm_device_view *v);
 /* What one vGPU has (false if the manager does not know it). */

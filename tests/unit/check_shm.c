@@ -284,9 +284,12 @@ START_TEST(residency_turns)
     mm_evicted(m, &owner, 1, 300 * MiB, 300 * MiB, 0, VGPU_MEM_UNKNOWN, 1101 * MS);
     wake = mm_run(m, 1101 * MS);
     ck_assert_int_eq(seen.grants, 1); /* still waiting */
-    /* A keeps its memory four times as long as moving 300 MiB out would take at the first guess of
-     * 4 GB/s (longer than the 100 ms slice): a nanosecond per byte. */
-    uint64_t free_at = 1000 * MS + 300 * MiB;
+    struct mm_device_view dv;
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.moved, 0); /* what A did not use was taken back: nothing moved */
+    /* A keeps its memory sixteen times as long as moving 300 MiB out would take at the first guess of
+     * 4 GB/s (longer than the 100 ms slice): four nanoseconds per byte. */
+    uint64_t free_at = 1000 * MS + 1200 * MiB;
     ck_assert_uint_eq(wake, free_at);
     /* That over, A gives back what B lacks, at least 4 GiB: here all it has. */
     mm_run(m, free_at);
@@ -306,8 +309,8 @@ START_TEST(residency_turns)
     ck_assert_uint_eq(v.caused_ns, 5 * MS);
     ck_assert_uint_eq(seen.charged_channel, 2); /* the time A spent is B's to pay */
     ck_assert_uint_eq(seen.charged_ns, 5 * MS);
-    struct mm_device_view dv;
     mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.moved, 2); /* A's memory moved, for B: both compete */
     ck_assert_uint_eq(dv.capacity, 512 * MiB);
     ck_assert_uint_le(dv.allowed, 512 * MiB);
     ck_assert_uint_eq(dv.swapped_host, 300 * MiB);
@@ -315,6 +318,8 @@ START_TEST(residency_turns)
     /* A leaving takes its host swap with it. */
     mm_leave(m, &owner, 1);
     ck_assert_uint_eq(mm_host_swap_used(m), 0);
+    mm_device_view(m, 0, &dv);
+    ck_assert_uint_eq(dv.moved, 1);
     mm_destroy(m);
 }
 END_TEST
@@ -337,7 +342,7 @@ START_TEST(residency_first_fit)
     mm_need(m, &owner, 2, 2, 400 * MiB, VGPU_MEM_UNKNOWN, 1010 * MS);
     uint64_t wake = mm_run(m, 1010 * MS);
     ck_assert_int_eq(seen.grants, 1);
-    ck_assert_uint_eq(wake, 1000 * MS + 300 * MiB);
+    ck_assert_uint_eq(wake, 1000 * MS + 1200 * MiB);
     /* A grows by 100 MiB, which fits: granted at once, its turn longer. */
     mm_need(m, &owner, 1, 3, allowance + 100 * MiB, VGPU_MEM_UNKNOWN, 1020 * MS);
     mm_run(m, 1020 * MS);
@@ -346,7 +351,7 @@ START_TEST(residency_first_fit)
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     a.resident = seen.allowance; /* it uses what it got */
     wake = mm_run(m, 1021 * MS);
-    ck_assert_uint_gt(wake, 1000 * MS + 300 * MiB); /* B waits longer: A's turn grew */
+    ck_assert_uint_gt(wake, 1000 * MS + 1200 * MiB); /* B waits longer: A's turn grew */
     ck_assert_int_eq(seen.evicts, 0);
     mm_destroy(m);
 }
@@ -503,23 +508,23 @@ START_TEST(residency_refusals)
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     a.resident = 448 * MiB;
     mm_evicted(m, &owner, 1, 448 * MiB, 448 * MiB, 0, VGPU_MEM_UNKNOWN, 1); /* no unused allowance left */
-    /* B's 200 MiB: A must move 200, and only 64 fit in the device swap area. */
-    mm_need(m, &owner, 2, 3, 200 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
-    mm_run(m, 1000 * MS);
+    /* B's 200 MiB, once A's turn is over: A must move 200, and only 64 fit in the device swap area. */
+    mm_need(m, &owner, 2, 3, 200 * MiB, VGPU_MEM_UNKNOWN, 2000 * MS);
+    mm_run(m, 2000 * MS);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.dev_room, 64 * MiB);
     ck_assert_uint_eq(seen.host_room, 0);
     a.resident = 384 * MiB;
     a.dev = 64 * MiB;
-    mm_evicted(m, &owner, 1, 384 * MiB, 384 * MiB, 0, VGPU_MEM_UNKNOWN, 1001 * MS); /* stuck there */
-    mm_run(m, 1001 * MS);
+    mm_evicted(m, &owner, 1, 384 * MiB, 384 * MiB, 0, VGPU_MEM_UNKNOWN, 2001 * MS); /* stuck there */
+    mm_run(m, 2001 * MS);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(seen.grant_channel, 2);
     /* More than its quota is refused, whatever its worker asks. */
     struct fake_vgpu q = {0};
     mm_join(m, &owner, 3, 0, 16 * MiB, &q);
-    mm_need(m, &owner, 3, 5, 17 * MiB, VGPU_MEM_UNKNOWN, 2000 * MS);
-    mm_run(m, 2000 * MS);
+    mm_need(m, &owner, 3, 5, 17 * MiB, VGPU_MEM_UNKNOWN, 3000 * MS);
+    mm_run(m, 3000 * MS);
     ck_assert_int_eq(seen.status, CUDA_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(seen.grant_channel, 3);
     /* Unknown vGPUs are refused. */
