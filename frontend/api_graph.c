@@ -6,12 +6,13 @@
  * through the data area while a stream captures: a staged copy could not be replayed.
  * A captured graph's nodes are named by their index in the worker's order (captured graphs do not
  * change). Graphs made by cuGraphCreate are kept here (api_graph_nodes.c) and built in the worker
- * when instantiated (graph_build.c). Not yet: the dependencies and graph of a capture in progress
- * (cuStreamGetCaptureInfo answers none). */
+ * when instantiated (graph_build.c). The dependencies of a capture in progress are the worker's
+ * driver's (capture_deps.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
+#include "log.h"
 
 /* ---------------------------------------------------------------- which streams capture */
 
@@ -50,7 +51,7 @@ CUresult fe_capture_refuse(struct fe_chan *ch, uint32_t stream)
     return k ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
-static CUresult capture_add(struct fe_chan *ch, uint32_t stream, uint64_t id)
+static CUresult capture_add(struct fe_chan *ch, uint32_t stream, CUstream handle, uint64_t id)
 {
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *free_slot = NULL;
@@ -58,7 +59,7 @@ static CUresult capture_add(struct fe_chan *ch, uint32_t stream, uint64_t id)
         if (!ch->captures[i].id)
             free_slot = &ch->captures[i];
     if (free_slot) {
-        *free_slot = (struct fe_capture){.stream = stream, .id = id};
+        *free_slot = (struct fe_capture){.stream = stream, .handle = handle, .id = id};
         atomic_fetch_add(&ch->capture_count, 1);
     }
     pthread_mutex_unlock(&ch->capture_mu);
@@ -76,6 +77,8 @@ static bool capture_remove(struct fe_chan *ch, uint32_t stream, struct fe_graph 
         *graph = k ? k->graph : NULL;
     if (k) {
         invalid = k->invalid;
+        free(k->deps);
+        free(k->target_deps);
         *k = (struct fe_capture){0};
         atomic_fetch_sub(&ch->capture_count, 1);
     }
@@ -130,6 +133,7 @@ void fe_graph_free(struct fe_graph *g)
         fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
     }
     free(g->nodes);
+    fe_capture_nodes_free(g);
     fe_graph_user_refs_drop(g);
     fe_graph_nodes_free(g);
     fe_graph_anchor_put(g->anchor);
@@ -184,7 +188,9 @@ static CUresult begin_capture_into(CUstream h, CUstreamCaptureMode mode, bool pt
     q.into = into;
     q.clear = clear;
     FE_RETURN_IF(FE_CALL(ch, c->id, StreamBeginCapture, &q, &a));
-    CUresult r = capture_add(ch, sid, a.id ? a.id : 1);
+    /* (the per-thread default stream by its own name, so that nodes added to the capture go there) */
+    CUstream handle = !h && pt ? CU_STREAM_PER_THREAD : h;
+    CUresult r = capture_add(ch, sid, handle, a.id ? a.id : 1);
     if (r != CUDA_SUCCESS) { /* cannot keep track of it: end it again */
         FE_REQ(e, StreamEndCapture);
         e.stream = sid;
@@ -209,7 +215,7 @@ CUresult fe_capture_note(CUstream s)
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(s, false, &c, &ch, &sid));
-    return capture_add(ch, sid, 1);
+    return capture_add(ch, sid, s, 1);
 }
 
 CUresult fe_capture_end_into(CUstream s)
@@ -230,12 +236,124 @@ CUresult cuStreamBeginCapture_ptsz(CUstream h) { return begin_capture(h, CU_STRE
 CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, false); }
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, true); }
 
+/* cuStreamBeginCaptureToGraph: into one of the worker's graphs the capture goes as it runs; for a
+ * graph kept here, the capture makes a graph of its own, which its end adds to the graph as a child
+ * graph node after the dependencies given (a graph that runs the same; its nodes are the child's). */
+static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                               size_t n, CUstreamCaptureMode mode)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)hg);
+    if (!g || g->capturing || g->ch != ch || (n && !deps) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    static const CUgraphEdgeData plain;
+    for (size_t i = 0; i < n; i++) {
+        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
+        if (!d || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (edges && memcmp(&edges[i], &plain, sizeof plain))
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (!g->here && n) {
+        LOG_INFO("a capture into a captured graph after some of its nodes is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    CUgraphNode *kept = n ? malloc(n * sizeof *kept) : NULL;
+    if (n && !kept)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (n)
+        memcpy(kept, deps, n * sizeof *kept);
+    CUresult r = begin_capture_into(h, mode, pt, g->here ? 0 : g->id, false);
+    if (r != CUDA_SUCCESS) {
+        free(kept);
+        return r;
+    }
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, sid);
+    if (k) {
+        k->target = g;
+        k->target_deps = kept;
+        k->target_ndeps = n;
+        if (!g->here) /* what the capture info gives */
+            k->graph = g;
+    } else {
+        free(kept);
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                     size_t n, CUstreamCaptureMode mode)
+{
+    return begin_to_graph(h, false, g, deps, edges, n, mode);
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode)
+{
+    return begin_to_graph(h, true, g, deps, edges, n, mode);
+}
+
+/* The end of a capture into a graph (begin_to_graph); *out (if given) that graph. */
+static CUresult end_to_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_graph *t, CUgraph *out)
+{
+    CUresult r;
+    if (!t->here) {
+        FE_REQ(q, StreamEndCapture);
+        q.stream = sid; /* (graph 0: nothing new) */
+        r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
+        if (capture_remove(ch, sid, NULL) && r == CUDA_SUCCESS)
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        struct fe_graph *w = fe_graph_new(FE_GRAPH, c, ch);
+        if (!w)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        FE_REQ(q, StreamEndCapture);
+        q.stream = sid;
+        q.graph = w->id;
+        r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
+        CUgraphNode *deps = NULL;
+        size_t n = 0;
+        pthread_mutex_lock(&ch->capture_mu);
+        struct fe_capture *k = capture_of_locked(ch, sid);
+        if (k) { /* (taken before the record goes) */
+            deps = k->target_deps;
+            n = k->target_ndeps;
+            k->target_deps = NULL;
+        }
+        pthread_mutex_unlock(&ch->capture_mu);
+        if (capture_remove(ch, sid, NULL) && r == CUDA_SUCCESS)
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        if (r == CUDA_SUCCESS) {
+            CUgraphNode node;
+            r = cuGraphAddChildGraphNode(&node, (CUgraph)(uintptr_t)t->handle, deps, n,
+                                         (CUgraph)(uintptr_t)w->handle);
+            fe_graph_destroy(w);
+        } else {
+            fe_graph_free(w);
+        }
+        free(deps);
+    }
+    if (out)
+        *out = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)t->handle : NULL;
+    return r;
+}
+
 static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, sid);
+    struct fe_graph *target = k ? k->target : NULL;
+    pthread_mutex_unlock(&ch->capture_mu);
+    if (target)
+        return end_to_graph(c, ch, sid, target, out);
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     /* The graph the application was given during the capture, if it asked; else a new one. */
@@ -248,6 +366,7 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
     bool refused = capture_remove(ch, sid, NULL); /* (its graph is g) */
     g->capturing = false;
+    fe_capture_nodes_free(g); /* (named by the capture's build ids, which the graph's nodes are not) */
     if (r != CUDA_SUCCESS) {
         fe_graph_free(g);
         *out = NULL;
@@ -264,6 +383,117 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
 
 CUresult cuStreamEndCapture(CUstream h, CUgraph *out) { return end_capture(h, out, false); }
 CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *out) { return end_capture(h, out, true); }
+
+/* The capture's dependencies as nodes of its graph: kept in the capture's record, valid until
+ * asked for again, as the driver's are. */
+static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const CUgraphNode **deps,
+                                  size_t *count)
+{
+    struct fe_graph *g = capture_graph(c, ch, sid);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint32_t *ids;
+    size_t n;
+    FE_RETURN_IF(fe_capture_deps_ids(c, ch, sid, &ids, &n));
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, sid);
+    if (!k)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (r == CUDA_SUCCESS && n > k->deps_cap) {
+        CUgraphNode *grown = realloc(k->deps, n * sizeof *grown);
+        if (grown) {
+            k->deps = grown;
+            k->deps_cap = n;
+        } else {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct fe_graph_node *node = fe_capture_node(g, ids[i]);
+        if (!node)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            k->deps[i] = (CUgraphNode)(uintptr_t)node->handle;
+    }
+    if (r == CUDA_SUCCESS && deps)
+        *deps = n ? k->deps : NULL;
+    if (r == CUDA_SUCCESS && count)
+        *count = n;
+    pthread_mutex_unlock(&ch->capture_mu);
+    free(ids);
+    return r;
+}
+
+bool fe_capture_stream_of(const struct fe_graph *g, uint32_t *sid, CUstream *handle)
+{
+    struct fe_chan *ch = g->ch;
+    bool found = false;
+    pthread_mutex_lock(&ch->capture_mu);
+    for (uint32_t i = 0; i < FE_MAX_CAPTURES && !found; i++)
+        if (ch->captures[i].id && ch->captures[i].graph == g) {
+            *sid = ch->captures[i].stream;
+            *handle = ch->captures[i].handle;
+            found = true;
+        }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return found;
+}
+
+static CUresult update_deps(CUstream h, bool pt, const CUgraphNode *nodes, const CUgraphEdgeData *edges, size_t n,
+                            unsigned flags)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    if ((n && !nodes) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t id;
+    bool invalid;
+    if (!capture_get(ch, sid, &id, &invalid))
+        return CUDA_ERROR_ILLEGAL_STATE;
+    struct fe_graph *g = capture_graph(c, ch, sid);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    static const CUgraphEdgeData plain;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct fe_graph_node *node = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)nodes[i]);
+        if (!node || node->graph != g || !node->captured)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (edges && memcmp(&edges[i], &plain, sizeof plain))
+            r = CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges and ports are not offered */
+        else
+            ids[i] = node->index;
+    }
+    if (r == CUDA_SUCCESS)
+        r = fe_capture_set_deps(c, ch, sid, ids, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
+    free(ids);
+    return r;
+}
+
+CUresult cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *nodes, size_t n, unsigned int flags)
+{
+    return update_deps(h, false, nodes, NULL, n, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream h, CUgraphNode *nodes, size_t n, unsigned int flags)
+{
+    return update_deps(h, true, nodes, NULL, n, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode *nodes, const CUgraphEdgeData *edges, size_t n,
+                                              unsigned int flags)
+{
+    return update_deps(h, false, nodes, edges, n, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode *nodes, const CUgraphEdgeData *edges,
+                                                   size_t n, unsigned int flags)
+{
+    return update_deps(h, true, nodes, edges, n, flags);
+}
 
 static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
                              const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *count)
@@ -295,7 +525,9 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
         *edges = NULL;
     if (count)
         *count = 0;
-    return CUDA_SUCCESS;
+    if (!active || (!deps && !count)) /* (edges: every edge a capture makes is a default one) */
+        return CUDA_SUCCESS;
+    return capture_deps_give(c, ch, sid, deps, count);
 }
 
 CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status)

@@ -65,14 +65,8 @@ void fe_graph_nodes_free(struct fe_graph *g)
     g->count = g->cap = 0;
 }
 
-static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
+struct fe_graph_node *fe_graph_node_alloc(struct fe_graph *g, CUgraphNodeType type, uint32_t index)
 {
-    if (g->count >= VGPU_MAX_GRAPH_NODES)
-        return NULL;
-    struct fe_graph_node **list = vgpu_array_grow(g->list, &g->cap, g->count + 1, sizeof *list);
-    if (!list)
-        return NULL;
-    g->list = list;
     struct fe_graph_node *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
@@ -83,7 +77,29 @@ static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
     }
     n->graph = g;
     n->type = type;
-    n->index = (uint32_t)g->count;
+    n->index = index;
+    return n;
+}
+
+static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
+{
+    if (!g->here) { /* a graph being captured: a node to issue there, not kept (capture_deps.c) */
+        struct fe_graph_node *n = calloc(1, sizeof *n);
+        if (n) {
+            n->graph = g;
+            n->type = type;
+        }
+        return n;
+    }
+    if (g->count >= VGPU_MAX_GRAPH_NODES)
+        return NULL;
+    struct fe_graph_node **list = vgpu_array_grow(g->list, &g->cap, g->count + 1, sizeof *list);
+    if (!list)
+        return NULL;
+    g->list = list;
+    struct fe_graph_node *n = fe_graph_node_alloc(g, type, (uint32_t)g->count);
+    if (!n)
+        return NULL;
     g->list[g->count++] = n;
     return n;
 }
@@ -92,6 +108,11 @@ static struct fe_graph_node *node_new(struct fe_graph *g, CUgraphNodeType type)
 static void node_undo(struct fe_graph_node *n)
 {
     struct fe_graph *g = n->graph;
+    if (!g->here) { /* a scratch node */
+        node_params_free(n);
+        free(n);
+        return;
+    }
     g->count--;
     n->type = CU_GRAPH_NODE_TYPE_EMPTY; /* nothing of its own to free yet */
     node_free(n);
@@ -167,7 +188,7 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!*g)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!(*g)->here) /* a captured graph is the worker's driver's, whole */
+    if (!(*g)->here && !(*g)->capturing) /* a captured graph is the worker's driver's, whole */
         return CUDA_ERROR_NOT_SUPPORTED;
     for (size_t i = 0; i < n; i++) {
         struct fe_graph_node *d = node_arg(deps[i]);
@@ -182,9 +203,15 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     return CUDA_SUCCESS;
 }
 
-/* Make the node's edges, then hand it out; undone if out of memory. */
+/* Make the node's edges, then hand it out; undone if out of memory. A node for a graph being
+ * captured is added to the capture instead. */
 static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps, size_t count)
 {
+    if (!n->graph->here) {
+        CUresult r = fe_capture_add(n, deps, count, out);
+        node_undo(n);
+        return r;
+    }
     for (size_t i = 0; i < count; i++) {
         CUresult r = edge_add(n, node_arg(deps[i]), NULL);
         if (r != CUDA_SUCCESS) {
@@ -626,9 +653,17 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph h, const CUgraphNode
     ADD_EPILOGUE();
 }
 
+static CUresult unsupported_node(const char *what)
+{
+    LOG_INFO("%s in a graph is not supported", what);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* An allocation node's memory, made now; its parameters are fixed from then on. */
 static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
+    if (!node->graph->here)
+        return unsupported_node("an allocation node added to a capture");
     if (node->u.alloc.mem)
         return CUDA_ERROR_INVALID_VALUE;
     if (!p)
@@ -676,12 +711,6 @@ static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
     }
     node->u.free_dptr = dptr;
     return CUDA_SUCCESS;
-}
-
-static CUresult unsupported_node(const char *what)
-{
-    LOG_INFO("%s in a graph is not supported", what);
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* cuGraphAddNode's and cuGraphNodeSetParams's parameters, by type. */

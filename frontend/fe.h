@@ -79,9 +79,17 @@ struct fe_chan {
     _Atomic uint32_t capture_count;
     struct fe_capture {
         uint32_t stream;
+        CUstream handle; /* the application's name of the stream */
         bool invalid; /* something was refused during the capture: ending it fails */
         uint64_t id;
         struct fe_graph *graph; /* the graph being captured, once asked for: what ending it gives */
+        CUgraphNode *deps;      /* its dependencies, as last asked for (valid until asked again) */
+        size_t deps_cap;
+        /* cuStreamBeginCaptureToGraph's graph: the worker's (captured into), or one kept here (what
+         * was captured becomes a child graph node of it, after target_deps) */
+        struct fe_graph *target;
+        CUgraphNode *target_deps;
+        size_t target_ndeps;
     } captures[FE_MAX_CAPTURES];
     struct vgpu_ranges ranges;
     _Atomic int dead; /* CUresult the channel died with, 0 while alive */

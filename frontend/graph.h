@@ -35,6 +35,7 @@ struct fe_graph_node {
     uint64_t cloned_from; /* the node this one is a copy of (cuGraphNodeFindInClone) */
     uint32_t build_id;    /* while building */
     bool disabled;        /* an executable graph's plan: built as an empty node (cuGraphNodeSetEnabled) */
+    bool captured;        /* a node of a capture that runs, named by its build id (index) */
     union {
         struct fe_kernel_node kernel;
         struct {
@@ -84,6 +85,10 @@ struct fe_graph {
     uint64_t *handles;
     size_t nhandles, handles_cap;
     bool capturing;       /* a stream's capture, not ended yet: the worker has not got it */
+    /* a capture's: the nodes it has named while it runs (its dependencies, nodes added to it), by
+     * their build ids (capture_deps.c) */
+    struct fe_graph_node **cnodes;
+    size_t ncnodes;
     /* executable graphs of graphs kept here: their own copy (a plan, for per-node updates), and the
      * host nodes their build made */
     uint64_t flags;
@@ -112,6 +117,8 @@ CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct 
 CUresult fe_graph_instantiate_as(struct fe_graph *g, uint32_t exec, uint64_t flags);
 
 /* api_graph_nodes.c: graphs kept here. */
+/* A node of g with a handle of its own, in no list yet. */
+struct fe_graph_node *fe_graph_node_alloc(struct fe_graph *g, CUgraphNodeType type, uint32_t index);
 void fe_graph_nodes_free(struct fe_graph *g);
 /* A deep copy (child graphs too); each node's cloned_from names its original. */
 CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out);
@@ -136,6 +143,25 @@ CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *
 CUdeviceptr fe_graph_mem_ptr(const struct fe_graph_mem *m);
 void fe_graph_mem_hold(struct fe_graph_mem *m);
 void fe_graph_mem_put(struct fe_graph_mem *m);
+
+/* capture_deps.c: the dependencies of a capture that runs, and nodes added to its graph. */
+/* The stream a capture's graph g is being captured on (false: g is no capture's). */
+bool fe_capture_stream_of(const struct fe_graph *g, uint32_t *sid, CUstream *handle);
+/* The node of capture graph g named id (made on first use; NULL when out of memory). */
+struct fe_graph_node *fe_capture_node(struct fe_graph *g, uint32_t id);
+void fe_capture_nodes_free(struct fe_graph *g);
+/* The capture's dependencies now, as build ids (*ids malloc'd). */
+CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n);
+/* Add node (a scratch node of capture graph g with its parameters set) to the capture after deps,
+ * leaving the capture's dependencies as they were; *out its handle. */
+CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out);
+/* graph_build.c: issue one node on a capturing stream (sid, s) of c; *named: the worker's name of it
+ * (node->build_id VGPU_BUILD_NEXT: the worker picks one). Host nodes are not taken here. */
+CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream s, struct fe_graph_node *node,
+                             uint32_t *named);
+/* GraphBuild's DEPS (or DEPS_ADD) on a capturing stream. */
+CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
+                             bool add);
 
 /* Captures the build makes (api_graph.c): on s into the worker's graph `graph`, emptied first; one
  * the worker began on s (a conditional node's body), noted here; the end of either. */

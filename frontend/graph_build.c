@@ -24,6 +24,7 @@ struct build {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
+    uint32_t named; /* the name the worker gave the node last named */
     struct fe_host_node **hosts;
     size_t nhosts, hosts_cap;
 };
@@ -83,7 +84,10 @@ static CUresult build_op_tail(struct build *b, uint32_t op, uint32_t node, uint3
     q.op = op;
     q.node = node;
     q.object = object;
-    return fe_call(b->ch, b->c->id, &q, sizeof q, tail, len, true, NULL, 0, NULL, 0, NULL);
+    FE_RSP(a, GraphBuild);
+    CUresult r = fe_call(b->ch, b->c->id, &q, sizeof q, tail, len, true, &a, sizeof a, NULL, 0, NULL);
+    b->named = a.node;
+    return r;
 }
 
 static CUresult build_op(struct build *b, uint32_t op, uint32_t node, uint32_t object, const uint32_t *deps,
@@ -221,6 +225,25 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     return build_op(b, VGPU_BUILD_TAKE, id, 0, NULL, 0);
+}
+
+CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream s, struct fe_graph_node *node,
+                             uint32_t *named)
+{
+    if (node->type == CU_GRAPH_NODE_TYPE_HOST)
+        return CUDA_ERROR_NOT_SUPPORTED; /* (its host node would have nowhere to live) */
+    struct build b = {.c = c, .ch = ch, .sid = sid};
+    CUresult r = build_node(&b, node, s);
+    fe_graph_hosts_drop(ch, b.hosts, b.nhosts);
+    *named = b.named;
+    return r;
+}
+
+CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
+                             bool add)
+{
+    struct build b = {.c = c, .ch = ch, .sid = sid};
+    return build_op(&b, add ? VGPU_BUILD_DEPS_ADD : VGPU_BUILD_DEPS, 0, 0, ids, n);
 }
 
 /* Issue g's nodes on s, which captures (b->sid its id), in an order that respects their

@@ -125,6 +125,10 @@ CUresult fe_graph_cond_set(struct fe_graph_node *n, CUgraphNodeParams *p)
 {
     CUDA_CONDITIONAL_NODE_PARAMS *c = &p->conditional;
     struct fe_graph *top = top_of(n->graph);
+    if (!n->graph->here) {
+        LOG_INFO("conditional nodes added to a graph being captured are not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (n->u.cond.bodies) /* its bodies are fixed once made */
         return CUDA_ERROR_INVALID_VALUE;
     if (!handle_known(top->anchor, c->handle))

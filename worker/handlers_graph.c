@@ -203,12 +203,31 @@ static CUresult build_name(struct vchannel_build *b, uint32_t id, void *node)
     return CUDA_SUCCESS;
 }
 
-/* A conditional node on the capturing stream; its bodies' streams begin to capture into them. */
+/* The name a node gets: want, if not in use; for VGPU_BUILD_NEXT, a name not in use. */
+static CUresult build_pick(struct vchannel_build *b, uint32_t want, uint32_t *id)
+{
+    if (want != VGPU_BUILD_NEXT) {
+        *id = want;
+        return want < VGPU_MAX_GRAPH_NODES && !build_node(b, want) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    for (uint32_t k = 0; k < VGPU_MAX_GRAPH_NODES; k++) {
+        uint32_t i = (b->hint + k) % VGPU_MAX_GRAPH_NODES;
+        if (!build_node(b, i)) {
+            b->hint = i + 1;
+            *id = i;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* A conditional node on the capturing stream, named id; its bodies' streams begin to capture into
+ * them. */
 static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vchannel_build *b,
-                                  const struct vgpu_req_GraphBuild *q)
+                                  const struct vgpu_req_GraphBuild *q, uint32_t id)
 {
     struct vgpu_build_conditional p;
-    if (c->tail_len < sizeof p || q->object || q->node >= VGPU_MAX_GRAPH_NODES || build_node(b, q->node) || !b->root)
+    if (c->tail_len < sizeof p || q->object || !b->root)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&p, c->tail, sizeof p);
     if (!p.size || p.size > VGPU_MAX_CONDITIONAL_BODIES || c->tail_len != sizeof p + 4u * p.size)
@@ -217,11 +236,11 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
     unsigned started = 0;
     CUresult r = CUDA_SUCCESS;
     for (uint32_t i = 0; i < p.size && r == CUDA_SUCCESS; i++) {
-        uint32_t id;
-        memcpy(&id, c->tail + sizeof p + 4u * i, 4);
-        if (id == VGPU_ID_NONE)
+        uint32_t sid;
+        memcpy(&sid, c->tail + sizeof p + 4u * i, 4);
+        if (sid == VGPU_ID_NONE)
             r = CUDA_ERROR_INVALID_VALUE;
-        else if ((r = vchannel_stream(c, id, &bodies[i])) == CUDA_SUCCESS && vchannel_build_of(c->ch, bodies[i]))
+        else if ((r = vchannel_stream(c, sid, &bodies[i])) == CUDA_SUCCESS && vchannel_build_of(c->ch, bodies[i]))
             r = CUDA_ERROR_ILLEGAL_STATE; /* it captures already (or is named twice) */
         else if (r == CUDA_SUCCESS && !vchannel_capturing(c->ch, bodies[i], true))
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -233,7 +252,7 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
         r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p.handle, p.type, p.size, bodies, &node);
     bool made = r == CUDA_SUCCESS;
     if (made)
-        r = node ? build_name(vchannel_build_of(c->ch, stream), q->node, node) : CUDA_ERROR_INVALID_VALUE;
+        r = node ? build_name(vchannel_build_of(c->ch, stream), id, node) : CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; r != CUDA_SUCCESS && i < started; i++) {
         void *same;
         if (made) /* the bodies capture: end that */
@@ -243,17 +262,24 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
     return r;
 }
 
-CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_GraphBuild *q, struct vgpu_rsp_GraphBuild *a)
+/* The capturing stream of id, and its build (ILLEGAL_STATE when it does not capture). */
+static CUresult capturing_stream(struct vgpu_call *c, uint32_t id, void **stream, struct vchannel_build **b)
 {
-    (void)a;
-    void *stream;
-    CUresult r = vchannel_stream(c, q->stream, &stream);
+    CUresult r = vchannel_stream(c, id, stream);
     if (r)
         return r;
-    struct vchannel_build *b = stream ? vchannel_build_of(c->ch, stream) : NULL;
-    if (!b)
-        return CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
-    if (q->op == VGPU_BUILD_DEPS) {
+    *b = *stream ? vchannel_build_of(c->ch, *stream) : NULL;
+    return *b ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_GraphBuild *q, struct vgpu_rsp_GraphBuild *a)
+{
+    void *stream;
+    struct vchannel_build *b;
+    CUresult r = capturing_stream(c, q->stream, &stream, &b);
+    if (r)
+        return r;
+    if (q->op == VGPU_BUILD_DEPS || q->op == VGPU_BUILD_DEPS_ADD) {
         if (c->tail_len % 4 || q->node || q->object)
             return CUDA_ERROR_INVALID_VALUE;
         size_t n = c->tail_len / 4;
@@ -267,13 +293,17 @@ CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_Graph
                 r = CUDA_ERROR_INVALID_VALUE;
         }
         if (r == CUDA_SUCCESS)
-            r = OPS(c)->capture_deps(EXEC(c), c->ctx->x, stream, deps, n);
+            r = OPS(c)->capture_deps(EXEC(c), c->ctx->x, stream, deps, n, q->op == VGPU_BUILD_DEPS_ADD);
         free(deps);
         return r;
     }
+    uint32_t id;
+    if ((r = build_pick(b, q->node, &id)))
+        return r;
+    a->node = id;
     if (q->op == VGPU_BUILD_CONDITIONAL)
-        return build_conditional(c, stream, b, q);
-    if (c->tail_len || q->op > VGPU_BUILD_CHILD || q->node >= VGPU_MAX_GRAPH_NODES || build_node(b, q->node))
+        return build_conditional(c, stream, b, q, id);
+    if (c->tail_len || q->op > VGPU_BUILD_CHILD)
         return CUDA_ERROR_INVALID_VALUE;
     void *obj = NULL;
     if (q->op == VGPU_BUILD_EVENT_RECORD || q->op == VGPU_BUILD_EVENT_WAIT || q->op == VGPU_BUILD_CHILD) {
@@ -287,7 +317,37 @@ CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_Graph
     }
     void *node = NULL;
     r = OPS(c)->capture_node(EXEC(c), c->ctx->x, stream, q->op, obj, &node);
-    return r ? r : node ? build_name(b, q->node, node) : CUDA_ERROR_INVALID_VALUE;
+    return r ? r : node ? build_name(b, id, node) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult vgpu_handle_CaptureDeps(struct vgpu_call *c, const struct vgpu_req_CaptureDeps *q, struct vgpu_rsp_CaptureDeps *a)
+{
+    void *stream;
+    struct vchannel_build *b;
+    CUresult r = capturing_stream(c, q->stream, &stream, &b);
+    if (r)
+        return r;
+    size_t cap = c->rsp_tail_cap / 4, n = 0;
+    void **deps = malloc((cap ? cap : 1) * sizeof *deps);
+    if (!deps)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = OPS(c)->capture_get_deps(EXEC(c), c->ctx->x, stream, deps, cap, &n);
+    size_t given = n < cap ? n : cap;
+    for (size_t i = 0; i < given && r == CUDA_SUCCESS; i++) {
+        uint32_t id = VGPU_BUILD_NEXT;
+        for (uint32_t k = 0; k < b->cap && id == VGPU_BUILD_NEXT; k++)
+            if (b->nodes[k] == deps[i])
+                id = k;
+        if (id == VGPU_BUILD_NEXT && (r = build_pick(b, VGPU_BUILD_NEXT, &id)) == CUDA_SUCCESS)
+            r = build_name(b, id, deps[i]);
+        memcpy(c->rsp_tail + 4 * i, &id, 4);
+    }
+    free(deps);
+    if (r == CUDA_SUCCESS) {
+        a->count = (uint32_t)n;
+        c->rsp_tail_len = (uint32_t)given * 4;
+    }
+    return r;
 }
 
 CUresult vgpu_handle_GraphClone(struct vgpu_call *c, const struct vgpu_req_GraphClone *q, struct vgpu_rsp_GraphClone *a)

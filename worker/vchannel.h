@@ -120,6 +120,7 @@ struct stream_hold;
 struct vchannel_build {
     void **nodes;
     size_t cap;
+    uint32_t hint; /* where to look for a name not in use */
     /* A capture into a graph that exists: that graph, the worker's (for the body of a conditional
      * node, the graph the node is built into). It may not be destroyed or emptied meanwhile. */
     void *root;

@@ -225,6 +225,9 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 #define VGPU_BUILD_EVENT_WAIT 4u
 #define VGPU_BUILD_CHILD 5u
 #define VGPU_BUILD_CONDITIONAL 6u
+#define VGPU_BUILD_DEPS_ADD 7u
+/* A GraphBuild `node` that asks the worker for a name. */
+#define VGPU_BUILD_NEXT 0xffffffffu
 /* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and
  * number of bodies; the bodies' capturing streams' ids follow. */
 struct vgpu_build_conditional {

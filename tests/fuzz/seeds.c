@@ -225,7 +225,15 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 1};
     REC(GraphBuild, 1, gb, NULL, 0); /* named twice: refused */
     struct vgpu_req_StreamEndCapture ec8 = {.stream = 2, .graph = 8};
+    /* The capture's dependencies asked for, added to, and a node named by the worker. */
+    struct vgpu_req_CaptureDeps cd = {.stream = 2};
+    REC(CaptureDeps, 1, cd, NULL, 0);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS_ADD};
+    REC(GraphBuild, 1, gb, &dep0, 4);
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = VGPU_BUILD_NEXT};
+    REC(GraphBuild, 1, gb, NULL, 0);
     REC(StreamEndCapture, 1, ec8, NULL, 0);
+    REC(CaptureDeps, 1, cd, NULL, 0); /* not capturing: refused */
     struct vgpu_req_GraphClone gcl = {.graph = 8, .clone = 9};
     REC(GraphClone, 1, gcl, NULL, 0);
     REC(StreamBeginCapture, 1, bc, NULL, 0);

@@ -492,6 +492,12 @@ START_TEST(test_graph_cond)
 }
 END_TEST
 
+START_TEST(test_capture_deps)
+{
+    ck_assert_int_eq(run_prog("prog_capture_deps", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_register)
 {
     ck_assert_int_eq(run_prog("prog_register", NULL, NULL, NULL), 0);
@@ -1423,6 +1429,7 @@ int main(void)
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_graph_build);
     tcase_add_test(programs, test_graph_cond);
+    tcase_add_test(programs, test_capture_deps);
     tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_nvml);
     tcase_add_test(programs, test_array);

@@ -1,6 +1,7 @@
 /* Conditional nodes of graphs built node by node: a while loop whose body counts on the device
  * (and whose handle goes back to its default at each launch), an if/else chosen by a kernel, a
- * switch nested in the if's body, each checked over several launches; the nodes' types and bodies
+ * switch nested in the if's body (one of its bodies filled by a capture into it), each checked over
+ * several launches; the nodes' types and bodies
  * as the graph reports them; and what the driver refuses around them (printed, for check-gpu to
  * compare with the driver's). Argument: the module holding cond_count, cond_pick and cond_work. */
 #include <string.h>
@@ -60,13 +61,6 @@ static unsigned read_u32(CUdeviceptr d)
 
 static void CUDA_CB host_fn(void *arg) { (void)arg; }
 
-static void say(const char *what, CUresult r)
-{
-    const char *name = "?";
-    cuGetErrorName(r, &name);
-    printf("%s: %s\n", what, name);
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -115,26 +109,26 @@ int main(int argc, char **argv)
     EXPECT(count_nodes == 2, "the body has %zu nodes", count_nodes);
 
     CUgraph copy;
-    say("clone of a graph with a conditional node", cuGraphClone(&copy, loop));
+    prog_say("clone of a graph with a conditional node", cuGraphClone(&copy, loop));
     CUgraph other;
     CHECK(cuGraphCreate(&other, 0));
     CUgraphNode x;
-    say("child graph with a conditional node", cuGraphAddChildGraphNode(&x, other, NULL, 0, loop));
-    say("conditional node with another graph's handle", add_cond(&x, other, NULL, 0, ctx, h, CU_GRAPH_COND_TYPE_IF, 1, NULL));
+    prog_say("child graph with a conditional node", cuGraphAddChildGraphNode(&x, other, NULL, 0, loop));
+    prog_say("conditional node with another graph's handle", add_cond(&x, other, NULL, 0, ctx, h, CU_GRAPH_COND_TYPE_IF, 1, NULL));
     CUgraphConditionalHandle ho;
     CHECK(cuGraphConditionalHandleCreate(&ho, other, ctx, 0, 0));
-    say("if node of three bodies", add_cond(&x, other, NULL, 0, ctx, ho, CU_GRAPH_COND_TYPE_IF, 3, NULL));
-    say("while node of two bodies", add_cond(&x, other, NULL, 0, ctx, ho, CU_GRAPH_COND_TYPE_WHILE, 2, NULL));
-    say("handle with unknown flags", cuGraphConditionalHandleCreate(&ho, other, ctx, 0, 0x10));
+    prog_say("if node of three bodies", add_cond(&x, other, NULL, 0, ctx, ho, CU_GRAPH_COND_TYPE_IF, 3, NULL));
+    prog_say("while node of two bodies", add_cond(&x, other, NULL, 0, ctx, ho, CU_GRAPH_COND_TYPE_WHILE, 2, NULL));
+    prog_say("handle with unknown flags", cuGraphConditionalHandleCreate(&ho, other, ctx, 0, 0x10));
     CUgraph ob;
     CHECK(add_cond(&x, other, NULL, 0, ctx, ho, CU_GRAPH_COND_TYPE_IF, 1, &ob));
     CUDA_HOST_NODE_PARAMS hp = {host_fn, NULL};
-    say("host node in a body", cuGraphAddHostNode(&x, ob, NULL, 0, &hp));
+    prog_say("host node in a body", cuGraphAddHostNode(&x, ob, NULL, 0, &hp));
     CHECK(cuGraphDestroy(other));
 
     CUgraphExec e, e2;
     CHECK(cuGraphInstantiate(&e, loop, 0));
-    say("second executable graph of a graph with a conditional node", cuGraphInstantiate(&e2, loop, 0));
+    prog_say("second executable graph of a graph with a conditional node", cuGraphInstantiate(&e2, loop, 0));
     unsigned want = 0;
     for (int launch = 0; launch < 3; launch++) {
         CHECK(cuGraphLaunch(e, s));
@@ -176,11 +170,17 @@ int main(int argc, char **argv)
     CHECK(cuGraphAddKernelNode(&t1, branch[0], &t0, 1, &kp));
     CUgraph cases[3];
     CHECK(add_cond(&sw, branch[0], &t1, 1, ctx, hsw, CU_GRAPH_COND_TYPE_SWITCH, 3, cases));
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < 2; i++) {
         CUgraphNode c;
         ms = memset_params(out + sizeof(unsigned), 10 * (i + 1), 1);
         CHECK(cuGraphAddMemsetNode(&c, cases[i], NULL, 0, &ms, ctx));
     }
+    /* The last case's body is filled by a capture into it. */
+    CHECK(cuStreamBeginCaptureToGraph(s, cases[2], NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuMemsetD32Async(out + sizeof(unsigned), 30, 1, s));
+    CUgraph filled = NULL;
+    CHECK(cuStreamEndCapture(s, &filled));
+    EXPECT(filled == cases[2], "the capture into a body gave another graph");
     ms = memset_params(out, 222, 1);
     CHECK(cuGraphAddMemsetNode(&f0, branch[1], NULL, 0, &ms, ctx));
     CHECK(cuGraphInstantiate(&e, g, 0));

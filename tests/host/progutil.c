@@ -31,6 +31,8 @@ void prog_expect(CUresult r, CUresult want, const char *what, const char *file, 
     exit(1);
 }
 
+void prog_say(const char *what, CUresult r) { printf("%s: %s\n", what, name_of(r)); }
+
 CUcontext prog_init(CUdevice *dev)
 {
     CUdevice d;

@@ -25,6 +25,8 @@
 
 void prog_check(CUresult r, const char *what, const char *file, int line);
 void prog_expect(CUresult r, CUresult want, const char *what, const char *file, int line);
+/* Print what a call answered, by name ("what: CUDA_ERROR_..."), for a comparison with the driver. */
+void prog_say(const char *what, CUresult r);
 
 /* cuInit, device 0, a new context made current. */
 CUcontext prog_init(CUdevice *dev);

@@ -180,6 +180,11 @@ struct emu_stream {
     uint64_t capture_id;
     bool capture_invalid;      /* something it could not capture happened: ending it fails */
     bool capture_into;         /* capture is a graph that exists (not the stream's to free) */
+    /* The capture's dependencies, by token (emu_graph.c: every node captured or added gets one),
+     * and the token of the node captured last. */
+    uintptr_t *capture_deps;
+    size_t capture_ndeps, capture_deps_cap;
+    uintptr_t capture_last;
     pthread_t thread;
     bool thread_started;
 };
@@ -305,7 +310,8 @@ void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
 void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
 CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone);
 CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
-CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add);
+CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
 CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph);
 CUresult emu_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,

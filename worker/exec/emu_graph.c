@@ -22,6 +22,7 @@ struct emu_graph {
 
 static _Thread_local int capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static _Atomic uint64_t next_capture_id = 1;
+static _Atomic uintptr_t next_token = 1;
 
 static struct emu_conds *conds_hold(struct emu_conds *k)
 {
@@ -136,8 +137,32 @@ static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans)
     return c;
 }
 
+/* A new node of s's capture: a token of its own, the capture's only dependency from now on
+ * (false when out of memory). */
+static bool capture_named_locked(struct emu_stream *s, uintptr_t *token)
+{
+    uintptr_t *d = vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, 1, sizeof *d);
+    if (!d)
+        return false;
+    s->capture_deps = d;
+    d[0] = s->capture_last = next_token++;
+    s->capture_ndeps = 1;
+    if (token)
+        *token = s->capture_last;
+    return true;
+}
+
+static void capture_deps_free(struct emu_stream *s)
+{
+    free(s->capture_deps);
+    s->capture_deps = NULL;
+    s->capture_ndeps = s->capture_deps_cap = 0;
+    s->capture_last = 0;
+}
+
 void emu_capture_drop(struct emu_stream *s)
 {
+    capture_deps_free(s);
     if (!s->capture_into)
         graph_free(s->capture);
     s->capture = NULL;
@@ -225,6 +250,8 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     }
     g->ops = ops;
     g->ops[g->n++] = op;
+    if (!capture_named_locked(s, NULL))
+        s->capture_invalid = true;
 }
 
 /* Begin a capture on s into g (c->mu held). */
@@ -233,6 +260,8 @@ static void capture_start_locked(struct emu_stream *s, struct emu_graph *g, bool
     s->capture = g;
     s->capture_into = into;
     s->capture_invalid = false;
+    s->capture_ndeps = 0;
+    s->capture_last = 0;
     s->capture_mode = mode;
     s->capture_id = id;
 }
@@ -275,6 +304,7 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
     bool invalid = s->capture_invalid, into = s->capture_into;
     s->capture = NULL;
     s->capture_invalid = s->capture_into = false;
+    capture_deps_free(s);
     pthread_mutex_unlock(&c->mu);
     if (!g)
         return CUDA_ERROR_ILLEGAL_STATE;
@@ -472,22 +502,57 @@ CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void 
     return CUDA_SUCCESS;
 }
 
-/* Dependencies are not modelled (the ops run in the order captured), but the stream must capture. */
-CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n)
+/* Dependencies are kept as tokens, for the capture's queries; the ops still run in the order
+ * captured, which respects them. */
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add)
 {
     (void)x;
-    (void)nodes;
-    (void)n;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&c->mu);
+    if (!s || !s->capture) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else {
+        size_t keep = add ? s->capture_ndeps : 0;
+        uintptr_t *d = keep + n ? vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, keep + n, sizeof *d)
+                                : s->capture_deps;
+        if (!d && keep + n) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            s->capture_deps = d;
+            size_t k = keep;
+            for (size_t i = 0; i < n; i++) {
+                bool dup = false;
+                for (size_t j = 0; j < k && !dup; j++)
+                    dup = d[j] == (uintptr_t)nodes[i];
+                if (!dup)
+                    d[k++] = (uintptr_t)nodes[i];
+            }
+            s->capture_ndeps = k;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n)
+{
+    (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;
     pthread_mutex_lock(&c->mu);
     bool capturing = s && s->capture;
+    size_t count = capturing ? s->capture_ndeps : 0;
+    for (size_t i = 0; i < count && i < cap; i++)
+        out[i] = (void *)s->capture_deps[i];
     pthread_mutex_unlock(&c->mu);
+    *n = count;
     return capturing ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
 }
 
-/* A node is named by a token: its place in the capture, counted from 1. A child graph's ops join the
- * capture; empty and event nodes run nothing here. */
+/* A node is named by a token (TAKE: the node captured last's). A child graph's ops join the
+ * capture; an empty node is an op that does nothing, event nodes are not kept. */
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
 {
     (void)x;
@@ -515,8 +580,24 @@ CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned
         if (r != CUDA_SUCCESS)
             s->capture_invalid = true;
     }
+    if (r == CUDA_SUCCESS && kind == VGPU_BUILD_EMPTY) { /* a node of the graph, as the driver's is */
+        struct emu_op *op = emu_op_new(EMU_OP_NOTHING);
+        struct emu_op **ops = op ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
+        if (!ops) {
+            free(op);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            g->ops = ops;
+            g->ops[g->n++] = op;
+        }
+    }
+    uintptr_t token = s ? s->capture_last : 0;
+    if (r == CUDA_SUCCESS && kind != VGPU_BUILD_TAKE && !capture_named_locked(s, &token))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && !token) /* TAKE with nothing captured yet */
+        r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
-        *node = (void *)(uintptr_t)(g->n + 1);
+        *node = (void *)token;
     pthread_mutex_unlock(&c->mu);
     return r;
 }
@@ -612,7 +693,8 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
                 r = CUDA_ERROR_INVALID_VALUE;
     }
     struct emu_op **ops = r == CUDA_SUCCESS ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
-    if (r == CUDA_SUCCESS && !ops)
+    uintptr_t token = 0;
+    if (r == CUDA_SUCCESS && (!ops || !capture_named_locked(s, &token)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         op->u.cond.conds = conds_hold(g->conds);
@@ -626,7 +708,7 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
         }
         g->ops = ops;
         g->ops[g->n++] = op;
-        *node = (void *)(uintptr_t)(g->n + 1);
+        *node = (void *)token;
     }
     pthread_mutex_unlock(&c->mu);
     if (r != CUDA_SUCCESS) {

@@ -1329,11 +1329,29 @@ static CUresult cuda_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exe
     return r;
 }
 
-static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n)
+static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n,
+                                  bool add)
 {
     BIND(x, ctx);
-    return API(x)->cuStreamUpdateCaptureDependencies_v2(stream, (CUgraphNode *)nodes, NULL, n,
-                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    return API(x)->cuStreamUpdateCaptureDependencies_v2(
+        stream, (CUgraphNode *)nodes, NULL, n, add ? CU_STREAM_ADD_CAPTURE_DEPENDENCIES : CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+}
+
+static CUresult cuda_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n)
+{
+    BIND(x, ctx);
+    CUstreamCaptureStatus status;
+    const CUgraphNode *deps = NULL;
+    size_t count = 0;
+    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, NULL, &deps, NULL, &count);
+    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (r != CUDA_SUCCESS)
+        return r;
+    for (size_t i = 0; i < count && i < cap; i++)
+        out[i] = deps[i];
+    *n = count;
+    return CUDA_SUCCESS;
 }
 
 static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
@@ -1956,6 +1974,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_clone = cuda_graph_clone,
     .graph_exec_update = cuda_graph_exec_update,
     .capture_deps = cuda_capture_deps,
+    .capture_get_deps = cuda_capture_get_deps,
     .capture_node = cuda_capture_node,
     .graph_create = cuda_graph_create,
     .graph_conditional_handle = cuda_graph_conditional_handle,

@@ -1047,6 +1047,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_clone = emu_graph_clone,
     .graph_exec_update = emu_graph_exec_update,
     .capture_deps = emu_capture_deps,
+    .capture_get_deps = emu_capture_get_deps,
     .capture_node = emu_capture_node,
     .graph_create = emu_graph_create,
     .graph_conditional_handle = emu_graph_conditional_handle,

@@ -254,10 +254,12 @@ struct vgpu_exec_ops {
     /* cuGraphExecUpdate: exec takes graph's parameters; *result a CUgraphExecUpdateResult. */
     CUresult (*graph_exec_update)(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
     /* Building a graph on a capturing stream (GraphBuild): make nodes the dependencies of what is
-     * captured next; or name a node (kind VGPU_BUILD_TAKE: the one just captured, else a node of
+     * captured next (add: add them to those); or name a node (kind VGPU_BUILD_TAKE: the one just captured, else a node of
      * that kind added after the dependencies, which then depend on it alone; obj: its event or
      * child graph). */
-    CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n);
+    CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add);
+    /* The capture's dependencies now: up to cap of them in out, how many in *n. */
+    CUresult (*capture_get_deps)(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
     CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
     /* An empty graph; a conditional handle of graph (cuGraphConditionalHandleCreate). */
     CUresult (*graph_create)(struct vgpu_exec *x, void *ctx, void **graph);

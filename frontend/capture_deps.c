@@ -1,0 +1,128 @@
+/* Driver API: the dependencies of a capture that runs (cuStreamGetCaptureInfo's, changed by
+ * cuStreamUpdateCaptureDependencies), and nodes added to the graph a capture is making
+ * (cuGraphAdd*Node on the graph cuStreamGetCaptureInfo gives), as libraries like NCCL do.
+ *
+ * The capture is the worker's driver's: its nodes are named by build ids of the capture
+ * (GraphBuild's), which the worker gives a node when it is first reported or made, and the
+ * application gets a node handle per name. A node added to the capture is issued on the capturing
+ * stream the ordinary way after its dependencies, then the capture's dependencies are put back as
+ * they were, as adding a node to the graph leaves them. Such node handles stand for the capture's
+ * nodes while it runs; ending it lets go of them (the graph's nodes are named otherwise). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "log.h"
+
+struct fe_graph_node *fe_capture_node(struct fe_graph *g, uint32_t id)
+{
+    if (id >= VGPU_MAX_GRAPH_NODES)
+        return NULL;
+    if (id >= g->ncnodes) {
+        size_t cap = g->ncnodes ? g->ncnodes : 16;
+        while (cap <= id)
+            cap *= 2;
+        struct fe_graph_node **grown = realloc(g->cnodes, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        memset(grown + g->ncnodes, 0, (cap - g->ncnodes) * sizeof *grown);
+        g->cnodes = grown;
+        g->ncnodes = cap;
+    }
+    if (g->cnodes[id])
+        return g->cnodes[id];
+    struct fe_graph_node *n = fe_graph_node_alloc(g, CU_GRAPH_NODE_TYPE_EMPTY /* (not known here) */, id);
+    if (n)
+        n->captured = true;
+    return g->cnodes[id] = n;
+}
+
+void fe_capture_nodes_free(struct fe_graph *g)
+{
+    for (size_t i = 0; i < g->ncnodes; i++)
+        if (g->cnodes[i]) {
+            fe_handle_free(FE_GRAPH_NODE, g->cnodes[i]->handle);
+            free(g->cnodes[i]);
+        }
+    free(g->cnodes);
+    g->cnodes = NULL;
+    g->ncnodes = 0;
+}
+
+CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n)
+{
+    FE_REQ(q, CaptureDeps);
+    FE_RSP(a, CaptureDeps);
+    q.stream = sid;
+    size_t cap = 64;
+    for (;;) {
+        uint32_t *buf = malloc(cap * sizeof *buf);
+        if (!buf)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        uint32_t len = 0;
+        CUresult r = fe_call(ch, c->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, buf, (uint32_t)(cap * 4), &len);
+        if (r != CUDA_SUCCESS) {
+            free(buf);
+            return r;
+        }
+        if (a.count <= cap) {
+            *ids = buf;
+            *n = a.count;
+            return CUDA_SUCCESS;
+        }
+        free(buf); /* more than fit: again, with room for all */
+        if (cap >= VGPU_MAX_GRAPH_NODES)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        cap = a.count < VGPU_MAX_GRAPH_NODES ? a.count : VGPU_MAX_GRAPH_NODES;
+    }
+}
+
+CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out)
+{
+    struct fe_graph *g = node->graph;
+    uint32_t sid;
+    CUstream s;
+    if (!g->capturing || !fe_capture_stream_of(g, &sid, &s)) /* a captured graph, ended: the driver's */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (node->type == CU_GRAPH_NODE_TYPE_HOST || node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+        node->type == CU_GRAPH_NODE_TYPE_MEM_FREE || node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+        LOG_INFO("adding a node of type %d to a graph being captured is not supported", (int)node->type);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    uint32_t *want = malloc((n ? n : 1) * sizeof *want);
+    if (!want)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        want[i] = ((struct fe_graph_node *)fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]))->index;
+    uint32_t *saved;
+    size_t nsaved;
+    CUresult r = fe_capture_deps_ids(g->ctx, g->ch, sid, &saved, &nsaved);
+    if (r != CUDA_SUCCESS) {
+        free(want);
+        return r;
+    }
+    uint32_t named = 0;
+    r = fe_capture_set_deps(g->ctx, g->ch, sid, want, n, false);
+    if (r == CUDA_SUCCESS) {
+        node->build_id = VGPU_BUILD_NEXT;
+        CUcontext was = NULL;
+        r = cuCtxPushCurrent_v2((CUcontext)(uintptr_t)g->ctx->handle);
+        if (r == CUDA_SUCCESS) {
+            r = fe_graph_issue_node(g->ctx, g->ch, sid, s, node, &named);
+            (void)cuCtxPopCurrent_v2(&was);
+        }
+        CUresult back = fe_capture_set_deps(g->ctx, g->ch, sid, saved, nsaved, false);
+        if (r == CUDA_SUCCESS)
+            r = back;
+    }
+    free(saved);
+    free(want);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct fe_graph_node *made = fe_capture_node(g, named);
+    if (!made)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    made->type = node->type;
+    *out = (CUgraphNode)(uintptr_t)made->handle;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,143 @@
+/* The dependencies of a capture that runs, and nodes added to the graph it makes, as libraries
+ * that extend a capture do: cuStreamGetCaptureInfo's dependencies (the same node handle each time
+ * it is the same node), a kernel and an empty node added to the capture's graph after chosen
+ * dependencies (the capture's own unchanged), cuStreamUpdateCaptureDependencies setting and adding,
+ * the graph replayed with the result checked; and what the driver refuses (printed, for check-gpu
+ * to compare with the driver's). Argument: the module holding add_u32. */
+#include <string.h>
+
+#include "progutil.h"
+
+#define N 1024
+
+static size_t deps_of(CUstream s, const CUgraphNode **deps, CUgraph *graph)
+{
+    CUstreamCaptureStatus status;
+    size_t n = 99;
+    CHECK(cuStreamGetCaptureInfo(s, &status, NULL, graph, deps, NULL, &n));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_ACTIVE, "capture status %d", (int)status);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: prog_capture_deps MODULE\n");
+        return 2;
+    }
+    prog_init(NULL);
+    CUmodule m = prog_module(argv[1]);
+    CUfunction add;
+    CHECK(cuModuleGetFunction(&add, m, "add_u32"));
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, N * sizeof(unsigned)));
+    CUstream s, other;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    int n = N;
+    unsigned two = 2, ten = 10;
+
+    prog_say("dependencies updated on a stream not capturing", cuStreamUpdateCaptureDependencies(s, NULL, NULL, 0, 1));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    const CUgraphNode *deps;
+    CUgraph g;
+    EXPECT(deps_of(s, &deps, &g) == 0, "a capture with nothing captured has dependencies");
+    CHECK(cuMemsetD32Async(d, 1, N, s));
+    size_t count = deps_of(s, &deps, &g);
+    EXPECT(count == 1, "after a memset: %zu dependencies", count);
+    CUgraphNode memset_node = deps[0];
+    EXPECT(deps_of(s, &deps, &g) == 1 && deps[0] == memset_node, "the same node, named the same");
+
+    /* A kernel added after the memset: d += 2; the capture still depends on the memset alone. */
+    CUgraphNode k;
+    void *args[] = {&d, &two, &n};
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof kp);
+    kp.func = add;
+    kp.gridDimX = N / 128;
+    kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = 128;
+    kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = args;
+    CHECK(cuGraphAddKernelNode(&k, g, &memset_node, 1, &kp));
+    count = deps_of(s, &deps, &g);
+    EXPECT(count == 1 && deps[0] == memset_node, "adding a node changed the capture's dependencies");
+    CHECK(cuStreamUpdateCaptureDependencies(s, &k, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+    count = deps_of(s, &deps, &g);
+    EXPECT(count == 1 && deps[0] == k, "set: %zu dependencies", count);
+    /* Then d += 10, captured after the kernel. */
+    void *args10[] = {&d, &ten, &n};
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args10, NULL));
+    count = deps_of(s, &deps, &g);
+    EXPECT(count == 1 && deps[0] != k, "after a launch: %zu dependencies", count);
+    CUgraphNode launched = deps[0];
+    /* An empty node with no dependencies, added to the capture's. */
+    CUgraphNode e;
+    CHECK(cuGraphAddEmptyNode(&e, g, NULL, 0));
+    CHECK(cuStreamUpdateCaptureDependencies(s, &e, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES));
+    count = deps_of(s, &deps, &g);
+    EXPECT(count == 2 && ((deps[0] == launched && deps[1] == e) || (deps[0] == e && deps[1] == launched)),
+           "add: %zu dependencies", count);
+    prog_say("dependencies of an unknown flag", cuStreamUpdateCaptureDependencies(s, &e, NULL, 1, 7));
+    CUgraph elsewhere;
+    CHECK(cuGraphCreate(&elsewhere, 0));
+    CUgraphNode foreign;
+    CHECK(cuGraphAddEmptyNode(&foreign, elsewhere, NULL, 0));
+    prog_say("dependency on another graph's node", cuStreamUpdateCaptureDependencies(s, &foreign, NULL, 1, 1));
+    CHECK(cuGraphDestroy(elsewhere));
+    CUgraph captured;
+    CHECK(cuStreamEndCapture(s, &captured));
+    EXPECT(captured == g, "the capture gave another graph than the one it was making");
+    size_t nodes = 0;
+    CHECK(cuGraphGetNodes(captured, NULL, &nodes));
+    EXPECT(nodes == 4, "the captured graph has %zu nodes", nodes);
+
+    CUgraphExec exec;
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    for (int round = 0; round < 2; round++) {
+        CHECK(cuMemsetD32Async(d, 0, N, other));
+        CHECK(cuStreamSynchronize(other));
+        CHECK(cuGraphLaunch(exec, s));
+        CHECK(cuStreamSynchronize(s));
+        static unsigned h[N];
+        CHECK(cuMemcpyDtoH(h, d, sizeof h));
+        for (int i = 0; i < N; i++)
+            EXPECT(h[i] == 13, "round %d: element %d is %u, want 13", round, i, h[i]);
+    }
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+
+    /* A capture into a graph that has a node already: d = 7 there, then d += 2 captured after it. */
+    CUgraph t;
+    CHECK(cuGraphCreate(&t, 0));
+    CUgraphNode first;
+    CUDA_MEMSET_NODE_PARAMS ms;
+    memset(&ms, 0, sizeof ms);
+    ms.dst = d;
+    ms.value = 7;
+    ms.elementSize = 4;
+    ms.width = N;
+    ms.height = 1;
+    CUcontext ctx;
+    CHECK(cuCtxGetCurrent(&ctx));
+    CHECK(cuGraphAddMemsetNode(&first, t, NULL, 0, &ms, ctx));
+    CHECK(cuStreamBeginCaptureToGraph(s, t, &first, NULL, 1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args, NULL));
+    CUgraph same = NULL;
+    CHECK(cuStreamEndCapture(s, &same));
+    EXPECT(same == t, "a capture into a graph gave another graph");
+    CHECK(cuGraphGetNodes(t, NULL, &nodes));
+    EXPECT(nodes == 2, "the graph captured into has %zu nodes", nodes);
+    CHECK(cuGraphInstantiate(&exec, t, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    static unsigned h2[N];
+    CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
+    for (int i = 0; i < N; i++)
+        EXPECT(h2[i] == 9, "captured into a graph: element %d is %u, want 9", i, h2[i]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(t));
+    printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
+           "a capture into a graph: ok\n");
+    return 0;
+}
