@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "graph.h"
 #include "log.h"
 
@@ -73,8 +74,8 @@ static bool capture_remove(struct fe_chan *ch, uint32_t stream, struct fe_graph 
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, stream);
     bool invalid = false;
-    if (graph)
-        *graph = k ? k->graph : NULL;
+    if (graph) /* (a graph captured into is not the capture's own) */
+        *graph = k && !k->target ? k->graph : NULL;
     if (k) {
         invalid = k->invalid;
         free(k->deps);
@@ -134,6 +135,7 @@ void fe_graph_free(struct fe_graph *g)
     }
     free(g->nodes);
     fe_capture_nodes_free(g);
+    fe_graph_cond_kept_free(g);
     fe_graph_user_refs_drop(g);
     fe_graph_nodes_free(g);
     fe_graph_anchor_put(g->anchor);
@@ -425,6 +427,38 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
     return r;
 }
 
+bool fe_capture_running(struct fe_chan *ch, uint32_t sid)
+{
+    uint64_t id;
+    bool invalid;
+    return capture_get(ch, sid, &id, &invalid);
+}
+
+static CUresult hosts_append(struct fe_graph *g, struct fe_host_node *n)
+{
+    struct fe_host_node **h = vgpu_array_grow(g->hosts, &g->hosts_cap, g->nhosts + 1, sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->hosts = h;
+    g->hosts[g->nhosts++] = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_capture_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n)
+{
+    struct fe_graph *g = capture_graph(c, ch, sid);
+    return g ? hosts_append(g, n) : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult fe_graph_hosts_share(struct fe_graph *to, const struct fe_graph *from)
+{
+    for (size_t i = 0; i < from->nhosts; i++) {
+        FE_RETURN_IF(hosts_append(to, from->hosts[i]));
+        fe_host_node_hold(to->ch, from->hosts[i]);
+    }
+    return CUDA_SUCCESS;
+}
+
 bool fe_capture_stream_of(const struct fe_graph *g, uint32_t *sid, CUstream *handle)
 {
     struct fe_chan *ch = g->ch;
@@ -624,6 +658,10 @@ CUresult fe_graph_instantiate_worker(struct fe_graph *g, uint64_t flags, struct 
     CUresult r = fe_graph_instantiate_as(g, e->id, flags);
     if (r != CUDA_SUCCESS) {
         fe_graph_free(e);
+        return r;
+    }
+    if ((r = fe_graph_hosts_share(e, g)) != CUDA_SUCCESS) { /* (a captured graph's host functions) */
+        (void)fe_graph_destroy(e);
         return r;
     }
     e->flags = flags;

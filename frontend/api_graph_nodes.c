@@ -369,6 +369,10 @@ static CUresult child_copy(struct fe_graph *child, struct fe_graph **out)
             fe_graph_free(c);
             return r;
         }
+        if ((r = fe_graph_hosts_share(c, child)) != CUDA_SUCCESS) { /* (its host functions too) */
+            (void)fe_graph_destroy(c);
+            return r;
+        }
         *out = c;
     }
     (*out)->owned = true;

@@ -77,6 +77,7 @@ struct fe_host_node {
     void *data;
     struct vgpu_host_fn_word *w;
     uint32_t seen; /* the run last taken */
+    unsigned refs; /* graphs and executable graphs that hold it (hostfn_mu) */
     struct fe_host_node *next;
 };
 
@@ -224,7 +225,15 @@ static CUresult enqueue(CUstream s, bool pt, CUhostFn fn, CUstreamCallback cb, v
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(s, pt, &c, &ch, &sid)); /* (refused inside a host function) */
-    FE_RETURN_IF(fe_capture_refuse(ch, sid)); /* host nodes are not offered yet */
+    if (fn && fe_capture_running(ch, sid)) { /* a host node of the graph being captured */
+        struct fe_host_node *n;
+        FE_RETURN_IF(fe_host_node_add(c, ch, sid, fn, data, &n));
+        CUresult r = fe_capture_keep_host(c, ch, sid, n);
+        if (r != CUDA_SUCCESS)
+            fe_host_node_drop(ch, n);
+        return r;
+    }
+    FE_RETURN_IF(fe_capture_refuse(ch, sid)); /* (a stream callback has no graph node) */
     struct fe_host_call *h = calloc(1, sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -305,7 +314,8 @@ CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CU
     if (r == CUDA_SUCCESS && (r = dispatcher_start(ch)) != CUDA_SUCCESS)
         word_put(ch, off);
     if (r == CUDA_SUCCESS) {
-        *n = (struct fe_host_node){.fn = fn, .data = data, .w = (struct vgpu_host_fn_word *)(ch->map.data + off)};
+        *n = (struct fe_host_node){
+            .fn = fn, .data = data, .w = (struct vgpu_host_fn_word *)(ch->map.data + off), .refs = 1};
         memset(n->w, 0, sizeof *n->w); /* the worker counts runs from 1 */
         n->next = ch->hostfn_nodes;
         ch->hostfn_nodes = n;
@@ -328,16 +338,25 @@ CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CU
     return CUDA_SUCCESS;
 }
 
+void fe_host_node_hold(struct fe_chan *ch, struct fe_host_node *node)
+{
+    pthread_mutex_lock(&ch->hostfn_mu);
+    node->refs++;
+    pthread_mutex_unlock(&ch->hostfn_mu);
+}
+
 void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node)
 {
     if (!node)
         return;
     pthread_mutex_lock(&ch->hostfn_mu);
-    for (struct fe_host_node **pp = &ch->hostfn_nodes; *pp; pp = &(*pp)->next)
+    bool last = --node->refs == 0;
+    for (struct fe_host_node **pp = &ch->hostfn_nodes; last && *pp; pp = &(*pp)->next)
         if (*pp == node) {
             *pp = node->next;
             break;
         }
     pthread_mutex_unlock(&ch->hostfn_mu);
-    free(node);
+    if (last)
+        free(node);
 }

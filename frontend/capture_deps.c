@@ -6,7 +6,8 @@
  * (GraphBuild's), which the worker gives a node when it is first reported or made, and the
  * application gets a node handle per name. A node added to the capture is issued on the capturing
  * stream the ordinary way after its dependencies, then the capture's dependencies are put back as
- * they were, as adding a node to the graph leaves them. Such node handles stand for the capture's
+ * they were, as adding a node to the graph leaves them; a conditional node's bodies are the
+ * worker's graphs, which the application fills by capturing into them. Such node handles stand for the capture's
  * nodes while it runs; ending it lets go of them (the graph's nodes are named otherwise). */
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,7 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     if (!g->capturing || !fe_capture_stream_of(g, &sid, &s)) /* a captured graph, ended: the driver's */
         return CUDA_ERROR_NOT_SUPPORTED;
     if (node->type == CU_GRAPH_NODE_TYPE_HOST || node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
-        node->type == CU_GRAPH_NODE_TYPE_MEM_FREE || node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+        node->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
         LOG_INFO("adding a node of type %d to a graph being captured is not supported", (int)node->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -117,6 +118,8 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     }
     free(saved);
     free(want);
+    if (r == CUDA_SUCCESS && node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        r = fe_graph_cond_keep(node); /* (its bodies live as long as the graph) */
     if (r != CUDA_SUCCESS)
         return r;
     struct fe_graph_node *made = fe_capture_node(g, named);

@@ -315,6 +315,11 @@ struct fe_host_node;
 CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
                           struct fe_host_node **node);
 void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
+/* One more holder of node (dropped as many times as held). */
+void fe_host_node_hold(struct fe_chan *ch, struct fe_host_node *node);
+/* Whether stream sid of ch captures; keep host node n with the graph its capture makes. */
+bool fe_capture_running(struct fe_chan *ch, uint32_t sid);
+CUresult fe_capture_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n);
 /* Whether host functions of ch's streams are queued and have not finished yet. */
 bool fe_host_fns_queued(struct fe_chan *ch);
 

@@ -89,12 +89,19 @@ struct fe_graph {
      * their build ids (capture_deps.c) */
     struct fe_graph_node **cnodes;
     size_t ncnodes;
+    /* the bodies of conditional nodes added to it while it was captured (graph_cond.c) */
+    struct fe_cond_bodies {
+        struct fe_graph **bodies;
+        CUgraph *out;
+        unsigned n;
+    } *kept;
+    size_t nkept, kept_cap;
     /* executable graphs of graphs kept here: their own copy (a plan, for per-node updates), and the
      * host nodes their build made */
     uint64_t flags;
     struct fe_graph *plan;
-    struct fe_host_node **hosts;
-    size_t nhosts;
+    struct fe_host_node **hosts; /* (a captured graph's too: its captured host functions) */
+    size_t nhosts, hosts_cap;
     /* user objects it holds references to (api_user_object.c) */
     struct fe_user_ref *urefs;
     size_t nurefs;
@@ -107,6 +114,8 @@ void fe_graph_user_refs_drop(struct fe_graph *g);
 CUresult fe_graph_user_refs_copy(struct fe_graph *to, const struct fe_graph *from);
 
 struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch);
+/* to holds the host nodes from holds too (a copy of the worker's graph from, or one made from it). */
+CUresult fe_graph_hosts_share(struct fe_graph *to, const struct fe_graph *from);
 /* Forget a graph here (and, for the worker's, ask the worker to destroy it). */
 void fe_graph_free(struct fe_graph *g);
 CUresult fe_graph_destroy(struct fe_graph *g);
@@ -175,6 +184,10 @@ CUresult fe_graph_cond_set(struct fe_graph_node *n, CUgraphNodeParams *p);
 /* dst takes a copy of src's bodies (a plan's copy). */
 CUresult fe_graph_cond_copy(struct fe_graph_node *dst, const struct fe_graph_node *src);
 void fe_graph_cond_clear(struct fe_graph_node *n);
+/* A node added to a capture's graph: its graph keeps its bodies (the worker's, named here) from now
+ * on; freed with the graph. */
+CUresult fe_graph_cond_keep(struct fe_graph_node *n);
+void fe_graph_cond_kept_free(struct fe_graph *g);
 /* Whether g has conditional nodes (it cannot be cloned or be a child graph then). */
 bool fe_graph_has_conditional(const struct fe_graph *g);
 /* Take or let go of a reference to an anchor. */

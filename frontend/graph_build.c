@@ -110,14 +110,22 @@ static CUresult build_graph(struct build *b, struct fe_graph *g, struct fe_graph
 static CUresult build_nodes(struct build *b, struct fe_graph *g, CUstream s);
 
 /* A conditional node: the worker adds it and begins a capture into each of its bodies on a stream
- * of the build's, where the bodies' nodes are then issued like the graph's. */
+ * of the build's, where the bodies' nodes are then issued like the graph's (for a node added to an
+ * application's capture, the worker names its bodies for the application to capture into). */
 static CUresult build_conditional(struct build *b, struct fe_graph_node *node)
 {
     const CUDA_CONDITIONAL_NODE_PARAMS *p = &node->u.cond.p;
     struct {
         struct vgpu_build_conditional head;
         uint32_t streams[VGPU_MAX_CONDITIONAL_BODIES];
-    } tail = {.head = {p->handle, (uint32_t)p->type, p->size}};
+    } tail = {.head = {p->handle, (uint32_t)p->type, p->size, 0, 0}};
+    if (p->size && !node->u.cond.bodies[0]->here) { /* added to an application's capture: the bodies */
+        tail.head.graphs = 1;                         /* are graphs of the worker's, filled later */
+        for (unsigned i = 0; i < p->size && i < VGPU_MAX_CONDITIONAL_BODIES; i++)
+            tail.streams[i] = node->u.cond.bodies[i]->id;
+        return build_op_tail(b, VGPU_BUILD_CONDITIONAL, node->build_id, 0, &tail,
+                             (uint32_t)(sizeof tail.head + 4 * p->size));
+    }
     CUstream s[VGPU_MAX_CONDITIONAL_BODIES] = {0};
     struct build body[VGPU_MAX_CONDITIONAL_BODIES];
     if (p->size > VGPU_MAX_CONDITIONAL_BODIES)
@@ -214,6 +222,10 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         struct fe_graph *child = node->u.child, *built = NULL;
         if (child->here)
             FE_RETURN_IF(build_graph(b, child, &built));
+        for (size_t i = 0; !child->here && i < child->nhosts; i++) { /* a captured child's host nodes */
+            FE_RETURN_IF(host_keep(b, child->hosts[i]));
+            fe_host_node_hold(b->ch, child->hosts[i]);
+        }
         CUresult r = build_op(b, VGPU_BUILD_CHILD, id, (built ? built : child)->id, NULL, 0);
         if (built) /* the worker's node holds a copy */
             fe_graph_built_done(built);
@@ -438,6 +450,7 @@ CUresult fe_graph_exec_update(struct fe_graph *e, struct fe_graph *g, CUgraphExe
         if (r == CUDA_SUCCESS) {
             fe_graph_free(e->plan);
             e->plan = NULL;
+            r = fe_graph_hosts_share(e, g); /* (and its host functions) */
         }
         return r;
     }

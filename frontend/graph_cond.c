@@ -30,6 +30,35 @@ void fe_graph_anchor_put(struct fe_graph *a)
 
 static struct fe_graph *top_of(struct fe_graph *g) { return g->root ? g->root : g; }
 
+/* Keep handle h in g's list of handles. */
+static CUresult handle_keep(struct fe_graph *g, uint64_t h)
+{
+    uint64_t *handles = vgpu_array_grow(g->handles, &g->handles_cap, g->nhandles + 1, sizeof *handles);
+    if (!handles)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->handles = handles;
+    g->handles[g->nhandles++] = h;
+    return CUDA_SUCCESS;
+}
+
+/* A handle of the graph a capture is making: the worker's driver's, kept with the graph. */
+static CUresult capture_handle(struct fe_graph *g, unsigned default_value, unsigned flags, uint64_t *out)
+{
+    uint32_t sid;
+    CUstream s;
+    if (!fe_capture_stream_of(g, &sid, &s))
+        return CUDA_ERROR_INVALID_VALUE;
+    FE_REQ(q, GraphConditional);
+    FE_RSP(rsp, GraphConditional);
+    q.stream = sid;
+    q.default_value = default_value;
+    q.flags = flags;
+    FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphConditional, &q, &rsp));
+    FE_RETURN_IF(handle_keep(g, rsp.handle));
+    *out = rsp.handle;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h, CUcontext ctx,
                                         unsigned int default_value, unsigned int flags)
 {
@@ -37,13 +66,15 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!out || !g || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!g->here) { /* a captured graph's nodes are the worker's driver's */
-        LOG_INFO("conditional handles of a graph being captured are not supported (of a graph built node by node, they are)");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     struct fe_graph *top = top_of(g);
     if (!ctx || (uint64_t)(uintptr_t)ctx != top->ctx->handle)
         return CUDA_ERROR_INVALID_VALUE;
+    if (top->capturing)
+        return capture_handle(top, default_value, flags, out);
+    if (!g->here) { /* a captured graph's nodes are the worker's driver's */
+        LOG_INFO("conditional handles of a captured graph are not supported (of one being captured, they are)");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     bool create = !top->anchor;
     struct fe_graph *a = create ? fe_graph_new(FE_GRAPH, top->ctx, top->ch) : top->anchor;
     if (!a)
@@ -52,25 +83,21 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h
         a->owned = true; /* (let go of by the graphs that hold it) */
         a->anchor_refs = 1;
     }
-    uint64_t *handles = vgpu_array_grow(a->handles, &a->handles_cap, a->nhandles + 1, sizeof *handles);
-    CUresult r = handles ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    if (handles)
-        a->handles = handles;
     FE_REQ(q, GraphConditional);
     FE_RSP(rsp, GraphConditional);
     q.graph = a->id;
     q.create = create;
     q.default_value = default_value;
     q.flags = flags;
+    CUresult r = FE_CALL(top->ch, top->ctx->id, GraphConditional, &q, &rsp);
     if (r == CUDA_SUCCESS)
-        r = FE_CALL(top->ch, top->ctx->id, GraphConditional, &q, &rsp);
+        r = handle_keep(a, rsp.handle);
     if (r != CUDA_SUCCESS) {
         if (create)
             fe_graph_anchor_put(a);
         return r;
     }
     top->anchor = a;
-    a->handles[a->nhandles++] = rsp.handle;
     *out = rsp.handle;
     return CUDA_SUCCESS;
 }
@@ -107,7 +134,9 @@ static CUresult bodies_make(struct fe_graph_node *n, const CUDA_CONDITIONAL_NODE
         else if (!(bodies[i] = fe_graph_new(FE_GRAPH, g->ctx, g->ch)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
-            bodies[i]->here = bodies[i]->owned = true;
+            /* a node of a graph being captured: its bodies are the worker's, named by these ids */
+            bodies[i]->here = g->here;
+            bodies[i]->owned = true;
             bodies[i]->root = top_of(g);
             out[i] = (CUgraph)(uintptr_t)bodies[i]->handle;
         }
@@ -125,13 +154,9 @@ CUresult fe_graph_cond_set(struct fe_graph_node *n, CUgraphNodeParams *p)
 {
     CUDA_CONDITIONAL_NODE_PARAMS *c = &p->conditional;
     struct fe_graph *top = top_of(n->graph);
-    if (!n->graph->here) {
-        LOG_INFO("conditional nodes added to a graph being captured are not supported");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     if (n->u.cond.bodies) /* its bodies are fixed once made */
         return CUDA_ERROR_INVALID_VALUE;
-    if (!handle_known(top->anchor, c->handle))
+    if (!handle_known(top->anchor ? top->anchor : top, c->handle)) /* (a capture's graph keeps its own) */
         return CUDA_ERROR_INVALID_VALUE;
     bool sized = (c->type == CU_GRAPH_COND_TYPE_IF && (c->size == 1 || c->size == 2)) ||
                  (c->type == CU_GRAPH_COND_TYPE_WHILE && c->size == 1) ||
@@ -162,4 +187,30 @@ bool fe_graph_has_conditional(const struct fe_graph *g)
         if (g->list[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
             return true;
     return false;
+}
+
+CUresult fe_graph_cond_keep(struct fe_graph_node *n)
+{
+    struct fe_graph *g = n->graph;
+    struct fe_cond_bodies *k = vgpu_array_grow(g->kept, &g->kept_cap, g->nkept + 1, sizeof *k);
+    if (!k)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->kept = k;
+    g->kept[g->nkept++] = (struct fe_cond_bodies){n->u.cond.bodies, n->u.cond.out, n->u.cond.p.size};
+    n->u.cond.bodies = NULL;
+    n->u.cond.out = NULL;
+    return CUDA_SUCCESS;
+}
+
+void fe_graph_cond_kept_free(struct fe_graph *g)
+{
+    for (size_t i = 0; i < g->nkept; i++) {
+        for (unsigned b = 0; b < g->kept[i].n; b++)
+            (void)fe_graph_destroy(g->kept[i].bodies[b]); /* (the worker only forgets their names) */
+        free(g->kept[i].bodies);
+        free(g->kept[i].out);
+    }
+    free(g->kept);
+    g->kept = NULL;
+    g->nkept = g->kept_cap = 0;
 }

@@ -6,6 +6,16 @@
 
 #include "vchannel.h"
 
+/* The capturing stream of id, and its build (ILLEGAL_STATE when it does not capture). */
+static CUresult capturing_stream(struct vgpu_call *c, uint32_t id, void **stream, struct vchannel_build **b)
+{
+    CUresult r = vchannel_stream(c, id, stream);
+    if (r)
+        return r;
+    *b = *stream ? vchannel_build_of(c->ch, *stream) : NULL;
+    return *b ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
 CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_req_StreamBeginCapture *q,
                                         struct vgpu_rsp_StreamBeginCapture *a)
 {
@@ -154,7 +164,8 @@ CUresult vgpu_handle_GraphDestroy(struct vgpu_call *c, const struct vgpu_req_Gra
         return r;
     if (vchannel_built_into(c->ch, g->x))
         return CUDA_ERROR_ILLEGAL_STATE;
-    OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
+    if (!g->borrowed) /* (a body goes with its node) */
+        OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
     vchannel_remove(c->ch, SRV_GRAPH, q->graph);
     return CUDA_SUCCESS;
 }
@@ -168,6 +179,16 @@ CUresult vgpu_handle_GraphConditional(struct vgpu_call *c, const struct vgpu_req
     if (q->create > 1 || (q->flags & ~(uint32_t)CU_GRAPH_COND_ASSIGN_DEFAULT))
         return CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *g;
+    if (!q->graph) { /* of the graph a capture is making */
+        void *stream, *graph;
+        struct vchannel_build *b;
+        if (q->create || q->pad)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((r = capturing_stream(c, q->stream, &stream, &b)) ||
+            (r = OPS(c)->capture_graph(EXEC(c), c->ctx->x, stream, &graph)))
+            return r;
+        return OPS(c)->graph_conditional_handle(EXEC(c), c->ctx->x, graph, q->default_value, q->flags, &a->handle);
+    }
     if (q->create) {
         if (!(g = vchannel_add(c, SRV_GRAPH, q->graph, &r)))
             return r;
@@ -221,16 +242,52 @@ static CUresult build_pick(struct vchannel_build *b, uint32_t want, uint32_t *id
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* A conditional node added to an application's capture, named id: its bodies are named by the
+ * graph ids of the tail, graphs of the node's (borrowed: never destroyed here). */
+static CUresult conditional_graphs(struct vgpu_call *c, void *stream, struct vchannel_build *b,
+                                   const struct vgpu_build_conditional *p, uint32_t id)
+{
+    uint32_t ids[VGPU_MAX_CONDITIONAL_BODIES];
+    struct srv_obj *objs[VGPU_MAX_CONDITIONAL_BODIES];
+    void *graphs[VGPU_MAX_CONDITIONAL_BODIES];
+    unsigned added = 0;
+    CUresult r = CUDA_SUCCESS;
+    for (; added < p->size && r == CUDA_SUCCESS; added++) {
+        memcpy(&ids[added], c->tail + sizeof *p + 4u * added, 4);
+        if (!(objs[added] = vchannel_add(c, SRV_GRAPH, ids[added], &r)))
+            break;
+    }
+    void *node = NULL;
+    if (r == CUDA_SUCCESS)
+        r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p->handle, p->type, p->size, NULL, graphs, &node);
+    if (r == CUDA_SUCCESS)
+        r = node ? build_name(b, id, node) : CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < added; i++) {
+        if (r != CUDA_SUCCESS) {
+            vchannel_remove(c->ch, SRV_GRAPH, ids[i]);
+            continue;
+        }
+        objs[i]->x = graphs[i];
+        objs[i]->borrowed = true;
+    }
+    return r;
+}
+
 /* A conditional node on the capturing stream, named id; its bodies' streams begin to capture into
  * them. */
 static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vchannel_build *b,
                                   const struct vgpu_req_GraphBuild *q, uint32_t id)
 {
     struct vgpu_build_conditional p;
-    if (c->tail_len < sizeof p || q->object || !b->root)
+    if (c->tail_len < sizeof p || q->object)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&p, c->tail, sizeof p);
-    if (!p.size || p.size > VGPU_MAX_CONDITIONAL_BODIES || c->tail_len != sizeof p + 4u * p.size)
+    if (!p.size || p.size > VGPU_MAX_CONDITIONAL_BODIES || c->tail_len != sizeof p + 4u * p.size || p.graphs > 1 ||
+        p.pad)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p.graphs)
+        return conditional_graphs(c, stream, b, &p, id);
+    if (!b->root) /* (bodies captured on the client's streams: a graph built node by node) */
         return CUDA_ERROR_INVALID_VALUE;
     void *bodies[VGPU_MAX_CONDITIONAL_BODIES];
     unsigned started = 0;
@@ -249,7 +306,7 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
     }
     void *node = NULL;
     if (r == CUDA_SUCCESS)
-        r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p.handle, p.type, p.size, bodies, &node);
+        r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p.handle, p.type, p.size, bodies, NULL, &node);
     bool made = r == CUDA_SUCCESS;
     if (made)
         r = node ? build_name(vchannel_build_of(c->ch, stream), id, node) : CUDA_ERROR_INVALID_VALUE;
@@ -260,16 +317,6 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
         vchannel_capturing(c->ch, bodies[i], false);
     }
     return r;
-}
-
-/* The capturing stream of id, and its build (ILLEGAL_STATE when it does not capture). */
-static CUresult capturing_stream(struct vgpu_call *c, uint32_t id, void **stream, struct vchannel_build **b)
-{
-    CUresult r = vchannel_stream(c, id, stream);
-    if (r)
-        return r;
-    *b = *stream ? vchannel_build_of(c->ch, *stream) : NULL;
-    return *b ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
 }
 
 CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_GraphBuild *q, struct vgpu_rsp_GraphBuild *a)

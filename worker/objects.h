@@ -35,6 +35,7 @@ struct srv_obj {
     uint32_t parent;  /* a function: its module's id; a mipmap level's array: its mipmapped array's */
     CUresult deferred; /* a context: the first error of a call nobody waited for */
     bool live;
+    bool borrowed;    /* a graph the executor owns as part of another (a conditional node's body) */
 };
 
 /* Ids are minted by the client; the table grows to the largest id in use, up to what the limit

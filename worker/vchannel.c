@@ -529,7 +529,8 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
                 ch->x->ops->graph_exec_destroy(ch->x, c->x, x);
                 break;
             case SRV_GRAPH:
-                ch->x->ops->graph_destroy(ch->x, c->x, x);
+                if (!t->slots[id].borrowed)
+                    ch->x->ops->graph_destroy(ch->x, c->x, x);
                 break;
             case SRV_ARRAY: /* levels too: their mipmapped arrays come after them */
                 vchannel_array_destroy(ch, c->x, x);

@@ -229,11 +229,14 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 /* A GraphBuild `node` that asks the worker for a name. */
 #define VGPU_BUILD_NEXT 0xffffffffu
 /* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and
- * number of bodies; the bodies' capturing streams' ids follow. */
+ * number of bodies; the bodies' capturing streams' ids follow, or (graphs 1) the ids of graphs the
+ * bodies take, to be captured into later (a node added to an application's capture). */
 struct vgpu_build_conditional {
     uint64_t handle;
     uint32_t type;
     uint32_t size;
+    uint32_t graphs;
+    uint32_t pad;
 };
 /* The most bodies of a switch node the build takes. */
 #define VGPU_MAX_CONDITIONAL_BODIES 64u

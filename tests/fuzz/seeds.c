@@ -226,14 +226,24 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphBuild, 1, gb, NULL, 0); /* named twice: refused */
     struct vgpu_req_StreamEndCapture ec8 = {.stream = 2, .graph = 8};
     /* The capture's dependencies asked for, added to, and a node named by the worker. */
-    struct vgpu_req_CaptureDeps cd = {.stream = 2};
-    REC(CaptureDeps, 1, cd, NULL, 0);
+    struct vgpu_req_CaptureDeps cdeps = {.stream = 2};
+    REC(CaptureDeps, 1, cdeps, NULL, 0);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS_ADD};
     REC(GraphBuild, 1, gb, &dep0, 4);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = VGPU_BUILD_NEXT};
     REC(GraphBuild, 1, gb, NULL, 0);
+    /* A handle of the graph being captured, and a while node whose body is named for a later
+     * capture into it (its handle unknown here: refused). */
+    struct vgpu_req_GraphConditional gcs = {.stream = 2, .default_value = 1};
+    REC(GraphConditional, 1, gcs, NULL, 0);
+    struct {
+        struct vgpu_build_conditional head;
+        uint32_t graphs[1];
+    } condg = {{.handle = 1, .type = CU_GRAPH_COND_TYPE_WHILE, .size = 1, .graphs = 1}, {14}};
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_CONDITIONAL, .node = VGPU_BUILD_NEXT};
+    REC(GraphBuild, 1, gb, &condg, sizeof condg);
     REC(StreamEndCapture, 1, ec8, NULL, 0);
-    REC(CaptureDeps, 1, cd, NULL, 0); /* not capturing: refused */
+    REC(CaptureDeps, 1, cdeps, NULL, 0); /* not capturing: refused */
     struct vgpu_req_GraphClone gcl = {.graph = 8, .clone = 9};
     REC(GraphClone, 1, gcl, NULL, 0);
     REC(StreamBeginCapture, 1, bc, NULL, 0);

@@ -2,13 +2,16 @@
  * that extend a capture do: cuStreamGetCaptureInfo's dependencies (the same node handle each time
  * it is the same node), a kernel and an empty node added to the capture's graph after chosen
  * dependencies (the capture's own unchanged), cuStreamUpdateCaptureDependencies setting and adding,
- * the graph replayed with the result checked; and what the driver refuses (printed, for check-gpu
+ * the graph replayed with the result checked; a capture into a graph; a host function captured;
+ * and what the driver refuses (printed, for check-gpu
  * to compare with the driver's). Argument: the module holding add_u32. */
 #include <string.h>
 
 #include "progutil.h"
 
 #define N 1024
+
+static void CUDA_CB count_runs(void *arg) { ++*(unsigned *)arg; }
 
 static size_t deps_of(CUstream s, const CUgraphNode **deps, CUgraph *graph)
 {
@@ -137,7 +140,25 @@ int main(int argc, char **argv)
         EXPECT(h2[i] == 9, "captured into a graph: element %d is %u, want 9", i, h2[i]);
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(t));
+
+    /* A host function captured: a host node that runs at each replay, also once the graph it was
+     * captured into is gone. */
+    unsigned runs = 0;
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuMemsetD32Async(d, 4, N, s));
+    CHECK(cuLaunchHostFunc(s, count_runs, &runs));
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args, NULL));
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    CHECK(cuGraphDestroy(captured));
+    for (int round = 0; round < 3; round++) {
+        CHECK(cuGraphLaunch(exec, s));
+        CHECK(cuStreamSynchronize(s));
+    }
+    CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
+    EXPECT(runs == 3 && h2[0] == 6 && h2[N - 1] == 6, "captured host function: %u runs, element 0 is %u", runs, h2[0]);
+    CHECK(cuGraphExecDestroy(exec));
     printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
-           "a capture into a graph: ok\n");
+           "a capture into a graph; a host function captured: ok\n");
     return 0;
 }

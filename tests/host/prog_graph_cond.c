@@ -61,6 +61,26 @@ static unsigned read_u32(CUdeviceptr d)
 
 static void CUDA_CB host_fn(void *arg) { (void)arg; }
 
+/* Launch e, whose loop runs data = data * 2 + 1 five times from data all 0, launches times, each
+ * checked. */
+static void loop_launches(CUgraphExec e, CUstream s, CUdeviceptr data, CUdeviceptr counter, int launches,
+                          const char *what)
+{
+    unsigned want = 0;
+    for (int launch = 0; launch < launches; launch++) {
+        CHECK(cuGraphLaunch(e, s));
+        CHECK(cuStreamSynchronize(s));
+        for (int i = 0; i < 5; i++)
+            want = want * 2 + 1;
+        unsigned got[N];
+        CHECK(cuMemcpyDtoH(got, data, sizeof got));
+        for (int i = 0; i < N; i++)
+            EXPECT(got[i] == want, "%s, launch %d: data[%d] is %u, want %u", what, launch, i, got[i], want);
+        EXPECT(read_u32(counter) == 5, "%s, launch %d: the loop ran %u times", what, launch, read_u32(counter));
+    }
+    printf("%s: %d launches of 5 iterations each: ok\n", what, launches);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -129,19 +149,7 @@ int main(int argc, char **argv)
     CUgraphExec e, e2;
     CHECK(cuGraphInstantiate(&e, loop, 0));
     prog_say("second executable graph of a graph with a conditional node", cuGraphInstantiate(&e2, loop, 0));
-    unsigned want = 0;
-    for (int launch = 0; launch < 3; launch++) {
-        CHECK(cuGraphLaunch(e, s));
-        CHECK(cuStreamSynchronize(s));
-        for (int i = 0; i < 5; i++)
-            want = want * 2 + 1;
-        unsigned got[N];
-        CHECK(cuMemcpyDtoH(got, data, sizeof got));
-        for (int i = 0; i < N; i++)
-            EXPECT(got[i] == want, "launch %d: data[%d] is %u, want %u", launch, i, got[i], want);
-        EXPECT(read_u32(counter) == 5, "launch %d: the loop ran %u times", launch, read_u32(counter));
-    }
-    printf("while: 3 launches of 5 iterations each: ok\n");
+    loop_launches(e, s, data, counter, 3, "while");
     CHECK(cuGraphExecDestroy(e));
     CHECK(cuGraphInstantiate(&e, loop, 0)); /* again, once the first is gone */
     CHECK(cuGraphLaunch(e, s));
@@ -200,6 +208,40 @@ int main(int argc, char **argv)
     printf("if/else with a switch inside: 5 launches: ok\n");
     CHECK(cuGraphExecDestroy(e));
     CHECK(cuGraphDestroy(g));
+
+    /* The same while loop made by stream capture: its node added to the graph being captured, after
+     * the capture's dependencies, and its body filled by a capture into it on another stream. */
+    CUstream s2;
+    CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemsetD32(data, 0, N));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuMemsetD32Async(counter, 0, 1, s));
+    CUstreamCaptureStatus status;
+    CUgraph cg;
+    const CUgraphNode *deps;
+    size_t ndeps;
+    CHECK(cuStreamGetCaptureInfo(s, &status, NULL, &cg, &deps, NULL, &ndeps));
+    CUgraphConditionalHandle hc;
+    CHECK(cuGraphConditionalHandleCreate(&hc, cg, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraph cbody;
+    CUgraphNode cw;
+    CHECK(add_cond(&cw, cg, deps, ndeps, ctx, hc, CU_GRAPH_COND_TYPE_WHILE, 1, &cbody));
+    CHECK(cuStreamUpdateCaptureDependencies(s, &cw, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+    CHECK(cuStreamBeginCaptureToGraph(s2, cbody, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuLaunchKernel(work, N / 64, 1, 1, 64, 1, 1, 0, s2, work_args, NULL));
+    void *ccount_args[] = {&hc, &counter, &limit};
+    CHECK(cuLaunchKernel(count, 1, 1, 1, 1, 1, 1, 0, s2, ccount_args, NULL));
+    CUgraph body_out = NULL;
+    CHECK(cuStreamEndCapture(s2, &body_out));
+    EXPECT(body_out == cbody, "the capture into the body gave another graph");
+    CUgraph captured;
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&e, captured, 0));
+    loop_launches(e, s, data, counter, 2, "while made by stream capture");
+    CHECK(cuGraphExecDestroy(e));
+    CHECK(cuGraphDestroy(captured));
+    CHECK(cuStreamDestroy(s2));
     CHECK(cuStreamDestroy(s));
     CHECK(cuCtxDestroy(ctx));
     printf("graph_cond: ok\n");

@@ -317,7 +317,8 @@ CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph);
 CUresult emu_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
                                       unsigned flags, uint64_t *handle);
 CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
-                                 unsigned size, void *const *bodies, void **node);
+                                 unsigned size, void *const *bodies, void **graphs, void **node);
+CUresult emu_capture_graph(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
 /* Run a conditional op on stream s (its thread); free what one holds. */
 void emu_conditional_run(struct emu_stream *s, struct emu_op *op);
 void emu_conditional_free(struct emu_op *op);

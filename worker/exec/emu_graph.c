@@ -3,10 +3,11 @@
  * queues a fresh copy of each op on the launch stream. What this does not model: a capture joined
  * by other streams through events (an event recorded during capture counts as complete, so another
  * stream that waits on it runs at once, uncaptured; the event nodes of a graph built node by node
- * likewise), and one-shot host functions (the frontend refuses them during capture; a graph's host
- * nodes are kept). Dependencies are not modelled: a graph runs its ops in the order captured, which
- * respects them. A replay whose device memory was freed since the capture fails with
- * CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU would fault. */
+ * likewise), and one-shot host functions (the frontend makes a host function on a capturing stream
+ * a host node, which is kept). Dependencies are kept as tokens for the capture's queries, but a
+ * graph runs its ops in the order captured, which respects them. A replay whose device memory was
+ * freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU
+ * would fault. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -661,8 +662,19 @@ void emu_conditional_free(struct emu_op *op)
     op->u.cond.conds = NULL;
 }
 
+CUresult emu_capture_graph(struct vgpu_exec *x, void *ctx, void *stream, void **graph)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    pthread_mutex_lock(&c->mu);
+    *graph = s ? s->capture : NULL;
+    pthread_mutex_unlock(&c->mu);
+    return *graph ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
 CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
-                                 unsigned size, void *const *bodies, void **node)
+                                 unsigned size, void *const *bodies, void **graphs, void **node)
 {
     (void)x;
     struct emu_ctx *c = ctx;
@@ -684,7 +696,7 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
         r = CUDA_ERROR_ILLEGAL_STATE;
     else if (r == CUDA_SUCCESS && !cell) /* not a handle of the graph being built */
         r = CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < size && r == CUDA_SUCCESS; i++) {
+    for (unsigned i = 0; bodies && i < size && r == CUDA_SUCCESS; i++) {
         const struct emu_stream *b = bodies[i];
         if (!b || b == s || b->capture)
             r = CUDA_ERROR_ILLEGAL_STATE;
@@ -704,7 +716,10 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
         op->u.cond.bodies = made;
         for (unsigned i = 0; i < size; i++) {
             made[i]->conds = conds_hold(g->conds); /* nested conditionals use the same handles */
-            capture_start_locked(bodies[i], made[i], true, CU_STREAM_CAPTURE_MODE_RELAXED, s->capture_id);
+            if (bodies)
+                capture_start_locked(bodies[i], made[i], true, CU_STREAM_CAPTURE_MODE_RELAXED, s->capture_id);
+            else
+                graphs[i] = made[i];
         }
         g->ops = ops;
         g->ops[g->n++] = op;

@@ -1414,8 +1414,20 @@ static CUresult cuda_graph_conditional_handle(struct vgpu_exec *x, void *ctx, vo
     return r;
 }
 
+static CUresult cuda_capture_graph(struct vgpu_exec *x, void *ctx, void *stream, void **graph)
+{
+    BIND(x, ctx);
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, NULL, NULL, NULL);
+    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    *graph = g;
+    return r;
+}
+
 static CUresult cuda_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
-                                         unsigned size, void *const *bodies, void **node)
+                                         unsigned size, void *const *bodies, void **graphs, void **node)
 {
     BIND(x, ctx);
     CUstreamCaptureStatus status;
@@ -1437,8 +1449,10 @@ static CUresult cuda_capture_conditional(struct vgpu_exec *x, void *ctx, void *s
     r = API(x)->cuGraphAddNode_v2(&made, g, deps, edges, n, &p);
     if (r == CUDA_SUCCESS)
         r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    for (unsigned i = 0; !bodies && i < size && r == CUDA_SUCCESS; i++)
+        graphs[i] = p.conditional.phGraph_out[i];
     unsigned begun = 0;
-    for (; begun < size && r == CUDA_SUCCESS; begun++)
+    for (; bodies && begun < size && r == CUDA_SUCCESS; begun++)
         r = API(x)->cuStreamBeginCaptureToGraph(bodies[begun], p.conditional.phGraph_out[begun], NULL, NULL, 0,
                                                 CU_STREAM_CAPTURE_MODE_RELAXED);
     for (unsigned i = 0; r != CUDA_SUCCESS && i + 1 < begun; i++) { /* (the last one failed) */
@@ -1979,6 +1993,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_create = cuda_graph_create,
     .graph_conditional_handle = cuda_graph_conditional_handle,
     .capture_conditional = cuda_capture_conditional,
+    .capture_graph = cuda_capture_graph,
     .link_create = cuda_link_create,
     .link_add = cuda_link_add,
     .link_complete = cuda_link_complete,

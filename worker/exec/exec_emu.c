@@ -1052,6 +1052,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_create = emu_graph_create,
     .graph_conditional_handle = emu_graph_conditional_handle,
     .capture_conditional = emu_capture_conditional,
+    .capture_graph = emu_capture_graph,
     .link_create = emu_link_create,
     .link_add = emu_link_add,
     .link_complete = emu_link_complete,

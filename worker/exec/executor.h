@@ -267,9 +267,12 @@ struct vgpu_exec_ops {
                                          unsigned flags, uint64_t *handle);
     /* A conditional node (handle, a CUgraphConditionalNodeType, size bodies) added after the
      * capture's dependencies, which then depend on it alone; bodies[i], a stream that does not
-     * capture, begins to capture into the node's body i (relaxed mode). */
+     * capture, begins to capture into the node's body i (relaxed mode); or, bodies NULL, graphs[i]
+     * gets body i (the node's, which it goes with). */
     CUresult (*capture_conditional)(struct vgpu_exec *x, void *ctx, void *stream, uint64_t handle, unsigned type,
-                                    unsigned size, void *const *bodies, void **node);
+                                    unsigned size, void *const *bodies, void **graphs, void **node);
+    /* The graph the capture on stream is making. */
+    CUresult (*capture_graph)(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
 
     /* ---- JIT linking: the driver's linker, with log buffers of the executor's own (VGPU_JIT_LOG_MAX
      * bytes each). options: n forwarded options (vgpu_jit_option_policy). */
