@@ -92,6 +92,12 @@ void fe_capture_forget(struct fe_chan *ch, uint32_t stream)
     struct fe_graph *g = NULL;
     if (atomic_load_explicit(&ch->capture_count, memory_order_acquire))
         (void)capture_remove(ch, stream, &g);
+    if (g && g->adopted) { /* the application's graph: empty again, its own */
+        fe_capture_nodes_free(g);
+        g->adopted = g->capturing = false;
+        g->here = true;
+        return;
+    }
     fe_graph_free(g);
 }
 
@@ -263,6 +269,23 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
         LOG_INFO("a capture into a captured graph after some of its nodes is not supported");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    if (g->here && !g->count && !g->root && !g->anchor && !g->owned) {
+        /* An empty graph of the application's: the capture's own graph, as if the capture had made
+         * it (nodes added to it meanwhile go to the capture, its end makes it the worker's). */
+        CUresult r = begin_capture_into(h, mode, pt, 0, false);
+        if (r != CUDA_SUCCESS)
+            return r;
+        pthread_mutex_lock(&ch->capture_mu);
+        struct fe_capture *k = capture_of_locked(ch, sid);
+        if (k && !k->graph) {
+            k->graph = g;
+            g->here = false;
+            g->capturing = true;
+            g->adopted = true;
+        }
+        pthread_mutex_unlock(&ch->capture_mu);
+        return CUDA_SUCCESS;
+    }
     CUgraphNode *kept = n ? malloc(n * sizeof *kept) : NULL;
     if (n && !kept)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -369,15 +392,23 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     bool refused = capture_remove(ch, sid, NULL); /* (its graph is g) */
     g->capturing = false;
     fe_capture_nodes_free(g); /* (named by the capture's build ids, which the graph's nodes are not) */
+    if (r == CUDA_SUCCESS && refused) { /* the worker's graph lacks what was refused during the capture */
+        FE_REQ(d, GraphDestroy);
+        d.graph = g->id;
+        (void)FE_CALL(ch, c->id, GraphDestroy, &d, NULL);
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    bool adopted = g->adopted;
+    g->adopted = false;
+    if (r != CUDA_SUCCESS && adopted) { /* the application's graph: empty again, its own */
+        g->here = true;
+        *out = NULL;
+        return r;
+    }
     if (r != CUDA_SUCCESS) {
         fe_graph_free(g);
         *out = NULL;
         return r;
-    }
-    if (refused) { /* the worker's graph lacks what the frontend refused during the capture */
-        fe_graph_destroy(g);
-        *out = NULL;
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     *out = (CUgraph)(uintptr_t)g->handle;
     return CUDA_SUCCESS;

@@ -85,6 +85,7 @@ struct fe_graph {
     uint64_t *handles;
     size_t nhandles, handles_cap;
     bool capturing;       /* a stream's capture, not ended yet: the worker has not got it */
+    bool adopted;         /* an empty graph of the application's a capture into it made its own */
     /* a capture's: the nodes it has named while it runs (its dependencies, nodes added to it), by
      * their build ids (capture_deps.c) */
     struct fe_graph_node **cnodes;

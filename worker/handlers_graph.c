@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "vchannel.h"
 
 /* The capturing stream of id, and its build (ILLEGAL_STATE when it does not capture). */
@@ -26,6 +27,7 @@ CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_r
     if (q->mode > CU_STREAM_CAPTURE_MODE_RELAXED || q->clear > 1 || (q->clear && !q->into))
         return CUDA_ERROR_INVALID_VALUE;
     void *into = NULL;
+    uint32_t into_id = 0;
     if (q->into) {
         struct srv_obj *g;
         if ((r = vchannel_lookup(c, SRV_GRAPH, q->into, &g)))
@@ -35,15 +37,21 @@ CUresult vgpu_handle_StreamBeginCapture(struct vgpu_call *c, const struct vgpu_r
         if (q->clear && vchannel_built_into(c->ch, g->x)) /* its nodes are being added to */
             return CUDA_ERROR_ILLEGAL_STATE;
         into = g->x;
+        into_id = g->borrowed ? g->parent : q->into;
     }
     bool was = stream && vchannel_build_of(c->ch, stream);
     if (stream && !vchannel_capturing(c->ch, stream, true))
         return CUDA_ERROR_OUT_OF_MEMORY;
     r = OPS(c)->stream_begin_capture(EXEC(c), c->ctx->x, stream, (int)q->mode, into, q->clear == 1, &a->id);
-    if (r != CUDA_SUCCESS && !was)
+    if (r != CUDA_SUCCESS && !was) {
         vchannel_capturing(c->ch, stream, false);
-    else if (r == CUDA_SUCCESS && stream)
-        vchannel_build_of(c->ch, stream)->root = into;
+    } else if (r == CUDA_SUCCESS && stream) {
+        struct vchannel_build *b = vchannel_build_of(c->ch, stream);
+        b->root = into;
+        b->root_id = into_id;
+        if (q->clear) /* its conditional nodes are gone, and their bodies */
+            vchannel_forget_bodies(c->ch, q->into);
+    }
     return r;
 }
 
@@ -68,6 +76,14 @@ CUresult vgpu_handle_StreamEndCapture(struct vgpu_call *c, const struct vgpu_req
     if (!g)
         return r;
     r = OPS(c)->stream_end_capture(EXEC(c), c->ctx->x, stream, &g->x);
+    struct vchannel_build *nb = stream ? vchannel_build_of(c->ch, stream) : NULL;
+    for (size_t i = 0; r == CUDA_SUCCESS && nb && i < nb->nbodies; i++) { /* they go with the graph */
+        struct srv_obj *body = srv_table_get(&c->ch->tables[SRV_GRAPH], nb->bodies[i]);
+        if (body)
+            body->parent = q->graph;
+    }
+    if (r == CUDA_SUCCESS && nb)
+        nb->nbodies = 0;
     vchannel_capturing(c->ch, stream, false);
     if (r != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_GRAPH, q->graph);
@@ -164,8 +180,10 @@ CUresult vgpu_handle_GraphDestroy(struct vgpu_call *c, const struct vgpu_req_Gra
         return r;
     if (vchannel_built_into(c->ch, g->x))
         return CUDA_ERROR_ILLEGAL_STATE;
-    if (!g->borrowed) /* (a body goes with its node) */
+    if (!g->borrowed) { /* (a body goes with its node) */
         OPS(c)->graph_destroy(EXEC(c), c->ctx->x, g->x);
+        vchannel_forget_bodies(c->ch, q->graph);
+    }
     vchannel_remove(c->ch, SRV_GRAPH, q->graph);
     return CUDA_SUCCESS;
 }
@@ -262,6 +280,13 @@ static CUresult conditional_graphs(struct vgpu_call *c, void *stream, struct vch
         r = OPS(c)->capture_conditional(EXEC(c), c->ctx->x, stream, p->handle, p->type, p->size, NULL, graphs, &node);
     if (r == CUDA_SUCCESS)
         r = node ? build_name(b, id, node) : CUDA_ERROR_INVALID_VALUE;
+    uint32_t *kept = NULL;
+    if (r == CUDA_SUCCESS && !b->root_id) { /* a new graph's: they go with it once it is made */
+        if ((kept = vgpu_array_grow(b->bodies, &b->bodies_cap, b->nbodies + added, sizeof *kept)))
+            b->bodies = kept;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY; /* (the node stays, its bodies unnamed) */
+    }
     for (unsigned i = 0; i < added; i++) {
         if (r != CUDA_SUCCESS) {
             vchannel_remove(c->ch, SRV_GRAPH, ids[i]);
@@ -269,6 +294,9 @@ static CUresult conditional_graphs(struct vgpu_call *c, void *stream, struct vch
         }
         objs[i]->x = graphs[i];
         objs[i]->borrowed = true;
+        objs[i]->parent = b->root_id;
+        if (!b->root_id)
+            b->bodies[b->nbodies++] = ids[i];
     }
     return r;
 }
@@ -301,8 +329,12 @@ static CUresult build_conditional(struct vgpu_call *c, void *stream, struct vcha
             r = CUDA_ERROR_ILLEGAL_STATE; /* it captures already (or is named twice) */
         else if (r == CUDA_SUCCESS && !vchannel_capturing(c->ch, bodies[i], true))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if (r == CUDA_SUCCESS)
-            vchannel_build_of(c->ch, bodies[i])->root = b->root, started++;
+        else if (r == CUDA_SUCCESS) {
+            struct vchannel_build *body = vchannel_build_of(c->ch, bodies[i]);
+            body->root = b->root;
+            body->root_id = b->root_id;
+            started++;
+        }
     }
     void *node = NULL;
     if (r == CUDA_SUCCESS)

@@ -270,6 +270,9 @@ bool vchannel_capturing(struct vchannel *ch, void *stream, bool on)
         if (ch->capturing[i] == stream) {
             if (!on) {
                 free(ch->builds[i].nodes);
+                for (size_t k = 0; k < ch->builds[i].nbodies; k++) /* (their graph was never made) */
+                    vchannel_remove(ch, SRV_GRAPH, ch->builds[i].bodies[k]);
+                free(ch->builds[i].bodies);
                 ch->capture_count--;
                 ch->capturing[i] = ch->capturing[ch->capture_count];
                 ch->builds[i] = ch->builds[ch->capture_count];
@@ -292,6 +295,14 @@ struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream)
         if (ch->capturing[i] == stream)
             return &ch->builds[i];
     return NULL;
+}
+
+void vchannel_forget_bodies(struct vchannel *ch, uint32_t id)
+{
+    struct srv_table *t = &ch->tables[SRV_GRAPH];
+    for (uint32_t k = 1; id && k < t->cap; k++)
+        if (t->slots[k].live && t->slots[k].borrowed && t->slots[k].parent == id)
+            vchannel_remove(ch, SRV_GRAPH, k);
 }
 
 bool vchannel_built_into(const struct vchannel *ch, const void *graph)

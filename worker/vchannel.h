@@ -124,6 +124,10 @@ struct vchannel_build {
     /* A capture into a graph that exists: that graph, the worker's (for the body of a conditional
      * node, the graph the node is built into). It may not be destroyed or emptied meanwhile. */
     void *root;
+    uint32_t root_id; /* its id: the graph at the top, whose bodies go with it (0: a new graph) */
+    /* bodies of conditional nodes named during a capture that makes a new graph: they go with it */
+    uint32_t *bodies;
+    size_t nbodies, bodies_cap;
 };
 
 struct vchannel {
@@ -298,6 +302,9 @@ void vchannel_pool_teardown(struct vchannel *ch);
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 /* The build on a capturing stream; NULL if the stream does not capture. */
 struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream);
+/* The bodies named (borrowed graphs) that go with graph id: forgotten, for it is destroyed or
+ * emptied. */
+void vchannel_forget_bodies(struct vchannel *ch, uint32_t id);
 /* Whether a capture adds to graph (or to the bodies of its conditional nodes). */
 bool vchannel_built_into(const struct vchannel *ch, const void *graph);
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);

@@ -241,7 +241,7 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
         uint32_t graphs[1];
     } condg = {{.handle = 1, .type = CU_GRAPH_COND_TYPE_WHILE, .size = 1, .graphs = 1}, {14}};
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_CONDITIONAL, .node = VGPU_BUILD_NEXT};
-    REC(GraphBuild, 1, gb, &condg, sizeof condg);
+    REC(GraphBuild, 1, gb, &condg, sizeof condg.head + sizeof condg.graphs);
     REC(StreamEndCapture, 1, ec8, NULL, 0);
     REC(CaptureDeps, 1, cdeps, NULL, 0); /* not capturing: refused */
     struct vgpu_req_GraphClone gcl = {.graph = 8, .clone = 9};
@@ -275,7 +275,7 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
         uint32_t streams[1];
     } cond = {{.handle = 1, .type = CU_GRAPH_COND_TYPE_WHILE, .size = 1}, {3}};
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_CONDITIONAL, .node = 0};
-    REC(GraphBuild, 1, gb, &cond, sizeof cond);
+    REC(GraphBuild, 1, gb, &cond, sizeof cond.head + sizeof cond.streams);
     REC(StreamEndCapture, 1, ec10, NULL, 0);
     struct vgpu_req_StreamEndCapture ec0 = {.stream = 2, .graph = 0};
     REC(StreamEndCapture, 1, ec0, NULL, 0);

@@ -269,6 +269,29 @@ static int mode_records(const char *path)
     struct vgpu_req_FuncGetParamInfo pi = {.function = 0xfffff};
     EXPECT(CALL(&c, FuncGetParamInfo, 1, pi) == CUDA_ERROR_INVALID_HANDLE, "parameter info of nothing");
 
+    /* A conditional node's body, named for a capture into it, goes with its graph: once the graph is
+     * destroyed, the name is unknown (the body's memory is the graph's). */
+    struct vgpu_req_StreamBeginCapture bc = {.stream = 5, .mode = CU_STREAM_CAPTURE_MODE_RELAXED};
+    EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "capture");
+    struct vgpu_req_GraphConditional gc = {.stream = 5, .default_value = 1};
+    EXPECT(CALL(&c, GraphConditional, 1, gc) == CUDA_SUCCESS, "a handle of the graph being captured");
+    uint64_t handle = ((struct vgpu_rsp_GraphConditional *)(void *)c.rsp)->handle;
+    struct {
+        struct vgpu_build_conditional head;
+        uint32_t graphs[1];
+    } cond = {{.handle = handle, .type = CU_GRAPH_COND_TYPE_WHILE, .size = 1, .graphs = 1}, {40}};
+    struct vgpu_req_GraphBuild gb = {.stream = 5, .op = VGPU_BUILD_CONDITIONAL, .node = VGPU_BUILD_NEXT};
+    int made = call(&c, VGPU_OP_GraphBuild, 1, BODY(gb), &cond, sizeof cond.head + sizeof cond.graphs);
+    EXPECT(made == CUDA_SUCCESS, "a while node (%d)", made);
+    struct vgpu_req_StreamEndCapture ec = {.stream = 5, .graph = 0};
+    EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_ERROR_INVALID_VALUE, "a new graph's capture ended as none");
+    ec.graph = 41;
+    EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "capture ended");
+    struct vgpu_req_GraphDestroy gd = {.graph = 41};
+    EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "graph destroyed");
+    struct vgpu_req_StreamBeginCapture into = {.stream = 5, .mode = CU_STREAM_CAPTURE_MODE_RELAXED, .into = 40};
+    EXPECT(CALL(&c, StreamBeginCapture, 1, into) == CUDA_ERROR_INVALID_HANDLE, "capture into a body gone");
+
     /* Errors of calls nobody waited for surface at the next synchronizing call. */
     struct vgpu_req_hdr ah = {.op = VGPU_OP_CopyDtoD, .seq = ++c.seq, .ctx = 1};
     memcpy(&dd.hdr, &ah, sizeof ah);

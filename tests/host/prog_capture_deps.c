@@ -141,6 +141,26 @@ int main(int argc, char **argv)
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(t));
 
+    /* A capture into an empty graph: the graph the capture info gives, and what its end gives. */
+    CUgraph ug;
+    CHECK(cuGraphCreate(&ug, 0));
+    CHECK(cuStreamBeginCaptureToGraph(s, ug, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuMemsetD32Async(d, 5, N, s));
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args, NULL));
+    CUgraph during = NULL;
+    EXPECT(deps_of(s, &deps, &during) == 1 && during == ug, "the capture into an empty graph makes another");
+    CHECK(cuStreamEndCapture(s, &same));
+    EXPECT(same == ug, "a capture into an empty graph gave another graph");
+    CHECK(cuGraphGetNodes(ug, NULL, &nodes));
+    EXPECT(nodes == 2, "the empty graph captured into has %zu nodes", nodes);
+    CHECK(cuGraphInstantiate(&exec, ug, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
+    EXPECT(h2[0] == 7 && h2[N - 1] == 7, "captured into an empty graph: element 0 is %u, want 7", h2[0]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(ug));
+
     /* A host function captured: a host node that runs at each replay, also once the graph it was
      * captured into is gone. */
     unsigned runs = 0;
