@@ -79,6 +79,7 @@ static bool capture_remove(struct fe_chan *ch, uint32_t stream, struct fe_graph 
     if (k) {
         invalid = k->invalid;
         free(k->deps);
+        free(k->edges);
         free(k->target_deps);
         *k = (struct fe_capture){0};
         atomic_fetch_sub(&ch->capture_count, 1);
@@ -420,7 +421,7 @@ CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *out) { return end_capture(
 /* The capture's dependencies as nodes of its graph: kept in the capture's record, valid until
  * asked for again, as the driver's are. */
 static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const CUgraphNode **deps,
-                                  size_t *count)
+                                  const CUgraphEdgeData **edges, size_t *count)
 {
     struct fe_graph *g = capture_graph(c, ch, sid);
     if (!g)
@@ -435,8 +436,12 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (r == CUDA_SUCCESS && n > k->deps_cap) {
         CUgraphNode *grown = realloc(k->deps, n * sizeof *grown);
-        if (grown) {
+        CUgraphEdgeData *zeros = grown ? calloc(n, sizeof *zeros) : NULL; /* every captured edge a default one */
+        if (grown)
             k->deps = grown;
+        if (zeros) {
+            free(k->edges);
+            k->edges = zeros;
             k->deps_cap = n;
         } else {
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -451,6 +456,8 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
     }
     if (r == CUDA_SUCCESS && deps)
         *deps = n ? k->deps : NULL;
+    if (r == CUDA_SUCCESS && edges)
+        *edges = n ? k->edges : NULL;
     if (r == CUDA_SUCCESS && count)
         *count = n;
     pthread_mutex_unlock(&ch->capture_mu);
@@ -567,7 +574,7 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
-    if (!status)
+    if (!status || (edges && !deps)) /* (edge data parallels the dependencies) */
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t cid = 0;
     bool invalid = false;
@@ -590,9 +597,9 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
         *edges = NULL;
     if (count)
         *count = 0;
-    if (!active || (!deps && !count)) /* (edges: every edge a capture makes is a default one) */
+    if (!active || (!deps && !count))
         return CUDA_SUCCESS;
-    return capture_deps_give(c, ch, sid, deps, count);
+    return capture_deps_give(c, ch, sid, deps, edges, count);
 }
 
 CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status)

@@ -50,6 +50,11 @@ int main(int argc, char **argv)
     EXPECT(count == 1, "after a memset: %zu dependencies", count);
     CUgraphNode memset_node = deps[0];
     EXPECT(deps_of(s, &deps, &g) == 1 && deps[0] == memset_node, "the same node, named the same");
+    const CUgraphEdgeData *edges = NULL;
+    CUstreamCaptureStatus st;
+    CHECK(cuStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, &edges, &count));
+    EXPECT(count == 1 && (!edges || (edges[0].type == 0 && edges[0].from_port == 0)), "the edge is not a default one");
+    EXPECT_RESULT(cuStreamGetCaptureInfo(s, &st, NULL, NULL, NULL, &edges, &count), CUDA_ERROR_INVALID_VALUE);
 
     /* A kernel added after the memset: d += 2; the capture still depends on the memset alone. */
     CUgraphNode k;
