@@ -115,6 +115,13 @@ enum {
     WAIT_CONDITION_MASK = 0x3, WAIT_FLUSH = 1 << 30, BARRIER_GPU = 0x1,
 };
 
+bool vgpu_conditional_size_ok(uint32_t type, uint32_t size)
+{
+    enum { COND_IF = 0, COND_WHILE = 1, COND_SWITCH = 2 }; /* cuda.h's CUgraphConditionalNodeType */
+    return (type == COND_IF && (size == 1 || size == 2)) || (type == COND_WHILE && size == 1) ||
+           (type == COND_SWITCH && size > 0);
+}
+
 int vgpu_mem_op_width(const struct vgpu_mem_op *m)
 {
     switch (m->op) {

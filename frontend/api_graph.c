@@ -227,17 +227,23 @@ CUresult fe_capture_note(CUstream s)
     return capture_add(ch, sid, s, 1);
 }
 
+/* End a capture into one of the worker's graphs (StreamEndCapture graph 0: nothing new). */
+static CUresult end_into(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid)
+{
+    FE_REQ(q, StreamEndCapture);
+    q.stream = sid;
+    CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
+    bool refused = capture_remove(ch, sid, NULL);
+    return r == CUDA_SUCCESS && refused ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
+}
+
 CUresult fe_capture_end_into(CUstream s)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(s, false, &c, &ch, &sid));
-    FE_REQ(q, StreamEndCapture);
-    q.stream = sid;
-    CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
-    bool refused = capture_remove(ch, sid, NULL);
-    return r == CUDA_SUCCESS && refused ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
+    return end_into(c, ch, sid);
 }
 
 CUresult cuStreamBeginCapture(CUstream h) { return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false); }
@@ -328,11 +334,7 @@ static CUresult end_to_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
 {
     CUresult r;
     if (!t->here) {
-        FE_REQ(q, StreamEndCapture);
-        q.stream = sid; /* (graph 0: nothing new) */
-        r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
-        if (capture_remove(ch, sid, NULL) && r == CUDA_SUCCESS)
-            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        r = end_into(c, ch, sid);
     } else {
         struct fe_graph *w = fe_graph_new(FE_GRAPH, c, ch);
         if (!w)

@@ -85,8 +85,7 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     CUstream s;
     if (!g->capturing || !fe_capture_stream_of(g, &sid, &s)) /* a captured graph, ended: the driver's */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (node->type == CU_GRAPH_NODE_TYPE_HOST || node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
-        node->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+    if (node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || node->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
         LOG_INFO("adding a node of type %d to a graph being captured is not supported", (int)node->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }

@@ -166,7 +166,8 @@ CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
  * leaving the capture's dependencies as they were; *out its handle. */
 CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out);
 /* graph_build.c: issue one node on a capturing stream (sid, s) of c; *named: the worker's name of it
- * (node->build_id VGPU_BUILD_NEXT: the worker picks one). Host nodes are not taken here. */
+ * (node->build_id VGPU_BUILD_NEXT: the worker picks one). Host nodes it makes stay with the graph
+ * the capture makes. */
 CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream s, struct fe_graph_node *node,
                              uint32_t *named);
 /* GraphBuild's DEPS (or DEPS_ADD) on a capturing stream. */

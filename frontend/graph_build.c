@@ -242,11 +242,14 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
 CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream s, struct fe_graph_node *node,
                              uint32_t *named)
 {
-    if (node->type == CU_GRAPH_NODE_TYPE_HOST)
-        return CUDA_ERROR_NOT_SUPPORTED; /* (its host node would have nowhere to live) */
     struct build b = {.c = c, .ch = ch, .sid = sid};
     CUresult r = build_node(&b, node, s);
-    fe_graph_hosts_drop(ch, b.hosts, b.nhosts);
+    size_t kept = 0; /* host nodes made (its own, a child graph's) live as long as the capture's graph */
+    while (r == CUDA_SUCCESS && kept < b.nhosts && (r = fe_capture_keep_host(c, ch, sid, b.hosts[kept])) == CUDA_SUCCESS)
+        kept++;
+    for (size_t i = kept; i < b.nhosts; i++)
+        fe_host_node_drop(ch, b.hosts[i]);
+    free(b.hosts);
     *named = b.named;
     return r;
 }

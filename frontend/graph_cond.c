@@ -158,10 +158,8 @@ CUresult fe_graph_cond_set(struct fe_graph_node *n, CUgraphNodeParams *p)
         return CUDA_ERROR_INVALID_VALUE;
     if (!handle_known(top->anchor ? top->anchor : top, c->handle)) /* (a capture's graph keeps its own) */
         return CUDA_ERROR_INVALID_VALUE;
-    bool sized = (c->type == CU_GRAPH_COND_TYPE_IF && (c->size == 1 || c->size == 2)) ||
-                 (c->type == CU_GRAPH_COND_TYPE_WHILE && c->size == 1) ||
-                 (c->type == CU_GRAPH_COND_TYPE_SWITCH && c->size > 0);
-    if (!sized || (c->ctx && (uint64_t)(uintptr_t)c->ctx != top->ctx->handle))
+    if (!vgpu_conditional_size_ok((uint32_t)c->type, c->size) ||
+        (c->ctx && (uint64_t)(uintptr_t)c->ctx != top->ctx->handle))
         return CUDA_ERROR_INVALID_VALUE;
     if (c->size > VGPU_MAX_CONDITIONAL_BODIES) {
         LOG_INFO("a switch node of more than %u bodies is not supported", VGPU_MAX_CONDITIONAL_BODIES);

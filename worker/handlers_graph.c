@@ -63,7 +63,7 @@ CUresult vgpu_handle_StreamEndCapture(struct vgpu_call *c, const struct vgpu_req
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
-    const struct vchannel_build *b = stream ? vchannel_build_of(c->ch, stream) : NULL;
+    struct vchannel_build *b = stream ? vchannel_build_of(c->ch, stream) : NULL;
     if (b && (b->root != NULL) != (q->graph == 0)) /* a capture into a graph makes none; others one */
         return CUDA_ERROR_INVALID_VALUE;
     if (b && b->root) {
@@ -76,14 +76,13 @@ CUresult vgpu_handle_StreamEndCapture(struct vgpu_call *c, const struct vgpu_req
     if (!g)
         return r;
     r = OPS(c)->stream_end_capture(EXEC(c), c->ctx->x, stream, &g->x);
-    struct vchannel_build *nb = stream ? vchannel_build_of(c->ch, stream) : NULL;
-    for (size_t i = 0; r == CUDA_SUCCESS && nb && i < nb->nbodies; i++) { /* they go with the graph */
-        struct srv_obj *body = srv_table_get(&c->ch->tables[SRV_GRAPH], nb->bodies[i]);
+    for (size_t i = 0; r == CUDA_SUCCESS && b && i < b->nbodies; i++) { /* they go with the graph */
+        struct srv_obj *body = srv_table_get(&c->ch->tables[SRV_GRAPH], b->bodies[i]);
         if (body)
             body->parent = q->graph;
     }
-    if (r == CUDA_SUCCESS && nb)
-        nb->nbodies = 0;
+    if (r == CUDA_SUCCESS && b)
+        b->nbodies = 0;
     vchannel_capturing(c->ch, stream, false);
     if (r != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_GRAPH, q->graph);

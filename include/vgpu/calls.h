@@ -75,6 +75,10 @@ struct vgpu_array_shape vgpu_mipmap_level(const struct vgpu_array_shape *s, uint
  * answer for both sides. */
 int vgpu_mem_op_width(const struct vgpu_mem_op *m);
 
+/* Whether a conditional node of this CUgraphConditionalNodeType may have size bodies: 1 or 2 for an
+ * if, 1 for a while, at least 1 for a switch. One answer for both sides. */
+bool vgpu_conditional_size_ok(uint32_t type, uint32_t size);
+
 /* Whether a memory pool attribute (a CUmemPool_attribute) holds an int (the three reuse policies)
  * rather than a 64-bit value; MemPoolAttribute carries either as 64 bits. One answer for both sides. */
 bool vgpu_pool_attr_is_int(uint32_t attr);

@@ -166,12 +166,18 @@ int main(int argc, char **argv)
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(ug));
 
-    /* A host function captured: a host node that runs at each replay, also once the graph it was
-     * captured into is gone. */
+    /* A host function captured and a host node added to the capture: each runs at each replay,
+     * also once the graph they were captured into is gone. */
     unsigned runs = 0;
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK(cuMemsetD32Async(d, 4, N, s));
     CHECK(cuLaunchHostFunc(s, count_runs, &runs));
+    count = deps_of(s, &deps, &g);
+    EXPECT(count == 1, "after a host function: %zu dependencies", count);
+    CUgraphNode host_node;
+    CUDA_HOST_NODE_PARAMS hp = {count_runs, &runs}; /* and a host node added to the capture's graph */
+    CHECK(cuGraphAddHostNode(&host_node, g, deps, 1, &hp));
+    CHECK(cuStreamUpdateCaptureDependencies(s, &host_node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
     CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args, NULL));
     CHECK(cuStreamEndCapture(s, &captured));
     CHECK(cuGraphInstantiate(&exec, captured, 0));
@@ -181,9 +187,10 @@ int main(int argc, char **argv)
         CHECK(cuStreamSynchronize(s));
     }
     CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
-    EXPECT(runs == 3 && h2[0] == 6 && h2[N - 1] == 6, "captured host function: %u runs, element 0 is %u", runs, h2[0]);
+    EXPECT(runs == 6 && h2[0] == 6 && h2[N - 1] == 6, "captured host function and host node: %u runs, element 0 is %u",
+           runs, h2[0]);
     CHECK(cuGraphExecDestroy(exec));
     printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
-           "a capture into a graph; a host function captured: ok\n");
+           "a capture into a graph; host functions captured: ok\n");
     return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "array.h"
 #include "emu.h"
+#include "vgpu/calls.h"
 
 struct emu_graph {
     struct emu_op **ops;
@@ -679,9 +680,7 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
     (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;
-    bool sized = (type == CU_GRAPH_COND_TYPE_IF && (size == 1 || size == 2)) ||
-                 (type == CU_GRAPH_COND_TYPE_WHILE && size == 1) || (type == CU_GRAPH_COND_TYPE_SWITCH && size > 0);
-    if (!sized)
+    if (!vgpu_conditional_size_ok(type, size))
         return CUDA_ERROR_INVALID_VALUE;
     struct emu_op *op = emu_op_new(EMU_OP_CONDITIONAL);
     struct emu_graph **made = calloc(size, sizeof *made);
