@@ -1337,15 +1337,22 @@ static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, 
         stream, (CUgraphNode *)nodes, NULL, n, add ? CU_STREAM_ADD_CAPTURE_DEPENDENCIES : CU_STREAM_SET_CAPTURE_DEPENDENCIES);
 }
 
+/* What the capture on stream is making now: its graph, dependencies and their edge data (each
+ * optional); STREAM_CAPTURE_INVALIDATED when it is not an active capture. */
+static CUresult active_capture(struct vgpu_exec *x, void *stream, CUgraph *g, const CUgraphNode **deps,
+                               const CUgraphEdgeData **edges, size_t *n)
+{
+    CUstreamCaptureStatus status;
+    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, g, deps, edges, n);
+    return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
+}
+
 static CUresult cuda_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n)
 {
     BIND(x, ctx);
-    CUstreamCaptureStatus status;
     const CUgraphNode *deps = NULL;
     size_t count = 0;
-    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, NULL, &deps, NULL, &count);
-    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    CUresult r = active_capture(x, stream, NULL, &deps, NULL, &count);
     if (r != CUDA_SUCCESS)
         return r;
     for (size_t i = 0; i < count && i < cap; i++)
@@ -1357,13 +1364,10 @@ static CUresult cuda_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stre
 static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
 {
     BIND(x, ctx);
-    CUstreamCaptureStatus status;
     CUgraph g = NULL;
     const CUgraphNode *deps = NULL;
     size_t n = 0;
-    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, &deps, NULL, &n);
-    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    CUresult r = active_capture(x, stream, &g, &deps, NULL, &n);
     if (r != CUDA_SUCCESS)
         return r;
     if (kind == VGPU_BUILD_TAKE) { /* the node just captured is the capture's only dependency */
@@ -1417,11 +1421,8 @@ static CUresult cuda_graph_conditional_handle(struct vgpu_exec *x, void *ctx, vo
 static CUresult cuda_capture_graph(struct vgpu_exec *x, void *ctx, void *stream, void **graph)
 {
     BIND(x, ctx);
-    CUstreamCaptureStatus status;
     CUgraph g = NULL;
-    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, NULL, NULL, NULL);
-    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    CUresult r = active_capture(x, stream, &g, NULL, NULL, NULL);
     *graph = g;
     return r;
 }
@@ -1430,14 +1431,11 @@ static CUresult cuda_capture_conditional(struct vgpu_exec *x, void *ctx, void *s
                                          unsigned size, void *const *bodies, void **graphs, void **node)
 {
     BIND(x, ctx);
-    CUstreamCaptureStatus status;
     CUgraph g = NULL;
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
-    CUresult r = API(x)->cuStreamGetCaptureInfo_v3(stream, &status, NULL, &g, &deps, &edges, &n);
-    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    CUresult r = active_capture(x, stream, &g, &deps, &edges, &n);
     if (r != CUDA_SUCCESS)
         return r;
     CUgraphNodeParams p = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
