@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cuda.h>
 
@@ -77,6 +79,28 @@ int client_grants(const void *buf, size_t len, uint32_t channel, const struct vg
 int client_bye(const void *buf, size_t len)
 {
     return vgpu_msg_check(buf, len, VGPU_MSG_BYE, sizeof(struct vgpu_msg_hdr)) ? -EPROTO : CUDA_SUCCESS;
+}
+
+int client_host_file(const void *buf, size_t len, int fd, uint64_t *offset, uint64_t *size)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_HOST_FILE, sizeof(struct vgpu_msg_host_file)))
+        return -EPROTO;
+    struct vgpu_msg_host_file req;
+    memcpy(&req, buf, sizeof req);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return CUDA_ERROR_INVALID_VALUE;
+    int mode = fcntl(fd, F_GETFL);
+    if (mode < 0 || (mode & O_ACCMODE) != O_RDWR)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Whole pages: the last may run past the end of the file, as a mapping of it does. */
+    uint64_t end = ((uint64_t)st.st_size + VGPU_HOST_FILE_ALIGN - 1) / VGPU_HOST_FILE_ALIGN * VGPU_HOST_FILE_ALIGN;
+    if (req.size == 0 || req.offset % VGPU_HOST_FILE_ALIGN || req.size % VGPU_HOST_FILE_ALIGN || req.offset > end ||
+        req.size > end - req.offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    *offset = req.offset;
+    *size = req.size;
+    return CUDA_SUCCESS;
 }
 
 int client_control(const void *buf, size_t len, char command[256])

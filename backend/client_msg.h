@@ -26,6 +26,10 @@ int client_open_channel(const void *buf, size_t len, uint64_t data_cap, uint32_t
 int client_grants(const void *buf, size_t len, uint32_t channel, const struct vgpu_channel_layout *l,
                   const uint32_t **refs, uint32_t *pages, uint32_t *port);
 int client_bye(const void *buf, size_t len);
+/* HOST_FILE: the range of the file (fd, the descriptor that came with it; -1: none) to keep for the
+ * worker. The descriptor must be a regular file open for reading and writing (a memfd or a shared
+ * memory object is one) that holds the whole range. */
+int client_host_file(const void *buf, size_t len, int fd, uint64_t *offset, uint64_t *size);
 /* CONTROL: the command line (NUL-terminated). */
 int client_control(const void *buf, size_t len, char command[256]);
 

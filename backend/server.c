@@ -145,6 +145,9 @@ static void session_free(struct server *srv, struct session *s)
     if (s->worker)
         worker_release(srv, s->worker);
     s->worker = NULL;
+    for (unsigned i = 0; i < s->host_file_count; i++)
+        close(s->host_files[i].fd);
+    s->host_file_count = 0;
     s->next = srv->dead_sessions; /* freed at the end of the loop's turn */
     srv->dead_sessions = s;
 }
@@ -546,8 +549,52 @@ static int on_control(struct server *srv, struct session *s, const void *buf, si
     return e;
 }
 
-/* One message (n: what recv returned); < 0 when the session has been closed. */
-static int on_message(struct server *srv, struct session *s, const uint8_t *buf, ssize_t n)
+/* A file the client maps shared, for its worker to map too: kept under a key the client's
+ * registration names (host mode; a guest's memory is no file of this host). *fd is taken. */
+static int on_host_file(struct session *s, const uint8_t *buf, size_t n, int *fd)
+{
+    uint64_t offset = 0, size = 0;
+    int r = client_host_file(buf, n, *fd, &offset, &size);
+    if (r < 0)
+        return r;
+    if (r == CUDA_SUCCESS && (s->domid >= 0 || s->host_file_count == VGPU_HOST_FILE_MAX))
+        r = s->domid >= 0 ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_OUT_OF_MEMORY;
+    struct vgpu_msg_host_file a;
+    memset(&a, 0, sizeof a);
+    vgpu_msg_init(&a.hdr, VGPU_MSG_HOST_FILE, sizeof a);
+    if (r == CUDA_SUCCESS) {
+        a.key = ++s->host_file_next ? s->host_file_next : ++s->host_file_next;
+        s->host_files[s->host_file_count++] = (__typeof__(s->host_files[0])){*fd, a.key, offset, size};
+        *fd = -1;
+        a.offset = offset;
+        a.size = size;
+    }
+    a.hdr.status = r;
+    if (r != CUDA_SUCCESS)
+        LOG_DEBUG("session %llu: a file to register refused (%d)", (unsigned long long)s->id, r);
+    return s->link.ops->send(&s->link, &a, sizeof a, -1);
+}
+
+int server_take_host_file(struct server *srv, struct worker *w, uint64_t session, uint32_t key, uint64_t *offset,
+                          uint64_t *size)
+{
+    struct session *s = server_session(srv, session);
+    if (!s || s->worker != w)
+        return -1;
+    for (unsigned i = 0; i < s->host_file_count; i++)
+        if (s->host_files[i].key == key) {
+            int fd = s->host_files[i].fd;
+            *offset = s->host_files[i].offset;
+            *size = s->host_files[i].size;
+            s->host_files[i] = s->host_files[--s->host_file_count];
+            return fd;
+        }
+    return -1;
+}
+
+/* One message (n: what recv returned; *fd a descriptor that came with it, set to -1 when taken);
+ * < 0 when the session has been closed. */
+static int on_message(struct server *srv, struct session *s, const uint8_t *buf, ssize_t n, int *fd)
 {
     int e = -EPROTO;
     if (n > 0) {
@@ -564,6 +611,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
             e = on_control(srv, s, buf, (size_t)n);
         else if ((s->state == SESSION_CLIENT || s->state == SESSION_MONITOR) && type == VGPU_MSG_USAGE)
             e = usage_answer(srv, s, buf, (size_t)n);
+        else if (s->state == SESSION_CLIENT && type == VGPU_MSG_HOST_FILE)
+            e = on_host_file(s, buf, (size_t)n, fd);
     }
     if (n == 0 || n < 0 || e < 0) {
         if (n > 0 || n == -EMSGSIZE)
@@ -579,10 +628,14 @@ static void on_session_readable(struct server *srv, struct session *s)
     static uint8_t buf[VGPU_MAX_MSG]; /* a guest's grant references come in one message */
     /* A few at a time, as for workers: a chatty client does not keep the loop to itself. */
     for (int budget = 64; budget > 0 && !s->link_gone; budget--) {
-        ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, NULL, 0);
+        int fd = -1;
+        ssize_t n = s->link.ops->recv(&s->link, buf, sizeof buf, &fd, 0);
         if (n == -EAGAIN || n == -EINTR)
             return;
-        if (on_message(srv, s, buf, n) < 0)
+        int e = on_message(srv, s, buf, n, &fd);
+        if (fd >= 0)
+            close(fd);
+        if (e < 0)
             return;
     }
 }

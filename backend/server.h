@@ -77,6 +77,10 @@ bool server_session_alive(struct server *srv, uint64_t id);
 void server_end_session(struct server *srv, uint64_t id);
 /* Session id, or NULL (the loop's thread). */
 struct session *server_session(struct server *srv, uint64_t id);
+/* The descriptor of a file that session (one of w's) kept under key (VGPU_MSG_HOST_FILE), with its
+ * range; handed over once (the caller closes it). -1: no such file of that session. */
+int server_take_host_file(struct server *srv, struct worker *w, uint64_t session, uint32_t key, uint64_t *offset,
+                          uint64_t *size);
 
 /* From the workers (workers.c), on the loop's thread. */
 void server_worker_ready(struct server *srv, struct worker *w);

@@ -158,6 +158,15 @@ struct session {
     int domid; /* the guest domain of a Xen session; -1 in host mode */
     char domain_name[VGPU_DOMAIN_NAME]; /* its name, as xl gave it ("" if unknown) */
     char shm_group[VGPU_SHM_GROUP_MAX]; /* its domain's shm group (empty: none) */
+    /* Files the client maps shared and registered (VGPU_MSG_HOST_FILE), each until its worker
+     * takes the descriptor (HostFileGet). */
+    struct {
+        int fd;
+        uint32_t key;
+        uint64_t offset, size;
+    } host_files[VGPU_HOST_FILE_MAX];
+    unsigned host_file_count;
+    uint32_t host_file_next;
     /* Xen: a channel answered but waiting for the guest's pages (VGPU_MSG_GRANTS). */
     struct {
         bool active;

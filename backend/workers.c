@@ -494,6 +494,19 @@ static void on_ipc_open(struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
         close(fd);
 }
 
+/* A file a session of the worker's own kept for it (another's is answered as if it were not there). */
+static void on_host_file_get(struct server *srv, struct worker *w, const struct vgpu_wmsg_HostFileGet *q)
+{
+    struct vgpu_wmsg_HostFileAnswer a;
+    vgpu_wmsg_init(&a.hdr, VGPU_WMSG_HostFileAnswer, sizeof a);
+    a.request = q->request;
+    int fd = server_take_host_file(srv, w, q->session, q->key, &a.offset, &a.size);
+    a.status = fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
+    if (fd >= 0)
+        close(fd);
+}
+
 /* Gdev's segments: who asks is a session of the worker's own (a worker naming another's is
  * answered as if the session were gone). */
 static bool shm_who(struct server *srv, struct worker *w, uint64_t session, int device, struct shm_who *who)
@@ -621,6 +634,12 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
         struct vgpu_wmsg_IpcOpen m;
         memcpy(&m, buf, sizeof m);
         on_ipc_open(w, &m);
+        break;
+    }
+    case VGPU_WMSG_HostFileGet: {
+        struct vgpu_wmsg_HostFileGet m;
+        memcpy(&m, buf, sizeof m);
+        on_host_file_get(srv, w, &m);
         break;
     }
     case VGPU_WMSG_ShmGet:

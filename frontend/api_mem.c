@@ -39,6 +39,15 @@ bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n)
     return ok;
 }
 
+bool fe_host_mapped(struct fe_chan *ch, uint64_t p)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, p);
+    bool host = r && r->kind == VGPU_RANGE_HOSTMAP;
+    pthread_mutex_unlock(&ch->ranges_mu);
+    return host;
+}
+
 enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off)
 {
     pthread_mutex_lock(&ch->ranges_mu);

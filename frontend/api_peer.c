@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_info.h"
 #include "fe.h"
 
 /* The bounce buffer's size: one chunk of a peer copy. */
@@ -19,9 +20,7 @@
 /* Whether vGPU a's contexts may be given access to vGPU b's memory. */
 static bool peer_capable(const struct fe_device *a, const struct fe_device *b)
 {
-    uint32_t flags = a->info.flags | b->info.flags;
-    return a != b && !(flags & (VGPU_DEVICE_REMOTE | VGPU_DEVICE_NO_PEER)) && a->info.index != b->info.index &&
-           b->info.index < 32 && (a->info.peers >> b->info.index & 1);
+    return vgpu_device_peer_capable(&a->info, &b->info);
 }
 
 CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
@@ -54,7 +53,7 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevic
         *value = peer_capable(a, b) ? a->info.peer_rank[b->info.index] : 0;
         return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
-        *value = peer_capable(a, b) && (a->info.peer_atomics >> b->info.index & 1);
+        *value = vgpu_device_peer_atomics(&a->info, &b->info);
         return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
         *value = peer_capable(a, b) && (a->info.peer_arrays >> b->info.index & 1);

@@ -248,7 +248,6 @@ CUresult fe_copy_dtod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
 CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint32_t value, unsigned elem,
                    size_t count, bool async)
 {
-    (void)async; /* memsets of device memory never wait for the host */
     if (count == 0)
         return CUDA_SUCCESS;
     if ((dst % elem) || count > SIZE_MAX / elem)
@@ -269,6 +268,9 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
     }
     if (!pinned)
         FE_RETURN_IF(fe_managed_device_span(dst, count * elem, true));
+    /* Memsets of device memory never wait for the host; a synchronous one of pinned host memory
+     * (in the data area, or a registered file's pages) is done when it returns, as natively. */
+    bool wait = !async && (pinned || fe_host_mapped(ch, dst));
     FE_REQ(q, Memset);
     if (pinned) {
         q.in_data = 1;
@@ -279,7 +281,7 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
     q.value = value;
     q.elem_size = elem;
     q.stream = stream;
-    return FE_POST(ch, c->id, Memset, &q, false);
+    return FE_POST(ch, c->id, Memset, &q, wait);
 }
 
 CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, size_t pitch, uint32_t value,

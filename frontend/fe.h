@@ -164,6 +164,12 @@ struct fe_spill {
     uint64_t off;
     uint8_t *pages;
     size_t pages_len;
+    /* registered memory of a file mapped shared, which the worker maps too (host_register.c):
+     * file_base (a page) is device address file_dptr; file_key names it to the worker of file_ch */
+    struct fe_chan *file_ch;
+    uint32_t file_key;
+    uint8_t *file_base;
+    uint64_t file_dptr;
 };
 CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device);
 /* Application memory registered (cuMemHostRegister): ALREADY_REGISTERED if it overlaps a range
@@ -337,6 +343,8 @@ enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off);
 bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n);
 void fe_ranges_add(struct fe_chan *ch, const struct vgpu_range *r);
 void fe_ranges_remove(struct fe_chan *ch, uint64_t base);
+/* Whether device address p is pinned host memory mapped for the device (VGPU_RANGE_HOSTMAP). */
+bool fe_host_mapped(struct fe_chan *ch, uint64_t p);
 void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx);
 
 /* Peers (api_peer.c): the vGPU and context whose device memory holds p; a copy between two vGPUs'

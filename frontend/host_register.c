@@ -6,19 +6,30 @@
  * same addresses, so the application's pointers and data stay as they were and every copy through
  * them is a pinned copy. Unregistering gives the range private pages again, with what it holds.
  * This is done for whole pages of private anonymous memory (the heap, mmap'd and malloc'd buffers)
- * that share no page with another such registration, while the data area has room; other memory
- * (files, shared mappings, Xen guests, whose data area is granted pages) is registered in every
- * respect the program can see, and copies through it are staged as pageable memory's are. While
+ * that share no page with another such registration, while the data area has room. A range of one
+ * file mapped shared (a shared memory object, a memfd: what NCCL's shared-memory transport
+ * registers) cannot move, since other mappings share its pages: the file goes to the worker
+ * (through vgpud, VGPU_MSG_HOST_FILE), which maps the same pages and registers them, so the device
+ * reaches them at the address cuMemHostGetDevicePointer gives. Other memory (Xen guests, whose data
+ * area is granted pages) is registered in every respect the program can see but has no device
+ * address, and copies through registered memory outside the data area are staged as pageable
+ * memory's are. While
  * the contents move, other threads must not write the range (a registration is expected before
  * the buffer is in use). A registered range is shared with a child after fork, not copied. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "fe.h"
 #include "log.h"
+#include "msg_socket.h"
 
 #define PAGE 4096u
 
@@ -53,6 +64,120 @@ static bool private_anonymous(uintptr_t lo, uintptr_t hi)
     }
     fclose(f);
     return ok && covered >= hi;
+}
+
+/* The file of the one shared read-write mapping that holds [lo, hi) (/proc/self/maps): its
+ * device and inode, the offset of lo in it, and its path. */
+struct shared_file {
+    dev_t dev;
+    ino_t ino;
+    uint64_t offset;
+    char path[256];
+};
+
+static bool shared_file_of(uintptr_t lo, uintptr_t hi, struct shared_file *sf)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long a, b, ino;
+        unsigned long long off;
+        unsigned maj, min;
+        char perms[8];
+        sf->path[0] = '\0';
+        if (sscanf(line, "%lx-%lx %7s %llx %x:%x %lu %255s", &a, &b, perms, &off, &maj, &min, &ino, sf->path) < 7)
+            continue;
+        if (a <= lo && hi <= b && strcmp(perms, "rw-s") == 0 && ino != 0) {
+            sf->dev = makedev(maj, min);
+            sf->ino = (ino_t)ino;
+            sf->offset = off + (lo - a);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int open_if_same(const char *path, const struct shared_file *sf)
+{
+    struct stat st;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != sf->dev || st.st_ino != sf->ino || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The file, open for reading and writing: through a descriptor of the process's that names it (a
+ * memfd, a file since removed), else by its path. */
+static int open_shared_file(const struct shared_file *sf)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int fd = -1;
+    for (struct dirent *de; d && fd < 0 && (de = readdir(d));) {
+        char path[300];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        if (de->d_name[0] != '.' && stat(path, &st) == 0 && st.st_dev == sf->dev && st.st_ino == sf->ino)
+            fd = open_if_same(path, sf);
+    }
+    if (d)
+        closedir(d);
+    return fd >= 0 || sf->path[0] != '/' ? fd : open_if_same(sf->path, sf);
+}
+
+/* Hand the file under [lo, hi) to the worker of ch, which maps and registers the same pages. */
+static bool register_shared_file(struct fe_ctx *c, struct fe_chan *ch, struct fe_spill *e, unsigned flags)
+{
+    uintptr_t lo = (uintptr_t)e->base & ~(uintptr_t)(PAGE - 1);
+    uintptr_t hi = ((uintptr_t)e->base + e->size + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    struct shared_file sf;
+    if (fe.xen || !(flags & CU_MEMHOSTREGISTER_DEVICEMAP) || !shared_file_of(lo, hi, &sf))
+        return false;
+    int fd = open_shared_file(&sf);
+    if (fd < 0)
+        return false;
+    struct vgpu_msg_host_file m;
+    memset(&m, 0, sizeof m);
+    vgpu_msg_init(&m.hdr, VGPU_MSG_HOST_FILE, sizeof m);
+    m.offset = sf.offset;
+    m.size = hi - lo;
+    ssize_t n = -EIO;
+    pthread_mutex_lock(&fe.mu);
+    if (fe.link.ops->send(&fe.link, &m, sizeof m, fd) == 0)
+        n = fe_link_recv(&fe.link, &m, sizeof m, NULL, 10000);
+    pthread_mutex_unlock(&fe.mu);
+    close(fd);
+    if (n != (ssize_t)sizeof m || vgpu_msg_check(&m, sizeof m, VGPU_MSG_HOST_FILE, sizeof m) || m.hdr.status) {
+        LOG_DEBUG("vgpud took no file for registered memory at %p (%zd, status %d)", e->base, n, (int)m.hdr.status);
+        return false;
+    }
+    FE_REQ(q, HostRegisterFile);
+    FE_RSP(a, HostRegisterFile);
+    q.key = m.key;
+    q.flags = flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY);
+    if (FE_CALL(ch, c->id, HostRegisterFile, &q, &a) != CUDA_SUCCESS || a.size != hi - lo)
+        return false;
+    LOG_DEBUG("registered memory at %p: %zu KiB of a file the worker maps too", (void *)lo, (size_t)((hi - lo) >> 10));
+    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = a.size, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP});
+    e->file_ch = ch;
+    e->file_key = m.key;
+    e->file_base = (uint8_t *)lo;
+    e->file_dptr = a.dptr;
+    return true;
+}
+
+static void unregister_shared_file(const struct fe_spill *e)
+{
+    FE_REQ(q, HostUnregisterFile);
+    FE_RSP(a, HostUnregisterFile);
+    q.key = e->file_key;
+    fe_ranges_remove(e->file_ch, e->file_dptr);
+    (void)FE_CALL(e->file_ch, 0, HostUnregisterFile, &q, &a);
 }
 
 /* Make the pages a data-area block of ch (false: they stay the application's). */
@@ -137,6 +262,11 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
         if (r == CUDA_SUCCESS)
             return CUDA_SUCCESS;
         e.ch = NULL, e.off = 0, e.pages = NULL, e.pages_len = 0;
+    } else if (register_shared_file(c, ch, &e, flags)) {
+        CUresult r = fe_spill_register(&e);
+        if (r != CUDA_SUCCESS)
+            unregister_shared_file(&e);
+        return r;
     }
     return fe_spill_register(&e);
 }
@@ -151,6 +281,8 @@ CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_spill gone;
     FE_RETURN_IF(fe_spill_unregister(p, &gone));
+    if (gone.file_ch)
+        unregister_shared_file(&gone);
     return gone.pages ? move_out_of_data_area(&gone) : CUDA_SUCCESS;
 }
 
@@ -160,6 +292,10 @@ CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p,
     uint64_t off;
     if (!(reg->flags & CU_MEMHOSTREGISTER_DEVICEMAP))
         return CUDA_ERROR_INVALID_VALUE;
+    if (reg->file_ch) {
+        *dptr = reg->file_dptr + (uint64_t)((const uint8_t *)p - reg->file_base);
+        return CUDA_SUCCESS;
+    }
     if (!reg->pages) {
         LOG_INFO("a device address of registered memory outside the data area is not supported");
         return CUDA_ERROR_NOT_SUPPORTED;

@@ -232,6 +232,9 @@ CUresult cuLibraryUnload(CUlibrary library)
 
 /* ---------------------------------------------------------------- kernels */
 
+static CUresult bind_kernel(struct fe_kernel *k, struct fe_function **f, struct fe_chan **ch);
+static void kernel_free(struct fe_kernel *k);
+
 /* The kernel object for name, created on first request (lib->mu held). */
 static CUresult kernel_named(struct fe_library *lib, const char *name, struct fe_kernel **out)
 {
@@ -252,6 +255,19 @@ static CUresult kernel_named(struct fe_library *lib, const char *name, struct fe
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     k->lib = lib;
+    /* An image the frontend cannot read (PTX) is compiled by the driver when a kernel of it is first
+     * asked for, as it does itself: its errors (bad PTX, a name it lacks) come back now, not at a
+     * launch. Without a current context that waits for the kernel's first use. */
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    if (!d && fe_current(&c, &ch) == CUDA_SUCCESS) {
+        struct fe_function *f;
+        CUresult r = bind_kernel(k, &f, &ch);
+        if (r != CUDA_SUCCESS) {
+            kernel_free(k);
+            return r;
+        }
+    }
     k->next = lib->kernels;
     lib->kernels = k;
     *out = k;

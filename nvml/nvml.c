@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 
+#include "device_info.h"
 #include "hello.h"
 #include "log.h"
 #include "msg_link.h"
@@ -427,6 +428,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *
 {
     DEVICE_QUERY(d, mode);
     *mode = NVML_COMPUTEMODE_DEFAULT; /* a vGPU is shared by design */
+    return NVML_SUCCESS;
+}
+
+/* What vGPU a may do with vGPU b's memory, as CUDA's peer queries answer it (cuDeviceCanAccessPeer,
+ * cuDeviceGetP2PAttribute): a device reaches its own memory; NVLink is not told apart from other
+ * links (the vGPUs have no NVLink of their own to query). NCCL asks this of every pair at start. */
+EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCapsIndex_t index,
+                                           nvmlGpuP2PStatus_t *status)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(a);
+    if (r == NVML_SUCCESS)
+        r = device_ok(b);
+    pthread_mutex_unlock(&nv.mu);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!status || index < NVML_P2P_CAPS_INDEX_READ || index >= NVML_P2P_CAPS_INDEX_UNKNOWN)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    bool ok;
+    if (index == NVML_P2P_CAPS_INDEX_NVLINK)
+        ok = false;
+    else if (a == b)
+        ok = true;
+    else if (index == NVML_P2P_CAPS_INDEX_ATOMICS)
+        ok = vgpu_device_peer_atomics(&a->info, &b->info);
+    else
+        ok = vgpu_device_peer_capable(&a->info, &b->info);
+    *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
     return NVML_SUCCESS;
 }
 

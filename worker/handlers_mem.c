@@ -148,6 +148,24 @@ CUresult vgpu_handle_HostUnregister(struct vgpu_call *c, const struct vgpu_req_H
     return vchannel_unregister(c->ch, q->offset);
 }
 
+CUresult vgpu_handle_HostRegisterFile(struct vgpu_call *c, const struct vgpu_req_HostRegisterFile *q,
+                                      struct vgpu_rsp_HostRegisterFile *a)
+{
+    CUresult r = vchannel_need_ctx(c);
+    if (r)
+        return r;
+    if (q->flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY))
+        return CUDA_ERROR_INVALID_VALUE;
+    return vchannel_file_register(c->ch, q->key, q->flags | CU_MEMHOSTREGISTER_DEVICEMAP, &a->dptr, &a->size);
+}
+
+CUresult vgpu_handle_HostUnregisterFile(struct vgpu_call *c, const struct vgpu_req_HostUnregisterFile *q,
+                                        struct vgpu_rsp_HostUnregisterFile *a)
+{
+    (void)a;
+    return vchannel_file_unregister(c->ch, q->key);
+}
+
 static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
 {
     return slot == VGPU_NO_SLOT || slot < c->ch->map.layout.slot_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

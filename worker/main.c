@@ -412,6 +412,7 @@ static void serve(void)
         case VGPU_WMSG_MemGrant:
         case VGPU_WMSG_IpcAnswer:
         case VGPU_WMSG_ShmAnswer:
+        case VGPU_WMSG_HostFileAnswer:
             worker_answered(buf, (size_t)n, nfds ? fds[0] : -1);
             nfds = 0; /* taken */
             break;

@@ -622,6 +622,7 @@ void vchannel_teardown(struct vchannel *ch)
     vchannel_pool_teardown(ch);
     vchannel_vmm_teardown(ch);
     vswap_teardown(ch);
+    vchannel_files_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
         ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
         if (!ch->regs[i].staging)
@@ -818,6 +819,7 @@ void vchannel_free(struct vchannel *ch)
     free(ch->exports);
     free(ch->shm_made);
     free(ch->regs);
+    free(ch->files);
     for (unsigned i = 0; i < VCHANNEL_MAX_CAPTURES; i++)
         free(ch->builds[i].nodes);
     while (ch->repeat_holds) { /* the contexts whose graphs ran them are gone */

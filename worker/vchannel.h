@@ -100,6 +100,14 @@ struct host_reg {
     int staging;           /* the staging slots, registered when the channel opens */
 };
 
+/* A range of a file the tenant maps shared and registered (host_files.c): the worker's own mapping
+ * of the same pages, registered with the executor. */
+struct host_file_reg {
+    uint32_t key; /* vgpud's, from VGPU_MSG_HOST_FILE */
+    void *map;
+    uint64_t size, dptr;
+};
+
 /* Memory a channel lives in when it is not a memfd of the host's (a guest's granted pages), with
  * the doorbell that goes with it; release() gives both back when the channel is freed. */
 struct vchannel_memory {
@@ -172,6 +180,8 @@ struct vchannel {
     struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
+    struct host_file_reg *files;
+    size_t file_count, file_cap;
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
     uint32_t untimed; /* calls not timed since the last one timed (vchannel_dispatch) */
@@ -296,6 +306,13 @@ CUresult vchannel_publish(struct vchannel *ch, uint64_t key, uint32_t kind, uint
 bool vchannel_pool_import_free(struct vgpu_call *c, uint64_t dptr, CUresult *r);
 /* Detach every segment the channel has attached (handlers_shm.c, at its end). */
 void vchannel_shm_teardown(struct vchannel *ch);
+
+/* Files the tenant maps shared (host_files.c): map the one vgpud keeps under key and register it
+ * for the device (*dptr, *size: its device address and length); unregister and unmap it; all of
+ * the channel's when it ends. */
+CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flags, uint64_t *dptr, uint64_t *size);
+CUresult vchannel_file_unregister(struct vchannel *ch, uint32_t key);
+void vchannel_files_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
 void vchannel_pool_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 23u
+#define VGPU_PROTO_VERSION 24u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -285,8 +285,11 @@ enum vgpu_msg_type {
                                  * of the same type once no channel memory is mapped any more */
     VGPU_MSG_WORKER_GONE = 9,   /* server -> client: the process serving its vGPUs has ended; the
                                  * header's status is what every call gets from now on */
-    VGPU_MSG_USAGE = 10         /* client or monitor -> server: how its vGPUs are used; answered by
+    VGPU_MSG_USAGE = 10,        /* client or monitor -> server: how its vGPUs are used; answered by
                                  * a struct vgpu_msg_usage */
+    VGPU_MSG_HOST_FILE = 11     /* client -> server, with a descriptor of a file the client maps
+                                 * shared: kept for the session's worker to map (a registration of
+                                 * that memory); answered by the same message with its key */
 };
 
 /* A monitor (the project's NVML) is welcomed with the vGPUs as a client is, and may only ask
@@ -404,6 +407,19 @@ struct vgpu_usage_proc {
     uint64_t mem_used;
     char program[64];
 };
+
+/* A range of a file (a shared memory object, a memfd) that the client maps MAP_SHARED and registers
+ * (cuMemHostRegister): the worker maps the same pages, so that the device reaches them. vgpud keeps
+ * the descriptor until the worker takes it (HostFileGet) or the session ends. */
+struct vgpu_msg_host_file {
+    struct vgpu_msg_hdr hdr;
+    uint64_t offset; /* in the file, a multiple of VGPU_HOST_FILE_ALIGN */
+    uint64_t size;   /* bytes from offset, whole pages of the file (its last may be partial) */
+    uint32_t key;    /* the answer's: what names it in HostRegisterFile */
+    uint32_t pad;
+};
+#define VGPU_HOST_FILE_ALIGN 4096u
+#define VGPU_HOST_FILE_MAX 64u /* descriptors a session may have waiting */
 
 struct vgpu_msg_usage {
     struct vgpu_msg_hdr hdr;

@@ -1,10 +1,13 @@
 /* libFuzzer: what vgpud reads on its control links, from clients (hello, channels, grants,
  * goodbye, control commands) and from its workers (worker.def's messages, checked by direction,
  * size, descriptors and phase). An input is a sequence of chunks [u8 source/phase][u16 length]
- * [bytes], played against a session's state as the server keeps it. */
+ * [bytes], played against a session's state as the server keeps it. A file to register
+ * (HOST_FILE) comes with a memfd of the harness's (source bit 1) or with none. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cuda.h>
 
@@ -12,6 +15,20 @@
 #include "vgpu/worker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* A file of a size that is not whole pages, as a client's may be. */
+static int harness_file(void)
+{
+    static int fd = -2;
+    if (fd == -2) {
+        fd = memfd_create("fuzz-control", MFD_CLOEXEC);
+        if (fd >= 0 && ftruncate(fd, (1 << 20) + 4) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    return fd;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     enum { NEW, CLIENT, CONTROL, GONE } state = NEW;
@@ -65,6 +82,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sum += refs[i];
             (void)sum;
             pending.active = 0;
+        } else if (state == CLIENT && type == VGPU_MSG_HOST_FILE) {
+            uint64_t offset = 0, bytes = 0;
+            r = client_host_file(msg, len, (how & 2) ? harness_file() : -1, &offset, &bytes);
+            if (r == CUDA_SUCCESS && (offset % VGPU_HOST_FILE_ALIGN || !bytes || offset + bytes > (2u << 20)))
+                abort(); /* the decoder let a range through that the file does not hold */
         } else if (state == CLIENT && type == VGPU_MSG_BYE) {
             r = client_bye(msg, len);
         } else if (state == CONTROL && type == VGPU_MSG_CONTROL) {

@@ -337,6 +337,10 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(HostRegister, 1, hr, NULL, 0);
     struct vgpu_req_HostUnregister hu = {.offset = 2u * 65536u};
     REC(HostUnregister, 1, hu, NULL, 0);
+    struct vgpu_req_HostRegisterFile hrf = {.key = 1, .flags = 2};
+    REC(HostRegisterFile, 1, hrf, NULL, 0);
+    struct vgpu_req_HostUnregisterFile huf = {.key = 1};
+    REC(HostUnregisterFile, 1, huf, NULL, 0);
     save(dir, "records", "copies");
 
     /* The VMM API (at an address the emu executor takes as its hint), tensor maps, and a memset of
@@ -456,6 +460,12 @@ static void control(const char *dir)
     gr->pages = pages;
     gr->port = 7;
     msg(0, g, glen);
+    struct vgpu_msg_host_file hf;
+    memset(&hf, 0, sizeof hf);
+    hf.hdr = (struct vgpu_msg_hdr){VGPU_MAGIC, VGPU_MSG_HOST_FILE, VGPU_PROTO_VERSION, sizeof hf, 0};
+    hf.offset = 4096;
+    hf.size = 65536;
+    msg(2, &hf, sizeof hf); /* with the harness's file */
     struct vgpu_msg_hdr bye = {VGPU_MAGIC, VGPU_MSG_BYE, VGPU_PROTO_VERSION, sizeof bye, 0};
     msg(0, &bye, sizeof bye);
     save(dir, "control", "client");

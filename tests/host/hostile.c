@@ -376,6 +376,70 @@ static int mode_garbage(const char *path)
     return failures ? 1 : 0;
 }
 
+/* A file to register (VGPU_MSG_HOST_FILE) with descriptor fd (-1: none): the status answered. */
+static int32_t host_file(int sock, int fd, uint64_t offset, uint64_t size, uint32_t *key)
+{
+    struct vgpu_msg_host_file m;
+    memset(&m, 0, sizeof m);
+    vgpu_msg_init(&m.hdr, VGPU_MSG_HOST_FILE, sizeof m);
+    m.offset = offset;
+    m.size = size;
+    vgpu_msg_send(sock, &m, sizeof m, fd);
+    if (vgpu_msg_recv(sock, &m, sizeof m, NULL, 5000) != (ssize_t)sizeof m || m.hdr.type != VGPU_MSG_HOST_FILE)
+        return -1;
+    if (key)
+        *key = m.key;
+    return m.hdr.status;
+}
+
+/* Files to register that vgpud must refuse (none, a pipe, read-only, a range past the end, more
+ * than a session may keep), keys that name none, and a file taken once. */
+static void host_files(const char *path)
+{
+    struct conn c = {0};
+    open_channel(&c, path);
+    make_ctx(&c, 1);
+    int mem = memfd_create("hostile", MFD_CLOEXEC), pipes[2];
+    EXPECT(mem >= 0 && ftruncate(mem, 65536 + 4) == 0 && pipe(pipes) == 0, "a file and a pipe");
+    char ro_path[64];
+    snprintf(ro_path, sizeof ro_path, "/proc/self/fd/%d", mem);
+    int ro = open(ro_path, O_RDONLY | O_CLOEXEC);
+    uint32_t key = 0;
+    EXPECT(host_file(c.sock, -1, 0, 4096, NULL) == CUDA_ERROR_INVALID_VALUE, "a file without a descriptor");
+    EXPECT(host_file(c.sock, pipes[0], 0, 4096, NULL) == CUDA_ERROR_INVALID_VALUE, "a pipe as a file");
+    EXPECT(host_file(c.sock, ro, 0, 4096, NULL) == CUDA_ERROR_INVALID_VALUE, "a file open read-only");
+    EXPECT(host_file(c.sock, mem, 0, 73728 + 4096, NULL) == CUDA_ERROR_INVALID_VALUE, "a range past the end");
+    EXPECT(host_file(c.sock, mem, 100, 4096, NULL) == CUDA_ERROR_INVALID_VALUE, "an offset inside a page");
+    EXPECT(host_file(c.sock, mem, 0, 4095, NULL) == CUDA_ERROR_INVALID_VALUE, "a part of a page");
+    EXPECT(host_file(c.sock, mem, UINT64_MAX - 4095, 8192, NULL) == CUDA_ERROR_INVALID_VALUE, "a range that wraps");
+    EXPECT(host_file(c.sock, mem, 4096, 65536, &key) == CUDA_SUCCESS && key, "a file with a partial last page");
+    struct vgpu_req_HostRegisterFile rf = {.key = key + 1000, .flags = CU_MEMHOSTREGISTER_DEVICEMAP};
+    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "a key that names no file");
+    rf.key = key;
+    rf.flags = 0x80;
+    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "unknown flags");
+    rf.flags = CU_MEMHOSTREGISTER_DEVICEMAP;
+    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS, "a file registered");
+    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "a file taken twice");
+    struct vgpu_req_HostUnregisterFile uf = {.key = key};
+    EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_SUCCESS, "a file unregistered");
+    EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "unregistered twice");
+    /* One registered and never unregistered goes with the channel. */
+    EXPECT(host_file(c.sock, mem, 0, 8192, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS,
+           "a file left registered");
+    /* More than a session may have waiting: refused; all of them closed with the session. */
+    int32_t st = CUDA_SUCCESS;
+    for (unsigned i = 0; i < VGPU_HOST_FILE_MAX + 1 && st == CUDA_SUCCESS; i++)
+        st = host_file(c.sock, mem, 0, 4096, NULL);
+    EXPECT(st == CUDA_ERROR_OUT_OF_MEMORY, "files beyond a session's share: %d", st);
+    alive(&c, "files to register");
+    close(ro);
+    close(mem);
+    close(pipes[0]);
+    close(pipes[1]);
+    close(c.sock);
+}
+
 static int mode_handshake(const char *path)
 {
     /* A hello with the wrong magic. */
@@ -412,6 +476,7 @@ static int mode_handshake(const char *path)
     vgpu_msg_send(s, &oc, 10, -1);
     EXPECT(vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) == 0, "truncated message not refused");
     close(s);
+    host_files(path);
     /* Goodbye with a channel open: answered only after the channel is closed, then the link ends. */
     struct conn c = {0};
     open_channel(&c, path);

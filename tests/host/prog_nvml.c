@@ -136,6 +136,31 @@ int main(void)
         CHECK(cuDevicePrimaryCtxRelease(i));
     }
 
+    /* Peer status of every pair, as NCCL asks it at start: reading and writing as CUDA's peer access
+     * says (a device reaches its own memory). */
+    SYM(nvmlDeviceGetP2PStatus);
+    for (unsigned i = 0; i < count; i++)
+        for (unsigned j = 0; j < count; j++) {
+            nvmlDevice_t a, b;
+            NV(p_nvmlDeviceGetHandleByIndex_v2(i, &a));
+            NV(p_nvmlDeviceGetHandleByIndex_v2(j, &b));
+            int can = i == j;
+            if (i != j)
+                CHECK(cuDeviceCanAccessPeer(&can, (CUdevice)i, (CUdevice)j));
+            for (int index = NVML_P2P_CAPS_INDEX_READ; index <= NVML_P2P_CAPS_INDEX_WRITE; index++) {
+                nvmlGpuP2PStatus_t st = NVML_P2P_STATUS_UNKNOWN;
+                NV(p_nvmlDeviceGetP2PStatus(a, b, (nvmlGpuP2PCapsIndex_t)index, &st));
+                EXPECT((st == NVML_P2P_STATUS_OK) == (can != 0), "P2P status %d of devices %u and %u (index %d), CUDA %d",
+                       (int)st, i, j, index, can);
+            }
+        }
+    if (count) {
+        nvmlDevice_t a;
+        NV(p_nvmlDeviceGetHandleByIndex_v2(0, &a));
+        printf("P2P status without a result: %s\n",
+               p_nvmlErrorString(p_nvmlDeviceGetP2PStatus(a, a, NVML_P2P_CAPS_INDEX_READ, NULL)));
+    }
+
     nvmlDevice_t d;
     char small[1];
     printf("a handle past the last device: %s\n", p_nvmlErrorString(p_nvmlDeviceGetHandleByIndex_v2(count, &d)));

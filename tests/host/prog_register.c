@@ -2,11 +2,14 @@
  * copied to and from the device synchronously and on a stream (checked against the data written),
  * its flags and pointer attributes, and what the driver refuses (printed, for check-gpu to compare
  * with the driver's): a second registration, unregistering what is not registered, a null pointer,
- * unknown flags. */
+ * unknown flags; and shared memory mapped twice, one view registered for the device and reached
+ * through its device address. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "progutil.h"
 
@@ -28,6 +31,49 @@ static void perms_of(const void *p, char out[5])
     }
     if (f)
         fclose(f);
+}
+
+#define SHARED (1u << 20)
+
+/* One view of shared memory registered for the device: what the device writes through its device
+ * address shows in the other view, and what the other view holds the device reads. */
+static void shared_file(CUdeviceptr d, uint8_t *back, bool memfd)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/prog-register-%d", (int)getpid());
+    int fd = memfd ? memfd_create("prog-register", MFD_CLOEXEC) : shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    /* Not whole pages, as NCCL's segments (a counter after the buffer): the last page runs past
+     * the end of the file. */
+    EXPECT(fd >= 0 && ftruncate(fd, SHARED - 4096 + 4) == 0, "shared memory");
+    uint8_t *a = mmap(NULL, SHARED, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    uint8_t *b = mmap(NULL, SHARED, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    EXPECT(a != MAP_FAILED && b != MAP_FAILED, "two views of shared memory");
+    if (!memfd) {
+        close(fd);
+        fd = -1;
+    }
+    CHECK(cuMemHostRegister(a, SHARED - 4096 + 4, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+    CUdeviceptr da;
+    CHECK(cuMemHostGetDevicePointer(&da, a, 0));
+    CHECK(cuMemsetD32(da + 4096, 0x5a5a5a5au, 1024));
+    for (unsigned i = 4096; i < 8192; i++)
+        EXPECT(b[i] == 0x5a, "byte %u of the other view is %#x after the device wrote it", i, b[i]);
+    EXPECT(b[4095] == 0 && b[8192] == 0, "the device wrote outside the range");
+    prog_fill(b + 65536, 65536, 11);
+    CHECK(cuMemcpyDtoD(d, da + 65536, 65536));
+    CHECK(cuMemcpyDtoH(back, d, 65536));
+    EXPECT(memcmp(back, b + 65536, 65536) == 0, "the device read what the other view holds");
+    CHECK(cuMemcpyDtoD(da + 200000, d, 65536));
+    CHECK(cuCtxSynchronize());
+    EXPECT(memcmp(b + 200000, b + 65536, 65536) == 0, "a copy into the registered view shows in the other");
+    CHECK(cuMemHostUnregister(a));
+    EXPECT(a[4096] == 0x5a && memcmp(a + 65536, b + 65536, 65536) == 0, "the views are still one memory");
+    munmap(a, SHARED);
+    munmap(b, SHARED);
+    if (fd >= 0)
+        close(fd);
+    else
+        shm_unlink(name);
 }
 
 int main(void)
@@ -104,6 +150,11 @@ int main(void)
     CHECK(cuMemcpyDtoH(back, d, SIZE / 2));
     EXPECT(memcmp(back, buf + 4096, SIZE / 2) == 0, "copy through a registered part");
     CHECK(cuMemHostUnregister(buf + 4096));
+
+    /* Shared memory mapped twice (as NCCL's shared-memory transport does): a memfd whose descriptor
+     * is open, and a shared memory object by its name once its descriptor is closed. */
+    shared_file(d, back, true);
+    shared_file(d, back, false);
 
     CHECK(cuStreamDestroy(s));
     CHECK(cuMemFree(d));
