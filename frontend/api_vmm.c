@@ -17,6 +17,10 @@
 #include "fe.h"
 #include "shareable.h"
 
+/* What a host allocation's granularity would be (huge pages: what the driver uses for pinned
+ * host memory mapped through the VMM API). */
+#define HOST_GRANULARITY (2u << 20)
+
 struct vmm_alloc {
     uint64_t handle;
     int device;
@@ -64,6 +68,16 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
     FE_RETURN_IF(fe_ready());
     if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Host memory is not offered through the VMM API (the vGPUs say so: no
+     * HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), but its granularity is a fact of the host, and
+     * programs that probe for host allocations (NCCL) ask it before trying cuMemCreate, which
+     * answers NOT_SUPPORTED: they fall back to their other path. */
+    if (prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+        (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)) {
+        *granularity = HOST_GRANULARITY;
+        return CUDA_SUCCESS;
+    }
     int device;
     FE_RETURN_IF(prop_device(prop, &device));
     struct fe_chan *ch;

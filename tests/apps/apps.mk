@@ -9,7 +9,7 @@ APPS_NAMES := vector_add matrix_mul black_scholes binomial_options stream_pipeli
 	param_kinds rdc multithread error_paths
 # Programs of NVIDIA's libraries (cuFFT, cuBLAS, cuSOLVER, cuSPARSE, cuRAND, NCCL, NVRTC and
 # nvJitLink): GPU checks only, the emu executor runs none of their kernels.
-APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_gen nccl_collectives \
+APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_gen nccl_collectives nccl_ranks \
 	jit_link
 APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
@@ -22,6 +22,7 @@ APPS_FLAGS_cusolver_dense := -lcusolver
 APPS_FLAGS_cusparse_ops := -lcusparse
 APPS_FLAGS_curand_gen := -lcurand
 APPS_FLAGS_nccl_collectives := -lnccl
+APPS_FLAGS_nccl_ranks := -lnccl
 APPS_FLAGS_jit_link := -lnvrtc -lnvJitLink
 APPS_SRC_rdc := tests/apps/rdc_main.cu tests/apps/rdc_lib.cu
 
