@@ -1,11 +1,16 @@
 # Benchmarks: native vs vGPU side by side in one run (benchmarks/run.sh). Included by the Makefile.
 
 BENCH_SRC := $(sort $(wildcard benchmarks/bench_*.c))
+# NCCL ships beside the toolkit, not in it: its benchmark where its header is there.
+ifeq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
+BENCH_SRC := $(filter-out benchmarks/bench_nccl.c,$(BENCH_SRC))
+endif
 BENCH_BIN := $(BENCH_SRC:benchmarks/%.c=$(O)/benchmarks/%)
+BENCH_LIBS_bench_nccl := -L$(CUDA_HOME)/lib64 -lnccl
 
 $(O)/benchmarks/%: $(O)/obj/benchmarks/%.o
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) -L$(CUDA_HOME)/lib64/stubs -lcuda $(BENCH_LIBS_$*)
 
 $(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
 	@mkdir -p $(@D)

@@ -1,13 +1,16 @@
 #!/bin/bash
-# Copies between two devices (cuMemcpyPeer, bench_peer) natively and between the two vGPUs of an
-# assembly of this node's GPUs 0 and 1, in one run, with their ratios to native. The vGPUs' copies
-# run in the tenant's worker, device to device. Needs two GPUs.
+# Work between two devices natively and between the two vGPUs of an assembly of this node's GPUs 0
+# and 1, in one run, with their ratios to native: copies (cuMemcpyPeer, bench_peer; the vGPUs'
+# copies run in the tenant's worker, device to device), or with PEER_PROG=bench_nccl NCCL's
+# all-reduce. Needs two GPUs.
 #   VGPU_BIN, BENCH_BIN, BENCH_OUT as for run.sh
+#   PEER_PROG        the benchmark program (default bench_peer)
 #   PEER_BEFORE_BIN  a second build's bin directory (its vgpud and vgpu-run), measured beside as "before"
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
-BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}/peer
+PEER_PROG=${PEER_PROG:-bench_peer}
+BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}/${PEER_PROG#bench_}
 PEER_MAX=${PEER_MAX:-$((256 << 20))}
 mkdir -p "$BENCH_OUT"
 rm -f "$BENCH_OUT"/*.res
@@ -19,10 +22,10 @@ vgpu() { # config name, bin directory
     "$2/vgpud" --foreground --executor cuda --log-level warn --socket "$sock" >"$BENCH_OUT/vgpud-$1.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-    "$2/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu device=1 -- "$BENCH_BIN/bench_peer" "$PEER_MAX" >"$BENCH_OUT/$1.res"
+    "$2/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu device=1 -- "$BENCH_BIN/$PEER_PROG" "$PEER_MAX" >"$BENCH_OUT/$1.res"
     stop
 }
-"$BENCH_BIN/bench_peer" "$PEER_MAX" >"$BENCH_OUT/native.res"
+"$BENCH_BIN/$PEER_PROG" "$PEER_MAX" >"$BENCH_OUT/native.res"
 vgpu vgpu "$VGPU_BIN"
 cfgs="native vgpu"
 if [ -n "${PEER_BEFORE_BIN:-}" ]; then vgpu before "$PEER_BEFORE_BIN"; cfgs="$cfgs before"; fi

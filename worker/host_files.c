@@ -1,6 +1,6 @@
 /* Files the tenant maps shared and registers (cuMemHostRegister of a shared memory object, a memfd,
  * a file mapped MAP_SHARED): the frontend hands vgpud the file's descriptor (VGPU_MSG_HOST_FILE),
- * the worker takes it (HostFileGet), maps the same range and registers its mapping with the
+ * the worker takes it (HostFileGet, host_file_ask.c), maps the same range and registers its mapping with the
  * executor, so that the device reaches the very pages the tenant's process sees (NCCL's shared
  * memory transport works this way natively). A file the tenant shrinks under the mapping faults
  * this worker only: its tenant's. */
@@ -11,25 +11,6 @@
 #include "log.h"
 #include "worker.h"
 
-static int take_file(struct vchannel *ch, uint32_t key, uint64_t *offset, uint64_t *size)
-{
-    struct vgpu_wmsg_HostFileGet q;
-    vgpu_wmsg_init(&q.hdr, VGPU_WMSG_HostFileGet, sizeof q);
-    q.key = key;
-    q.session = ch->session;
-    struct vgpu_wmsg_HostFileAnswer a;
-    int fd = -1;
-    if (worker_ask(&q, sizeof q, NULL, 0, &a, sizeof a, &fd) != 0 || a.status != CUDA_SUCCESS || fd < 0 ||
-        a.size == 0 || a.offset % VGPU_HOST_FILE_ALIGN) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    *offset = a.offset;
-    *size = a.size;
-    return fd;
-}
-
 CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flags, uint64_t *dptr, uint64_t *size)
 {
     struct host_file_reg *files = vgpu_array_grow(ch->files, &ch->file_cap, ch->file_count + 1, sizeof *files);
@@ -37,9 +18,13 @@ CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flag
         return CUDA_ERROR_OUT_OF_MEMORY;
     ch->files = files;
     uint64_t offset = 0;
-    int fd = take_file(ch, key, &offset, size);
+    int fd = ch->host->file_take ? ch->host->file_take(ch, key, &offset, size) : -1;
     if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (*size == 0 || offset % VGPU_HOST_FILE_ALIGN) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     void *map = *size > SIZE_MAX ? MAP_FAILED : mmap(NULL, (size_t)*size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
     close(fd);
     if (map == MAP_FAILED)

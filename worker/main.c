@@ -620,6 +620,7 @@ static int start(void)
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,
             .ipc_drop = worker_ipc_drop,
+            .file_take = worker_file_take,
             .shm_get = worker_shm_get,
             .shm_attach = worker_shm_attach,
             .shm_detach = worker_shm_detach,

@@ -70,6 +70,9 @@ struct vchannel_host {
      * only then, and *flags VGPU_SHM_CREATED says so), attach (*fd: the caller's), detach, and
      * IPC_STAT/IPC_RMID (*flags VGPU_SHM_FREED: the segment went, one this worker made). session:
      * whose client asks. */
+    /* The descriptor of the file vgpud keeps under key for the channel's session (VGPU_MSG_HOST_FILE),
+     * with its range; -1 when there is none. */
+    int (*file_take)(struct vchannel *ch, uint32_t key, uint64_t *offset, uint64_t *size);
     int (*shm_get)(struct vchannel *ch, int key, int flags, uint64_t size, int fd, int *id, uint64_t *seg_size,
                    unsigned *out_flags);
     int (*shm_attach)(struct vchannel *ch, int id, uint64_t *size, int *fd);

@@ -39,6 +39,8 @@ int worker_ipc_find(uint32_t kind, int device, const uint8_t *token, uint64_t *s
 void worker_ipc_drop(const uint8_t *token);
 
 /* Gdev's segments through vgpud (shm.c; the vchannel_host callbacks). */
+/* A file vgpud keeps for the channel's session under key (host_file_ask.c): its descriptor, or -1. */
+int worker_file_take(struct vchannel *ch, uint32_t key, uint64_t *offset, uint64_t *size);
 int worker_shm_get(struct vchannel *ch, int key, int flags, uint64_t size, int fd, int *id, uint64_t *seg_size,
                    unsigned *out_flags);
 int worker_shm_attach(struct vchannel *ch, int id, uint64_t *size, int *fd);

@@ -9,8 +9,11 @@ APPS_NAMES := vector_add matrix_mul black_scholes binomial_options stream_pipeli
 	param_kinds rdc multithread error_paths
 # Programs of NVIDIA's libraries (cuFFT, cuBLAS, cuSOLVER, cuSPARSE, cuRAND, NCCL, NVRTC and
 # nvJitLink): GPU checks only, the emu executor runs none of their kernels.
-APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_gen nccl_collectives nccl_ranks \
-	jit_link
+APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_gen jit_link
+# NCCL ships beside the toolkit, not in it: its programs where its header is there.
+ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
+APPS_LIB_NAMES += nccl_collectives nccl_ranks
+endif
 APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
