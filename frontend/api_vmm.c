@@ -14,7 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "device_info.h"
 #include "fe.h"
+#include "log.h"
 #include "shareable.h"
 
 /* What a host allocation's granularity would be (huge pages: what the driver uses for pinned
@@ -300,17 +302,17 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     uint8_t token[VGPU_IPC_HANDLE_BYTES];
     uint64_t shared_size;
     FE_RETURN_IF(fe_shareable_read((int)(intptr_t)osHandle, VGPU_IPC_VMM, token, &shared_size));
-    /* Opened on the vGPU of the current context (or the first one), as reservations are. */
+    /* The allocation is of the vGPU it was made on, whatever context is current (NCCL's ranks import
+     * their peers' buffers): opened on the vGPU of the current context (or the first one) first,
+     * then on the tenant's others, until vgpud finds it is of that one. */
     struct fe_ctx *c;
-    struct fe_chan *ch;
-    if (fe_current(&c, &ch) != CUDA_SUCCESS)
-        FE_RETURN_IF(fe_channel(0, &ch));
+    struct fe_chan *first;
+    if (fe_current(&c, &first) != CUDA_SUCCESS)
+        FE_RETURN_IF(fe_channel(0, &first));
     struct vmm_alloc *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *m = (struct vmm_alloc){.device = ch->device, .refs = 1};
-    m->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ch->device}};
+    *m = (struct vmm_alloc){.refs = 1};
     /* No requested handle types: the driver reports none for an imported allocation. */
     if (!(m->handle = fe_handle_new(FE_MEMHANDLE, m))) {
         free(m);
@@ -320,12 +322,19 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     FE_RSP(a, MemImport);
     q.handle = fe_handle_id(m->handle);
     memcpy(q.token, token, sizeof q.token);
+    struct fe_chan *ch = first;
     CUresult r = FE_CALL(ch, 0, MemImport, &q, &a);
+    for (int d = 0; r == CUDA_ERROR_INVALID_DEVICE && d < fe.device_count; d++)
+        if (d != first->device && fe_channel(d, &ch) == CUDA_SUCCESS)
+            r = FE_CALL(ch, 0, MemImport, &q, &a);
     if (r != CUDA_SUCCESS) {
         fe_handle_free(FE_MEMHANDLE, m->handle);
         free(m);
         return r;
     }
+    m->device = ch->device;
+    m->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ch->device}};
     m->size = a.size;
     *handle = m->handle;
     return CUDA_SUCCESS;
@@ -357,6 +366,38 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     return mp ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A reservation is the process's, as the driver's address space is: an allocation of another vGPU
+ * may be mapped into it (NCCL maps its peer's buffers so). The addresses are those of the worker,
+ * which serves both vGPUs when they are peers: an empty reservation becomes the allocation's vGPU's
+ * (MemReserveMove; only the record moves). Mixing vGPUs in one reservation, or vGPUs without peer
+ * access, is not supported. */
+static CUresult rehome(uint64_t ptr, uint64_t size, int from, int to)
+{
+    struct fe_device *a, *b;
+    struct fe_chan *ch;
+    if (fe_device(from, &a) != CUDA_SUCCESS || fe_device(to, &b) != CUDA_SUCCESS ||
+        !vgpu_device_peer_capable(&a->info, &b->info) || fe_channel(to, &ch) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&vmm.mu);
+    struct vmm_reservation *r = reservation_of(ptr, size), whole = r ? *r : (struct vmm_reservation){0};
+    bool empty = r != NULL;
+    for (size_t i = 0; empty && i < vmm.nmaps; i++)
+        empty = vmm.maps[i].base < whole.base || vmm.maps[i].base - whole.base >= whole.size;
+    pthread_mutex_unlock(&vmm.mu);
+    if (!empty)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    FE_REQ(q, MemReserveMove);
+    q.ptr = whole.base;
+    q.size = whole.size;
+    q.from_vgpu = (uint32_t)a->vgpu;
+    FE_RETURN_IF(FE_CALL(ch, 0, MemReserveMove, &q, NULL));
+    pthread_mutex_lock(&vmm.mu);
+    if ((r = reservation_of(ptr, size)) && r->base == whole.base)
+        r->device = to;
+    pthread_mutex_unlock(&vmm.mu);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags)
 {
@@ -371,8 +412,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     pthread_mutex_unlock(&vmm.mu);
     if (!m || device < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (device != m->device) /* the vGPUs have no peer access */
+    if (device != m->device && rehome(ptr, size, device, m->device) != CUDA_SUCCESS)
         return CUDA_ERROR_NOT_SUPPORTED;
+    device = m->device;
     if (!room)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct fe_chan *ch;

@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 
+#include "bell.h"
 #include "device_info.h"
 #include "hello.h"
 #include "log.h"
@@ -456,6 +457,157 @@ EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlG
     else
         ok = vgpu_device_peer_capable(&a->info, &b->info);
     *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- NVLinks */
+
+/* Whether the GPU at the far end of link k is one of the tenant's vGPUs. */
+static bool ends_at_a_vgpu(const struct vgpu_nvlink *k)
+{
+    for (unsigned i = 0; i < nv.count; i++) {
+        nvmlPciInfo_t p;
+        pci_of(&nv.dev[i], &p);
+        if (p.domain == k->remote_domain && p.bus == k->remote_bus && p.device == k->remote_device)
+            return true;
+    }
+    return false;
+}
+
+/* NVLinks are shown when the tenant asks (VGPU_NVLINK=1). NCCL then takes its peer-to-peer transport
+ * between vGPUs of one process, at NVLink's speed; between ranks in separate processes that
+ * transport does not complete yet (README), while NCCL's path through shared host memory, which
+ * it takes when no NVLink shows, works for both. */
+static bool nvlinks_shown(void)
+{
+    const char *v = getenv("VGPU_NVLINK");
+    return v && strcmp(v, "1") == 0;
+}
+
+/* Link `link` of d as the tenant sees it, in *out: the host's, except that a vGPU of another node
+ * or one whose memory vgpud swaps shows none (it has no peers), and a link to a GPU that is not
+ * one of the tenant's vGPUs shows down. NOT_SUPPORTED for a device without NVLinks, and
+ * INVALID_ARGUMENT past its last link, as NVML answers. */
+static nvmlReturn_t nvlink_of(nvmlDevice_t d, unsigned link, struct vgpu_nvlink *out)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    if (r == NVML_SUCCESS) {
+        const struct vgpu_device_info *i = &d->info;
+        unsigned count = (i->flags & (VGPU_DEVICE_REMOTE | VGPU_DEVICE_NO_PEER)) || !nvlinks_shown() ? 0 : i->nvlink_count;
+        if (count > VGPU_NVLINK_MAX)
+            count = VGPU_NVLINK_MAX;
+        if (count == 0)
+            r = NVML_ERROR_NOT_SUPPORTED;
+        else if (link >= count)
+            r = NVML_ERROR_INVALID_ARGUMENT;
+        else {
+            *out = i->nvlink[link];
+            if (out->remote_type == NVML_NVLINK_DEVICE_TYPE_GPU && !ends_at_a_vgpu(out))
+                out->active = out->p2p = 0;
+        }
+    }
+    pthread_mutex_unlock(&nv.mu);
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *active)
+{
+    struct vgpu_nvlink k;
+    nvmlReturn_t r = active ? nvlink_of(d, link, &k) : NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS)
+        *active = k.active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t d, unsigned int link, nvmlNvLinkCapability_t cap,
+                                                 unsigned int *result)
+{
+    struct vgpu_nvlink k;
+    nvmlReturn_t r = result && (unsigned)cap < NVML_NVLINK_CAP_VALID ? nvlink_of(d, link, &k) : NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) /* peer traffic is what a vGPU's link carries; the rest is the host's */
+        *result = cap == NVML_NVLINK_CAP_P2P_SUPPORTED || cap == NVML_NVLINK_CAP_P2P_ATOMICS ? k.p2p : 0;
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t d, unsigned int link, unsigned int *version)
+{
+    struct vgpu_nvlink k;
+    nvmlReturn_t r = version ? nvlink_of(d, link, &k) : NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS)
+        *version = k.version;
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link, nvmlPciInfo_t *pci)
+{
+    struct vgpu_nvlink k;
+    nvmlReturn_t r = pci ? nvlink_of(d, link, &k) : NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        memset(pci, 0, sizeof *pci);
+        pci->domain = k.remote_domain;
+        pci->bus = k.remote_bus;
+        pci->device = k.remote_device;
+        pci->pciDeviceId = k.remote_pci_id;
+        pci->pciSubSystemId = k.remote_subsystem_id;
+        snprintf(pci->busId, sizeof pci->busId, "%.*s", (int)sizeof k.remote_bus_id - 1, k.remote_bus_id);
+        snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", k.remote_domain & 0xffffu,
+                 k.remote_bus & 0xffu, k.remote_device & 0xffu);
+    }
+    return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link, nvmlPciInfo_t *pci)
+{
+    return nvmlDeviceGetNvLinkRemotePciInfo_v2(d, link, pci);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned int link, nvmlIntNvLinkDeviceType_t *type)
+{
+    struct vgpu_nvlink k;
+    nvmlReturn_t r = type ? nvlink_of(d, link, &k) : NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS)
+        *type = (nvmlIntNvLinkDeviceType_t)k.remote_type;
+    return r;
+}
+
+/* One field: the NVLink ones a vGPU has (the count, and each link's state and version); the others
+ * NOT_SUPPORTED in the value, as NVML answers fields a device lacks. */
+static void field_value(nvmlDevice_t d, nvmlFieldValue_t *v)
+{
+    struct vgpu_nvlink k;
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    v->latencyUsec = 0;
+    v->timestamp = (long long)(vgpu_now_ns() / 1000);
+    v->value.ullVal = 0;
+    switch (v->fieldId) {
+    case NVML_FI_DEV_NVLINK_LINK_COUNT:
+        v->nvmlReturn = nvlink_of(d, 0, &k);
+        if (v->nvmlReturn == NVML_SUCCESS)
+            v->value.uiVal = d->info.nvlink_count < VGPU_NVLINK_MAX ? d->info.nvlink_count : VGPU_NVLINK_MAX;
+        break;
+    case NVML_FI_DEV_NVLINK_GET_STATE:
+    case NVML_FI_DEV_NVLINK_GET_VERSION:
+        v->nvmlReturn = nvlink_of(d, v->scopeId, &k);
+        if (v->nvmlReturn == NVML_SUCCESS)
+            v->value.uiVal = v->fieldId == NVML_FI_DEV_NVLINK_GET_STATE ? k.active : k.version;
+        break;
+    default:
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values)
+{
+    pthread_mutex_lock(&nv.mu);
+    nvmlReturn_t r = device_ok(d);
+    pthread_mutex_unlock(&nv.mu);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (count < 0 || (count > 0 && !values))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++)
+        field_value(d, &values[i]);
     return NVML_SUCCESS;
 }
 

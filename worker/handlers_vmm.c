@@ -53,7 +53,10 @@ CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemRe
     CUresult r = OPS(c)->vmm_reserve(EXEC(c), q->size, q->align, q->addr, &ptr);
     if (r != CUDA_SUCCESS)
         return r;
-    if (vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = ptr, .size = q->size}) != 0) {
+    pthread_mutex_lock(&c->ch->shared_mu);
+    int added = vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = ptr, .size = q->size});
+    pthread_mutex_unlock(&c->ch->shared_mu);
+    if (added != 0) {
         OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -76,13 +79,59 @@ CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_M
                                     struct vgpu_rsp_MemAddressFree *a)
 {
     (void)a;
+    pthread_mutex_lock(&c->ch->shared_mu);
     struct vgpu_range *r = vgpu_ranges_at(&c->ch->reserved, q->ptr);
-    if (!r || r->size != q->size || any_mapped(c->ch, q->ptr, q->size))
+    bool ours = r && r->size == q->size && !any_mapped(c->ch, q->ptr, q->size);
+    if (ours) /* gone from the channel first: a peer cannot take it meanwhile */
+        vgpu_ranges_remove_at(&c->ch->reserved, q->ptr);
+    pthread_mutex_unlock(&c->ch->shared_mu);
+    if (!ours)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
-    if (e == CUDA_SUCCESS)
-        vgpu_ranges_remove_at(&c->ch->reserved, q->ptr);
+    if (e != CUDA_SUCCESS) {
+        pthread_mutex_lock(&c->ch->shared_mu);
+        (void)vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = q->ptr, .size = q->size});
+        pthread_mutex_unlock(&c->ch->shared_mu);
+    }
     return e;
+}
+
+struct reservation_move {
+    uint64_t ptr, size;
+};
+
+/* Take the reservation out of the peer channel that holds it (under its lock). */
+static CUresult take_reservation(struct vchannel *peer, void *arg)
+{
+    const struct reservation_move *m = arg;
+    pthread_mutex_lock(&peer->shared_mu);
+    struct vgpu_range *r = vgpu_ranges_at(&peer->reserved, m->ptr);
+    bool ok = r && r->size == m->size;
+    if (ok)
+        vgpu_ranges_remove_at(&peer->reserved, m->ptr);
+    pthread_mutex_unlock(&peer->shared_mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A reservation of another vGPU of the tenant's, served here, becomes this channel's: the driver's
+ * address space is the worker's, so only the record moves (the frontend moves an empty reservation
+ * to the vGPU whose memory is mapped into it). */
+CUresult vgpu_handle_MemReserveMove(struct vgpu_call *c, const struct vgpu_req_MemReserveMove *q,
+                                    struct vgpu_rsp_MemReserveMove *a)
+{
+    (void)a;
+    struct reservation_move m = {q->ptr, q->size};
+    CUresult r = vchannel_with_peer(c, q->from_vgpu, false, take_reservation, &m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&c->ch->shared_mu);
+    int added = vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = q->ptr, .size = q->size});
+    pthread_mutex_unlock(&c->ch->shared_mu);
+    if (added != 0) { /* kept nowhere: given back to the driver */
+        OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCreate *q, struct vgpu_rsp_MemCreate *a)
@@ -203,10 +252,13 @@ CUresult vgpu_handle_MemMap(struct vgpu_call *c, const struct vgpu_req_MemMap *q
 {
     (void)a;
     struct vmm_phys *ph = phys_of(c->ch, q->handle);
-    const struct vgpu_range *res = vgpu_ranges_find(&c->ch->reserved, q->ptr);
+    pthread_mutex_lock(&c->ch->shared_mu);
+    const struct vgpu_range *found = vgpu_ranges_find(&c->ch->reserved, q->ptr);
+    struct vgpu_range res = found ? *found : (struct vgpu_range){0};
+    pthread_mutex_unlock(&c->ch->shared_mu);
     if (ph && q->offset % granularity(c)) /* what the driver answers for it */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (!ph || !res || q->size == 0 || q->size > res->size - (q->ptr - res->base) || q->offset > ph->size ||
+    if (!ph || !found || q->size == 0 || q->size > res.size - (q->ptr - res.base) || q->offset > ph->size ||
         q->size > ph->size - q->offset || any_mapped(c->ch, q->ptr, q->size))
         return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_range m = {.base = q->ptr, .size = q->size, .ctx = 0, .module = q->handle, .kind = VGPU_RANGE_MAPPED};
@@ -304,7 +356,9 @@ void vchannel_vmm_teardown(struct vchannel *ch)
     for (uint32_t id = 1; id < t->cap; id++)
         if (t->slots[id].live)
             phys_free(ch, id, t->slots[id].x);
+    pthread_mutex_lock(&ch->shared_mu);
     for (size_t i = 0; i < ch->reserved.count; i++)
         ch->x->ops->vmm_address_free(ch->x, ch->reserved.v[i].base, ch->reserved.v[i].size);
     ch->reserved.count = 0;
+    pthread_mutex_unlock(&ch->shared_mu);
 }

@@ -174,7 +174,8 @@ struct vchannel {
     /* What the tenant's other channels look at from their threads: ranges' changes, and contexts
      * made or destroyed (PeerAccess finds a context under it, so it is not destroyed meanwhile). */
     pthread_mutex_t shared_mu;
-    struct vgpu_ranges reserved; /* address reservations of the VMM API */
+    struct vgpu_ranges reserved; /* address reservations of the VMM API (under shared_mu: a peer
+                                  * channel takes one for its mapping, MemReserveMove) */
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct ipc_export *exports;  /* its allocations shared through IPC handles */
     size_t export_count, export_cap;

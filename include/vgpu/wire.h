@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 24u
+#define VGPU_PROTO_VERSION 25u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -321,6 +321,18 @@ struct vgpu_msg_hello {
 #define VGPU_ATTR_SLOTS 256u
 #define VGPU_LAYOUT_MAX 256u
 
+/* One NVLink of a device as the host's NVML describes it, for the tenant's NVML (NCCL reads the
+ * links to choose its transport). */
+#define VGPU_NVLINK_MAX 18u
+struct vgpu_nvlink {
+    uint8_t p2p;         /* NVML_NVLINK_CAP_P2P_SUPPORTED */
+    uint8_t active;      /* the link is up */
+    uint8_t version;
+    uint8_t remote_type; /* NVML's nvmlIntNvLinkDeviceType_t: 0 a GPU, 1 an IBM NPU, 2 a switch, 0xff unknown */
+    uint32_t remote_domain, remote_bus, remote_device, remote_pci_id, remote_subsystem_id;
+    char remote_bus_id[32]; /* NVML's text of the remote end's address */
+};
+
 struct vgpu_device_info {
     char name[256];
     uint8_t uuid[16];
@@ -336,6 +348,8 @@ struct vgpu_device_info {
     uint32_t peer_atomics; /* those with native atomics over the link (bit per index) */
     uint32_t peer_arrays;  /* those whose arrays its kernels can access (bit per index) */
     uint8_t peer_rank[32]; /* the link's performance rank to each (by index; 0 best) */
+    uint32_t nvlink_count; /* links the host's NVML knows of (0: none, or no NVML) */
+    struct vgpu_nvlink nvlink[VGPU_NVLINK_MAX];
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 /* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and

@@ -348,6 +348,8 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     const uint64_t va = 0x7e0000000000ull, g = 2u << 20;
     struct vgpu_req_MemGranularity mg = {.recommended = 1};
     REC(MemGranularity, 0, mg, NULL, 0);
+    struct vgpu_req_MemReserveMove rm = {.ptr = va, .size = g, .from_vgpu = 1};
+    REC(MemReserveMove, 1, rm, NULL, 0);
     struct vgpu_req_MemReserve mr = {.size = 2 * g, .addr = va};
     REC(MemReserve, 0, mr, NULL, 0);
     struct vgpu_req_MemCreate mcr = {.handle = 1, .size = g};

@@ -84,7 +84,8 @@ compare user_object "$PROGS/prog_user_object" "$K/basic.fatbin"
 # The project's own API (Gdev's shared segments): through vGPUs only.
 if "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_shm" >"$OUT/shm.vgpu" 2>&1; then pass "shm: $(tail -1 "$OUT/shm.vgpu")"
 else fail "shm: failed"; sed 's/^/    /' "$OUT/shm.vgpu"; fi
-compare nvml "$PROGS/prog_nvml"
+# NVLinks shown (VGPU_NVLINK=1): the host's, as NVIDIA's NVML gives them.
+VGPU_NVLINK=1 compare nvml "$PROGS/prog_nvml"
 compare array "$PROGS/prog_array"
 compare texture "$PROGS/prog_texture" "$K/texture.fatbin"
 compare batch "$PROGS/prog_batch"
@@ -105,6 +106,8 @@ for name in $APP_NAMES; do
         fi
     done
 done
+# NCCL in one process over vGPUs with their NVLinks shown takes its peer-to-peer transport.
+if [ -x "$APPS/nccl_collectives.static" ]; then VGPU_NVLINK=1 compare app-nccl-nvlink "$APPS/nccl_collectives.static"; fi
 
 # The frontend against the toolkit's stub libcuda: every API name it exports resolves, and
 # cuGetProcAddress answers by version (a property of the frontend, so not compared with native).

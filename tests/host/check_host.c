@@ -1305,6 +1305,11 @@ START_TEST(test_peer)
     }
     ck_assert_msg(peer_calls >= 3, "the worker copied between the vGPUs %lld times", peer_calls);
     ck_assert_int_eq(peer_errors, 0);
+    /* A reservation made on device 0 holds device 1's memory (moved to its vGPU), as NCCL maps its
+     * peer's buffers. */
+    ck_assert_int_eq(run_prog("prog_vmm", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "a reservation holding a peer's memory: written by one device, read by the other"), "%s", out);
+    free(out);
     /* NVML lists the process's assembly (vgpu-run --vgpu), as CUDA does: one vGPU of the two. */
     setenv("VGPU_ASSEMBLY", "device=1", 1);
     ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, &out), 0);

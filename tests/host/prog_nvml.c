@@ -154,6 +154,42 @@ int main(void)
                        (int)st, i, j, index, can);
             }
         }
+    /* NVLinks, as NCCL reads them to choose its transport: the links up for peer traffic, what is at
+     * their far ends, and each link's state by field value the same as by its own call. */
+    SYM(nvmlDeviceGetNvLinkState);
+    SYM(nvmlDeviceGetNvLinkCapability);
+    SYM(nvmlDeviceGetNvLinkRemoteDeviceType);
+    SYM(nvmlDeviceGetNvLinkRemotePciInfo_v2);
+    SYM(nvmlDeviceGetFieldValues);
+    for (unsigned i = 0; i < count; i++) {
+        nvmlDevice_t d;
+        NV(p_nvmlDeviceGetHandleByIndex_v2(i, &d));
+        unsigned up = 0, to_switch = 0, to_gpu = 0, link = 0;
+        for (; link < 32; link++) {
+            nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+            if (p_nvmlDeviceGetNvLinkState(d, link, &active) != NVML_SUCCESS)
+                break;
+            nvmlFieldValue_t fv;
+            memset(&fv, 0, sizeof fv);
+            fv.fieldId = NVML_FI_DEV_NVLINK_GET_STATE;
+            fv.scopeId = link;
+            NV(p_nvmlDeviceGetFieldValues(d, 1, &fv));
+            EXPECT(fv.nvmlReturn != NVML_SUCCESS || fv.value.uiVal == (active == NVML_FEATURE_ENABLED),
+                   "device %u link %u: state %d, by field value %u", i, link, (int)active, fv.value.uiVal);
+            unsigned p2p = 0;
+            if (active != NVML_FEATURE_ENABLED || p_nvmlDeviceGetNvLinkCapability(d, link, NVML_NVLINK_CAP_P2P_SUPPORTED, &p2p) != NVML_SUCCESS ||
+                !p2p)
+                continue;
+            up++;
+            nvmlIntNvLinkDeviceType_t type;
+            nvmlPciInfo_t far;
+            if (p_nvmlDeviceGetNvLinkRemoteDeviceType(d, link, &type) == NVML_SUCCESS)
+                to_switch += type == NVML_NVLINK_DEVICE_TYPE_SWITCH, to_gpu += type == NVML_NVLINK_DEVICE_TYPE_GPU;
+            NV(p_nvmlDeviceGetNvLinkRemotePciInfo_v2(d, link, &far));
+        }
+        printf("device %u: %u NVLinks up for peers, %u to switches, %u to GPUs\n", i, up, to_switch, to_gpu);
+    }
+
     if (count) {
         nvmlDevice_t a;
         NV(p_nvmlDeviceGetHandleByIndex_v2(0, &a));

@@ -21,6 +21,47 @@ static void give_access(CUdevice dev, CUdeviceptr p, size_t n)
     CHECK(cuMemSetAccess(p, n, &a, 1));
 }
 
+/* A reservation made in device 0's context holding device 1's memory, as NCCL maps its peer's
+ * buffers: given access from both, written through one device and read through the other. */
+static void peer_mapping(CUdevice dev0, size_t g)
+{
+    int count = 0, can = 0;
+    CHECK(cuDeviceGetCount(&count));
+    if (count > 1)
+        CHECK(cuDeviceCanAccessPeer(&can, dev0, 1));
+    if (!can) {
+        printf("a reservation holding a peer's memory: no peer\n");
+        return;
+    }
+    CUcontext c0, c1;
+    CHECK(cuCtxGetCurrent(&c0));
+    CHECK(cuDevicePrimaryCtxRetain(&c1, 1));
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, g, 0, 0, 0));
+    CUmemAllocationProp prop1 = device_prop(1);
+    CUmemGenericAllocationHandle h;
+    CHECK(cuMemCreate(&h, g, &prop1, 0));
+    CHECK(cuMemMap(va, g, 0, h, 0));
+    give_access(1, va, g);
+    give_access(dev0, va, g);
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemsetD32(va, 0x12345678u, g / 4));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuCtxSetCurrent(c0));
+    uint32_t word = 0;
+    CUdeviceptr d0;
+    CHECK(cuMemAlloc(&d0, 4));
+    CHECK(cuMemcpyDtoD(d0, va + g - 4, 4));
+    CHECK(cuMemcpyDtoH(&word, d0, 4));
+    CHECK(cuMemFree(d0));
+    EXPECT(word == 0x12345678u, "device 0 read %#x of device 1's memory", word);
+    CHECK(cuMemUnmap(va, g));
+    CHECK(cuMemRelease(h));
+    CHECK(cuMemAddressFree(va, g));
+    CHECK(cuDevicePrimaryCtxRelease(1));
+    printf("a reservation holding a peer's memory: written by one device, read by the other\n");
+}
+
 int main(void)
 {
     CUdevice dev;
@@ -109,6 +150,7 @@ int main(void)
     CHECK(cuStreamDestroy(s));
     free(data);
     free(back);
+    peer_mapping(dev, g);
     printf("vmm: reservations, mappings across a seam, aliases, access and releases, ok\n");
     return 0;
 }

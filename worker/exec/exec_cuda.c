@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "cuda_nvlink.h"
 #include "executor.h"
 #include "log.h"
 #include "vgpu/calls.h"
@@ -327,8 +328,10 @@ static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_devic
             info->attr_valid[a] = 1;
         }
     }
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         sm_layout(x, dev, info);
+        cuda_nvlink_describe((const void *)API(x)->cuDeviceGetName, info);
+    }
     return r;
 }
 
