@@ -29,10 +29,10 @@ APPS_FLAGS_nccl_ranks := -lnccl
 APPS_FLAGS_jit_link := -lnvrtc -lnvJitLink
 APPS_SRC_rdc := tests/apps/rdc_main.cu tests/apps/rdc_lib.cu
 
-$(APPS_O)/%.static: tests/apps/%.cu tests/apps/apps.h
+$(APPS_O)/%.static: tests/apps/%.cu tests/apps/apps.h tests/apps/apps_nccl.h
 	@mkdir -p $(@D)
 	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_$*) -o $@ $<
-$(APPS_O)/%.shared: tests/apps/%.cu tests/apps/apps.h
+$(APPS_O)/%.shared: tests/apps/%.cu tests/apps/apps.h tests/apps/apps_nccl.h
 	@mkdir -p $(@D)
 	$(NVCC) $(APPS_NVCCFLAGS) $(APPS_FLAGS_$*) -cudart shared -o $@ $<
 

@@ -1,15 +1,8 @@
 // NCCL in one process over every device (ncclCommInitAll): all-reduce, broadcast, all-gather,
 // reduce-scatter and a ring of point-to-point sends, each checked on the host. NCCL reaches the
 // driver through cuGetProcAddress and its own memory and peer paths.
-#include <nccl.h>
 
-#include "apps.h"
-
-#define NCCL_CHECK(call)                                                                           \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) apps::fail("%s: %s", #call, ncclGetErrorString(r_));               \
-    } while (0)
+#include "apps_nccl.h"
 
 static const size_t COUNT = 1 << 20;
 

@@ -2,17 +2,10 @@
 // handed from rank 0 to the others through a pipe, an all-reduce and a ring of sends in each, the
 // results checked in every rank. Only the parent prints (in rank order), so the output is the same
 // whatever order the ranks finish in.
-#include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "apps.h"
-
-#define NCCL_CHECK(call)                                                                           \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) apps::fail("%s: %s", #call, ncclGetErrorString(r_));               \
-    } while (0)
+#include "apps_nccl.h"
 
 static const size_t COUNT = 1 << 20;
 
