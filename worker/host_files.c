@@ -3,7 +3,7 @@
  * the worker takes it (HostFileGet, host_file_ask.c), maps the same range and registers its mapping with the
  * executor, so that the device reaches the very pages the tenant's process sees (NCCL's shared
  * memory transport works this way natively). A file the tenant shrinks under the mapping faults
- * this worker only: its tenant's. */
+ * this worker only: its tenant's. A channel pins at most its data area's size of them. */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,9 +21,18 @@ CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flag
     int fd = ch->host->file_take ? ch->host->file_take(ch, key, &offset, size) : -1;
     if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (*size == 0 || offset % VGPU_HOST_FILE_ALIGN) {
+    /* Registered pages are pinned: a channel pins at most as much of the tenant's files as its data
+     * area holds, so that no tenant pins the host's memory away. */
+    uint64_t pinned = 0;
+    for (size_t i = 0; i < ch->file_count; i++)
+        pinned += ch->files[i].size;
+    CUresult bad = *size == 0 || offset % VGPU_HOST_FILE_ALIGN ? CUDA_ERROR_INVALID_VALUE
+                   : *size > ch->map.layout.data_size - pinned || pinned > ch->map.layout.data_size
+                       ? CUDA_ERROR_OUT_OF_MEMORY
+                       : CUDA_SUCCESS;
+    if (bad != CUDA_SUCCESS) {
         close(fd);
-        return CUDA_ERROR_INVALID_VALUE;
+        return bad;
     }
     void *map = *size > SIZE_MAX ? MAP_FAILED : mmap(NULL, (size_t)*size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
     close(fd);

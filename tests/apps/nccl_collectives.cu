@@ -1,7 +1,6 @@
 // NCCL in one process over every device (ncclCommInitAll): all-reduce, broadcast, all-gather,
 // reduce-scatter and a ring of point-to-point sends, each checked on the host. NCCL reaches the
 // driver through cuGetProcAddress and its own memory and peer paths.
-
 #include "apps_nccl.h"
 
 static const size_t COUNT = 1 << 20;

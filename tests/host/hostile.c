@@ -424,6 +424,13 @@ static void host_files(const char *path)
     struct vgpu_req_HostUnregisterFile uf = {.key = key};
     EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_SUCCESS, "a file unregistered");
     EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "unregistered twice");
+    /* More than the channel's data area (64 MiB here) would be pinned: refused. */
+    int big = memfd_create("hostile-big", MFD_CLOEXEC);
+    EXPECT(big >= 0 && ftruncate(big, (off_t)(65u << 20)) == 0, "a sparse file larger than the data area");
+    EXPECT(host_file(c.sock, big, 0, 65u << 20, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) ==
+                                                                                 CUDA_ERROR_OUT_OF_MEMORY,
+           "a file larger than the data area pinned");
+    close(big);
     /* One registered and never unregistered goes with the channel. */
     EXPECT(host_file(c.sock, mem, 0, 8192, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS,
            "a file left registered");
