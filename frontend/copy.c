@@ -176,6 +176,17 @@ CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     return FE_POST(ch, c->id, CopyDtoH, &q, reply);
 }
 
+/* A copy between device memory and registered host memory the worker maps (its device address): a
+ * copy device to device, which a synchronous copy waits for, as for pinned memory natively. */
+static CUresult copy_mapped(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint64_t src,
+                            size_t n, bool async)
+{
+    if (!async)
+        FE_RETURN_IF(fe_capture_refuse(ch, stream));
+    FE_RETURN_IF(fe_copy_dtod(c, ch, stream, dst, src, n, async));
+    return async ? CUDA_SUCCESS : fe_stream_wait(c, ch, stream);
+}
+
 CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const void *src, size_t n,
                       bool async)
 {
@@ -191,6 +202,9 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     uint64_t off;
     if (pinned_range(ch, src, n, &off))
         return fe_copy_area(c, ch, stream, dst, off, n, true, !async);
+    uint64_t mapped = fe_registered_file_address(ch, src, n);
+    if (mapped) /* the worker's mapping of the same pages: pinned, done when a synchronous copy returns */
+        return copy_mapped(c, ch, stream, dst, mapped, n, async);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     /* Staged, the bytes are read now; natively page-locked memory is read when the stream gets to
      * the copy, after a host function queued before it (which may write them) has run. */
@@ -221,6 +235,9 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     uint64_t off;
     if (pinned_range(ch, dst, n, &off))
         return fe_copy_area(c, ch, stream, src, off, n, false, !async);
+    uint64_t mapped = fe_registered_file_address(ch, dst, n);
+    if (mapped)
+        return copy_mapped(c, ch, stream, mapped, src, n, async);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);

@@ -177,6 +177,9 @@ CUresult fe_spill_alloc(void **pp, size_t size, unsigned flags, int device);
  * and unregistered (INVALID_VALUE inside one, NOT_REGISTERED outside any), *gone its record. */
 CUresult fe_spill_register(const struct fe_spill *entry);
 CUresult fe_spill_unregister(void *p, struct fe_spill *gone);
+/* The device address of [p, p+n) when it lies in registered memory of a file the worker of ch maps
+ * too (host_register.c), else 0: copies through it go device to device, at pinned speed. */
+uint64_t fe_registered_file_address(const struct fe_chan *ch, const void *p, size_t n);
 /* The device address of p in registered memory (host_register.c). */
 CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p, CUdeviceptr *dptr);
 /* Registered memory of channel ch whose pages are a data-area block: p's data-area offset. */

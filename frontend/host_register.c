@@ -286,6 +286,16 @@ CUresult cuMemHostUnregister(void *p)
     return gone.pages ? move_out_of_data_area(&gone) : CUDA_SUCCESS;
 }
 
+uint64_t fe_registered_file_address(const struct fe_chan *ch, const void *p, size_t n)
+{
+    struct fe_spill sp;
+    if (!fe_spill_find(p, &sp) || sp.file_ch != ch)
+        return 0;
+    const uint8_t *q = p;
+    const uint8_t *end = (const uint8_t *)sp.base + sp.size;
+    return q >= sp.file_base && q <= end && n <= (size_t)(end - q) ? sp.file_dptr + (uint64_t)(q - sp.file_base) : 0;
+}
+
 CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p, CUdeviceptr *dptr)
 {
     struct fe_block b;

@@ -66,6 +66,22 @@ static void shared_file(CUdeviceptr d, uint8_t *back, bool memfd)
     CHECK(cuMemcpyDtoD(da + 200000, d, 65536));
     CHECK(cuCtxSynchronize());
     EXPECT(memcmp(b + 200000, b + 65536, 65536) == 0, "a copy into the registered view shows in the other");
+    /* Copies to and from the registered view: what the other view holds goes to the device, and what
+     * the device holds shows in the other view. */
+    prog_fill(b + 300000, 65536, 13);
+    CHECK(cuMemcpyHtoD(d, a + 300000, 65536));
+    CHECK(cuMemcpyDtoH(back, d, 65536));
+    EXPECT(memcmp(back, b + 300000, 65536) == 0, "a copy from the registered view");
+    CHECK(cuMemcpyDtoH(a + 400000, d, 65536));
+    EXPECT(memcmp(b + 400000, b + 300000, 65536) == 0, "a copy into the registered view shows in the other");
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    prog_fill(b + 500000, 65536, 14);
+    CHECK(cuMemcpyHtoDAsync(d, a + 500000, 65536, s));
+    CHECK(cuMemcpyDtoHAsync(a + 600000, d, 65536, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(memcmp(b + 600000, b + 500000, 65536) == 0, "copies on a stream through the registered view");
+    CHECK(cuStreamDestroy(s));
     CHECK(cuMemHostUnregister(a));
     EXPECT(a[4096] == 0x5a && memcmp(a + 65536, b + 65536, 65536) == 0, "the views are still one memory");
     munmap(a, SHARED);
