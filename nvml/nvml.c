@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
 
-#include "bell.h"
 #include "device_info.h"
 #include "hello.h"
 #include "log.h"
@@ -578,7 +578,9 @@ static void field_value(nvmlDevice_t d, nvmlFieldValue_t *v)
     struct vgpu_nvlink k;
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
     v->latencyUsec = 0;
-    v->timestamp = (long long)(vgpu_now_ns() / 1000);
+    struct timespec now; /* microseconds since 1970, as NVML stamps its values */
+    clock_gettime(CLOCK_REALTIME, &now);
+    v->timestamp = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     v->value.ullVal = 0;
     switch (v->fieldId) {
     case NVML_FI_DEV_NVLINK_LINK_COUNT:
