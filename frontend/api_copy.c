@@ -12,24 +12,6 @@ static CUresult begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_
     return fe_stream_id(s, per_thread, *c, *ch, sid);
 }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async, bool pt)
-{
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
-    return fe_copy_htod(c, ch, sid, dst, src, n, async);
-}
-
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
-{
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
-    return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
-}
-
 /* Device memory of this vGPU at p, or of another of the tenant's (its owner then in *oc, *och). */
 static bool device_side(struct fe_chan *ch, uint64_t p, struct fe_ctx **oc, struct fe_chan **och, bool *other)
 {
@@ -38,6 +20,41 @@ static bool device_side(struct fe_chan *ch, uint64_t p, struct fe_ctx **oc, stru
     if (fe_classify(ch, p, &off) == FE_DEVICE)
         return true;
     return *other = fe_device_owner(p, oc, och);
+}
+
+/* Unified addressing: a copy between host memory and another of the tenant's vGPUs' memory (och's,
+ * in context oc), after the work of stream sid of c, on the owner's default stream; done when it
+ * returns (an asynchronous one too, which the driver allows). */
+static CUresult host_and_other(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_ctx *oc,
+                               struct fe_chan *och, uint64_t dst, uint64_t src, size_t n, bool to_device)
+{
+    FE_RETURN_IF(fe_stream_wait(c, ch, sid));
+    return to_device ? fe_copy_htod(oc, och, 0, dst, (const void *)(uintptr_t)src, n, false)
+                     : fe_copy_dtoh(oc, och, 0, (void *)(uintptr_t)dst, src, n, false);
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c, *oc;
+    struct fe_chan *ch, *och;
+    uint32_t sid;
+    bool other;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    if (n && device_side(ch, dst, &oc, &och, &other) && other)
+        return host_and_other(c, ch, sid, oc, och, dst, (uint64_t)(uintptr_t)src, n, true);
+    return fe_copy_htod(c, ch, sid, dst, src, n, async);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c, *oc;
+    struct fe_chan *ch, *och;
+    uint32_t sid;
+    bool other;
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    if (n && device_side(ch, src, &oc, &och, &other) && other)
+        return host_and_other(c, ch, sid, oc, och, (uint64_t)(uintptr_t)dst, src, n, false);
+    return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
@@ -72,9 +89,8 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     if (n && (dst_other || src_other)) {
         if (dst_dev && src_dev)
             return fe_copy_across(c, ch, sid, dc, dch, dst, sc, sch, src, n, async);
-        FE_RETURN_IF(fe_stream_wait(c, ch, sid)); /* host memory and another vGPU's, after the stream's work */
-        return dst_other ? fe_copy_htod(dc, dch, 0, dst, (const void *)(uintptr_t)src, n, false)
-                         : fe_copy_dtoh(sc, sch, 0, (void *)(uintptr_t)dst, src, n, false);
+        return dst_other ? host_and_other(c, ch, sid, dc, dch, dst, src, n, true)
+                         : host_and_other(c, ch, sid, sc, sch, dst, src, n, false);
     }
     if (dst_dev && src_dev)
         return fe_copy_dtod(c, ch, sid, dst, src, n, async);

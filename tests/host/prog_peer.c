@@ -319,6 +319,12 @@ int main(int argc, char **argv)
         memset(a, 0, n);
         CHECK(cuMemcpy((CUdeviceptr)(uintptr_t)a, p1, n));
         EXPECT(memcmp(a, b, n) == 0, "cuMemcpy through the other device's memory");
+        /* The explicit forms too, device 0 still current: host into device 1's memory and back. */
+        prog_fill(b, n, (uint32_t)k + 200);
+        CHECK(cuMemcpyHtoD(p1, b, n));
+        memset(a, 0, n);
+        CHECK(cuMemcpyDtoH(a, p1, n));
+        EXPECT(memcmp(a, b, n) == 0, "cuMemcpyHtoD and cuMemcpyDtoH of the other device's memory");
 
         CHECK(cuMemFree(p0));
         CHECK(cuCtxSetCurrent(c1));
