@@ -432,9 +432,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *
     return NVML_SUCCESS;
 }
 
+static bool nvlinked(nvmlDevice_t d);
+
 /* What vGPU a may do with vGPU b's memory, as CUDA's peer queries answer it (cuDeviceCanAccessPeer,
- * cuDeviceGetP2PAttribute): a device reaches its own memory; NVLink is not told apart from other
- * links (the vGPUs have no NVLink of their own to query). NCCL asks this of every pair at start. */
+ * cuDeviceGetP2PAttribute): a device reaches its own memory; over NVLink when both have links up
+ * as the tenant sees them (VGPU_NVLINK). NCCL asks this of every pair at start. */
 EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCapsIndex_t index,
                                            nvmlGpuP2PStatus_t *status)
 {
@@ -449,7 +451,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlG
         return NVML_ERROR_INVALID_ARGUMENT;
     bool ok;
     if (index == NVML_P2P_CAPS_INDEX_NVLINK)
-        ok = false;
+        ok = a != b && vgpu_device_peer_capable(&a->info, &b->info) && nvlinked(a) && nvlinked(b);
     else if (a == b)
         ok = true;
     else if (index == NVML_P2P_CAPS_INDEX_ATOMICS)
@@ -509,6 +511,16 @@ static nvmlReturn_t nvlink_of(nvmlDevice_t d, unsigned link, struct vgpu_nvlink 
     }
     pthread_mutex_unlock(&nv.mu);
     return r;
+}
+
+/* Whether d has a link up for peer traffic (as the tenant sees its links). */
+static bool nvlinked(nvmlDevice_t d)
+{
+    struct vgpu_nvlink k;
+    for (unsigned l = 0; l < VGPU_NVLINK_MAX && nvlink_of(d, l, &k) == NVML_SUCCESS; l++)
+        if (k.active && k.p2p)
+            return true;
+    return false;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *active)
