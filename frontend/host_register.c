@@ -10,12 +10,12 @@
  * file mapped shared (a shared memory object, a memfd: what NCCL's shared-memory transport
  * registers) cannot move, since other mappings share its pages: the file goes to the worker
  * (through vgpud, VGPU_MSG_HOST_FILE), which maps the same pages and registers them, so the device
- * reaches them at the address cuMemHostGetDevicePointer gives. Other memory (Xen guests, whose data
- * area is granted pages) is registered in every respect the program can see but has no device
- * address, and copies through registered memory outside the data area are staged as pageable
- * memory's are. While
- * the contents move, other threads must not write the range (a registration is expected before
- * the buffer is in use). A registered range is shared with a child after fork, not copied. */
+ * reaches them at the address cuMemHostGetDevicePointer gives, and copies through them go device
+ * to device from there. Other memory (Xen guests, whose data area is granted pages) is registered
+ * in every respect the program can see but has no device address, and copies through it are
+ * staged as pageable memory's are. While the contents move, other threads must not write the range
+ * (a registration is expected before the buffer is in use). A registered range is shared with a
+ * child after fork, not copied. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,25 +42,49 @@ static bool copy_pages(void *dst, const void *src, size_t n)
     return process_vm_readv(getpid(), &to, 1, &from, 1, 0) == (ssize_t)n;
 }
 
-/* Is [lo, hi) covered by private anonymous read-write mappings (/proc/self/maps)? */
+/* The whole pages under a registration. */
+static void page_span(const struct fe_spill *e, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = (uintptr_t)e->base & ~(uintptr_t)(PAGE - 1);
+    *hi = ((uintptr_t)e->base + e->size + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+}
+
+/* One line of /proc/self/maps. */
+struct mapping {
+    unsigned long start, end, inode;
+    unsigned long long offset;
+    unsigned major, minor;
+    char perms[8];
+    char path[256]; /* "" for anonymous memory */
+};
+
+static bool next_mapping(FILE *f, struct mapping *m)
+{
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        m->path[0] = '\0';
+        if (sscanf(line, "%lx-%lx %7s %llx %x:%x %lu %255s", &m->start, &m->end, m->perms, &m->offset, &m->major,
+                   &m->minor, &m->inode, m->path) >= 7)
+            return true;
+    }
+    return false;
+}
+
+/* Is [lo, hi) covered by private anonymous read-write mappings? */
 static bool private_anonymous(uintptr_t lo, uintptr_t hi)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return false;
-    char line[512];
+    struct mapping m;
     uintptr_t covered = lo;
     bool ok = true;
-    while (ok && covered < hi && fgets(line, sizeof line, f)) {
-        unsigned long a, b;
-        char perms[8], path[256] = "";
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &a, &b, perms, path) < 3)
-            continue;
-        if (b <= covered || a >= hi)
+    while (ok && covered < hi && next_mapping(f, &m)) {
+        if (m.end <= covered || m.start >= hi)
             continue;
         /* A gap, or a mapping that is shared, not writable, or of a file. */
-        ok = a <= covered && strcmp(perms, "rw-p") == 0 && (path[0] == '\0' || strcmp(path, "[heap]") == 0);
-        covered = b;
+        ok = m.start <= covered && strcmp(m.perms, "rw-p") == 0 && (m.path[0] == '\0' || strcmp(m.path, "[heap]") == 0);
+        covered = m.end;
     }
     fclose(f);
     return ok && covered >= hi;
@@ -80,23 +104,16 @@ static bool shared_file_of(uintptr_t lo, uintptr_t hi, struct shared_file *sf)
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return false;
-    char line[512];
+    struct mapping m;
     bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long a, b, ino;
-        unsigned long long off;
-        unsigned maj, min;
-        char perms[8];
-        sf->path[0] = '\0';
-        if (sscanf(line, "%lx-%lx %7s %llx %x:%x %lu %255s", &a, &b, perms, &off, &maj, &min, &ino, sf->path) < 7)
-            continue;
-        if (a <= lo && hi <= b && strcmp(perms, "rw-s") == 0 && ino != 0) {
-            sf->dev = makedev(maj, min);
-            sf->ino = (ino_t)ino;
-            sf->offset = off + (lo - a);
+    while (!found && next_mapping(f, &m))
+        if (m.start <= lo && hi <= m.end && strcmp(m.perms, "rw-s") == 0 && m.inode != 0) {
+            sf->dev = makedev(m.major, m.minor);
+            sf->ino = (ino_t)m.inode;
+            sf->offset = m.offset + (lo - m.start);
+            memcpy(sf->path, m.path, sizeof sf->path);
             found = true;
         }
-    }
     fclose(f);
     return found;
 }
@@ -133,8 +150,8 @@ static int open_shared_file(const struct shared_file *sf)
 /* Hand the file under [lo, hi) to the worker of ch, which maps and registers the same pages. */
 static bool register_shared_file(struct fe_ctx *c, struct fe_chan *ch, struct fe_spill *e, unsigned flags)
 {
-    uintptr_t lo = (uintptr_t)e->base & ~(uintptr_t)(PAGE - 1);
-    uintptr_t hi = ((uintptr_t)e->base + e->size + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    uintptr_t lo, hi;
+    page_span(e, &lo, &hi);
     struct shared_file sf;
     if (fe.xen || !(flags & CU_MEMHOSTREGISTER_DEVICEMAP) || !shared_file_of(lo, hi, &sf))
         return false;
@@ -183,8 +200,8 @@ static void unregister_shared_file(const struct fe_spill *e)
 /* Make the pages a data-area block of ch (false: they stay the application's). */
 static bool move_into_data_area(struct fe_ctx *c, struct fe_chan *ch, struct fe_spill *e, unsigned flags)
 {
-    uintptr_t lo = (uintptr_t)e->base & ~(uintptr_t)(PAGE - 1);
-    uintptr_t hi = ((uintptr_t)e->base + e->size + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    uintptr_t lo, hi;
+    page_span(e, &lo, &hi);
     if (ch->mem_fd < 0 || !private_anonymous(lo, hi))
         return false;
     uint64_t off;
@@ -286,6 +303,12 @@ CUresult cuMemHostUnregister(void *p)
     return gone.pages ? move_out_of_data_area(&gone) : CUDA_SUCCESS;
 }
 
+/* The worker's device address of p in a registration of a file it maps. */
+static uint64_t file_address(const struct fe_spill *reg, const void *p)
+{
+    return reg->file_dptr + (uint64_t)((const uint8_t *)p - reg->file_base);
+}
+
 uint64_t fe_registered_file_address(const struct fe_chan *ch, const void *p, size_t n)
 {
     struct fe_spill sp;
@@ -293,7 +316,7 @@ uint64_t fe_registered_file_address(const struct fe_chan *ch, const void *p, siz
         return 0;
     const uint8_t *q = p;
     const uint8_t *end = (const uint8_t *)sp.base + sp.size;
-    return q >= sp.file_base && q <= end && n <= (size_t)(end - q) ? sp.file_dptr + (uint64_t)(q - sp.file_base) : 0;
+    return q >= sp.file_base && q <= end && n <= (size_t)(end - q) ? file_address(&sp, p) : 0;
 }
 
 CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p, CUdeviceptr *dptr)
@@ -303,7 +326,7 @@ CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p,
     if (!(reg->flags & CU_MEMHOSTREGISTER_DEVICEMAP))
         return CUDA_ERROR_INVALID_VALUE;
     if (reg->file_ch) {
-        *dptr = reg->file_dptr + (uint64_t)((const uint8_t *)p - reg->file_base);
+        *dptr = file_address(reg, p);
         return CUDA_SUCCESS;
     }
     if (!reg->pages) {

@@ -486,9 +486,17 @@ static bool nvlinks_shown(void)
     return v && strcmp(v, "1") == 0;
 }
 
-/* Link `link` of d as the tenant sees it, in *out: the host's, except that a vGPU of another node
- * or one whose memory vgpud swaps shows none (it has no peers), and a link to a GPU that is not
- * one of the tenant's vGPUs shows down. NOT_SUPPORTED for a device without NVLinks, and
+/* How many of a vGPU's links the tenant sees: none of a vGPU of another node or one whose memory
+ * vgpud swaps (it has no peers), or while they are not asked for. */
+static unsigned links_shown(const struct vgpu_device_info *i)
+{
+    if ((i->flags & (VGPU_DEVICE_REMOTE | VGPU_DEVICE_NO_PEER)) || !nvlinks_shown())
+        return 0;
+    return i->nvlink_count < VGPU_NVLINK_MAX ? i->nvlink_count : VGPU_NVLINK_MAX;
+}
+
+/* Link `link` of d as the tenant sees it, in *out: the host's, except that a link to a GPU that is
+ * not one of the tenant's vGPUs shows down. NOT_SUPPORTED for a device without links shown, and
  * INVALID_ARGUMENT past its last link, as NVML answers. */
 static nvmlReturn_t nvlink_of(nvmlDevice_t d, unsigned link, struct vgpu_nvlink *out)
 {
@@ -496,9 +504,7 @@ static nvmlReturn_t nvlink_of(nvmlDevice_t d, unsigned link, struct vgpu_nvlink 
     nvmlReturn_t r = device_ok(d);
     if (r == NVML_SUCCESS) {
         const struct vgpu_device_info *i = &d->info;
-        unsigned count = (i->flags & (VGPU_DEVICE_REMOTE | VGPU_DEVICE_NO_PEER)) || !nvlinks_shown() ? 0 : i->nvlink_count;
-        if (count > VGPU_NVLINK_MAX)
-            count = VGPU_NVLINK_MAX;
+        unsigned count = links_shown(i);
         if (count == 0)
             r = NVML_ERROR_NOT_SUPPORTED;
         else if (link >= count)
@@ -598,7 +604,7 @@ static void field_value(nvmlDevice_t d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_NVLINK_LINK_COUNT:
         v->nvmlReturn = nvlink_of(d, 0, &k);
         if (v->nvmlReturn == NVML_SUCCESS)
-            v->value.uiVal = d->info.nvlink_count < VGPU_NVLINK_MAX ? d->info.nvlink_count : VGPU_NVLINK_MAX;
+            v->value.uiVal = links_shown(&d->info);
         break;
     case NVML_FI_DEV_NVLINK_GET_STATE:
     case NVML_FI_DEV_NVLINK_GET_VERSION:

@@ -44,24 +44,14 @@ static uint64_t granularity(struct vgpu_call *c)
     return OPS(c)->vmm_granularity(EXEC(c), c->ch->device, false, &g) == CUDA_SUCCESS && g ? g : 2u << 20;
 }
 
-CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemReserve *q, struct vgpu_rsp_MemReserve *a)
+/* The channel's reservations change under its shared lock: a peer channel takes one for a mapping
+ * of its memory (MemReserveMove). */
+static int reserved_add(struct vchannel *ch, uint64_t base, uint64_t size)
 {
-    uint64_t g = granularity(c);
-    if (q->size == 0 || q->size % g || (q->align & (q->align - 1)) || q->addr % g)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t ptr = 0;
-    CUresult r = OPS(c)->vmm_reserve(EXEC(c), q->size, q->align, q->addr, &ptr);
-    if (r != CUDA_SUCCESS)
-        return r;
-    pthread_mutex_lock(&c->ch->shared_mu);
-    int added = vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = ptr, .size = q->size});
-    pthread_mutex_unlock(&c->ch->shared_mu);
-    if (added != 0) {
-        OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    a->ptr = ptr;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->shared_mu);
+    int e = vgpu_ranges_add(&ch->reserved, &(struct vgpu_range){.base = base, .size = size});
+    pthread_mutex_unlock(&ch->shared_mu);
+    return e;
 }
 
 /* Is anything mapped in [p, p+n)? */
@@ -75,24 +65,46 @@ static bool any_mapped(const struct vchannel *ch, uint64_t p, uint64_t n)
     return false;
 }
 
+/* Take the whole reservation [ptr, ptr+size) out of ch; unmapped: only when nothing of ch's is
+ * mapped in it (the channel's own poller asks; a peer cannot look at ch's mappings). */
+static bool reserved_take(struct vchannel *ch, uint64_t ptr, uint64_t size, bool unmapped)
+{
+    pthread_mutex_lock(&ch->shared_mu);
+    struct vgpu_range *r = vgpu_ranges_at(&ch->reserved, ptr);
+    bool ok = r && r->size == size && !(unmapped && any_mapped(ch, ptr, size));
+    if (ok)
+        vgpu_ranges_remove_at(&ch->reserved, ptr);
+    pthread_mutex_unlock(&ch->shared_mu);
+    return ok;
+}
+
+CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemReserve *q, struct vgpu_rsp_MemReserve *a)
+{
+    uint64_t g = granularity(c);
+    if (q->size == 0 || q->size % g || (q->align & (q->align - 1)) || q->addr % g)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t ptr = 0;
+    CUresult r = OPS(c)->vmm_reserve(EXEC(c), q->size, q->align, q->addr, &ptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (reserved_add(c->ch, ptr, q->size) != 0) {
+        OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->ptr = ptr;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_MemAddressFree *q,
                                     struct vgpu_rsp_MemAddressFree *a)
 {
     (void)a;
-    pthread_mutex_lock(&c->ch->shared_mu);
-    struct vgpu_range *r = vgpu_ranges_at(&c->ch->reserved, q->ptr);
-    bool ours = r && r->size == q->size && !any_mapped(c->ch, q->ptr, q->size);
-    if (ours) /* gone from the channel first: a peer cannot take it meanwhile */
-        vgpu_ranges_remove_at(&c->ch->reserved, q->ptr);
-    pthread_mutex_unlock(&c->ch->shared_mu);
-    if (!ours)
+    /* Gone from the channel first: a peer cannot take it meanwhile. */
+    if (!reserved_take(c->ch, q->ptr, q->size, true))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
-    if (e != CUDA_SUCCESS) {
-        pthread_mutex_lock(&c->ch->shared_mu);
-        (void)vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = q->ptr, .size = q->size});
-        pthread_mutex_unlock(&c->ch->shared_mu);
-    }
+    if (e != CUDA_SUCCESS)
+        (void)reserved_add(c->ch, q->ptr, q->size);
     return e;
 }
 
@@ -100,17 +112,10 @@ struct reservation_move {
     uint64_t ptr, size;
 };
 
-/* Take the reservation out of the peer channel that holds it (under its lock). */
 static CUresult take_reservation(struct vchannel *peer, void *arg)
 {
     const struct reservation_move *m = arg;
-    pthread_mutex_lock(&peer->shared_mu);
-    struct vgpu_range *r = vgpu_ranges_at(&peer->reserved, m->ptr);
-    bool ok = r && r->size == m->size;
-    if (ok)
-        vgpu_ranges_remove_at(&peer->reserved, m->ptr);
-    pthread_mutex_unlock(&peer->shared_mu);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return reserved_take(peer, m->ptr, m->size, false) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* A reservation of another vGPU of the tenant's, served here, becomes this channel's: the driver's
@@ -124,10 +129,7 @@ CUresult vgpu_handle_MemReserveMove(struct vgpu_call *c, const struct vgpu_req_M
     CUresult r = vchannel_with_peer(c, q->from_vgpu, false, take_reservation, &m);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&c->ch->shared_mu);
-    int added = vgpu_ranges_add(&c->ch->reserved, &(struct vgpu_range){.base = q->ptr, .size = q->size});
-    pthread_mutex_unlock(&c->ch->shared_mu);
-    if (added != 0) { /* kept nowhere: given back to the driver */
+    if (reserved_add(c->ch, q->ptr, q->size) != 0) { /* kept nowhere: given back to the driver */
         OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
