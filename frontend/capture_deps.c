@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "graph.h"
 #include "log.h"
 
@@ -20,10 +21,8 @@ struct fe_graph_node *fe_capture_node(struct fe_graph *g, uint32_t id)
     if (id >= VGPU_MAX_GRAPH_NODES)
         return NULL;
     if (id >= g->ncnodes) {
-        size_t cap = g->ncnodes ? g->ncnodes : 16;
-        while (cap <= id)
-            cap *= 2;
-        struct fe_graph_node **grown = realloc(g->cnodes, cap * sizeof *grown);
+        size_t cap = g->ncnodes;
+        struct fe_graph_node **grown = vgpu_array_grow(g->cnodes, &cap, (size_t)id + 1, sizeof *grown);
         if (!grown)
             return NULL;
         memset(grown + g->ncnodes, 0, (cap - g->ncnodes) * sizeof *grown);
