@@ -13,6 +13,10 @@
  * MAX_HOLD_NS (requests wait at most their timeout). */
 #define HOLD_PER_COST 16u
 #define MAX_HOLD_NS 60000000000ull
+/* A vGPU granted memory less than a quarter slice ago is taken to be gathering its working set
+ * (allocating piece by piece); once half the device is allowed, others wait for it (see
+ * gathering_before). */
+#define GATHER_SLICE_DIV 4u
 /* Bytes per ns memory moves out at, until a move says (4 GB/s: host swap of pageable memory). */
 #define FIRST_BANDWIDTH 4.0
 
@@ -285,6 +289,30 @@ static bool before(const struct mm_vgpu *a, const struct mm_vgpu *b)
     return a->since != b->since ? a->since < b->since : a->seq < b->seq;
 }
 
+/* An earlier vGPU in the order than v that is gathering its working set (granted memory a moment
+ * ago, and about to ask for more), while granting v extra bytes would take the device's allowances
+ * past half its capacity: v waits for it. Without this, vGPUs that start together are each granted
+ * a part of what they need, piece by piece in turn, until the device is full, and then all but the
+ * first ones must move what they got out again (and back later); a stable order of whole working
+ * sets moves nothing. Below half the device everyone is served at once, as room is plenty. Returns
+ * when the gathering ends at the latest (0: nobody gathers before v). */
+static uint64_t gathering_before(const struct mm *m, const struct mm_vgpu *v, uint64_t extra, uint64_t allowed,
+                                 uint64_t cap, uint64_t now)
+{
+    if (allowed + extra <= cap / 2)
+        return 0;
+    uint64_t window = m->cfg.slice_ns / GATHER_SLICE_DIV, until = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const struct mm_vgpu *g = m->v[i];
+        if (g == v || g->device != v->device || g->pending || !g->allowance || now - g->last_grant >= window ||
+            !before(g, v))
+            continue;
+        if (g->last_grant + window > until)
+            until = g->last_grant + window;
+    }
+    return until;
+}
+
 /* What vGPUs that wait behind head hold: they run nothing, so their turns do not protect it. */
 static uint64_t waiters_behind(const struct mm *m, const struct mm_vgpu *head, uint64_t now, struct mm_vgpu **last)
 {
@@ -456,6 +484,14 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
         if (v->device != d || !v->pending || v->evicting)
             continue;
         uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
+        if (extra && extra <= room) {
+            uint64_t until = gathering_before(m, v, extra, allowed, cap, now);
+            if (until) { /* it waits for an earlier one to gather its working set */
+                if (!*wake || until < *wake)
+                    *wake = until;
+                continue;
+            }
+        }
         struct mm_vgpu **slot = extra <= room ? &fits : &head;
         if (!*slot || before(v, *slot))
             *slot = v;

@@ -358,8 +358,10 @@ START_TEST(residency_first_fit)
 END_TEST
 
 /* Two vGPUs (channels 1 and 2 of pair_owner) that take all of the 512 MiB device: A asks for first at
- * time at, B for the rest a millisecond later; each uses what it got. */
+ * time at, B for the rest a millisecond later; each uses what it got. A, granted more than half
+ * the device, is taken to gather its working set for a quarter slice: B is granted only then. */
 static int pair_owner;
+#define GATHERED (25 * MS)
 static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t first, uint64_t at)
 {
     struct mm *m = fake_mm(1024 * MiB, 0);
@@ -369,12 +371,55 @@ static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t fi
     mm_run(m, at);
     a->resident = seen.allowance;
     mm_need(m, &pair_owner, 2, 2, 512 * MiB - a->resident, VGPU_MEM_UNKNOWN, at + MS);
-    mm_run(m, at + MS);
+    ck_assert_uint_eq(mm_run(m, at + MS), at + GATHERED);
+    ck_assert_int_eq(seen.grants, 1);
+    mm_run(m, at + GATHERED);
     ck_assert_int_eq(seen.grants, 2);
     b->resident = seen.allowance;
     ck_assert_uint_eq(a->resident + b->resident, 512 * MiB); /* all of it */
     return m;
 }
+
+/* vGPUs that start together: below half the device each is granted at once; past it, one waits
+ * while an earlier one gathers its working set (granted a moment ago), rather than each getting a
+ * part of what it needs until the device is full and some must move theirs out again. */
+START_TEST(residency_gathering)
+{
+    static int owner;
+    struct fake_vgpu a = {0}, b = {0}, c = {0};
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, 0, &a);
+    mm_join(m, &owner, 2, 0, 0, &b);
+    mm_join(m, &owner, 3, 0, 0, &c);
+    mm_need(m, &owner, 1, 1, 100 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_run(m, 1000 * MS);
+    a.resident = seen.allowance; /* 164 MiB */
+    mm_need(m, &owner, 2, 2, 50 * MiB, VGPU_MEM_UNKNOWN, 1001 * MS);
+    mm_run(m, 1001 * MS);
+    ck_assert_int_eq(seen.grants, 2); /* 278 MiB allowed: past half, but B asked below it */
+    ck_assert_uint_eq(seen.grant_channel, 2);
+    b.resident = seen.allowance;
+    /* C's 100 MiB would fit, but A and B gather: C waits for the later end of their windows. */
+    mm_need(m, &owner, 3, 3, 100 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
+    ck_assert_uint_eq(mm_run(m, 1002 * MS), 1001 * MS + GATHERED);
+    ck_assert_int_eq(seen.grants, 2);
+    /* A asks again meanwhile: it is earlier in the order, granted at once. */
+    mm_need(m, &owner, 1, 4, 200 * MiB, VGPU_MEM_UNKNOWN, 1010 * MS);
+    mm_run(m, 1010 * MS);
+    ck_assert_int_eq(seen.grants, 3);
+    ck_assert_uint_eq(seen.grant_channel, 1);
+    a.resident = 200 * MiB;
+    ck_assert_uint_eq(mm_run(m, 1001 * MS + GATHERED), 1010 * MS + GATHERED); /* B's window is over */
+    ck_assert_int_eq(seen.grants, 3);
+    /* A's window over with nothing asked: C is granted what is left of the device. */
+    mm_run(m, 1010 * MS + GATHERED);
+    ck_assert_int_eq(seen.grants, 4);
+    ck_assert_uint_eq(seen.grant_channel, 3);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    ck_assert_int_eq(seen.evicts, 0); /* nothing moved */
+    mm_destroy(m);
+}
+END_TEST
 
 /* Two vGPUs that both wait for more in their turns: the one whose turn began first is completed
  * with the memory of the one behind it (which runs nothing meanwhile), rather than both waiting
@@ -384,9 +429,9 @@ static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t fi
 static struct mm *both_ask(struct fake_vgpu *a, struct fake_vgpu *b)
 {
     struct mm *m = two_fill(a, b, 200 * MiB, 1000 * MS);
-    mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS);
-    mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS);
-    mm_run(m, 1003 * MS);
+    mm_need(m, &pair_owner, 2, 3, 300 * MiB, VGPU_MEM_UNKNOWN, 1002 * MS + GATHERED);
+    mm_need(m, &pair_owner, 1, 4, 300 * MiB, VGPU_MEM_UNKNOWN, 1003 * MS + GATHERED);
+    mm_run(m, 1003 * MS + GATHERED);
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 2);
     return m;
@@ -400,15 +445,15 @@ START_TEST(residency_waiters)
     ck_assert_uint_eq(seen.target, 0); /* at least WAITER_TAKE, all it has */
     b.host = b.resident;
     b.resident = 0;
-    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
-    mm_run(m, 1005 * MS);
+    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS + GATHERED);
+    mm_run(m, 1005 * MS + GATHERED);
     ck_assert_int_eq(seen.grants, 3);
     ck_assert_uint_eq(seen.grant_channel, 1);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     ck_assert_uint_ge(seen.allowance, 300 * MiB);
     a.resident = seen.allowance;
     /* B, behind, waits for A's turn: A runs. */
-    mm_run(m, 1006 * MS);
+    mm_run(m, 1006 * MS + GATHERED);
     ck_assert_int_eq(seen.grants, 3);
     ck_assert_int_eq(seen.evicts, 1);
     mm_destroy(m);
@@ -423,12 +468,12 @@ START_TEST(residency_no_grant_while_evicting)
     struct mm *m = both_ask(&a, &b);
     int grants = seen.grants;
     mm_leave(m, &pair_owner, 1);
-    mm_run(m, 1004 * MS);
+    mm_run(m, 1004 * MS + GATHERED);
     ck_assert_int_eq(seen.grants, grants); /* B's eviction is still under way */
     b.host = b.resident;
     b.resident = 0;
-    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS);
-    mm_run(m, 1005 * MS);
+    mm_evicted(m, &pair_owner, 2, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, 1005 * MS + GATHERED);
+    mm_run(m, 1005 * MS + GATHERED);
     ck_assert_int_eq(seen.grants, grants + 1);
     ck_assert_uint_eq(seen.grant_channel, 2);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
@@ -445,8 +490,8 @@ START_TEST(residency_shed)
     struct fake_vgpu a = {0}, b = {0};
     struct mm *m = two_fill(&a, &b, 300 * MiB, 0);
     /* B's driver says 400 MiB are free: 912 in all less the 512 MiB margin, 400 for the vGPUs. */
-    mm_need(m, &pair_owner, 2, 3, b.resident, 400 * MiB, 2 * MS);
-    mm_run(m, 2 * MS);
+    mm_need(m, &pair_owner, 2, 3, b.resident, 400 * MiB, GATHERED + 2 * MS);
+    mm_run(m, GATHERED + 2 * MS);
     ck_assert_int_eq(seen.grants, 2); /* not before the excess is back */
     ck_assert_int_eq(seen.evicts, 1);
     ck_assert_uint_eq(seen.evict_channel, 2);
@@ -454,8 +499,8 @@ START_TEST(residency_shed)
     ck_assert_uint_eq(seen.target, b.resident - 112 * MiB);
     b.host = 112 * MiB;
     b.resident -= 112 * MiB;
-    mm_evicted(m, &pair_owner, 2, b.resident, b.resident, 1 * MS, VGPU_MEM_UNKNOWN, 3 * MS);
-    mm_run(m, 3 * MS);
+    mm_evicted(m, &pair_owner, 2, b.resident, b.resident, 1 * MS, VGPU_MEM_UNKNOWN, GATHERED + 3 * MS);
+    mm_run(m, GATHERED + 3 * MS);
     struct mm_device_view dv;
     mm_device_view(m, 0, &dv);
     ck_assert_uint_eq(dv.capacity, 400 * MiB);
@@ -553,6 +598,7 @@ int main(void)
     tcase_add_test(res, residency_refusals);
     tcase_add_test(res, residency_calibration);
     tcase_add_test(res, residency_first_fit);
+    tcase_add_test(res, residency_gathering);
     tcase_add_test(res, residency_waiters);
     tcase_add_test(res, residency_no_grant_while_evicting);
     tcase_add_test(res, residency_shed);
