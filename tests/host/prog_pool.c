@@ -1,9 +1,11 @@
 /* Stream-ordered allocation: allocations from the default pool used and freed in stream order, an
  * allocation handed from one stream to another through an event, a created pool that keeps its
  * memory for reuse (release threshold) and gives it back when trimmed, the device's current pool,
- * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, and
+ * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, a block
+ * freed on a stream taken again by that stream's next allocation while the stream lags, and
  * what the driver refuses (printed, for check-gpu to compare with a GPU's answers). */
 #include <string.h>
+#include <unistd.h>
 
 #include "progutil.h"
 
@@ -19,6 +21,12 @@ static CUmemoryPool pool_of(CUdeviceptr p)
     CUmemoryPool pool = NULL;
     CHECK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p));
     return pool;
+}
+
+static void CUDA_CB hold_stream(void *arg)
+{
+    (void)arg;
+    usleep(200 * 1000);
 }
 
 int main(void)
@@ -127,6 +135,16 @@ int main(void)
     CHECK(cuMemAllocAsync(&d, 4096, CU_STREAM_LEGACY));
     CHECK(cuMemFreeAsync(d, CU_STREAM_PER_THREAD));
     CHECK(cuCtxSynchronize());
+
+    /* A stream held back (by a host function) while the client allocates and frees on it: a block
+     * freed on a stream is taken again by the stream's next allocation, so 4000 pairs of 64 MiB
+     * (256 GiB, more than any device) need one block, however far the stream lags. */
+    CHECK(cuLaunchHostFunc(s1, hold_stream, NULL));
+    for (int i = 0; i < 4000; i++) {
+        CHECK(cuMemAllocAsync(&d, 64u << 20, s1));
+        CHECK(cuMemFreeAsync(d, s1));
+    }
+    CHECK(cuStreamSynchronize(s1));
 
     /* What the driver refuses. */
     CUdeviceptr x;

@@ -4,7 +4,10 @@
  * completed. Blocks beyond the pool's release threshold are given back to the device at once (a
  * GPU's driver does it at the next synchronization; the sizes the attributes report may therefore
  * be lower than a GPU's). The reuse policies are kept and reported; the emu device has no use for
- * them. A destroyed pool lingers until its last allocation is freed, as the driver's does.
+ * them, except that a block freed on a stream may be taken again at once by a later allocation on
+ * that stream, which the stream runs after the free (as the driver does: a loop of allocations and
+ * frees on one stream needs one block, however far the stream lags behind the client). A destroyed
+ * pool lingers until its last allocation is freed, as the driver's does.
  * An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
  * the workers of tenants that import them; such a pool keeps no freed block for reuse, since an
  * importer may still hold it. An imported pool is only something to import pointers from. */
@@ -13,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "emu.h"
 
 #define EMU_POOL_MAX_SIZE (1ull << 44) /* no pool grows past 16 TiB, whatever its device's size */
@@ -27,6 +31,16 @@ struct emu_pool {
     uint64_t reserved, reserved_high, used, used_high;
     struct vgpu_ranges live;   /* blocks handed out (whole pages) */
     struct vgpu_ranges cached; /* blocks given back, kept for reuse */
+    struct freeing *freeing;   /* live blocks freed on a stream that has not reached the free */
+    size_t nfreeing, capfreeing;
+    uint64_t free_seq;
+};
+
+/* A free queued on a stream: seq tells it from a later free of the same block (taken again
+ * meanwhile by an allocation on that stream), whose callback is another. */
+struct freeing {
+    uint64_t base, seq;
+    const void *stream;
 };
 
 #define EX(x) ((struct emu_exec *)(x))
@@ -118,6 +132,7 @@ static void unlink_locked(struct emu_exec *e, struct emu_pool *p)
     trim_locked(p, 0);
     vgpu_ranges_free(&p->live);
     vgpu_ranges_free(&p->cached);
+    free(p->freeing);
     free(p);
 }
 
@@ -195,6 +210,34 @@ CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
     return CUDA_SUCCESS;
 }
 
+/* The index of base's queued free (seq 0: whichever), or -1. */
+static ptrdiff_t freeing_at(const struct emu_pool *p, uint64_t base, uint64_t seq)
+{
+    for (size_t i = 0; i < p->nfreeing; i++)
+        if (p->freeing[i].base == base && (!seq || p->freeing[i].seq == seq))
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+static void freeing_drop(struct emu_pool *p, ptrdiff_t i) { p->freeing[i] = p->freeing[--p->nfreeing]; }
+
+/* A block freed on stream of at least size bytes and at most twice that, or -1. */
+static ptrdiff_t best_freeing(struct emu_pool *p, const void *stream, uint64_t size)
+{
+    ptrdiff_t best = -1;
+    uint64_t best_size = 0;
+    for (size_t i = 0; i < p->nfreeing; i++) {
+        if (p->exportable || p->freeing[i].stream != stream) /* an importer may still hold an exported block */
+            continue;
+        uint64_t s = vgpu_ranges_at(&p->live, p->freeing[i].base)->size;
+        if (s >= size && s / 2 <= size && (best < 0 || s < best_size)) {
+            best = (ptrdiff_t)i;
+            best_size = s;
+        }
+    }
+    return best;
+}
+
 /* The smallest cached block of at least size bytes and at most twice that, or -1. */
 static ptrdiff_t best_cached(const struct emu_pool *p, uint64_t size)
 {
@@ -226,7 +269,12 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&e->pools_mu);
     struct vgpu_range block = {0};
-    ptrdiff_t at = best_cached(p, want);
+    ptrdiff_t at = best_cached(p, want), again = at < 0 ? best_freeing(p, s, want) : -1;
+    if (again >= 0) { /* still live and counted as used: the stream frees it before this */
+        *dptr = p->freeing[again].base;
+        freeing_drop(p, again);
+        goto out;
+    }
     if (at >= 0) {
         block = p->cached.v[at];
         vgpu_ranges_remove_at(&p->cached, block.base);
@@ -281,6 +329,9 @@ static struct emu_pool *owner_locked(struct emu_exec *e, uint64_t dptr)
 
 static void give_back_locked(struct emu_exec *e, struct emu_pool *p, uint64_t dptr)
 {
+    ptrdiff_t queued = freeing_at(p, dptr, 0);
+    if (queued >= 0)
+        freeing_drop(p, queued);
     struct vgpu_range block = *vgpu_ranges_at(&p->live, dptr);
     vgpu_ranges_remove_at(&p->live, dptr);
     p->used -= block.size;
@@ -296,7 +347,7 @@ static void give_back_locked(struct emu_exec *e, struct emu_pool *p, uint64_t dp
 
 struct pending_free {
     struct emu_exec *e;
-    uint64_t dptr;
+    uint64_t dptr, seq;
 };
 
 /* On the stream's thread, when the stream reaches the free (or its context is destroyed: the block
@@ -307,7 +358,7 @@ static void freed_in_order(void *arg, CUresult status)
     struct pending_free *f = arg;
     pthread_mutex_lock(&f->e->pools_mu);
     struct emu_pool *p = owner_locked(f->e, f->dptr);
-    if (p)
+    if (p && freeing_at(p, f->dptr, f->seq) >= 0) /* not taken again by the stream meanwhile */
         give_back_locked(f->e, p, f->dptr);
     pthread_mutex_unlock(&f->e->pools_mu);
     free(f);
@@ -317,27 +368,47 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
 {
     struct emu_exec *e = EX(x);
     (void)dev;
+    struct emu_stream *s = NULL;
+    if (ctx) {
+        struct emu_ctx *c = ctx;
+        pthread_mutex_lock(&c->mu);
+        s = stream ? stream : c->null_stream;
+        bool capturing = s->capture != NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (capturing)
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    struct pending_free *f = ctx ? malloc(sizeof *f) : NULL;
+    if (ctx && !f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&e->pools_mu);
     struct emu_pool *p = owner_locked(e, dptr);
-    if (p && !ctx)
+    struct freeing *q = NULL;
+    if (!p || (ctx && freeing_at(p, dptr, 0) >= 0)) /* not a block, or freed already */
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (!ctx)
         give_back_locked(e, p, dptr);
+    else if ((q = vgpu_array_grow(p->freeing, &p->capfreeing, p->nfreeing + 1, sizeof *q)) != NULL) {
+        p->freeing = q;
+        *f = (struct pending_free){e, dptr, ++p->free_seq};
+        p->freeing[p->nfreeing++] = (struct freeing){dptr, f->seq, s};
+    } else
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&e->pools_mu);
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!ctx)
-        return CUDA_SUCCESS;
-    struct emu_ctx *c = ctx;
-    pthread_mutex_lock(&c->mu);
-    struct emu_stream *s = stream ? stream : c->null_stream;
-    bool capturing = s->capture != NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (capturing)
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    struct pending_free *f = malloc(sizeof *f);
-    if (!f)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *f = (struct pending_free){e, dptr};
-    return x->ops->stream_callback(x, ctx, stream, freed_in_order, f);
+    if (r != CUDA_SUCCESS || !ctx) {
+        free(f);
+        return r;
+    }
+    if ((r = x->ops->stream_callback(x, ctx, stream, freed_in_order, f)) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&e->pools_mu); /* not queued: nothing may take it early */
+        ptrdiff_t i = (p = owner_locked(e, dptr)) ? freeing_at(p, dptr, f->seq) : -1;
+        if (i >= 0)
+            freeing_drop(p, i);
+        pthread_mutex_unlock(&e->pools_mu);
+        free(f);
+    }
+    return r;
 }
 
 void emu_pools_free(struct emu_exec *x)
