@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bar chart (SVG, no plotting library needed) of the vgpu/native ratios in run.sh summaries.
 
-usage: ratio_plot.py OUT.svg LABEL=SUMMARY [LABEL=SUMMARY ...] [--metrics a,b,c]
+usage: ratio_plot.py OUT.svg LABEL=SUMMARY [LABEL=SUMMARY ...] [--metrics=a,b,c] [--ylabel=TEXT]
 
 Each summary is a benchmarks/run.sh summary.txt; each metric gets one bar per summary, with a line
 at 1.0 (native)."""
@@ -24,8 +24,9 @@ def ratios(path):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--metrics")]
+    args = [a for a in sys.argv[1:] if not a.startswith(("--metrics", "--ylabel"))]
     chosen = [a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("--metrics=")]
+    ylabel = ([a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--ylabel=")] or ["vGPU / native (best)"])[-1]
     if len(args) < 2:
         print(__doc__)
         return 2
@@ -54,8 +55,8 @@ def main():
             s.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9">%.2f</text>' %
                      (x0 + j * bar + bar * 0.45, y(v) - 3, v))
         s.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (left + i * group + group / 2, h - bottom + 18, m))
-    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">vGPU / native (best)</text>' %
-             (h // 2, h // 2))
+    s.append('<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">%s</text>' %
+             (h // 2, h // 2, ylabel))
     for j, (label, _) in enumerate(data):
         s.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>' %
                  (left, h + 20 * j - 10, COLOURS[j % len(COLOURS)], left + 18, h + 20 * j, label))

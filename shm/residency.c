@@ -13,10 +13,12 @@
  * MAX_HOLD_NS (requests wait at most their timeout). */
 #define HOLD_PER_COST 16u
 #define MAX_HOLD_NS 60000000000ull
-/* A vGPU granted memory less than a quarter slice ago is taken to be gathering its working set
- * (allocating piece by piece); once half the device is allowed, others wait for it (see
- * gathering_before). */
+/* A vGPU granted memory less than this part of a slice ago is taken to be gathering its working
+ * set (see gathering_before). */
 #define GATHER_SLICE_DIV 4u
+/* A head that has waited less than this part of a request's timeout gives way to a waiter cheaper
+ * to complete (see cheaper). */
+#define GIVE_WAY_TIMEOUT_DIV 4u
 /* Bytes per ns memory moves out at, until a move says (4 GB/s: host swap of pageable memory). */
 #define FIRST_BANDWIDTH 4.0
 
@@ -437,6 +439,35 @@ static void shed(struct mm *m, int d, uint64_t excess, uint64_t now)
     ask_back(m, pick, target, keep_used, NULL, now);
 }
 
+static uint64_t lacks(const struct mm_vgpu *v) { return v->need > v->allowance ? v->need - v->allowance : 0; }
+
+/* The head, or a waiter behind it that holds more and lacks less (or fits in the room left):
+ * completing that one moves less,
+ * where the order would have what it holds moved out for a head that has little (a vGPU slow to
+ * start, whose place others passed while it did not ask). A head that has waited a quarter of a
+ * request's timeout keeps its place, so that nobody is passed until its request fails. */
+static struct mm_vgpu *cheaper(const struct mm *m, struct mm_vgpu *head, const struct mm_vgpu *fits,
+                               uint64_t room, uint64_t now)
+{
+    if (!head || now - head->asked_at >= m->cfg.timeout_ns / GIVE_WAY_TIMEOUT_DIV)
+        return head;
+    uint64_t r, h, d;
+    usage(m, head, &r, &h, &d);
+    uint64_t head_holds = r, best_lacks = lacks(head);
+    struct mm_vgpu *best = head;
+    for (size_t i = 0; i < m->n; i++) {
+        struct mm_vgpu *v = m->v[i];
+        if (v == head || v->device != head->device || !v->pending || v->evicting || (lacks(v) <= room && v != fits))
+            continue; /* one that fits but is not served now waits for another to gather */
+        usage(m, v, &r, &h, &d);
+        if (r > head_holds && lacks(v) < best_lacks) {
+            best = v;
+            best_lacks = lacks(v);
+        }
+    }
+    return best;
+}
+
 /* Serve the first request of device d, in the order above, if it can be now; returns false when
  * it must wait. */
 static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
@@ -496,6 +527,7 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
         if (!*slot || before(v, *slot))
             *slot = v;
     }
+    head = cheaper(m, head, fits, room, now);
     uint64_t extra = head && head->need > head->allowance ? head->need - head->allowance : 0;
     struct mm_vgpu *last;
     if (fits && head && before(head, fits) && room + waiters_behind(m, head, now, &last) >= extra)

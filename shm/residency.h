@@ -4,7 +4,9 @@
  * The allowances of a device's vGPUs never add up to more than its capacity for allocations (its
  * memory less the device swap area and a reserve per vGPU for its contexts). A vGPU that needs more
  * asks (it wants to allocate, or to bring its swapped memory back before its next operation).
- * Requests of a device are granted in a stable order (a turn keeps its place; see residency.c):
+ * Requests of a device are granted in a stable order (a turn keeps its place; past half the device,
+ * one gathering its working set is not interleaved with others; a waiter cheaper to complete goes
+ * before one that holds little; see residency.c):
  * when the capacity left is not enough, others are asked, one at a time, to bring their resident
  * memory down (to host swap, or first to the device swap area): the allowance they do not use
  * first, then what those waiting behind hold, then those granted longest ago. A vGPU keeps what it

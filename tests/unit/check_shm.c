@@ -361,7 +361,7 @@ END_TEST
  * time at, B for the rest a millisecond later; each uses what it got. A, granted more than half
  * the device, is taken to gather its working set for a quarter slice: B is granted only then. */
 static int pair_owner;
-#define GATHERED (25 * MS)
+#define GATHERED (25 * MS) /* a quarter slice */
 static struct mm *two_fill(struct fake_vgpu *a, struct fake_vgpu *b, uint64_t first, uint64_t at)
 {
     struct mm *m = fake_mm(1024 * MiB, 0);
@@ -417,6 +417,55 @@ START_TEST(residency_gathering)
     ck_assert_uint_eq(seen.grant_channel, 3);
     ck_assert_int_eq(seen.status, CUDA_SUCCESS);
     ck_assert_int_eq(seen.evicts, 0); /* nothing moved */
+    mm_destroy(m);
+}
+END_TEST
+
+/* Three vGPUs fill the device, then all ask for more: A, first in the order, holds little and lacks
+ * much; B holds the most and lacks little. B is completed first (with the memory of C, behind it),
+ * rather than B's and C's memory being moved out for A; once A has waited long, it keeps its place. */
+static struct mm *three_ask(struct fake_vgpu *a, struct fake_vgpu *b, struct fake_vgpu *c, uint64_t asked)
+{
+    static int owner;
+    struct mm *m = fake_mm(1024 * MiB, 0);
+    mm_join(m, &owner, 1, 0, 0, a);
+    mm_join(m, &owner, 2, 0, 0, b);
+    mm_join(m, &owner, 3, 0, 0, c);
+    mm_need(m, &owner, 1, 1, 100 * MiB, VGPU_MEM_UNKNOWN, 1000 * MS);
+    mm_run(m, 1000 * MS);
+    a->resident = seen.allowance; /* 164 MiB */
+    mm_need(m, &owner, 2, 2, 200 * MiB, VGPU_MEM_UNKNOWN, 1110 * MS);
+    mm_run(m, 1110 * MS);
+    b->resident = seen.allowance; /* 264 MiB */
+    mm_need(m, &owner, 3, 3, 84 * MiB, VGPU_MEM_UNKNOWN, 1220 * MS);
+    mm_run(m, 1220 * MS);
+    c->resident = seen.allowance; /* the last 84 MiB */
+    ck_assert_uint_eq(a->resident + b->resident + c->resident, 512 * MiB);
+    mm_need(m, &owner, 1, 4, 400 * MiB, VGPU_MEM_UNKNOWN, 1300 * MS);
+    mm_need(m, &owner, 2, 5, 300 * MiB, VGPU_MEM_UNKNOWN, 1300 * MS);
+    mm_need(m, &owner, 3, 6, 200 * MiB, VGPU_MEM_UNKNOWN, 1300 * MS);
+    mm_run(m, asked);
+    ck_assert_int_eq(seen.evicts, 1);
+    ck_assert_uint_eq(seen.evict_channel, 3); /* the last in the order, either way */
+    c->host = c->resident;
+    c->resident = 0;
+    mm_evicted(m, &owner, 3, 0, 0, 2 * MS, VGPU_MEM_UNKNOWN, asked + 2 * MS);
+    return m;
+}
+
+START_TEST(residency_cheaper_first)
+{
+    struct fake_vgpu a = {0}, b = {0}, c = {0};
+    struct mm *m = three_ask(&a, &b, &c, 1300 * MS);
+    ck_assert_uint_eq(seen.charged_channel, 2); /* C's memory moved for B */
+    mm_run(m, 1302 * MS);
+    ck_assert_uint_eq(seen.grant_channel, 2);
+    ck_assert_int_eq(seen.status, CUDA_SUCCESS);
+    mm_destroy(m);
+    /* The same after A has waited a quarter of a request's timeout (2.5 s here). */
+    a = b = c = (struct fake_vgpu){0};
+    m = three_ask(&a, &b, &c, 3800 * MS);
+    ck_assert_uint_eq(seen.charged_channel, 1); /* for A */
     mm_destroy(m);
 }
 END_TEST
@@ -599,6 +648,7 @@ int main(void)
     tcase_add_test(res, residency_calibration);
     tcase_add_test(res, residency_first_fit);
     tcase_add_test(res, residency_gathering);
+    tcase_add_test(res, residency_cheaper_first);
     tcase_add_test(res, residency_waiters);
     tcase_add_test(res, residency_no_grant_while_evicting);
     tcase_add_test(res, residency_shed);
