@@ -5,8 +5,7 @@
  * as natively) and their edges, so that every query and change is answered without the worker. It
  * reaches the worker when it is instantiated (graph_build.c). Nodes a graph may hold: kernel, copy,
  * memset, host, event record and wait, empty and child graph, memory allocation and free (their
- * memory: graph_mem.c). Copies touch device memory and pinned memory only: a graph's copy of
- * pageable memory would have to be staged at each replay, so it answers CUDA_ERROR_NOT_SUPPORTED.
+ * memory: graph_mem.c). A copy of pageable memory is staged at each replay (copy.c).
  * Conditional nodes: graph_cond.c. Batch memory operation and external semaphore nodes answer
  * CUDA_ERROR_NOT_SUPPORTED too. */
 #include <stdio.h>
@@ -297,18 +296,10 @@ static void kernel_get(const struct fe_kernel_node *k, CUDA_KERNEL_NODE_PARAMS *
     };
 }
 
-/* One side of a graph's copy: device memory, an array, or pinned memory (pageable memory would have
- * to be staged at every replay). */
-static CUresult copy_side_ok(struct fe_chan *ch, CUmemorytype type, const void *host, CUdeviceptr dev)
+/* One side of a graph's copy: device memory, an array, pinned memory, or pageable memory (staged at
+ * every replay through a host node beside the copy: copy.c). */
+static CUresult copy_side_ok(CUmemorytype type)
 {
-    uint64_t off;
-    if (type == CU_MEMORYTYPE_HOST || (type == CU_MEMORYTYPE_UNIFIED && fe_classify(ch, dev, &off) == FE_HOST)) {
-        uint64_t p = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : (uint64_t)dev;
-        if (fe_classify(ch, p, &off) != FE_PINNED) {
-            LOG_INFO("a graph's copy of pageable host memory is not supported (pinned memory is)");
-            return CUDA_ERROR_NOT_SUPPORTED;
-        }
-    }
     return type >= CU_MEMORYTYPE_HOST && type <= CU_MEMORYTYPE_UNIFIED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -316,9 +307,8 @@ static CUresult memcpy_set(struct fe_graph_node *n, const CUDA_MEMCPY3D *p, CUco
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_chan *ch = n->graph->ch;
-    FE_RETURN_IF(copy_side_ok(ch, p->srcMemoryType, p->srcHost, p->srcDevice));
-    FE_RETURN_IF(copy_side_ok(ch, p->dstMemoryType, p->dstHost, p->dstDevice));
+    FE_RETURN_IF(copy_side_ok(p->srcMemoryType));
+    FE_RETURN_IF(copy_side_ok(p->dstMemoryType));
     if (!p->WidthInBytes || !p->Height || !p->Depth)
         return CUDA_ERROR_INVALID_VALUE;
     n->u.memcpy.p = *p;

@@ -78,6 +78,7 @@ struct fe_host_node {
     struct vgpu_host_fn_word *w;
     uint32_t seen; /* the run last taken */
     unsigned refs; /* graphs and executable graphs that hold it (hostfn_mu) */
+    void (*release)(void *data); /* what it owns, released with it (NULL: nothing) */
     struct fe_host_node *next;
 };
 
@@ -357,6 +358,10 @@ void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node)
             break;
         }
     pthread_mutex_unlock(&ch->hostfn_mu);
+    if (last && node->release) /* a replay of the graph may still be under way */
+        fe_after_idle(ch->device, node->release, node->data);
     if (last)
         free(node);
 }
+
+void fe_host_node_owns(struct fe_host_node *node, void (*free_data)(void *data)) { node->release = free_data; }

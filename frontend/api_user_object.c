@@ -22,21 +22,45 @@ struct fe_user_ref {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* A destructor to run, after the device (>= 0) is idle. */
+/* Something to run after the device (>= 0) is idle. */
 struct doomed {
-    struct fe_user_object *o;
+    void (*fn)(void *);
+    void *arg;
     int device;
 };
 
-static void *run_destructor(void *arg)
+static void *run_doomed(void *arg)
 {
     struct doomed *d = arg;
     if (d->device >= 0)
         (void)fe_device_idle(d->device);
-    d->o->destroy(d->o->ptr);
-    free(d->o);
+    d->fn(d->arg);
     free(d);
     return NULL;
+}
+
+void fe_after_idle(int device, void (*fn)(void *), void *arg)
+{
+    struct doomed *d = malloc(sizeof *d);
+    if (!d) {
+        fn(arg);
+        return;
+    }
+    *d = (struct doomed){fn, arg, device};
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, run_doomed, d) != 0)
+        run_doomed(d); /* no thread to be had: here, late rather than never */
+    pthread_attr_destroy(&attr);
+}
+
+static void destroy_object(void *arg)
+{
+    struct fe_user_object *o = arg;
+    o->destroy(o->ptr);
+    free(o);
 }
 
 /* Drop count references (mu held); the last one schedules the destructor. */
@@ -46,20 +70,7 @@ static void drop(struct fe_user_object *o, unsigned count, int device)
     if (o->refs)
         return;
     fe_handle_free(FE_USER_OBJECT, o->handle);
-    struct doomed *d = malloc(sizeof *d);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (d) {
-        *d = (struct doomed){o, device};
-        if (pthread_create(&t, &attr, run_destructor, d) != 0)
-            run_destructor(d); /* no thread to be had: here, late rather than never */
-    } else {
-        o->destroy(o->ptr);
-        free(o);
-    }
-    pthread_attr_destroy(&attr);
+    fe_after_idle(device, destroy_object, o);
 }
 
 static struct fe_user_object *object_of(CUuserObject h)

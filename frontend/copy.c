@@ -176,6 +176,9 @@ CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     return FE_POST(ch, c->id, CopyDtoH, &q, reply);
 }
 
+static CUresult graph_staged_1d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dev, uint64_t host,
+                                size_t n, bool to_device);
+
 /* A copy between device memory and registered host memory the worker maps (its device address): a
  * copy device to device, which a synchronous copy waits for, as for pinned memory natively. */
 static CUresult copy_mapped(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, uint64_t src,
@@ -205,6 +208,8 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     uint64_t mapped = fe_registered_file_address(ch, src, n);
     if (mapped) /* the worker's mapping of the same pages: pinned, done when a synchronous copy returns */
         return copy_mapped(c, ch, stream, dst, mapped, n, async);
+    if (async && fe_graph_recording(ch, stream))
+        return graph_staged_1d(c, ch, stream, dst, (uint64_t)(uintptr_t)src, n, true);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     /* Staged, the bytes are read now; natively page-locked memory is read when the stream gets to
      * the copy, after a host function queued before it (which may write them) has run. */
@@ -238,6 +243,8 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     uint64_t mapped = fe_registered_file_address(ch, dst, n);
     if (mapped)
         return copy_mapped(c, ch, stream, mapped, src, n, async);
+    if (async && fe_graph_recording(ch, stream))
+        return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);
@@ -416,12 +423,38 @@ static CUresult staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
 }
 
 /* Host to host: after the stream's earlier work, as the driver orders it. */
-static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k)
+static void host_rows(const struct fe_copy_3d *k)
 {
-    FE_RETURN_IF(fe_stream_wait(c, ch, stream));
     for (size_t z = 0; z < k->depth; z++)
         for (size_t y = 0; y < k->height; y++)
             memmove((void *)(uintptr_t)row_at(&k->dst, y, z), (const void *)(uintptr_t)row_at(&k->src, y, z), k->width);
+}
+
+static void CUDA_CB host_rows_node(void *arg) { host_rows(arg); }
+
+/* Host memory to host memory: here, after the stream's work; recorded into a graph, a host node of
+ * its own that copies when the graph gets there. */
+static CUresult host_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
+{
+    if (async && fe_graph_recording(ch, stream)) {
+        struct fe_copy_3d *kept = malloc(sizeof *kept);
+        struct fe_host_node *n = NULL;
+        if (!kept)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        *kept = *k;
+        CUresult r = fe_host_node_add(c, ch, stream, host_rows_node, kept, &n);
+        if (r != CUDA_SUCCESS) {
+            free(kept);
+            return r;
+        }
+        fe_host_node_owns(n, free);
+        if ((r = fe_graph_keep_host(c, ch, stream, n)) != CUDA_SUCCESS)
+            fe_host_node_drop(ch, n);
+        return r;
+    }
+    FE_RETURN_IF(fe_capture_refuse(ch, stream));
+    FE_RETURN_IF(fe_stream_wait(c, ch, stream));
+    host_rows(k);
     return CUDA_SUCCESS;
 }
 
@@ -460,6 +493,87 @@ static CUresult across_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     return r;
 }
 
+/* A copy of pageable host memory that a graph records (a capture, or a graph built node by node):
+ * natively the driver stages such memory when the node runs. Here a buffer of the data area stands
+ * in for the host side, with the host side's layout, and a host node beside the copy moves the rows
+ * between it and the application's memory when the graph gets there: before the copy towards the
+ * device, after it towards the host. The buffer is the host node's, freed with it once the device
+ * is idle. (A captured graph shows the host node among its nodes.) */
+struct graph_stage {
+    struct fe_chan *ch;
+    uint64_t off;  /* the buffer */
+    uint8_t *host; /* the application's memory: the copy's first byte */
+    size_t width, pitch, rows, height, depth;
+};
+
+static void graph_stage_rows(const struct graph_stage *g, bool in)
+{
+    uint8_t *buf = g->ch->map.data + g->off;
+    for (size_t z = 0; z < g->depth; z++)
+        for (size_t y = 0; y < g->height; y++) {
+            size_t at = z * g->pitch * g->rows + y * g->pitch;
+            if (in)
+                memcpy(buf + at, g->host + at, g->width);
+            else
+                memcpy(g->host + at, buf + at, g->width);
+        }
+}
+
+static void CUDA_CB graph_stage_in(void *arg) { graph_stage_rows(arg, true); }
+static void CUDA_CB graph_stage_out(void *arg) { graph_stage_rows(arg, false); }
+
+static void graph_stage_free(void *arg)
+{
+    struct graph_stage *g = arg;
+    (void)fe_heap_free(g->ch, 0, g->off);
+    free(g);
+}
+
+static CUresult graph_staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k,
+                                uint64_t host_span)
+{
+    bool to_device = k->dst.device;
+    const struct fe_copy_side *host = to_device ? &k->src : &k->dst;
+    struct graph_stage *g = malloc(sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *g = (struct graph_stage){ch, 0, (uint8_t *)(uintptr_t)host->addr, k->width, host->pitch, host->rows, k->height,
+                              k->depth};
+    CUresult r = fe_heap_alloc(ch, c->id, host_span, 0, false, &g->off);
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        LOG_INFO("no room in the data area to stage a graph's copy of %llu bytes of pageable memory",
+                 (unsigned long long)host_span);
+        return r == CUDA_ERROR_OUT_OF_MEMORY ? fe_capture_refuse(ch, stream) : r;
+    }
+    struct fe_copy_3d staged = *k;
+    (to_device ? &staged.src : &staged.dst)->addr = g->off;
+    uint32_t side = to_device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST;
+    struct fe_host_node *n = NULL;
+    if (!to_device && (r = post_3d(c, ch, stream, &staged, side, VGPU_NO_SLOT, false)) != CUDA_SUCCESS)
+        goto fail;
+    if ((r = fe_host_node_add(c, ch, stream, to_device ? graph_stage_in : graph_stage_out, g, &n)) != CUDA_SUCCESS)
+        goto fail;
+    fe_host_node_owns(n, graph_stage_free);
+    if ((r = fe_graph_keep_host(c, ch, stream, n)) != CUDA_SUCCESS) {
+        fe_host_node_drop(ch, n); /* frees the buffer */
+        return r;
+    }
+    return to_device ? post_3d(c, ch, stream, &staged, side, VGPU_NO_SLOT, false) : CUDA_SUCCESS;
+fail:
+    graph_stage_free(g);
+    return r;
+}
+
+static CUresult graph_staged_1d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dev, uint64_t host,
+                                size_t n, bool to_device)
+{
+    struct fe_copy_side d = {.device = true, .addr = dev, .pitch = n, .rows = 1};
+    struct fe_copy_side h = {.device = false, .addr = host, .pitch = n, .rows = 1};
+    struct fe_copy_3d k = {to_device ? d : h, to_device ? h : d, n, 1, 1};
+    return graph_staged_3d(c, ch, stream, &k, n);
+}
+
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
 {
     if (k->width == 0 || k->height == 0 || k->depth == 0)
@@ -485,10 +599,8 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     FE_RETURN_IF(fe_managed_device_all()); /* the spans of a 3D copy: all of managed memory */
     if (k->dst.device && k->src.device) /* device-to-device copies never wait for the host */
         return post_3d(c, ch, stream, k, 0, VGPU_NO_SLOT, false);
-    if (!k->dst.device && !k->src.device) {
-        FE_RETURN_IF(fe_capture_refuse(ch, stream));
-        return host_3d(c, ch, stream, k);
-    }
+    if (!k->dst.device && !k->src.device)
+        return host_3d(c, ch, stream, k, async);
     struct fe_copy_3d pinned = *k;
     struct fe_copy_side *host = k->dst.device ? &pinned.src : &pinned.dst;
     uint64_t off;
@@ -497,6 +609,8 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);
     }
+    if (async && fe_graph_recording(ch, stream) && !k->dst.array && !k->src.array)
+        return graph_staged_3d(c, ch, stream, k, k->dst.device ? src_span : dst_span);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (k->width > ch->map.layout.slot_size) /* an array's row always fits a slot (2 MiB at most) */
         return k->dst.array || k->src.array ? CUDA_ERROR_INVALID_VALUE : rows_one_by_one(c, ch, stream, k, async);

@@ -325,11 +325,21 @@ struct fe_host_node;
 CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
                           struct fe_host_node **node);
 void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
+/* What a node owns (data): free_data(data) runs once the node's last holder has dropped it
+ * and its device is idle. */
+void fe_host_node_owns(struct fe_host_node *node, void (*free_data)(void *data));
+/* Run fn(arg) on a thread of the library's once the device (>= 0; -1: at once) is idle, never
+ * inside the caller (a user object's destructor, what a host node owns). */
+void fe_after_idle(int device, void (*fn)(void *), void *arg);
 /* One more holder of node (dropped as many times as held). */
 void fe_host_node_hold(struct fe_chan *ch, struct fe_host_node *node);
 /* Whether stream sid of ch captures; keep host node n with the graph its capture makes. */
 bool fe_capture_running(struct fe_chan *ch, uint32_t sid);
 CUresult fe_capture_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n);
+/* Whether stream sid of ch records into a graph (a capture, or a graph being built node by node on
+ * this thread); keep host node n with that graph (graph_build.c). */
+bool fe_graph_recording(struct fe_chan *ch, uint32_t sid);
+CUresult fe_graph_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n);
 /* Whether host functions of ch's streams are queued and have not finished yet. */
 bool fe_host_fns_queued(struct fe_chan *ch);
 

@@ -29,6 +29,10 @@ struct build {
     size_t nhosts, hosts_cap;
 };
 
+/* The build under way on this thread, so that what a node's call adds to the graph besides (a host
+ * node that stages pageable memory, copy.c) is kept with the rest. */
+static _Thread_local struct build *building;
+
 void fe_graph_hosts_drop(struct fe_chan *ch, struct fe_host_node **hosts, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -165,6 +169,18 @@ static CUresult build_conditional(struct build *b, struct fe_graph_node *node)
 }
 
 /* Issue one node on the capturing stream; the worker names it node->build_id. */
+bool fe_graph_recording(struct fe_chan *ch, uint32_t sid)
+{
+    return (building && building->ch == ch && building->sid == sid) || fe_capture_running(ch, sid);
+}
+
+CUresult fe_graph_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n)
+{
+    if (building && building->ch == ch && building->sid == sid)
+        return host_keep(building, n);
+    return fe_capture_keep_host(c, ch, sid, n);
+}
+
 static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream s)
 {
     uint32_t id = node->build_id;
@@ -183,9 +199,14 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         FE_RETURN_IF(cuLaunchKernelEx(&cfg, k->func, NULL, extra));
         break;
     }
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-        FE_RETURN_IF(cuMemcpy3DAsync_v2(&node->u.memcpy.p, s));
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        struct build *outer = building;
+        building = b;
+        CUresult r = cuMemcpy3DAsync_v2(&node->u.memcpy.p, s);
+        building = outer;
+        FE_RETURN_IF(r);
         break;
+    }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         const CUDA_MEMSET_NODE_PARAMS_v2 *m = &node->u.memset;
         size_t pitch = m->height > 1 ? m->pitch : m->width * m->elementSize;

@@ -1,6 +1,7 @@
 /* Stream capture and graphs: work captured on a stream (a memset, two kernels, a device copy and a
  * copy into pinned memory) does not run while it is captured, the stream reports its capture, and
  * the instantiated graph replays it each time it is launched, with kernel arguments as captured;
+ * copies of pageable memory captured (1D and 2D), each replay seeing the memory as it is then;
  * the graph's nodes and their dependencies; uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
  * compare with the driver's): capturing the legacy stream, capturing twice, ending a capture that
  * was not begun, synchronizing a capturing stream. Argument: the module holding add_u32 and
@@ -130,6 +131,47 @@ int main(int argc, char **argv)
     CHECK(cuStreamSynchronize(s));
     CHECK(cuGraphExecDestroy(e));
     CHECK(cuGraphDestroy(g));
+
+    /* Copies of pageable memory captured: each replay reads and writes the application's memory as
+     * it is then (a 2D copy too, into the middle of rows it leaves alone). */
+    unsigned *in = malloc(N * sizeof(unsigned)), *out = malloc(N * sizeof(unsigned));
+    unsigned char *rows = malloc(64 * 16);
+    EXPECT(in && out && rows, "memory");
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemcpyHtoDAsync(d, in, N * sizeof(unsigned), s));
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, add_args, NULL));
+    CHECK(cuMemcpyDtoHAsync(out, d, N * sizeof(unsigned), s));
+    CUDA_MEMCPY2D c2 = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d, .srcPitch = 16,
+                        .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = rows, .dstXInBytes = 4, .dstPitch = 64,
+                        .WidthInBytes = 8, .Height = 16};
+    CHECK(cuMemcpy2DAsync(&c2, s));
+    CHECK(cuStreamEndCapture(s, &g));
+    CHECK(cuGraphInstantiate(&e, g, 0));
+    for (unsigned round = 1; round <= 2; round++) {
+        for (int i = 0; i < N; i++)
+            in[i] = round * 10 + (unsigned)i;
+        memset(out, 0, N * sizeof(unsigned));
+        memset(rows, 0xee, 64 * 16);
+        CHECK(cuGraphLaunch(e, s));
+        CHECK(cuStreamSynchronize(s));
+        for (int i = 0; i < N; i++)
+            EXPECT(out[i] == round * 10 + (unsigned)i + 1000, "replay %u, element %d: %u", round, i, out[i]);
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < 64; x++) {
+                unsigned char want = 0xee;
+                if (x >= 4 && x < 12) { /* bytes 0..7 of row y of d (pitch 16) */
+                    unsigned word = round * 10 + (unsigned)(y * 4 + (x - 4) / 4) + 1000;
+                    want = (unsigned char)(word >> (8 * ((x - 4) % 4)));
+                }
+                EXPECT(rows[y * 64 + x] == want, "replay %u, 2D row %d byte %d: %u, want %u", round, y, x,
+                       rows[y * 64 + x], want);
+            }
+    }
+    CHECK(cuGraphExecDestroy(e));
+    CHECK(cuGraphDestroy(g));
+    free(in);
+    free(out);
+    free(rows);
 
     /* What capture refuses: printed, not asserted. */
     printf("capture of the legacy stream: %d\n", (int)cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL));

@@ -3,8 +3,9 @@
  * reference at each of three replays; the nodes, roots, dependencies, edges, types and parameters
  * as the graph reports them; per-node and whole updates of an executable graph; clones and
  * cuGraphNodeFindInClone; dependencies added and removed, nodes destroyed, nodes of an executable
- * graph disabled and enabled again, the device's graph memory, allocation and free nodes, the DOT
- * print, and what the driver refuses (printed, for check-gpu to compare with the driver's).
+ * graph disabled and enabled again, the device's graph memory, allocation and free nodes, copy
+ * nodes of pageable memory (each replay seeing it as it is then), the DOT print, and what the
+ * driver refuses (printed, for check-gpu to compare with the driver's).
  * Argument: the module holding add_u32 and muladd_u32. */
 #include <stdbool.h>
 #include <string.h>
@@ -347,6 +348,45 @@ int main(int argc, char **argv)
     }
     CHECK(cuGraphExecDestroy(xm));
     CHECK(cuGraphDestroy(gm));
+
+    /* Copy nodes of pageable memory: host to device, device to host, host to host; each replay
+     * reads and writes the application's memory as it is then. */
+    unsigned *in = malloc(N * sizeof(unsigned)), *out = malloc(N * sizeof(unsigned)),
+             *twin = malloc(N * sizeof(unsigned));
+    EXPECT(in && out && twin, "memory");
+    CUgraph gp;
+    CHECK(cuGraphCreate(&gp, 0));
+    CUDA_MEMCPY3D up = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = in, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                        .dstDevice = d2, .WidthInBytes = N * sizeof(unsigned), .Height = 1, .Depth = 1};
+    CUDA_MEMCPY3D down = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d2, .dstMemoryType = CU_MEMORYTYPE_HOST,
+                          .dstHost = out, .WidthInBytes = N * sizeof(unsigned), .Height = 1, .Depth = 1};
+    CUDA_MEMCPY3D across = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = out, .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = twin, .WidthInBytes = N * sizeof(unsigned), .Height = 1, .Depth = 1};
+    CUgraphNode pu, pd, pa;
+    CHECK(cuGraphAddMemcpyNode(&pu, gp, NULL, 0, &up, ctx));
+    CHECK(cuGraphAddMemcpyNode(&pd, gp, &pu, 1, &down, ctx));
+    CHECK(cuGraphAddMemcpyNode(&pa, gp, &pd, 1, &across, ctx));
+    size_t pcount = 0;
+    CHECK(cuGraphGetNodes(gp, NULL, &pcount));
+    EXPECT(pcount == 3, "a graph of three copies has %zu nodes", pcount);
+    CUgraphExec xp;
+    CHECK(cuGraphInstantiateWithFlags(&xp, gp, 0));
+    for (unsigned round = 1; round <= 2; round++) {
+        for (int j = 0; j < N; j++)
+            in[j] = round * 100 + (unsigned)j;
+        memset(out, 0, N * sizeof(unsigned));
+        memset(twin, 0, N * sizeof(unsigned));
+        CHECK(cuGraphLaunch(xp, s));
+        CHECK(cuStreamSynchronize(s));
+        for (int j = 0; j < N; j++)
+            EXPECT(out[j] == round * 100 + (unsigned)j && twin[j] == out[j], "replay %u, element %d: %u, %u", round,
+                   j, out[j], twin[j]);
+    }
+    CHECK(cuGraphExecDestroy(xp));
+    CHECK(cuGraphDestroy(gp));
+    free(in);
+    free(out);
+    free(twin);
 
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));
