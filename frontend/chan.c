@@ -385,7 +385,7 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
     }
     size_t at = block_index(ch, off);
     memmove(&ch->blocks[at + 1], &ch->blocks[at], (ch->block_count - at) * sizeof *ch->blocks);
-    ch->blocks[at] = (struct fe_block){off, need, flags, 0, false};
+    ch->blocks[at] = (struct fe_block){off, need, flags & ~VGPU_HOST_REGISTER_ANY_CAPTURE, 0, false};
     ch->block_count++;
     pthread_mutex_unlock(&ch->heap_mu);
     if (pin) {
@@ -393,7 +393,8 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
         FE_RSP(a, HostRegister);
         q.offset = off;
         q.size = need;
-        q.flags = (flags & CU_MEMHOSTALLOC_DEVICEMAP) ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+        q.flags = ((flags & CU_MEMHOSTALLOC_DEVICEMAP) ? CU_MEMHOSTREGISTER_DEVICEMAP : 0) |
+                  (flags & VGPU_HOST_REGISTER_ANY_CAPTURE);
         CUresult r = FE_CALL(ch, ctx, HostRegister, &q, &a);
         if (r != CUDA_SUCCESS) {
             pthread_mutex_lock(&ch->heap_mu);

@@ -494,11 +494,11 @@ static CUresult across_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
 }
 
 /* A copy of pageable host memory that a graph records (a capture, or a graph built node by node):
- * natively the driver stages such memory when the node runs. Here a buffer of the data area stands
- * in for the host side, with the host side's layout, and a host node beside the copy moves the rows
- * between it and the application's memory when the graph gets there: before the copy towards the
- * device, after it towards the host. The buffer is the host node's, freed with it once the device
- * is idle. (A captured graph shows the host node among its nodes.) */
+ * natively the driver stages such memory for each launch. Here a pinned buffer of the data area
+ * stands in for the host side, with the host side's layout, and a host node beside the copy moves
+ * the rows between it and the application's memory when the graph gets there: before the copy
+ * towards the device, after it towards the host. The buffer is the host node's, freed with it once
+ * the device is idle. (A captured graph shows the host node among its nodes.) */
 struct graph_stage {
     struct fe_chan *ch;
     uint64_t off;  /* the buffer */
@@ -539,7 +539,9 @@ static CUresult graph_staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t s
         return CUDA_ERROR_OUT_OF_MEMORY;
     *g = (struct graph_stage){ch, 0, (uint8_t *)(uintptr_t)host->addr, k->width, host->pitch, host->rows, k->height,
                               k->depth};
-    CUresult r = fe_heap_alloc(ch, c->id, host_span, 0, false, &g->off);
+    /* Pinned: the driver reads pageable memory of a graph's copy when the graph is launched, before
+     * the host node has filled it. */
+    CUresult r = fe_heap_alloc(ch, c->id, host_span, VGPU_HOST_REGISTER_ANY_CAPTURE, true, &g->off);
     if (r != CUDA_SUCCESS) {
         free(g);
         LOG_INFO("no room in the data area to stage a graph's copy of %llu bytes of pageable memory",

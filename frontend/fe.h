@@ -140,7 +140,8 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
 
 /* Wait until a staging slot is no longer in flight; returns its final state. */
 uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot);
-/* Allocate and free data-area heap memory; registered blocks are pinned through vgpud. */
+/* Allocate and free data-area heap memory; registered blocks are pinned through vgpud (flags: the
+ * CU_MEMHOSTALLOC_* ones, and VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */
 /* The devices CUDA_VISIBLE_DEVICES (spec; NULL: unset) leaves, as indexes into devs, in its order:
  * how many (0..count). */
 int fe_visible_devices(const char *spec, const struct vgpu_device_info *devs, int count, int *order);

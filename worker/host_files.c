@@ -43,7 +43,7 @@ CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flag
         r = CUDA_ERROR_NOT_SUPPORTED;
     struct vgpu_range range = {.base = *dptr, .size = *size, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP};
     if (r == CUDA_SUCCESS && vgpu_ranges_add(&ch->ranges, &range) != 0) {
-        ch->x->ops->host_unregister(ch->x, ch->device, map);
+        ch->x->ops->host_unregister(ch->x, ch->device, map, 0);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (r != CUDA_SUCCESS) {
@@ -60,7 +60,7 @@ static void release(struct vchannel *ch, size_t i)
 {
     struct host_file_reg *f = &ch->files[i];
     vgpu_ranges_remove_at(&ch->ranges, f->dptr);
-    ch->x->ops->host_unregister(ch->x, ch->device, f->map);
+    ch->x->ops->host_unregister(ch->x, ch->device, f->map, 0);
     munmap(f->map, (size_t)f->size);
     atomic_fetch_sub(&ch->acct->host_bytes, f->size);
     ch->files[i] = ch->files[--ch->file_count];

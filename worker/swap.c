@@ -233,7 +233,7 @@ void vswap_teardown(struct vchannel *ch)
 {
     struct vswap *s = &ch->swap;
     if (s->staging_pinned)
-        ch->x->ops->host_unregister(ch->x, ch->device, s->staging);
+        ch->x->ops->host_unregister(ch->x, ch->device, s->staging, 0);
     if (s->staging)
         munmap(s->staging, 2 * STAGING);
     s->staging = NULL;

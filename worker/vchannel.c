@@ -491,7 +491,7 @@ CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, 
     CUresult r = ch->x->ops->host_register(ch->x, ch->device, ch->map.data + offset, size, flags, dptr);
     if (r != CUDA_SUCCESS)
         return r;
-    ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging};
+    ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging, flags};
     if (!staging)
         atomic_fetch_add(&ch->acct->host_bytes, size);
     return CUDA_SUCCESS;
@@ -504,7 +504,7 @@ CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
             continue;
         if (ch->regs[i].dptr)
             vgpu_ranges_remove_at(&ch->ranges, ch->regs[i].dptr);
-        CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + offset);
+        CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + offset, ch->regs[i].flags);
         atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
         ch->regs[i] = ch->regs[--ch->reg_count];
         return r;
@@ -624,7 +624,7 @@ void vchannel_teardown(struct vchannel *ch)
     vswap_teardown(ch);
     vchannel_files_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
-        ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset);
+        ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset, ch->regs[i].flags);
         if (!ch->regs[i].staging)
             atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
     }

@@ -101,6 +101,7 @@ struct host_reg {
     uint64_t offset, size; /* a data-area range */
     uint64_t dptr;         /* its device address when mapped for the device, else 0 */
     int staging;           /* the staging slots, registered when the channel opens */
+    unsigned flags;        /* as registered (VGPU_HOST_REGISTER_ANY_CAPTURE: unregistered so too) */
 };
 
 /* A range of a file the tenant maps shared and registered (host_files.c): the worker's own mapping

@@ -217,6 +217,11 @@ _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16
 /* Most bytes of function names one ModuleFunctionNames answer carries. */
 #define VGPU_MODULE_NAMES_MAX 32768u
 
+/* A HostRegister flag: the frontend's own staging for a graph's copy of pageable memory, registered
+ * (and unregistered) whatever captures are under way, where the application's own registration is
+ * refused during a global capture, as natively. */
+#define VGPU_HOST_REGISTER_ANY_CAPTURE (1u << 31)
+
 /* GraphBuild's ops (calls.def). */
 #define VGPU_BUILD_DEPS 0u
 #define VGPU_BUILD_TAKE 1u

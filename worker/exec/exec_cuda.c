@@ -446,13 +446,31 @@ static CUresult cuda_mem_free(struct vgpu_exec *x, void *ctx, uint64_t dptr)
     return API(x)->cuMemFree_v2((CUdeviceptr)dptr);
 }
 
+/* The thread's capture mode made relaxed for the frontend's own staging (VGPU_HOST_REGISTER_ANY_CAPTURE),
+ * so that a global capture under way does not refuse it; *was: the mode to put back. */
+static void relax_for(struct vgpu_exec *x, unsigned flags, CUstreamCaptureMode *was)
+{
+    *was = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (flags & VGPU_HOST_REGISTER_ANY_CAPTURE)
+        (void)API(x)->cuThreadExchangeStreamCaptureMode(was);
+}
+
+static void relax_end(struct vgpu_exec *x, unsigned flags, CUstreamCaptureMode was)
+{
+    if (flags & VGPU_HOST_REGISTER_ANY_CAPTURE)
+        (void)API(x)->cuThreadExchangeStreamCaptureMode(&was);
+}
+
 static CUresult cuda_host_register(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     BIND_RAW(x, CX(x)->service[dev]);
     unsigned allowed = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
+    CUstreamCaptureMode was;
+    relax_for(x, flags, &was);
     CUresult r = API(x)->cuMemHostRegister_v2(p, (size_t)size, (flags & allowed) | CU_MEMHOSTREGISTER_PORTABLE);
+    relax_end(x, flags, was);
     if (r != CUDA_SUCCESS)
         return r;
     *dptr = 0;
@@ -464,12 +482,16 @@ static CUresult cuda_host_register(struct vgpu_exec *x, int dev, void *p, uint64
     return CUDA_SUCCESS;
 }
 
-static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p)
+static CUresult cuda_host_unregister(struct vgpu_exec *x, int dev, void *p, unsigned flags)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     BIND_RAW(x, CX(x)->service[dev]);
-    return API(x)->cuMemHostUnregister(p);
+    CUstreamCaptureMode was;
+    relax_for(x, flags, &was);
+    CUresult r = API(x)->cuMemHostUnregister(p);
+    relax_end(x, flags, was);
+    return r;
 }
 
 /* ---------------------------------------------------------------- stream-ordered allocation */

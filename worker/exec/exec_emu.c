@@ -223,8 +223,9 @@ static CUresult emu_host_register(struct vgpu_exec *x, int dev, void *p, uint64_
     return CUDA_SUCCESS;
 }
 
-static CUresult emu_host_unregister(struct vgpu_exec *x, int dev, void *p)
+static CUresult emu_host_unregister(struct vgpu_exec *x, int dev, void *p, unsigned flags)
 {
+    (void)flags;
     (void)x;
     (void)dev;
     (void)p;

@@ -80,7 +80,7 @@ struct vgpu_exec_ops {
     /* Make host memory (a data-area range) DMA-able for every context on dev (page-locked,
      * portable); *dptr receives its device address when CU_MEMHOSTREGISTER_DEVICEMAP is asked. */
     CUresult (*host_register)(struct vgpu_exec *x, int dev, void *p, uint64_t size, unsigned flags, uint64_t *dptr);
-    CUresult (*host_unregister)(struct vgpu_exec *x, int dev, void *p);
+    CUresult (*host_unregister)(struct vgpu_exec *x, int dev, void *p, unsigned flags); /* flags: as registered */
     /* The virtual memory management API on device dev (no context needed): the allocation
      * granularity (recommended or minimum), address reservations, physical allocations (*phys:
      * the executor's), mapping them into reservations, and the device's access to a mapped range
