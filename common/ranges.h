@@ -26,7 +26,11 @@ struct vgpu_range {
     uint32_t ctx;    /* 0: every context of the channel (host memory mapped for the device) */
     uint32_t module; /* a global: its module */
     uint8_t kind;
+    uint8_t graph; /* a stream-ordered allocation captured into a graph (VGPU_GRAPH_MEM_*): the graph
+                    * makes it again, at the same address, at each launch, so a free leaves it */
 };
+#define VGPU_GRAPH_MEM_CHARGED 1u  /* charged to the tenant's quota */
+#define VGPU_GRAPH_MEM_REFUNDED 2u /* freed once: no longer charged */
 
 struct vgpu_ranges {
     struct vgpu_range *v; /* sorted by base, never overlapping */
@@ -45,6 +49,10 @@ struct vgpu_range *vgpu_ranges_at(struct vgpu_ranges *r, uint64_t base);
  * (VGPU_RANGE_MAPPED) that follow each other without a gap (n may be 0: p must still be inside). */
 bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, uint64_t n);
 void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base);
+/* Drop the ranges of graphs' allocations (graph set) that overlap [base, base+size): the driver gives
+ * a graph's allocation an address again only once the graph that had it is gone. Returns the bytes
+ * of those still charged (VGPU_GRAPH_MEM_CHARGED). */
+uint64_t vgpu_ranges_drop_graph(struct vgpu_ranges *r, uint64_t base, uint64_t size);
 /* Drop every range matching the predicate. */
 void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg);
 /* The range containing p, or NULL. */

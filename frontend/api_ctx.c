@@ -3,6 +3,7 @@
  * retains it; vgpud creates a context only when one is retained or created. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cudaProfiler.h>
 
@@ -306,6 +307,22 @@ CUresult fe_device_idle(int device)
             r = e;
     }
     return r;
+}
+
+CUresult fe_device_idle_between_captures(int device)
+{
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(device, &ch));
+    for (;;) {
+        pthread_rwlock_wrlock(&ch->capture_gate);
+        if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0) {
+            CUresult r = fe_device_idle(device);
+            pthread_rwlock_unlock(&ch->capture_gate);
+            return r;
+        }
+        pthread_rwlock_unlock(&ch->capture_gate);
+        usleep(1000);
+    }
 }
 
 CUresult cuCtxSynchronize(void)

@@ -196,11 +196,15 @@ static CUresult begin_capture_into(CUstream h, CUstreamCaptureMode mode, bool pt
     q.mode = (uint32_t)mode;
     q.into = into;
     q.clear = clear;
-    FE_RETURN_IF(FE_CALL(ch, c->id, StreamBeginCapture, &q, &a));
+    pthread_rwlock_rdlock(&ch->capture_gate); /* (not while a destructor waits for the device) */
+    CUresult r = FE_CALL(ch, c->id, StreamBeginCapture, &q, &a);
+    bool begun = r == CUDA_SUCCESS;
     /* (the per-thread default stream by its own name, so that nodes added to the capture go there) */
     CUstream handle = !h && pt ? CU_STREAM_PER_THREAD : h;
-    CUresult r = capture_add(ch, sid, handle, a.id ? a.id : 1);
-    if (r != CUDA_SUCCESS) { /* cannot keep track of it: end it again */
+    if (begun)
+        r = capture_add(ch, sid, handle, a.id ? a.id : 1);
+    pthread_rwlock_unlock(&ch->capture_gate);
+    if (begun && r != CUDA_SUCCESS) { /* cannot keep track of it: end it again */
         FE_REQ(e, StreamEndCapture);
         e.stream = sid;
         (void)FE_CALL(ch, c->id, StreamEndCapture, &e, NULL);

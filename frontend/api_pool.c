@@ -339,8 +339,12 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle,
     q.pool = fe_handle_id(p->handle);
     q.stream = sid;
     FE_RETURN_IF(FE_CALL(ch, c->id, MemAllocAsync, &q, &a));
-    fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = size, .ctx = 0, .module = q.pool,
-                                           .kind = VGPU_RANGE_POOL});
+    struct vgpu_range range = {.base = a.dptr, .size = size, .ctx = 0, .module = q.pool, .kind = VGPU_RANGE_POOL,
+                               .graph = fe_capture_running(ch, sid) ? VGPU_GRAPH_MEM_CHARGED : 0};
+    pthread_mutex_lock(&ch->ranges_mu);
+    (void)vgpu_ranges_drop_graph(&ch->ranges, a.dptr, size); /* an earlier graph's, gone */
+    vgpu_ranges_add(&ch->ranges, &range);
+    pthread_mutex_unlock(&ch->ranges_mu);
     *dptr = a.dptr;
     return CUDA_SUCCESS;
 }
@@ -392,7 +396,7 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
     struct vgpu_range old = at ? *at : (struct vgpu_range){0};
     bool ok = at && (old.kind == VGPU_RANGE_POOL || old.kind == VGPU_RANGE_POOL_IMPORT ||
                      (old.kind == VGPU_RANGE_ALLOC && old.ctx == c->id));
-    if (ok)
+    if (ok && !old.graph) /* (a graph's allocation comes back at the graph's next launch) */
         vgpu_ranges_remove_at(&ch->ranges, dptr);
     pthread_mutex_unlock(&ch->ranges_mu);
     if (!ok)
@@ -403,7 +407,7 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
     /* Asked in order on the stream: no need to wait (an error comes with the next synchronous
      * call, as the stream's asynchronous errors do). */
     CUresult r = FE_POST(ch, c->id, MemFreeAsync, &q, wait);
-    if (r != CUDA_SUCCESS && wait)
+    if (r != CUDA_SUCCESS && wait && !old.graph)
         fe_ranges_add(ch, &old);
     return r;
 }

@@ -33,7 +33,7 @@ static void *run_doomed(void *arg)
 {
     struct doomed *d = arg;
     if (d->device >= 0)
-        (void)fe_device_idle(d->device);
+        (void)fe_device_idle_between_captures(d->device);
     d->fn(d->arg);
     free(d);
     return NULL;

@@ -77,6 +77,9 @@ struct fe_chan {
     /* Streams capturing now (api_graph.c): what the frontend must not stage while they capture. */
     pthread_mutex_t capture_mu;
     _Atomic uint32_t capture_count;
+    /* Held for reading while a capture begins, for writing by a background wait for the device
+     * (fe_device_idle_between_captures): a synchronize during a global capture would end it. */
+    pthread_rwlock_t capture_gate;
     struct fe_capture {
         uint32_t stream;
         CUstream handle; /* the application's name of the stream */
@@ -381,6 +384,9 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
 struct fe_ctx *fe_any_context(int device);
 size_t fe_contexts_of(int device, struct fe_ctx **out, size_t cap);
 CUresult fe_device_idle(int device);
+/* The same from a thread of the library's (a destructor's): waits until no capture is under way on
+ * the device, and keeps new ones from beginning meanwhile, since a synchronize would end them. */
+CUresult fe_device_idle_between_captures(int device);
 
 /* Managed memory (managed.c): device memory with a host mapping at the same address, kept
  * coherent. fe_managed_device_all: before device work that may touch any of it (launches);

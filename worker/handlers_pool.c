@@ -85,6 +85,15 @@ CUresult vgpu_handle_GraphMem(struct vgpu_call *c, const struct vgpu_req_GraphMe
     return OPS(c)->graph_mem(EXEC(c), c->ch->device, q->op, q->attr, &a->value);
 }
 
+/* Whether stream captures (its allocations are a graph's). */
+static bool captured(const struct vchannel *ch, const void *stream)
+{
+    for (unsigned i = 0; i < ch->capture_count; i++)
+        if (ch->capturing[i] == stream && stream)
+            return true;
+    return false;
+}
+
 CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_MemAllocAsync *q,
                                    struct vgpu_rsp_MemAllocAsync *a)
 {
@@ -102,7 +111,11 @@ CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_Me
         shm_quota_refund(c->ch->acct, q->size);
         return r;
     }
-    struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .module = q->pool, .kind = VGPU_RANGE_POOL};
+    struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .module = q->pool, .kind = VGPU_RANGE_POOL,
+                               .graph = captured(c->ch, stream) ? VGPU_GRAPH_MEM_CHARGED : 0};
+    uint64_t stale = vgpu_ranges_drop_graph(&c->ch->ranges, dptr, q->size); /* an earlier graph's, gone */
+    if (stale)
+        shm_quota_refund(c->ch->acct, stale);
     if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
         OPS(c)->free_async(EXEC(c), c->ch->device, c->ctx->x, stream, dptr);
         shm_quota_refund(c->ch->acct, q->size);
@@ -132,6 +145,14 @@ CUresult vgpu_handle_MemFreeAsync(struct vgpu_call *c, const struct vgpu_req_Mem
                                        : OPS(c)->mem_free(EXEC(c), c->ctx->x, q->dptr);
     if (r != CUDA_SUCCESS)
         return r;
+    if (range->graph) { /* the graph makes it again at its next launch: the range stays */
+        if (range->graph == VGPU_GRAPH_MEM_CHARGED) {
+            range->graph = VGPU_GRAPH_MEM_REFUNDED;
+            shm_quota_refund(c->ch->acct, size);
+            atomic_fetch_sub(&c->ch->acct->mem_allocs, 1);
+        }
+        return CUDA_SUCCESS;
+    }
     vchannel_freed(c->ch, q->dptr, size);
     return CUDA_SUCCESS;
 }
@@ -150,6 +171,8 @@ void vchannel_pool_teardown(struct vchannel *ch)
         if (r->kind != VGPU_RANGE_POOL)
             continue;
         ch->x->ops->free_async(ch->x, ch->device, NULL, NULL, r->base);
+        if (r->graph == VGPU_GRAPH_MEM_REFUNDED) /* refunded when first freed */
+            continue;
         freed += r->size;
         allocs++;
     }

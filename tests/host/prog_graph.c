@@ -2,6 +2,7 @@
  * copy into pinned memory) does not run while it is captured, the stream reports its capture, and
  * the instantiated graph replays it each time it is launched, with kernel arguments as captured;
  * copies of pageable memory captured (1D and 2D), each replay seeing the memory as it is then;
+ * stream-ordered allocations captured (on a GPU), freed in the graph and by the application;
  * the graph's nodes and their dependencies; uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
  * compare with the driver's): capturing the legacy stream, capturing twice, ending a capture that
  * was not begun, synchronizing a capturing stream. Argument: the module holding add_u32 and
@@ -172,6 +173,44 @@ int main(int argc, char **argv)
     free(in);
     free(out);
     free(rows);
+
+    /* Stream-ordered allocations captured (a GPU's driver makes them alloc and free nodes; the emu
+     * device does not capture them): one freed inside the graph, one left to the application, which
+     * frees it after each launch; each launch makes it again at the same address. Twice, the second
+     * graph made after the first is gone (its addresses may come back). */
+    for (int pass = 0; pass < 2; pass++) {
+        CUdeviceptr ga = 0, gb = 0;
+        CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CUresult ar = cuMemAllocAsync(&ga, N * sizeof(unsigned), s);
+        if (ar == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+            (void)cuStreamEndCapture(s, &g);
+            break;
+        }
+        CHECK(ar);
+        CHECK(cuMemsetD32Async(ga, 7, N, s));
+        CHECK(cuMemcpyDtoHAsync(pinned, ga, N * sizeof(unsigned), s));
+        CHECK(cuMemFreeAsync(ga, s));
+        CHECK(cuMemAllocAsync(&gb, 1 << 20, s));
+        CHECK(cuMemsetD32Async(gb, 9, (1 << 20) / 4, s));
+        CHECK(cuStreamEndCapture(s, &g));
+        CHECK(cuGraphInstantiate(&e, g, 0));
+        for (int round = 0; round < 2; round++) {
+            memset(pinned, 0, N * sizeof(unsigned));
+            CHECK(cuGraphLaunch(e, s));
+            CHECK(cuStreamSynchronize(s));
+            check_all(pinned, 7, "the graph's own allocation, copied out");
+            unsigned word = 0;
+            CHECK(cuMemcpyDtoH(&word, gb + 4, 4));
+            EXPECT(word == 9, "the allocation the graph left: %u", word);
+            if (round == 0)
+                CHECK(cuMemFreeAsync(gb, s));
+            else
+                CHECK(cuMemFree(gb));
+            CHECK(cuStreamSynchronize(s));
+        }
+        CHECK(cuGraphExecDestroy(e));
+        CHECK(cuGraphDestroy(g));
+    }
 
     /* What capture refuses: printed, not asserted. */
     printf("capture of the legacy stream: %d\n", (int)cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL));
