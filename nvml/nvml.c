@@ -434,6 +434,15 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *
 
 static bool nvlinked(nvmlDevice_t d);
 
+/* Whether the host's GPU behind a vGPU has a link up for peer traffic, shown to the tenant or not. */
+static bool host_nvlinked(const struct vgpu_device_info *i)
+{
+    for (unsigned l = 0; l < i->nvlink_count && l < VGPU_NVLINK_MAX; l++)
+        if (i->nvlink[l].active && i->nvlink[l].p2p)
+            return true;
+    return false;
+}
+
 /* What vGPU a may do with vGPU b's memory, as CUDA's peer queries answer it (cuDeviceCanAccessPeer,
  * cuDeviceGetP2PAttribute): a device reaches its own memory; over NVLink when both have links up
  * as the tenant sees them (VGPU_NVLINK). NCCL asks this of every pair at start. */
@@ -452,8 +461,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlG
     bool ok;
     if (index == NVML_P2P_CAPS_INDEX_NVLINK)
         ok = a != b && vgpu_device_peer_capable(&a->info, &b->info) && nvlinked(a) && nvlinked(b);
-    else if (a == b)
-        ok = true;
+    else if (a == b) /* as the host's NVML answers: OK for a GPU with NVLinks up, not for one without */
+        ok = host_nvlinked(&a->info);
     else if (index == NVML_P2P_CAPS_INDEX_ATOMICS)
         ok = vgpu_device_peer_atomics(&a->info, &b->info);
     else
