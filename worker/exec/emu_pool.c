@@ -7,8 +7,10 @@
  * them, except that a block freed on a stream may be taken again at once by a later allocation on
  * that stream, which the stream runs after the free (as the driver does: a loop of allocations and
  * frees on one stream needs one block, however far the stream lags behind the client). A destroyed
- * pool lingers until its last allocation is freed, as the driver's does.
- * An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
+ * pool lingers until its last allocation is freed, as the driver's does. An allocation made on a
+ * capturing stream is the graph's: made now, at the address every launch uses, and kept whatever
+ * frees it (a GPU's graph makes it again at each launch) until the channel's pools go; a free on a
+ * capturing stream gives a block back when a launch gets there. An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
  * the workers of tenants that import them; such a pool keeps no freed block for reuse, since an
  * importer may still hold it. An imported pool is only something to import pointers from. */
 #include <stdlib.h>
@@ -261,7 +263,7 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
     struct emu_stream *s = stream ? stream : c->null_stream;
     bool capturing = s->capture != NULL;
     pthread_mutex_unlock(&c->mu);
-    if (capturing) /* graph memory nodes: not on emu */
+    if (capturing && p->exportable) /* (a GPU's graph takes its memory from a pool of its own) */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     uint64_t want = emu_page_round(size);
     if (want < size)
@@ -269,7 +271,7 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&e->pools_mu);
     struct vgpu_range block = {0};
-    ptrdiff_t at = best_cached(p, want), again = at < 0 ? best_freeing(p, s, want) : -1;
+    ptrdiff_t at = best_cached(p, want), again = at < 0 && !capturing ? best_freeing(p, s, want) : -1;
     if (again >= 0) { /* still live and counted as used: the stream frees it before this */
         *dptr = p->freeing[again].base;
         freeing_drop(p, again);
@@ -278,6 +280,7 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
     if (at >= 0) {
         block = p->cached.v[at];
         vgpu_ranges_remove_at(&p->cached, block.base);
+        block.graph = 0;
     } else {
         if (want > p->max_size) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -301,6 +304,8 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
         if (p->reserved > p->reserved_high)
             p->reserved_high = p->reserved;
     }
+    if (capturing) /* a graph's: kept for its launches, whatever frees it (see emu_free_async) */
+        block.graph = VGPU_GRAPH_MEM_CHARGED;
     if (vgpu_ranges_add(&p->live, &block) != 0) {
         if (p->exportable || vgpu_ranges_add(&p->cached, &block) != 0) {
             unmap_block(p, &block);
@@ -358,7 +363,8 @@ static void freed_in_order(void *arg, CUresult status)
     struct pending_free *f = arg;
     pthread_mutex_lock(&f->e->pools_mu);
     struct emu_pool *p = owner_locked(f->e, f->dptr);
-    if (p && freeing_at(p, f->dptr, f->seq) >= 0) /* not taken again by the stream meanwhile */
+    /* Not taken again by the stream meanwhile (seq 0: a graph's free node, whenever it runs). */
+    if (p && (f->seq == 0 || freeing_at(p, f->dptr, f->seq) >= 0))
         give_back_locked(f->e, p, f->dptr);
     pthread_mutex_unlock(&f->e->pools_mu);
     free(f);
@@ -369,14 +375,13 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     struct emu_exec *e = EX(x);
     (void)dev;
     struct emu_stream *s = NULL;
+    bool capturing = false;
     if (ctx) {
         struct emu_ctx *c = ctx;
         pthread_mutex_lock(&c->mu);
         s = stream ? stream : c->null_stream;
-        bool capturing = s->capture != NULL;
+        capturing = s->capture != NULL;
         pthread_mutex_unlock(&c->mu);
-        if (capturing)
-            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     struct pending_free *f = ctx ? malloc(sizeof *f) : NULL;
     if (ctx && !f)
@@ -385,10 +390,17 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     pthread_mutex_lock(&e->pools_mu);
     struct emu_pool *p = owner_locked(e, dptr);
     struct freeing *q = NULL;
+    if (p && ctx && vgpu_ranges_at(&p->live, dptr)->graph) { /* a graph's allocation: its next launch uses it */
+        pthread_mutex_unlock(&e->pools_mu);
+        free(f);
+        return CUDA_SUCCESS;
+    }
     if (!p || (ctx && freeing_at(p, dptr, 0) >= 0)) /* not a block, or freed already */
         r = CUDA_ERROR_INVALID_VALUE;
     else if (!ctx)
         give_back_locked(e, p, dptr);
+    else if (capturing) /* a free node: the block goes back when a launch gets there (seq 0) */
+        *f = (struct pending_free){e, dptr, 0};
     else if ((q = vgpu_array_grow(p->freeing, &p->capfreeing, p->nfreeing + 1, sizeof *q)) != NULL) {
         p->freeing = q;
         *f = (struct pending_free){e, dptr, ++p->free_seq};
@@ -402,7 +414,7 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     }
     if ((r = x->ops->stream_callback(x, ctx, stream, freed_in_order, f)) != CUDA_SUCCESS) {
         pthread_mutex_lock(&e->pools_mu); /* not queued: nothing may take it early */
-        ptrdiff_t i = (p = owner_locked(e, dptr)) ? freeing_at(p, dptr, f->seq) : -1;
+        ptrdiff_t i = f->seq && (p = owner_locked(e, dptr)) ? freeing_at(p, dptr, f->seq) : -1;
         if (i >= 0)
             freeing_drop(p, i);
         pthread_mutex_unlock(&e->pools_mu);
