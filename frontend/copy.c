@@ -611,7 +611,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);
     }
-    if (async && fe_graph_recording(ch, stream) && !k->dst.array && !k->src.array)
+    if (async && fe_graph_recording(ch, stream)) /* (the other side may be an array) */
         return graph_staged_3d(c, ch, stream, k, k->dst.device ? src_span : dst_span);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     if (k->width > ch->map.layout.slot_size) /* an array's row always fits a slot (2 MiB at most) */

@@ -168,7 +168,6 @@ static CUresult build_conditional(struct build *b, struct fe_graph_node *node)
     return r;
 }
 
-/* Issue one node on the capturing stream; the worker names it node->build_id. */
 bool fe_graph_recording(struct fe_chan *ch, uint32_t sid)
 {
     return (building && building->ch == ch && building->sid == sid) || fe_capture_running(ch, sid);
@@ -181,6 +180,7 @@ CUresult fe_graph_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, 
     return fe_capture_keep_host(c, ch, sid, n);
 }
 
+/* Issue one node on the capturing stream; the worker names it node->build_id. */
 static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream s)
 {
     uint32_t id = node->build_id;
