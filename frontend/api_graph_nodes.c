@@ -656,12 +656,17 @@ static CUresult unsupported_node(const char *what)
 /* An allocation node's memory, made now; its parameters are fixed from then on. */
 static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    if (!node->graph->here)
-        return unsupported_node("an allocation node added to a capture");
     if (node->u.alloc.mem)
         return CUDA_ERROR_INVALID_VALUE;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!node->graph->here) { /* added to a capture: allocated by it (graph_build.c), as a stream-ordered one */
+        FE_RETURN_IF(fe_graph_mem_check(node->graph, p));
+        node->u.alloc.p = *p;
+        node->u.alloc.p.accessDescs = NULL; /* (peers' access: the device's own only) */
+        node->u.alloc.p.accessDescCount = 0;
+        return CUDA_SUCCESS;
+    }
     size_t n = p->accessDescCount;
     CUmemAccessDesc *access = n ? malloc(n * sizeof *access) : NULL;
     if (n && (!access || !p->accessDescs)) {
@@ -691,6 +696,10 @@ static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
     if (node->u.free_dptr || !dptr)
         return CUDA_ERROR_INVALID_VALUE;
     const struct fe_graph *g = node->graph;
+    if (!g->here) { /* added to a capture: freed by it as a stream-ordered free is (graph_build.c) */
+        node->u.free_dptr = dptr;
+        return CUDA_SUCCESS;
+    }
     bool allocated = false;
     for (size_t i = 0; i < g->count; i++) {
         const struct fe_graph_node *o = g->list[i];
@@ -745,7 +754,7 @@ static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
         CUDA_MEM_ALLOC_NODE_PARAMS v1 = {p->alloc.poolProps, p->alloc.accessDescs, p->alloc.accessDescCount,
                                          p->alloc.bytesize, 0};
         CUresult r = alloc_set(node, &v1);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS && node->u.alloc.mem) /* (added to a capture: known once issued) */
             p->alloc.dptr = v1.dptr = fe_graph_mem_ptr(node->u.alloc.mem);
         return r;
     }
@@ -774,6 +783,13 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     if (!node)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = params_set(node, p);
+    if (r == CUDA_SUCCESS && !g->here && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        r = fe_capture_add(node, deps, n, out); /* its address is known once issued */
+        if (r == CUDA_SUCCESS)
+            p->alloc.dptr = node->u.alloc.p.dptr;
+        node_undo(node);
+        return r;
+    }
     if (r != CUDA_SUCCESS) {
         node_undo(node);
         return r;
@@ -796,6 +812,13 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *
 {
     ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
     r = alloc_set(node, p);
+    if (r == CUDA_SUCCESS && !g->here) { /* added to a capture: its address is known once issued */
+        r = fe_capture_add(node, deps, n, out);
+        if (r == CUDA_SUCCESS)
+            p->dptr = node->u.alloc.p.dptr;
+        node_undo(node);
+        return r;
+    }
     if (r == CUDA_SUCCESS)
         p->dptr = fe_graph_mem_ptr(node->u.alloc.mem);
     ADD_EPILOGUE();

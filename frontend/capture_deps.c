@@ -84,10 +84,6 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     CUstream s;
     if (!g->capturing || !fe_capture_stream_of(g, &sid, &s)) /* a captured graph, ended: the driver's */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || node->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
-        LOG_INFO("adding a node of type %d to a graph being captured is not supported", (int)node->type);
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     uint32_t *want = malloc((n ? n : 1) * sizeof *want);
     if (!want)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -124,6 +120,12 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     if (!made)
         return CUDA_ERROR_OUT_OF_MEMORY;
     made->type = node->type;
+    if (node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) { /* its parameters, for the queries (access given once) */
+        made->u.alloc.p = node->u.alloc.p;
+        made->u.alloc.p.accessDescs = NULL;
+        made->u.alloc.p.accessDescCount = 0;
+    } else if (node->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+        made->u.free_dptr = node->u.free_dptr;
     *out = (CUgraphNode)(uintptr_t)made->handle;
     return CUDA_SUCCESS;
 }

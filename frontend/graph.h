@@ -150,6 +150,8 @@ CUresult fe_graph_child_set(struct fe_graph_node *n, CUgraph h);
  * fe.h). */
 struct fe_graph_mem;
 CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct fe_graph_mem **out);
+/* Whether an allocation node's parameters are ones g may have (its context's device, pinned). */
+CUresult fe_graph_mem_check(const struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p);
 CUdeviceptr fe_graph_mem_ptr(const struct fe_graph_mem *m);
 void fe_graph_mem_hold(struct fe_graph_mem *m);
 void fe_graph_mem_put(struct fe_graph_mem *m);

@@ -228,9 +228,19 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         }
         break;
     }
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: /* its memory is there already, for the graph's life */
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        if (!node->u.alloc.mem) { /* added to a capture: the capture's own allocation */
+            FE_RETURN_IF(cuMemAllocAsync(&node->u.alloc.p.dptr, node->u.alloc.p.bytesize, s));
+            break;
+        }
+        return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0); /* its memory is there already, for the graph's life */
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        if (!node->graph->here) { /* added to a capture */
+            FE_RETURN_IF(cuMemFreeAsync(node->u.free_dptr, s));
+            break;
+        }
+        return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
         return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {

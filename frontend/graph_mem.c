@@ -38,7 +38,7 @@ static bool access_ok(const CUDA_MEM_ALLOC_NODE_PARAMS *p)
     return true;
 }
 
-CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct fe_graph_mem **out)
+CUresult fe_graph_mem_check(const struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
     if (!p || p->bytesize == 0 || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->poolProps.handleTypes ||
@@ -46,11 +46,17 @@ CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_device *d;
     FE_RETURN_IF(fe_device(p->poolProps.location.id, &d));
-    CUcontext ctx = (CUcontext)(uintptr_t)g->ctx->handle;
     if (p->poolProps.location.id != g->ctx->device) {
         LOG_INFO("a graph's allocation node on another device than its context's is not supported");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_mem_new(struct fe_graph *g, const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct fe_graph_mem **out)
+{
+    FE_RETURN_IF(fe_graph_mem_check(g, p));
+    CUcontext ctx = (CUcontext)(uintptr_t)g->ctx->handle;
     struct fe_graph_mem *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;

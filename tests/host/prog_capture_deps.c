@@ -3,6 +3,7 @@
  * it is the same node), a kernel and an empty node added to the capture's graph after chosen
  * dependencies (the capture's own unchanged), cuStreamUpdateCaptureDependencies setting and adding,
  * the graph replayed with the result checked; a capture into a graph; a host function captured;
+ * an allocation node and a free node added to a capture;
  * and what the driver refuses (printed, for check-gpu
  * to compare with the driver's). Argument: the module holding add_u32. */
 #include <string.h>
@@ -190,6 +191,41 @@ int main(int argc, char **argv)
     EXPECT(runs == 6 && h2[0] == 6 && h2[N - 1] == 6, "captured host function and host node: %u runs, element 0 is %u",
            runs, h2[0]);
     CHECK(cuGraphExecDestroy(exec));
+
+    /* An allocation node and a free node added to a capture's graph: the allocation, set and copied
+     * out by the capture between them, is there at each replay. */
+    unsigned *out = NULL;
+    CHECK(cuMemAllocHost((void **)&out, N * sizeof(unsigned)));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    count = deps_of(s, &deps, &g);
+    CUdevice dev;
+    CHECK(cuCtxGetDevice(&dev));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap;
+    memset(&ap, 0, sizeof ap);
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = dev;
+    ap.bytesize = N * sizeof(unsigned);
+    CUgraphNode alloc_node, free_node;
+    CHECK(cuGraphAddMemAllocNode(&alloc_node, g, NULL, 0, &ap));
+    EXPECT(ap.dptr != 0, "the allocation node added to a capture has no address");
+    CHECK(cuStreamUpdateCaptureDependencies(s, &alloc_node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+    CHECK(cuMemsetD32Async(ap.dptr, 3, N, s));
+    CHECK(cuMemcpyDtoHAsync(out, ap.dptr, N * sizeof(unsigned), s));
+    count = deps_of(s, &deps, &g);
+    CHECK(cuGraphAddMemFreeNode(&free_node, g, deps, count, ap.dptr));
+    CHECK(cuStreamUpdateCaptureDependencies(s, &free_node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    for (int round = 0; round < 2; round++) {
+        memset(out, 0, N * sizeof(unsigned));
+        CHECK(cuGraphLaunch(exec, s));
+        CHECK(cuStreamSynchronize(s));
+        EXPECT(out[0] == 3 && out[N - 1] == 3, "replay %d of an allocation node added to a capture: %u", round, out[0]);
+    }
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+    CHECK(cuMemFreeHost(out));
     printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
            "a capture into a graph; host functions captured: ok\n");
     return 0;

@@ -10,7 +10,7 @@
  * pool lingers until its last allocation is freed, as the driver's does. An allocation made on a
  * capturing stream is the graph's: made now, at the address every launch uses, and kept whatever
  * frees it (a GPU's graph makes it again at each launch) until the channel's pools go; a free on a
- * capturing stream gives a block back when a launch gets there. An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
+ * capturing stream keeps its block until then too. Either is an empty node of the capture. An exportable pool's blocks are memfds (their descriptor in the block's range), which travel to
  * the workers of tenants that import them; such a pool keeps no freed block for reuse, since an
  * importer may still hold it. An imported pool is only something to import pointers from. */
 #include <stdlib.h>
@@ -320,6 +320,9 @@ CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *poo
     *dptr = block.base;
 out:
     pthread_mutex_unlock(&e->pools_mu);
+    void *node;
+    if (r == CUDA_SUCCESS && capturing) /* an empty node where the driver's allocation node is */
+        r = emu_capture_node(x, ctx, s, VGPU_BUILD_EMPTY, NULL, &node);
     return r;
 }
 
@@ -363,8 +366,7 @@ static void freed_in_order(void *arg, CUresult status)
     struct pending_free *f = arg;
     pthread_mutex_lock(&f->e->pools_mu);
     struct emu_pool *p = owner_locked(f->e, f->dptr);
-    /* Not taken again by the stream meanwhile (seq 0: a graph's free node, whenever it runs). */
-    if (p && (f->seq == 0 || freeing_at(p, f->dptr, f->seq) >= 0))
+    if (p && freeing_at(p, f->dptr, f->seq) >= 0) /* not taken again by the stream meanwhile */
         give_back_locked(f->e, p, f->dptr);
     pthread_mutex_unlock(&f->e->pools_mu);
     free(f);
@@ -390,17 +392,18 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     pthread_mutex_lock(&e->pools_mu);
     struct emu_pool *p = owner_locked(e, dptr);
     struct freeing *q = NULL;
-    if (p && ctx && vgpu_ranges_at(&p->live, dptr)->graph) { /* a graph's allocation: its next launch uses it */
+    /* A graph's allocation: its next launch uses it. A free on a capturing stream: an empty node of
+     * the capture, the block kept until the pools go (a GPU's graph frees it at each launch). */
+    if (p && ctx && (capturing || vgpu_ranges_at(&p->live, dptr)->graph)) {
         pthread_mutex_unlock(&e->pools_mu);
         free(f);
-        return CUDA_SUCCESS;
+        void *node;
+        return capturing ? emu_capture_node(x, ctx, s, VGPU_BUILD_EMPTY, NULL, &node) : CUDA_SUCCESS;
     }
     if (!p || (ctx && freeing_at(p, dptr, 0) >= 0)) /* not a block, or freed already */
         r = CUDA_ERROR_INVALID_VALUE;
     else if (!ctx)
         give_back_locked(e, p, dptr);
-    else if (capturing) /* a free node: the block goes back when a launch gets there (seq 0) */
-        *f = (struct pending_free){e, dptr, 0};
     else if ((q = vgpu_array_grow(p->freeing, &p->capfreeing, p->nfreeing + 1, sizeof *q)) != NULL) {
         p->freeing = q;
         *f = (struct pending_free){e, dptr, ++p->free_seq};
@@ -414,7 +417,7 @@ CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, u
     }
     if ((r = x->ops->stream_callback(x, ctx, stream, freed_in_order, f)) != CUDA_SUCCESS) {
         pthread_mutex_lock(&e->pools_mu); /* not queued: nothing may take it early */
-        ptrdiff_t i = f->seq && (p = owner_locked(e, dptr)) ? freeing_at(p, dptr, f->seq) : -1;
+        ptrdiff_t i = (p = owner_locked(e, dptr)) ? freeing_at(p, dptr, f->seq) : -1;
         if (i >= 0)
             freeing_drop(p, i);
         pthread_mutex_unlock(&e->pools_mu);
