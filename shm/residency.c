@@ -442,10 +442,10 @@ static void shed(struct mm *m, int d, uint64_t excess, uint64_t now)
 static uint64_t lacks(const struct mm_vgpu *v) { return v->need > v->allowance ? v->need - v->allowance : 0; }
 
 /* The head, or a waiter behind it that holds more and lacks less (or fits in the room left):
- * completing that one moves less,
- * where the order would have what it holds moved out for a head that has little (a vGPU slow to
- * start, whose place others passed while it did not ask). A head that has waited a quarter of a
- * request's timeout keeps its place, so that nobody is passed until its request fails. */
+ * completing that one moves less, where the order would have what it holds moved out for a head
+ * that has little (a vGPU slow to start, whose place others passed while it did not ask). A head
+ * that has waited a quarter of a request's timeout keeps its place, so that nobody is passed until
+ * its request fails. */
 static struct mm_vgpu *cheaper(const struct mm *m, struct mm_vgpu *head, const struct mm_vgpu *fits,
                                uint64_t room, uint64_t now)
 {
@@ -514,7 +514,7 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
          * has: its next allocation fails). */
         if (v->device != d || !v->pending || v->evicting)
             continue;
-        uint64_t extra = v->need > v->allowance ? v->need - v->allowance : 0;
+        uint64_t extra = lacks(v);
         if (extra && extra <= room) {
             uint64_t until = gathering_before(m, v, extra, allowed, cap, now);
             if (until) { /* it waits for an earlier one to gather its working set */
@@ -528,12 +528,12 @@ static bool serve_head(struct mm *m, int d, uint64_t now, uint64_t *wake)
             *slot = v;
     }
     head = cheaper(m, head, fits, room, now);
-    uint64_t extra = head && head->need > head->allowance ? head->need - head->allowance : 0;
+    uint64_t extra = head ? lacks(head) : 0;
     struct mm_vgpu *last;
     if (fits && head && before(head, fits) && room + waiters_behind(m, head, now, &last) >= extra)
         fits = NULL;
     if (fits) {
-        uint64_t more = fits->need > fits->allowance ? fits->need - fits->allowance : 0;
+        uint64_t more = lacks(fits);
         uint64_t slack = room - more < GRANT_SLACK ? room - more : GRANT_SLACK;
         if (fits->need > fits->allowance)
             fits->allowance = fits->need + slack;
