@@ -127,22 +127,27 @@ void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base)
     unlock(r);
 }
 
-uint64_t vgpu_ranges_drop_graph(struct vgpu_ranges *r, uint64_t base, uint64_t size)
+uint64_t vgpu_ranges_drop_graph(struct vgpu_ranges *r, uint64_t base, uint64_t size, unsigned *charged)
 {
-    uint64_t charged = 0;
+    uint64_t bytes = 0;
+    unsigned n = 0;
     lock(r);
     size_t out = 0;
     for (size_t i = 0; i < r->count; i++) {
         const struct vgpu_range *v = &r->v[i];
         bool stale = v->graph && v->base < base + size && base < v->base + v->size;
-        if (stale && v->graph == VGPU_GRAPH_MEM_CHARGED)
-            charged += v->size;
+        if (stale && v->graph == VGPU_GRAPH_MEM_CHARGED) {
+            bytes += v->size;
+            n++;
+        }
         if (!stale)
             r->v[out++] = *v;
     }
     r->count = out;
     unlock(r);
-    return charged;
+    if (charged)
+        *charged = n;
+    return bytes;
 }
 
 void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg)

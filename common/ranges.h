@@ -51,8 +51,8 @@ bool vgpu_ranges_contain(const struct vgpu_ranges *r, uint32_t ctx, uint64_t p, 
 void vgpu_ranges_remove_at(struct vgpu_ranges *r, uint64_t base);
 /* Drop the ranges of graphs' allocations (graph set) that overlap [base, base+size): the driver gives
  * a graph's allocation an address again only once the graph that had it is gone. Returns the bytes
- * of those still charged (VGPU_GRAPH_MEM_CHARGED). */
-uint64_t vgpu_ranges_drop_graph(struct vgpu_ranges *r, uint64_t base, uint64_t size);
+ * of those still charged (VGPU_GRAPH_MEM_CHARGED), and how many they are in *charged (if not NULL). */
+uint64_t vgpu_ranges_drop_graph(struct vgpu_ranges *r, uint64_t base, uint64_t size, unsigned *charged);
 /* Drop every range matching the predicate. */
 void vgpu_ranges_remove_if(struct vgpu_ranges *r, bool (*match)(const struct vgpu_range *, uint32_t), uint32_t arg);
 /* The range containing p, or NULL. */

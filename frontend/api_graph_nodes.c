@@ -689,6 +689,18 @@ static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_
     return CUDA_SUCCESS;
 }
 
+/* An allocation node added to a capture: its address, known once the capture has made it, goes to
+ * *dptr (the caller's parameters). */
+static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out,
+                                 CUdeviceptr *dptr)
+{
+    CUresult r = fe_capture_add(node, deps, n, out);
+    if (r == CUDA_SUCCESS)
+        *dptr = node->u.alloc.p.dptr;
+    node_undo(node);
+    return r;
+}
+
 /* A free node: of the memory of an allocation node of the same graph, once (memory from elsewhere
  * would have to be freed at the node's run, which the build does not do). */
 static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
@@ -783,13 +795,8 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     if (!node)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = params_set(node, p);
-    if (r == CUDA_SUCCESS && !g->here && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
-        r = fe_capture_add(node, deps, n, out); /* its address is known once issued */
-        if (r == CUDA_SUCCESS)
-            p->alloc.dptr = node->u.alloc.p.dptr;
-        node_undo(node);
-        return r;
-    }
+    if (r == CUDA_SUCCESS && !g->here && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return alloc_to_capture(node, deps, n, out, &p->alloc.dptr);
     if (r != CUDA_SUCCESS) {
         node_undo(node);
         return r;
@@ -812,13 +819,8 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *
 {
     ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
     r = alloc_set(node, p);
-    if (r == CUDA_SUCCESS && !g->here) { /* added to a capture: its address is known once issued */
-        r = fe_capture_add(node, deps, n, out);
-        if (r == CUDA_SUCCESS)
-            p->dptr = node->u.alloc.p.dptr;
-        node_undo(node);
-        return r;
-    }
+    if (r == CUDA_SUCCESS && !g->here)
+        return alloc_to_capture(node, deps, n, out, &p->dptr);
     if (r == CUDA_SUCCESS)
         p->dptr = fe_graph_mem_ptr(node->u.alloc.mem);
     ADD_EPILOGUE();

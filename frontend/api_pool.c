@@ -342,7 +342,7 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle,
     struct vgpu_range range = {.base = a.dptr, .size = size, .ctx = 0, .module = q.pool, .kind = VGPU_RANGE_POOL,
                                .graph = fe_capture_running(ch, sid) ? VGPU_GRAPH_MEM_CHARGED : 0};
     pthread_mutex_lock(&ch->ranges_mu);
-    (void)vgpu_ranges_drop_graph(&ch->ranges, a.dptr, size); /* an earlier graph's, gone */
+    (void)vgpu_ranges_drop_graph(&ch->ranges, a.dptr, size, NULL); /* an earlier graph's, gone */
     vgpu_ranges_add(&ch->ranges, &range);
     pthread_mutex_unlock(&ch->ranges_mu);
     *dptr = a.dptr;

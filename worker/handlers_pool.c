@@ -85,15 +85,6 @@ CUresult vgpu_handle_GraphMem(struct vgpu_call *c, const struct vgpu_req_GraphMe
     return OPS(c)->graph_mem(EXEC(c), c->ch->device, q->op, q->attr, &a->value);
 }
 
-/* Whether stream captures (its allocations are a graph's). */
-static bool captured(const struct vchannel *ch, const void *stream)
-{
-    for (unsigned i = 0; i < ch->capture_count; i++)
-        if (ch->capturing[i] == stream && stream)
-            return true;
-    return false;
-}
-
 CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_MemAllocAsync *q,
                                    struct vgpu_rsp_MemAllocAsync *a)
 {
@@ -112,10 +103,13 @@ CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_Me
         return r;
     }
     struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .module = q->pool, .kind = VGPU_RANGE_POOL,
-                               .graph = captured(c->ch, stream) ? VGPU_GRAPH_MEM_CHARGED : 0};
-    uint64_t stale = vgpu_ranges_drop_graph(&c->ch->ranges, dptr, q->size); /* an earlier graph's, gone */
-    if (stale)
+                               .graph = stream && vchannel_build_of(c->ch, stream) ? VGPU_GRAPH_MEM_CHARGED : 0};
+    unsigned stale_allocs; /* an earlier graph's, gone */
+    uint64_t stale = vgpu_ranges_drop_graph(&c->ch->ranges, dptr, q->size, &stale_allocs);
+    if (stale) {
         shm_quota_refund(c->ch->acct, stale);
+        atomic_fetch_sub(&c->ch->acct->mem_allocs, stale_allocs);
+    }
     if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
         OPS(c)->free_async(EXEC(c), c->ch->device, c->ctx->x, stream, dptr);
         shm_quota_refund(c->ch->acct, q->size);

@@ -253,9 +253,8 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
 {
     struct vchannel *ch = c->ch;
-    for (unsigned i = 0; i < ch->capture_count; i++)
-        if (ch->capturing[i] == stream && stream) /* captured, not run: nothing to schedule */
-            return CUDA_SUCCESS;
+    if (stream && vchannel_build_of(ch, stream)) /* captured, not run: nothing to schedule */
+        return CUDA_SUCCESS;
     if (ch->swap.out) {
         CUresult back = vswap_restore(ch);
         if (back != CUDA_SUCCESS)

@@ -200,12 +200,7 @@ int main(int argc, char **argv)
     count = deps_of(s, &deps, &g);
     CUdevice dev;
     CHECK(cuCtxGetDevice(&dev));
-    CUDA_MEM_ALLOC_NODE_PARAMS ap;
-    memset(&ap, 0, sizeof ap);
-    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    ap.poolProps.location.id = dev;
-    ap.bytesize = N * sizeof(unsigned);
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = prog_alloc_node(dev, N * sizeof(unsigned));
     CUgraphNode alloc_node, free_node;
     CHECK(cuGraphAddMemAllocNode(&alloc_node, g, NULL, 0, &ap));
     EXPECT(ap.dptr != 0, "the allocation node added to a capture has no address");

@@ -305,12 +305,7 @@ int main(int argc, char **argv)
      * of such a graph is refused, as natively. */
     CUgraph gm;
     CHECK(cuGraphCreate(&gm, 0));
-    CUDA_MEM_ALLOC_NODE_PARAMS ap;
-    memset(&ap, 0, sizeof ap);
-    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    ap.poolProps.location.id = dev;
-    ap.bytesize = N * sizeof(unsigned);
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = prog_alloc_node(dev, N * sizeof(unsigned));
     CUgraphNode an, mn, kn, cn, fn;
     CHECK(cuGraphAddMemAllocNode(&an, gm, NULL, 0, &ap));
     EXPECT(ap.dptr != 0, "an allocation node without an address");

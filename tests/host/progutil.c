@@ -150,3 +150,14 @@ int prog_recv_fd(int sock, void *data, size_t n)
         memcpy(&fd, CMSG_DATA(c), sizeof fd);
     return fd;
 }
+
+CUDA_MEM_ALLOC_NODE_PARAMS prog_alloc_node(CUdevice dev, size_t bytes)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = dev;
+    p.bytesize = bytes;
+    return p;
+}

@@ -32,6 +32,8 @@ void prog_say(const char *what, CUresult r);
 CUcontext prog_init(CUdevice *dev);
 /* A module from a file (fatbin, cubin, PTX, or an emu module). */
 CUmodule prog_module(const char *path);
+/* A graph's allocation node's parameters: bytes of device dev, no peer access. */
+CUDA_MEM_ALLOC_NODE_PARAMS prog_alloc_node(CUdevice dev, size_t bytes);
 /* Deterministic test data. */
 void prog_fill(void *p, size_t n, uint32_t seed);
 uint64_t prog_checksum(const void *p, size_t n);
