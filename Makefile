@@ -30,7 +30,7 @@ SANFLAGS :=
 endif
 
 DEB_PACKAGES := pkg-config check libsubunit-dev libzstd-dev liblz4-dev libxen-dev clang libclang-rt-14-dev libucx-dev \
-	libcurl4-openssl-dev etcd-server
+	libcurl4-openssl-dev etcd-server etcd-client
 PKGS := libzstd liblz4
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -21,6 +21,7 @@
 #include "cluster.h"
 #include "image_cache.h"
 #include "memory.h"
+#include "quota_groups.h"
 #include "segments.h"
 #include "server.h"
 #include "strbuf.h"
@@ -52,6 +53,9 @@ static void channel_json(struct server *srv, struct strbuf *b, const struct sess
                   (unsigned long long)atomic_load(&st->swap_out_ns), (unsigned long long)atomic_load(&st->swap_in_ns),
                   (unsigned long long)mv.caused_ns, shm,
                   (unsigned long long)shm_bytes);
+    /* A quota its guest's processes hold together: what they hold in all. */
+    if (c->quota_group)
+        strbuf_printf(b, ",\"quota_shared_bytes\":%llu", (unsigned long long)shm_quota_group_used(c->quota_group));
     for (unsigned k = 0; k < VGPU_OBJ_KINDS; k++)
         strbuf_printf(b, ",\"%s\":%u", vgpu_object_kind_names[k], atomic_load(&st->live[k]));
     uint64_t calls, errors;

@@ -31,6 +31,9 @@ struct served {
     int efd;          /* readable while messages wait, or at the end */
     bool eof;
     bool tenant_maps; /* the tenant's node takes bulk transfers (SESSION_OPEN_BULK) */
+    char node[VGPU_SPEC_NAME]; /* the tenant's node, its Xen domain there (-1: none) and vGPU */
+    int domain;
+    uint32_t vgpu;
     uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
     size_t pending_len[2];
     unsigned next;
@@ -181,9 +184,10 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
     open->slot_size = o->slot_size;
     open->data_size = o->data_size;
     *sv = (struct served){.rs = rs, .link = link, .channel = channel, .efd = efd,
-                          .tenant_maps = (o->flags & SESSION_OPEN_BULK) != 0,
+                          .tenant_maps = (o->flags & SESSION_OPEN_BULK) != 0, .domain = o->domain, .vgpu = o->vgpu,
                           .pending = {(uint8_t *)hello, (uint8_t *)open},
                           .pending_len = {sizeof *hello, sizeof *open}};
+    snprintf(sv->node, sizeof sv->node, "%s", peer);
     struct session_vgpus v = {.domid = -1, .count = 1};
     v.device[0] = (uint8_t)o->device;
     v.weight[0] = o->weight;
@@ -219,6 +223,17 @@ static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64
     worker_send_remote(s->worker, c->id, kind, offset, tail, len);
 }
 
+bool remote_sessions_origin(const struct session *s, const char **node, int *domain, uint32_t *vgpu)
+{
+    const struct served *sv = remote_sessions_served(s);
+    if (!sv)
+        return false;
+    *node = sv->node;
+    *domain = sv->domain;
+    *vgpu = sv->vgpu;
+    return true;
+}
+
 struct served *remote_sessions_served(const struct session *s)
 {
     /* Its control link (the record) goes first; the session stays until its channel has closed. */
@@ -234,6 +249,7 @@ int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
     if (!link)
         return -1;
     struct session_open o = {.device = (uint32_t)c->device, .weight = s->vgpu_weight[c->vgpu],
+                             .domain = s->domid, .vgpu = (uint32_t)c->vgpu,
                              .memory = s->vgpu_memory[c->vgpu], .req_size = c->layout.req_size,
                              .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
                              .slot_size = c->layout.slot_size, .data_size = c->layout.data_size};
@@ -398,6 +414,8 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
         memcpy(&o, tail, sizeof o);
         if (o.device >= (uint32_t)rs->srv->device_count)
             sess_send(rs, e->link, SESS_OPENED, h.channel, CUDA_ERROR_INVALID_DEVICE, NULL, 0);
+        else if (o.domain < -1 || o.domain >= (int32_t)VGPU_DOMID_LIMIT || o.vgpu >= VGPU_MAX_DEVICES)
+            sess_send(rs, e->link, SESS_OPENED, h.channel, CUDA_ERROR_INVALID_VALUE, NULL, 0);
         else
             on_open(rs, e->link, e->peer, h.channel, &o);
         break;

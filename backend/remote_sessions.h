@@ -8,6 +8,7 @@
 #ifndef VGPU_BACKEND_REMOTE_SESSIONS_H
 #define VGPU_BACKEND_REMOTE_SESSIONS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,8 @@ void remote_sessions_map(struct server *srv, struct session *s, struct schan *c,
 void remote_sessions_close(struct server *srv, struct schan *c);
 /* The serving side's record of s, a session of another node's tenant; NULL for any other. */
 struct served *remote_sessions_served(const struct session *s);
+/* For such a session: its tenant's node, Xen domain there (-1: a host process) and vGPU index. */
+bool remote_sessions_origin(const struct session *s, const char **node, int *domain, uint32_t *vgpu);
 /* The loop's tick: each session served here for another node's tenant says how its vGPU is used. */
 void remote_sessions_tick(struct server *srv);
 /* A worker's RemoteOut (checked by the worker table already). */

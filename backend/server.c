@@ -21,6 +21,7 @@
 #include "log.h"
 #include "memory.h"
 #include "msg_socket.h"
+#include "quota_groups.h"
 #include "sealed.h"
 #include "usage.h"
 #include "xen_guests.h"
@@ -106,6 +107,7 @@ const struct vgpu_chan_stats *server_chan_stats(const struct session *s, const s
 static void schan_free(struct server *srv, struct session *s, struct schan *c)
 {
     struct worker *w = s->worker;
+    uint64_t held = 0;
     if (w) {
         /* Its calls count in what vgpud has served. */
         const struct vgpu_chan_stats *st = server_chan_stats(s, c);
@@ -119,8 +121,14 @@ static void schan_free(struct server *srv, struct session *s, struct schan *c)
             sched_host_leave(srv->sched, w->region, c->slot);
             server_memory_leave(srv, w, c->id);
         }
+        /* The worker is done with the channel (it said so, or it is dead): what its account still
+         * holds is nobody's any more. */
+        if (c->quota_group && st && atomic_load_explicit(&st->channel, memory_order_relaxed) == c->id)
+            held = atomic_load_explicit(&st->mem_bytes, memory_order_relaxed);
         worker_slot_put(w, c->slot);
     }
+    if (c->quota_group)
+        shm_quota_group_leave(c->quota_group, held);
     remote_sessions_close(srv, c);
     if (c->memfd >= 0)
         close(c->memfd);
@@ -336,6 +344,7 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->map_size = l->map_size;
         m->domid = s->domid;
         m->mem_quota = s->vgpu_memory[c->vgpu];
+        m->quota_group = c->quota_group != NULL;
         m->vgpu = (uint32_t)c->vgpu;
         m->remote = c->relayed ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
         if (c->bulk) /* vgpud moves its bulk bytes (remote_bulk.h) */
@@ -346,12 +355,30 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
             memcpy(buf + sizeof *m, c->refs, tail);
     }
     c->state = SCHAN_OPENING;
-    int fd = c->memfd;
-    if (!buf || worker_send_to(s->worker, buf, size, &fd, fd >= 0 ? 1 : 0) != 0)
+    int fds[2];
+    unsigned nfds = 0;
+    if (c->memfd >= 0)
+        fds[nfds++] = c->memfd;
+    if (c->quota_group)
+        fds[nfds++] = shm_quota_group_fd(c->quota_group);
+    if (!buf || worker_send_to(s->worker, buf, size, fds, nfds) != 0)
         LOG_WARN("session %llu: cannot hand channel %u to its worker", (unsigned long long)s->id, c->id);
     free(buf);
     free(c->refs); /* the worker has them */
     c->refs = NULL;
+}
+
+/* A guest's processes each have a session, but hold their vGPU's quota together: here, or where
+ * another node's guest has a vGPU of this node. 0, or -1 when there is no group for it. */
+static int quota_group_of(struct session *s, struct schan *c)
+{
+    const char *node = "";
+    int domid = s->domid;
+    uint32_t vgpu = (uint32_t)c->vgpu;
+    if (c->relayed || (domid < 0 && !remote_sessions_origin(s, &node, &domid, &vgpu)) || domid < 0)
+        return 0; /* a host process's quota is its own; a remote vGPU's is its node's */
+    c->quota_group = shm_quota_group_join(node, domid, vgpu, c->device, s->vgpu_memory[c->vgpu]);
+    return c->quota_group ? 0 : -1;
 }
 
 /* A channel of the session's vGPU vgpu with layout l (in mem_fd, or in the guest's pages): known
@@ -398,6 +425,10 @@ static struct schan *add_channel(struct server *srv, struct session *s, int vgpu
     c->relayed = s->vgpu_node[vgpu][0] != '\0';
     s->chans[vgpu] = c;
     s->open_channels++;
+    if (quota_group_of(s, c) != 0) {
+        schan_free(srv, s, c);
+        return NULL;
+    }
     unsigned weight = s->vgpu_weight[vgpu] ? s->vgpu_weight[vgpu]
                                            : (unsigned)program_rule_value(srv->opt.weights, srv->opt.weight_count,
                                                                           s->program, srv->opt.default_weight);

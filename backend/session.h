@@ -18,6 +18,7 @@
 #include "workers.h"
 
 struct server;
+struct shm_quota_group;
 
 /* A setting of the clients of one program, by its name (vgpud --weight PROGRAM=W,
  * --memory PROGRAM=SIZE). */
@@ -119,6 +120,7 @@ struct schan {
     uint32_t *refs; /* Xen: the guest's grant references, until the worker has them */
     uint32_t pages, port;
     bool relayed;         /* a remote vGPU's: its worker relays it, its node serves it */
+    struct shm_quota_group *quota_group; /* the quota it shares with its guest's other processes */
     uint64_t remote_link; /* the link to that node (0: none, or none any more) */
     struct bulk_region *bulk; /* a relayed or served channel's data area, mapped for bulk transfers */
     /* A relayed channel: what its serving node last said of it (SESS_STATS), and what went over

@@ -1,32 +1,56 @@
 #include "quota.h"
 
-bool shm_quota_allows(const struct vgpu_chan_stats *acct, uint64_t size)
+/* used + size within quota (0: none), without wrapping. */
+static bool fits(uint64_t quota, uint64_t used, uint64_t size)
 {
-    uint64_t quota = atomic_load(&acct->mem_quota);
-    uint64_t used = atomic_load(&acct->mem_bytes);
     return !quota || (size <= quota && used <= quota - size);
 }
 
-CUresult shm_quota_charge(struct vgpu_chan_stats *acct, uint64_t size)
+bool shm_quota_allows(const struct shm_charge *c, uint64_t size)
 {
-    /* One writer (the channel's poller): a check and a store are enough. */
-    if (!shm_quota_allows(acct, size))
+    if (c->group)
+        return fits(atomic_load(&c->group->quota), atomic_load(&c->group->used), size);
+    return fits(atomic_load(&c->acct->mem_quota), atomic_load(&c->acct->mem_bytes), size);
+}
+
+CUresult shm_quota_charge(const struct shm_charge *c, uint64_t size)
+{
+    if (c->group) { /* other processes charge it too */
+        uint64_t quota = atomic_load(&c->group->quota), used = atomic_load(&c->group->used);
+        do {
+            if (!fits(quota, used, size))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        } while (!atomic_compare_exchange_weak(&c->group->used, &used, used + size));
+    } else if (!shm_quota_allows(c, size)) {
         return CUDA_ERROR_OUT_OF_MEMORY;
-    atomic_store(&acct->mem_bytes, atomic_load(&acct->mem_bytes) + size);
+    }
+    /* One writer (the channel's poller): a load and a store are enough. */
+    atomic_store(&c->acct->mem_bytes, atomic_load(&c->acct->mem_bytes) + size);
     return CUDA_SUCCESS;
 }
 
-void shm_quota_refund(struct vgpu_chan_stats *acct, uint64_t size)
+void shm_quota_group_release(struct vgpu_quota_group *g, uint64_t bytes)
 {
-    uint64_t used = atomic_load(&acct->mem_bytes);
-    atomic_store(&acct->mem_bytes, used > size ? used - size : 0);
+    uint64_t used = atomic_load(&g->used);
+    while (!atomic_compare_exchange_weak(&g->used, &used, used > bytes ? used - bytes : 0))
+        ;
 }
 
-void shm_quota_mem_info(const struct vgpu_chan_stats *acct, uint64_t dev_free, uint64_t dev_total, uint64_t *free_bytes,
+void shm_quota_refund(const struct shm_charge *c, uint64_t size)
+{
+    uint64_t used = atomic_load(&c->acct->mem_bytes), back = used > size ? size : used;
+    atomic_store(&c->acct->mem_bytes, used - back);
+    if (c->group)
+        shm_quota_group_release(c->group, back);
+}
+
+void shm_quota_mem_info(const struct shm_charge *c, uint64_t dev_free, uint64_t dev_total, uint64_t *free_bytes,
                         uint64_t *total)
 {
-    uint64_t quota = atomic_load(&acct->mem_quota);
-    uint64_t used = atomic_load(&acct->mem_bytes);
+    uint64_t quota = atomic_load(&c->acct->mem_quota);
+    uint64_t used = c->group ? atomic_load(&c->group->used) : atomic_load(&c->acct->mem_bytes);
+    if (c->group)
+        quota = atomic_load(&c->group->quota);
     if (!quota || quota >= dev_total) {
         *free_bytes = dev_free;
         *total = dev_total;
@@ -35,6 +59,12 @@ void shm_quota_mem_info(const struct vgpu_chan_stats *acct, uint64_t dev_free, u
     uint64_t left = used < quota ? quota - used : 0;
     *free_bytes = left < dev_free ? left : dev_free;
     *total = quota;
+}
+
+struct vgpu_quota_group *shm_quota_group_check(void *page, size_t size)
+{
+    struct vgpu_quota_group *g = page;
+    return page && size >= sizeof *g && g->magic == VGPU_QUOTA_GROUP_MAGIC ? g : NULL;
 }
 
 /* a * b, or UINT64_MAX when it does not fit (more than any quota, so it is refused). */

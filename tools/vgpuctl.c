@@ -248,18 +248,23 @@ static void print_status(const char *text)
                json_string(json_get(s, "program"), "?"), json_string(json_get(s, "state"), "?"), json_length(chans),
                device, pinned >> 20, streams, calls);
     }
-    printf("\nSESSION  GPU  QUOTA MiB  USED MiB  RESIDENT MiB  SWAPPED MiB (HOST/DEVICE)  MOVED MiB (OUT/IN)  "
+    /* USED: the session's own, and, where its guest's processes hold the quota together, theirs in all. */
+    printf("\nSESSION  GPU  QUOTA MiB  USED MiB    RESIDENT MiB  SWAPPED MiB (HOST/DEVICE)  MOVED MiB (OUT/IN)  "
            "SHARED (SEGMENTS/MiB)\n");
     for (const struct json *s = json_get(j, "sessions") ? json_get(j, "sessions")->child : NULL; s; s = s->next) {
         const struct json *chans = json_get(s, "channels");
         for (const struct json *c = chans ? chans->child : NULL; c; c = c->next) {
-            char swapped[32], moved[32], shared[32];
+            char used[48], swapped[32], moved[32], shared[32];
+            if (json_get(c, "quota_shared_bytes"))
+                snprintf(used, sizeof used, "%llu of %llu", NUM(c, "mem_bytes") >> 20,
+                         NUM(c, "quota_shared_bytes") >> 20);
+            else
+                snprintf(used, sizeof used, "%llu", NUM(c, "mem_bytes") >> 20);
             snprintf(swapped, sizeof swapped, "%llu/%llu", NUM(c, "swapped_host") >> 20, NUM(c, "swapped_device") >> 20);
             snprintf(moved, sizeof moved, "%llu/%llu", NUM(c, "swap.out_bytes") >> 20, NUM(c, "swap.in_bytes") >> 20);
             snprintf(shared, sizeof shared, "%llu/%llu", NUM(c, "shm_attached"), NUM(c, "shm_bytes") >> 20);
-            printf("%-8llu %-4llu %-10llu %-9llu %-13llu %-26s %-19s %s\n", NUM(s, "id"), NUM(c, "device"),
-                   NUM(c, "mem_quota") >> 20, NUM(c, "mem_bytes") >> 20, NUM(c, "mem_resident") >> 20, swapped, moved,
-                   shared);
+            printf("%-8llu %-4llu %-10llu %-11s %-13llu %-26s %-19s %s\n", NUM(s, "id"), NUM(c, "device"),
+                   NUM(c, "mem_quota") >> 20, used, NUM(c, "mem_resident") >> 20, swapped, moved, shared);
         }
     }
     const struct json *sched = json_get(j, "sched");

@@ -61,7 +61,7 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_ARRAY, q->array);
-        shm_quota_refund(c->ch->acct, wa->bytes);
+        shm_quota_refund(&c->ch->quota, wa->bytes);
         free(wa);
         return r;
     }
@@ -74,7 +74,7 @@ void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array)
     struct worker_array *wa = array;
     if (!wa->level)
         ch->x->ops->array_destroy(ch->x, ctx, wa->x);
-    shm_quota_refund(ch->acct, wa->bytes);
+    shm_quota_refund(&ch->quota, wa->bytes);
     free(wa);
 }
 
@@ -134,7 +134,7 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_MIPMAP, q->mipmap);
-        shm_quota_refund(c->ch->acct, m->bytes);
+        shm_quota_refund(&c->ch->quota, m->bytes);
         free(m);
         return r;
     }
@@ -177,7 +177,7 @@ void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap)
 {
     struct worker_mipmap *m = mipmap;
     ch->x->ops->mipmap_destroy(ch->x, ctx, m->x);
-    shm_quota_refund(ch->acct, m->bytes);
+    shm_quota_refund(&ch->quota, m->bytes);
     free(m);
 }
 

@@ -14,7 +14,7 @@ CUresult vgpu_handle_MemGetInfo(struct vgpu_call *c, const struct vgpu_req_MemGe
     CUresult r = vchannel_need_ctx(c);
     uint64_t dev_free = 0, dev_total = 0;
     if (r == CUDA_SUCCESS && (r = OPS(c)->mem_get_info(EXEC(c), c->ctx->x, &dev_free, &dev_total)) == CUDA_SUCCESS)
-        shm_quota_mem_info(c->ch->acct, dev_free, dev_total, &a->free, &a->total);
+        shm_quota_mem_info(&c->ch->quota, dev_free, dev_total, &a->free, &a->total);
     return r;
 }
 
@@ -27,7 +27,7 @@ static CUresult allocated(struct vgpu_call *c, uint64_t dptr, uint64_t size)
         CUresult r;
         if (!vswap_free(c->ch, dptr, &r))
             OPS(c)->mem_free(EXEC(c), c->ctx->x, dptr);
-        shm_quota_refund(c->ch->acct, size);
+        shm_quota_refund(&c->ch->quota, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
@@ -47,7 +47,7 @@ CUresult vgpu_handle_MemAlloc(struct vgpu_call *c, const struct vgpu_req_MemAllo
     r = vswap_wants(c->ch, q->size) ? vswap_alloc(c, q->size, &dptr)
                                     : OPS(c)->mem_alloc(EXEC(c), c->ctx->x, q->size, &dptr);
     if (r != CUDA_SUCCESS)
-        shm_quota_refund(c->ch->acct, q->size);
+        shm_quota_refund(&c->ch->quota, q->size);
     else if ((r = allocated(c, dptr, q->size)) == CUDA_SUCCESS)
         a->dptr = dptr;
     return r;
@@ -62,7 +62,7 @@ CUresult vgpu_handle_MemAllocPitch(struct vgpu_call *c, const struct vgpu_req_Me
     /* The quota is checked for the rows as asked before the driver allocates, and charged for the
      * pitch it chose after. */
     uint64_t asked = q->height && q->width > UINT64_MAX / q->height ? UINT64_MAX : q->width * q->height;
-    if (!shm_quota_allows(c->ch->acct, asked))
+    if (!shm_quota_allows(&c->ch->quota, asked))
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t dptr = 0, pitch = 0;
     r = OPS(c)->mem_alloc_pitch(EXEC(c), c->ctx->x, q->width, q->height, q->elem_size, &dptr, &pitch);
@@ -107,7 +107,7 @@ void vchannel_freed(struct vchannel *ch, uint64_t dptr, uint64_t size)
 {
     vchannel_ipc_forget(ch, dptr);
     vgpu_ranges_remove_at(&ch->ranges, dptr);
-    shm_quota_refund(ch->acct, size);
+    shm_quota_refund(&ch->quota, size);
     atomic_fetch_sub(&ch->acct->mem_allocs, 1);
 }
 

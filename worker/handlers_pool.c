@@ -99,7 +99,7 @@ CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_Me
     uint64_t dptr = 0;
     r = OPS(c)->alloc_async(EXEC(c), c->ctx->x, stream, pool, q->size, &dptr);
     if (r != CUDA_SUCCESS) {
-        shm_quota_refund(c->ch->acct, q->size);
+        shm_quota_refund(&c->ch->quota, q->size);
         return r;
     }
     struct vgpu_range range = {.base = dptr, .size = q->size, .ctx = 0, .module = q->pool, .kind = VGPU_RANGE_POOL,
@@ -107,12 +107,12 @@ CUresult vgpu_handle_MemAllocAsync(struct vgpu_call *c, const struct vgpu_req_Me
     unsigned stale_allocs; /* an earlier graph's, gone */
     uint64_t stale = vgpu_ranges_drop_graph(&c->ch->ranges, dptr, q->size, &stale_allocs);
     if (stale) {
-        shm_quota_refund(c->ch->acct, stale);
+        shm_quota_refund(&c->ch->quota, stale);
         atomic_fetch_sub(&c->ch->acct->mem_allocs, stale_allocs);
     }
     if (vgpu_ranges_add(&c->ch->ranges, &range) != 0) {
         OPS(c)->free_async(EXEC(c), c->ch->device, c->ctx->x, stream, dptr);
-        shm_quota_refund(c->ch->acct, q->size);
+        shm_quota_refund(&c->ch->quota, q->size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     atomic_fetch_add(&c->ch->acct->mem_allocs, 1);
@@ -142,7 +142,7 @@ CUresult vgpu_handle_MemFreeAsync(struct vgpu_call *c, const struct vgpu_req_Mem
     if (range->graph) { /* the graph makes it again at its next launch: the range stays */
         if (range->graph == VGPU_GRAPH_MEM_CHARGED) {
             range->graph = VGPU_GRAPH_MEM_REFUNDED;
-            shm_quota_refund(c->ch->acct, size);
+            shm_quota_refund(&c->ch->quota, size);
             atomic_fetch_sub(&c->ch->acct->mem_allocs, 1);
         }
         return CUDA_SUCCESS;
@@ -171,7 +171,7 @@ void vchannel_pool_teardown(struct vchannel *ch)
         allocs++;
     }
     vgpu_ranges_remove_if(&ch->ranges, is_pool_range, 0);
-    shm_quota_refund(ch->acct, freed);
+    shm_quota_refund(&ch->quota, freed);
     atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
     struct srv_table *t = &ch->tables[SRV_MEMPOOL];
     for (uint32_t id = 1; id < t->cap; id++) {

@@ -24,7 +24,7 @@ static void made_gone(struct vchannel *ch, int id)
 {
     for (size_t i = 0; i < ch->shm_made_count; i++)
         if (ch->shm_made[i].id == id) {
-            shm_quota_refund(ch->acct, ch->shm_made[i].size);
+            shm_quota_refund(&ch->quota, ch->shm_made[i].size);
             ch->shm_made[i] = ch->shm_made[--ch->shm_made_count];
             return;
         }
@@ -53,7 +53,7 @@ CUresult vgpu_handle_ShmGet(struct vgpu_call *c, const struct vgpu_req_ShmGet *q
         if ((r = vchannel_charge(ch, size)) != CUDA_SUCCESS)
             return r;
         if ((r = OPS(c)->shm_create(EXEC(c), ch->device, size, &fd)) != CUDA_SUCCESS) {
-            shm_quota_refund(ch->acct, size);
+            shm_quota_refund(&ch->quota, size);
             return r;
         }
     }
@@ -61,7 +61,7 @@ CUresult vgpu_handle_ShmGet(struct vgpu_call *c, const struct vgpu_req_ShmGet *q
     r = (CUresult)ch->host->shm_get(ch, q->key, q->flags, size ? size : q->size, fd, &a->id, &a->size, &flags);
     if (fd >= 0 && !(r == CUDA_SUCCESS && (flags & VGPU_SHM_CREATED))) {
         close(fd); /* an existing segment, or none: the memory goes */
-        shm_quota_refund(ch->acct, size);
+        shm_quota_refund(&ch->quota, size);
     } else if (fd >= 0) {
         ch->shm_made[ch->shm_made_count++] = (struct shm_made){.id = a->id, .size = size};
     }

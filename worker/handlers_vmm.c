@@ -159,7 +159,7 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
     if (!o || r != CUDA_SUCCESS) {
         if (o)
             vchannel_remove(c->ch, SRV_MEMHANDLE, q->handle);
-        shm_quota_refund(c->ch->acct, q->size);
+        shm_quota_refund(&c->ch->quota, q->size);
         free(ph);
         return r;
     }
@@ -173,7 +173,7 @@ static void phys_free(struct vchannel *ch, uint32_t handle, struct vmm_phys *ph)
     if (ph->exported && ch->host->ipc_drop)
         ch->host->ipc_drop(ph->token);
     if (!ph->imported)
-        shm_quota_refund(ch->acct, ph->size);
+        shm_quota_refund(&ch->quota, ph->size);
     free(ph);
     vchannel_remove(ch, SRV_MEMHANDLE, handle);
 }

@@ -228,7 +228,25 @@ static CUresult add_relay(const struct vgpu_wmsg_AddChannel *m, const struct vgp
     return CUDA_SUCCESS;
 }
 
-static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t *tail, size_t tail_len, int fd)
+/* The page of the quota a channel shares with other processes (the descriptor AddChannel ends with),
+ * or NULL with *r set when it is not one. */
+static struct vgpu_quota_group *map_quota_group(int fd, CUresult *r)
+{
+    void *page = mmap(NULL, VGPU_QUOTA_GROUP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) {
+        *r = CUDA_ERROR_INVALID_VALUE;
+        return NULL;
+    }
+    struct vgpu_quota_group *g = shm_quota_group_check(page, VGPU_QUOTA_GROUP_SIZE);
+    if (!g) {
+        munmap(page, VGPU_QUOTA_GROUP_SIZE);
+        *r = CUDA_ERROR_INVALID_VALUE;
+    }
+    return g;
+}
+
+static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t *tail, size_t tail_len, int fd,
+                            int group_fd)
 {
     struct vchannel_params p = {
         .id = m->channel,
@@ -255,10 +273,16 @@ static CUresult add_channel(const struct vgpu_wmsg_AddChannel *m, const uint8_t 
     pthread_mutex_unlock(&w.mu);
     if (taken)
         return CUDA_ERROR_INVALID_VALUE;
-    struct vchannel_memory mem;
-    CUresult r = channel_memory(m, tail, tail_len, fd, &mem);
-    if (r != CUDA_SUCCESS)
+    CUresult r = CUDA_SUCCESS;
+    if (group_fd >= 0 && !(p.quota_group = map_quota_group(group_fd, &r)))
         return r;
+    struct vchannel_memory mem;
+    r = channel_memory(m, tail, tail_len, fd, &mem);
+    if (r != CUDA_SUCCESS) {
+        if (p.quota_group)
+            munmap(p.quota_group, VGPU_QUOTA_GROUP_SIZE);
+        return r;
+    }
     struct vgpu_chan_stats *acct = &w.stats->chan[m->slot];
     memset(acct, 0, sizeof *acct);
     atomic_store(&acct->channel, m->channel);
@@ -283,13 +307,18 @@ static struct vchannel *channel_by_id(uint32_t id)
     return NULL;
 }
 
-static void on_add_channel(const uint8_t *buf, size_t len, int fd)
+/* fds: the channel's memory (host mode), then its quota group's page when m says it has one. */
+static void on_add_channel(const uint8_t *buf, size_t len, int *fds, unsigned *nfds)
 {
     struct vgpu_wmsg_AddChannel m;
     memcpy(&m, buf, sizeof m);
-    CUresult r = add_channel(&m, buf + sizeof m, len - sizeof m, fd);
-    if (fd >= 0)
-        close(fd);
+    unsigned group_fds = m.quota_group ? 1 : 0;
+    unsigned channel_fds = *nfds >= group_fds ? *nfds - group_fds : 2;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (channel_fds <= 1)
+        r = add_channel(&m, buf + sizeof m, len - sizeof m, channel_fds ? fds[0] : -1,
+                        m.quota_group ? fds[*nfds - 1] : -1);
+    vgpu_close_fds(fds, nfds);
     struct vgpu_wmsg_ChannelReady a;
     vgpu_wmsg_init(&a.hdr, VGPU_WMSG_ChannelReady, sizeof a);
     a.channel = m.channel;
@@ -396,8 +425,7 @@ static void serve(void)
         unsigned type = vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_SERVING);
         switch (type) {
         case VGPU_WMSG_AddChannel:
-            on_add_channel(buf, (size_t)n, nfds ? fds[0] : -1);
-            nfds = 0; /* taken */
+            on_add_channel(buf, (size_t)n, fds, &nfds);
             break;
         case VGPU_WMSG_CloseChannel:
             on_close_channel(buf);

@@ -80,10 +80,10 @@ CUresult vswap_room(struct vchannel *ch, uint64_t size)
 CUresult vchannel_charge(struct vchannel *ch, uint64_t size)
 {
     /* The quota first: what it refuses must not make vgpud move others' memory out. */
-    if (!shm_quota_allows(ch->acct, size))
+    if (!shm_quota_allows(&ch->quota, size))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = vswap_room(ch, size);
-    return r ? r : shm_quota_charge(ch->acct, size);
+    return r ? r : shm_quota_charge(&ch->quota, size);
 }
 
 /* ---------------------------------------------------------------- blocks */

@@ -575,7 +575,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
             vchannel_ipc_forget(ch, ch->ranges.v[i].base);
         }
     vgpu_ranges_remove_if(&ch->ranges, range_of_ctx, ctx_id);
-    shm_quota_refund(ch->acct, freed);
+    shm_quota_refund(&ch->quota, freed);
     atomic_fetch_sub(&ch->acct->mem_allocs, allocs);
     pthread_mutex_lock(&ch->shared_mu);
     vchannel_remove(ch, SRV_CTX, ctx_id);
@@ -724,6 +724,8 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     if (!ch) {
         if (mem->release)
             mem->release(mem);
+        if (p->quota_group)
+            munmap(p->quota_group, VGPU_QUOTA_GROUP_SIZE);
         return NULL;
     }
     /* The channel owns the memory from here: every failure below releases it (vchannel_free). */
@@ -740,6 +742,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
     ch->base = mem->base;
     ch->transport = mem->transport;
     ch->acct = p->acct ? p->acct : &ch->own_acct;
+    ch->quota = (struct shm_charge){ch->acct, p->quota_group};
     const struct vchannel_limits *opt = host->limits;
     srv_table_init(&ch->tables[SRV_CTX], opt->max_contexts);
     srv_table_init(&ch->tables[SRV_STREAM], opt->max_streams);
@@ -828,6 +831,8 @@ void vchannel_free(struct vchannel *ch)
     }
     if (ch->mem.release)
         ch->mem.release(&ch->mem);
+    if (ch->quota.group)
+        munmap(ch->quota.group, VGPU_QUOTA_GROUP_SIZE);
     free(ch->req_buf);
     free(ch->rsp_buf);
     free(ch);

@@ -14,6 +14,7 @@
 #include "executor.h"
 #include "gate.h"
 #include "objects.h"
+#include "quota.h"
 #include "swap.h"
 #include "transport.h"
 #include "vgpu/calls.h"
@@ -201,6 +202,7 @@ struct vchannel {
     /* accounting and call counts, read by vgpud (single writer: this channel) */
     struct vgpu_chan_stats *acct;
     struct vgpu_chan_stats own_acct; /* when the host gives none */
+    struct shm_charge quota;         /* acct, and the quota its vGPU shares with other processes */
 };
 
 /* What a channel is: its id, its vGPU's device and scheduler slot, its layout. */
@@ -214,6 +216,9 @@ struct vchannel_params {
     uint32_t vgpu;  /* its vGPU's index in the tenant's assembly */
     struct vgpu_channel_layout layout;
     struct vgpu_chan_stats *acct; /* where its accounting goes (NULL: inside the channel) */
+    /* The quota it shares with other processes (a mapping of VGPU_QUOTA_GROUP_SIZE bytes that the
+     * channel owns from vchannel_open on), or NULL. */
+    struct vgpu_quota_group *quota_group;
 };
 
 /* From another channel's thread: enable or disable peer access from executor context ctx (of another

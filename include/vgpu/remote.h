@@ -113,6 +113,8 @@ struct session_stats {
 /* session_open's flags: the tenant's node maps the channel, so bytes to it may go as SESS_BULK. */
 #define SESSION_OPEN_BULK 1u
 
+#define VGPU_DOMID_LIMIT 0x7ff0u /* Xen's first reserved domain id: guests' ids are below */
+
 struct session_open {
     uint32_t device; /* the serving node's device */
     uint32_t weight; /* 0: the serving node's default */
@@ -120,6 +122,10 @@ struct session_open {
     uint32_t req_size, rsp_size, slot_count, slot_size;
     uint64_t data_size;
     uint32_t flags; /* SESSION_OPEN_* */
+    /* The tenant's Xen domain on its node (-1: a host process) and the vGPU's place in its assembly:
+     * a guest's processes hold one quota here too (shm/quota_groups.h). */
+    int32_t domain;
+    uint32_t vgpu;
     uint32_t pad;
     char program[64];
 };

@@ -140,6 +140,22 @@ static inline void vgpu_chan_calls(const struct vgpu_chan_stats *st, uint64_t *c
     }
 }
 
+/* One quota among several channels: the processes of a Xen guest that use one of its vGPUs hold
+ * its quota together (vgpud --isolation aside, each process is a session of its own). vgpud makes
+ * the page and hands it with each member's AddChannel; every member's worker charges used with a
+ * compare-and-swap before its own account, and refunds after it, so a worker that dies between
+ * the two leaves the group charged, never undercharged; vgpud takes back what a dead member's
+ * account still held, and the page goes with the group's last member. */
+#define VGPU_QUOTA_GROUP_MAGIC 0x50525551u /* "QURP" */
+#define VGPU_QUOTA_GROUP_SIZE 4096u
+
+struct vgpu_quota_group {
+    uint32_t magic;
+    uint32_t pad;
+    _Atomic uint64_t quota; /* set by vgpud */
+    _Atomic uint64_t used;  /* what the members hold */
+};
+
 #define VGPU_STATS_MAGIC 0x54415453u /* "STAT" */
 
 struct vgpu_worker_stats {

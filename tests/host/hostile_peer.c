@@ -118,6 +118,14 @@ static void hostile_session(ucp_ep_h ep)
     strcpy(o.program, "hostile");
     session_msg(ep, SESS_OPEN, 1, 0, &o, sizeof o);
     o.device = 0;
+    o.domain = -7; /* no such domain, nor such a vGPU: refused */
+    session_msg(ep, SESS_OPEN, 3, 0, &o, sizeof o);
+    o.domain = (int32_t)VGPU_DOMID_LIMIT;
+    session_msg(ep, SESS_OPEN, 4, 0, &o, sizeof o);
+    o.domain = 1;
+    o.vgpu = 1000;
+    session_msg(ep, SESS_OPEN, 5, 0, &o, sizeof o);
+    o.vgpu = 0;
     session_msg(ep, SESS_OPEN, 2, 0, &o, sizeof o);
     wait_for(&(int){0}, 500); /* its worker starts */
     uint8_t junk[512];

@@ -1,7 +1,7 @@
 /* A tenant whose kernel faults: it writes through a bad pointer, or fails a device-side assert.
  * What it sees is what a native process sees: the launch is accepted, the next synchronisation
  * fails with the fault, and every later call fails the same way (the error is sticky).
- *   prog_fault MODULE write|assert
+ *   prog_fault MODULE write|assert [HOLD_MiB]   (HOLD_MiB: device memory it holds when it faults)
  * Prints one line that the GPU tests compare with a native run; exits 0 when the error was sticky. */
 #include <stdbool.h>
 #include <string.h>
@@ -18,10 +18,14 @@ static const char *name(CUresult r)
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[2], "write") && strcmp(argv[2], "assert"))) {
-        fprintf(stderr, "usage: prog_fault MODULE write|assert\n");
+        fprintf(stderr, "usage: prog_fault MODULE write|assert [HOLD_MiB]\n");
         return 2;
     }
     prog_init(NULL);
+    if (argc > 3) { /* memory held when the fault comes: its worker dies with it */
+        CUdeviceptr held;
+        CHECK(cuMemAlloc(&held, (size_t)strtoull(argv[3], NULL, 10) << 20));
+    }
     CUmodule m = prog_module(argv[1]);
     CUfunction f;
     bool write = strcmp(argv[2], "write") == 0;

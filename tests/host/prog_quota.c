@@ -2,8 +2,13 @@
  * total memory and cuMemGetInfo's total are the quota, cuMemGetInfo's free is what is left of it,
  * and every allocation path (cuMemAlloc, cuMemAllocPitch, arrays, mipmapped arrays, cuMemCreate,
  * cuMemAllocAsync) answers
- * CUDA_ERROR_OUT_OF_MEMORY at the quota; what is freed may be allocated again. */
+ * CUDA_ERROR_OUT_OF_MEMORY at the quota; what is freed may be allocated again.
+ *   prog_quota QUOTA_MiB [OTHERS_MiB]: OTHERS_MiB of the quota are held by other processes that
+ *     share it (a Xen guest's), so only the rest fits.
+ *   prog_quota hold MiB: such another process: holds MiB, prints "holding", frees them at SIGTERM. */
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "progutil.h"
 
@@ -18,10 +23,42 @@ static size_t free_now(void)
     return free_bytes;
 }
 
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig; stop = 1; }
+
+/* Hold mib MiB until SIGTERM, then free them (before exiting: the quota is the others' again as
+ * soon as this process has ended). */
+static int hold(size_t mib)
+{
+    sigset_t term, none;
+    sigemptyset(&term);
+    sigemptyset(&none);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, NULL); /* it comes only inside sigsuspend */
+    signal(SIGTERM, on_term);
+    prog_init(NULL);
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, mib * MiB));
+    CHECK(cuMemsetD8(d, 0x11, mib * MiB));
+    CHECK(cuCtxSynchronize());
+    printf("holding %zu MiB\n", mib);
+    fflush(stdout);
+    while (!stop)
+        sigsuspend(&none);
+    CHECK(cuMemFree(d));
+    printf("freed %zu MiB\n", mib);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    EXPECT(argc == 2, "usage: prog_quota QUOTA_MiB");
+    EXPECT(argc == 2 || argc == 3, "usage: prog_quota QUOTA_MiB [OTHERS_MiB] | prog_quota hold MiB");
+    if (strcmp(argv[1], "hold") == 0)
+        return hold((size_t)strtoull(argv[2], NULL, 10));
     size_t quota = (size_t)strtoull(argv[1], NULL, 10) * MiB;
+    size_t others = argc == 3 ? (size_t)strtoull(argv[2], NULL, 10) * MiB : 0;
+    EXPECT(others <= quota, "others hold more than the quota");
+    size_t mine = quota - others; /* what this process may take */
     CUdevice dev;
     prog_init(&dev);
     size_t total_mem = 0, free_bytes = 0, total = 0;
@@ -29,7 +66,7 @@ int main(int argc, char **argv)
     CHECK(cuMemGetInfo(&free_bytes, &total));
     EXPECT(total_mem == quota, "cuDeviceTotalMem: %zu, not the quota %zu", total_mem, quota);
     EXPECT(total == quota, "cuMemGetInfo's total: %zu", total);
-    EXPECT(free_bytes == quota, "cuMemGetInfo's free with nothing allocated: %zu", free_bytes);
+    EXPECT(free_bytes == mine, "cuMemGetInfo's free with nothing allocated: %zu, not %zu", free_bytes, mine);
 
     /* Fill it in chunks: the last one that does not fit is refused, and nothing is lost. */
     static CUdeviceptr chunk[MAX_CHUNKS];
@@ -38,8 +75,8 @@ int main(int argc, char **argv)
     while (n < MAX_CHUNKS && (r = cuMemAlloc(&chunk[n], CHUNK)) == CUDA_SUCCESS)
         n++;
     EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "the allocation beyond the quota: %d", (int)r);
-    EXPECT((size_t)n == quota / CHUNK, "%d chunks of 4 MiB fit in %zu MiB", n, quota / MiB);
-    EXPECT(free_now() == quota - (size_t)n * CHUNK, "free when full: %zu", free_now());
+    EXPECT((size_t)n == mine / CHUNK, "%d chunks of 4 MiB fit in %zu MiB", n, mine / MiB);
+    EXPECT(free_now() == mine - (size_t)n * CHUNK, "free when full: %zu", free_now());
     CHECK(cuMemsetD8(chunk[n - 1], 0x5a, CHUNK)); /* the memory is usable up to the quota */
     uint8_t last[16];
     CHECK(cuMemcpyDtoH(last, chunk[n - 1] + CHUNK - sizeof last, sizeof last));
@@ -87,9 +124,13 @@ int main(int argc, char **argv)
     EXPECT_RESULT(cuMemAlloc(&p, 1), CUDA_ERROR_OUT_OF_MEMORY);
     for (int i = 0; i < n; i++)
         CHECK(cuMemFree(chunk[i]));
-    EXPECT(free_now() == quota, "free after everything is freed: %zu", free_now());
+    EXPECT(free_now() == mine, "free after everything is freed: %zu", free_now());
     /* A size past any quota is refused, not wrapped around. */
     EXPECT_RESULT(cuMemAlloc(&p, (size_t)-1 - 4095), CUDA_ERROR_OUT_OF_MEMORY);
-    printf("quota: %zu MiB, %d chunks of 4 MiB fit\n", quota / MiB, (int)(quota / CHUNK));
+    if (others)
+        printf("quota: %zu MiB, %zu MiB held by others, %d chunks of 4 MiB fit\n", quota / MiB, others / MiB,
+               (int)(mine / CHUNK));
+    else
+        printf("quota: %zu MiB, %d chunks of 4 MiB fit\n", quota / MiB, (int)(quota / CHUNK));
     return 0;
 }

@@ -2,6 +2,7 @@
  * name memory on one device only, are dropped by their owner alone and all at once when it ends,
  * and an owner's count is capped (descriptors more tightly). */
 #include <check.h>
+#include <pthread.h>
 #include <cuda.h>
 #include <string.h>
 #include <sys/ipc.h>
@@ -9,6 +10,8 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "quota.h"
+#include "quota_groups.h"
 #include "residency.h"
 #include "segments.h"
 #include "../check_run.h"
@@ -630,6 +633,103 @@ START_TEST(residency_refusals)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- quotas shared by a guest's processes */
+
+#define QMiB (1ull << 20)
+
+/* Two processes of a guest (two accounts in their workers) hold one quota: what one holds the other
+ * cannot have, each sees the group's free memory, and what is freed is the other's again. */
+START_TEST(quota_shared_by_processes)
+{
+    struct shm_quota_group *g = shm_quota_group_join("", 3, 0, 0, 10 * QMiB);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_ptr_eq(shm_quota_group_join("", 3, 0, 0, 99 * QMiB), g); /* the same vGPU of the guest */
+    ck_assert_uint_eq(shm_quota_group_quota(g), 10 * QMiB);
+    struct vgpu_quota_group *page = mmap(NULL, VGPU_QUOTA_GROUP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                         shm_quota_group_fd(g), 0);
+    ck_assert_ptr_ne(page, MAP_FAILED);
+    ck_assert_ptr_eq(shm_quota_group_check(page, VGPU_QUOTA_GROUP_SIZE), page);
+    struct vgpu_chan_stats a = {0}, b = {0};
+    atomic_store(&a.mem_quota, 10 * QMiB);
+    atomic_store(&b.mem_quota, 10 * QMiB);
+    struct shm_charge ca = {&a, page}, cb = {&b, page};
+    ck_assert_int_eq(shm_quota_charge(&ca, 6 * QMiB), CUDA_SUCCESS);
+    ck_assert(!shm_quota_allows(&cb, 6 * QMiB));
+    ck_assert_int_eq(shm_quota_charge(&cb, 6 * QMiB), CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(shm_quota_charge(&cb, 4 * QMiB), CUDA_SUCCESS);
+    ck_assert_uint_eq(atomic_load(&b.mem_bytes), 4 * QMiB);
+    ck_assert_uint_eq(shm_quota_group_used(g), 10 * QMiB);
+    uint64_t free_bytes, total;
+    shm_quota_mem_info(&ca, 100 * QMiB, 100 * QMiB, &free_bytes, &total);
+    ck_assert_uint_eq(total, 10 * QMiB);
+    ck_assert_uint_eq(free_bytes, 0);
+    shm_quota_refund(&ca, 6 * QMiB);
+    shm_quota_mem_info(&cb, 100 * QMiB, 100 * QMiB, &free_bytes, &total);
+    ck_assert_uint_eq(free_bytes, 6 * QMiB);
+    ck_assert_int_eq(shm_quota_charge(&cb, 6 * QMiB), CUDA_SUCCESS);
+    /* A refund of more than the account holds gives back only what it held. */
+    shm_quota_refund(&ca, 5 * QMiB);
+    ck_assert_uint_eq(shm_quota_group_used(g), 10 * QMiB);
+    /* Another vGPU of the guest, another guest, another node's guest: other groups. */
+    struct shm_quota_group *g1 = shm_quota_group_join("", 3, 1, 1, QMiB), *g2 = shm_quota_group_join("", 4, 0, 0, QMiB),
+                           *g3 = shm_quota_group_join("b", 3, 0, 0, QMiB);
+    ck_assert(g1 && g2 && g3 && g1 != g && g2 != g && g3 != g && g3 != g2);
+    ck_assert_uint_eq(shm_quota_group_count(), 4);
+    shm_quota_group_leave(g1, 0);
+    shm_quota_group_leave(g2, 0);
+    shm_quota_group_leave(g3, 0);
+    /* b's worker dies holding 10 MiB: vgpud takes them back, and a's may have the whole quota. */
+    shm_quota_group_leave(g, atomic_load(&b.mem_bytes));
+    ck_assert_uint_eq(atomic_load(&page->used), 0);
+    ck_assert_int_eq(shm_quota_charge(&ca, 10 * QMiB), CUDA_SUCCESS);
+    shm_quota_group_leave(g, 0); /* the last member: the group goes */
+    ck_assert_uint_eq(shm_quota_group_count(), 0);
+    munmap(page, VGPU_QUOTA_GROUP_SIZE);
+    /* A node name too long for a group makes none. */
+    char node[SHM_QUOTA_GROUP_NODE + 1];
+    memset(node, 'n', sizeof node - 1);
+    node[sizeof node - 1] = '\0';
+    ck_assert_ptr_null(shm_quota_group_join(node, 1, 0, 0, QMiB));
+}
+END_TEST
+
+struct charger {
+    struct shm_charge c;
+    uint64_t got;
+};
+
+static void *charge_all(void *arg)
+{
+    struct charger *h = arg;
+    while (shm_quota_charge(&h->c, 4096) == CUDA_SUCCESS)
+        h->got += 4096;
+    return NULL;
+}
+
+/* Processes charging at once never pass the quota together, nor leave any of it unused. */
+START_TEST(quota_shared_concurrently)
+{
+    struct vgpu_quota_group page = {.magic = VGPU_QUOTA_GROUP_MAGIC};
+    atomic_store(&page.quota, 64 * QMiB);
+    struct vgpu_chan_stats st[4];
+    struct charger h[4];
+    pthread_t t[4];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < 4; i++) {
+        h[i] = (struct charger){{&st[i], &page}, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, charge_all, &h[i]), 0);
+    }
+    uint64_t sum = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        sum += h[i].got;
+        ck_assert_uint_eq(atomic_load(&st[i].mem_bytes), h[i].got);
+    }
+    ck_assert_uint_eq(sum, 64 * QMiB);
+    ck_assert_uint_eq(atomic_load(&page.used), 64 * QMiB);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shm");
@@ -653,5 +753,9 @@ int main(void)
     tcase_add_test(res, residency_no_grant_while_evicting);
     tcase_add_test(res, residency_shed);
     suite_add_tcase(s, res);
+    TCase *quota = tcase_create("quota");
+    tcase_add_test(quota, quota_shared_by_processes);
+    tcase_add_test(quota, quota_shared_concurrently);
+    suite_add_tcase(s, quota);
     return vgpu_check_run(s);
 }

@@ -139,7 +139,7 @@ xenstore-exists /local/domain/$DOM2/device/vgpu/0 && fail "the detached guest's 
 stage "vGPUs detached from a running guest: sessions, memory and entries freed"
 # A guest whose assembly is a vGPU of this node and one of node peer's.
 wait_for 60 "the link to node peer" sh -c "vgpuctl --json cluster | grep -q '\"state\":\"up\"'"
-sed 's/^vgpu .*/vgpu = [ "device=0,memory=512M", "node=peer,device=0" ]/; s/^name .*/name = "vgpu-guest3"/' \
+sed 's/^vgpu .*/vgpu = [ "device=0,memory=512M", "node=peer,device=0,memory=256M" ]/; s/^name .*/name = "vgpu-guest3"/' \
     /etc/xen/vgpu-guest.cfg >/etc/xen/vgpu-guest3.cfg
 xl create /etc/xen/vgpu-guest3.cfg 'extra="console=hvc0 quiet vgpu_test=remote"' >/tmp/xl.out 2>&1 ||
     { cat /tmp/xl.out; fail "xl create (third guest)"; }

@@ -38,9 +38,25 @@ run() { # name program args...
         sleep 3600
     fi
 }
+# hold_quota NAME MiB [env...]: a process that holds MiB of a vGPU's quota until hold_quota_end.
+hold_quota() {
+    name=$1; mib=$2; shift 2
+    env "$@" prog_quota hold $mib >/tmp/$name.out 2>&1 &
+    qhold=$!
+    i=0
+    while ! grep -q holding /tmp/$name.out; do
+        i=$((i + 1)); { [ $i -gt 300 ] || ! kill -0 $qhold 2>/dev/null; } && fail "prog_quota hold: $(cat /tmp/$name.out)"
+        sleep 0.1
+    done
+}
+hold_quota_end() { kill -TERM $qhold; wait $qhold || fail "prog_quota hold: $(tail -2 /tmp/$1.out)"; }
 if $remote_only; then
     # Device 1 is node peer's: copies into and out of it, and between the two devices.
     run remote-peer prog_peer
+    # Its quota (memory=256M) is the guest's there too, whatever processes use it.
+    hold_quota remote-hold 32 CUDA_VISIBLE_DEVICES=1
+    run remote-quota-shared env CUDA_VISIBLE_DEVICES=1 prog_quota 256 32
+    hold_quota_end remote-hold
     prog_hold >/tmp/hold.out 2>&1 & # a session for dom0's vgpuctl show
     while ! grep -q ready /tmp/hold.out; do sleep 0.1; done
     verdict PASS "the assembly's two vGPUs, one of them another node's"
@@ -54,6 +70,15 @@ run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
 # The quota of the guest's xl configuration (memory=512M) is its device's memory.
 run quota prog_quota 512
+# The guest's processes hold that quota together: while one holds 64 MiB, another has 448; a third
+# whose worker dies holding 128 MiB gives them back with its worker.
+hold_quota quota-hold 64
+run quota-shared prog_quota 512 64
+run quota-fault prog_fault /opt/vgpu/basic.emu.so write 128
+grep -q "synchronize CUDA_ERROR_ILLEGAL_ADDRESS" /tmp/quota-fault.out || fail "the faulting holder saw: $(cat /tmp/quota-fault.out)"
+run quota-after-fault prog_quota 512 64
+hold_quota_end quota-hold
+run quota-whole prog_quota 512
 # Gdev's segments across guests of one shm group: the second guest made one under this key.
 run shm-across prog_shm find 0x5eed
 run hostile xen_hostile
