@@ -167,10 +167,10 @@ $(O)/gen/nvml_exports.c: nvml/gen_nvml_exports.py nvml/nvml_functions.txt
 	@mkdir -p $(@D)
 	$(PYTHON) nvml/gen_nvml_exports.py --names nvml/nvml_functions.txt --out $@
 
-$(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) nvml/exports.map
+$(NVML): $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBXEN) $(LIBCOMMON) nvml/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=nvml/exports.map \
-		-o $@ $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBCOMMON) $(LDFLAGS_ALL) -pthread
+		-o $@ $(NVML_OBJ) $(O)/obj/gen/nvml_exports.o $(LIBXEN) $(LIBCOMMON) $(LDFLAGS_ALL) -pthread -ldl
 	ln -sf libnvidia-ml.so.1 $(O)/lib/libnvidia-ml.so
 
 # vgpud, the supervisor: it never loads the GPU driver nor runs a tenant's code.

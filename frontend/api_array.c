@@ -338,3 +338,40 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dst, CUarray a, size_t off, size_t n, C
 {
     return copy_1d(CU_MEMORYTYPE_HOST, dst, 0, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, a, off, n, s, true, true);
 }
+
+/* The bytes of one element of a 1D linear texture: a texel, or a block of a block-compressed
+ * format with its channels (0: no such element). */
+static uint32_t texel_bytes(CUarray_format format, unsigned channels)
+{
+    switch ((unsigned)format) {
+    case CU_AD_FORMAT_BC1_UNORM: case CU_AD_FORMAT_BC1_UNORM_SRGB:
+        return channels == 4 ? 8 : 0;
+    case CU_AD_FORMAT_BC2_UNORM: case CU_AD_FORMAT_BC2_UNORM_SRGB:
+    case CU_AD_FORMAT_BC3_UNORM: case CU_AD_FORMAT_BC3_UNORM_SRGB:
+    case CU_AD_FORMAT_BC7_UNORM: case CU_AD_FORMAT_BC7_UNORM_SRGB:
+        return channels == 4 ? 16 : 0;
+    case CU_AD_FORMAT_BC4_UNORM: case CU_AD_FORMAT_BC4_SNORM:
+        return channels == 1 ? 8 : 0;
+    case CU_AD_FORMAT_BC5_UNORM: case CU_AD_FORMAT_BC5_SNORM:
+        return channels == 2 ? 16 : 0;
+    case CU_AD_FORMAT_BC6H_UF16: case CU_AD_FORMAT_BC6H_SF16:
+        return channels == 3 ? 16 : 0;
+    default:
+        return vgpu_array_element_size((uint32_t)format, channels);
+    }
+}
+
+/* As NVIDIA's driver answers on the GPUs vGPUs run on: a 1D linear texture spans at most 4 GiB and
+ * 2^30 elements. */
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels,
+                                            CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    uint32_t bytes = texel_bytes(format, numChannels);
+    if (!maxWidthInElements || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t width = (4ull << 30) / bytes;
+    *maxWidthInElements = (size_t)(width < (1ull << 30) ? width : 1ull << 30);
+    return CUDA_SUCCESS;
+}

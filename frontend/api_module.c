@@ -14,6 +14,7 @@ static void function_free(struct fe_function *f)
 {
     fe_handle_free(FE_FUNCTION, f->handle);
     free(f->layout.params);
+    free(f->legacy);
     free(f->name);
     free(f);
 }

@@ -63,6 +63,46 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevic
     }
 }
 
+/* The atomic operations' capabilities (CU_ATOMIC_CAPABILITY_*) between two vGPUs and with the host
+ * are none, as NVIDIA's driver 580 answers them for two H100s or H200s joined by NVLink (whose
+ * native atomics CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED reports) and for a GPU behind PCIe;
+ * a vGPU's tenant shares no memory with the GPU's host that atomics could reach anyway (its pinned
+ * memory is the worker's, or staged). */
+
+/* Operations asked about: every one known, at least one. */
+static CUresult atomic_ops(unsigned *caps, const CUatomicOperation *ops, unsigned count)
+{
+    if (!caps || !ops || !count)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++)
+        if ((unsigned)ops[i] > CU_ATOMIC_OPERATION_FLOAT_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations,
+                                          unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
+{
+    struct fe_device *a, *b;
+    FE_RETURN_IF(fe_device(srcDevice, &a));
+    FE_RETURN_IF(fe_device(dstDevice, &b));
+    if (srcDevice == dstDevice)
+        return CUDA_ERROR_INVALID_DEVICE;
+    FE_RETURN_IF(atomic_ops(capabilities, operations, count));
+    memset(capabilities, 0, count * sizeof *capabilities);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations,
+                                           unsigned int count, CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    FE_RETURN_IF(atomic_ops(capabilities, operations, count));
+    memset(capabilities, 0, count * sizeof *capabilities);
+    return CUDA_SUCCESS;
+}
+
 /* Ask the worker to give the current context access to peer's memory, or take it back. */
 static CUresult peer_access(CUcontext peer, bool enable)
 {

@@ -138,3 +138,15 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
     }
     return CUDA_SUCCESS;
 }
+
+/* Only SYNC_MEMOPS may be set, on memory the driver knows. A vGPU's synchronous copies and memsets
+ * wait for their answer, so they are synchronous on every allocation already: setting it asks for
+ * what is there (and its query says 1 whatever was set). */
+CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pointer_info i = lookup(ptr);
+    return i.known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

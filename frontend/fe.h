@@ -483,6 +483,7 @@ struct fe_function {
     char *name;
     struct vgpu_kernel_desc layout; /* copied from the module, or asked from vgpud */
     bool have_layout;
+    struct fe_legacy_launch *legacy; /* what cuFuncSetBlockShape and cuParamSet* set (api_launch_legacy.c) */
 };
 
 /* Resolve what an application passes as an image: a wrapper's fatbin, and the size when unknown. */

@@ -7,61 +7,20 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "guest_link.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "vchan_link.h"
 #include "xenbus.h"
 
-#define OFFER_WAIT_MS 10000
 #define GRANT_WAIT_MS 5000
 #define BYE_WAIT_MS 5000
 
 int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
 {
-    const char *why = NULL;
-    const struct vgpu_xenlib *x = vgpu_xenlib(&why);
-    if (!x) {
-        LOG_DEBUG("xen: %s", why);
-        return -ENODEV;
-    }
-    struct xs_handle *xs = x->xs_open(0);
-    if (!xs)
-        return -ENODEV;
-    int r = -ENODEV;
-    long self = vgpu_xs_number(x, xs, "domid");
-    char front[96], back_dir[96], path[160];
-    if (self < 0)
-        goto out;
-    vgpu_xb_frontend_path(front, sizeof front, (uint32_t)self);
-    snprintf(path, sizeof path, "%s/backend-id", front);
-    long back = vgpu_xs_number(x, xs, path);
-    if (back < 0)
-        goto out; /* no vGPU offered to this guest */
-    /* vgpud watches for sessions once it says InitWait (or Connected); a guest that boots quickly
-     * may get here first. */
-    vgpu_xb_backend_path(back_dir, sizeof back_dir, (uint32_t)back, (uint32_t)self);
-    snprintf(path, sizeof path, "%s/state", back_dir);
-    for (int waited = 0;; waited += 50) {
-        long state = vgpu_xs_number(x, xs, path);
-        if (state == VGPU_XB_INIT_WAIT || state == VGPU_XB_CONNECTED)
-            break;
-        if (waited >= OFFER_WAIT_MS) {
-            LOG_WARN("xen: dom%ld offers a vGPU but does not serve it (state %ld)", back, state);
-            goto out;
-        }
-        usleep(50000);
-    }
-    snprintf(path, sizeof path, "%s/sessions/%d", front, (int)getpid());
-    r = vgpu_vchan_link_serve(link, x, (uint32_t)back, path);
-    if (r == 0) {
-        *backend = (uint32_t)back;
-        LOG_DEBUG("xen: control vchan at %s for dom%ld", path, back);
-    } else {
-        LOG_WARN("xen: cannot serve a control vchan at %s: %s", path, strerror(-r));
-    }
-out:
-    x->xs_close(xs);
-    return r;
+    char name[24];
+    snprintf(name, sizeof name, "%d", (int)getpid());
+    return vgpu_xen_guest_link(link, name, backend);
 }
 
 /* How many pages the guest's processes may grant together (xen-gntalloc's `limit`); 0: unknown. */

@@ -9,9 +9,10 @@
  * each vGPU, their share of its engines, and their processes. What a vGPU does not have (sensors,
  * clocks, power, fans) answers NVML_ERROR_NOT_SUPPORTED, as NVML does for a device without them.
  * Every other function of NVIDIA's library is there too and answers NVML_ERROR_NOT_SUPPORTED.
- * Host mode for now: inside a Xen guest nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED. */
+ * Inside a Xen guest it reaches the vgpud that serves the guest over a control vchan of its own. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,14 @@
 #include <cuda.h>
 
 #include "device_info.h"
+#include "guest_link.h"
 #include "hello.h"
 #include "log.h"
 #include "msg_link.h"
 #include "msg_socket.h"
 #include "nvml_api.h"
 #include "vgpu/wire.h"
+#include "xenlib.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define WAIT_MS 10000
@@ -51,17 +54,32 @@ static struct {
 /* Connect and be welcomed (nv.mu held). */
 static nvmlReturn_t connect_locked(void)
 {
-    const char *path = vgpu_socket_path(NULL);
-    int s = vgpu_socket_connect(path);
-    if (s < 0) {
-        LOG_INFO("nvml: cannot reach vgpud at %s (%s)", path, strerror(-s));
-        return NVML_ERROR_DRIVER_NOT_LOADED;
-    }
     struct vgpu_msg_link link;
-    vgpu_msg_link_socket(&link, s);
+    /* Inside a Xen guest, a control vchan of its own beside the CUDA frontend's (as it does,
+     * unless told a socket). */
+    bool xen = false;
+    uint32_t backend = 0;
+    if (!getenv("VGPU_SOCKET") && vgpu_xen_present()) {
+        char name[32];
+        snprintf(name, sizeof name, "%d-nvml", (int)getpid());
+        xen = vgpu_xen_guest_link(&link, name, &backend) == 0;
+        if (!xen) {
+            LOG_INFO("nvml: this Xen guest has no vGPU");
+            return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+    }
+    if (!xen) {
+        const char *path = vgpu_socket_path(NULL);
+        int s = vgpu_socket_connect(path);
+        if (s < 0) {
+            LOG_INFO("nvml: cannot reach vgpud at %s (%s)", path, strerror(-s));
+            return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        vgpu_msg_link_socket(&link, s);
+    }
     /* The same vGPUs as the process's CUDA devices (before CUDA_VISIBLE_DEVICES, which NVML ignores). */
     struct vgpu_msg_hello hello;
-    if (vgpu_hello_make(&hello, VGPU_ROLE_MONITOR, true) != 0) {
+    if (vgpu_hello_make(&hello, VGPU_ROLE_MONITOR, !xen) != 0) {
         link.ops->close(&link);
         return NVML_ERROR_INSUFFICIENT_RESOURCES;
     }

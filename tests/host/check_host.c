@@ -531,6 +531,7 @@ END_TEST
 START_TEST(test_params)
 {
     ck_assert_int_eq(run_prog("prog_params", emu_module, NULL, NULL), 0);
+    ck_assert_int_eq(run_prog("prog_legacy_launch", emu_module, NULL, NULL), 0);
 }
 END_TEST
 

@@ -50,12 +50,8 @@ int main(int argc, char **argv)
     float a[1000], b[1000], r[1000];
     for (int i = 0; i < n; i++)
         a[i] = (float)i, b[i] = 0.25f;
-    CUdeviceptr da, db, dr;
-    CHECK(cuMemAlloc(&da, sizeof a));
-    CHECK(cuMemAlloc(&db, sizeof b));
+    CUdeviceptr da = prog_on_device(a, sizeof a), db = prog_on_device(b, sizeof b), dr;
     CHECK(cuMemAlloc(&dr, sizeof r));
-    CHECK(cuMemcpyHtoD(da, a, sizeof a));
-    CHECK(cuMemcpyHtoD(db, b, sizeof b));
     struct {
         CUdeviceptr a, b, r;
         int n;

@@ -1,7 +1,8 @@
 /* Queries and markers a program may reasonably call besides its work: a context's execution
  * affinity (every multiprocessor), a stream's context with its green context (none), profiler
- * ranges with no profiler attached, each with the driver's errors for bad arguments and for no
- * current context. Needs no kernel. */
+ * ranges with no profiler attached, synchronous memory operations set on an allocation, the widest
+ * 1D linear textures, atomics' capabilities, each with the driver's errors for bad arguments and
+ * for no current context. Needs no kernel. */
 #include <cudaProfiler.h>
 
 #include "progutil.h"
@@ -42,10 +43,53 @@ int main(void)
     CHECK(cuProfilerStart());
     CHECK(cuProfilerStop());
 
+    /* Synchronous memory operations on an allocation (the one attribute a pointer may be given). */
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, 4096));
+    unsigned one = 1, sync = 0;
+    CHECK(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d + 100));
+    CHECK(cuPointerGetAttribute(&sync, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
+    EXPECT(sync == 1, "SYNC_MEMOPS reads %u after it was set", sync);
+    EXPECT_RESULT(cuPointerSetAttribute(NULL, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d + 4096), CUDA_ERROR_INVALID_VALUE);
+    void *pinned;
+    CHECK(cuMemAllocHost(&pinned, 4096));
+    printf("SYNC_MEMOPS set on pinned host memory: %d\n",
+           (int)cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, (CUdeviceptr)(uintptr_t)pinned));
+    CHECK(cuMemFreeHost(pinned));
+    CHECK(cuMemFree(d));
+
+    /* The widest 1D linear textures, by element; atomics with the host and between devices. */
+    size_t width = 0;
+    CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 4, dev));
+    printf("1D linear texture of float4: %zu elements\n", width);
+    CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_UNSIGNED_INT8, 1, dev));
+    printf("1D linear texture of uchar: %zu elements\n", width);
+    CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_BC1_UNORM, 4, dev));
+    printf("1D linear texture of BC1 blocks: %zu elements\n", width);
+    EXPECT_RESULT(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 3, dev), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_BC1_UNORM, 1, dev), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuDeviceGetTexture1DLinearMaxWidth(NULL, CU_AD_FORMAT_FLOAT, 1, dev), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 1, 99), CUDA_ERROR_INVALID_DEVICE);
+    CUatomicOperation ops[CU_ATOMIC_OPERATION_FLOAT_MAX + 2];
+    unsigned caps[CU_ATOMIC_OPERATION_FLOAT_MAX + 2];
+    for (int i = 0; i <= CU_ATOMIC_OPERATION_FLOAT_MAX + 1; i++)
+        ops[i] = (CUatomicOperation)i;
+    CHECK(cuDeviceGetHostAtomicCapabilities(caps, ops, CU_ATOMIC_OPERATION_FLOAT_MAX + 1, dev));
+    printf("host atomics:");
+    for (int i = 0; i <= CU_ATOMIC_OPERATION_FLOAT_MAX; i++)
+        printf(" %#x", caps[i]);
+    printf("\n");
+    EXPECT_RESULT(cuDeviceGetHostAtomicCapabilities(caps, ops, CU_ATOMIC_OPERATION_FLOAT_MAX + 2, dev),
+                  CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuDeviceGetHostAtomicCapabilities(caps, ops, 0, dev), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuDeviceGetP2PAtomicCapabilities(caps, ops, 1, dev, dev), CUDA_ERROR_INVALID_DEVICE);
+
     CHECK(cuCtxPopCurrent(&got));
     EXPECT_RESULT(cuCtxGetExecAffinity(&aff, CU_EXEC_AFFINITY_TYPE_SM_COUNT), CUDA_ERROR_INVALID_CONTEXT);
     CHECK(cuCtxPushCurrent(ctx));
     CHECK(cuCtxDestroy(ctx));
-    printf("queries: execution affinity, a stream's context and green context, profiler ranges, ok\n");
+    printf("queries: execution affinity, a stream's context and green context, profiler ranges, SYNC_MEMOPS, texture widths, atomics, ok\n");
     return 0;
 }

@@ -56,6 +56,14 @@ CUmodule prog_module(const char *path)
     return m;
 }
 
+CUdeviceptr prog_on_device(const void *host, size_t n)
+{
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, n));
+    CHECK(cuMemcpyHtoD(d, host, n));
+    return d;
+}
+
 void prog_fill(void *p, size_t n, uint32_t seed)
 {
     uint8_t *b = p;

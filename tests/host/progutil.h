@@ -36,6 +36,8 @@ CUmodule prog_module(const char *path);
 CUDA_MEM_ALLOC_NODE_PARAMS prog_alloc_node(CUdevice dev, size_t bytes);
 /* Deterministic test data. */
 void prog_fill(void *p, size_t n, uint32_t seed);
+/* Device memory holding a copy of n host bytes. */
+CUdeviceptr prog_on_device(const void *host, size_t n);
 uint64_t prog_checksum(const void *p, size_t n);
 double prog_now(void);
 /* Fail unless the n bytes of device memory at d are want's (what: in the message). */

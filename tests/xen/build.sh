@@ -4,7 +4,7 @@
 #   $XEN_OUT/vmlinux          Debian's kernel as a stripped ELF (dom0 and domU: no XZ to unpack
 #                             under software emulation)
 #   $XEN_OUT/dom0-initrd.img  dom0: busybox, the Xen toolstack, vgpud, its workers and vgpuctl, the domU's kernel
-#                             and initramfs (the guest: busybox, libcuda.so.1, test programs)
+#                             and initramfs (the guest: busybox, libcuda.so.1, libnvidia-ml.so.1, test programs)
 # The hypervisor and kernel packages are only downloaded and unpacked, never installed; they are
 # kept in $XEN_CACHE between runs.
 #   VGPU_BUILD  the project's build directory (default build)
@@ -114,7 +114,8 @@ mkcpio() { (cd "$1" && find . | cpio -o -H newc --quiet | $2) >"$3"; }
 D=$XEN_CACHE/domU-root
 base_root "$D"
 copy_bin "$D" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1
-for p in prog_copies prog_streams prog_vecadd prog_hold prog_fault prog_busy prog_quota prog_shm prog_peer; do
+copy_bin "$D" "$B/lib/libnvidia-ml.so.1" /opt/vgpu/lib/libnvidia-ml.so.1
+for p in prog_copies prog_streams prog_vecadd prog_hold prog_fault prog_busy prog_quota prog_shm prog_peer prog_nvml; do
     copy_bin "$D" "$B/tests/host/$p" "/opt/vgpu/bin/$p"
 done
 copy_bin "$D" "$B/tests/xen/xen_hostile" /opt/vgpu/bin/xen_hostile

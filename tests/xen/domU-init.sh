@@ -68,6 +68,8 @@ if ! $hold_only; then
 run copies prog_copies 16777216
 run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
+# NVML in the guest: its vGPU as CUDA sees it, the memory and processes of this guest's tenants.
+run nvml prog_nvml
 # The quota of the guest's xl configuration (memory=512M) is its device's memory.
 run quota prog_quota 512
 # The guest's processes hold that quota together: while one holds 64 MiB, another has 448; a third
