@@ -304,8 +304,9 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src
     return memcpy_peer(dst, dctx, src, sctx, n, s, true, true);
 }
 
-/* A 3D copy with the destination's context current: between two vGPUs, the 3D copy goes row by row
- * between them (copy.c). */
+/* A 3D copy with the destination's context current (the source's when only the source is an array:
+ * an array is its context's): between two vGPUs, the 3D copy goes row by row between them, or
+ * through host memory with an array on one side (copy.c). */
 static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool async, bool pt)
 {
     if (!p)
@@ -324,7 +325,8 @@ static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool asy
     c.dstArray = p->dstArray, c.dstPitch = p->dstPitch, c.dstHeight = p->dstHeight;
     c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = p->Depth;
     CUcontext was;
-    FE_RETURN_IF(cuCtxPushCurrent_v2(p->dstContext));
+    bool src_array = p->srcMemoryType == CU_MEMORYTYPE_ARRAY && p->dstMemoryType != CU_MEMORYTYPE_ARRAY;
+    FE_RETURN_IF(cuCtxPushCurrent_v2(src_array ? p->srcContext : p->dstContext));
     CUresult r = !async ? (pt ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c))
                         : (pt ? cuMemcpy3DAsync_v2_ptsz(&c, s) : cuMemcpy3DAsync_v2(&c, s));
     (void)cuCtxPopCurrent_v2(&was);

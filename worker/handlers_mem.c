@@ -172,18 +172,21 @@ static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
 }
 
 /* A staged copy that fails must still give its slot back, or the client waits for it forever. */
+static unsigned xfer_flags(const struct vgpu_call *c) { return c->reply ? VGPU_XFER_SYNC : 0; }
+
 static CUresult finish_staged(struct vgpu_call *c, void *stream, uint32_t slot, CUresult r)
 {
     if (slot == VGPU_NO_SLOT)
         return r;
-    if (r == CUDA_SUCCESS)
-        r = vchannel_slot_after(c, stream, slot);
-    if (r != CUDA_SUCCESS)
+    /* A copy made synchronously has completed: its slot is free now, not after a callback that
+     * would keep its stream busy a moment longer than the client sees. */
+    bool now = r != CUDA_SUCCESS || (xfer_flags(c) & VGPU_XFER_SYNC);
+    if (!now && (r = vchannel_slot_after(c, stream, slot)) != CUDA_SUCCESS)
+        now = true;
+    if (now)
         vchannel_slot_done(c->ch, slot, r);
     return r;
 }
-
-static unsigned xfer_flags(const struct vgpu_call *c) { return c->reply ? VGPU_XFER_SYNC : 0; }
 
 CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_CopyHtoDInline *q,
                                     struct vgpu_rsp_CopyHtoDInline *a)

@@ -5,7 +5,8 @@
  * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it;
  * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
  * another context of device 0, before copies between the devices on it); 2D copies between the
- * devices and cuMemcpy3DPeer. Checked against the data written. Natively on one GPU it says so and
+ * devices and cuMemcpy3DPeer, and between an array of one device and the other's memory. Checked
+ * against the data written. Natively on one GPU it says so and
  * stops.
  *   prog_peer [MODULE] */
 #include <string.h>
@@ -214,6 +215,88 @@ static void copies_2d(CUcontext c0, CUcontext c1, CUstream s0)
     free(got);
 }
 
+/* An array of device 0 and device 1's memory, device 0 current: device 1's rows into the array
+ * (cuMemcpy2D), the array's rows into device 1's memory (cuMemcpy3D, two slices of a 3D array, more
+ * rows than one step of staging holds), and cuMemcpy3DPeer from the array with device 1 current. */
+static void copies_array(CUcontext c0, CUcontext c1)
+{
+    const size_t w = 3000, h = 3000, d = 2, pitch1 = 3072;
+    uint8_t *pattern = malloc(pitch1 * h * d), *got = malloc(pitch1 * h * d);
+    EXPECT(pattern && got, "memory");
+    prog_fill(pattern, pitch1 * h * d, 79);
+    CUdeviceptr a1, b1;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&a1, pitch1 * h * d));
+    CHECK(cuMemAlloc(&b1, pitch1 * h * d));
+    CHECK(cuMemcpyHtoD(a1, pattern, pitch1 * h * d));
+    CHECK(cuCtxSetCurrent(c0));
+    CUarray arr;
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = w, .Height = h, .Depth = d, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                  .NumChannels = 1};
+    CHECK(cuArray3DCreate(&arr, &ad));
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = a1;
+    m.srcPitch = pitch1;
+    m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    m.dstArray = arr;
+    m.WidthInBytes = w;
+    m.Height = h;
+    CHECK(cuMemcpy2D(&m)); /* slice 0 of the array */
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE; /* slice 1 too, from device 1's second slice */
+    c.srcDevice = a1 + pitch1 * h;
+    c.srcPitch = pitch1;
+    c.srcHeight = h;
+    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.dstArray = arr;
+    c.dstZ = 1;
+    c.WidthInBytes = w;
+    c.Height = h;
+    c.Depth = 1;
+    CHECK(cuMemcpy3D(&c));
+    memset(&c, 0, sizeof c); /* the whole array into device 1's memory */
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.srcArray = arr;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = b1;
+    c.dstPitch = pitch1;
+    c.dstHeight = h;
+    c.WidthInBytes = w;
+    c.Height = h;
+    c.Depth = d;
+    CHECK(cuMemcpy3D(&c));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemcpyDtoH(got, b1, pitch1 * h * d));
+    expect_rows(got, pitch1, pattern, pitch1, w, h * d, "an array of device 0 to device 1's memory and back");
+    CHECK(cuMemsetD8(b1, 0, pitch1 * h * d));
+    CUDA_MEMCPY3D_PEER p3;
+    memset(&p3, 0, sizeof p3);
+    p3.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    p3.srcArray = arr;
+    p3.srcContext = c0;
+    p3.srcY = 10;
+    p3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p3.dstDevice = b1;
+    p3.dstPitch = pitch1;
+    p3.dstHeight = h;
+    p3.dstContext = c1;
+    p3.WidthInBytes = w;
+    p3.Height = h - 10;
+    p3.Depth = 1;
+    CHECK(cuMemcpy3DPeer(&p3));
+    CHECK(cuMemcpyDtoH(got, b1, pitch1 * (h - 10)));
+    expect_rows(got, pitch1, pattern + pitch1 * 10, pitch1, w, h - 10, "cuMemcpy3DPeer from an array");
+    CHECK(cuMemFree(a1));
+    CHECK(cuMemFree(b1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuArrayDestroy(arr));
+    free(pattern);
+    free(got);
+}
+
 /* Stream order across contexts and devices, cuMemcpyDtoD and 2D copies between the devices. */
 static void across(CUdevice d0, CUcontext c0, CUcontext c1)
 {
@@ -244,6 +327,7 @@ static void across(CUdevice d0, CUcontext c0, CUcontext c1)
     free(want);
     CHECK(cuCtxSetCurrent(c0));
     copies_2d(c0, c1, s0);
+    copies_array(c0, c1);
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuEventDestroy(e1));
     CHECK(cuStreamDestroy(s1));

@@ -1,5 +1,6 @@
 /* Streams and events: order on one stream, order across streams through events, the legacy
- * default stream waiting for blocking streams, event timing and queries, per-thread streams. */
+ * default stream waiting for blocking streams, event timing and queries, per-thread streams, and
+ * a synchronous copy landed before a non-blocking stream's kernels. */
 #include <string.h>
 
 #include "progutil.h"
@@ -134,6 +135,20 @@ int main(int argc, char **argv)
     CHECK(cuEventDestroy(never));
     CHECK(cuStreamDestroy(s1));
     CHECK(cuStreamDestroy(s2));
+    /* A synchronous copy, then kernels on a non-blocking stream: nothing but a GPU's timing orders
+     * them, and programs count on it (the copy has landed when its call returns). */
+    for (int round = 0; round < 20; round++) {
+        unsigned u[256];
+        for (unsigned k = 0; k < 256; k++)
+            u[k] = k;
+        CHECK(cuMemcpyHtoD(d, u, sizeof u));
+        muladd(d, 3, 1, 256, nb);
+        muladd(d, 3, 5, 256, nb);
+        CHECK(cuStreamSynchronize(nb));
+        CHECK(cuMemcpyDtoH(u, d, sizeof u));
+        for (unsigned k = 0; k < 256; k++)
+            EXPECT(u[k] == (k * 3 + 1) * 3 + 5, "round %d: element %u after a synchronous copy is %u", round, k, u[k]);
+    }
     CHECK(cuStreamDestroy(nb));
     CHECK(cuMemFree(d));
     printf("streams: ordering, events, timing, legacy and per-thread default streams ok\n");

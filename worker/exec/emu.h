@@ -286,6 +286,10 @@ struct emu_op *emu_op_new(enum emu_op_kind kind);
 void emu_op_free(struct emu_op *op);
 /* Run op on s's thread (c->mu not held). */
 void emu_op_run(struct emu_stream *s, struct emu_op *op);
+/* Would an op enqueued on s now run at once: nothing queued on it but event records that wait for
+ * nothing, nothing the legacy stream's implicit synchronization makes it wait for, no capture
+ * (c->mu held)? */
+bool emu_stream_idle_locked(struct emu_ctx *c, struct emu_stream *s);
 void emu_op_release_deps_locked(struct emu_op *op);
 void emu_event_put_locked(struct emu_event *e);
 

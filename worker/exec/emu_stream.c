@@ -388,6 +388,27 @@ void emu_enqueue(struct emu_ctx *c, struct emu_stream *s, struct emu_op *op)
     pthread_cond_broadcast(&c->cv);
 }
 
+bool emu_stream_idle_locked(struct emu_ctx *c, struct emu_stream *s)
+{
+    if (s->capture || s->stop)
+        return false;
+    /* Event records that wait for nothing only mark a point (the scheduler's, after each op): an
+     * op may pass them, their events completing a moment after it. */
+    for (const struct emu_op *op = s->head; op; op = op->next)
+        if ((op->kind != EMU_OP_RECORD && op->kind != EMU_OP_NOTHING) || !deps_ready(op))
+            return false;
+    if (s->is_null) {
+        for (size_t i = 0; i < c->stream_count; i++) {
+            struct emu_stream *t = c->streams[i];
+            if (!(t->flags & CU_STREAM_NON_BLOCKING) && t->enq > t->done)
+                return false;
+        }
+        return true;
+    }
+    struct emu_stream *n = c->null_stream;
+    return (s->flags & CU_STREAM_NON_BLOCKING) || n->enq <= n->done;
+}
+
 void emu_wait_stream_locked(struct emu_ctx *c, struct emu_stream *s)
 {
     if (!s)

@@ -237,6 +237,17 @@ static CUresult submit(struct emu_ctx *c, void *stream, struct emu_op *op, unsig
 {
     pthread_mutex_lock(&c->mu);
     struct emu_stream *s = stream ? stream : c->null_stream;
+    /* A copy or memset that its stream would start at once is done here, before the next record:
+     * done when its call returns, as the driver's small copies and memsets practically are, so that
+     * what another stream starts next sees it (a kernel on a non-blocking stream after a
+     * synchronous copy, which only the timing of a GPU orders). Only this channel's poller enqueues
+     * on its streams, so nothing can come before it meanwhile. */
+    if ((op->kind == EMU_OP_COPY || op->kind == EMU_OP_MEMSET) && emu_stream_idle_locked(c, s)) {
+        pthread_mutex_unlock(&c->mu);
+        emu_op_run(s, op);
+        emu_op_free(op);
+        return CUDA_SUCCESS;
+    }
     emu_enqueue(c, s, op);
     if (flags & VGPU_XFER_SYNC)
         emu_wait_stream_locked(c, s);
