@@ -45,8 +45,9 @@ static uint32_t next_slot(struct fe_chan *ch)
     return s;
 }
 
+/* lands: a synchronous call's, whose last part lands before the worker serves the next record. */
 static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const uint8_t *src,
-                            size_t n)
+                            size_t n, bool lands)
 {
     const uint64_t slot_size = ch->map.layout.slot_size;
     CUresult r = CUDA_SUCCESS;
@@ -65,6 +66,7 @@ static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         q.size = len;
         q.stream = stream;
         q.slot = slot;
+        q.flags = lands && off + len == n ? VGPU_COPY_LANDS : 0;
         r = FE_POST(ch, c->id, CopyHtoD, &q, false);
         off += len;
     }
@@ -221,9 +223,10 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         FE_REQ(q, CopyHtoDInline);
         q.dst = dst;
         q.stream = stream;
+        q.flags = async ? 0 : VGPU_COPY_LANDS;
         return fe_call(ch, c->id, &q, sizeof q, src, (uint32_t)n, false, NULL, 0, NULL, 0, NULL);
     }
-    return staged_htod(c, ch, stream, dst, src, n);
+    return staged_htod(c, ch, stream, dst, src, n, !async);
 }
 
 CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, void *dst, uint64_t src, size_t n,

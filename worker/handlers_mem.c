@@ -174,13 +174,23 @@ static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
 /* A staged copy that fails must still give its slot back, or the client waits for it forever. */
 static unsigned xfer_flags(const struct vgpu_call *c) { return c->reply ? VGPU_XFER_SYNC : 0; }
 
-static CUresult finish_staged(struct vgpu_call *c, void *stream, uint32_t slot, CUresult r)
+/* A copy towards the device: synchronous when the client waits, or when it lands before the next
+ * record (VGPU_COPY_LANDS). 0 for flags no client sends. */
+static unsigned htod_flags(const struct vgpu_call *c, uint32_t flags)
+{
+    if (flags & ~VGPU_COPY_LANDS)
+        return 0;
+    return xfer_flags(c) | ((flags & VGPU_COPY_LANDS) ? VGPU_XFER_SYNC : 0);
+}
+
+/* flags: the copy's (VGPU_XFER_*). */
+static CUresult finish_staged(struct vgpu_call *c, void *stream, uint32_t slot, CUresult r, unsigned flags)
 {
     if (slot == VGPU_NO_SLOT)
         return r;
     /* A copy made synchronously has completed: its slot is free now, not after a callback that
      * would keep its stream busy a moment longer than the client sees. */
-    bool now = r != CUDA_SUCCESS || (xfer_flags(c) & VGPU_XFER_SYNC);
+    bool now = r != CUDA_SUCCESS || (flags & VGPU_XFER_SYNC);
     if (!now && (r = vchannel_slot_after(c, stream, slot)) != CUDA_SUCCESS)
         now = true;
     if (now)
@@ -196,12 +206,12 @@ CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_C
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r || c->tail_len == 0)
         return r;
-    if (!vchannel_device_range(c, q->dst, c->tail_len))
+    if (!vchannel_device_range(c, q->dst, c->tail_len) || (q->flags & ~VGPU_COPY_LANDS))
         return CUDA_ERROR_INVALID_VALUE;
     r = vchannel_admit(c, GATE_COPY, stream);
     return r ? r
              : OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, c->tail, c->tail_len,
-                                 xfer_flags(c) | VGPU_XFER_TRANSIENT);
+                                 htod_flags(c, q->flags) | VGPU_XFER_TRANSIENT);
 }
 
 CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHtoD *q, struct vgpu_rsp_CopyHtoD *a)
@@ -213,13 +223,14 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
         return r;
     r = vchannel_stream(c, q->stream, &stream);
     const void *src = vchannel_data(c, q->offset, q->size);
-    if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
+    if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size) || (q->flags & ~VGPU_COPY_LANDS)))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
+    unsigned flags = htod_flags(c, q->flags);
     if (r == CUDA_SUCCESS && q->size)
-        r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, xfer_flags(c));
-    return finish_staged(c, stream, q->slot, r);
+        r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, flags);
+    return finish_staged(c, stream, q->slot, r, flags);
 }
 
 CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDtoH *q, struct vgpu_rsp_CopyDtoH *a)
@@ -237,7 +248,7 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
         r = vchannel_admit(c, GATE_COPY, stream);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
-    return finish_staged(c, stream, q->slot, r);
+    return finish_staged(c, stream, q->slot, r, xfer_flags(c));
 }
 
 CUresult vgpu_handle_CopyDtoD(struct vgpu_call *c, const struct vgpu_req_CopyDtoD *q, struct vgpu_rsp_CopyDtoD *a)
@@ -385,7 +396,7 @@ CUresult vgpu_handle_Copy3D(struct vgpu_call *c, const struct vgpu_req_Copy3D *q
         if (r == CUDA_SUCCESS)
             r = OPS(c)->copy_3d(EXEC(c), c->ctx->x, stream, &d, xfer_flags(c));
     }
-    return finish_staged(c, stream, q->slot, r);
+    return finish_staged(c, stream, q->slot, r, xfer_flags(c));
 }
 
 /* A memset of height rows of width elements, pitch bytes apart (one row: a plain memset): its

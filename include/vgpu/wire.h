@@ -105,6 +105,11 @@ struct vgpu_ring_idx {
 #define VGPU_SLOT_ERROR 0x80000000u
 #define VGPU_MAX_SLOTS 64u
 #define VGPU_NO_SLOT 0xffffffffu
+/* CopyHtoD/CopyHtoDInline flags: the last part of a synchronous copy of pageable memory, which the
+ * client does not wait for but which lands before the worker serves its next record, as the
+ * driver's has practically landed when the call returns (a non-blocking stream's kernel next
+ * reads it: only a GPU's timing orders the two). */
+#define VGPU_COPY_LANDS 0x1u
 /* Copy3D: which of its sides are data-area offsets rather than device addresses. */
 #define VGPU_COPY3D_DST_HOST 1u
 #define VGPU_COPY3D_SRC_HOST 2u
