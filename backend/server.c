@@ -375,8 +375,12 @@ static int quota_group_of(struct session *s, struct schan *c)
     const char *node = "";
     int domid = s->domid;
     uint32_t vgpu = (uint32_t)c->vgpu;
-    if (c->relayed || (domid < 0 && !remote_sessions_origin(s, &node, &domid, &vgpu)) || domid < 0)
-        return 0; /* a host process's quota is its own; a remote vGPU's is its node's */
+    if (c->relayed)
+        return 0; /* a remote vGPU's quota is its node's */
+    if (domid < 0) /* another node's guest, whose vGPU this node serves? */
+        (void)remote_sessions_origin(s, &node, &domid, &vgpu);
+    if (domid < 0)
+        return 0; /* a host process's quota is its own */
     c->quota_group = shm_quota_group_join(node, domid, vgpu, c->device, s->vgpu_memory[c->vgpu]);
     return c->quota_group ? 0 : -1;
 }

@@ -74,8 +74,8 @@ CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numby
 {
     struct fe_legacy_launch *l;
     FE_RETURN_IF(settings(hfunc, &l));
-    if (offset < 0 || (numbytes && !ptr) || numbytes > VGPU_MAX_PARAM_BYTES - (unsigned)offset ||
-        (unsigned)offset > VGPU_MAX_PARAM_BYTES)
+    if (offset < 0 || (unsigned)offset > VGPU_MAX_PARAM_BYTES || numbytes > VGPU_MAX_PARAM_BYTES - (unsigned)offset ||
+        (numbytes && !ptr))
         return done(CUDA_ERROR_INVALID_VALUE);
     if (numbytes)
         memcpy(l->params + offset, ptr, numbytes);

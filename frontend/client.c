@@ -14,7 +14,7 @@
 #include "log.h"
 #include "msg_socket.h"
 #include "units.h"
-#include "xenlib.h"
+#include "guest_link.h"
 
 struct fe_state fe = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -125,21 +125,14 @@ CUresult fe_connect_locked(void)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (fe.connected)
         return CUDA_SUCCESS;
-    const char *path = vgpu_socket_path(NULL);
+    const char *path;
     struct vgpu_msg_link link;
     /* Inside a Xen guest that dom0 offers a vGPU, through Xen; otherwise through the host socket. */
-    bool xen = false;
-    if (!getenv("VGPU_SOCKET") && vgpu_xen_present() && fe_xen_connect(&link, &fe.backend_domid) == 0) {
-        xen = true;
-        path = "dom0 (vchan)";
-    }
-    if (!xen) {
-        int s = vgpu_socket_connect(path);
-        if (s < 0) {
-            LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-s));
-            return CUDA_ERROR_NO_DEVICE;
-        }
-        vgpu_msg_link_socket(&link, s);
+    bool xen;
+    int e = vgpu_control_link(&link, "", &xen, &fe.backend_domid, &path);
+    if (e < 0) {
+        LOG_WARN("cannot reach vgpud at %s (%s); no CUDA devices", path, strerror(-e));
+        return CUDA_ERROR_NO_DEVICE;
     }
     /* vgpu-run --vgpu: the assembly this process asks for (a guest's comes from its domain). */
     struct vgpu_msg_hello hello;

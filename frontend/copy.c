@@ -473,13 +473,14 @@ static bool other_vgpu(struct fe_chan *ch, uint32_t ctx, const struct fe_copy_si
 /* Host memory that an array's rows pass through on their way to or from another vGPU. */
 #define ARRAY_ACROSS_BYTES (8u << 20)
 
-/* An array of ch's (the current context's) and another vGPU's memory (oc, och): through host
- * memory, as many whole rows of a slice as ARRAY_ACROSS_BYTES holds at a time, each step a 2D copy
- * on either side, after the stream's work. */
+/* An array of ch's (the current context's) and another vGPU's memory: through host memory, as many
+ * whole rows of a slice as ARRAY_ACROSS_BYTES holds at a time, after the stream's work; the
+ * source's vGPU (sc, sch) copies them into it, the destination's (dc, dch) out of it, on the
+ * stream where that is ch, else on the other vGPU's legacy stream. */
 static CUresult array_across(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k,
-                             struct fe_ctx *oc, struct fe_chan *och)
+                             struct fe_ctx *dc, struct fe_chan *dch, struct fe_ctx *sc, struct fe_chan *sch)
 {
-    const bool to_array = k->dst.array != 0;
+    uint32_t ss = sch == ch ? stream : 0, ds = dch == ch ? stream : 0;
     size_t per = k->width >= ARRAY_ACROSS_BYTES ? 1 : ARRAY_ACROSS_BYTES / k->width;
     if (per > k->height)
         per = k->height;
@@ -491,16 +492,13 @@ static CUresult array_across(struct fe_ctx *c, struct fe_chan *ch, uint32_t stre
         for (size_t y = 0; y < k->height && r == CUDA_SUCCESS; y += per) {
             size_t n = k->height - y < per ? k->height - y : per;
             struct fe_copy_side host = {.addr = (uint64_t)(uintptr_t)buf, .pitch = k->width, .rows = n};
-            struct fe_copy_side array = to_array ? k->dst : k->src, other = to_array ? k->src : k->dst;
-            array.addr = row_at(to_array ? &k->dst : &k->src, y, z);
-            other.addr = row_at(to_array ? &k->src : &k->dst, y, z);
-            struct fe_copy_3d into_host = {.dst = host, .src = to_array ? other : array, .width = k->width, .height = n,
-                                           .depth = 1},
-                              from_host = {.dst = to_array ? array : other, .src = host, .width = k->width, .height = n,
-                                           .depth = 1};
-            r = fe_copy_3d(to_array ? oc : c, to_array ? och : ch, to_array ? 0 : stream, &into_host, false);
+            struct fe_copy_3d into_host = {.dst = host, .src = k->src, .width = k->width, .height = n, .depth = 1},
+                              from_host = {.dst = k->dst, .src = host, .width = k->width, .height = n, .depth = 1};
+            into_host.src.addr = row_at(&k->src, y, z);
+            from_host.dst.addr = row_at(&k->dst, y, z);
+            r = fe_copy_3d(sc, sch, ss, &into_host, false);
             if (r == CUDA_SUCCESS)
-                r = fe_copy_3d(to_array ? c : oc, to_array ? ch : och, to_array ? stream : 0, &from_host, false);
+                r = fe_copy_3d(dc, dch, ds, &from_host, false);
         }
     free(buf);
     return r;
@@ -517,7 +515,7 @@ static CUresult across_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     if (k->dst.array || k->src.array) {
         if (!inside_array(k->dst.array ? &k->dst : &k->src, k))
             return CUDA_ERROR_INVALID_VALUE;
-        return k->dst.array ? array_across(c, ch, stream, k, sc, sch) : array_across(c, ch, stream, k, dc, dch);
+        return array_across(c, ch, stream, k, dc, dch, sc, sch);
     }
     if (!k->dst.device || !k->src.device)
         FE_RETURN_IF(fe_stream_wait(c, ch, stream));

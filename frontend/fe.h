@@ -247,9 +247,6 @@ CUresult fe_link_news(void);
 #define VGPU_XEN_REQ_RING (256u << 10)
 #define VGPU_XEN_RSP_RING (64u << 10)
 
-/* Under Xen (xen_client.c): serve this process's control vchan to the backend that offers the
- * guest a vGPU; -ENODEV when there is no such offer. */
-int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend);
 /* The sizes a channel asks for under Xen, where every page of it is a grant (VGPU_* settings win). */
 void fe_xen_channel_request(struct vgpu_msg_open_channel *req);
 /* Grant a channel's memory and offer its doorbell to the backend (after VGPU_MSG_CHANNEL). */

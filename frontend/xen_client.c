@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "fe.h"
-#include "guest_link.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "vchan_link.h"
@@ -15,13 +14,6 @@
 
 #define GRANT_WAIT_MS 5000
 #define BYE_WAIT_MS 5000
-
-int fe_xen_connect(struct vgpu_msg_link *link, uint32_t *backend)
-{
-    char name[24];
-    snprintf(name, sizeof name, "%d", (int)getpid());
-    return vgpu_xen_guest_link(link, name, backend);
-}
 
 /* How many pages the guest's processes may grant together (xen-gntalloc's `limit`); 0: unknown. */
 static uint64_t gntalloc_limit(void)

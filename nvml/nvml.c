@@ -30,7 +30,6 @@
 #include "msg_socket.h"
 #include "nvml_api.h"
 #include "vgpu/wire.h"
-#include "xenlib.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define WAIT_MS 10000
@@ -55,27 +54,14 @@ static struct {
 static nvmlReturn_t connect_locked(void)
 {
     struct vgpu_msg_link link;
-    /* Inside a Xen guest, a control vchan of its own beside the CUDA frontend's (as it does,
-     * unless told a socket). */
-    bool xen = false;
+    /* Inside a Xen guest, a control vchan of its own beside the CUDA frontend's. */
+    const char *path;
+    bool xen;
     uint32_t backend = 0;
-    if (!getenv("VGPU_SOCKET") && vgpu_xen_present()) {
-        char name[32];
-        snprintf(name, sizeof name, "%d-nvml", (int)getpid());
-        xen = vgpu_xen_guest_link(&link, name, &backend) == 0;
-        if (!xen) {
-            LOG_INFO("nvml: this Xen guest has no vGPU");
-            return NVML_ERROR_DRIVER_NOT_LOADED;
-        }
-    }
-    if (!xen) {
-        const char *path = vgpu_socket_path(NULL);
-        int s = vgpu_socket_connect(path);
-        if (s < 0) {
-            LOG_INFO("nvml: cannot reach vgpud at %s (%s)", path, strerror(-s));
-            return NVML_ERROR_DRIVER_NOT_LOADED;
-        }
-        vgpu_msg_link_socket(&link, s);
+    int e = vgpu_control_link(&link, "-nvml", &xen, &backend, &path);
+    if (e < 0) {
+        LOG_INFO("nvml: cannot reach vgpud at %s (%s)", path, strerror(-e));
+        return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     /* The same vGPUs as the process's CUDA devices (before CUDA_VISIBLE_DEVICES, which NVML ignores). */
     struct vgpu_msg_hello hello;

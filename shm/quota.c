@@ -6,17 +6,25 @@ static bool fits(uint64_t quota, uint64_t used, uint64_t size)
     return !quota || (size <= quota && used <= quota - size);
 }
 
+/* The quota and what is held of it: the group's where the quota is shared, else the channel's. */
+static void standing(const struct shm_charge *c, uint64_t *quota, uint64_t *used)
+{
+    *quota = c->group ? atomic_load(&c->group->quota) : atomic_load(&c->acct->mem_quota);
+    *used = c->group ? atomic_load(&c->group->used) : atomic_load(&c->acct->mem_bytes);
+}
+
 bool shm_quota_allows(const struct shm_charge *c, uint64_t size)
 {
-    if (c->group)
-        return fits(atomic_load(&c->group->quota), atomic_load(&c->group->used), size);
-    return fits(atomic_load(&c->acct->mem_quota), atomic_load(&c->acct->mem_bytes), size);
+    uint64_t quota, used;
+    standing(c, &quota, &used);
+    return fits(quota, used, size);
 }
 
 CUresult shm_quota_charge(const struct shm_charge *c, uint64_t size)
 {
     if (c->group) { /* other processes charge it too */
-        uint64_t quota = atomic_load(&c->group->quota), used = atomic_load(&c->group->used);
+        uint64_t quota, used;
+        standing(c, &quota, &used);
         do {
             if (!fits(quota, used, size))
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -47,10 +55,8 @@ void shm_quota_refund(const struct shm_charge *c, uint64_t size)
 void shm_quota_mem_info(const struct shm_charge *c, uint64_t dev_free, uint64_t dev_total, uint64_t *free_bytes,
                         uint64_t *total)
 {
-    uint64_t quota = atomic_load(&c->acct->mem_quota);
-    uint64_t used = c->group ? atomic_load(&c->group->used) : atomic_load(&c->acct->mem_bytes);
-    if (c->group)
-        quota = atomic_load(&c->group->quota);
+    uint64_t quota, used;
+    standing(c, &quota, &used);
     if (!quota || quota >= dev_total) {
         *free_bytes = dev_free;
         *total = dev_total;

@@ -171,19 +171,19 @@ static CUresult check_slot(struct vgpu_call *c, uint32_t slot)
     return slot == VGPU_NO_SLOT || slot < c->ch->map.layout.slot_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* A staged copy that fails must still give its slot back, or the client waits for it forever. */
 static unsigned xfer_flags(const struct vgpu_call *c) { return c->reply ? VGPU_XFER_SYNC : 0; }
 
-/* A copy towards the device: synchronous when the client waits, or when it lands before the next
- * record (VGPU_COPY_LANDS). 0 for flags no client sends. */
-static unsigned htod_flags(const struct vgpu_call *c, uint32_t flags)
+/* A copy towards the device with a record's flags: synchronous when the client waits, or when it
+ * lands before the next record (VGPU_COPY_LANDS). CUDA_ERROR_INVALID_VALUE for flags no client
+ * sends. */
+static CUresult htod_flags(const struct vgpu_call *c, uint32_t flags, unsigned *out)
 {
-    if (flags & ~VGPU_COPY_LANDS)
-        return 0;
-    return xfer_flags(c) | ((flags & VGPU_COPY_LANDS) ? VGPU_XFER_SYNC : 0);
+    *out = xfer_flags(c) | ((flags & VGPU_COPY_LANDS) ? VGPU_XFER_SYNC : 0);
+    return flags & ~VGPU_COPY_LANDS ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-/* flags: the copy's (VGPU_XFER_*). */
+/* A staged copy that fails must still give its slot back, or the client waits for it forever.
+ * flags: the copy's (VGPU_XFER_*). */
 static CUresult finish_staged(struct vgpu_call *c, void *stream, uint32_t slot, CUresult r, unsigned flags)
 {
     if (slot == VGPU_NO_SLOT)
@@ -204,14 +204,15 @@ CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_C
     (void)a;
     void *stream;
     CUresult r = vchannel_stream(c, q->stream, &stream);
-    if (r || c->tail_len == 0)
+    unsigned flags;
+    if (r || c->tail_len == 0 || (r = htod_flags(c, q->flags, &flags)) != CUDA_SUCCESS)
         return r;
-    if (!vchannel_device_range(c, q->dst, c->tail_len) || (q->flags & ~VGPU_COPY_LANDS))
+    if (!vchannel_device_range(c, q->dst, c->tail_len))
         return CUDA_ERROR_INVALID_VALUE;
     r = vchannel_admit(c, GATE_COPY, stream);
     return r ? r
              : OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, c->tail, c->tail_len,
-                                 htod_flags(c, q->flags) | VGPU_XFER_TRANSIENT);
+                                 flags | VGPU_XFER_TRANSIENT);
 }
 
 CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHtoD *q, struct vgpu_rsp_CopyHtoD *a)
@@ -222,12 +223,15 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     if (r)
         return r;
     r = vchannel_stream(c, q->stream, &stream);
+    unsigned flags;
+    CUresult known = htod_flags(c, q->flags, &flags);
     const void *src = vchannel_data(c, q->offset, q->size);
-    if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size) || (q->flags & ~VGPU_COPY_LANDS)))
+    if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = known;
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
-    unsigned flags = htod_flags(c, q->flags);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, flags);
     return finish_staged(c, stream, q->slot, r, flags);

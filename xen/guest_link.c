@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "msg_socket.h"
 #include "vchan_link.h"
 #include "xenbus.h"
 #include "xenlib.h"
@@ -59,4 +61,25 @@ int vgpu_xen_guest_link(struct vgpu_msg_link *link, const char *name, uint32_t *
 out:
     x->xs_close(xs);
     return r;
+}
+
+int vgpu_control_link(struct vgpu_msg_link *link, const char *suffix, bool *xen, uint32_t *backend,
+                      const char **where)
+{
+    *xen = false;
+    if (!getenv("VGPU_SOCKET") && vgpu_xen_present()) {
+        char name[40];
+        snprintf(name, sizeof name, "%d%s", (int)getpid(), suffix);
+        if (vgpu_xen_guest_link(link, name, backend) == 0) {
+            *xen = true;
+            *where = "dom0 (vchan)";
+            return 0;
+        }
+    }
+    *where = vgpu_socket_path(NULL);
+    int s = vgpu_socket_connect(*where);
+    if (s < 0)
+        return s;
+    vgpu_msg_link_socket(link, s);
+    return 0;
 }

@@ -232,7 +232,7 @@ static CUresult emu_host_unregister(struct vgpu_exec *x, int dev, void *p, unsig
     return CUDA_SUCCESS;
 }
 
-/* Queue op on stream and, for synchronous transfers, wait for it. */
+/* Queue op on stream and, for synchronous transfers, wait for it (flags: VGPU_XFER_*). */
 static CUresult submit(struct emu_ctx *c, void *stream, struct emu_op *op, unsigned flags)
 {
     pthread_mutex_lock(&c->mu);
@@ -247,6 +247,16 @@ static CUresult submit(struct emu_ctx *c, void *stream, struct emu_op *op, unsig
         emu_op_run(s, op);
         emu_op_free(op);
         return CUDA_SUCCESS;
+    }
+    /* A copy's source valid only during the call (one row) is kept until the stream gets to it. */
+    if (op->kind == EMU_OP_COPY && (flags & VGPU_XFER_TRANSIENT) && !(flags & VGPU_XFER_SYNC)) {
+        if (!(op->u.copy.owned = malloc(op->u.copy.n))) {
+            pthread_mutex_unlock(&c->mu);
+            emu_op_free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->u.copy.owned, op->u.copy.src, op->u.copy.n);
+        op->u.copy.src = op->u.copy.owned;
     }
     emu_enqueue(c, s, op);
     if (flags & VGPU_XFER_SYNC)
@@ -266,15 +276,6 @@ static CUresult copy(struct emu_ctx *c, void *stream, void *dst, const void *src
     op->u.copy.src = src;
     op->u.copy.n = n;
     op->u.copy.rows = op->u.copy.slices = 1;
-    if ((flags & VGPU_XFER_TRANSIENT) && !(flags & VGPU_XFER_SYNC)) {
-        op->u.copy.owned = malloc(n);
-        if (!op->u.copy.owned) {
-            free(op);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        memcpy(op->u.copy.owned, src, n);
-        op->u.copy.src = op->u.copy.owned;
-    }
     return submit(c, stream, op, flags);
 }
 
