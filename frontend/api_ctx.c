@@ -162,9 +162,15 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_ctx *c = fe_handle_get(FE_CTX, (uint64_t)(uintptr_t)ctx);
-    if (!c || c->primary)
+    if (!c || c->primary || c->green) /* a green context goes with cuGreenCtxDestroy */
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = fe_ctx_deactivate(c);
+    fe_ctx_free(c);
+    return r;
+}
+
+void fe_ctx_free(struct fe_ctx *c)
+{
     for (int i = 0; i < ctx_depth; i++)
         if (ctx_stack[i] == c->handle) {
             memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof ctx_stack[0]);
@@ -173,7 +179,6 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         }
     fe_handle_free(FE_CTX, c->handle);
     free(c);
-    return r;
 }
 
 /* ---------------------------------------------------------------- the current context */
@@ -569,6 +574,29 @@ CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUf
 }
 
 /* A context of a vGPU has every multiprocessor of its device (no green contexts, no affinity). */
+/* Persisting L2 lines go back to normal (the worker's driver resets them for the device). */
+CUresult cuCtxResetPersistingL2Cache(void)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&c, &ch));
+    FE_REQ(q, CtxResetPersistingL2);
+    FE_RSP(a, CtxResetPersistingL2);
+    return FE_CALL(ch, c->id, CtxResetPersistingL2, &q, &a);
+}
+
+/* Execution affinity (an SM count per context) is MPS's: without it the driver supports none. */
+CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+    struct fe_device *d;
+    FE_RETURN_IF(fe_device(dev, &d));
+    (void)type;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetExecAffinity(CUexecAffinityParam *param, CUexecAffinityType type)
 {
     struct fe_ctx *c;

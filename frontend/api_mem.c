@@ -31,10 +31,22 @@ void fe_ranges_drop_ctx(struct fe_chan *ch, uint32_t ctx)
     pthread_mutex_unlock(&ch->ranges_mu);
 }
 
+static bool green_id(uint32_t ctx)
+{
+    const struct fe_ctx *c = fe_handle_get(FE_CTX, fe_handle_of_id(FE_CTX, ctx));
+    return c && c->green;
+}
+
 bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n)
 {
     pthread_mutex_lock(&ch->ranges_mu);
     bool ok = vgpu_ranges_contain(&ch->ranges, ctx, p, n);
+    if (!ok) {
+        /* A green context is one device context with the others of its device, as natively: each
+         * reaches the other's memory. */
+        const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, p);
+        ok = r && (green_id(ctx) || green_id(r->ctx)) && vgpu_ranges_contain(&ch->ranges, r->ctx, p, n);
+    }
     pthread_mutex_unlock(&ch->ranges_mu);
     return ok;
 }

@@ -97,6 +97,14 @@ CUresult fe_stream_id(CUstream s, bool pt, struct fe_ctx *ctx, struct fe_chan *c
 
 /* ---------------------------------------------------------------- streams */
 
+CUresult fe_stream_create(struct fe_ctx *c, struct fe_chan *ch, unsigned flags, int priority, CUstream *out)
+{
+    struct fe_stream *s;
+    FE_RETURN_IF(create_stream(c, ch, flags, priority, false, &s));
+    *out = (CUstream)(uintptr_t)s->handle;
+    return CUDA_SUCCESS;
+}
+
 static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
 {
     struct fe_ctx *c;
@@ -104,10 +112,7 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
     FE_RETURN_IF(fe_current(&c, &ch));
     if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_stream *s;
-    FE_RETURN_IF(create_stream(c, ch, flags, priority, false, &s));
-    *ph = (CUstream)(uintptr_t)s->handle;
-    return CUDA_SUCCESS;
+    return fe_stream_create(c, ch, flags, priority, ph);
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) { return stream_create(phStream, Flags, 0); }
@@ -298,19 +303,44 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, bool pt)
 CUresult cuStreamGetCtx(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, false); }
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx) { return get_ctx(h, pctx, true); }
 
-/* A vGPU has no green contexts: a stream's is always NULL. Either answer may be left out, as
- * natively, but not both. */
+/* A stream of a green context answers that green context and its device's primary context.
+ * Either answer may be left out, as natively, but not both. */
 static CUresult get_ctx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green, bool pt)
 {
     if (!pctx && !green)
         return CUDA_ERROR_INVALID_VALUE;
-    CUcontext ctx;
-    FE_RETURN_IF(get_ctx(h, &ctx, pt));
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
     if (pctx)
-        *pctx = ctx;
+        *pctx = (CUcontext)(uintptr_t)(c->green ? fe.devices[c->device].primary.handle : c->handle);
     if (green)
-        *green = NULL;
+        *green = c->green ? (CUgreenCtx)(uintptr_t)c->handle : NULL;
     return CUDA_SUCCESS;
+}
+
+static CUresult get_green_ctx(CUstream h, CUgreenCtx *green, bool pt)
+{
+    struct fe_stream *s;
+    struct fe_ctx *c;
+    FE_RETURN_IF(stream_props(h, pt, &s, &c));
+    if (!green)
+        return CUDA_ERROR_INVALID_VALUE;
+    *green = c->green ? (CUgreenCtx)(uintptr_t)c->handle : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetGreenCtx(CUstream h, CUgreenCtx *green) { return get_green_ctx(h, green, false); }
+
+CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_green_get(greenCtx, &c, &ch));
+    /* Non-blocking is required: a green context's streams never wait for a legacy stream. */
+    if (!phStream || flags != CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fe_stream_create(c, ch, flags, priority, phStream);
 }
 
 CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green) { return get_ctx_v2(h, pctx, green, false); }
@@ -494,6 +524,28 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int f
 CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
     return event_record(hEvent, hStream, flags, true);
+}
+
+/* An event records the work of a context of its own device context: natively a green context and
+ * the primary context of its device are one, other contexts each their own. Waiting takes any
+ * event of the vGPU. */
+CUresult fe_ctx_event(struct fe_ctx *c, struct fe_chan *ch, CUevent h, bool wait)
+{
+    if (!h)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct fe_event *e;
+    struct fe_chan *ech;
+    FE_RETURN_IF(event_of(h, &e, &ech));
+    if (ech != ch)
+        return wait ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_HANDLE;
+    bool shared = (c->green || c->primary) && (e->ctx->green || e->ctx->primary);
+    if (!wait && e->ctx != c && !shared)
+        return CUDA_ERROR_INVALID_HANDLE;
+    FE_REQ(q, CtxEvent);
+    FE_RSP(a, CtxEvent);
+    q.event = e->id;
+    q.wait = wait;
+    return FE_CALL(ch, c->id, CtxEvent, &q, &a);
 }
 
 CUresult cuEventSynchronize(CUevent hEvent)

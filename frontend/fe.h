@@ -28,7 +28,7 @@
 
 enum fe_kind {
     FE_CTX = 1, FE_STREAM, FE_EVENT, FE_MODULE, FE_FUNCTION, FE_LIBRARY, FE_KERNEL, FE_LINK, FE_GRAPH, FE_GRAPH_EXEC,
-    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_MEMPOOL, FE_USER_OBJECT, FE_KINDS
+    FE_GRAPH_NODE, FE_ARRAY, FE_TEXOBJ, FE_MIPMAP, FE_MEMHANDLE, FE_MEMPOOL, FE_USER_OBJECT, FE_RESOURCE_DESC, FE_KINDS
 };
 
 /* Register obj under a new id of kind; returns the handle value (0 when out of ids or memory). */
@@ -201,6 +201,7 @@ struct fe_ctx {
     int device;
     unsigned flags;
     bool primary;
+    bool green; /* a green context (cuGreenCtxCreate): its handle is the CUgreenCtx too */
     _Atomic bool active; /* exists in vgpud */
 };
 
@@ -297,6 +298,14 @@ CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch);
 CUresult fe_ctx_activate(struct fe_ctx *c);
 /* Destroy it in vgpud and forget everything that belonged to it. */
 CUresult fe_ctx_deactivate(struct fe_ctx *c);
+/* Take a deactivated context off this thread's stack and free it. */
+void fe_ctx_free(struct fe_ctx *c);
+/* A green context handle the application passed (CUDA_ERROR_INVALID_CONTEXT: none). */
+CUresult fe_green_get(CUgreenCtx h, struct fe_ctx **ctx, struct fe_chan **ch);
+/* cuCtxRecordEvent (wait false) and cuCtxWaitEvent on context c. */
+CUresult fe_ctx_event(struct fe_ctx *c, struct fe_chan *ch, CUevent event, bool wait);
+/* A new stream of context c (cuStreamCreate's, in any context): its handle. */
+CUresult fe_stream_create(struct fe_ctx *c, struct fe_chan *ch, unsigned flags, int priority, CUstream *out);
 
 /* ---------------------------------------------------------------- streams */
 

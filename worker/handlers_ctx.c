@@ -97,6 +97,17 @@ CUresult vgpu_handle_CtxGetLimit(struct vgpu_call *c, const struct vgpu_req_CtxG
     return OPS(c)->ctx_get_limit(EXEC(c), c->ctx->x, (int)q->limit, &a->value);
 }
 
+CUresult vgpu_handle_CtxResetPersistingL2(struct vgpu_call *c, const struct vgpu_req_CtxResetPersistingL2 *q,
+                                          struct vgpu_rsp_CtxResetPersistingL2 *a)
+{
+    (void)q;
+    (void)a;
+    CUresult r = vchannel_need_ctx(c);
+    if (r || !OPS(c)->ctx_reset_persisting_l2)
+        return r;
+    return OPS(c)->ctx_reset_persisting_l2(EXEC(c), c->ctx->x);
+}
+
 CUresult vgpu_handle_CtxGetStreamPriorityRange(struct vgpu_call *c, const struct vgpu_req_CtxGetStreamPriorityRange *q,
                                                struct vgpu_rsp_CtxGetStreamPriorityRange *a)
 {

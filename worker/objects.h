@@ -36,6 +36,7 @@ struct srv_obj {
     CUresult deferred; /* a context: the first error of a call nobody waited for */
     bool live;
     bool borrowed;    /* a graph the executor owns as part of another (a conditional node's body) */
+    bool green;       /* a context: a green context (it shares memory with the device's others) */
 };
 
 /* Ids are minted by the client; the table grows to the largest id in use, up to what the limit

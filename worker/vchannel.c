@@ -329,7 +329,16 @@ CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream)
 
 bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n)
 {
-    return vgpu_ranges_contain(&c->ch->ranges, c->ctx_id, p, n);
+    if (vgpu_ranges_contain(&c->ch->ranges, c->ctx_id, p, n))
+        return true;
+    /* A green context is one device context with the others of its device, as natively: each
+     * reaches the other's memory. */
+    const struct vgpu_range *g = vgpu_ranges_find(&c->ch->ranges, p);
+    if (!g)
+        return false;
+    const struct srv_obj *owner = srv_table_get(&c->ch->tables[SRV_CTX], g->ctx);
+    bool green = (c->ctx && c->ctx->green) || (owner && owner->green);
+    return green && vgpu_ranges_contain(&c->ch->ranges, g->ctx, p, n);
 }
 
 void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
@@ -619,6 +628,7 @@ void vchannel_teardown(struct vchannel *ch)
     wait_holds(ch);
     vchannel_shm_teardown(ch);
     vchannel_pool_teardown(ch);
+    vchannel_green_teardown(ch);
     vchannel_vmm_teardown(ch);
     vswap_teardown(ch);
     vchannel_files_teardown(ch);

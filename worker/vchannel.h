@@ -198,6 +198,7 @@ struct vchannel {
     struct gate_member gate; /* its place in the device's schedulers */
     struct vswap swap;       /* its side of swapping */
     struct feed *feed;       /* its client is on another node (remote.h) */
+    struct vchannel_green *green; /* SM resources and descriptors named so far (handlers_green.c) */
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
     struct vgpu_chan_stats *acct;
@@ -323,6 +324,8 @@ void vchannel_shm_teardown(struct vchannel *ch);
 CUresult vchannel_file_register(struct vchannel *ch, uint32_t key, unsigned flags, uint64_t *dptr, uint64_t *size);
 CUresult vchannel_file_unregister(struct vchannel *ch, uint32_t key);
 void vchannel_files_teardown(struct vchannel *ch);
+/* Forget the channel's SM resources and descriptors (handlers_green.c, after its contexts). */
+void vchannel_green_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
 void vchannel_pool_teardown(struct vchannel *ch);
 /* A stream begins or ends capturing (false: too many capture at once). */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 25u
+#define VGPU_PROTO_VERSION 26u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -209,6 +209,17 @@ struct vgpu_jit_option {
 };
 _Static_assert(sizeof(struct vgpu_jit_option) == 16, "a JIT option travels as 16 bytes");
 #define VGPU_MAX_JIT_OPTIONS 64u
+/* One group of a split SM resource (SmSplit's answer): the worker's id of it and its public
+ * fields. A split gives at most VGPU_MAX_SM_GROUPS groups (a GPU's SMs in pairs: 66 on an H100);
+ * a descriptor combines at most that many resources. */
+struct vgpu_sm_group {
+    uint32_t id;
+    uint32_t sm_count;
+    uint32_t min_partition;
+    uint32_t alignment;
+};
+_Static_assert(sizeof(struct vgpu_sm_group) == 16, "an SM group travels as 16 bytes");
+#define VGPU_MAX_SM_GROUPS 256u
 /* The most node indexes one GraphNodes answer carries. */
 #define VGPU_MAX_GRAPH_NODES 8192u
 /* GraphNodes: what is asked. */

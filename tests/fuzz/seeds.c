@@ -427,6 +427,26 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_ShmDt shd = {.dptr = va};
     REC(ShmDt, 1, shd, NULL, 0);
     save(dir, "records", "shm");
+
+    /* Green contexts: the device's SMs, split in two, a descriptor of both, a green context made of
+     * it, an event recorded after all of its work and waited for by the first context. */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    struct vgpu_req_SmResource smr = {.of_ctx = 0};
+    REC(SmResource, 0, smr, NULL, 0);
+    struct vgpu_req_SmSplit sms = {.input = 1, .min_count = 2, .groups = 2};
+    REC(SmSplit, 0, sms, NULL, 0);
+    uint32_t groups[2] = {2, 3};
+    struct vgpu_req_SmDesc smd = {.count = 2};
+    REC(SmDesc, 0, smd, groups, sizeof groups);
+    struct vgpu_req_GreenCtxCreate gcc = {.id = 2, .desc = 1};
+    REC(GreenCtxCreate, 0, gcc, NULL, 0);
+    struct vgpu_req_EventCreate gec = {.event = 1};
+    REC(EventCreate, 1, gec, NULL, 0);
+    struct vgpu_req_CtxEvent cev = {.event = 1};
+    REC(CtxEvent, 2, cev, NULL, 0);
+    cev.wait = 1;
+    REC(CtxEvent, 1, cev, NULL, 0);
+    save(dir, "records", "green");
 }
 
 /* ---- control: [u8 source][u16 length][message] */

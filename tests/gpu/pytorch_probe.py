@@ -166,6 +166,24 @@ def do_two_devices():
     return "peer access %s" % torch.cuda.can_device_access_peer(0, 1)
 
 
+def do_green_context():
+    """A matmul on a green context of 16 SMs (torch.cuda.green_contexts, on the driver's green
+    contexts), equal to the one on the whole device."""
+    torch = state["torch"]
+    from torch.cuda.green_contexts import GreenContext
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(1024, 1024, generator=g).to("cuda")
+    ref = x @ x
+    green = GreenContext.create(16, 0)
+    green.set_context()
+    y = x @ x
+    torch.cuda.synchronize()
+    green.pop_context()
+    if not torch.allclose(y, ref, rtol=1e-4, atol=1e-3):
+        raise RuntimeError("the green context's matmul differs")
+    return "matmul on 16 SMs as on the device"
+
+
 ok = step("import", do_import)
 ok = ok and step("cuda available", do_available)
 if ok:
@@ -179,3 +197,4 @@ if ok:
     step("torch.compile, mode reduce-overhead", do_compile("reduce-overhead"))
     step("NVML device count", do_nvml)
     step("two devices", do_two_devices)
+    step("green context", do_green_context)

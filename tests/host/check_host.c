@@ -535,6 +535,12 @@ START_TEST(test_params)
 }
 END_TEST
 
+START_TEST(test_green)
+{
+    ck_assert_int_eq(run_prog("prog_green", emu_module, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     ck_assert_int_eq(run_prog("prog_errors", emu_module, NULL, NULL), 0);
@@ -1443,6 +1449,7 @@ int main(void)
     tcase_add_test(programs, test_batch);
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
+    tcase_add_test(programs, test_green);
     tcase_add_test(programs, test_errors);
     tcase_add_test(programs, test_procaddr);
     tcase_add_test(programs, test_darkapi);

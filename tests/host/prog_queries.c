@@ -19,6 +19,11 @@ int main(void)
     EXPECT(aff.type == CU_EXEC_AFFINITY_TYPE_SM_COUNT && aff.param.smCount.val == (unsigned)sms,
            "affinity of %u multiprocessors, the device has %d", aff.param.smCount.val, sms);
     EXPECT_RESULT(cuCtxGetExecAffinity(NULL, CU_EXEC_AFFINITY_TYPE_SM_COUNT), CUDA_ERROR_INVALID_VALUE);
+    int affinity = -1;
+    CHECK(cuDeviceGetExecAffinitySupport(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT, dev));
+    EXPECT(affinity == 0, "SM-count affinity supported (%d) without MPS", affinity);
+    EXPECT_RESULT(cuDeviceGetExecAffinitySupport(NULL, CU_EXEC_AFFINITY_TYPE_SM_COUNT, dev), CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuCtxResetPersistingL2Cache());
 
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -88,8 +93,9 @@ int main(void)
 
     CHECK(cuCtxPopCurrent(&got));
     EXPECT_RESULT(cuCtxGetExecAffinity(&aff, CU_EXEC_AFFINITY_TYPE_SM_COUNT), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_RESULT(cuCtxResetPersistingL2Cache(), CUDA_ERROR_INVALID_CONTEXT);
     CHECK(cuCtxPushCurrent(ctx));
     CHECK(cuCtxDestroy(ctx));
-    printf("queries: execution affinity, a stream's context and green context, profiler ranges, SYNC_MEMOPS, texture widths, atomics, ok\n");
+    printf("queries: execution affinity, persisting L2 reset, a stream's context and green context, profiler ranges, SYNC_MEMOPS, texture widths, atomics, ok\n");
     return 0;
 }

@@ -42,6 +42,15 @@ extern "C" __global__ void spin(unsigned long long ns)
 
 extern "C" __global__ void empty(void) {}
 
+// Each block writes the multiprocessor it ran on (a green context's kernels stay on its share).
+extern "C" __global__ void sm_ids(unsigned *out)
+{
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = id;
+}
+
 // Every parameter kind whose layout matters: a struct with padding, char, short, double, float4.
 extern "C" __global__ void mixed(Mixed s, char c, short h, double d, float4 f, double *out)
 {

@@ -93,6 +93,13 @@ static void spin(const struct vgpu_emu_block *b, void *const *p)
 }
 VGPU_EMU_KERNEL(spin, spin, VGPU_EMU_PARAM(unsigned long long))
 
+/* The emu device runs every block on one multiprocessor, number 0. */
+static void sm_ids(const struct vgpu_emu_block *b, void *const *p)
+{
+    VGPU_EMU_ARG(p, 0, unsigned *)[b->block_idx.x] = 0;
+}
+VGPU_EMU_KERNEL(sm_ids, sm_ids, VGPU_EMU_PARAM(unsigned *))
+
 static void empty(const struct vgpu_emu_block *b, void *const *p)
 {
     (void)b;

@@ -55,6 +55,8 @@ struct emu_ctx {
     uint64_t limits[16];
     struct emu_ctx *peers[EMU_MAX_PEERS]; /* contexts whose memory it was given access to */
     unsigned npeers;
+    unsigned green_sms;      /* a green context's multiprocessors (0: not one) */
+    struct emu_stream *aux;  /* where cuCtxRecordEvent's records wait (made at the first) */
 };
 
 enum emu_op_kind {
@@ -282,6 +284,10 @@ void emu_wait_stream_locked(struct emu_ctx *c, struct emu_stream *s);
 void emu_wait_all_locked(struct emu_ctx *c);
 /* Stop every worker and free every stream (context teardown; c->mu not held). */
 void emu_streams_shutdown(struct emu_ctx *c);
+/* cuCtxRecordEvent: e (of a context of c's device) is recorded once every stream of c has done
+ * what it holds now; cuCtxWaitEvent: every stream of c waits for e's last record (of c). */
+CUresult emu_ctx_record(struct emu_ctx *c, struct emu_event *e);
+CUresult emu_ctx_wait(struct emu_ctx *c, struct emu_event *e);
 struct emu_op *emu_op_new(enum emu_op_kind kind);
 void emu_op_free(struct emu_op *op);
 /* Run op on s's thread (c->mu not held). */

@@ -461,3 +461,63 @@ void emu_streams_shutdown(struct emu_ctx *c)
     c->streams = NULL;
     c->stream_count = c->stream_cap = 0;
 }
+
+/* On e's own context the record waits in a stream of the context's own for every stream's work;
+ * for another context's event that work is waited for here, as a completion in c wakes no stream
+ * of the event's context. */
+CUresult emu_ctx_record(struct emu_ctx *c, struct emu_event *e)
+{
+    struct emu_ctx *ec = e->ctx;
+    if (ec != c) {
+        pthread_mutex_lock(&c->mu);
+        emu_wait_all_locked(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (!ec->aux) {
+        CUresult r = emu_stream_new(ec, CU_STREAM_NON_BLOCKING, 0, false, &ec->aux);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    struct emu_op *op = emu_op_new(EMU_OP_RECORD);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&ec->mu);
+    for (size_t i = 0; ec == c && i <= c->stream_count; i++) {
+        struct emu_stream *s = i == 0 ? c->null_stream : c->streams[i - 1];
+        if (s != c->aux && s->enq > s->done && add_dep(op, s, s->enq, NULL, 0) != 0) {
+            op->kind = EMU_OP_NOTHING; /* no event of its own yet */
+            emu_op_release_deps_locked(op);
+            pthread_mutex_unlock(&ec->mu);
+            emu_op_free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    op->u.record.event = e;
+    op->u.record.gen = atomic_fetch_add(&e->state->rec_gen, 1) + 1;
+    e->refs++;
+    emu_enqueue(ec, ec->aux, op);
+    pthread_mutex_unlock(&ec->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_ctx_wait(struct emu_ctx *c, struct emu_event *e)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t rec = e->state->rec_gen;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; rec > e->state->done_gen && i <= c->stream_count && r == CUDA_SUCCESS; i++) {
+        struct emu_stream *s = i == 0 ? c->null_stream : c->streams[i - 1];
+        if (s->destroyed || s == c->aux)
+            continue;
+        struct emu_op *op = emu_op_new(EMU_OP_NOTHING);
+        if (!op || add_dep(op, NULL, 0, e, rec) != 0) {
+            if (op)
+                emu_op_free(op);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        emu_enqueue(c, s, op);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}

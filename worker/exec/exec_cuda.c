@@ -35,6 +35,16 @@
     X(cuDevicePrimaryCtxRetain)                                                                        \
     X(cuDevicePrimaryCtxRelease_v2)                                                                    \
     X(cuCtxCreate_v4)                                                                                  \
+    X(cuCtxRecordEvent)                                                                                \
+    X(cuCtxResetPersistingL2Cache)                                                                     \
+    X(cuCtxWaitEvent)                                                                                  \
+    X(cuDeviceGetDevResource)                                                                          \
+    X(cuCtxGetDevResource)                                                                             \
+    X(cuDevSmResourceSplitByCount)                                                                     \
+    X(cuDevResourceGenerateDesc)                                                                       \
+    X(cuGreenCtxCreate)                                                                                \
+    X(cuGreenCtxDestroy)                                                                               \
+    X(cuCtxFromGreenCtx)                                                                               \
     X(cuCtxDestroy_v2)                                                                                 \
     X(cuCtxSetCurrent)                                                                                 \
     X(cuCtxSynchronize)                                                                                \
@@ -203,6 +213,8 @@ struct pending {
 
 struct cuda_ctx {
     CUcontext c;
+    CUgreenCtx green; /* a green context's (c is then its context) */
+    CUstream aux;     /* where events of this context are recorded after another context's work */
     struct pending *pending;
     size_t pending_count, pending_cap;
     CUevent *spare; /* recorded and completed events, for reuse */
@@ -361,11 +373,88 @@ static CUresult cuda_ctx_destroy(struct vgpu_exec *x, void *ctx)
         cc->pending[i].fn(cc->pending[i].arg, CUDA_ERROR_CONTEXT_IS_DESTROYED);
     if (bound_ctx == cc->c)
         bound_ctx = NULL;
-    CUresult r = API(x)->cuCtxDestroy_v2(cc->c); /* frees its events too */
+    /* Either frees the context's events and streams too. */
+    CUresult r = cc->green ? API(x)->cuGreenCtxDestroy(cc->green) : API(x)->cuCtxDestroy_v2(cc->c);
     free(cc->pending);
     free(cc->spare);
     free(cc);
     return r;
+}
+
+static CUresult cuda_green_ctx_create(struct vgpu_exec *x, int dev, void *desc, void **ctx)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct cuda_ctx *cc = calloc(1, sizeof *cc);
+    if (!cc)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = API(x)->cuGreenCtxCreate(&cc->green, desc, CX(x)->devices[dev], CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r == CUDA_SUCCESS && (r = API(x)->cuCtxFromGreenCtx(&cc->c, cc->green)) != CUDA_SUCCESS)
+        API(x)->cuGreenCtxDestroy(cc->green);
+    if (r != CUDA_SUCCESS) {
+        free(cc);
+        return r;
+    }
+    *ctx = cc;
+    return CUDA_SUCCESS;
+}
+
+/* An event recorded after the work of another context of the device (the tenant's own contexts and
+ * its green contexts are different driver contexts here, one device context natively): ctx's work
+ * is captured by an event of its own, which a stream of the event's context waits for. */
+static CUresult record_across(struct vgpu_exec *x, struct cuda_ctx *cc, struct cuda_ctx *ec, CUevent event)
+{
+    const struct cuda_api *a = API(x);
+    BIND_RAW(x, ec->c);
+    CUresult r = CUDA_SUCCESS;
+    if (!ec->aux && (r = a->cuStreamCreateWithPriority(&ec->aux, CU_STREAM_NON_BLOCKING, 0)) != CUDA_SUCCESS)
+        return r;
+    BIND_RAW(x, cc->c);
+    CUevent mark;
+    if ((r = a->cuEventCreate(&mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        return r;
+    r = a->cuCtxRecordEvent(cc->c, mark);
+    if (r == CUDA_SUCCESS && (r = bind(x, ec->c)) == CUDA_SUCCESS &&
+        (r = a->cuStreamWaitEvent(ec->aux, mark, 0)) == CUDA_SUCCESS)
+        r = a->cuEventRecordWithFlags(event, ec->aux, 0);
+    a->cuEventDestroy_v2(mark); /* released once it has completed */
+    return r;
+}
+
+static CUresult cuda_ctx_event(struct vgpu_exec *x, void *ctx, void *event_ctx, void *event, bool wait)
+{
+    struct cuda_ctx *cc = ctx;
+    if (wait)
+        return API(x)->cuCtxWaitEvent(cc->c, event);
+    if (event_ctx != ctx)
+        return record_across(x, cc, event_ctx, event);
+    return API(x)->cuCtxRecordEvent(cc->c, event);
+}
+
+static CUresult cuda_ctx_reset_persisting_l2(struct vgpu_exec *x, void *ctx)
+{
+    BIND(x, ctx);
+    return API(x)->cuCtxResetPersistingL2Cache();
+}
+
+static CUresult cuda_sm_resource(struct vgpu_exec *x, int dev, void *ctx, CUdevResource *res)
+{
+    if (ctx)
+        return API(x)->cuCtxGetDevResource(CC(ctx)->c, res, CU_DEV_RESOURCE_TYPE_SM);
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return API(x)->cuDeviceGetDevResource(CX(x)->devices[dev], res, CU_DEV_RESOURCE_TYPE_SM);
+}
+
+static CUresult cuda_sm_split(struct vgpu_exec *x, CUdevResource *result, unsigned *groups, const CUdevResource *input,
+                              CUdevResource *remaining, unsigned flags, unsigned min_count)
+{
+    return API(x)->cuDevSmResourceSplitByCount(result, groups, input, remaining, flags, min_count);
+}
+
+static CUresult cuda_sm_desc(struct vgpu_exec *x, CUdevResource *res, unsigned n, void **desc)
+{
+    return API(x)->cuDevResourceGenerateDesc((CUdevResourceDesc *)desc, res, n);
 }
 
 static CUresult cuda_p2p_attribute(struct vgpu_exec *x, int dev, int peer, int attr, int *value)
@@ -1918,6 +2007,12 @@ static const struct vgpu_exec_ops cuda_ops = {
     .driver_version = cuda_driver_version,
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
+    .ctx_event = cuda_ctx_event,
+    .ctx_reset_persisting_l2 = cuda_ctx_reset_persisting_l2,
+    .sm_resource = cuda_sm_resource,
+    .sm_split = cuda_sm_split,
+    .sm_desc = cuda_sm_desc,
+    .green_ctx_create = cuda_green_ctx_create,
     .ctx_synchronize = cuda_ctx_synchronize,
     .p2p_attribute = cuda_p2p_attribute,
     .ctx_peer = cuda_ctx_peer,

@@ -149,6 +149,101 @@ static CUresult emu_ctx_peer(struct vgpu_exec *x, void *ctx, void *peer_ctx, boo
     return r;
 }
 
+/* SM resources: the device's multiprocessors, taken in pairs (a GPU's TPCs). A split makes groups
+ * of at least min_count, rounded up to pairs; a descriptor is the number of multiprocessors it
+ * holds, carried in the handle itself (nothing to free: the driver never frees descriptors). */
+#define EMU_SM_GRANULE 2u
+
+static void sm_fill(CUdevResource *r, unsigned sms, bool whole)
+{
+    memset(r, 0, sizeof *r);
+    r->type = CU_DEV_RESOURCE_TYPE_SM;
+    r->sm.smCount = sms;
+    if (whole) /* split groups give 0, as the driver's do */
+        r->sm.minSmPartitionSize = r->sm.smCoscheduledAlignment = EMU_SM_GRANULE;
+}
+
+static unsigned device_sms(const struct emu_device *d)
+{
+    return (unsigned)d->info.attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+}
+
+static CUresult emu_sm_resource(struct vgpu_exec *x, int dev, void *ctx, CUdevResource *res)
+{
+    if (ctx) {
+        struct emu_ctx *c = CTX(ctx);
+        sm_fill(res, c->green_sms ? c->green_sms : device_sms(c->dev), true);
+        return CUDA_SUCCESS;
+    }
+    if (dev < 0 || dev >= EMU(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    sm_fill(res, device_sms(&EMU(x)->devices[dev]), true);
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_sm_split(struct vgpu_exec *x, CUdevResource *result, unsigned *groups, const CUdevResource *input,
+                             CUdevResource *remaining, unsigned flags, unsigned min_count)
+{
+    (void)x;
+    if (!groups || !input)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (input->type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    const unsigned both = CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING | CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE;
+    if ((flags & both) == both)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned size = min_count > EMU_SM_GRANULE ? min_count : EMU_SM_GRANULE;
+    if (size > input->sm.smCount)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    size = (size + EMU_SM_GRANULE - 1) / EMU_SM_GRANULE * EMU_SM_GRANULE;
+    unsigned n = input->sm.smCount / size;
+    if (result && *groups < n)
+        n = *groups;
+    for (unsigned i = 0; result && i < n; i++)
+        sm_fill(&result[i], size, false);
+    if (remaining)
+        sm_fill(remaining, input->sm.smCount - n * size, false);
+    *groups = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_sm_desc(struct vgpu_exec *x, CUdevResource *res, unsigned n, void **desc)
+{
+    (void)x;
+    uintptr_t sms = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (res[i].type != CU_DEV_RESOURCE_TYPE_SM)
+            return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+        sms += res[i].sm.smCount;
+    }
+    if (!sms)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    *desc = (void *)sms;
+    return CUDA_SUCCESS;
+}
+
+static CUresult emu_green_ctx_create(struct vgpu_exec *x, int dev, void *desc, void **ctx)
+{
+    CUresult r = emu_ctx_create(x, dev, CU_CTX_MAP_HOST, ctx);
+    if (r == CUDA_SUCCESS) {
+        unsigned whole = device_sms(&EMU(x)->devices[dev]), sms = (unsigned)(uintptr_t)desc;
+        CTX(*ctx)->green_sms = sms && sms < whole ? sms : whole;
+    }
+    return r;
+}
+
+static CUresult emu_ctx_event(struct vgpu_exec *x, void *ctx, void *event_ctx, void *event, bool wait)
+{
+    (void)event_ctx;
+    struct emu_ctx *c = CTX(ctx);
+    struct emu_event *e = event;
+    if (!wait)
+        return emu_ctx_record(c, e);
+    if (e->ctx != c) /* as a stream's wait for another context's event: waited for now */
+        return x->ops->stream_wait_event(x, ctx, NULL, event, 0);
+    return emu_ctx_wait(c, e);
+}
+
 static CUresult emu_ctx_synchronize(struct vgpu_exec *x, void *ctx)
 {
     (void)x;
@@ -969,6 +1064,11 @@ static const struct vgpu_exec_ops emu_ops = {
     .driver_version = emu_driver_version,
     .device_used = emu_device_used,
     .ctx_create = emu_ctx_create,
+    .ctx_event = emu_ctx_event,
+    .sm_resource = emu_sm_resource,
+    .sm_split = emu_sm_split,
+    .sm_desc = emu_sm_desc,
+    .green_ctx_create = emu_green_ctx_create,
     .ctx_destroy = emu_ctx_destroy,
     .ctx_synchronize = emu_ctx_synchronize,
     .p2p_attribute = emu_p2p_attribute,

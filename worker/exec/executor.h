@@ -69,6 +69,20 @@ struct vgpu_exec_ops {
     CUresult (*ctx_get_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t *value);
     CUresult (*ctx_set_limit)(struct vgpu_exec *x, void *ctx, int limit, uint64_t value);
     CUresult (*ctx_stream_priority_range)(struct vgpu_exec *x, void *ctx, int *least, int *greatest);
+    /* cuCtxRecordEvent (wait false: event, of context event_ctx, captures all the work submitted
+     * to ctx so far) and cuCtxWaitEvent (ctx's later work waits for event). */
+    CUresult (*ctx_event)(struct vgpu_exec *x, void *ctx, void *event_ctx, void *event, bool wait);
+    /* cuCtxResetPersistingL2Cache (optional: without it there is nothing to reset). */
+    CUresult (*ctx_reset_persisting_l2)(struct vgpu_exec *x, void *ctx);
+    /* SM resources as the driver's CUdevResource values, which the caller keeps: device dev's
+     * (ctx NULL) or a context's; split (result NULL: count the groups only), and a descriptor of
+     * n of them, the executor's. Green contexts: a context made of such a descriptor (NULL: the
+     * whole device), destroyed with ctx_destroy. */
+    CUresult (*sm_resource)(struct vgpu_exec *x, int dev, void *ctx, CUdevResource *res);
+    CUresult (*sm_split)(struct vgpu_exec *x, CUdevResource *result, unsigned *groups, const CUdevResource *input,
+                         CUdevResource *remaining, unsigned flags, unsigned min_count);
+    CUresult (*sm_desc)(struct vgpu_exec *x, CUdevResource *res, unsigned n, void **desc);
+    CUresult (*green_ctx_create)(struct vgpu_exec *x, int dev, void *desc, void **ctx);
 
     /* ---- memory */
     CUresult (*mem_get_info)(struct vgpu_exec *x, void *ctx, uint64_t *free_bytes, uint64_t *total);
