@@ -231,16 +231,20 @@ int vgpu_driver_unsupported(const char *name, _Atomic int *logged)
     /* Once per name: an application polling an optional feature must not flood its log. */
     if (atomic_exchange(logged, 1) == 0)
         LOG_INFO("%s is not supported by the vGPU: CUDA_ERROR_NOT_SUPPORTED", name);
+    fe_log_error("Returning %d (CUDA_ERROR_NOT_SUPPORTED) from %s", (int)CUDA_ERROR_NOT_SUPPORTED, name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 int vgpu_driver_traced(const char *name, int result)
 {
     /* Polls answer NOT_READY all the time: only the trace level shows those. */
-    int level = result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY ? VGPU_LOG_TRACE : VGPU_LOG_DEBUG;
-    if (vgpu_log_enabled(level)) {
+    bool failed = result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY;
+    int level = failed ? VGPU_LOG_DEBUG : VGPU_LOG_TRACE;
+    if (failed || vgpu_log_enabled(level)) {
         const struct vgpu_error_name *e = error_entry((CUresult)result);
         vgpu_log(level, "%s -> %s", name, e ? e->name : "?");
+        if (failed) /* the driver's own log (driver_logs.c) */
+            fe_log_error("Returning %d (%s) from %s", result, e ? e->name : "?", name);
     }
     return result;
 }
@@ -276,9 +280,10 @@ static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint6
         if (best) {
             /* Every function the driver has resolves, so that a framework that resolves the whole
              * table at start goes on; one the vGPU does not offer answers CUDA_ERROR_NOT_SUPPORTED
-             * when called. At debug level and above, calls made through the table are logged with
-             * their result. */
-            found = (void *)(best->traced && vgpu_log_enabled(VGPU_LOG_DEBUG) ? best->traced : best->fn);
+             * when called. Calls made through the table pass a wrapper that notes their errors in
+             * the driver's log (cuLogs*) and, at debug level and above, logs them with their result. */
+            bool wrap = fe_cfg.driver_log || vgpu_log_enabled(VGPU_LOG_DEBUG);
+            found = (void *)(best->traced && wrap ? best->traced : best->fn);
             st = CU_GET_PROC_ADDRESS_SUCCESS;
         } else if (known && !best) {
             st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;

@@ -49,6 +49,8 @@ __attribute__((constructor)) static void read_config(void)
         fe_cfg.slot_size = (uint32_t)v;
     if (getenv("VGPU_SLOTS") && vgpu_parse_uint(getenv("VGPU_SLOTS"), VGPU_MAX_SLOTS, &v) == 0)
         fe_cfg.slot_count = (uint32_t)v;
+    const char *dl = getenv("VGPU_DRIVER_LOG");
+    fe_cfg.driver_log = !(dl && strcmp(dl, "0") == 0);
 }
 
 /* A child of fork() shares its parent's channels (the same rings, the same socket); using them

@@ -327,6 +327,8 @@ CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe
 CUresult fe_stream_resolve(CUstream h, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
 /* Wait until the stream's earlier work is done (cuStreamSynchronize's record). */
 CUresult fe_stream_wait(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid);
+/* A message of the driver's error log (driver_logs.c: cuLogs*). */
+void fe_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Set while this thread runs a host function: CUDA calls are refused then, as natively. */
 extern _Thread_local bool fe_in_host_fn;
 /* A graph's host node, queued on capturing stream sid of context c: fn(data) runs here at every
@@ -523,6 +525,8 @@ struct fe_config {
     uint64_t data_area;   /* VGPU_DATA_AREA: size of each channel's data area */
     uint32_t slot_size;   /* VGPU_SLOT_SIZE */
     uint32_t slot_count;  /* VGPU_SLOTS */
+    bool driver_log;      /* VGPU_DRIVER_LOG (default 1): cuGetProcAddress hands out wrappers that
+                           * note errors in the driver's log; 0: the exported functions themselves */
 };
 extern struct fe_config fe_cfg;
 /* How long the calling thread spins for a response before it sleeps, as its current context's

@@ -93,6 +93,7 @@ compare streams "$PROGS/prog_streams" "$K/basic.fatbin"
 compare params "$PROGS/prog_params" "$K/basic.fatbin"
 compare legacy_launch "$PROGS/prog_legacy_launch" "$K/basic.fatbin"
 compare green "$PROGS/prog_green" "$K/basic.fatbin"
+compare logs "$PROGS/prog_logs"
 compare errors "$PROGS/prog_errors" "$K/basic.fatbin"
 compare threads "$PROGS/prog_threads" "$K/basic.fatbin"
 compare darkapi "$PROGS/prog_darkapi"
@@ -114,7 +115,7 @@ if [ -x "$APPS/nccl_collectives.static" ]; then VGPU_NVLINK=1 compare app-nccl-n
 # The frontend against the toolkit's stub libcuda: every API name it exports resolves, and
 # cuGetProcAddress answers by version (a property of the frontend, so not compared with native).
 stub=${CUDA_HOME:-/usr/local/cuda}/lib64/stubs/libcuda.so
-if "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_procaddr" "$stub" >"$OUT/procaddr.vgpu" 2>&1; then
+if VGPU_DRIVER_LOG=0 "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_procaddr" "$stub" >"$OUT/procaddr.vgpu" 2>&1; then
     pass "procaddr: $(tail -1 "$OUT/procaddr.vgpu")"
 else
     fail "procaddr"; sed 's/^/    /' "$OUT/procaddr.vgpu"

@@ -1,6 +1,7 @@
 /* The frontend is a complete libcuda.so.1: every name the toolkit's stub library exports resolves,
  * and cuGetProcAddress answers by version and per-thread flag as cudart asks.
- *   prog_procaddr STUB_LIBCUDA   (the toolkit's lib64/stubs/libcuda.so) */
+ *   VGPU_DRIVER_LOG=0 prog_procaddr STUB_LIBCUDA   (the toolkit's lib64/stubs/libcuda.so; with the
+ *   driver log's wrappers off, the functions handed out are the exported ones) */
 #include <dlfcn.h>
 #include <elf.h>
 #include <string.h>
