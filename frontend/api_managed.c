@@ -63,7 +63,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
             va = 0; /* nothing reserved */
             break;
         }
-        if ((r = fe_managed_add(va, size, ch->device, flags)) != CUDA_ERROR_ALREADY_MAPPED)
+        if ((r = fe_managed_add(va, size, bytesize, ch->device, flags)) != CUDA_ERROR_ALREADY_MAPPED)
             break;
         if (ntaken == MAX_TRIES) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -174,6 +174,103 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocat
                                     CUstream hStream)
 {
     return prefetch(devPtr, count, location_target(location), flags, hStream, true);
+}
+
+/* ---------------------------------------------------------------- batches (CUDA 13) */
+
+/* Batches of managed memory operations are checked whole before any of them runs, as the driver
+ * refuses them: every range managed and within its allocation, no flags, a stream other than the
+ * legacy one; locations given from index 0 on, in order, each a place the memory may go. A
+ * discard lets the range's contents go undefined: here they stay as they were, as the driver's
+ * do until the memory is touched. */
+static CUresult batch_ranges(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream h,
+                             bool pt)
+{
+    FE_RETURN_IF(fe_ready());
+    bool legacy = h == CU_STREAM_LEGACY || (!h && !pt);
+    if (!dptrs || !sizes || count == 0 || flags || legacy)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        int device;
+        if (sizes[i] == 0 || !fe_managed_contains(dptrs[i], sizes[i], &device))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The target of each range (targets[i]) from the locations and the indexes they start at. */
+static CUresult batch_targets(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                              size_t nlocs, int *targets)
+{
+    if (!locs || !idxs || nlocs == 0 || nlocs > count || idxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0, i = 0; i < count; i++) {
+        while (k + 1 < nlocs && idxs[k + 1] <= i)
+            k++;
+        int device;
+        fe_managed_contains(dptrs[i], sizes[i], &device);
+        targets[i] = location_target(locs[k]);
+        if (targets[i] == FE_NO_LOCATION || (targets[i] != CU_DEVICE_CPU && targets[i] != device))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t k = 1; k < nlocs; k++)
+        if (idxs[k] < idxs[k - 1] || idxs[k] >= count)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult prefetch_batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                               size_t nlocs, unsigned long long flags, CUstream h, bool pt)
+{
+    FE_RETURN_IF(batch_ranges(dptrs, sizes, count, flags, h, pt));
+    int *targets = malloc(count * sizeof *targets);
+    if (!targets)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = batch_targets(dptrs, sizes, count, locs, idxs, nlocs, targets);
+    for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++)
+        r = prefetch(dptrs[i], sizes[i], targets[i], 0, h, pt);
+    free(targets);
+    return r;
+}
+
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs,
+                                 size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+                                 CUstream hStream)
+{
+    return prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, false);
+}
+
+CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs,
+                                      size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+                                      CUstream hStream)
+{
+    return prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, true);
+}
+
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags,
+                                CUstream hStream)
+{
+    return batch_ranges(dptrs, sizes, count, flags, hStream, false);
+}
+
+CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags,
+                                     CUstream hStream)
+{
+    return batch_ranges(dptrs, sizes, count, flags, hStream, true);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                           CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                           size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
+{
+    return prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, false);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                                size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
+{
+    return prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, true);
 }
 
 /* ---------------------------------------------------------------- advice and range attributes */

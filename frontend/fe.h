@@ -399,7 +399,7 @@ CUresult fe_device_idle_between_captures(int device);
 /* Managed memory (managed.c): device memory with a host mapping at the same address, kept
  * coherent. fe_managed_device_all: before device work that may touch any of it (launches);
  * fe_managed_device_span: before device work on [p, p+n) (copies, memsets; write: the device
- * writes it). fe_managed_contains: [p, p+n) lies in one managed range (its vGPU in *device).
+ * writes it). fe_managed_contains: [p, p+n) lies in one managed allocation (its vGPU in *device).
  * fe_managed_add fails with CUDA_ERROR_ALREADY_MAPPED when the address is taken in this process. */
 #define FE_NO_LOCATION (-2)
 struct fe_managed_advice {
@@ -412,7 +412,7 @@ extern _Atomic size_t fe_managed_on_host; /* blocks the host holds: 0 makes the 
 CUresult fe_managed_device_all(void);
 CUresult fe_managed_device_span(uint64_t p, size_t n, bool write);
 bool fe_managed_contains(uint64_t p, size_t n, int *device);
-CUresult fe_managed_add(uint64_t base, uint64_t size, int device, unsigned attach);
+CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach);
 bool fe_managed_remove(uint64_t base, uint64_t *size, int *device);
 /* cuMemFree of managed memory (api_managed.c); *was_managed false: dptr is not, nothing done. */
 CUresult fe_managed_free(CUdeviceptr dptr, bool *was_managed);

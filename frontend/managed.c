@@ -32,6 +32,7 @@ enum block_state { DEVICE, CLEAN, DIRTY };
 
 struct managed {
     uint64_t base, size; /* the host mapping: whole pages */
+    uint64_t bytes;      /* what the application asked for: the allocation's extent */
     int device;
     unsigned attach;     /* CU_MEM_ATTACH_* */
     uint8_t *state;      /* per block */
@@ -184,7 +185,7 @@ bool fe_managed_contains(uint64_t p, size_t n, int *device)
         return false;
     pthread_mutex_lock(&mg.mu);
     struct managed *m = find_locked(p);
-    bool in = m && n <= m->base + m->size - p;
+    bool in = m && p - m->base < m->bytes && n <= m->base + m->bytes - p;
     if (in && device)
         *device = m->device;
     pthread_mutex_unlock(&mg.mu);
@@ -276,7 +277,7 @@ static int install_handler_locked(void)
 
 /* ---------------------------------------------------------------- ranges */
 
-CUresult fe_managed_add(uint64_t base, uint64_t size, int device, unsigned attach)
+CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size = (size + page - 1) & ~(uint64_t)(page - 1);
@@ -287,7 +288,7 @@ CUresult fe_managed_add(uint64_t base, uint64_t size, int device, unsigned attac
             munmap(host, size);
         return CUDA_ERROR_ALREADY_MAPPED; /* the address is taken in this process: the caller tries another */
     }
-    struct managed m = {.base = base, .size = size, .device = device, .attach = attach,
+    struct managed m = {.base = base, .size = size, .bytes = bytes, .device = device, .attach = attach,
                         .advice = {.preferred = FE_NO_LOCATION, .last_prefetch = FE_NO_LOCATION}};
     m.blocks = (size_t)((size + BLOCK - 1) / BLOCK);
     m.state = calloc(m.blocks, 1); /* DEVICE */

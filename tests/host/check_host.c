@@ -350,14 +350,15 @@ START_TEST(test_pool)
 }
 END_TEST
 
-/* Managed memory: arrays shared by host and kernel without copies, copies, memsets, prefetches,
- * advice, attachment; and what is refused. */
+/* Managed memory: arrays shared by host and kernel without copies, copies, memsets, prefetches
+ * (one by one and in CUDA 13's batches), advice, attachment; and what is refused. */
 START_TEST(test_managed)
 {
     char *out;
     ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
     ck_assert_msg(strstr(out, "cuMemAllocManaged with flags 4: 1\n") &&
-                      strstr(out, "managed: host and device share arrays, copies, prefetches, advice, attachment, ok"),
+                      strstr(out, "prefetch batch past an allocation: CUDA_ERROR_INVALID_VALUE\n") &&
+                      strstr(out, "managed: host and device share arrays, copies, prefetches, batches, advice, attachment, ok"),
                   "%s", out);
     free(out);
 }

@@ -122,12 +122,52 @@ int main(int argc, char **argv)
     printf("cuMemAdvise of device memory: %d\n",
            (int)cuMemAdvise(0x1000, 64, CU_MEM_ADVISE_SET_READ_MOSTLY, on_dev));
 
+    /* CUDA 13's batches: two ranges prefetched, one to the device and one to the host, discarded,
+     * discarded and prefetched again; the data stays; what the driver refuses. */
+    CUdeviceptr m1, m2, devmem;
+    CHECK(cuMemAllocManaged(&m1, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cuMemAllocManaged(&m2, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cuMemAlloc(&devmem, 1 << 20));
+    memset((void *)(uintptr_t)m1, 7, 1 << 20);
+    memset((void *)(uintptr_t)m2, 9, 1 << 20);
+    CUdeviceptr ptrs[2] = {m1, m2}, mixed[2] = {m1, devmem};
+    size_t sizes[2] = {1 << 20, 1 << 20}, none[2] = {0, 1 << 20}, over[2] = {2 << 20, 1 << 20};
+    CUmemLocation locs[2] = {on_dev, {CU_MEM_LOCATION_TYPE_HOST, 0}};
+    CUmemLocation far = {CU_MEM_LOCATION_TYPE_DEVICE, 99};
+    size_t idx[2] = {0, 1}, late[2] = {1, 0}, same[2] = {0, 0}, beyond[2] = {0, 5};
+    CHECK(cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 2, 0, s));
+    CHECK(cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, same, 2, 0, s));
+    CHECK(cuMemDiscardBatchAsync(ptrs, sizes, 2, 0, s));
+    CHECK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 1, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    prog_say("prefetch batch of no ranges", cuMemPrefetchBatchAsync(ptrs, sizes, 0, locs, idx, 1, 0, s));
+    prog_say("prefetch batch of no locations", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 0, 0, s));
+    prog_say("prefetch batch of more locations than ranges", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 3, 0, s));
+    prog_say("prefetch batch with flags", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 2, 1, s));
+    prog_say("prefetch batch, first location late", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, late, 2, 0, s));
+    prog_say("prefetch batch, location past the ranges", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, beyond, 2, 0, s));
+    prog_say("prefetch batch of device memory", cuMemPrefetchBatchAsync(mixed, sizes, 2, locs, idx, 2, 0, s));
+    prog_say("prefetch batch of 0 bytes", cuMemPrefetchBatchAsync(ptrs, none, 2, locs, idx, 2, 0, s));
+    prog_say("prefetch batch past an allocation", cuMemPrefetchBatchAsync(ptrs, over, 2, locs, idx, 2, 0, s));
+    prog_say("prefetch batch to device 99", cuMemPrefetchBatchAsync(ptrs, sizes, 2, &far, idx, 1, 0, s));
+    prog_say("prefetch batch on the legacy stream", cuMemPrefetchBatchAsync(ptrs, sizes, 2, locs, idx, 2, 0, NULL));
+    prog_say("discard batch of device memory", cuMemDiscardBatchAsync(mixed, sizes, 2, 0, s));
+    prog_say("discard batch with flags", cuMemDiscardBatchAsync(ptrs, sizes, 2, 1, s));
+    prog_say("discard and prefetch batch of device memory",
+             cuMemDiscardAndPrefetchBatchAsync(mixed, sizes, 2, locs, idx, 2, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(((unsigned char *)(uintptr_t)m1)[0] == 7 && ((unsigned char *)(uintptr_t)m2)[1000] == 9,
+           "the batches changed the data");
+    CHECK(cuMemFree(m1));
+    CHECK(cuMemFree(m2));
+    CHECK(cuMemFree(devmem));
+
     CHECK(cuMemFree(du));
     CHECK(cuMemFree(da));
     CHECK(cuMemFree(db));
     CHECK(cuMemFree(dc));
     CHECK(cuStreamDestroy(s));
     free(host);
-    printf("managed: host and device share arrays, copies, prefetches, advice, attachment, ok\n");
+    printf("managed: host and device share arrays, copies, prefetches, batches, advice, attachment, ok\n");
     return 0;
 }
