@@ -45,6 +45,8 @@ static void node_params_free(struct fe_graph_node *n)
         alloc_clear(n);
     else if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
         fe_graph_cond_clear(n);
+    else if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+        free(n->u.memop.ops);
 }
 
 static void node_free(struct fe_graph_node *n)
@@ -326,6 +328,25 @@ static CUresult memset_set(struct fe_graph_node *n, const CUDA_MEMSET_NODE_PARAM
     return CUDA_SUCCESS;
 }
 
+/* A batch of memory operations, issued at each launch as cuStreamBatchMemOp issues it; the
+ * operations themselves are checked when the graph is built, as the driver checks them when it is
+ * instantiated. */
+static CUresult memop_set(struct fe_graph_node *n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!p || !p->count || p->count > VGPU_MAX_MEM_OPS || !p->paramArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamBatchMemOpParams *ops = malloc(p->count * sizeof *ops);
+    if (!ops)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(ops, p->paramArray, p->count * sizeof *ops);
+    free(n->u.memop.ops);
+    n->u.memop.ctx = p->ctx;
+    n->u.memop.count = p->count;
+    n->u.memop.flags = p->flags;
+    n->u.memop.ops = ops;
+    return CUDA_SUCCESS;
+}
+
 static CUresult host_set(struct fe_graph_node *n, const CUDA_HOST_NODE_PARAMS *p)
 {
     if (!p || !p->fn)
@@ -450,6 +471,11 @@ CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_gr
     }
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return fe_graph_cond_copy(dst, src);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        const CUDA_BATCH_MEM_OP_NODE_PARAMS p = {src->u.memop.ctx, src->u.memop.count, src->u.memop.ops,
+                                                 src->u.memop.flags};
+        return memop_set(dst, &p);
+    }
     default:
         dst->u = src->u;
         return CUDA_SUCCESS;
@@ -633,6 +659,14 @@ CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph h, const CUgraphNode 
     ADD_EPILOGUE();
 }
 
+CUresult cuGraphAddBatchMemOpNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
+                                  const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    r = memop_set(node, p);
+    ADD_EPILOGUE();
+}
+
 CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n)
 {
     ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_EMPTY);
@@ -774,8 +808,10 @@ static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
         return free_set(node, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return fe_graph_cond_set(node, p);
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-        return unsupported_node("a batch memory operation node");
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        const CUDA_BATCH_MEM_OP_NODE_PARAMS v1 = {p->memOp.ctx, p->memOp.count, p->memOp.paramArray, p->memOp.flags};
+        return memop_set(node, &v1);
+    }
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
         return unsupported_node("an external semaphore node");
@@ -950,6 +986,22 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS
     struct fe_graph_node *n;
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMSET, &n));
     return memset_set(n, p, n->u.memset.ctx);
+}
+
+/* The node's own operations, as the driver gives them (valid while the node's parameters stay). */
+CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode h, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, p, &n));
+    *p = (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.memop.ctx, n->u.memop.count, n->u.memop.ops, n->u.memop.flags};
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode h, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n;
+    FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n));
+    return memop_set(n, p);
 }
 
 CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)

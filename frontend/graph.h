@@ -53,6 +53,11 @@ struct fe_graph_node {
         } alloc;
         CUdeviceptr free_dptr;
         struct {
+            CUcontext ctx;
+            unsigned count, flags;
+            CUstreamBatchMemOpParams *ops; /* the node's own copy */
+        } memop;
+        struct {
             CUDA_CONDITIONAL_NODE_PARAMS p; /* p.phGraph_out: out */
             struct fe_graph **bodies;       /* p.size of them, owned by the node */
             CUgraph *out;                   /* their handles, as the application is given them */

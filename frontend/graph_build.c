@@ -218,6 +218,9 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         FE_RETURN_IF(r);
         break;
     }
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        FE_RETURN_IF(cuStreamBatchMemOp_v2(s, node->u.memop.count, node->u.memop.ops, node->u.memop.flags));
+        break;
     case CU_GRAPH_NODE_TYPE_HOST: {
         struct fe_host_node *h;
         FE_RETURN_IF(fe_host_node_add(b->c, b->ch, b->sid, node->u.host.fn, node->u.host.userData, &h));
@@ -623,6 +626,10 @@ CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec he, CUgraphNode h, CUeve
 CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
 {
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, cuGraphEventWaitNodeSetEvent(node_, ev));
+}
+CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, cuGraphBatchMemOpNodeSetParams(node_, p));
 }
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)
 {

@@ -383,6 +383,71 @@ int main(int argc, char **argv)
     free(out);
     free(twin);
 
+    /* A batch of memory operations as a node: a word written, then copied once the node has run;
+     * its parameters read back, changed on the executable graph, and through cuGraphAddNode. */
+    {
+        CUdeviceptr word, copy;
+        CHECK(cuMemAlloc(&word, 8));
+        CHECK(cuMemAlloc(&copy, 8));
+        CHECK(cuMemsetD32(word, 0, 2));
+        CUstreamBatchMemOpParams op;
+        memset(&op, 0, sizeof op);
+        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        op.writeValue.address = word;
+        op.writeValue.value = 42;
+        CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {ctx, 1, &op, 0};
+        CUgraph gb;
+        CUgraphNode nb, nc, nw;
+        CHECK(cuGraphCreate(&gb, 0));
+        CHECK(cuGraphAddBatchMemOpNode(&nb, gb, NULL, 0, &bp));
+        op.writeValue.value = 7; /* the node keeps its own copy */
+        CUDA_MEMCPY3D wc;
+        memset(&wc, 0, sizeof wc);
+        wc.srcMemoryType = wc.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        wc.srcDevice = word;
+        wc.dstDevice = copy;
+        wc.WidthInBytes = 4;
+        wc.Height = wc.Depth = 1;
+        CHECK(cuGraphAddMemcpyNode(&nc, gb, &nb, 1, &wc, ctx));
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof np);
+        np.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+        CUstreamBatchMemOpParams second = op;
+        second.writeValue.address = word + 4;
+        second.writeValue.value = 9;
+        np.memOp = (CUDA_BATCH_MEM_OP_NODE_PARAMS_v2){ctx, 1, &second, 0};
+        CHECK(cuGraphAddNode_v2(&nw, gb, &nc, NULL, 1, &np));
+        CUDA_BATCH_MEM_OP_NODE_PARAMS read;
+        CHECK(cuGraphBatchMemOpNodeGetParams(nb, &read));
+        EXPECT(read.count == 1 && read.paramArray && read.paramArray[0].writeValue.value == 42 && read.ctx == ctx,
+               "a batch node's parameters read back as %u operation(s)", read.count);
+        CUgraphNodeType type;
+        CHECK(cuGraphNodeGetType(nw, &type));
+        EXPECT(type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "cuGraphAddNode made a node of type %d", (int)type);
+        CUDA_BATCH_MEM_OP_NODE_PARAMS none = {ctx, 0, &op, 0};
+        prog_say("cuGraphAddBatchMemOpNode(no operations)", cuGraphAddBatchMemOpNode(&nw, gb, NULL, 0, &none));
+        prog_say("cuGraphAddBatchMemOpNode(no parameters)", cuGraphAddBatchMemOpNode(&nw, gb, NULL, 0, NULL));
+        CUgraphExec xb;
+        CHECK(cuGraphInstantiateWithFlags(&xb, gb, 0));
+        CHECK(cuGraphLaunch(xb, s));
+        CHECK(cuStreamSynchronize(s));
+        unsigned words[2], copied;
+        CHECK(cuMemcpyDtoH(words, word, 8));
+        CHECK(cuMemcpyDtoH(&copied, copy, 4));
+        EXPECT(words[0] == 42 && words[1] == 9 && copied == 42, "the batch nodes wrote %u and %u, copied %u", words[0],
+               words[1], copied);
+        op.writeValue.value = 43;
+        CHECK(cuGraphExecBatchMemOpNodeSetParams(xb, nb, &bp));
+        CHECK(cuGraphLaunch(xb, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(&copied, copy, 4));
+        EXPECT(copied == 43, "after cuGraphExecBatchMemOpNodeSetParams the copy is %u", copied);
+        CHECK(cuGraphExecDestroy(xb));
+        CHECK(cuGraphDestroy(gb));
+        CHECK(cuMemFree(word));
+        CHECK(cuMemFree(copy));
+    }
+
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));
     CHECK(cuGraphDestroy(clone));
@@ -392,6 +457,6 @@ int main(int argc, char **argv)
     CHECK(cuMemFreeHost(pinned));
     CHECK(cuMemFree(d));
     CHECK(cuMemFree(d2));
-    printf("graph build: built node by node, replayed and updated, ok\n");
+    printf("graph build: built node by node (batch memory operations too), replayed and updated, ok\n");
     return 0;
 }

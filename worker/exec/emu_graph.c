@@ -197,9 +197,14 @@ static bool note_spans(const struct emu_ctx *c, struct emu_op *op)
         return add_span(c, op, op->u.memset.dst,
                         (op->u.memset.rows - 1) * op->u.memset.pitch + op->u.memset.count * op->u.memset.elem);
     case EMU_OP_MEM_OPS:
-        for (unsigned i = 0; i < op->u.mem_ops.n; i++)
-            if (!add_span(c, op, (const void *)(uintptr_t)op->u.mem_ops.ops[i].address, 8))
+        for (unsigned i = 0; i < op->u.mem_ops.n; i++) {
+            const struct vgpu_mem_op *m = &op->u.mem_ops.ops[i];
+            /* A word of 4 or 8 bytes; flushes and barriers touch no memory. */
+            bool wide = m->op == CU_STREAM_MEM_OP_WRITE_VALUE_64 || m->op == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+            bool narrow = m->op == CU_STREAM_MEM_OP_WRITE_VALUE_32 || m->op == CU_STREAM_MEM_OP_WAIT_VALUE_32;
+            if ((wide || narrow) && !add_span(c, op, (const void *)(uintptr_t)m->address, wide ? 8 : 4))
                 return false;
+        }
         return true;
     default:
         return true;
