@@ -328,17 +328,18 @@ static CUresult memset_set(struct fe_graph_node *n, const CUDA_MEMSET_NODE_PARAM
     return CUDA_SUCCESS;
 }
 
-/* A batch of memory operations, issued at each launch as cuStreamBatchMemOp issues it; the
- * operations themselves are checked when the graph is built, as the driver checks them when it is
- * instantiated. */
+/* A batch of memory operations, issued at each launch as cuStreamBatchMemOp issues it (none: an
+ * empty node, as the driver takes it); the operations themselves are checked when the graph is
+ * built, as the driver checks them when it is instantiated. */
 static CUresult memop_set(struct fe_graph_node *n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
 {
-    if (!p || !p->count || p->count > VGPU_MAX_MEM_OPS || !p->paramArray)
+    if (!p || p->count > VGPU_MAX_MEM_OPS || (p->count && !p->paramArray))
         return CUDA_ERROR_INVALID_VALUE;
-    CUstreamBatchMemOpParams *ops = malloc(p->count * sizeof *ops);
+    CUstreamBatchMemOpParams *ops = malloc((p->count ? p->count : 1) * sizeof *ops);
     if (!ops)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(ops, p->paramArray, p->count * sizeof *ops);
+    if (p->count)
+        memcpy(ops, p->paramArray, p->count * sizeof *ops);
     free(n->u.memop.ops);
     n->u.memop.ctx = p->ctx;
     n->u.memop.count = p->count;

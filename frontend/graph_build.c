@@ -219,6 +219,8 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         break;
     }
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        if (!node->u.memop.count)
+            return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0);
         FE_RETURN_IF(cuStreamBatchMemOp_v2(s, node->u.memop.count, node->u.memop.ops, node->u.memop.flags));
         break;
     case CU_GRAPH_NODE_TYPE_HOST: {

@@ -425,8 +425,12 @@ int main(int argc, char **argv)
         CHECK(cuGraphNodeGetType(nw, &type));
         EXPECT(type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "cuGraphAddNode made a node of type %d", (int)type);
         CUDA_BATCH_MEM_OP_NODE_PARAMS none = {ctx, 0, &op, 0};
-        prog_say("cuGraphAddBatchMemOpNode(no operations)", cuGraphAddBatchMemOpNode(&nw, gb, NULL, 0, &none));
-        prog_say("cuGraphAddBatchMemOpNode(no parameters)", cuGraphAddBatchMemOpNode(&nw, gb, NULL, 0, NULL));
+        CUgraph scratch;
+        CUgraphNode ignored;
+        CHECK(cuGraphCreate(&scratch, 0));
+        prog_say("cuGraphAddBatchMemOpNode(no operations)", cuGraphAddBatchMemOpNode(&ignored, scratch, NULL, 0, &none));
+        prog_say("cuGraphAddBatchMemOpNode(no parameters)", cuGraphAddBatchMemOpNode(&ignored, scratch, NULL, 0, NULL));
+        CHECK(cuGraphDestroy(scratch));
         CUgraphExec xb;
         CHECK(cuGraphInstantiateWithFlags(&xb, gb, 0));
         CHECK(cuGraphLaunch(xb, s));
