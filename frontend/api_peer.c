@@ -306,7 +306,9 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src
 
 /* A 3D copy with the destination's context current (the source's when only the source is an array:
  * an array is its context's): between two vGPUs, the 3D copy goes row by row between them, or
- * through host memory with an array on one side (copy.c). */
+ * through host memory with an array on one side (copy.c). On a stream of the other context, the
+ * copy waits for that stream's work and is done when it returns, so that the stream's later work
+ * comes after it (an asynchronous copy may be synchronous). */
 static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool async, bool pt)
 {
     if (!p)
@@ -324,9 +326,15 @@ static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool asy
     c.dstMemoryType = p->dstMemoryType, c.dstHost = p->dstHost, c.dstDevice = p->dstDevice;
     c.dstArray = p->dstArray, c.dstPitch = p->dstPitch, c.dstHeight = p->dstHeight;
     c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = p->Depth;
-    CUcontext was;
+    CUcontext was, stream_ctx = NULL;
     bool src_array = p->srcMemoryType == CU_MEMORYTYPE_ARRAY && p->dstMemoryType != CU_MEMORYTYPE_ARRAY;
-    FE_RETURN_IF(cuCtxPushCurrent_v2(src_array ? p->srcContext : p->dstContext));
+    CUcontext current = src_array ? p->srcContext : p->dstContext;
+    bool special = !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+    if (async && !special && cuStreamGetCtx(s, &stream_ctx) == CUDA_SUCCESS && stream_ctx != current) {
+        FE_RETURN_IF(cuStreamSynchronize(s));
+        async = false;
+    }
+    FE_RETURN_IF(cuCtxPushCurrent_v2(current));
     CUresult r = !async ? (pt ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c))
                         : (pt ? cuMemcpy3DAsync_v2_ptsz(&c, s) : cuMemcpy3DAsync_v2(&c, s));
     (void)cuCtxPopCurrent_v2(&was);

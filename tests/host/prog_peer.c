@@ -289,6 +289,15 @@ static void copies_array(CUcontext c0, CUcontext c1)
     CHECK(cuMemcpy3DPeer(&p3));
     CHECK(cuMemcpyDtoH(got, b1, pitch1 * (h - 10)));
     expect_rows(got, pitch1, pattern + pitch1 * 10, pitch1, w, h - 10, "cuMemcpy3DPeer from an array");
+    /* The same on a stream of the destination's context, after a memset queued there. */
+    CUstream s1;
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemsetD8Async(b1, 0, pitch1 * h, s1));
+    CHECK(cuMemcpy3DPeerAsync(&p3, s1));
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuMemcpyDtoH(got, b1, pitch1 * (h - 10)));
+    expect_rows(got, pitch1, pattern + pitch1 * 10, pitch1, w, h - 10, "cuMemcpy3DPeerAsync from an array");
+    CHECK(cuStreamDestroy(s1));
     CHECK(cuMemFree(a1));
     CHECK(cuMemFree(b1));
     CHECK(cuCtxSetCurrent(c0));
