@@ -149,11 +149,33 @@ static bool response_ready(void *arg)
     return vgpu_ring_readable(&ch->map.rsp) || atomic_load_explicit(&ch->dead, memory_order_relaxed);
 }
 
-/* Hand a response to whoever waits for it (recv_mu held). */
+/* Kernels' printf output that the exit of the process flushes (the runtime unloads its modules and
+ * releases its contexts from an exit handler) is dropped, as natively, where the driver prints
+ * nothing once the process exits: an exit handler of ours, registered at the first launch (after
+ * the runtime's, so it runs before them), says when that has begun. */
+static _Atomic bool exiting;
+static pthread_once_t exit_hook = PTHREAD_ONCE_INIT;
+
+static void note_exit(void) { atomic_store(&exiting, true); }
+static void hook_exit(void) { atexit(note_exit); }
+
+/* Hand a response to whoever waits for it (recv_mu held). What the driver printed for this process
+ * (kernels' printf) goes to stdout, where the driver writes it natively, in its place among the
+ * program's own output. */
 static void deliver(struct fe_chan *ch, const uint8_t *rec, uint32_t len)
 {
     struct vgpu_rsp_hdr h;
     memcpy(&h, rec, sizeof h);
+    if (h.op == VGPU_RSP_PRINT) {
+        if (atomic_load(&exiting))
+            return;
+        uint32_t pad = (h.flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
+        if (len >= sizeof h + pad) {
+            fwrite(rec + sizeof h, 1, len - sizeof h - pad, stdout);
+            fflush(stdout);
+        }
+        return;
+    }
     for (struct fe_wait *w = ch->waiting; w; w = w->next) {
         if (w->seq != h.seq || w->done)
             continue;
@@ -252,6 +274,8 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
     if (dead)
         return (CUresult)dead;
     struct vgpu_req_hdr *h = req;
+    if (h->op == VGPU_OP_LaunchKernel || h->op == VGPU_OP_LaunchKernelEx)
+        pthread_once(&exit_hook, hook_exit);
     h->ctx = ctx;
     h->flags = want_reply ? VGPU_REQ_WANT_REPLY : 0;
     if (!want_reply)

@@ -118,7 +118,7 @@ static void *feed_main(void *arg)
             vgpu_ring_release(&f->map.rsp);
             struct vgpu_rsp_hdr h;
             memcpy(&h, f->rsp, sizeof h);
-            for (size_t i = 0; i < f->nouts; i++)
+            for (size_t i = 0; i < f->nouts && h.op != VGPU_RSP_PRINT; i++)
                 if (f->outs[i].seq == h.seq) {
                     if (h.result == CUDA_SUCCESS)
                         send_data(f, f->outs[i].off, f->outs[i].size);

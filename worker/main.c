@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "remote.h"
@@ -627,6 +628,10 @@ static int start(void)
         .emu_devices = (int)st.emu_devices,
         .emu_memory = st.emu_memory,
     };
+    /* What the driver prints on stdout for the tenant (its kernels' printf) is the client's, from
+     * before the driver starts, whatever it keeps of stdout. */
+    if (st.mode != VGPU_WORKER_PROBE && console_capture() != 0)
+        LOG_WARN("cannot capture stdout; kernels' printf goes to vgpud's log");
     w.x = vgpu_exec_create(&cfg);
     int rc = 1;
     if (st.mode == VGPU_WORKER_PROBE) {

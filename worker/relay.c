@@ -337,7 +337,7 @@ void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *da
         if (len < sizeof h || len > VGPU_MAX_RECORD)
             break;
         memcpy(&h, data, sizeof h);
-        for (size_t i = 0; i < r->nwaiting; i++)
+        for (size_t i = 0; i < r->nwaiting && h.op != VGPU_RSP_PRINT; i++)
             if (r->waiting[i].seq == h.seq) {
                 r->waiting[i] = r->waiting[--r->nwaiting];
                 break;

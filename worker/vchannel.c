@@ -1,4 +1,5 @@
 #include "vchannel.h"
+#include "console.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -36,22 +37,14 @@ static const handler_fn handlers[VGPU_OP_COUNT] = {
 
 /* ---------------------------------------------------------------- responses */
 
-static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult r, uint32_t fixed, uint32_t tail_len)
+/* Put a record (padded bytes) on the response ring, waiting while the client has not read enough. */
+static void ring_put(struct vchannel *ch, const uint8_t *rec, uint32_t padded)
 {
-    uint32_t total = fixed + tail_len;
-    uint32_t padded = vgpu_align8(total);
-    struct vgpu_rsp_hdr *h = (struct vgpu_rsp_hdr *)ch->rsp_buf;
-    h->size = padded;
-    h->op = q->op;
-    h->flags = (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT);
-    h->seq = q->seq;
-    h->result = (int32_t)r;
-    memset(ch->rsp_buf + total, 0, padded - total);
     for (;;) {
         int err;
         void *dst = vgpu_ring_reserve(&ch->map.rsp, padded, &err);
         if (dst) {
-            memcpy(dst, ch->rsp_buf, padded);
+            memcpy(dst, rec, padded);
             vgpu_ring_commit(&ch->map.rsp);
             vgpu_bell_ring(&ch->transport, &ch->map.ctl->to_client);
             return;
@@ -67,6 +60,40 @@ static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult 
         /* A client that does not read its responses only stalls itself; poll until it does. */
         usleep(50);
     }
+}
+
+/* What the driver printed for the tenant (console.c), in records of their own, ahead of the
+ * response they came before. */
+static void send_console(struct vchannel *ch)
+{
+    enum { CHUNK = 16u << 10 };
+    static _Thread_local uint8_t rec[sizeof(struct vgpu_rsp_hdr) + CHUNK + 8];
+    size_t n;
+    while (!atomic_load(&ch->closing) &&
+           (n = console_take((char *)rec + sizeof(struct vgpu_rsp_hdr), CHUNK)) > 0) {
+        uint32_t total = (uint32_t)(sizeof(struct vgpu_rsp_hdr) + n), padded = vgpu_align8(total);
+        memset(rec + total, 0, padded - total);
+        struct vgpu_rsp_hdr h = {.size = padded, .op = VGPU_RSP_PRINT,
+                                 .flags = (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT)};
+        memcpy(rec, &h, sizeof h);
+        ring_put(ch, rec, padded);
+    }
+}
+
+static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult r, uint32_t fixed, uint32_t tail_len)
+{
+    if (console_pending())
+        send_console(ch);
+    uint32_t total = fixed + tail_len;
+    uint32_t padded = vgpu_align8(total);
+    struct vgpu_rsp_hdr *h = (struct vgpu_rsp_hdr *)ch->rsp_buf;
+    h->size = padded;
+    h->op = q->op;
+    h->flags = (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT);
+    h->seq = q->seq;
+    h->result = (int32_t)r;
+    memset(ch->rsp_buf + total, 0, padded - total);
+    ring_put(ch, ch->rsp_buf, padded);
 }
 
 /* JIT links a channel may hold at once (a program links, loads the result, and destroys the link). */

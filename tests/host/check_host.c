@@ -543,6 +543,19 @@ START_TEST(test_green)
 }
 END_TEST
 
+/* Kernels' printf reaches the program's stdout at the synchronising call, in its place. */
+START_TEST(test_printf)
+{
+    char *out;
+    ck_assert_int_eq(run_prog("prog_printf", emu_module, NULL, &out), 0);
+    const char *a = strstr(out, "before the kernels\nkernel says 1, line 0\nkernel says 2, line 0\n"
+                                "kernel says 3, line 0\nafter cuCtxSynchronize\nkernel says 4, line 0\n");
+    const char *b = strstr(out, "kernel says 4, line 999\nafter cuStreamSynchronize\n");
+    ck_assert_msg(a && b && a < b, "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     ck_assert_int_eq(run_prog("prog_errors", emu_module, NULL, NULL), 0);
@@ -1455,6 +1468,7 @@ int main(void)
     tcase_add_test(programs, test_streams);
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_green);
+    tcase_add_test(programs, test_printf);
     tcase_add_test(programs, test_errors);
     tcase_add_test(programs, test_procaddr);
     tcase_add_test(programs, test_darkapi);

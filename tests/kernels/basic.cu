@@ -42,6 +42,13 @@ extern "C" __global__ void spin(unsigned long long ns)
 
 extern "C" __global__ void empty(void) {}
 
+// A kernel's printf: what the driver prints for the program at the next synchronisation.
+extern "C" __global__ void say(int v, int lines)
+{
+    for (int i = 0; i < lines; i++)
+        printf("kernel says %d, line %d\n", v, i);
+}
+
 // Each block writes the multiprocessor it ran on (a green context's kernels stay on its share).
 extern "C" __global__ void sm_ids(unsigned *out)
 {

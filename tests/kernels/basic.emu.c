@@ -93,6 +93,17 @@ static void spin(const struct vgpu_emu_block *b, void *const *p)
 }
 VGPU_EMU_KERNEL(spin, spin, VGPU_EMU_PARAM(unsigned long long))
 
+/* A kernel's printf (the emu device's kernels are host code: they print on the worker's stdout,
+ * which is the tenant's console, as the GPU driver's printing is). */
+static void say(const struct vgpu_emu_block *b, void *const *p)
+{
+    (void)b;
+    int v = VGPU_EMU_ARG(p, 0, int), lines = VGPU_EMU_ARG(p, 1, int);
+    for (int i = 0; i < lines; i++)
+        printf("kernel says %d, line %d\n", v, i);
+}
+VGPU_EMU_KERNEL(say, say, VGPU_EMU_PARAM(int), VGPU_EMU_PARAM(int))
+
 /* The emu device runs every block on one multiprocessor, number 0. */
 static void sm_ids(const struct vgpu_emu_block *b, void *const *p)
 {
