@@ -170,9 +170,10 @@ static void deliver(struct fe_chan *ch, const uint8_t *rec, uint32_t len)
         if (atomic_load(&exiting))
             return;
         uint32_t pad = (h.flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
+        FILE *to = h.result == 2 ? stderr : stdout;
         if (len >= sizeof h + pad) {
-            fwrite(rec + sizeof h, 1, len - sizeof h - pad, stdout);
-            fflush(stdout);
+            fwrite(rec + sizeof h, 1, len - sizeof h - pad, to);
+            fflush(to);
         }
         return;
     }

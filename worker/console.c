@@ -1,8 +1,9 @@
-/* The tenant's console: the process's stdout is a stream whose writes land here, so that the
- * driver's printing (kernels' printf, which it writes to stdout when a call synchronises) reaches
- * the client instead of the worker's log. Writes come from whichever thread prints (the poller
- * that synchronised, usually); the buffer is bounded, and what does not fit is dropped with a
- * note, as a full printf FIFO drops it on a GPU. */
+/* The tenant's console: the process's stdout and stderr are streams whose writes land here, so that
+ * what the driver prints for the tenant (kernels' printf on stdout, written when a call
+ * synchronises; a device-side assert's message on stderr) reaches the client instead of the
+ * worker's log (the logger writes to the descriptor, not through stderr). Writes come from
+ * whichever thread prints (the poller that synchronised, usually); each stream's buffer is
+ * bounded, and what does not fit is dropped with a note, as a full printf FIFO drops it on a GPU. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,65 +14,92 @@
 
 #define CONSOLE_MAX (8u << 20)
 
+struct console_stream {
+    char *buf;
+    size_t len, cap;
+    bool dropped;
+};
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static char *buf;
-static size_t len, cap;
-static bool dropped;
+static struct console_stream streams[2]; /* stdout, stderr */
 static _Atomic bool pending;
+
+static void note_pending_locked(void)
+{
+    atomic_store_explicit(&pending, streams[0].len || streams[1].len, memory_order_release);
+}
 
 static ssize_t console_write(void *cookie, const char *p, size_t n)
 {
-    (void)cookie;
+    struct console_stream *s = cookie;
     pthread_mutex_lock(&mu);
-    size_t keep = n <= CONSOLE_MAX - len ? n : CONSOLE_MAX - len;
-    if (len + keep > cap) {
-        size_t want = cap ? cap : 4096;
-        while (want < len + keep)
+    size_t keep = n <= CONSOLE_MAX - s->len ? n : CONSOLE_MAX - s->len;
+    if (s->len + keep > s->cap) {
+        size_t want = s->cap ? s->cap : 4096;
+        while (want < s->len + keep)
             want *= 2;
-        char *b = realloc(buf, want);
+        char *b = realloc(s->buf, want);
         if (b) {
-            buf = b;
-            cap = want;
+            s->buf = b;
+            s->cap = want;
         } else {
-            keep = cap - len;
+            keep = s->cap - s->len;
         }
     }
-    memcpy(buf + len, p, keep);
-    len += keep;
-    dropped |= keep < n;
-    atomic_store_explicit(&pending, len > 0, memory_order_release);
+    if (keep)
+        memcpy(s->buf + s->len, p, keep);
+    s->len += keep;
+    s->dropped |= keep < n;
+    note_pending_locked();
     pthread_mutex_unlock(&mu);
     return (ssize_t)n; /* what did not fit is gone: the printer must not retry */
 }
 
-int console_capture(void)
+static FILE *open_stream(struct console_stream *s)
 {
     cookie_io_functions_t io = {.write = console_write};
-    FILE *f = fopencookie(NULL, "w", io);
-    if (!f)
+    FILE *f = fopencookie(s, "w", io);
+    if (f)
+        setvbuf(f, NULL, _IONBF, 0);
+    return f;
+}
+
+int console_capture(void)
+{
+    FILE *out = open_stream(&streams[0]), *err = open_stream(&streams[1]);
+    if (!out || !err) {
+        if (out)
+            fclose(out);
+        if (err)
+            fclose(err);
         return -1;
-    setvbuf(f, NULL, _IONBF, 0);
+    }
     fflush(stdout);
-    stdout = f;
+    fflush(stderr);
+    stdout = out;
+    stderr = err;
     return 0;
 }
 
 bool console_pending(void) { return atomic_load_explicit(&pending, memory_order_acquire); }
 
-size_t console_take(char *out, size_t n)
+size_t console_take(int *fd, char *out, size_t n)
 {
-    pthread_mutex_lock(&mu);
     static const char note[] = "[vgpu: output of the GPU's printf dropped: more than 8 MiB waited]\n";
-    if (dropped && len + sizeof note - 1 <= cap) { /* said once, where the loss happened */
-        memcpy(buf + len, note, sizeof note - 1);
-        len += sizeof note - 1;
-        dropped = false;
+    pthread_mutex_lock(&mu);
+    int i = streams[0].len ? 0 : 1;
+    struct console_stream *s = &streams[i];
+    if (s->dropped && s->len + sizeof note - 1 <= s->cap) { /* said once, where the loss happened */
+        memcpy(s->buf + s->len, note, sizeof note - 1);
+        s->len += sizeof note - 1;
+        s->dropped = false;
     }
-    size_t k = len < n ? len : n;
-    memcpy(out, buf, k);
-    memmove(buf, buf + k, len - k);
-    len -= k;
-    atomic_store_explicit(&pending, len > 0, memory_order_release);
+    size_t k = s->len < n ? s->len : n;
+    memcpy(out, s->buf, k);
+    memmove(s->buf, s->buf + k, s->len - k);
+    s->len -= k;
+    note_pending_locked();
     pthread_mutex_unlock(&mu);
+    *fd = i + 1;
     return k;
 }

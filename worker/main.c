@@ -631,7 +631,7 @@ static int start(void)
     /* What the driver prints on stdout for the tenant (its kernels' printf) is the client's, from
      * before the driver starts, whatever it keeps of stdout. */
     if (st.mode != VGPU_WORKER_PROBE && console_capture() != 0)
-        LOG_WARN("cannot capture stdout; kernels' printf goes to vgpud's log");
+        LOG_WARN("cannot capture stdout and stderr; kernels' printf goes to vgpud's log");
     w.x = vgpu_exec_create(&cfg);
     int rc = 1;
     if (st.mode == VGPU_WORKER_PROBE) {

@@ -69,11 +69,12 @@ static void send_console(struct vchannel *ch)
     enum { CHUNK = 16u << 10 };
     static _Thread_local uint8_t rec[sizeof(struct vgpu_rsp_hdr) + CHUNK + 8];
     size_t n;
+    int fd;
     while (!atomic_load(&ch->closing) &&
-           (n = console_take((char *)rec + sizeof(struct vgpu_rsp_hdr), CHUNK)) > 0) {
+           (n = console_take(&fd, (char *)rec + sizeof(struct vgpu_rsp_hdr), CHUNK)) > 0) {
         uint32_t total = (uint32_t)(sizeof(struct vgpu_rsp_hdr) + n), padded = vgpu_align8(total);
         memset(rec + total, 0, padded - total);
-        struct vgpu_rsp_hdr h = {.size = padded, .op = VGPU_RSP_PRINT,
+        struct vgpu_rsp_hdr h = {.size = padded, .op = VGPU_RSP_PRINT, .result = fd,
                                  .flags = (uint16_t)((padded - total) << VGPU_REC_PAD_SHIFT)};
         memcpy(rec, &h, sizeof h);
         ring_put(ch, rec, padded);

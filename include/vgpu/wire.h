@@ -42,10 +42,11 @@ _Static_assert(sizeof(struct vgpu_rsp_hdr) == 16, "response header");
 
 /* The request wants a response (only meaningful for calls whose reply mode is OPTIONAL). */
 #define VGPU_REQ_WANT_REPLY 0x0001u
-/* A response record that answers no call (the op of its header; seq and result 0): text the GPU
- * driver printed for the tenant (a kernel's printf), which the client writes to its stdout. The
- * worker puts what the driver printed before a response ahead of it, so a synchronising call
- * returns after its kernels' output, as natively. */
+/* A response record that answers no call (the op of its header; seq 0, result the stream: 1
+ * stdout, 2 stderr): text the GPU driver printed for the tenant (a kernel's printf, a device-side
+ * assert's message), which the client writes to that stream. The worker puts what the driver
+ * printed before a response ahead of it, so a synchronising call returns after its kernels'
+ * output, as natively. */
 #define VGPU_RSP_PRINT 0xffffu
 /* Records are padded to 8 bytes; the number of padding bytes at the end (0-7) is kept in the flags
  * of both headers, so a variable tail's exact length is size - fixed part - padding. */
