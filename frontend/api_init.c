@@ -181,8 +181,9 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Images go to vgpud only when first used, which is what lazy loading promises. */
-    *mode = CU_MODULE_LAZY_LOADING;
+    /* Images go to vgpud only when first used, which is what lazy loading promises; the mode the
+     * program asked for is the one reported. */
+    *mode = fe_cfg.eager_loading ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
     return CUDA_SUCCESS;
 }
 

@@ -166,6 +166,10 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     }
     if (buf != small)
         free(buf);
+    /* CUDA_LAUNCH_BLOCKING=1: the launch returns once the kernel has run, with its error (a
+     * capture only records it). */
+    if (r == CUDA_SUCCESS && fe_cfg.launch_blocking && !fe_graph_recording(ch, sid))
+        r = fe_stream_wait(c, ch, sid);
     return r;
 }
 

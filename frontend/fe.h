@@ -527,6 +527,11 @@ struct fe_config {
     uint32_t slot_count;  /* VGPU_SLOTS */
     bool driver_log;      /* VGPU_DRIVER_LOG (default 1): cuGetProcAddress hands out wrappers that
                            * note errors in the driver's log; 0: the exported functions themselves */
+    /* The driver's own variables, read by the frontend since the worker's driver never sees the
+     * program's environment: CUDA_LAUNCH_BLOCKING=1 (a kernel launch returns once the kernel has
+     * run, with its error) and CUDA_MODULE_LOADING=EAGER (the loading mode reported). */
+    bool launch_blocking;
+    bool eager_loading;
 };
 extern struct fe_config fe_cfg;
 /* How long the calling thread spins for a response before it sleeps, as its current context's

@@ -95,9 +95,11 @@ size_t console_take(int *fd, char *out, size_t n)
         s->dropped = false;
     }
     size_t k = s->len < n ? s->len : n;
-    memcpy(out, s->buf, k);
-    memmove(s->buf, s->buf + k, s->len - k);
-    s->len -= k;
+    if (k) { /* (an empty stream may have no buffer yet) */
+        memcpy(out, s->buf, k);
+        memmove(s->buf, s->buf + k, s->len - k);
+        s->len -= k;
+    }
     note_pending_locked();
     pthread_mutex_unlock(&mu);
     *fd = i + 1;

@@ -543,6 +543,23 @@ START_TEST(test_green)
 }
 END_TEST
 
+/* The driver's environment variables the frontend honours: CUDA_MODULE_LOADING, CUDA_LAUNCH_BLOCKING. */
+START_TEST(test_launch_env)
+{
+    char *out;
+    setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    ck_assert_int_eq(run_prog("prog_launch_env", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "loading mode: eager\n"), "%s", out);
+    free(out);
+    unsetenv("CUDA_LAUNCH_BLOCKING");
+    unsetenv("CUDA_MODULE_LOADING");
+    ck_assert_int_eq(run_prog("prog_launch_env", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "loading mode: lazy\n"), "%s", out);
+    free(out);
+}
+END_TEST
+
 /* Kernels' printf reaches the program's stdout at the synchronising call, in its place. */
 START_TEST(test_printf)
 {
@@ -1469,6 +1486,7 @@ int main(void)
     tcase_add_test(programs, test_params);
     tcase_add_test(programs, test_green);
     tcase_add_test(programs, test_printf);
+    tcase_add_test(programs, test_launch_env);
     tcase_add_test(programs, test_errors);
     tcase_add_test(programs, test_procaddr);
     tcase_add_test(programs, test_darkapi);
