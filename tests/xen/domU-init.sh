@@ -68,6 +68,10 @@ if ! $hold_only; then
 run copies prog_copies 16777216
 run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
+# Kernels' printf reaches the guest's program before the synchronising call returns, in its place.
+run printf prog_printf /opt/vgpu/basic.emu.so
+[ "$(grep -A4 '^before the kernels' /tmp/printf.out | tr '\n' '|')" = "before the kernels|kernel says 1, line 0|kernel says 2, line 0|kernel says 3, line 0|after cuCtxSynchronize|" ] ||
+    fail "kernels' printf in the guest: $(head -6 /tmp/printf.out | tr '\n' '|')"
 # NVML in the guest: its vGPU as CUDA sees it, the memory and processes of this guest's tenants.
 run nvml prog_nvml
 # The quota of the guest's xl configuration (memory=512M) is its device's memory.
