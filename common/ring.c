@@ -89,7 +89,16 @@ int64_t vgpu_ring_pending(const struct vgpu_ring *r)
     return used > r->size ? -1 : (int64_t)used;
 }
 
-bool vgpu_ring_readable(const struct vgpu_ring *r) { return load_acquire(&r->idx->prod) != r->cons; }
+bool vgpu_ring_readable(const struct vgpu_ring *r)
+{
+    if (load_acquire(&r->idx->prod) != r->cons)
+        return true;
+    /* Nothing yet. A waiter polls this: asking for the line the next record starts on as well
+     * makes the two misses a publication costs (the index, then the record) overlap instead of
+     * following each other, about a cache line transfer less per record waited for. */
+    __builtin_prefetch(r->buf + (r->cons & (r->size - 1)));
+    return false;
+}
 
 /* Bring the next record's first lines toward this core while the caller works on the current one
  * (a launch spends microseconds in the driver): the producer wrote them on another core. */

@@ -24,6 +24,7 @@ struct fe_wait {
     uint32_t tail_len;
     CUresult result;
     bool done;
+    bool reader; /* took the reader role when it posted */
     struct fe_wait *next;
 };
 
@@ -90,7 +91,10 @@ static void unregister(struct fe_chan *ch, struct fe_wait *w)
 }
 
 /* Post a record. A caller that wants the response passes w: it is registered before the record
- * becomes visible, so that whichever thread reads the response finds its owner. */
+ * becomes visible, so that whichever thread reads the response finds its owner, and takes the
+ * reader role then if nobody holds it (w->reader): a lone caller locks recv_mu once to post and
+ * once when its response has come. The role is taken only once the record has its room: a caller
+ * that waits for room holds no role others need to make progress. */
 static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_size, const void *tail,
                      uint32_t tail_len, struct fe_wait *w)
 {
@@ -100,13 +104,6 @@ static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_si
     h->flags = (uint16_t)((h->flags & ~VGPU_REC_PAD_MASK) | ((padded - total) << VGPU_REC_PAD_SHIFT));
     pthread_mutex_lock(&ch->send_mu);
     h->seq = ++ch->next_seq;
-    if (w) {
-        w->seq = h->seq;
-        pthread_mutex_lock(&ch->recv_mu);
-        w->next = ch->waiting;
-        ch->waiting = w;
-        pthread_mutex_unlock(&ch->recv_mu);
-    }
     uint8_t *dst;
     for (;;) {
         int err;
@@ -116,11 +113,6 @@ static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_si
         CUresult fail = err != -EAGAIN ? (err == -EMSGSIZE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_DEVICE_UNAVAILABLE)
                                        : (CUresult)chan_check(ch);
         if (fail) {
-            if (w) {
-                pthread_mutex_lock(&ch->recv_mu);
-                unregister(ch, w);
-                pthread_mutex_unlock(&ch->recv_mu);
-            }
             pthread_mutex_unlock(&ch->send_mu);
             if (err != -EAGAIN)
                 LOG_ERROR("cannot post a %u-byte request (%d)", padded, err);
@@ -130,6 +122,15 @@ static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_si
          * poll gently rather than have vgpud wake us, which would cost it a system call per
          * record on its busiest path. */
         usleep(20);
+    }
+    if (w) {
+        w->seq = h->seq;
+        pthread_mutex_lock(&ch->recv_mu);
+        w->next = ch->waiting;
+        ch->waiting = w;
+        w->reader = !ch->reader_busy;
+        ch->reader_busy = true;
+        pthread_mutex_unlock(&ch->recv_mu);
     }
     memcpy(dst, h, req_size);
     if (tail_len)
@@ -159,6 +160,25 @@ static pthread_once_t exit_hook = PTHREAD_ONCE_INIT;
 static void note_exit(void) { atomic_store(&exiting, true); }
 static void hook_exit(void) { atexit(note_exit); }
 
+/* Fill w with its response. */
+static void deliver_to(struct fe_wait *w, const uint8_t *rec, uint32_t len)
+{
+    struct vgpu_rsp_hdr h;
+    memcpy(&h, rec, sizeof h);
+    uint32_t pad = (h.flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
+    w->result = (CUresult)h.result;
+    if (w->rsp)
+        memcpy(w->rsp, rec, len < w->rsp_size ? len : w->rsp_size);
+    if (w->tail && len > w->rsp_size + pad) {
+        uint32_t n = len - w->rsp_size - pad;
+        if (n > w->tail_cap)
+            n = w->tail_cap;
+        memcpy(w->tail, rec + w->rsp_size, n);
+        w->tail_len = n;
+    }
+    w->done = true;
+}
+
 /* Hand a response to whoever waits for it (recv_mu held). What the driver printed for this process
  * (kernels' printf) goes to stdout, where the driver writes it natively, in its place among the
  * program's own output. */
@@ -180,30 +200,26 @@ static void deliver(struct fe_chan *ch, const uint8_t *rec, uint32_t len)
     for (struct fe_wait *w = ch->waiting; w; w = w->next) {
         if (w->seq != h.seq || w->done)
             continue;
-        uint32_t pad = (h.flags & VGPU_REC_PAD_MASK) >> VGPU_REC_PAD_SHIFT;
-        w->result = (CUresult)h.result;
-        if (w->rsp)
-            memcpy(w->rsp, rec, len < w->rsp_size ? len : w->rsp_size);
-        if (w->tail && len > w->rsp_size + pad) {
-            uint32_t n = len - w->rsp_size - pad;
-            if (n > w->tail_cap)
-                n = w->tail_cap;
-            memcpy(w->tail, rec + w->rsp_size, n);
-            w->tail_len = n;
-        }
-        w->done = true;
+        deliver_to(w, rec, len);
         return;
     }
     LOG_WARN("a response nobody waits for (seq %u)", h.seq);
 }
 
-/* Read responses until mine has arrived or the channel died (the reader role held). */
+/* Read responses until mine has arrived or the channel died (the reader role held). Mine is
+ * delivered without the lock: only the reader delivers, and nobody else looks at mine. */
 static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
 {
     for (;;) {
         int n = vgpu_ring_read(&ch->map.rsp, ch->rsp_buf, VGPU_MAX_RECORD);
         if (n > 0) {
             vgpu_ring_release(&ch->map.rsp);
+            struct vgpu_rsp_hdr h;
+            memcpy(&h, ch->rsp_buf, sizeof h);
+            if (h.op != VGPU_RSP_PRINT && h.seq == mine->seq) {
+                deliver_to(mine, ch->rsp_buf, (uint32_t)n);
+                return;
+            }
             pthread_mutex_lock(&ch->recv_mu);
             deliver(ch, ch->rsp_buf, (uint32_t)n);
             bool mine_done = mine->done;
@@ -228,7 +244,13 @@ static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
 /* Wait until w (registered by post) has its response. */
 static CUresult wait_response(struct fe_chan *ch, struct fe_wait *w)
 {
+    if (w->reader)
+        read_responses(ch, w);
     pthread_mutex_lock(&ch->recv_mu);
+    if (w->reader) {
+        ch->reader_busy = false;
+        pthread_cond_broadcast(&ch->recv_cv);
+    }
     while (!w->done) {
         int dead = atomic_load(&ch->dead);
         if (dead) {

@@ -355,8 +355,15 @@ void gate_before_blocking(struct gate_member *m)
      * through such pauses (then its parts are measured on the GPU one by one). Alone, it keeps the
      * turn open: closing it would cost a query of its streams on every synchronous call, for
      * nobody. */
-    if (m->c)
-        close_over(m, false, (uint64_t)vgpu_now_ns());
+    if (!m->c)
+        return;
+    /* The clock only when a turn others wait for may end: alone, a synchronous call need not pay
+     * for reading it. */
+    for (int r = 0; r < GATE_RESOURCES; r++)
+        if (m->h[r].state == HOLD_OPEN && contended(m, (enum gate_resource)r)) {
+            close_over(m, false, (uint64_t)vgpu_now_ns());
+            return;
+        }
 }
 
 void gate_idle(struct gate_member *m, bool sleeping)
