@@ -103,7 +103,9 @@ static CUresult post(struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t req_si
     h->size = padded;
     h->flags = (uint16_t)((h->flags & ~VGPU_REC_PAD_MASK) | ((padded - total) << VGPU_REC_PAD_SHIFT));
     pthread_mutex_lock(&ch->send_mu);
-    h->seq = ++ch->next_seq;
+    if (++ch->next_seq == 0) /* never 0, the value of a completion word that waits (fe_signal_take) */
+        ++ch->next_seq;
+    h->seq = ch->next_seq;
     uint8_t *dst;
     for (;;) {
         int err;
@@ -314,6 +316,120 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
     CUresult r = wait_response(ch, &w);
     if (rsp_tail_len)
         *rsp_tail_len = w.tail_len;
+    return r;
+}
+
+/* ---------------------------------------------------------------- completion words */
+
+#define SIGNAL_WORDS 64u
+
+/* The page of completion words: pinned and mapped for the device, made once per channel. */
+static bool signals_ready(struct fe_chan *ch, uint32_t ctx)
+{
+    int state = atomic_load_explicit(&ch->signal_state, memory_order_acquire);
+    if (state == FE_SIGNALS_READY)
+        return true;
+    if (state != FE_SIGNALS_NONE || !atomic_compare_exchange_strong(&ch->signal_state, &state, FE_SIGNALS_MAKING))
+        return false; /* being made by another thread, or impossible: wait for responses meanwhile */
+    uint64_t off;
+    if (fe_heap_alloc(ch, ctx, PAGE, CU_MEMHOSTALLOC_DEVICEMAP, true, &off) != CUDA_SUCCESS) {
+        atomic_store(&ch->signal_state, FE_SIGNALS_FAILED);
+        return false;
+    }
+    ch->signal_off = off;
+    atomic_store(&ch->signal_free, UINT64_MAX);
+    atomic_store_explicit(&ch->signal_state, FE_SIGNALS_READY, memory_order_release);
+    return true;
+}
+
+bool fe_signal_take(struct fe_chan *ch, uint32_t ctx, uint64_t *off, unsigned *idx)
+{
+    if (!signals_ready(ch, ctx))
+        return false;
+    uint64_t free = atomic_load_explicit(&ch->signal_free, memory_order_relaxed);
+    while (free) {
+        unsigned i = (unsigned)__builtin_ctzll(free);
+        if (atomic_compare_exchange_weak(&ch->signal_free, &free, free & ~(1ull << i))) {
+            *idx = i;
+            *off = ch->signal_off + (uint64_t)i * 8;
+            /* Not the seq of any request (those are never 0); the result as the device leaves it. */
+            uint32_t *w = (uint32_t *)(ch->map.data + *off);
+            atomic_store_explicit((_Atomic uint32_t *)&w[0], 0, memory_order_relaxed);
+            atomic_store_explicit((_Atomic uint32_t *)&w[1], CUDA_SUCCESS, memory_order_relaxed);
+            return true;
+        }
+    }
+    return false;
+}
+
+void fe_signal_give(struct fe_chan *ch, unsigned idx) { atomic_fetch_or(&ch->signal_free, 1ull << idx); }
+
+struct signal_wait {
+    struct fe_chan *ch;
+    const uint32_t *word;
+    uint32_t seq;
+};
+
+static bool signal_ready(void *arg)
+{
+    const struct signal_wait *s = arg;
+    return atomic_load_explicit((_Atomic uint32_t *)s->word, memory_order_acquire) == s->seq ||
+           atomic_load_explicit(&s->ch->dead, memory_order_relaxed);
+}
+
+static int signal_check(void *arg) { return chan_check(((struct signal_wait *)arg)->ch); }
+
+/* What the driver printed before the copy completed went to the response ring ahead of the word:
+ * out before the call returns, as natively (unless another thread reads responses now, which
+ * hands it over itself). */
+static void drain_prints(struct fe_chan *ch)
+{
+    pthread_mutex_lock(&ch->recv_mu);
+    if (ch->reader_busy) {
+        pthread_mutex_unlock(&ch->recv_mu);
+        return;
+    }
+    ch->reader_busy = true;
+    for (;;) {
+        pthread_mutex_unlock(&ch->recv_mu);
+        int n = vgpu_ring_read(&ch->map.rsp, ch->rsp_buf, VGPU_MAX_RECORD);
+        if (n > 0)
+            vgpu_ring_release(&ch->map.rsp);
+        else if (n < 0)
+            atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        pthread_mutex_lock(&ch->recv_mu);
+        if (n <= 0)
+            break;
+        deliver(ch, ch->rsp_buf, (uint32_t)n);
+        pthread_cond_broadcast(&ch->recv_cv);
+    }
+    ch->reader_busy = false;
+    pthread_cond_broadcast(&ch->recv_cv);
+    pthread_mutex_unlock(&ch->recv_mu);
+}
+
+CUresult fe_signal_wait(struct fe_chan *ch, uint64_t off, uint32_t seq)
+{
+    struct signal_wait s = {.ch = ch, .word = (const uint32_t *)(ch->map.data + off), .seq = seq};
+    struct vgpu_wait w = {
+        .ready = signal_ready,
+        .check = signal_check,
+        .arg = &s,
+        .spin_ns = fe_wait_spin_ns(),
+        .slice_ns = 20000000,
+        .timeout_ns = -1,
+    };
+    while (atomic_load_explicit((_Atomic uint32_t *)s.word, memory_order_acquire) != seq) {
+        int dead = atomic_load(&ch->dead);
+        if (dead)
+            return (CUresult)dead;
+        int e = vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+        if (e > 0)
+            return (CUresult)e;
+    }
+    CUresult r = (CUresult)atomic_load_explicit((_Atomic uint32_t *)&s.word[1], memory_order_relaxed);
+    if (vgpu_ring_readable(&ch->map.rsp))
+        drain_prints(ch);
     return r;
 }
 

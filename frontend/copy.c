@@ -157,6 +157,24 @@ static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, uint64_t
     return b.registered && n <= b.size - (*off - b.off);
 }
 
+/* Post a copy record (h, size bytes, whose flags and signal fields those are) of n bytes. A
+ * synchronous one small enough waits on a completion word where one is free. */
+static CUresult post_area_copy(struct fe_ctx *c, struct fe_chan *ch, struct vgpu_req_hdr *h, uint32_t size,
+                               uint32_t *flags, uint64_t *signal, size_t n, bool reply)
+{
+    uint64_t off;
+    unsigned word;
+    if (!reply || n > FE_SIGNAL_MAX_BYTES || !fe_signal_take(ch, c->id, &off, &word))
+        return fe_call(ch, c->id, h, size, NULL, 0, reply, NULL, 0, NULL, 0, NULL);
+    *flags |= VGPU_COPY_SIGNAL;
+    *signal = off;
+    CUresult r = fe_call(ch, c->id, h, size, NULL, 0, false, NULL, 0, NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) /* the seq post gave it */
+        r = fe_signal_wait(ch, off, h->seq);
+    fe_signal_give(ch, word);
+    return r;
+}
+
 CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off, size_t n,
                       bool to_device, bool reply)
 {
@@ -167,7 +185,7 @@ CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         q.size = n;
         q.stream = stream;
         q.slot = VGPU_NO_SLOT;
-        return FE_POST(ch, c->id, CopyHtoD, &q, reply);
+        return post_area_copy(c, ch, &q.hdr, sizeof q, &q.flags, &q.signal, n, reply);
     }
     FE_REQ(q, CopyDtoH);
     q.src = dptr;
@@ -175,7 +193,7 @@ CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     q.size = n;
     q.stream = stream;
     q.slot = VGPU_NO_SLOT;
-    return FE_POST(ch, c->id, CopyDtoH, &q, reply);
+    return post_area_copy(c, ch, &q.hdr, sizeof q, &q.flags, &q.signal, n, reply);
 }
 
 static CUresult graph_staged_1d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dev, uint64_t host,

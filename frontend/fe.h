@@ -66,6 +66,11 @@ struct fe_chan {
     bool reader_busy;
     struct fe_wait *waiting;
     uint8_t *rsp_buf;
+    /* Completion words of synchronous pinned copies (VGPU_COPY_SIGNAL): a pinned page of the data
+     * area made at the first such copy, and which of its words are free. */
+    _Atomic int signal_state; /* FE_SIGNALS_* */
+    uint64_t signal_off;
+    _Atomic uint64_t signal_free;
     pthread_mutex_t staging_mu; /* one pageable copy at a time streams through the slots */
     uint32_t slot_cursor;       /* the next slot in rotation */
     pthread_mutex_t heap_mu;    /* the data area's heap */
@@ -123,6 +128,18 @@ struct fe_block {
     uint64_t dptr;    /* device address if mapped for the device */
     bool registered;  /* pinned through vgpud (else a temporary upload buffer) */
 };
+
+/* Synchronous copies of pinned memory up to this size wait on a completion word (the device
+ * stores it where it can, as soon as the driver would see the copy done); larger ones for a
+ * response, whose cost they do not notice. */
+#define FE_SIGNAL_MAX_BYTES (1u << 20)
+enum { FE_SIGNALS_NONE, FE_SIGNALS_MAKING, FE_SIGNALS_READY, FE_SIGNALS_FAILED };
+/* A free completion word of ch's (its data-area offset in *off, its index in *idx), made ready
+ * for a call; false when there is none (the call then waits for a response). */
+bool fe_signal_take(struct fe_chan *ch, uint32_t ctx, uint64_t *off, unsigned *idx);
+void fe_signal_give(struct fe_chan *ch, unsigned idx);
+/* Wait until the word at off holds seq (the request's), then its result. */
+CUresult fe_signal_wait(struct fe_chan *ch, uint64_t off, uint32_t seq);
 
 /* Post a request. want_reply: wait for and return the response's result; rsp (rsp_size bytes,
  * header included) and rsp_tail (up to rsp_tail_cap bytes; length in *rsp_tail_len) receive it.

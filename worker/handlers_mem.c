@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "quota.h"
+#include "signals.h"
 #include "vchannel.h"
 
 #define PAGE 4096u
@@ -215,6 +216,47 @@ CUresult vgpu_handle_CopyHtoDInline(struct vgpu_call *c, const struct vgpu_req_C
                                  flags | VGPU_XFER_TRANSIENT);
 }
 
+/* A copy between device memory and pinned host memory (the data area's). */
+struct pinned_copy {
+    bool to_device;
+    uint64_t dev;
+    void *host;
+    uint64_t size;
+};
+
+static CUresult run_pinned_copy(struct vgpu_call *c, void *stream, const struct pinned_copy *t, unsigned flags)
+{
+    return t->to_device ? OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, t->dev, t->host, t->size, flags)
+                        : OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, t->host, t->dev, t->size, flags);
+}
+
+/* A synchronous copy whose client waits on the completion word at data-area offset signal
+ * (VGPU_COPY_SIGNAL), r what the checks found. The device stores the word after the copy where it
+ * can; otherwise the copy is waited for here and the word stored after it. Failures go to the
+ * word, not to the context's deferred error: the client has them from there. */
+static CUresult copy_signalled(struct vgpu_call *c, void *stream, const struct pinned_copy *t, uint64_t signal,
+                               CUresult r)
+{
+    if (!vsignal_word(c->ch, signal))
+        return CUDA_ERROR_INVALID_VALUE; /* no word to store: the client has broken its own wait */
+    uint64_t dptr;
+    if (r == CUDA_SUCCESS && t->size && vsignal_by_device(c, signal, &dptr)) {
+        r = run_pinned_copy(c, stream, t, 0);
+        if (r == CUDA_SUCCESS) {
+            struct vgpu_mem_op store = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = dptr, .value = c->hdr->seq};
+            if (OPS(c)->stream_mem_ops(EXEC(c), c->ctx->x, stream, &store, 1) == CUDA_SUCCESS) {
+                vsignal_follow(c, stream, signal);
+                return CUDA_SUCCESS;
+            }
+            r = OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream); /* queued: wait for it here */
+        }
+    } else if (r == CUDA_SUCCESS && t->size) {
+        r = run_pinned_copy(c, stream, t, VGPU_XFER_SYNC);
+    }
+    vsignal_store(c->ch, signal, c->hdr->seq, r);
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHtoD *q, struct vgpu_rsp_CopyHtoD *a)
 {
     (void)a;
@@ -222,9 +264,10 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     CUresult r = check_slot(c, q->slot);
     if (r)
         return r;
+    bool signal = (q->flags & VGPU_COPY_SIGNAL) && q->slot == VGPU_NO_SLOT && !c->reply;
     r = vchannel_stream(c, q->stream, &stream);
     unsigned flags;
-    CUresult known = htod_flags(c, q->flags, &flags);
+    CUresult known = htod_flags(c, q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u), &flags);
     const void *src = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -232,6 +275,8 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
         r = known;
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
+    if (signal)
+        return copy_signalled(c, stream, &(struct pinned_copy){true, q->dst, (void *)src, q->size}, q->signal, r);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_htod(EXEC(c), c->ctx->x, stream, q->dst, src, q->size, flags);
     return finish_staged(c, stream, q->slot, r, flags);
@@ -244,12 +289,17 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
     CUresult r = check_slot(c, q->slot);
     if (r)
         return r;
+    bool signal = (q->flags & VGPU_COPY_SIGNAL) && q->slot == VGPU_NO_SLOT && !c->reply;
     r = vchannel_stream(c, q->stream, &stream);
     void *dst = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!dst || !vchannel_device_range(c, q->src, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && (q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u)))
+        r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
+    if (signal)
+        return copy_signalled(c, stream, &(struct pinned_copy){false, q->src, dst, q->size}, q->signal, r);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
     return finish_staged(c, stream, q->slot, r, xfer_flags(c));
@@ -333,8 +383,7 @@ static CUresult area_copy(void *arg, uint8_t *area)
 {
     struct area_copy *a = arg;
     struct vgpu_call *c = a->c;
-    CUresult r = a->q->to_device ? OPS(c)->copy_htod(EXEC(c), c->ctx->x, a->stream, a->q->dptr, area, a->q->size, 0)
-                                 : OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, a->stream, area, a->q->dptr, a->q->size, 0);
+    CUresult r = run_pinned_copy(c, a->stream, &(struct pinned_copy){a->q->to_device, a->q->dptr, area, a->q->size}, 0);
     return r ? r : OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, a->stream);
 }
 

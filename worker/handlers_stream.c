@@ -1,6 +1,7 @@
 /* Handlers: streams and events. */
 #include <string.h>
 
+#include "signals.h"
 #include "vchannel.h"
 
 CUresult vgpu_handle_StreamCreate(struct vgpu_call *c, const struct vgpu_req_StreamCreate *q,
@@ -29,6 +30,7 @@ CUresult vgpu_handle_StreamDestroy(struct vgpu_call *c, const struct vgpu_req_St
     CUresult r = vchannel_lookup(c, SRV_STREAM, q->stream, &s);
     if (r)
         return r;
+    vsignal_settle(c->ch, c->ctx->x, s->x, false);
     gate_forget(&c->ch->gate, c->ctx->x, s->x, false);
     vchannel_capturing(c->ch, s->x, false);
     r = OPS(c)->stream_destroy(EXEC(c), c->ctx->x, s->x);

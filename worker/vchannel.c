@@ -1,5 +1,6 @@
 #include "vchannel.h"
 #include "console.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -62,14 +63,14 @@ static void ring_put(struct vchannel *ch, const uint8_t *rec, uint32_t padded)
     }
 }
 
-/* What the driver printed for the tenant (console.c), in records of their own, ahead of the
- * response they came before. */
-static void send_console(struct vchannel *ch)
+void vchannel_send_console(struct vchannel *ch)
 {
     enum { CHUNK = 16u << 10 };
     static _Thread_local uint8_t rec[sizeof(struct vgpu_rsp_hdr) + CHUNK + 8];
     size_t n;
     int fd;
+    if (!console_pending())
+        return;
     while (!atomic_load(&ch->closing) &&
            (n = console_take(&fd, (char *)rec + sizeof(struct vgpu_rsp_hdr), CHUNK)) > 0) {
         uint32_t total = (uint32_t)(sizeof(struct vgpu_rsp_hdr) + n), padded = vgpu_align8(total);
@@ -83,8 +84,7 @@ static void send_console(struct vchannel *ch)
 
 static void respond(struct vchannel *ch, const struct vgpu_req_hdr *q, CUresult r, uint32_t fixed, uint32_t tail_len)
 {
-    if (console_pending())
-        send_console(ch);
+    vchannel_send_console(ch);
     uint32_t total = fixed + tail_len;
     uint32_t padded = vgpu_align8(total);
     struct vgpu_rsp_hdr *h = (struct vgpu_rsp_hdr *)ch->rsp_buf;
@@ -189,6 +189,10 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         stat_add(&ch->acct->calls[op], 1);
         if (failed(op, r))
             stat_add(&ch->acct->errors[op], 1);
+        if (op == VGPU_OP_LaunchKernel || op == VGPU_OP_LaunchKernelEx || op == VGPU_OP_GraphLaunch)
+            ch->launched = true;
+        else if (op == VGPU_OP_CtxSynchronize && r == CUDA_SUCCESS)
+            ch->launched = false; /* the driver has printed what they printed */
         if (changes_memory(op) && ch->host->memory_changed)
             ch->host->memory_changed(ch);
         /* The context may have gone (CtxDestroy): look it up again before touching it. */
@@ -506,15 +510,16 @@ CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot)
 /* Report the completions the executor has seen; returns true while some are still outstanding. */
 static bool progress(struct vchannel *ch)
 {
+    bool signals = vsignal_progress(ch);
     if (!atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed))
-        return false;
+        return signals;
     if (ch->x->ops->progress) {
         struct srv_table *ctxs = &ch->tables[SRV_CTX];
         for (uint32_t id = 1; id < ctxs->cap; id++)
             if (ctxs->slots[id].live)
                 ch->x->ops->progress(ch->x, ctxs->slots[id].x);
     }
-    return atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed) != 0 || signals;
 }
 
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
@@ -592,6 +597,7 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id)
         }
     }
     /* Destroying the executor's context frees everything in it; only the tables need clearing. */
+    vsignal_settle(ch, c->x, NULL, true);
     gate_forget(&ch->gate, c->x, NULL, true);
     pthread_mutex_lock(&ch->shared_mu); /* another channel may be giving it peer access */
     ch->x->ops->ctx_destroy(ch->x, c->x);

@@ -143,6 +143,15 @@ struct vchannel_build {
     size_t nbodies, bodies_cap;
 };
 
+/* A copy whose completion word the device stores when it is done (signals.c). */
+#define VSIGNAL_MAX 64u
+struct vsignal {
+    uint64_t off;      /* the word's data-area offset */
+    uint32_t seq;      /* the value stored there when the copy is done */
+    void *ctx, *stream;
+    int64_t since;     /* when it was queued (ns): the stream is asked about it only after a while */
+};
+
 struct vchannel {
     const struct vchannel_host *host;
     uint32_t id;
@@ -199,6 +208,11 @@ struct vchannel {
     struct vswap swap;       /* its side of swapping */
     struct feed *feed;       /* its client is on another node (remote.h) */
     struct vchannel_green *green; /* SM resources and descriptors named so far (handlers_green.c) */
+    /* Synchronous copies whose completion word the device stores (signals.c), and whether kernels
+     * have run since the last context synchronisation (their printf output may still come). */
+    struct vsignal signals[VSIGNAL_MAX];
+    unsigned signal_count;
+    bool launched;
 
     /* accounting and call counts, read by vgpud (single writer: this channel) */
     struct vgpu_chan_stats *acct;
@@ -356,6 +370,9 @@ CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_hos
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status);
 /* Arrange for a staging slot to be marked done when the stream reaches this point. */
 CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot);
+/* Send what the driver printed for the tenant (console.c), in records of their own, ahead of
+ * the response or completion word they came before. */
+void vchannel_send_console(struct vchannel *ch);
 /* Destroy everything that belongs to a context (its objects and ranges), then the context. */
 void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id);
 /* Register/unregister data-area memory with the executor and keep account of it. */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 26u
+#define VGPU_PROTO_VERSION 27u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -116,6 +116,12 @@ struct vgpu_ring_idx {
  * driver's has practically landed when the call returns (a non-blocking stream's kernel next
  * reads it: only a GPU's timing orders the two). */
 #define VGPU_COPY_LANDS 0x1u
+/* CopyHtoD/CopyDtoH flags: a synchronous copy of a data-area range whose client waits on the
+ * completion word at data-area offset `signal` (8 bytes, 8-aligned) instead of a response: the
+ * server stores the CUresult in the word's second u32, then the request's seq in its first, once
+ * the copy has completed or failed; or has the device store the seq after the copy (the result
+ * then stays the 0 the client left there), which the client sees as soon as the driver would. */
+#define VGPU_COPY_SIGNAL 0x2u
 /* Copy3D: which of its sides are data-area offsets rather than device addresses. */
 #define VGPU_COPY3D_DST_HOST 1u
 #define VGPU_COPY3D_SRC_HOST 2u

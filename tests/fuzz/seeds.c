@@ -1,6 +1,7 @@
 /* Writes the seed corpora of the fuzzers (tests/fuzz/corpus/NAME/): well-formed inputs from which
  * libFuzzer mutates. Run by `make fuzz-seeds`; the files are committed.
  *   seeds DIR [FATBIN...] */
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,13 +47,15 @@ static void save(const char *dir, const char *sub, const char *name)
 
 static uint32_t seq;
 
+static bool no_reply; /* the records that follow want no response */
+
 static void record(uint16_t op, uint32_t ctx, void *rec, uint32_t size, const void *tail, uint32_t tail_len)
 {
     struct vgpu_req_hdr *h = rec;
     uint32_t total = size + tail_len, padded = vgpu_align8(total);
     h->size = padded;
     h->op = op;
-    h->flags = (uint16_t)(VGPU_REQ_WANT_REPLY | ((padded - total) << VGPU_REC_PAD_SHIFT));
+    h->flags = (uint16_t)((no_reply ? 0 : VGPU_REQ_WANT_REPLY) | ((padded - total) << VGPU_REC_PAD_SHIFT));
     h->seq = ++seq;
     h->ctx = ctx;
     static uint8_t buf[VGPU_MAX_RECORD];
@@ -304,6 +307,15 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     hf.word = 3; /* not a word's offset: refused */
     REC(HostFn, 1, hf, NULL, 0);
     REC(CopyDtoH, 1, dh, NULL, 0);
+    /* Copies that wait on a completion word (refused with a reply, or with a word outside the area). */
+    struct vgpu_req_CopyDtoH sd = {.offset = 0, .size = 64, .stream = 2, .slot = VGPU_NO_SLOT,
+                                   .flags = VGPU_COPY_SIGNAL, .signal = 128};
+    REC(CopyDtoH, 1, sd, NULL, 0);
+    no_reply = true;
+    REC(CopyDtoH, 1, sd, NULL, 0);
+    sd.signal = 3;
+    REC(CopyDtoH, 1, sd, NULL, 0);
+    no_reply = false;
     REC(CtxSynchronize, 1, cs, NULL, 0);
     save(dir, "records", "streams-events");
     REC(CtxCreate, 0, cc, NULL, 0);

@@ -226,6 +226,30 @@ static int mode_records(const char *path)
     EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "read of 2^64-1 bytes");
     dh.size = 64;
     EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_SUCCESS, "a read that is fine");
+    /* Completion words: only for copies that want no response, and only inside the data area. */
+    dh.flags = VGPU_COPY_SIGNAL;
+    dh.signal = 64;
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE, "a completion word and a response");
+    uint64_t bad_words[] = {c.map.layout.data_size - 4, c.map.layout.data_size, 68, UINT64_MAX - 3};
+    for (size_t i = 0; i < sizeof bad_words / sizeof bad_words[0]; i++) {
+        dh.signal = bad_words[i];
+        struct vgpu_req_hdr nh = {.op = VGPU_OP_CopyDtoH, .seq = ++c.seq, .ctx = 1};
+        memcpy(&dh.hdr, &nh, sizeof nh);
+        dh.hdr.size = sizeof dh;
+        post_raw(&c, &dh, sizeof dh);
+    }
+    dh.signal = 64;
+    uint32_t *word = (uint32_t *)(c.map.data + 64);
+    word[0] = 0;
+    word[1] = CUDA_SUCCESS; /* what the device leaves there when it stores the seq */
+    struct vgpu_req_hdr sh = {.op = VGPU_OP_CopyDtoH, .seq = ++c.seq, .ctx = 1};
+    memcpy(&dh.hdr, &sh, sizeof sh);
+    dh.hdr.size = sizeof dh;
+    post_raw(&c, &dh, sizeof dh);
+    dh.flags = 0;
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE && word[0] == sh.seq && word[1] == CUDA_SUCCESS,
+           "a copy's completion word (after the refused ones, which left the context's error)");
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_SUCCESS, "the error reported once");
     struct vgpu_req_CopyHtoD hd = {.dst = d, .offset = c.map.layout.data_size - 8, .size = 64, .slot = VGPU_NO_SLOT};
     EXPECT(CALL(&c, CopyHtoD, 1, hd) == CUDA_ERROR_INVALID_VALUE, "data area overrun");
     hd.offset = UINT64_MAX - 8;

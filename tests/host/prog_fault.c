@@ -1,6 +1,7 @@
 /* A tenant whose kernel faults: it writes through a bad pointer, or fails a device-side assert.
  * What it sees is what a native process sees: the launch is accepted, the next synchronisation
- * fails with the fault, and every later call fails the same way (the error is sticky).
+ * fails with the fault, and every later call fails the same way (the error is sticky), a
+ * synchronous copy to pinned memory too (one that waits on a completion word through a vGPU).
  *   prog_fault MODULE write|assert [HOLD_MiB]   (HOLD_MiB: device memory it holds when it faults)
  * Prints one line that the GPU tests compare with a native run; exits 0 when the error was sticky. */
 #include <stdbool.h>
@@ -26,6 +27,10 @@ int main(int argc, char **argv)
         CUdeviceptr held;
         CHECK(cuMemAlloc(&held, (size_t)strtoull(argv[3], NULL, 10) << 20));
     }
+    void *pinned;
+    CUdeviceptr src;
+    CHECK(cuMemAllocHost(&pinned, 4096));
+    CHECK(cuMemAlloc(&src, 4096));
     CUmodule m = prog_module(argv[1]);
     CUfunction f;
     bool write = strcmp(argv[2], "write") == 0;
@@ -40,7 +45,8 @@ int main(int argc, char **argv)
     CUdeviceptr d;
     CUresult alloc = cuMemAlloc(&d, 4096);
     CUresult again = cuCtxSynchronize();
-    printf("fault %s: launch %s, synchronize %s, then alloc %s, synchronize %s\n", argv[2], name(launch), name(sync),
-           name(alloc), name(again));
-    return launch == CUDA_SUCCESS && sync != CUDA_SUCCESS && alloc == sync && again == sync ? 0 : 1;
+    CUresult copy = cuMemcpyDtoH(pinned, src, 64);
+    printf("fault %s: launch %s, synchronize %s, then alloc %s, synchronize %s, a pinned copy %s\n", argv[2],
+           name(launch), name(sync), name(alloc), name(again), name(copy));
+    return launch == CUDA_SUCCESS && sync != CUDA_SUCCESS && alloc == sync && again == sync && copy == sync ? 0 : 1;
 }
