@@ -164,7 +164,9 @@ static CUresult post_area_copy(struct fe_ctx *c, struct fe_chan *ch, struct vgpu
 {
     uint64_t off;
     unsigned word;
-    if (!reply || n > FE_SIGNAL_MAX_BYTES || !fe_signal_take(ch, c->id, &off, &word))
+    /* A context that asked to block while it waits sleeps at once: a response wakes it sooner. */
+    bool blocking = (c->flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC;
+    if (!reply || blocking || n > FE_SIGNAL_MAX_BYTES || !fe_signal_take(ch, c->id, &off, &word))
         return fe_call(ch, c->id, h, size, NULL, 0, reply, NULL, 0, NULL, 0, NULL);
     *flags |= VGPU_COPY_SIGNAL;
     *signal = off;

@@ -230,6 +230,17 @@ static CUresult run_pinned_copy(struct vgpu_call *c, void *stream, const struct 
                         : OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, t->host, t->dev, t->size, flags);
 }
 
+/* A synchronous copy on a stream that captures is refused as natively: the driver's answer to
+ * synchronizing it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), which ends the capture as invalid. The
+ * copy itself would be captured. */
+static CUresult refuse_in_capture(struct vgpu_call *c, void *stream)
+{
+    if (!stream || !vchannel_build_of(c->ch, stream))
+        return CUDA_SUCCESS;
+    CUresult r = OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
+    return r ? r : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 /* A synchronous copy whose client waits on the completion word at data-area offset signal
  * (VGPU_COPY_SIGNAL), r what the checks found. The device stores the word after the copy where it
  * can; otherwise the copy is waited for here and the word stored after it. Failures go to the
@@ -273,6 +284,8 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = known;
+    if (r == CUDA_SUCCESS && q->size && (signal || c->reply))
+        r = refuse_in_capture(c, stream);
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
     if (signal)
@@ -296,6 +309,8 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && (q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u)))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && q->size && (signal || c->reply))
+        r = refuse_in_capture(c, stream);
     if (r == CUDA_SUCCESS && q->size)
         r = vchannel_admit(c, GATE_COPY, stream);
     if (signal)

@@ -25,7 +25,10 @@ static uint32_t load_word(const uint32_t *w)
 bool vsignal_by_device(struct vgpu_call *c, uint64_t off, uint64_t *dptr)
 {
     struct vchannel *ch = c->ch;
-    if (ch->launched || console_pending() || ch->signal_count == VSIGNAL_MAX || !ch->x->ops->stream_mem_ops)
+    /* A capture would record the store rather than run it (the driver refuses the synchronous copy
+     * the other way, as natively). */
+    if (ch->launched || console_pending() || ch->capture_count || ch->signal_count == VSIGNAL_MAX ||
+        !ch->x->ops->stream_mem_ops)
         return false;
     for (size_t i = 0; i < ch->reg_count; i++) {
         const struct host_reg *r = &ch->regs[i];

@@ -20,6 +20,9 @@ static void check_all(const unsigned *h, unsigned want, const char *what)
         EXPECT(h[i] == want, "%s: element %d is %u, want %u", what, i, h[i], want);
 }
 
+/* The per-thread default stream's synchronous copy (cuda.h names it only for programs built that way). */
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n);
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -221,6 +224,21 @@ int main(int argc, char **argv)
         CHECK(cuGraphDestroy(g));
     CHECK(cuStreamIsCapturing(s, &status));
     EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "capturing after the failed capture ended (%d)", (int)status);
+    /* A synchronous copy to pinned memory on the stream that captures (the per-thread one), or on the
+     * legacy stream while another captures: refused, never waited for. */
+    CHECK(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    printf("a synchronous pinned copy on the capturing stream: %d\n", (int)cuMemcpyDtoH_v2_ptds(pinned, d, 64));
+    r = cuStreamEndCapture(CU_STREAM_PER_THREAD, &g);
+    printf("ending that capture: %d\n", (int)r);
+    if (r == CUDA_SUCCESS)
+        CHECK(cuGraphDestroy(g));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    printf("a synchronous pinned copy while another stream captures: %d\n", (int)cuMemcpyDtoH(pinned, d, 64));
+    r = cuStreamEndCapture(s, &g);
+    printf("ending that capture: %d\n", (int)r);
+    if (r == CUDA_SUCCESS)
+        CHECK(cuGraphDestroy(g));
+    CHECK(cuMemcpyDtoH(pinned, d, 64)); /* and after them, copies go on */
 
     free(h);
     CHECK(cuMemFreeHost(pinned));
