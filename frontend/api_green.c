@@ -239,8 +239,11 @@ CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice de
 CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
     struct fe_ctx *c;
-    FE_RETURN_IF(fe_green_get(hCtx, &c, NULL));
-    CUresult r = fe_ctx_deactivate(c);
+    CUresult r = fe_green_get(hCtx, &c, NULL);
+    if (r == CUDA_ERROR_INVALID_CONTEXT && fe_handle_was(FE_CTX, (uint64_t)(uintptr_t)hCtx))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED; /* as the driver answers a second destroy */
+    FE_RETURN_IF(r);
+    r = fe_ctx_deactivate(c);
     fe_ctx_free(c);
     return r;
 }

@@ -36,6 +36,8 @@ uint64_t fe_handle_new(enum fe_kind kind, void *obj);
 /* The object behind a handle value, or NULL if the value is not a live handle of that kind. */
 void *fe_handle_get(enum fe_kind kind, uint64_t handle);
 void fe_handle_free(enum fe_kind kind, uint64_t handle);
+/* Whether handle named an object of kind that has been freed since. */
+bool fe_handle_was(enum fe_kind kind, uint64_t handle);
 /* The handle value of a live object known by its id, 0 if there is none. */
 uint64_t fe_handle_of_id(enum fe_kind kind, uint32_t id);
 /* The id (the wire name) inside a handle value. */

@@ -92,6 +92,18 @@ uint64_t fe_handle_of_id(enum fe_kind kind, uint32_t id)
     return (uint64_t)kind << 56 | (uint64_t)atomic_load(&s->gen) << 32 | id;
 }
 
+bool fe_handle_was(enum fe_kind kind, uint64_t handle)
+{
+    if ((handle >> 56) != (uint64_t)kind)
+        return false;
+    struct slot *s = slot_of(&tables[kind], fe_handle_id(handle), false);
+    if (!s)
+        return false;
+    /* Generations only grow (modulo 2^24): an older one was handed out, then freed. */
+    uint32_t age = (atomic_load_explicit(&s->gen, memory_order_acquire) - (uint32_t)(handle >> 32)) & GEN_MASK;
+    return age != 0 && age < GEN_MASK / 2;
+}
+
 void fe_handle_free(enum fe_kind kind, uint64_t handle)
 {
     struct table *t = &tables[kind];

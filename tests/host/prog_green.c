@@ -239,6 +239,7 @@ int main(int argc, char **argv)
     CHECK(cuGreenCtxDestroy(gw));
     CHECK(cuGreenCtxDestroy(g));
     prog_say("cuGreenCtxDestroy(NULL)", cuGreenCtxDestroy(NULL));
+    prog_say("cuGreenCtxDestroy of one destroyed", cuGreenCtxDestroy(g));
     CHECK(cuCtxSynchronize());
     printf("green contexts: resources, splits, descriptors, streams, kernels on their SMs, context events: ok\n");
     return 0;
