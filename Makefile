@@ -62,7 +62,7 @@ ASSEMBLY_SRC := $(sort $(wildcard assembly/*.c))
 REMOTE_SRC := $(sort $(wildcard remote/*.c))
 NVML_SRC := $(sort $(wildcard nvml/*.c))
 GEN := $(O)/gen/vgpu_driver_api.h $(O)/gen/vgpu_driver_exports.c $(O)/gen/vgpu_driver_procs.c \
-	$(O)/gen/vgpu_driver_trace.c
+	$(O)/gen/vgpu_driver_trace.c $(O)/gen/vgpu_driver_renames.txt
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/obj/%.o)
 FRONTEND_OBJ := $(FRONTEND_SRC:%.c=$(O)/obj/%.o) $(O)/obj/gen/vgpu_driver_exports.o $(O)/obj/gen/vgpu_driver_procs.o \
@@ -152,11 +152,17 @@ $(LIBXEN): $(XEN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # The frontend is a drop-in libcuda.so.1: unversioned exports like the real one, and internal
-# references bound inside the library so that an application's symbols cannot divert them.
-$(FRONTEND): $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
+# references bound inside the library so that an application's symbols cannot divert them. Its
+# objects are linked renamed (gen_driver_api.py's list): an exported function is a wrapper that
+# notes its errors in the driver's log, the frontend's own calls go to the implementation.
+FRONTEND_LINKED := $(FRONTEND_OBJ:$(O)/obj/%.o=$(O)/obj-linked/%.o)
+$(O)/obj-linked/%.o: $(O)/obj/%.o $(O)/gen/vgpu_driver_renames.txt
+	@mkdir -p $(@D)
+	objcopy --redefine-syms=$(O)/gen/vgpu_driver_renames.txt $< $@
+$(FRONTEND): $(FRONTEND_LINKED) $(LIBXEN) $(LIBCOMMON) frontend/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,--no-undefined -Wl,--version-script=frontend/exports.map \
-		-o $@ $(FRONTEND_OBJ) $(LIBXEN) $(LIBCOMMON) \
+		-o $@ $(FRONTEND_LINKED) $(LIBXEN) $(LIBCOMMON) \
 		$(LDFLAGS_ALL) $(PKG_LIBS) -ldl
 	ln -sf libcuda.so.1 $(O)/lib/libcuda.so
 

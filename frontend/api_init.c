@@ -227,12 +227,19 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 /* The function for (symbol, version, per-thread default stream or not): the newest variant not
  * newer than the caller's version; per-thread requests fall back to the plain variant for calls
  * that have no per-thread form. */
+/* The function whose stand-in has just noted its refusal in the driver's log: its wrapper (if it
+ * has one) does not note it again. */
+static _Thread_local const char *refusal_noted;
+
 int vgpu_driver_unsupported(const char *name, _Atomic int *logged)
 {
     /* Once per name: an application polling an optional feature must not flood its log. */
     if (atomic_exchange(logged, 1) == 0)
         LOG_INFO("%s is not supported by the vGPU: CUDA_ERROR_NOT_SUPPORTED", name);
-    fe_log_error("Returning %d (CUDA_ERROR_NOT_SUPPORTED) from %s", (int)CUDA_ERROR_NOT_SUPPORTED, name);
+    if (fe_cfg.driver_log) {
+        fe_log_error("Returning %d (CUDA_ERROR_NOT_SUPPORTED) from %s", (int)CUDA_ERROR_NOT_SUPPORTED, name);
+        refusal_noted = name;
+    }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -244,7 +251,9 @@ int vgpu_driver_traced(const char *name, int result)
     if (failed || vgpu_log_enabled(level)) {
         const struct vgpu_error_name *e = error_entry((CUresult)result);
         vgpu_log(level, "%s -> %s", name, e ? e->name : "?");
-        if (failed) /* the driver's own log (driver_logs.c) */
+        bool noted = refusal_noted && strcmp(refusal_noted, name) == 0;
+        refusal_noted = NULL;
+        if (failed && fe_cfg.driver_log && !noted) /* the driver's own log (driver_logs.c) */
             fe_log_error("Returning %d (%s) from %s", result, e ? e->name : "?", name);
     }
     return result;
@@ -281,10 +290,10 @@ static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint6
         if (best) {
             /* Every function the driver has resolves, so that a framework that resolves the whole
              * table at start goes on; one the vGPU does not offer answers CUDA_ERROR_NOT_SUPPORTED
-             * when called. Calls made through the table pass a wrapper that notes their errors in
-             * the driver's log (cuLogs*) and, at debug level and above, logs them with their result. */
-            bool wrap = fe_cfg.driver_log || vgpu_log_enabled(VGPU_LOG_DEBUG);
-            found = (void *)(best->traced && wrap ? best->traced : best->fn);
+             * when called. The exported function, as dlsym finds it: a wrapper (the link gives it
+             * the name) that notes errors in the driver's log (cuLogs*) and, at debug level and
+             * above, logs calls with their result. */
+            found = (void *)(best->traced ? best->traced : best->fn);
             st = CU_GET_PROC_ADDRESS_SUCCESS;
         } else if (known && !best) {
             st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;

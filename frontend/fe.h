@@ -544,8 +544,8 @@ struct fe_config {
     uint64_t data_area;   /* VGPU_DATA_AREA: size of each channel's data area */
     uint32_t slot_size;   /* VGPU_SLOT_SIZE */
     uint32_t slot_count;  /* VGPU_SLOTS */
-    bool driver_log;      /* VGPU_DRIVER_LOG (default 1): cuGetProcAddress hands out wrappers that
-                           * note errors in the driver's log; 0: the exported functions themselves */
+    bool driver_log;      /* VGPU_DRIVER_LOG (default 1): calls' errors are noted in the driver's log
+                           * (cuLogs*); 0: they are not */
     /* The driver's own variables, read by the frontend since the worker's driver never sees the
      * program's environment: CUDA_LAUNCH_BLOCKING=1 (a kernel launch returns once the kernel has
      * run, with its error) and CUDA_MODULE_LOADING=EAGER (the loading mode reported). */

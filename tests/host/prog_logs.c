@@ -1,5 +1,5 @@
 /* The driver's error log (cuLogs*): a failing call made through cuGetProcAddress (as the CUDA
- * runtime makes every call) reaches the registered callbacks and the log, which dumps from an
+ * runtime makes every call) or directly reaches the registered callbacks and the log, which dumps from an
  * iterator into memory (with the warning when the buffer holds only the newest messages) and into a
  * file; what the calls answer is printed, for check-gpu to compare with NVIDIA's driver. */
 #include <stdio.h>
@@ -39,6 +39,12 @@ int main(void)
     EXPECT_RESULT(mem_alloc(&d, 0), CUDA_ERROR_INVALID_VALUE);
     EXPECT(heard > 0 && strstr(last, "Returning 1 (CUDA_ERROR_INVALID_VALUE) from cuMemAlloc"),
            "the callback heard %d message(s), the last \"%s\"", heard, last);
+    /* The same called directly, as a driver API program calls it. */
+    heard = 0;
+    last[0] = 0;
+    EXPECT_RESULT(cuMemAlloc(&d, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(heard == 1 && strstr(last, "Returning 1 (CUDA_ERROR_INVALID_VALUE) from cuMemAlloc"),
+           "a direct call: the callback heard %d message(s), the last \"%s\"", heard, last);
     CUlogIterator after;
     CHECK(cuLogsCurrent(&after, 0));
     EXPECT(after > before, "the iterator stayed at %u", (unsigned)after);
