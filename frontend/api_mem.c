@@ -226,7 +226,8 @@ CUresult cuMemFreeHost(void *p)
     struct fe_chan *ch = pinned_owner(p, &b, &off);
     if (!ch)
         return fe_spill_free(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (off != b.off)
+    /* The page of completion words is the frontend's, not a pointer the program was given. */
+    if (off != b.off || (atomic_load(&ch->signal_state) == FE_SIGNALS_READY && off == ch->signal_off))
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_ctx *c;
     uint32_t ctx = fe_current(&c, NULL) == CUDA_SUCCESS ? c->id : 0;
