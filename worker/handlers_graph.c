@@ -435,10 +435,11 @@ CUresult vgpu_handle_GraphClone(struct vgpu_call *c, const struct vgpu_req_Graph
     CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
     if (r)
         return r;
+    void *original = g->x; /* adding to the table may move its entries */
     struct srv_obj *clone = vchannel_add(c, SRV_GRAPH, q->clone, &r);
     if (!clone)
         return r;
-    r = OPS(c)->graph_clone(EXEC(c), c->ctx->x, g->x, &clone->x);
+    r = OPS(c)->graph_clone(EXEC(c), c->ctx->x, original, &clone->x);
     if (r != CUDA_SUCCESS)
         vchannel_remove(c->ch, SRV_GRAPH, q->clone);
     return r;
