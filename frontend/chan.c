@@ -208,8 +208,9 @@ static void deliver(struct fe_chan *ch, const uint8_t *rec, uint32_t len)
     LOG_WARN("a response nobody waits for (seq %u)", h.seq);
 }
 
-/* Read responses until mine has arrived or the channel died (the reader role held). Mine is
- * delivered without the lock: only the reader delivers, and nobody else looks at mine. */
+/* Read responses until mine has arrived (without mine: until none is left) or the channel died
+ * (the reader role held). Mine is delivered without the lock: only the reader delivers, and nobody
+ * else looks at mine. */
 static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
 {
     for (;;) {
@@ -218,13 +219,13 @@ static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
             vgpu_ring_release(&ch->map.rsp);
             struct vgpu_rsp_hdr h;
             memcpy(&h, ch->rsp_buf, sizeof h);
-            if (h.op != VGPU_RSP_PRINT && h.seq == mine->seq) {
+            if (mine && h.op != VGPU_RSP_PRINT && h.seq == mine->seq) {
                 deliver_to(mine, ch->rsp_buf, (uint32_t)n);
                 return;
             }
             pthread_mutex_lock(&ch->recv_mu);
             deliver(ch, ch->rsp_buf, (uint32_t)n);
-            bool mine_done = mine->done;
+            bool mine_done = mine && mine->done;
             if (!mine_done)
                 pthread_cond_broadcast(&ch->recv_cv);
             pthread_mutex_unlock(&ch->recv_mu);
@@ -237,7 +238,7 @@ static void read_responses(struct fe_chan *ch, struct fe_wait *mine)
             atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
             return;
         }
-        if (chan_check(ch))
+        if (!mine || chan_check(ch))
             return;
         wait_bell(ch, response_ready, ch);
     }
@@ -321,8 +322,6 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
 
 /* ---------------------------------------------------------------- completion words */
 
-#define SIGNAL_WORDS 64u
-
 /* The page of completion words: pinned and mapped for the device, made once per channel. */
 static bool signals_ready(struct fe_chan *ch, uint32_t ctx)
 {
@@ -385,26 +384,14 @@ static int signal_check(void *arg) { return chan_check(((struct signal_wait *)ar
 static void drain_prints(struct fe_chan *ch)
 {
     pthread_mutex_lock(&ch->recv_mu);
-    if (ch->reader_busy) {
+    if (!ch->reader_busy) {
+        ch->reader_busy = true;
         pthread_mutex_unlock(&ch->recv_mu);
-        return;
-    }
-    ch->reader_busy = true;
-    for (;;) {
-        pthread_mutex_unlock(&ch->recv_mu);
-        int n = vgpu_ring_read(&ch->map.rsp, ch->rsp_buf, VGPU_MAX_RECORD);
-        if (n > 0)
-            vgpu_ring_release(&ch->map.rsp);
-        else if (n < 0)
-            atomic_store(&ch->dead, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        read_responses(ch, NULL);
         pthread_mutex_lock(&ch->recv_mu);
-        if (n <= 0)
-            break;
-        deliver(ch, ch->rsp_buf, (uint32_t)n);
+        ch->reader_busy = false;
         pthread_cond_broadcast(&ch->recv_cv);
     }
-    ch->reader_busy = false;
-    pthread_cond_broadcast(&ch->recv_cv);
     pthread_mutex_unlock(&ch->recv_mu);
 }
 

@@ -500,21 +500,6 @@ CUresult vgpu_handle_Memset2D(struct vgpu_call *c, const struct vgpu_req_Memset2
                              xfer_flags(c));
 }
 
-/* The device address of count elements of pinned host memory at a data-area offset (registered
- * memory: its mapped address, else the worker's own, which unified addressing makes the device's);
- * 0 if the range is not pinned. */
-static uint64_t pinned_target(struct vgpu_call *c, uint64_t offset, uint64_t bytes)
-{
-    if (!vchannel_data(c, offset, bytes))
-        return 0;
-    for (size_t i = 0; i < c->ch->reg_count; i++) {
-        const struct host_reg *g = &c->ch->regs[i];
-        if (!g->staging && offset >= g->offset && offset - g->offset < g->size && bytes <= g->size - (offset - g->offset))
-            return g->dptr ? g->dptr + (offset - g->offset) : (uint64_t)(uintptr_t)(c->ch->map.data + offset);
-    }
-    return 0;
-}
-
 CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q, struct vgpu_rsp_Memset *a)
 {
     (void)a;
@@ -522,7 +507,7 @@ CUresult vgpu_handle_Memset(struct vgpu_call *c, const struct vgpu_req_Memset *q
     bool none;
     uint64_t dst = q->dst;
     if (q->in_data) {
-        if (q->elem_size > 4 || q->count > UINT64_MAX / 4 || !(dst = pinned_target(c, q->dst, q->count * q->elem_size)))
+        if (q->elem_size > 4 || q->count > UINT64_MAX / 4 || !(dst = vchannel_pinned_address(c->ch, q->dst, q->count * q->elem_size)))
             return CUDA_ERROR_INVALID_VALUE;
         CUresult r = vchannel_stream(c, q->stream, &stream);
         if (r || (r = vchannel_admit(c, GATE_COPY, stream)))

@@ -30,14 +30,8 @@ bool vsignal_by_device(struct vgpu_call *c, uint64_t off, uint64_t *dptr)
     if (ch->launched || console_pending() || ch->capture_count || ch->signal_count == VSIGNAL_MAX ||
         !ch->x->ops->stream_mem_ops)
         return false;
-    for (size_t i = 0; i < ch->reg_count; i++) {
-        const struct host_reg *r = &ch->regs[i];
-        if (r->dptr && r->size >= 8 && off >= r->offset && off - r->offset <= r->size - 8) {
-            *dptr = r->dptr + (off - r->offset);
-            return true;
-        }
-    }
-    return false;
+    *dptr = vchannel_pinned_address(ch, off, 8);
+    return *dptr != 0;
 }
 
 /* The word's copy is over: a word the device has not stored gets r (an error, or what the

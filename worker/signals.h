@@ -13,8 +13,8 @@
 
 /* The word at data-area offset off (8 bytes, 8-aligned), or NULL. */
 uint32_t *vsignal_word(struct vchannel *ch, uint64_t off);
-/* Whether the device may store the word at off for this call's copy: its pages are mapped for
- * the device (*dptr: the word's device address), no kernel's output may still have to reach the
+/* Whether the device may store the word at off for this call's copy: its pages are pinned
+ * (*dptr: the word's device address), no kernel's output may still have to reach the
  * client first (a kernel launched since the last context synchronisation, text waiting), no
  * stream captures, and there is room to follow it. */
 bool vsignal_by_device(struct vgpu_call *c, uint64_t off, uint64_t *dptr);

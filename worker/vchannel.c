@@ -538,6 +538,18 @@ CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, 
     return CUDA_SUCCESS;
 }
 
+uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t bytes)
+{
+    if (!vgpu_data_range_ok(&ch->map.layout, offset, bytes))
+        return 0;
+    for (size_t i = 0; i < ch->reg_count; i++) {
+        const struct host_reg *g = &ch->regs[i];
+        if (!g->staging && offset >= g->offset && offset - g->offset < g->size && bytes <= g->size - (offset - g->offset))
+            return g->dptr ? g->dptr + (offset - g->offset) : (uint64_t)(uintptr_t)(ch->map.data + offset);
+    }
+    return 0;
+}
+
 CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
 {
     for (size_t i = 0; i < ch->reg_count; i++) {

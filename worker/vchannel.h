@@ -379,5 +379,9 @@ void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id);
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
                            uint64_t *dptr);
 CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset);
+/* The device address of bytes of pinned host memory at a data-area offset (registered memory:
+ * its mapped address, else the worker's own, which unified addressing makes the device's); 0 if
+ * the range is not pinned. */
+uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t bytes);
 
 #endif
