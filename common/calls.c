@@ -61,10 +61,63 @@ uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels)
         return channels == 2 ? 4 : 0;
     case 0xc5: case 0xcb: /* x4 */
         return channels == 4 ? 8 : 0;
+    case 0x50: /* unorm 10-10-10-2 */
+        return channels == 4 ? 4 : 0;
     default:
         return 0;
     }
     return channels == 1 || channels == 2 || channels == 4 ? size * channels : 0;
+}
+
+uint32_t vgpu_array_block_size(uint32_t format, uint32_t channels)
+{
+    switch (format) {
+    case 0x91: case 0x92: /* BC1, and sRGB */
+        return channels == 4 ? 8 : 0;
+    case 0x93: case 0x94: /* BC2 */
+    case 0x95: case 0x96: /* BC3 */
+    case 0x9d: case 0x9e: /* BC7 */
+        return channels == 4 ? 16 : 0;
+    case 0x97: case 0x98: /* BC4 unsigned, signed */
+        return channels == 1 ? 8 : 0;
+    case 0x99: case 0x9a: /* BC5 */
+        return channels == 2 ? 16 : 0;
+    case 0x9b: case 0x9c: /* BC6H */
+        return channels == 3 ? 16 : 0;
+    default:
+        return 0;
+    }
+}
+
+/* The planar and packed video formats (NV12, P010, ... YUV444 semi-planar). */
+static bool planar_format(uint32_t format) { return format == 0x9f || (format >= 0xa1 && format <= 0xa9) || (format >= 0xb0 && format <= 0xb5); }
+
+enum vgpu_array_verdict vgpu_array_layout(const struct vgpu_array_shape *s, struct vgpu_array_layout *l)
+{
+    const uint32_t surface = 0x02; /* CUDA_ARRAY3D_SURFACE_LDST */
+    *l = (struct vgpu_array_layout){0};
+    if (s->width == 0 || (s->depth && !s->height))
+        return VGPU_ARRAY_INVALID;
+    if (planar_format(s->format))
+        return VGPU_ARRAY_PLANAR;
+    uint64_t across = s->width, down = s->height ? s->height : 1;
+    if ((l->elem = vgpu_array_block_size(s->format, s->channels)) != 0) {
+        if (!s->height) /* blocks are 4 x 4 texels: no 1D array */
+            return VGPU_ARRAY_INVALID;
+        if (s->flags & surface)
+            return VGPU_ARRAY_UNSUPPORTED;
+        l->compressed = true;
+        across = across / 4 + (across % 4 != 0);
+        down = down / 4 + (down % 4 != 0);
+    } else if ((l->elem = vgpu_array_element_size(s->format, s->channels)) == 0) {
+        return VGPU_ARRAY_INVALID;
+    }
+    if (across > UINT64_MAX / l->elem)
+        return VGPU_ARRAY_INVALID;
+    l->row_bytes = across * l->elem;
+    l->rows = down;
+    l->slices = s->depth ? s->depth : 1;
+    return VGPU_ARRAY_OK;
 }
 
 static uint64_t halved(uint64_t n, uint32_t level)

@@ -13,7 +13,9 @@ struct fe_array {
     struct fe_ctx *ctx;
     struct fe_chan *ch;
     CUDA_ARRAY3D_DESCRIPTOR desc;
-    uint64_t pitch, rows, depth; /* a row's bytes, rows per slice, slices */
+    uint64_t pitch, rows, depth; /* a row's bytes, rows per slice (of blocks, compressed), slices */
+    uint32_t elem;               /* bytes of an element: a texel, or a block of 4 x 4 */
+    bool compressed;
     bool level;                  /* a mipmapped array's level: it goes with that */
 };
 
@@ -43,15 +45,24 @@ void fe_array_forget(void *obj, uint64_t handle, void *ctx)
         array_free(a);
 }
 
-/* An array's descriptor as the driver checks it: its element size. */
-static CUresult element_of(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t *elem)
+static struct vgpu_array_shape shape_of(const CUDA_ARRAY3D_DESCRIPTOR *d);
+
+/* An array's descriptor as the driver checks it: its layout. A planar format goes to the worker,
+ * whose driver says whether the GPU has it (layout: none). */
+static CUresult layout_of(const CUDA_ARRAY3D_DESCRIPTOR *d, struct vgpu_array_layout *l)
 {
-    if (!d || d->Width == 0 || (d->Depth && !d->Height))
+    if (!d)
         return CUDA_ERROR_INVALID_VALUE;
-    *elem = vgpu_array_element_size((uint32_t)d->Format, d->NumChannels);
-    if (*elem == 0 && (d->Format == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4)))
+    struct vgpu_array_shape s = shape_of(d);
+    switch (vgpu_array_layout(&s, l)) {
+    case VGPU_ARRAY_OK:
+    case VGPU_ARRAY_PLANAR:
+        return CUDA_SUCCESS;
+    case VGPU_ARRAY_UNSUPPORTED:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    default:
         return CUDA_ERROR_INVALID_VALUE;
-    return *elem ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED; /* planar video, block-compressed */
+    }
 }
 
 static struct vgpu_array_shape shape_of(const CUDA_ARRAY3D_DESCRIPTOR *d)
@@ -60,14 +71,15 @@ static struct vgpu_array_shape shape_of(const CUDA_ARRAY3D_DESCRIPTOR *d)
                                      .format = (uint32_t)d->Format, .channels = d->NumChannels, .flags = d->Flags};
 }
 
-/* The frontend's record of an array of this shape, with an id. */
-static struct fe_array *array_new(struct fe_ctx *c, struct fe_chan *ch, const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t elem)
+/* The frontend's record of an array of this shape and layout, with an id. */
+static struct fe_array *array_new(struct fe_ctx *c, struct fe_chan *ch, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                  const struct vgpu_array_layout *l)
 {
     struct fe_array *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
-    *a = (struct fe_array){.ctx = c, .ch = ch, .desc = *d, .pitch = d->Width * elem, .rows = d->Height ? d->Height : 1,
-                           .depth = d->Depth ? d->Depth : 1};
+    *a = (struct fe_array){.ctx = c, .ch = ch, .desc = *d, .pitch = l->row_bytes, .rows = l->rows,
+                           .depth = l->slices, .elem = l->elem, .compressed = l->compressed};
     if (!(a->handle = fe_handle_new(FE_ARRAY, a))) {
         free(a);
         return NULL;
@@ -81,11 +93,11 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
-    uint32_t elem;
+    struct vgpu_array_layout l;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    FE_RETURN_IF(element_of(d, &elem));
-    struct fe_array *a = array_new(c, ch, d, elem);
+    FE_RETURN_IF(layout_of(d, &l));
+    struct fe_array *a = array_new(c, ch, d, &l);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     FE_REQ(q, ArrayCreate);
@@ -163,7 +175,8 @@ CUresult fe_array_side(CUarray h, struct fe_ctx *ctx, size_t x, size_t y, size_t
     if (x >= a->pitch || y >= a->rows || z >= a->depth)
         return CUDA_ERROR_INVALID_VALUE;
     *s = (struct fe_copy_side){.device = true, .addr = (uint64_t)z * a->rows * a->pitch + (uint64_t)y * a->pitch + x,
-                               .pitch = a->pitch, .rows = a->rows, .array = a->id, .slices = a->depth};
+                               .pitch = a->pitch, .rows = a->rows, .array = a->id, .slices = a->depth,
+                               .block = a->compressed ? a->elem : 0};
     return CUDA_SUCCESS;
 }
 
@@ -199,10 +212,10 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRI
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
-    uint32_t elem;
+    struct vgpu_array_layout l;
     if (!out || levels == 0 || levels > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    FE_RETURN_IF(element_of(d, &elem));
+    FE_RETURN_IF(layout_of(d, &l));
     struct fe_mipmap *m = calloc(1, sizeof *m + levels * sizeof m->level[0]);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -240,9 +253,10 @@ CUresult cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray h, unsigned int
         d.Width = ls.width;
         d.Height = ls.height;
         d.Depth = ls.depth;
-        uint32_t elem;
-        FE_RETURN_IF(element_of(&d, &elem));
-        struct fe_array *a = array_new(m->ctx, m->ch, &d, elem);
+        struct vgpu_array_layout l;
+        if (vgpu_array_layout(&ls, &l) != VGPU_ARRAY_OK)
+            return CUDA_ERROR_INVALID_VALUE;
+        struct fe_array *a = array_new(m->ctx, m->ch, &d, &l);
         if (!a)
             return CUDA_ERROR_OUT_OF_MEMORY;
         a->level = true;
@@ -274,10 +288,36 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     return r;
 }
 
+CUresult fe_array_target(void *h, bool mipmap, struct fe_ctx **ctx, struct fe_chan **ch, uint32_t *id)
+{
+    if (mipmap) {
+        struct fe_mipmap *m = mipmap_of(h);
+        if (!m)
+            return CUDA_ERROR_INVALID_HANDLE;
+        *ctx = m->ctx, *ch = m->ch, *id = m->id;
+    } else {
+        struct fe_array *a = array_of(h);
+        if (!a)
+            return CUDA_ERROR_INVALID_HANDLE;
+        *ctx = a->ctx, *ch = a->ch, *id = a->id;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Planar formats are refused when an array is made (the GPUs vGPUs run on have none), so no
+ * array has planes. */
+CUresult cuArrayGetPlane(CUarray *out, CUarray h, unsigned int plane)
+{
+    (void)out;
+    (void)plane;
+    FE_RETURN_IF(fe_ready());
+    return array_of(h) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+}
+
 size_t fe_array_element(CUarray h)
 {
     struct fe_array *a = array_of(h);
-    return a ? a->pitch / a->desc.Width : 0;
+    return a ? a->elem : 0;
 }
 
 /* ---------------------------------------------------------------- 1D copies: one row of bytes */
@@ -343,22 +383,8 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dst, CUarray a, size_t off, size_t n, C
  * format with its channels (0: no such element). */
 static uint32_t texel_bytes(CUarray_format format, unsigned channels)
 {
-    switch ((unsigned)format) {
-    case CU_AD_FORMAT_BC1_UNORM: case CU_AD_FORMAT_BC1_UNORM_SRGB:
-        return channels == 4 ? 8 : 0;
-    case CU_AD_FORMAT_BC2_UNORM: case CU_AD_FORMAT_BC2_UNORM_SRGB:
-    case CU_AD_FORMAT_BC3_UNORM: case CU_AD_FORMAT_BC3_UNORM_SRGB:
-    case CU_AD_FORMAT_BC7_UNORM: case CU_AD_FORMAT_BC7_UNORM_SRGB:
-        return channels == 4 ? 16 : 0;
-    case CU_AD_FORMAT_BC4_UNORM: case CU_AD_FORMAT_BC4_SNORM:
-        return channels == 1 ? 8 : 0;
-    case CU_AD_FORMAT_BC5_UNORM: case CU_AD_FORMAT_BC5_SNORM:
-        return channels == 2 ? 16 : 0;
-    case CU_AD_FORMAT_BC6H_UF16: case CU_AD_FORMAT_BC6H_SF16:
-        return channels == 3 ? 16 : 0;
-    default:
-        return vgpu_array_element_size((uint32_t)format, channels);
-    }
+    uint32_t block = vgpu_array_block_size((uint32_t)format, channels);
+    return block ? block : vgpu_array_element_size((uint32_t)format, channels);
 }
 
 /* As NVIDIA's driver answers on the GPUs vGPUs run on: a 1D linear texture spans at most 4 GiB and

@@ -30,6 +30,7 @@ struct vmm_alloc {
     CUmemAllocationProp prop;
     unsigned refs; /* the application's: creation and each retain, less its releases */
     unsigned maps;
+    bool tile_pool; /* tiles of sparse arrays may map it */
 };
 
 struct vmm_reservation {
@@ -196,7 +197,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     struct vmm_alloc *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *m = (struct vmm_alloc){.device = device, .size = size, .prop = *prop, .refs = 1};
+    *m = (struct vmm_alloc){.device = device, .size = size, .prop = *prop, .refs = 1,
+                            .tile_pool = (prop->allocFlags.usage & CU_MEM_CREATE_USAGE_TILE_POOL) != 0};
+    m->prop.allocFlags.usage = 0; /* the driver does not report it back */
     if (!(m->handle = fe_handle_new(FE_MEMHANDLE, m))) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -204,7 +207,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     FE_REQ(q, MemCreate);
     q.handle = fe_handle_id(m->handle);
     q.size = size;
-    q.exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+    q.flags = ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ? VGPU_VMM_EXPORTABLE : 0) |
+              (m->tile_pool ? VGPU_VMM_TILE_POOL : 0);
     CUresult r = FE_CALL(ch, 0, MemCreate, &q, NULL);
     if (r != CUDA_SUCCESS) {
         fe_handle_free(FE_MEMHANDLE, m->handle);
@@ -240,6 +244,16 @@ static struct vmm_alloc *alloc_of(CUmemGenericAllocationHandle h)
 {
     struct vmm_alloc *m = fe_handle_get(FE_MEMHANDLE, h);
     return m && m->refs ? m : NULL;
+}
+
+CUresult fe_vmm_tile_pool(CUmemGenericAllocationHandle h, int device, uint32_t *id)
+{
+    pthread_mutex_lock(&vmm.mu);
+    struct vmm_alloc *m = alloc_of(h);
+    bool ok = m && m->tile_pool && m->device == device;
+    pthread_mutex_unlock(&vmm.mu);
+    *id = fe_handle_id(h);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)

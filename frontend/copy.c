@@ -363,6 +363,8 @@ static bool inside_array(const struct fe_copy_side *s, const struct fe_copy_3d *
         return true;
     uint64_t slice = (uint64_t)s->pitch * s->rows;
     uint64_t z = s->addr / slice, y = s->addr % slice / s->pitch, x = s->addr % s->pitch;
+    if (s->block && (x % s->block || k->width % s->block)) /* a block-compressed array: whole blocks */
+        return false;
     return k->width <= s->pitch - x && k->height <= s->rows - y && z < s->slices && k->depth <= s->slices - z;
 }
 

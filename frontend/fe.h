@@ -465,12 +465,18 @@ struct fe_copy_side {
     size_t pitch, rows;
     uint32_t array; /* an array's id (device is then true, addr the offset in its rows end to end) */
     size_t slices;  /* an array's slices */
+    uint32_t block; /* a block-compressed array's block bytes: copies move whole blocks */
 };
 /* The side of a 2D or 3D copy that an array of ctx is (api_array.c), x bytes, y rows, z slices in. */
 CUresult fe_array_side(CUarray a, struct fe_ctx *ctx, size_t x, size_t y, size_t z, struct fe_copy_side *s);
 void fe_array_forget(void *obj, uint64_t handle, void *ctx);
 /* Bytes per element of an array (0: not an array). */
 size_t fe_array_element(CUarray a);
+/* The context, channel and id of an array (mipmap false) or mipmapped array a sparse call names. */
+CUresult fe_array_target(void *h, bool mipmap, struct fe_ctx **ctx, struct fe_chan **ch, uint32_t *id);
+/* The id of a tile pool of device's (cuMemCreate with CU_MEM_CREATE_USAGE_TILE_POOL) the
+ * application holds (api_vmm.c). */
+CUresult fe_vmm_tile_pool(CUmemGenericAllocationHandle h, int device, uint32_t *id);
 /* The id of a mipmapped array of ctx (0: none such). */
 uint32_t fe_mipmap_id(CUmipmappedArray m, struct fe_ctx *ctx);
 void fe_mipmap_forget(void *obj, uint64_t handle, void *ctx);

@@ -76,18 +76,21 @@ struct vgpu_quota_group *shm_quota_group_check(void *page, size_t size)
 /* a * b, or UINT64_MAX when it does not fit (more than any quota, so it is refused). */
 static uint64_t times(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
 
-uint64_t shm_array_bytes(const struct vgpu_array_shape *s, uint32_t elem)
+uint64_t shm_array_bytes(const struct vgpu_array_shape *s)
 {
-    uint64_t rows = s->height ? s->height : 1, slices = s->depth ? s->depth : 1;
-    return times(times(times(s->width, elem), rows), slices);
+    const uint32_t unbacked = 0x40 | 0x80; /* CUDA_ARRAY3D_SPARSE, _DEFERRED_MAPPING: tile pools back them */
+    struct vgpu_array_layout l;
+    if (vgpu_array_layout(s, &l) != VGPU_ARRAY_OK)
+        return UINT64_MAX;
+    return s->flags & unbacked ? 0 : times(times(l.row_bytes, l.rows), l.slices);
 }
 
-uint64_t shm_mipmap_bytes(const struct vgpu_array_shape *s, uint32_t elem, uint32_t levels)
+uint64_t shm_mipmap_bytes(const struct vgpu_array_shape *s, uint32_t levels)
 {
     uint64_t sum = 0;
     for (uint32_t l = 0; l < levels; l++) {
         struct vgpu_array_shape level = vgpu_mipmap_level(s, l);
-        uint64_t n = shm_array_bytes(&level, elem);
+        uint64_t n = shm_array_bytes(&level);
         sum = n > UINT64_MAX - sum ? UINT64_MAX : sum + n;
     }
     return sum;

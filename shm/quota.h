@@ -37,9 +37,10 @@ struct vgpu_quota_group *shm_quota_group_check(void *page, size_t size);
 /* Take bytes out of a group's use, never below nothing (a member's refund, or vgpud's for a member
  * that died). */
 void shm_quota_group_release(struct vgpu_quota_group *g, uint64_t bytes);
-/* The bytes charged for an array of this shape (elem bytes per element), and for a mipmapped array
- * of levels levels whose level 0 has this shape: its elements, every layer and level. */
-uint64_t shm_array_bytes(const struct vgpu_array_shape *s, uint32_t elem);
-uint64_t shm_mipmap_bytes(const struct vgpu_array_shape *s, uint32_t elem, uint32_t levels);
+/* The bytes charged for an array of this shape, and for a mipmapped array of levels levels whose
+ * level 0 has this shape: its elements (or blocks), every layer and level; none for a sparse array
+ * or one of deferred mapping, whose memory is the tile pools mapped into it. */
+uint64_t shm_array_bytes(const struct vgpu_array_shape *s);
+uint64_t shm_mipmap_bytes(const struct vgpu_array_shape *s, uint32_t levels);
 
 #endif

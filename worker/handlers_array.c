@@ -13,26 +13,45 @@ struct worker_array {
     uint64_t pitch, rows, depth; /* a row's bytes, rows per slice, slices */
     bool level;                  /* a mipmap level: its mipmapped array frees it */
     uint64_t bytes;              /* charged to the quota */
+    struct vgpu_array_shape shape;
+    struct tile_holds pools;     /* tile pools mapped into it (sparse, deferred mapping) */
 };
 
-/* The shape of an array as a copy sees it (elem: bytes per element). */
-static struct worker_array shape(uint32_t elem, uint64_t width, uint64_t height, uint64_t depth)
-{
-    return (struct worker_array){.pitch = width * elem, .rows = height ? height : 1, .depth = depth ? depth : 1};
-}
+enum { SPARSE = 0x40, DEFERRED = 0x80 }; /* CUDA_ARRAY3D_SPARSE, CUDA_ARRAY3D_DEFERRED_MAPPING */
 
-/* The element size of an array's shape, or the error the driver gives for it; and the driver's
- * descriptor of it. */
-static CUresult element_of(const struct vgpu_array_shape *s, uint32_t *elem, CUDA_ARRAY3D_DESCRIPTOR *d)
+/* The layout of an array's shape, or the error the driver gives for it; and the driver's
+ * descriptor of it. A planar format is the executor's driver's to judge: a GPU that offers it gets
+ * CUDA_ERROR_NOT_SUPPORTED (the worker knows no planar layout to check copies against). */
+static CUresult layout_of(struct vgpu_call *c, const struct vgpu_array_shape *s, struct vgpu_array_layout *l,
+                          CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    *elem = vgpu_array_element_size(s->format, s->channels);
-    if (*elem == 0)
-        return s->format == 0 || (s->channels != 1 && s->channels != 2 && s->channels != 4) ? CUDA_ERROR_INVALID_VALUE
-                                                                                             : CUDA_ERROR_NOT_SUPPORTED;
     *d = (CUDA_ARRAY3D_DESCRIPTOR){.Width = s->width, .Height = s->height, .Depth = s->depth,
                                    .Format = (CUarray_format)s->format, .NumChannels = s->channels, .Flags = s->flags};
-    return s->width == 0 || s->width > UINT64_MAX / *elem || (s->depth && !s->height) ? CUDA_ERROR_INVALID_VALUE
-                                                                                      : CUDA_SUCCESS;
+    switch (vgpu_array_layout(s, l)) {
+    case VGPU_ARRAY_OK:
+        return CUDA_SUCCESS;
+    case VGPU_ARRAY_UNSUPPORTED:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    case VGPU_ARRAY_PLANAR: {
+        void *x = NULL;
+        CUresult r = OPS(c)->array_create(EXEC(c), c->ctx->x, d, &x);
+        if (r != CUDA_SUCCESS)
+            return r;
+        OPS(c)->array_destroy(EXEC(c), c->ctx->x, x);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* The worker's record of an array of this layout. */
+static struct worker_array *record(const struct vgpu_array_layout *l, const struct vgpu_array_shape *s)
+{
+    struct worker_array *wa = calloc(1, sizeof *wa);
+    if (wa)
+        *wa = (struct worker_array){.pitch = l->row_bytes, .rows = l->rows, .depth = l->slices, .shape = *s};
+    return wa;
 }
 
 CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_ArrayCreate *q,
@@ -42,15 +61,14 @@ CUresult vgpu_handle_ArrayCreate(struct vgpu_call *c, const struct vgpu_req_Arra
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    uint32_t elem;
+    struct vgpu_array_layout l;
     CUDA_ARRAY3D_DESCRIPTOR d;
-    if ((r = element_of(&q->shape, &elem, &d)) != CUDA_SUCCESS)
+    if ((r = layout_of(c, &q->shape, &l, &d)) != CUDA_SUCCESS)
         return r;
-    struct worker_array *wa = calloc(1, sizeof *wa);
+    struct worker_array *wa = record(&l, &q->shape);
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *wa = shape(elem, q->shape.width, q->shape.height, q->shape.depth);
-    wa->bytes = shm_array_bytes(&q->shape, elem);
+    wa->bytes = shm_array_bytes(&q->shape);
     if ((r = vchannel_charge(c->ch, wa->bytes)) != CUDA_SUCCESS) {
         free(wa);
         return r;
@@ -74,6 +92,7 @@ void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array)
     struct worker_array *wa = array;
     if (!wa->level)
         ch->x->ops->array_destroy(ch->x, ctx, wa->x);
+    vchannel_tiles_drop(ch, &wa->pools); /* after the array that mapped them */
     shm_quota_refund(&ch->quota, wa->bytes);
     free(wa);
 }
@@ -101,9 +120,10 @@ _Static_assert(CUDA_ARRAY3D_LAYERED == 0x01 && CUDA_ARRAY3D_CUBEMAP == 0x04,
 /* What the worker keeps of a mipmapped array: the executor's handle and its level 0's shape. */
 struct worker_mipmap {
     void *x;
-    uint32_t elem, levels;
+    uint32_t levels;
     struct vgpu_array_shape shape;
-    uint64_t bytes; /* charged to the quota */
+    uint64_t bytes;          /* charged to the quota */
+    struct tile_holds pools; /* tile pools mapped into it */
 };
 
 CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_MipmapCreate *q,
@@ -113,17 +133,17 @@ CUresult vgpu_handle_MipmapCreate(struct vgpu_call *c, const struct vgpu_req_Mip
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    uint32_t elem;
+    struct vgpu_array_layout l;
     CUDA_ARRAY3D_DESCRIPTOR d;
-    if ((r = element_of(&q->shape, &elem, &d)) != CUDA_SUCCESS)
+    if ((r = layout_of(c, &q->shape, &l, &d)) != CUDA_SUCCESS)
         return r;
     if (q->levels == 0 || q->levels > 64)
         return CUDA_ERROR_INVALID_VALUE;
     struct worker_mipmap *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *m = (struct worker_mipmap){.elem = elem, .levels = q->levels, .shape = q->shape};
-    m->bytes = shm_mipmap_bytes(&q->shape, elem, q->levels);
+    *m = (struct worker_mipmap){.levels = q->levels, .shape = q->shape};
+    m->bytes = shm_mipmap_bytes(&q->shape, q->levels);
     if ((r = vchannel_charge(c->ch, m->bytes)) != CUDA_SUCCESS) {
         free(m);
         return r;
@@ -153,11 +173,13 @@ CUresult vgpu_handle_MipmapLevel(struct vgpu_call *c, const struct vgpu_req_Mipm
     const struct worker_mipmap *m = o->x;
     if (q->level >= m->levels)
         return CUDA_ERROR_INVALID_VALUE;
-    struct worker_array *wa = calloc(1, sizeof *wa);
+    struct vgpu_array_shape ls = vgpu_mipmap_level(&m->shape, q->level);
+    struct vgpu_array_layout lay;
+    if (vgpu_array_layout(&ls, &lay) != VGPU_ARRAY_OK)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct worker_array *wa = record(&lay, &ls);
     if (!wa)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct vgpu_array_shape ls = vgpu_mipmap_level(&m->shape, q->level);
-    *wa = shape(m->elem, ls.width, ls.height, ls.depth);
     wa->level = true;
     struct srv_obj *l = vchannel_add(c, SRV_ARRAY, q->array, &r);
     if (l)
@@ -177,6 +199,7 @@ void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap)
 {
     struct worker_mipmap *m = mipmap;
     ch->x->ops->mipmap_destroy(ch->x, ctx, m->x);
+    vchannel_tiles_drop(ch, &m->pools);
     shm_quota_refund(&ch->quota, m->bytes);
     free(m);
 }
@@ -210,8 +233,12 @@ CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, 
     if (r)
         return r;
     const struct worker_array *wa = o->x;
-    /* The side's rows are the array's, and the copied box lies inside it. */
+    /* The side's rows are the array's, and the copied box lies inside it; a block-compressed
+     * array's in whole blocks. */
     if (s->pitch != wa->pitch || s->rows != wa->rows)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_array_layout l;
+    if (vgpu_array_layout(&wa->shape, &l) == VGPU_ARRAY_OK && l.compressed && (offset % l.elem || d->width % l.elem))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t slice = wa->pitch * wa->rows;
     uint64_t z = offset / slice, y = offset % slice / wa->pitch, x = offset % wa->pitch;
@@ -220,6 +247,103 @@ CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, 
     s->array = wa->x;
     s->dev = offset;
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- sparse arrays, deferred mapping */
+
+/* The array or mipmapped array a sparse call names, in any context of the vGPU (a stream of one
+ * context may map tiles into another's arrays, as on the device): its executor handle, flags,
+ * levels and the pools it holds. */
+struct sparse_target {
+    void *x;
+    const struct vgpu_array_shape *shape;
+    uint32_t levels; /* 1 for an array */
+    bool level;      /* a mipmapped array's level */
+    struct tile_holds *pools;
+};
+
+static CUresult target_of(struct vgpu_call *c, uint32_t id, bool mipmap, struct sparse_target *t)
+{
+    if (!c->ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct srv_obj *o = srv_table_get(&c->ch->tables[mipmap ? SRV_MIPMAP : SRV_ARRAY], id);
+    if (!o || !o->x)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (mipmap) {
+        struct worker_mipmap *m = o->x;
+        *t = (struct sparse_target){.x = m->x, .shape = &m->shape, .levels = m->levels, .pools = &m->pools};
+    } else {
+        struct worker_array *wa = o->x;
+        *t = (struct sparse_target){.x = wa->x, .shape = &wa->shape, .levels = 1, .level = wa->level,
+                                    .pools = &wa->pools};
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_ArraySparse(struct vgpu_call *c, const struct vgpu_req_ArraySparse *q,
+                                 struct vgpu_rsp_ArraySparse *a)
+{
+    struct sparse_target t;
+    CUresult r = q->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, q->id, q->mipmap, &t);
+    if (r)
+        return r;
+    if (!(t.shape->flags & SPARSE) || t.level) /* a level's tiles are its mipmapped array's to tell */
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->array_sparse(EXEC(c), c->ctx->x, t.x, q->mipmap, t.shape, t.levels, &a->props);
+}
+
+CUresult vgpu_handle_ArrayRequirements(struct vgpu_call *c, const struct vgpu_req_ArrayRequirements *q,
+                                       struct vgpu_rsp_ArrayRequirements *a)
+{
+    struct sparse_target t;
+    CUresult r = q->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, q->id, q->mipmap, &t);
+    if (r)
+        return r;
+    if (!(t.shape->flags & DEFERRED) || t.level)
+        return CUDA_ERROR_INVALID_VALUE;
+    return OPS(c)->array_requirements(EXEC(c), c->ctx->x, t.x, q->mipmap, c->ch->device, t.shape, t.levels, &a->size,
+                                      &a->alignment);
+}
+
+/* One entry checked as far as the worker can (the executor's driver checks tiles against the
+ * array), its target and pool resolved; the pool is held by the target from now on. */
+static CUresult map_entry(struct vgpu_call *c, const struct vgpu_array_map *m, struct vgpu_exec_array_map *e)
+{
+    enum { LEVEL = 0, MIPTAIL = 1, MAP = 1, UNMAP = 2 }; /* CUarraySparseSubresourceType, CUmemOperationType */
+    struct sparse_target t;
+    CUresult r = m->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, m->id, m->mipmap, &t);
+    if (r)
+        return r == CUDA_ERROR_INVALID_HANDLE ? CUDA_ERROR_INVALID_VALUE : r;
+    if (!(t.shape->flags & (SPARSE | DEFERRED)) || t.level || (m->op != MAP && m->op != UNMAP) ||
+        m->subresource > MIPTAIL || (m->op == UNMAP) != (m->handle == 0) || m->pad)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(t.shape->flags & DEFERRED) && m->subresource == LEVEL && m->level >= t.levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    *e = (struct vgpu_exec_array_map){.target = t.x, .mipmap = m->mipmap, .shape = t.shape, .levels = t.levels,
+                                      .map = m};
+    if (m->op == MAP)
+        return vchannel_tiles_hold(c->ch, m->handle, m->offset, t.pools, &e->pool);
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_MapArrays(struct vgpu_call *c, const struct vgpu_req_MapArrays *q, struct vgpu_rsp_MapArrays *a)
+{
+    (void)a;
+    void *stream;
+    CUresult r = vchannel_stream(c, q->stream, &stream);
+    if (r)
+        return r;
+    if (q->count == 0 || q->count > VGPU_MAX_ARRAY_MAPS || (uint64_t)q->count * sizeof(struct vgpu_array_map) != c->tail_len)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_array_map maps[VGPU_MAX_ARRAY_MAPS];
+    struct vgpu_exec_array_map entries[VGPU_MAX_ARRAY_MAPS];
+    memcpy(maps, c->tail, c->tail_len);
+    for (uint32_t i = 0; i < q->count; i++)
+        if ((r = map_entry(c, &maps[i], &entries[i])) != CUDA_SUCCESS)
+            return r;
+    if ((r = vchannel_admit(c, GATE_COPY, stream)) != CUDA_SUCCESS)
+        return r;
+    return OPS(c)->map_arrays(EXEC(c), c->ctx->x, stream, c->ch->device, entries, q->count);
 }
 
 /* ---------------------------------------------------------------- texture and surface objects */

@@ -19,6 +19,9 @@ struct vmm_phys {
     uint32_t maps;
     bool imported; /* another tenant's memory (not charged here) */
     bool exported; /* published to vgpud under token, dropped with it */
+    bool tile_pool;
+    uint32_t holders; /* sparse arrays mapping tiles onto it */
+    bool orphan;      /* released by the tenant while held: freed by its last holder */
     uint8_t token[VGPU_IPC_HANDLE_BYTES];
 };
 
@@ -139,12 +142,13 @@ CUresult vgpu_handle_MemReserveMove(struct vgpu_call *c, const struct vgpu_req_M
 CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCreate *q, struct vgpu_rsp_MemCreate *a)
 {
     (void)a;
-    if (q->size == 0 || q->size % granularity(c))
+    if (q->size == 0 || q->size % granularity(c) || (q->flags & ~(VGPU_VMM_EXPORTABLE | VGPU_VMM_TILE_POOL)))
         return CUDA_ERROR_INVALID_VALUE;
     struct vmm_phys *ph = calloc(1, sizeof *ph);
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ph->size = q->size;
+    ph->tile_pool = (q->flags & VGPU_VMM_TILE_POOL) != 0;
     CUresult r = vchannel_charge(c->ch, q->size);
     if (r != CUDA_SUCCESS) {
         free(ph);
@@ -153,8 +157,8 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
     struct srv_obj *o = vchannel_add(c, SRV_MEMHANDLE, q->handle, &r);
     if (o) {
         o->ctx = 0; /* the channel's, not a context's: it outlives the context that made it */
-        r = q->exportable ? OPS(c)->vmm_create_exportable(EXEC(c), c->ch->device, q->size, &ph->x)
-                          : OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
+        r = q->flags ? OPS(c)->vmm_create_with(EXEC(c), c->ch->device, q->size, q->flags, &ph->x)
+                     : OPS(c)->vmm_create(EXEC(c), c->ch->device, q->size, &ph->x);
     }
     if (!o || r != CUDA_SUCCESS) {
         if (o)
@@ -167,15 +171,56 @@ CUresult vgpu_handle_MemCreate(struct vgpu_call *c, const struct vgpu_req_MemCre
     return CUDA_SUCCESS;
 }
 
+/* The allocation leaves the tenant's table; the executor's goes too unless sparse arrays still map
+ * tiles onto it (their last one frees it). */
 static void phys_free(struct vchannel *ch, uint32_t handle, struct vmm_phys *ph)
 {
+    vchannel_remove(ch, SRV_MEMHANDLE, handle);
+    if (ph->holders) {
+        ph->orphan = true;
+        return;
+    }
     ch->x->ops->vmm_release(ch->x, ph->x);
     if (ph->exported && ch->host->ipc_drop)
         ch->host->ipc_drop(ph->token);
     if (!ph->imported)
         shm_quota_refund(&ch->quota, ph->size);
     free(ph);
-    vchannel_remove(ch, SRV_MEMHANDLE, handle);
+}
+
+CUresult vchannel_tiles_hold(struct vchannel *ch, uint32_t handle, uint64_t offset, struct tile_holds *h, void **pool)
+{
+    struct vmm_phys *ph = phys_of(ch, handle);
+    if (!ph || !ph->tile_pool || offset >= ph->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = ph->x;
+    for (uint32_t i = 0; i < h->count; i++)
+        if (h->v[i] == ph)
+            return CUDA_SUCCESS;
+    if (h->count == h->cap) {
+        uint32_t cap = h->cap ? 2 * h->cap : 4;
+        struct vmm_phys **v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        h->v = v;
+        h->cap = cap;
+    }
+    h->v[h->count++] = ph;
+    ph->holders++;
+    return CUDA_SUCCESS;
+}
+
+void vchannel_tiles_drop(struct vchannel *ch, struct tile_holds *h)
+{
+    for (uint32_t i = 0; i < h->count; i++) {
+        struct vmm_phys *ph = h->v[i];
+        if (--ph->holders == 0 && ph->orphan) {
+            ph->orphan = false;
+            phys_free(ch, 0, ph); /* out of the table already */
+        }
+    }
+    free(h->v);
+    *h = (struct tile_holds){0};
 }
 
 CUresult vgpu_handle_MemRelease(struct vgpu_call *c, const struct vgpu_req_MemRelease *q, struct vgpu_rsp_MemRelease *a)

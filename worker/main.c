@@ -458,7 +458,7 @@ static void serve(void)
 
 /* A device as its vGPU offers it: the attributes of what a vGPU does not do yet are 0 (concurrent managed
  * access, exporting events to other processes, dma-buf, multicast,
- * GPUDirect RDMA, compressed memory, sparse arrays, external semaphores, host-located pools), so
+ * GPUDirect RDMA, compressed memory, external semaphores, host-located pools), so
  * that programs which ask take their other path, as on a GPU without them. */
 static void offered(struct vgpu_device_info *d)
 {
@@ -471,7 +471,6 @@ static void offered(struct vgpu_device_info *d)
         CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
-        CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,

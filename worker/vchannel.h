@@ -313,6 +313,18 @@ void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array);
 void vchannel_mipmap_destroy(struct vchannel *ch, void *ctx, void *mipmap);
 /* Free the worker's record of a texture or surface object (its context took the object). */
 void vchannel_texobj_free(void *texobj);
+/* The tile pools an array or mipmapped array has mapped tiles onto: each is kept while one maps
+ * it, released by the tenant or not (handlers_vmm.c). */
+struct vmm_phys;
+struct tile_holds {
+    struct vmm_phys **v;
+    uint32_t count, cap;
+};
+/* The executor's allocation of the channel's tile pool `handle` (CUDA_ERROR_INVALID_VALUE: none,
+ * not a tile pool, or offset past it), held by h from now on. */
+CUresult vchannel_tiles_hold(struct vchannel *ch, uint32_t handle, uint64_t offset, struct tile_holds *h, void **pool);
+/* The target is gone: its pools are let go (one released meanwhile is freed). */
+void vchannel_tiles_drop(struct vchannel *ch, struct tile_holds *h);
 /* Unmap, release and free what the channel holds of the VMM API (handlers_vmm.c). */
 void vchannel_vmm_teardown(struct vchannel *ch);
 /* An allocation at dptr of size bytes is freed: no longer the tenant's, its charge given back. */

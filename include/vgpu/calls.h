@@ -62,9 +62,27 @@ enum vgpu_attr_policy vgpu_launch_attr_policy(uint32_t id);
 enum vgpu_jit_policy { VGPU_JIT_FORWARD, VGPU_JIT_LOCAL, VGPU_JIT_DROP, VGPU_JIT_REFUSE };
 enum vgpu_jit_policy vgpu_jit_option_policy(uint32_t option);
 
-/* Bytes per element of an array of this CUarray_format and channel count; 0 for a combination the
- * vGPU does not offer (planar video and block-compressed formats). One answer for both sides. */
+/* Bytes per texel of this CUarray_format and channel count; 0 for a combination that has no texel
+ * of its own (planar video and block-compressed formats) or that the driver refuses. One answer for
+ * both sides. */
 uint32_t vgpu_array_element_size(uint32_t format, uint32_t channels);
+
+/* How an array lies for copies: elements of elem bytes (a texel, or a 4 x 4 block of a
+ * block-compressed format), row_bytes per row, rows per slice (rows of blocks), slices (depth or
+ * layers). */
+struct vgpu_array_layout {
+    uint32_t elem;
+    bool compressed;
+    uint64_t row_bytes, rows, slices;
+};
+/* What the driver of the GPUs vGPUs run on says of an array's shape, as the worker, the frontend and
+ * emu all need it: VGPU_ARRAY_OK with its layout; INVALID (a bad size, format or channel count, a
+ * 1D block-compressed array); UNSUPPORTED (a block-compressed surface); PLANAR (a planar video
+ * format: whether the GPU offers it is the worker's driver's to say). */
+enum vgpu_array_verdict { VGPU_ARRAY_OK, VGPU_ARRAY_INVALID, VGPU_ARRAY_UNSUPPORTED, VGPU_ARRAY_PLANAR };
+enum vgpu_array_verdict vgpu_array_layout(const struct vgpu_array_shape *s, struct vgpu_array_layout *l);
+/* The 8- or 16-byte block of a block-compressed format with its channel count (0: none). */
+uint32_t vgpu_array_block_size(uint32_t format, uint32_t channels);
 
 /* The shape of level `level` of a mipmapped array whose level 0 is s: each extent halves (down to
  * 1), but layers and a cubemap's faces do not. One answer for both sides and the emu executor. */

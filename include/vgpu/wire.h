@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 27u
+#define VGPU_PROTO_VERSION 28u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -211,6 +211,40 @@ struct vgpu_array_shape {
     uint32_t pad;
 };
 _Static_assert(sizeof(struct vgpu_array_shape) == 40, "an array's shape travels as 40 bytes");
+
+/* A sparse array's or sparse mipmapped array's tiles and mip tail (CUDA_ARRAY_SPARSE_PROPERTIES). */
+struct vgpu_sparse_props {
+    uint32_t tile_width, tile_height, tile_depth; /* elements */
+    uint32_t miptail_first_level;
+    uint64_t miptail_size;
+    uint32_t flags; /* CU_ARRAY_SPARSE_PROPERTIES_* */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_sparse_props) == 32, "sparse properties travel as 32 bytes");
+
+/* One entry of cuMemMapArrayAsync (a CUarrayMapInfo), one per entry of a MapArrays record's tail:
+ * tiles of a level or a mip tail of an array (mipmap 0) or mipmapped array (mipmap 1), mapped onto
+ * a tile pool's memory at offset (op CU_MEM_OPERATION_TYPE_MAP) or unmapped (handle 0). The device
+ * is the stream's; fields a kind does not use are 0. */
+struct vgpu_array_map {
+    uint32_t mipmap;
+    uint32_t id;          /* the array or mipmapped array */
+    uint32_t subresource; /* a CUarraySparseSubresourceType */
+    uint32_t op;          /* a CUmemOperationType */
+    uint32_t level, layer, x, y, z, width, height, depth; /* a sparse level's tiles, in elements */
+    uint64_t tail_offset, tail_size;                      /* a mip tail's bytes */
+    uint32_t handle; /* the tile pool (a MemCreate handle with VGPU_VMM_TILE_POOL) */
+    uint32_t pad;
+    uint64_t offset; /* bytes into it */
+};
+_Static_assert(sizeof(struct vgpu_array_map) == 80, "an array map entry travels as 80 bytes");
+/* The most entries one MapArrays record holds (a larger list goes as several). */
+#define VGPU_MAX_ARRAY_MAPS 128u
+
+/* MemCreate's flags: shared by descriptor (MemExport); memory for sparse arrays' tiles
+ * (CU_MEM_CREATE_USAGE_TILE_POOL). */
+#define VGPU_VMM_EXPORTABLE 0x1u
+#define VGPU_VMM_TILE_POOL 0x2u
 
 /* JIT options (cuLinkCreate, cuLinkAddData) travel as the option and its value (a scalar: the
  * pointer-sized value the driver API passes). */

@@ -390,6 +390,44 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(MemAddressFree, 0, maf, NULL, 0);
     save(dir, "records", "vmm");
 
+    /* Sparse arrays: a sparse array and a tile pool, its properties, two tiles mapped (one past the
+     * array: refused), the pool released while mapped, an unmap, the array destroyed (freeing the
+     * pool); an array of deferred mapping, its requirements, mapped whole. */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    struct vgpu_req_ArrayCreate sac = {.array = 20, .shape = {.format = CU_AD_FORMAT_FLOAT, .width = 512, .height = 512,
+                                                             .channels = 1, .flags = CUDA_ARRAY3D_SPARSE}};
+    REC(ArrayCreate, 1, sac, NULL, 0);
+    struct vgpu_req_MemCreate tpc = {.handle = 2, .size = g, .flags = VGPU_VMM_TILE_POOL};
+    REC(MemCreate, 0, tpc, NULL, 0);
+    struct vgpu_req_ArraySparse asp = {.id = 20};
+    REC(ArraySparse, 1, asp, NULL, 0);
+    struct vgpu_array_map tiles[2] = {
+        {.id = 20, .op = CU_MEM_OPERATION_TYPE_MAP, .width = 128, .height = 128, .depth = 1, .handle = 2},
+        {.id = 20, .op = CU_MEM_OPERATION_TYPE_MAP, .x = 512, .width = 128, .height = 128, .depth = 1, .handle = 2,
+         .offset = 65536}};
+    struct vgpu_req_MapArrays mpa = {.stream = 0, .count = 1};
+    REC(MapArrays, 1, mpa, tiles, sizeof tiles[0]);
+    mpa.count = 2;
+    REC(MapArrays, 1, mpa, tiles, sizeof tiles);
+    struct vgpu_req_MemRelease tpr = {.handle = 2};
+    REC(MemRelease, 0, tpr, NULL, 0);
+    tiles[0].op = CU_MEM_OPERATION_TYPE_UNMAP;
+    tiles[0].handle = 0;
+    mpa.count = 1;
+    REC(MapArrays, 1, mpa, tiles, sizeof tiles[0]);
+    struct vgpu_req_ArrayDestroy sad = {.array = 20};
+    REC(ArrayDestroy, 1, sad, NULL, 0);
+    sac.array = 21;
+    sac.shape.flags = CUDA_ARRAY3D_DEFERRED_MAPPING;
+    REC(ArrayCreate, 1, sac, NULL, 0);
+    struct vgpu_req_ArrayRequirements arq = {.id = 21};
+    REC(ArrayRequirements, 1, arq, NULL, 0);
+    tpc.handle = 3;
+    REC(MemCreate, 0, tpc, NULL, 0);
+    struct vgpu_array_map whole = {.id = 21, .op = CU_MEM_OPERATION_TYPE_MAP, .handle = 3};
+    REC(MapArrays, 1, mpa, &whole, sizeof whole);
+    save(dir, "records", "sparse");
+
     /* Stream-ordered allocation: the default pool and a created one, attributes, trimming, an
      * allocation and a free (of an address the fuzzer may turn into the one handed out). */
     REC(CtxCreate, 0, cc, NULL, 0);

@@ -87,6 +87,8 @@ else fail "shm: failed"; sed 's/^/    /' "$OUT/shm.vgpu"; fi
 # NVLinks shown (VGPU_NVLINK=1): the host's, as NVIDIA's NVML gives them.
 VGPU_NVLINK=1 compare nvml "$PROGS/prog_nvml"
 compare array "$PROGS/prog_array"
+compare array_formats "$PROGS/prog_array_formats"
+compare sparse "$PROGS/prog_sparse"
 compare texture "$PROGS/prog_texture" "$K/texture.fatbin"
 compare batch "$PROGS/prog_batch"
 compare streams "$PROGS/prog_streams" "$K/basic.fatbin"

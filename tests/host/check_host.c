@@ -473,6 +473,18 @@ START_TEST(test_array)
 }
 END_TEST
 
+START_TEST(test_array_formats)
+{
+    ck_assert_int_eq(run_prog("prog_array_formats", NULL, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_sparse)
+{
+    ck_assert_int_eq(run_prog("prog_sparse", NULL, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_graph)
 {
     ck_assert_int_eq(run_prog("prog_graph", emu_module, NULL, NULL), 0);
@@ -1480,6 +1492,8 @@ int main(void)
     tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_nvml);
     tcase_add_test(programs, test_array);
+    tcase_add_test(programs, test_array_formats);
+    tcase_add_test(programs, test_sparse);
     tcase_add_test(programs, test_texture);
     tcase_add_test(programs, test_batch);
     tcase_add_test(programs, test_streams);

@@ -374,6 +374,19 @@ CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t 
 CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
 CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
+CUresult emu_vmm_create_with(struct vgpu_exec *x, int dev, uint64_t size, unsigned flags, void **phys);
+/* A physical allocation's size. */
+uint64_t emu_vmm_size(const void *phys);
+
+/* emu_sparse.c: sparse arrays and arrays of deferred mapping (executor.h's array_sparse,
+ * array_requirements, map_arrays). */
+CUresult emu_array_sparse(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap, const struct vgpu_array_shape *shape,
+                          unsigned levels, struct vgpu_sparse_props *p);
+CUresult emu_array_requirements(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap, int dev,
+                                const struct vgpu_array_shape *shape, unsigned levels, uint64_t *size,
+                                uint64_t *alignment);
+CUresult emu_map_arrays(struct vgpu_exec *x, void *ctx, void *stream, int dev, const struct vgpu_exec_array_map *e,
+                        unsigned count);
 
 /* emu_tensor_map.c (executor.h's tensor_map). */
 CUresult emu_tensor_map(struct vgpu_exec *x, const struct vgpu_tensor_map_args *a, uint64_t map[VGPU_TENSOR_MAP_BYTES / 8]);

@@ -127,6 +127,15 @@ CUresult emu_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, voi
     return CUDA_SUCCESS;
 }
 
+/* Every emu allocation is a memfd: exportable, and fit for tiles. */
+CUresult emu_vmm_create_with(struct vgpu_exec *x, int dev, uint64_t size, unsigned flags, void **phys)
+{
+    (void)flags;
+    return emu_vmm_create(x, dev, size, phys);
+}
+
+uint64_t emu_vmm_size(const void *phys) { return ((const struct emu_phys *)phys)->size; }
+
 CUresult emu_vmm_release(struct vgpu_exec *x, void *phys)
 {
     struct emu_phys *ph = phys;

@@ -85,6 +85,11 @@
     X(cuSurfObjectDestroy)                                                                             \
     X(cuArray3DCreate_v2)                                                                              \
     X(cuArrayDestroy)                                                                                  \
+    X(cuArrayGetSparseProperties)                                                                      \
+    X(cuMipmappedArrayGetSparseProperties)                                                             \
+    X(cuArrayGetMemoryRequirements)                                                                    \
+    X(cuMipmappedArrayGetMemoryRequirements)                                                           \
+    X(cuMemMapArrayAsync)                                                                              \
     X(cuGraphGetNodes)                                                                                 \
     X(cuGraphGetRootNodes)                                                                             \
     X(cuGraphNodeGetDependencies_v2)                                                                   \
@@ -863,12 +868,15 @@ static CUresult cuda_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, voi
     return r;
 }
 
-static CUresult cuda_vmm_create_exportable(struct vgpu_exec *x, int dev, uint64_t size, void **phys)
+static CUresult cuda_vmm_create_with(struct vgpu_exec *x, int dev, uint64_t size, unsigned flags, void **phys)
 {
     if (dev < 0 || dev >= CX(x)->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     CUmemAllocationProp prop = device_memory(x, dev);
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (flags & VGPU_VMM_EXPORTABLE)
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (flags & VGPU_VMM_TILE_POOL)
+        prop.allocFlags.usage = CU_MEM_CREATE_USAGE_TILE_POOL;
     CUmemGenericAllocationHandle h = 0;
     CUresult r = API(x)->cuMemCreate(&h, (size_t)size, &prop, 0);
     *phys = (void *)(uintptr_t)h;
@@ -927,7 +935,7 @@ static CUresult cuda_shm_create(struct vgpu_exec *x, int dev, uint64_t size, int
 {
     void *phys = NULL;
     *fd = -1;
-    CUresult r = cuda_vmm_create_exportable(x, dev, size, &phys);
+    CUresult r = cuda_vmm_create_with(x, dev, size, VGPU_VMM_EXPORTABLE, &phys);
     if (r != CUDA_SUCCESS)
         return r;
     r = cuda_vmm_export(x, phys, fd);
@@ -1223,6 +1231,80 @@ static void cuda_mipmap_destroy(struct vgpu_exec *x, void *ctx, void *mipmap)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
         API(x)->cuMipmappedArrayDestroy(mipmap);
+}
+
+static CUresult cuda_array_sparse(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap,
+                                  const struct vgpu_array_shape *shape, unsigned levels, struct vgpu_sparse_props *p)
+{
+    (void)shape;
+    (void)levels;
+    BIND(x, ctx);
+    CUDA_ARRAY_SPARSE_PROPERTIES sp;
+    memset(&sp, 0, sizeof sp);
+    CUresult r = mipmap ? API(x)->cuMipmappedArrayGetSparseProperties(&sp, obj)
+                        : API(x)->cuArrayGetSparseProperties(&sp, obj);
+    *p = (struct vgpu_sparse_props){.tile_width = sp.tileExtent.width, .tile_height = sp.tileExtent.height,
+                                    .tile_depth = sp.tileExtent.depth, .miptail_first_level = sp.miptailFirstLevel,
+                                    .miptail_size = sp.miptailSize, .flags = sp.flags};
+    return r;
+}
+
+static CUresult cuda_array_requirements(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap, int dev,
+                                        const struct vgpu_array_shape *shape, unsigned levels, uint64_t *size,
+                                        uint64_t *alignment)
+{
+    (void)shape;
+    (void)levels;
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    BIND(x, ctx);
+    CUDA_ARRAY_MEMORY_REQUIREMENTS m;
+    memset(&m, 0, sizeof m);
+    CUresult r = mipmap ? API(x)->cuMipmappedArrayGetMemoryRequirements(&m, obj, CX(x)->devices[dev])
+                        : API(x)->cuArrayGetMemoryRequirements(&m, obj, CX(x)->devices[dev]);
+    *size = m.size;
+    *alignment = m.alignment;
+    return r;
+}
+
+static CUresult cuda_map_arrays(struct vgpu_exec *x, void *ctx, void *stream, int dev,
+                                const struct vgpu_exec_array_map *e, unsigned count)
+{
+    if (dev < 0 || dev >= CX(x)->device_count || count > VGPU_MAX_ARRAY_MAPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    BIND(x, ctx);
+    CUarrayMapInfo info[VGPU_MAX_ARRAY_MAPS];
+    memset(info, 0, count * sizeof info[0]);
+    for (unsigned i = 0; i < count; i++) {
+        const struct vgpu_array_map *m = e[i].map;
+        CUarrayMapInfo *f = &info[i];
+        f->resourceType = e[i].mipmap ? CU_RESOURCE_TYPE_MIPMAPPED_ARRAY : CU_RESOURCE_TYPE_ARRAY;
+        if (e[i].mipmap)
+            f->resource.mipmap = e[i].target;
+        else
+            f->resource.array = e[i].target;
+        f->subresourceType = (CUarraySparseSubresourceType)m->subresource;
+        if (m->subresource == CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_MIPTAIL) {
+            f->subresource.miptail.layer = m->layer;
+            f->subresource.miptail.offset = m->tail_offset;
+            f->subresource.miptail.size = m->tail_size;
+        } else {
+            f->subresource.sparseLevel.level = m->level;
+            f->subresource.sparseLevel.layer = m->layer;
+            f->subresource.sparseLevel.offsetX = m->x;
+            f->subresource.sparseLevel.offsetY = m->y;
+            f->subresource.sparseLevel.offsetZ = m->z;
+            f->subresource.sparseLevel.extentWidth = m->width;
+            f->subresource.sparseLevel.extentHeight = m->height;
+            f->subresource.sparseLevel.extentDepth = m->depth;
+        }
+        f->memOperationType = (CUmemOperationType)m->op;
+        f->memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+        f->memHandle.memHandle = (CUmemGenericAllocationHandle)(uintptr_t)e[i].pool;
+        f->offset = m->offset;
+        f->deviceBitMask = 1u << CX(x)->devices[dev];
+    }
+    return API(x)->cuMemMapArrayAsync(info, count, stream);
 }
 
 static CUresult cuda_tex_object_create(struct vgpu_exec *x, void *ctx, bool surface, const void *res, const void *tex,
@@ -2029,7 +2111,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .vmm_reserve = cuda_vmm_reserve,
     .vmm_address_free = cuda_vmm_address_free,
     .vmm_create = cuda_vmm_create,
-    .vmm_create_exportable = cuda_vmm_create_exportable,
+    .vmm_create_with = cuda_vmm_create_with,
     .vmm_export = cuda_vmm_export,
     .vmm_import = cuda_vmm_import,
     .vmm_release = cuda_vmm_release,
@@ -2089,6 +2171,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_attribute = cuda_stream_attribute,
     .stream_mem_ops = cuda_stream_mem_ops,
     .array_create = cuda_array_create,
+    .array_sparse = cuda_array_sparse,
+    .array_requirements = cuda_array_requirements,
+    .map_arrays = cuda_map_arrays,
     .array_destroy = cuda_array_destroy,
     .mipmap_create = cuda_mipmap_create,
     .mipmap_level = cuda_mipmap_level,

@@ -405,13 +405,19 @@ static void *side_ptr(const struct vgpu_copy_side *s)
     return s->host ? s->host : (void *)(uintptr_t)s->dev;
 }
 
+/* Planar formats, as a Hopper GPU, are refused; block-compressed surfaces are not offered. */
 static CUresult emu_array_create(struct vgpu_exec *x, void *ctx, const void *desc, void **array)
 {
     const CUDA_ARRAY3D_DESCRIPTOR *d = desc;
-    uint64_t elem = vgpu_array_element_size((uint32_t)d->Format, d->NumChannels);
-    uint64_t rows = d->Height ? d->Height : 1, slices = d->Depth ? d->Depth : 1, size;
-    if (!elem || __builtin_mul_overflow((uint64_t)d->Width * elem, rows, &size) ||
-        __builtin_mul_overflow(size, slices, &size))
+    const struct vgpu_array_shape s = {.width = d->Width, .height = d->Height, .depth = d->Depth,
+                                       .format = (uint32_t)d->Format, .channels = d->NumChannels, .flags = d->Flags};
+    struct vgpu_array_layout l;
+    enum vgpu_array_verdict v = vgpu_array_layout(&s, &l);
+    uint64_t size;
+    if (v == VGPU_ARRAY_UNSUPPORTED)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (v != VGPU_ARRAY_OK || __builtin_mul_overflow(l.row_bytes, l.rows, &size) ||
+        __builtin_mul_overflow(size, l.slices, &size))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t dptr;
     CUresult r = x->ops->mem_alloc(x, ctx, size, &dptr);
@@ -1085,7 +1091,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .vmm_reserve = emu_vmm_reserve,
     .vmm_address_free = emu_vmm_address_free,
     .vmm_create = emu_vmm_create,
-    .vmm_create_exportable = emu_vmm_create, /* a memfd: always exportable */
+    .vmm_create_with = emu_vmm_create_with,
     .vmm_export = emu_vmm_export,
     .vmm_import = emu_vmm_import,
     .vmm_release = emu_vmm_release,
@@ -1143,6 +1149,9 @@ static const struct vgpu_exec_ops emu_ops = {
     .stream_attribute = emu_stream_attribute,
     .stream_mem_ops = emu_stream_mem_ops,
     .array_create = emu_array_create,
+    .array_sparse = emu_array_sparse,
+    .array_requirements = emu_array_requirements,
+    .map_arrays = emu_map_arrays,
     .array_destroy = emu_array_destroy,
     .mipmap_create = emu_mipmap_create,
     .mipmap_level = emu_mipmap_level,

@@ -42,6 +42,17 @@ struct vgpu_copy_3d {
     uint64_t width, height, depth; /* bytes, rows, slices */
 };
 
+/* One entry of map_arrays: the executor's array or mipmapped array (its level 0's shape and
+ * levels) and its tile pool (NULL for an unmap). */
+struct vgpu_exec_array_map {
+    void *target;
+    bool mipmap;
+    const struct vgpu_array_shape *shape;
+    unsigned levels;
+    void *pool;
+    const struct vgpu_array_map *map;
+};
+
 struct vgpu_exec_ops {
     const char *name;
     void (*destroy)(struct vgpu_exec *x);
@@ -103,10 +114,11 @@ struct vgpu_exec_ops {
     CUresult (*vmm_reserve)(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);
     CUresult (*vmm_address_free)(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
     CUresult (*vmm_create)(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
-    /* Physical allocations shared by descriptor: made exportable (cuMemCreate with the POSIX
-     * descriptor handle type), exported as a descriptor (*fd, the caller's), and imported from
-     * one (size: its size, as the exporter said) into a physical allocation of dev's. */
-    CUresult (*vmm_create_exportable)(struct vgpu_exec *x, int dev, uint64_t size, void **phys);
+    /* Physical allocations with VGPU_VMM_* flags: exportable (cuMemCreate with the POSIX
+     * descriptor handle type), tile pools of sparse arrays. Then: exported as a descriptor (*fd,
+     * the caller's), and imported from one (size: its size, as the exporter said) into a physical
+     * allocation of dev's. */
+    CUresult (*vmm_create_with)(struct vgpu_exec *x, int dev, uint64_t size, unsigned flags, void **phys);
     CUresult (*vmm_export)(struct vgpu_exec *x, void *phys, int *fd);
     CUresult (*vmm_import)(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys);
     CUresult (*vmm_release)(struct vgpu_exec *x, void *phys);
@@ -240,6 +252,18 @@ struct vgpu_exec_ops {
     CUresult (*mipmap_create)(struct vgpu_exec *x, void *ctx, const void *desc, unsigned levels, void **mipmap);
     CUresult (*mipmap_level)(struct vgpu_exec *x, void *ctx, void *mipmap, unsigned level, void **array);
     void (*mipmap_destroy)(struct vgpu_exec *x, void *ctx, void *mipmap);
+    /* Sparse arrays and arrays of deferred mapping (obj: an array, or a mipmapped array of levels
+     * levels; shape: its level 0's, for executors that keep none): tile and mip tail properties,
+     * the memory one of deferred mapping needs on dev, and tiles mapped onto tile pools or unmapped
+     * on stream (by device dev). Entries are checked by the caller as far as it can; the driver
+     * checks tiles against the array. */
+    CUresult (*array_sparse)(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap,
+                             const struct vgpu_array_shape *shape, unsigned levels, struct vgpu_sparse_props *p);
+    CUresult (*array_requirements)(struct vgpu_exec *x, void *ctx, void *obj, bool mipmap, int dev,
+                                   const struct vgpu_array_shape *shape, unsigned levels, uint64_t *size,
+                                   uint64_t *alignment);
+    CUresult (*map_arrays)(struct vgpu_exec *x, void *ctx, void *stream, int dev, const struct vgpu_exec_array_map *m,
+                           unsigned count);
     /* A texture or surface object (res: a CUDA_RESOURCE_DESC naming executor arrays or checked
      * device memory; tex, view: CUDA_TEXTURE_DESC and CUDA_RESOURCE_VIEW_DESC or NULL). Its
      * resources are the context's: the context takes the object with it. */
