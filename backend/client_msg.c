@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include "msg_socket.h"
+#include "vgpu/remote.h"
 #include "vgpu/worker.h"
 #include "xen_transport.h"
 
@@ -79,6 +80,17 @@ int client_grants(const void *buf, size_t len, uint32_t channel, const struct vg
 int client_bye(const void *buf, size_t len)
 {
     return vgpu_msg_check(buf, len, VGPU_MSG_BYE, sizeof(struct vgpu_msg_hdr)) ? -EPROTO : CUDA_SUCCESS;
+}
+
+int client_peer_push(const void *buf, size_t len, unsigned nvgpus, struct vgpu_msg_peer_push *out)
+{
+    if (vgpu_msg_check(buf, len, VGPU_MSG_PEER_PUSH, sizeof *out))
+        return -EPROTO;
+    memcpy(out, buf, sizeof *out);
+    return out->from_vgpu < nvgpus && out->to_vgpu < nvgpus && out->from_vgpu != out->to_vgpu && out->size > 0 &&
+                   out->size <= SESSION_PUSH_MAX
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
 }
 
 int client_host_file(const void *buf, size_t len, int fd, uint64_t *offset, uint64_t *size)

@@ -30,6 +30,10 @@ int client_bye(const void *buf, size_t len);
  * worker. The descriptor must be a regular file open for reading and writing (a memfd or a shared
  * memory object is one) that holds the whole range. */
 int client_host_file(const void *buf, size_t len, int fd, uint64_t *offset, uint64_t *size);
+/* PEER_PUSH: the push asked for, checked against the session's vGPU count (nvgpus) and the
+ * largest push: two different vGPUs, a size from 1 to SESSION_PUSH_MAX. Its data-area offsets are
+ * checked against each channel's layout by the caller. */
+int client_peer_push(const void *buf, size_t len, unsigned nvgpus, struct vgpu_msg_peer_push *out);
 /* CONTROL: the command line (NUL-terminated). */
 int client_control(const void *buf, size_t len, char command[256]);
 

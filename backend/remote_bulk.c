@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +25,9 @@ struct bulk_entry {
     uint32_t channel;
     bool served;
     struct bulk_region *region;
+    bool pushes; /* a push target: any link, for tenant's channel, with key */
+    char tenant[64];
+    uint8_t key[SESSION_KEY_BYTES];
 };
 
 struct bulk_table {
@@ -95,10 +99,40 @@ int bulk_table_add(struct bulk_table *t, uint64_t link, uint32_t channel, bool s
     struct bulk_entry *v = vgpu_array_grow(t->v, &t->cap, t->n + 1, sizeof *v);
     if (v) {
         t->v = v;
-        t->v[t->n++] = (struct bulk_entry){link, channel, served, hold(b)};
+        t->v[t->n++] = (struct bulk_entry){.link = link, .channel = channel, .served = served, .region = hold(b)};
     }
     pthread_mutex_unlock(&t->mu);
     return v ? 0 : -1;
+}
+
+int bulk_table_add_pushes(struct bulk_table *t, const char *tenant, uint32_t channel, const uint8_t *key,
+                          struct bulk_region *b)
+{
+    pthread_mutex_lock(&t->mu);
+    struct bulk_entry *v = vgpu_array_grow(t->v, &t->cap, t->n + 1, sizeof *v);
+    if (v) {
+        t->v = v;
+        struct bulk_entry *e = &t->v[t->n++];
+        *e = (struct bulk_entry){.channel = channel, .served = true, .region = hold(b), .pushes = true};
+        snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
+        memcpy(e->key, key, sizeof e->key);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return v ? 0 : -1;
+}
+
+/* The region a push's header names (t->mu held): its channel's, if the key is that session's. */
+static struct bulk_region *push_target(struct bulk_table *t, const struct session_push_bulk *h)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const struct bulk_entry *e = &t->v[i];
+        unsigned diff = 0; /* every byte looked at: the key is a secret */
+        for (unsigned k = 0; k < SESSION_KEY_BYTES; k++)
+            diff |= (unsigned)(e->key[k] ^ h->key[k]);
+        if (e->pushes && e->channel == h->channel && diff == 0 && strncmp(e->tenant, h->tenant_node, sizeof e->tenant) == 0)
+            return e->region;
+    }
+    return NULL;
 }
 
 void bulk_table_remove(struct bulk_table *t, const struct bulk_region *b)
@@ -120,13 +154,21 @@ int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_le
 {
     struct bulk_table *t = table;
     struct session_bulk h;
-    if (session_bulk_decode(hdr, hdr_len, len, &h) != 0)
-        return -1;
+    struct session_push_bulk ph;
     struct bulk_region *b = NULL;
-    pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->n && !b; i++)
-        if (t->v[i].link == link && t->v[i].channel == h.channel && t->v[i].served == (h.to_server != 0))
-            b = t->v[i].region;
+    if (session_push_bulk_decode(hdr, hdr_len, len, &ph) == 0) { /* a push: by its key, on any link */
+        h = (struct session_bulk){.channel = ph.channel, .offset = ph.offset, .len = ph.len};
+        pthread_mutex_lock(&t->mu);
+        b = push_target(t, &ph);
+    } else if (session_bulk_decode(hdr, hdr_len, len, &h) == 0) {
+        pthread_mutex_lock(&t->mu);
+        for (size_t i = 0; i < t->n && !b; i++)
+            if (!t->v[i].pushes && t->v[i].link == link && t->v[i].channel == h.channel &&
+                t->v[i].served == (h.to_server != 0))
+                b = t->v[i].region;
+    } else {
+        return -1;
+    }
     if (b && vgpu_data_range_ok(&b->layout, h.offset, h.len))
         hold(b);
     else if (b) { /* its own session's data area, but not in it: a peer that breaks the protocol */

@@ -30,6 +30,9 @@ void bulk_table_free(struct bulk_table *t); /* after the links have stopped */
 /* Transfers on link for channel (the tenant's node's name) land in b: toward the serving node
  * (served) or the tenant's. 0 or -1. */
 int bulk_table_add(struct bulk_table *t, uint64_t link, uint32_t channel, bool served, struct bulk_region *b);
+/* Pushes (struct session_push_bulk) for channel `channel` of node tenant's that show key land in b. */
+int bulk_table_add_pushes(struct bulk_table *t, const char *tenant, uint32_t channel, const uint8_t *key,
+                          struct bulk_region *b);
 /* Nothing lands in b any more. */
 void bulk_table_remove(struct bulk_table *t, const struct bulk_region *b);
 /* The links' bulk_target and bulk_done (remote_config), with the table as their argument. */

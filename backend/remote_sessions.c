@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "msg_socket.h"
+#include "remote_push.h"
 #include "session_msg.h"
 #include "vgpu/remote.h"
 
@@ -34,6 +36,7 @@ struct served {
     char node[VGPU_SPEC_NAME]; /* the tenant's node, its Xen domain there (-1: none) and vGPU */
     int domain;
     uint32_t vgpu;
+    uint8_t key[SESSION_KEY_BYTES]; /* what a push into its data area must show (remote_push.c) */
     uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
     size_t pending_len[2];
     unsigned next;
@@ -65,6 +68,32 @@ static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t c
     free(buf);
 }
 
+/* The answer to SESS_OPEN: the session's key when it opened. */
+static void opened(struct rsess *rs, uint64_t link, uint32_t channel, CUresult status, const uint8_t *key)
+{
+    static const uint8_t none[SESSION_KEY_BYTES];
+    sess_send(rs, link, SESS_OPENED, channel, (uint64_t)(uint32_t)status, key && status == CUDA_SUCCESS ? key : none,
+              SESSION_KEY_BYTES);
+}
+
+void remote_sessions_send(struct server *srv, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
+                          const void *tail, size_t len)
+{
+    if (srv->rsess)
+        sess_send(srv->rsess, link, kind, channel, offset, tail, len);
+}
+
+int remote_sessions_send_bulk(struct server *srv, uint64_t link, const void *hdr, size_t hdr_len, const void *data,
+                              size_t len, void (*sent)(void *arg), void *arg)
+{
+    return srv->rsess ? remote_send_bulk(srv->rsess->links, link, hdr, hdr_len, data, len, sent, arg) : -1;
+}
+
+uint64_t remote_sessions_link_to(struct server *srv, const char *node)
+{
+    return srv->rsess ? remote_link_to(srv->rsess->links, node) : 0;
+}
+
 /* ---------------------------------------------------------------- a served session's control link */
 
 static struct served *served_of(struct vgpu_msg_link *l) { return l->priv; }
@@ -86,7 +115,7 @@ static int served_send(struct vgpu_msg_link *l, const void *msg, size_t len, int
         return 0; /* vgpud stops */
     memcpy(&h, msg, sizeof h);
     if ((h.type == VGPU_MSG_WELCOME && h.status != CUDA_SUCCESS) || h.type == VGPU_MSG_CHANNEL) {
-        sess_send(sv->rs, sv->link, SESS_OPENED, sv->channel, (uint64_t)(uint32_t)h.status, NULL, 0);
+        opened(sv->rs, sv->link, sv->channel, (CUresult)h.status, sv->key);
         if (h.status != CUDA_SUCCESS) {
             sv->eof = true;
             served_wake(sv);
@@ -152,7 +181,7 @@ static struct served *find_served(struct rsess *rs, uint64_t link, uint32_t chan
 static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t channel, const struct session_open *o)
 {
     if (find_served(rs, link, channel)) {
-        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_INVALID_VALUE, NULL, 0);
+        opened(rs, link, channel, CUDA_ERROR_INVALID_VALUE, NULL);
         return;
     }
     struct served *sv = calloc(1, sizeof *sv);
@@ -163,7 +192,7 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
         free(sv), free(hello), free(open);
         if (efd >= 0)
             close(efd);
-        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        opened(rs, link, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL);
         return;
     }
     vgpu_msg_init(&hello->hdr, VGPU_MSG_HELLO, sizeof *hello);
@@ -188,6 +217,11 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
                           .pending = {(uint8_t *)hello, (uint8_t *)open},
                           .pending_len = {sizeof *hello, sizeof *open}};
     snprintf(sv->node, sizeof sv->node, "%s", peer);
+    if (getrandom(sv->key, sizeof sv->key, 0) != (ssize_t)sizeof sv->key) {
+        served_close(&(struct vgpu_msg_link){.ops = &served_ops, .priv = sv, .fd = -1});
+        opened(rs, link, channel, CUDA_ERROR_OPERATING_SYSTEM, NULL);
+        return;
+    }
     struct session_vgpus v = {.domid = -1, .count = 1};
     v.device[0] = (uint8_t)o->device;
     v.weight[0] = o->weight;
@@ -197,7 +231,7 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
     sv->session = server_add_session(rs->srv, &l, 0, 65534, 65534, &v);
     if (!sv->session) {
         served_close(&l);
-        sess_send(rs, link, SESS_OPENED, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        opened(rs, link, channel, CUDA_ERROR_OUT_OF_MEMORY, NULL);
         return;
     }
     sv->next_served = rs->served;
@@ -221,6 +255,33 @@ static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64
     if (!c || !s->worker || c->state != SCHAN_OPEN)
         return; /* not open yet or any more: the tenant's node hears so */
     worker_send_remote(s->worker, c->id, kind, offset, tail, len);
+}
+
+/* The channel of a served session (open, with its worker). */
+static struct schan *chan_of(struct rsess *rs, const struct served *sv)
+{
+    struct session *s = sv ? server_session(rs->srv, sv->session) : NULL;
+    return s && s->chans[0] && s->chans[0]->state == SCHAN_OPEN ? s->chans[0] : NULL;
+}
+
+struct schan *remote_sessions_source(struct server *srv, uint64_t link, uint32_t channel, const char **tenant)
+{
+    struct served *sv = srv->rsess ? find_served(srv->rsess, link, channel) : NULL;
+    if (sv)
+        *tenant = sv->node;
+    return sv ? chan_of(srv->rsess, sv) : NULL;
+}
+
+struct schan *remote_sessions_target(struct server *srv, const char *tenant, uint32_t channel, const uint8_t *key)
+{
+    for (struct served *sv = srv->rsess ? srv->rsess->served : NULL; sv; sv = sv->next_served) {
+        unsigned diff = 0; /* every byte looked at: the key is a secret */
+        for (unsigned i = 0; i < SESSION_KEY_BYTES; i++)
+            diff |= (unsigned)(sv->key[i] ^ key[i]);
+        if (sv->channel == channel && !sv->eof && strcmp(sv->node, tenant) == 0 && diff == 0)
+            return chan_of(srv->rsess, sv);
+    }
+    return NULL;
 }
 
 bool remote_sessions_origin(const struct session *s, const char **node, int *domain, uint32_t *vgpu)
@@ -265,6 +326,16 @@ void remote_sessions_map(struct server *srv, struct session *s, struct schan *c,
 {
     struct rsess *rs = srv->rsess;
     struct served *sv = remote_sessions_served(s);
+    if (rs && sv) { /* pushes from or into it */
+        c->area = bulk_region_map(memfd, &c->layout);
+        if (c->area && bulk_table_add_pushes(rs->bulk, sv->node, sv->channel, sv->key, c->area) != 0) {
+            bulk_region_release(c->area);
+            c->area = NULL;
+        }
+        if (!c->area)
+            LOG_WARN("session %llu: channel %u cannot be mapped: peer copies with it go through its tenant",
+                     (unsigned long long)s->id, c->id);
+    }
     if (!rs || (!c->relayed && !(sv && sv->tenant_maps)))
         return;
     c->bulk = bulk_region_map(memfd, &c->layout);
@@ -285,6 +356,11 @@ void remote_sessions_close(struct server *srv, struct schan *c)
         bulk_table_remove(srv->rsess->bulk, c->bulk);
         bulk_region_release(c->bulk);
         c->bulk = NULL;
+    }
+    if (c->area) {
+        bulk_table_remove(srv->rsess->bulk, c->area);
+        bulk_region_release(c->area);
+        c->area = NULL;
     }
 }
 
@@ -413,15 +489,20 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
         struct session_open o;
         memcpy(&o, tail, sizeof o);
         if (o.device >= (uint32_t)rs->srv->device_count)
-            sess_send(rs, e->link, SESS_OPENED, h.channel, CUDA_ERROR_INVALID_DEVICE, NULL, 0);
+            opened(rs, e->link, h.channel, CUDA_ERROR_INVALID_DEVICE, NULL);
         else if (o.domain < -1 || o.domain >= (int32_t)VGPU_DOMID_LIMIT || o.vgpu >= VGPU_MAX_DEVICES)
-            sess_send(rs, e->link, SESS_OPENED, h.channel, CUDA_ERROR_INVALID_VALUE, NULL, 0);
+            opened(rs, e->link, h.channel, CUDA_ERROR_INVALID_VALUE, NULL);
         else
             on_open(rs, e->link, e->peer, h.channel, &o);
         break;
     }
     case SESS_OPENED:
-        server_remote_opened(rs->srv, e->link, h.channel, (CUresult)h.offset);
+        server_remote_opened(rs->srv, e->link, h.channel, (CUresult)h.offset, tail);
+        break;
+    case SESS_PUSH:
+    case SESS_PUSH_DATA:
+    case SESS_PUSH_DONE:
+        remote_push_on_message(rs->srv, e->link, &h, tail);
         break;
     case SESS_LOST:
         server_remote_lost(rs->srv, e->link, h.channel, h.offset ? (CUresult)h.offset : CUDA_ERROR_DEVICE_UNAVAILABLE);

@@ -16,6 +16,7 @@
 #include "assemblies.h"
 #include "client_msg.h"
 #include "cluster.h"
+#include "remote_push.h"
 #include "remote_sessions.h"
 #include "vgpu/remote.h"
 #include "log.h"
@@ -648,6 +649,8 @@ static int on_message(struct server *srv, struct session *s, const uint8_t *buf,
             e = usage_answer(srv, s, buf, (size_t)n);
         else if (s->state == SESSION_CLIENT && type == VGPU_MSG_HOST_FILE)
             e = on_host_file(s, buf, (size_t)n, fd);
+        else if (s->state == SESSION_CLIENT && type == VGPU_MSG_PEER_PUSH)
+            e = remote_push_ask(srv, s, buf, (size_t)n);
     }
     if (n == 0 || n < 0 || e < 0) {
         if (n > 0 || n == -EMSGSIZE)
@@ -810,7 +813,7 @@ static struct schan *relayed(struct server *srv, uint64_t link, uint32_t channel
     return NULL;
 }
 
-void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status)
+void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status, const uint8_t *key)
 {
     struct session *s;
     struct schan *c = relayed(srv, link, channel, &s);
@@ -825,6 +828,8 @@ void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, C
         session_settle(srv, s);
         return;
     }
+    memcpy(c->remote_key, key, sizeof c->remote_key);
+    c->remote_key_known = true;
     c->state = SCHAN_WAIT_WORKER;
     channel_to_worker(srv, s, c);
 }
@@ -1131,6 +1136,7 @@ static void tick(struct server *srv)
     close_silent(srv, now);
     cluster_tick(srv);
     remote_sessions_tick(srv);
+    remote_push_tick(srv);
     workers_tick(srv);
     workers_fill_pool(srv, false);
 }

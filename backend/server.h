@@ -92,7 +92,7 @@ void server_worker_lost(struct server *srv, struct worker *w, int32_t error);
 /* Remote vGPUs (remote_sessions.h): the channel id of a worker's, and its session; the node serving
  * a relayed channel has answered (status) or its session has ended (channel 0: every one of link). */
 struct schan *server_schan(struct server *srv, struct worker *w, uint32_t id, struct session **owner);
-void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status);
+void server_remote_opened(struct server *srv, uint64_t link, uint32_t channel, CUresult status, const uint8_t *key);
 void server_remote_lost(struct server *srv, uint64_t link, uint32_t channel, CUresult status);
 /* What the serving node sends a relayed channel (a session_kind), for its worker. */
 void server_remote_in(struct server *srv, uint64_t link, uint32_t channel, uint32_t kind, uint64_t offset,

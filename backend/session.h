@@ -123,6 +123,9 @@ struct schan {
     struct shm_quota_group *quota_group; /* the quota it shares with its guest's other processes */
     uint64_t remote_link; /* the link to that node (0: none, or none any more) */
     struct bulk_region *bulk; /* a relayed or served channel's data area, mapped for bulk transfers */
+    struct bulk_region *area; /* a served channel's data area, mapped for pushes (remote_push.c) */
+    uint8_t remote_key[SESSION_KEY_BYTES]; /* a relayed channel: its session's key there (remote_push.c) */
+    bool remote_key_known;
     /* A relayed channel: what its serving node last said of it (SESS_STATS), and what went over
      * the link for it (messages and bulk transfers, bytes each way). */
     struct session_stats remote_stats;
@@ -150,6 +153,9 @@ struct session {
     bool killed; /* to be closed by the server's loop */
     bool bye;    /* the client said goodbye (VGPU_MSG_BYE): answered once its channels are gone */
     int32_t lost; /* its worker died: the error every later call gets (0: alive) */
+    /* A peer copy pushed between two other nodes that the client waits for (remote_push.c). */
+    unsigned pushes_waiting;
+    struct vgpu_msg_peer_push push_asked;
     /* The client's vGPUs: vGPU i is device vgpu_device[i] with weight vgpu_weight[i] and a quota of
      * vgpu_memory[i] bytes of device memory (0: the device's memory). */
     int vgpu_count;

@@ -40,14 +40,16 @@ int record_io_of(const uint8_t *rec, uint32_t len, const struct vgpu_channel_lay
     case VGPU_OP_CopyHtoD: {
         struct vgpu_req_CopyHtoD q;
         memcpy(&q, rec, sizeof q);
-        in(io, l, q.offset, q.size);
+        if (!(q.flags & VGPU_COPY_STAYS))
+            in(io, l, q.offset, q.size);
         slot(io, l, q.slot);
         break;
     }
     case VGPU_OP_CopyDtoH: {
         struct vgpu_req_CopyDtoH q;
         memcpy(&q, rec, sizeof q);
-        out(io, l, q.offset, q.size);
+        if (!(q.flags & VGPU_COPY_STAYS))
+            out(io, l, q.offset, q.size);
         slot(io, l, q.slot);
         break;
     }

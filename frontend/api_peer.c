@@ -8,11 +8,14 @@
  * or the worker swaps) it goes through the client, as a driver copies between GPUs without peer
  * access: out of one vGPU and into the other, a chunk at a time, ordered after earlier work on the
  * stream it names. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device_info.h"
 #include "fe.h"
+#include "msg_socket.h"
+#include "vgpu/remote.h"
 
 /* The bounce buffer's size: one chunk of a peer copy. */
 #define PEER_CHUNK (8u << 20)
@@ -212,6 +215,72 @@ static CUresult copy_between_nodes(struct fe_ctx *dc, struct fe_chan *dch, uint6
     return r;
 }
 
+/* A synchronous copy between a remote vGPU's device memory and its data area whose bytes stay on
+ * its node (VGPU_COPY_STAYS): a push from or to another node carries them. */
+static CUresult copy_staying(struct fe_ctx *c, struct fe_chan *ch, uint64_t dptr, uint64_t off, size_t n, bool to_device)
+{
+    if (to_device) {
+        FE_REQ(q, CopyHtoD);
+        q.dst = dptr, q.offset = off, q.size = n, q.slot = VGPU_NO_SLOT, q.flags = VGPU_COPY_STAYS;
+        return FE_CALL(ch, c->id, CopyHtoD, &q, NULL);
+    }
+    FE_REQ(q, CopyDtoH);
+    q.src = dptr, q.offset = off, q.size = n, q.slot = VGPU_NO_SLOT, q.flags = VGPU_COPY_STAYS;
+    return FE_CALL(ch, c->id, CopyDtoH, &q, NULL);
+}
+
+/* vgpud has n bytes pushed from the data area of one other node's vGPU to another's (remote_push.c). */
+static CUresult push(struct fe_chan *from, uint64_t from_off, struct fe_chan *to, uint64_t to_off, size_t n)
+{
+    struct vgpu_msg_peer_push m;
+    memset(&m, 0, sizeof m);
+    vgpu_msg_init(&m.hdr, VGPU_MSG_PEER_PUSH, sizeof m);
+    m.from_vgpu = (uint32_t)fe.devices[from->device].vgpu;
+    m.to_vgpu = (uint32_t)fe.devices[to->device].vgpu;
+    m.from_offset = from_off;
+    m.to_offset = to_off;
+    m.size = n;
+    ssize_t got = -EIO;
+    pthread_mutex_lock(&fe.mu);
+    if (fe.link.ops->send(&fe.link, &m, sizeof m, -1) == 0)
+        got = fe_link_recv(&fe.link, &m, sizeof m, NULL, 10000);
+    pthread_mutex_unlock(&fe.mu);
+    if (got != (ssize_t)sizeof m || vgpu_msg_check(&m, sizeof m, VGPU_MSG_PEER_PUSH, sizeof m))
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return (CUresult)m.hdr.status;
+}
+
+/* Both vGPUs other nodes': out of the source's device into its data area on its node, from there
+ * to the target's data area on its node (vgpud pushes node to node), then into its device. The
+ * bytes never pass through this node. CUDA_ERROR_NOT_SUPPORTED when that cannot be done (the
+ * client stages the copy instead). */
+static CUresult copy_pushed(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc,
+                            struct fe_chan *sch, uint64_t src, size_t n)
+{
+    if (!(fe.devices[dch->device].info.flags & fe.devices[sch->device].info.flags & VGPU_DEVICE_REMOTE) || n == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    size_t chunk = n < SESSION_PUSH_MAX ? n : SESSION_PUSH_MAX;
+    uint64_t soff, doff;
+    if (fe_heap_alloc(sch, sc->id, chunk, 0, false, &soff) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (fe_heap_alloc(dch, dc->id, chunk, 0, false, &doff) != CUDA_SUCCESS) {
+        fe_heap_free(sch, sc->id, soff);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (size_t at = 0; at < n && r == CUDA_SUCCESS; at += chunk) {
+        size_t k = n - at < chunk ? n - at : chunk;
+        if ((r = copy_staying(sc, sch, src + at, soff, k, false)) == CUDA_SUCCESS &&
+            (r = push(sch, soff, dch, doff, k)) == CUDA_SUCCESS)
+            r = copy_staying(dc, dch, dst + at, doff, k, true);
+        if (r == CUDA_ERROR_NOT_SUPPORTED && at > 0)
+            r = CUDA_ERROR_DEVICE_UNAVAILABLE; /* half done: no other way now */
+    }
+    fe_heap_free(sch, sc->id, soff);
+    fe_heap_free(dch, dc->id, doff);
+    return r;
+}
+
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n)
 {
@@ -226,6 +295,8 @@ CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, stru
         return w;
     FE_RETURN_IF(fe_stream_wait(sc, sch, 0));
     w = copy_between_nodes(dc, dch, dst, sc, sch, src, n);
+    if (w == CUDA_ERROR_NOT_SUPPORTED)
+        w = copy_pushed(dc, dch, dst, sc, sch, src, n);
     if (w != CUDA_ERROR_NOT_SUPPORTED)
         return w;
     uint8_t *bounce = malloc(n < PEER_CHUNK ? (n ? n : 1) : PEER_CHUNK);

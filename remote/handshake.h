@@ -20,7 +20,7 @@
 #define REMOTE_NODE_NAME 64 /* bytes with the terminating NUL */
 #define REMOTE_NONCE 32
 #define REMOTE_KEY_MAX 256  /* bytes of cluster key at most */
-#define REMOTE_WIRE_VERSION 4
+#define REMOTE_WIRE_VERSION 5
 
 enum hs_type { HS_HELLO = 1, HS_CHALLENGE = 2, HS_PROVE = 3 };
 

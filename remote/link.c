@@ -51,6 +51,7 @@ struct conn {
     size_t nlanding, landing_cap;
     struct remote_event *held, **held_tail;
     uint64_t bulk_bytes_in, bulk_bytes_out;
+    uint64_t msg_bytes_in, msg_bytes_out; /* sessions' messages, bulk transfers apart */
 };
 
 /* A bulk transfer in flight, either way, until UCX is done with it. */
@@ -631,6 +632,7 @@ static void receive(struct remote *r, struct conn *c, const void *data, size_t l
     if (len >= 8)
         memcpy(&type, (const uint8_t *)data + 6, sizeof type);
     if (c->state == L_UP && type == LINK_SESSION) { /* checked by its reader (session_msg_decode) */
+        c->msg_bytes_in += len;
         inbox_push(r, c, REMOTE_LINK_MSG, data, len);
         return;
     }
@@ -798,8 +800,10 @@ static void drain_outbox(struct remote *r)
             free(o);
         } else if (o->bulk) {
             send_bulk(r, c, o);
-        } else if (send_outgoing(c, o) != 0) {
-            c->closing = "cannot send";
+        } else {
+            c->msg_bytes_out += o->len;
+            if (send_outgoing(c, o) != 0)
+                c->closing = "cannot send";
         }
     }
 }
@@ -1158,6 +1162,8 @@ static void conn_json(struct remote *r, struct strbuf *b, const struct conn *c, 
     strbuf_printf(b, ",\"bulk_bytes_in\":%llu,\"bulk_bytes_out\":%llu,\"backlog_bytes\":%llu",
                   (unsigned long long)c->bulk_bytes_in, (unsigned long long)c->bulk_bytes_out,
                   (unsigned long long)atomic_load(&r->backlog[c - r->conns]));
+    strbuf_printf(b, ",\"msg_bytes_in\":%llu,\"msg_bytes_out\":%llu", (unsigned long long)c->msg_bytes_in,
+                  (unsigned long long)c->msg_bytes_out);
     gpus_json(b, c->state == L_UP ? c : NULL);
 }
 

@@ -13,6 +13,13 @@ static int tail_ok(uint32_t kind, uint64_t offset, uint32_t len)
     case SESS_OPEN:
         return len == sizeof(struct session_open);
     case SESS_OPENED:
+        return len == SESSION_KEY_BYTES;
+    case SESS_PUSH:
+        return len == sizeof(struct session_push);
+    case SESS_PUSH_DATA:
+        return len == sizeof(struct session_push_data);
+    case SESS_PUSH_DONE:
+        return len == sizeof(uint64_t);
     case SESS_CLOSE:
     case SESS_LOST:
         return len == 0;
@@ -56,6 +63,15 @@ int session_bulk_decode(const void *hdr, size_t hdr_len, uint64_t len, struct se
         return -1;
     memcpy(b, hdr, sizeof *b);
     return b->magic == REMOTE_MAGIC && b->pad == 0 && b->to_server <= 1 && b->len == len && len > 0 ? 0 : -1;
+}
+
+int session_push_bulk_decode(const void *hdr, size_t hdr_len, uint64_t len, struct session_push_bulk *b)
+{
+    if (hdr_len != sizeof *b)
+        return -1;
+    memcpy(b, hdr, sizeof *b);
+    b->tenant_node[sizeof b->tenant_node - 1] = '\0';
+    return b->magic == REMOTE_MAGIC && b->len == len && len > 0 && len <= SESSION_PUSH_MAX ? 0 : -1;
 }
 
 int session_bulk_entry(const struct session_entry *e, const uint8_t *bytes, uint64_t *size)

@@ -13,6 +13,8 @@ int session_msg_decode(const void *p, size_t len, struct session_hdr *h, const u
 int session_kind_from_worker(uint32_t kind, int serving);
 /* A bulk transfer's header (hdr_len bytes at hdr) announcing len bytes: 0 (with *b) or -1. */
 int session_bulk_decode(const void *hdr, size_t hdr_len, uint64_t len, struct session_bulk *b);
+/* A push's bulk transfer header: 0 (with *b, its tenant node's name ended) or -1. */
+int session_push_bulk_decode(const void *hdr, size_t hdr_len, uint64_t len, struct session_push_bulk *b);
 /* A batch entry's SESS_BULK: its byte count in *size, 0; or -1 when malformed. */
 int session_bulk_entry(const struct session_entry *e, const uint8_t *bytes, uint64_t *size);
 

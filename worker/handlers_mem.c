@@ -278,7 +278,8 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
     bool signal = (q->flags & VGPU_COPY_SIGNAL) && q->slot == VGPU_NO_SLOT && !c->reply;
     r = vchannel_stream(c, q->stream, &stream);
     unsigned flags;
-    CUresult known = htod_flags(c, q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u), &flags);
+    /* VGPU_COPY_STAYS tells the links (record_io.h): the bytes are in the data area either way. */
+    CUresult known = htod_flags(c, q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u) & ~VGPU_COPY_STAYS, &flags);
     const void *src = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!src || !vchannel_device_range(c, q->dst, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
@@ -307,7 +308,7 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
     void *dst = vchannel_data(c, q->offset, q->size);
     if (r == CUDA_SUCCESS && (!dst || !vchannel_device_range(c, q->src, q->size)))
         r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && (q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u)))
+    if (r == CUDA_SUCCESS && (q->flags & ~(signal ? VGPU_COPY_SIGNAL : 0u) & ~VGPU_COPY_STAYS))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && q->size && (signal || c->reply))
         r = refuse_in_capture(c, stream);

@@ -28,6 +28,12 @@ enum session_kind {
                        * their count (u64). Between vgpud and a worker, and over the link. */
     SESS_STATS,       /* server -> client, every few hundred ms: how the vGPU is used there (the tail is
                        * a struct session_stats), for vgpuctl on the tenant's node */
+    SESS_PUSH,        /* client -> server: send size bytes of the session's data area at offset to the
+                       * session another node serves for the same tenant (struct session_push) */
+    SESS_PUSH_DATA,   /* between two serving nodes, after the push's bytes went by rendezvous into the
+                       * data area of the session `channel` of the tenant's node (struct
+                       * session_push_bulk): they have landed, answer (struct session_push_data) */
+    SESS_PUSH_DONE,   /* back the way a push came: offset is the CUresult, the tail its request (u64) */
     SESS_KINDS
 };
 
@@ -108,6 +114,39 @@ struct session_stats {
     uint64_t swapped_host, swapped_device;
     uint64_t calls, errors;
     uint32_t compute_util_ppm, copy_util_ppm; /* utilization, in millionths */
+};
+
+/* What a serving node gives the tenant's node for each session it opens (SESS_OPENED's tail): the
+ * key another node must show to push bytes into that session's data area. */
+#define SESSION_KEY_BYTES 16u
+
+/* The most bytes one push moves. */
+#define SESSION_PUSH_MAX (8u << 20)
+
+struct session_push {
+    char target_node[64]; /* REMOTE_NODE_NAME */
+    uint32_t target_channel; /* the tenant's node's name for the target session, there */
+    uint32_t pad;
+    uint64_t target_offset, size;
+    uint64_t request;
+    uint8_t key[SESSION_KEY_BYTES]; /* the target session's */
+};
+
+struct session_push_data {
+    char tenant_node[64]; /* the node whose tenant both sessions are */
+    uint64_t request;
+    uint8_t key[SESSION_KEY_BYTES];
+};
+
+/* The header of a push's bulk transfer (told from struct session_bulk by its size): len bytes for
+ * offset of the data area of the session the receiving node serves for tenant_node's channel, if
+ * the key is that session's. */
+struct session_push_bulk {
+    uint32_t magic; /* REMOTE_MAGIC */
+    uint32_t channel;
+    uint64_t offset, len;
+    char tenant_node[64];
+    uint8_t key[SESSION_KEY_BYTES];
 };
 
 /* session_open's flags: the tenant's node maps the channel, so bytes to it may go as SESS_BULK. */

@@ -116,6 +116,10 @@ struct vgpu_ring_idx {
  * driver's has practically landed when the call returns (a non-blocking stream's kernel next
  * reads it: only a GPU's timing orders the two). */
 #define VGPU_COPY_LANDS 0x1u
+/* CopyHtoD/CopyDtoH flags, a remote vGPU's copy: its data-area bytes stay on the serving node (a
+ * push from another node put them there, or takes them from there), so the link does not carry
+ * them. */
+#define VGPU_COPY_STAYS 0x4u
 /* CopyHtoD/CopyDtoH flags: a synchronous copy of a data-area range whose client waits on the
  * completion word at data-area offset `signal` (8 bytes, 8-aligned) instead of a response: the
  * server stores the CUresult in the word's second u32, then the request's seq in its first, once
@@ -354,9 +358,12 @@ enum vgpu_msg_type {
                                  * header's status is what every call gets from now on */
     VGPU_MSG_USAGE = 10,        /* client or monitor -> server: how its vGPUs are used; answered by
                                  * a struct vgpu_msg_usage */
-    VGPU_MSG_HOST_FILE = 11     /* client -> server, with a descriptor of a file the client maps
+    VGPU_MSG_HOST_FILE = 11,    /* client -> server, with a descriptor of a file the client maps
                                  * shared: kept for the session's worker to map (a registration of
                                  * that memory); answered by the same message with its key */
+    VGPU_MSG_PEER_PUSH = 12     /* client -> server: bytes of one other node's vGPU's data area to
+                                 * another's, node to node (struct vgpu_msg_peer_push); answered by
+                                 * the same message with the status */
 };
 
 /* A monitor (the project's NVML) is welcomed with the vGPUs as a client is, and may only ask
@@ -369,6 +376,15 @@ struct vgpu_msg_hdr {
     uint16_t version;
     uint32_t size;  /* whole message */
     int32_t status; /* CUresult, in answers */
+};
+
+/* Size bytes at from_offset of the data area of the client's vGPU from_vgpu go to to_offset of
+ * to_vgpu's, both vGPUs of other nodes (at most SESSION_PUSH_MAX bytes; CUDA_ERROR_NOT_SUPPORTED:
+ * not that case, the client stages them itself). */
+struct vgpu_msg_peer_push {
+    struct vgpu_msg_hdr hdr;
+    uint32_t from_vgpu, to_vgpu;
+    uint64_t from_offset, to_offset, size;
 };
 
 #define VGPU_ASSEMBLY_TEXT 1024u

@@ -87,6 +87,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             r = client_host_file(msg, len, (how & 2) ? harness_file() : -1, &offset, &bytes);
             if (r == CUDA_SUCCESS && (offset % VGPU_HOST_FILE_ALIGN || !bytes || offset + bytes > (2u << 20)))
                 abort(); /* the decoder let a range through that the file does not hold */
+        } else if (state == CLIENT && type == VGPU_MSG_PEER_PUSH) {
+            struct vgpu_msg_peer_push push;
+            r = client_peer_push(msg, len, 1u + (how & 7), &push);
+            if (r == CUDA_SUCCESS && (push.from_vgpu == push.to_vgpu || push.to_vgpu > 7 || !push.size))
+                abort(); /* the decoder let a push through that names no two vGPUs, or nothing */
         } else if (state == CLIENT && type == VGPU_MSG_BYE) {
             r = client_bye(msg, len);
         } else if (state == CONTROL && type == VGPU_MSG_CONTROL) {

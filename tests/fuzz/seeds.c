@@ -538,6 +538,10 @@ static void control(const char *dir)
     hf.offset = 4096;
     hf.size = 65536;
     msg(2, &hf, sizeof hf); /* with the harness's file */
+    struct vgpu_msg_peer_push pp = {.hdr = {VGPU_MAGIC, VGPU_MSG_PEER_PUSH, VGPU_PROTO_VERSION, sizeof pp, 0},
+                                    .from_vgpu = 0, .to_vgpu = 1, .from_offset = 4096, .to_offset = 8192,
+                                    .size = 65536};
+    msg(1, &pp, sizeof pp); /* a session of two vGPUs */
     struct vgpu_msg_hdr bye = {VGPU_MAGIC, VGPU_MSG_BYE, VGPU_PROTO_VERSION, sizeof bye, 0};
     msg(0, &bye, sizeof bye);
     save(dir, "control", "client");
@@ -643,6 +647,34 @@ static void peer(const char *dir)
     memcpy(batch + sizeof sh + sizeof e, &n, sizeof n);
     peer_record(batch, (uint16_t)sizeof batch);
     save(dir, "peer", "session");
+    /* A push between two serving nodes: asked, a part of its bytes, answered. */
+    what = 4;
+    put(&what, 1);
+    uint8_t pmsg[sizeof sh + sizeof(struct session_push)];
+    struct session_push pq = {.target_node = "d", .target_channel = 3, .target_offset = 4u << 20, .size = 16,
+                              .request = 7};
+    sh.kind = SESS_PUSH;
+    sh.offset = 4u << 20;
+    sh.len = sizeof pq;
+    memcpy(pmsg, &sh, sizeof sh);
+    memcpy(pmsg + sizeof sh, &pq, sizeof pq);
+    peer_record(pmsg, (uint16_t)(sizeof sh + sizeof pq));
+    struct session_push_data pd = {.tenant_node = "a", .request = 7};
+    sh.kind = SESS_PUSH_DATA;
+    sh.channel = 3;
+    sh.len = sizeof pd;
+    memcpy(pmsg, &sh, sizeof sh);
+    memcpy(pmsg + sizeof sh, &pd, sizeof pd);
+    peer_record(pmsg, (uint16_t)(sizeof sh + sizeof pd));
+    uint64_t preq = 7;
+    sh.kind = SESS_PUSH_DONE;
+    sh.channel = 0;
+    sh.offset = 0;
+    sh.len = sizeof preq;
+    memcpy(pmsg, &sh, sizeof sh);
+    memcpy(pmsg + sizeof sh, &preq, sizeof preq);
+    peer_record(pmsg, (uint16_t)(sizeof sh + sizeof preq));
+    save(dir, "peer", "push");
     /* Bulk transfers: one into channel 2's data area, one for no channel. */
     what = 5;
     put(&what, 1);
@@ -654,6 +686,13 @@ static void peer(const char *dir)
     b.channel = 9;
     memcpy(rec + 8, &b, sizeof b);
     peer_record(rec, (uint16_t)sizeof rec);
+    /* A push's: into no session (no key fits). */
+    uint8_t prec[8 + sizeof(struct session_push_bulk)];
+    struct session_push_bulk pb = {.magic = REMOTE_MAGIC, .channel = 2, .offset = 1u << 20, .len = n,
+                                   .tenant_node = "a"};
+    memcpy(prec, &n, 8);
+    memcpy(prec + 8, &pb, sizeof pb);
+    peer_record(prec, (uint16_t)sizeof prec);
     save(dir, "peer", "bulk");
 }
 

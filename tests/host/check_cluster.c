@@ -22,9 +22,9 @@
 #include "test_env.h"
 
 static char bin[512], progs[512], tmp[512], key[600], bad_key[600];
-static char ns[2][32], addr[2][64], sock[3][600];
+static char ns[2][32], addr[3][64], sock[4][600];
 static bool netns;
-static pid_t vgpud[3] = {-1, -1, -1};
+static pid_t vgpud[4] = {-1, -1, -1, -1};
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int sh(const char *fmt, ...)
@@ -56,16 +56,19 @@ static bool make_netns(void)
     }
     snprintf(addr[0], sizeof addr[0], "10.231.%d.1:7070", sub);
     snprintf(addr[1], sizeof addr[1], "10.231.%d.2:7070", sub);
+    snprintf(addr[2], sizeof addr[2], "10.231.%d.2:7071", sub); /* d, beside b */
     return true;
 }
 
-/* vgpud number i: node a (0), b (1), or c (2: node c with another key, dialing a). */
+/* vgpud number i: node a (0), b (1), c (2: node c with another key, dialing a), or d (3: dialing a
+ * and b, beside b). */
 static void start(int i)
 {
-    char exe[600], log[700], peer[128];
+    char exe[600], log[700], peer[128], peer_b[128];
     snprintf(exe, sizeof exe, "%s/vgpud", bin);
     snprintf(log, sizeof log, "%s/cluster-%c.log", tmp, 'a' + i);
     snprintf(peer, sizeof peer, "%s=%s", i == 0 ? "b" : "a", i == 0 ? addr[1] : addr[0]);
+    snprintf(peer_b, sizeof peer_b, "b=%s", addr[1]);
     pid_t p = fork();
     if (p == 0) {
         FILE *f = fopen(log, i == 1 ? "a" : "w");
@@ -73,13 +76,14 @@ static void start(int i)
             dup2(fileno(f), 1);
             dup2(fileno(f), 2);
         }
-        const char *node = i == 0 ? "a" : i == 1 ? "b" : "c";
+        const char *node = i == 0 ? "a" : i == 1 ? "b" : i == 2 ? "c" : "d";
         const char *k = i == 2 ? bad_key : key;
+        bool listens = i != 2;
         char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
                         "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--remote-backlog", "2M",
                         "--socket", sock[i], "--node", (char *)node,
-                        "--cluster-key", (char *)k, "--peer", peer, i < 2 ? "--remote-listen" : NULL,
-                        i < 2 ? addr[i] : NULL, NULL};
+                        "--cluster-key", (char *)k, "--peer", peer, listens ? "--remote-listen" : NULL,
+                        listens ? addr[i < 2 ? i : 2] : NULL, i == 3 ? "--peer" : NULL, i == 3 ? peer_b : NULL, NULL};
         if (netns)
             execvp("ip", args);
         else
@@ -474,6 +478,37 @@ END_TEST
 
 /* b dies under a tenant of a: its calls on b's vGPU fail within 5 s, never hang, and its vGPU of a
  * works on. b comes back for new sessions. */
+/* A tenant of a with vGPUs of b and d: its peer copies go from b to d and back, node to node (each
+ * node's links send them by rendezvous straight into the other's session), never through a; the
+ * checksums hold. */
+START_TEST(test_pushes)
+{
+    start(3);
+    ck_assert_msg(wait_state_at(sock[3], "a", "up", 10000) >= 0, "d never linked with a");
+    ck_assert_msg(wait_state_at(sock[3], "b", "up", 10000) >= 0, "d never linked with b");
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    char out[700];
+    snprintf(out, sizeof out, "%s/pushes.%d.out", tmp, (int)getpid());
+    int rc = -1;
+    for (int tries = 0; tries < 50 && rc != 0; tries++) { /* until a has heard of d's GPUs */
+        rc = run_on_a("--vgpu node=b,device=0 --vgpu node=d,device=0", "prog_peer", "", out);
+        if (rc != 0)
+            usleep(100000);
+    }
+    if (rc != 0)
+        sh("cat %s >&2", out);
+    ck_assert_msg(rc == 0, "prog_peer on b and d failed (%d)", rc);
+    struct json *jb = cluster(1);
+    ck_assert_ptr_nonnull(jb);
+    double b_d = links_sum(jb, "d", "msg_bytes_out") + links_sum(jb, "d", "msg_bytes_in") +
+                 links_sum(jb, "d", "bulk_bytes_out") + links_sum(jb, "d", "bulk_bytes_in");
+    json_free(jb);
+    /* 20 MiB each way and more went between b and d themselves (nothing does otherwise). */
+    ck_assert_msg(b_d >= (40 << 20), "only %.0f bytes between b and d", b_d);
+    stop(3, false);
+}
+END_TEST
+
 START_TEST(test_remote_loss)
 {
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
@@ -676,13 +711,14 @@ int main(void)
     snprintf(bad_key, sizeof bad_key, "%s/cluster-other.key", tmp);
     if (sh("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > %s && echo another-key > %s", key, bad_key) != 0)
         return 2;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         snprintf(sock[i], sizeof sock[i], "%.500s/cluster-%c-%d.sock", tmp, 'a' + i, (int)getpid());
     netns = make_netns();
     if (!netns) { /* two ports of loopback */
         int port = 20000 + (int)getpid() % 20000;
         snprintf(addr[0], sizeof addr[0], "127.0.0.1:%d", port);
         snprintf(addr[1], sizeof addr[1], "127.0.0.1:%d", port + 1);
+        snprintf(addr[2], sizeof addr[2], "127.0.0.1:%d", port + 2);
         fprintf(stderr, "check_cluster: no network namespaces here; on loopback\n");
     }
     signal(SIGPIPE, SIG_IGN);
@@ -696,6 +732,7 @@ int main(void)
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
     tcase_add_test(t, test_remote_vgpus);
+    tcase_add_test(t, test_pushes);
     tcase_add_test(t, test_backlog);
     tcase_add_test(t, test_remote_loss);
     tcase_add_test(t, test_silent_peer);
@@ -707,7 +744,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (vgpud[i] > 0) {
             kill(vgpud[i], SIGTERM);
             int st;
