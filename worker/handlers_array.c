@@ -280,27 +280,29 @@ static CUresult target_of(struct vgpu_call *c, uint32_t id, bool mipmap, struct 
     return CUDA_SUCCESS;
 }
 
+/* The target a query or map entry names, made with one of flags; never a mipmapped array's level
+ * (its mipmapped array answers for it). */
+static CUresult target_with(struct vgpu_call *c, uint32_t id, uint32_t mipmap, uint32_t flags, struct sparse_target *t)
+{
+    CUresult r = mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, id, mipmap != 0, t);
+    return r == CUDA_SUCCESS && (!(t->shape->flags & flags) || t->level) ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
 CUresult vgpu_handle_ArraySparse(struct vgpu_call *c, const struct vgpu_req_ArraySparse *q,
                                  struct vgpu_rsp_ArraySparse *a)
 {
     struct sparse_target t;
-    CUresult r = q->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, q->id, q->mipmap, &t);
-    if (r)
-        return r;
-    if (!(t.shape->flags & SPARSE) || t.level) /* a level's tiles are its mipmapped array's to tell */
-        return CUDA_ERROR_INVALID_VALUE;
-    return OPS(c)->array_sparse(EXEC(c), c->ctx->x, t.x, q->mipmap, t.shape, t.levels, &a->props);
+    CUresult r = target_with(c, q->id, q->mipmap, SPARSE, &t);
+    return r ? r : OPS(c)->array_sparse(EXEC(c), c->ctx->x, t.x, q->mipmap, t.shape, t.levels, &a->props);
 }
 
 CUresult vgpu_handle_ArrayRequirements(struct vgpu_call *c, const struct vgpu_req_ArrayRequirements *q,
                                        struct vgpu_rsp_ArrayRequirements *a)
 {
     struct sparse_target t;
-    CUresult r = q->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, q->id, q->mipmap, &t);
+    CUresult r = target_with(c, q->id, q->mipmap, DEFERRED, &t);
     if (r)
         return r;
-    if (!(t.shape->flags & DEFERRED) || t.level)
-        return CUDA_ERROR_INVALID_VALUE;
     return OPS(c)->array_requirements(EXEC(c), c->ctx->x, t.x, q->mipmap, c->ch->device, t.shape, t.levels, &a->size,
                                       &a->alignment);
 }
@@ -311,11 +313,10 @@ static CUresult map_entry(struct vgpu_call *c, const struct vgpu_array_map *m, s
 {
     enum { LEVEL = 0, MIPTAIL = 1, MAP = 1, UNMAP = 2 }; /* CUarraySparseSubresourceType, CUmemOperationType */
     struct sparse_target t;
-    CUresult r = m->mipmap > 1 ? CUDA_ERROR_INVALID_VALUE : target_of(c, m->id, m->mipmap, &t);
+    CUresult r = target_with(c, m->id, m->mipmap, SPARSE | DEFERRED, &t);
     if (r)
         return r == CUDA_ERROR_INVALID_HANDLE ? CUDA_ERROR_INVALID_VALUE : r;
-    if (!(t.shape->flags & (SPARSE | DEFERRED)) || t.level || (m->op != MAP && m->op != UNMAP) ||
-        m->subresource > MIPTAIL || (m->op == UNMAP) != (m->handle == 0) || m->pad)
+    if ((m->op != MAP && m->op != UNMAP) || m->subresource > MIPTAIL || (m->op == UNMAP) != (m->handle == 0) || m->pad)
         return CUDA_ERROR_INVALID_VALUE;
     if (!(t.shape->flags & DEFERRED) && m->subresource == LEVEL && m->level >= t.levels)
         return CUDA_ERROR_INVALID_VALUE;
