@@ -352,13 +352,16 @@ void remote_sessions_close(struct server *srv, struct schan *c)
 {
     if (srv->rsess && c->remote_link)
         sess_send(srv->rsess, c->remote_link, SESS_CLOSE, c->id, 0, NULL, 0);
+    /* (After remote_sessions_stop, at vgpud's end, the table has gone with the links.) */
     if (c->bulk) {
-        bulk_table_remove(srv->rsess->bulk, c->bulk);
+        if (srv->rsess)
+            bulk_table_remove(srv->rsess->bulk, c->bulk);
         bulk_region_release(c->bulk);
         c->bulk = NULL;
     }
     if (c->area) {
-        bulk_table_remove(srv->rsess->bulk, c->area);
+        if (srv->rsess)
+            bulk_table_remove(srv->rsess->bulk, c->area);
         bulk_region_release(c->area);
         c->area = NULL;
     }

@@ -388,6 +388,74 @@ START_TEST(bulk_transfers)
 }
 END_TEST
 
+/* Pushes between two serving nodes: their messages, and their bytes landing in the session whose
+ * key they show, on any link, and nowhere else. */
+START_TEST(pushes)
+{
+    uint8_t buf[512], key[SESSION_KEY_BYTES] = {1, 2, 3};
+    struct session_hdr h;
+    const uint8_t *tail;
+    size_t n = session_message(buf, SESS_OPENED, 0, key, sizeof key); /* the key comes with the answer */
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), 0);
+    n = session_message(buf, SESS_OPENED, 0, NULL, 0);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    struct session_push q = {.target_node = "d", .target_channel = 2, .size = 1000};
+    n = session_message(buf, SESS_PUSH, 4096, &q, sizeof q);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), 0);
+    n = session_message(buf, SESS_PUSH, 4096, &q, sizeof q - 8);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+    struct session_push_data d = {.tenant_node = "a", .request = 9};
+    n = session_message(buf, SESS_PUSH_DATA, 0, &d, sizeof d);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), 0);
+    uint64_t request = 9;
+    n = session_message(buf, SESS_PUSH_DONE, 0, &request, sizeof request);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), 0);
+    n = session_message(buf, SESS_PUSH_DONE, 0, &request, 4);
+    ck_assert_int_eq(session_msg_decode(buf, n, &h, &tail), -1);
+
+    struct session_push_bulk p = {.magic = REMOTE_MAGIC, .channel = 2, .offset = 4096, .len = 1000,
+                                  .tenant_node = "a"}, got;
+    memcpy(p.key, key, sizeof key);
+    ck_assert_int_eq(session_push_bulk_decode(&p, sizeof p, 1000, &got), 0);
+    ck_assert_int_eq(session_push_bulk_decode(&p, sizeof p, 999, &got), -1);
+    struct session_push_bulk big = p;
+    big.len = SESSION_PUSH_MAX + 1;
+    ck_assert_int_eq(session_push_bulk_decode(&big, sizeof big, big.len, &got), -1);
+    struct vgpu_channel_layout l;
+    ck_assert_int_eq(vgpu_channel_layout_make(&l, 1u << 16, 1u << 16, 8u << 20, 4, 1u << 20), 0);
+    int fd = memfd_create("check-push", MFD_CLOEXEC);
+    ck_assert(fd >= 0 && ftruncate(fd, (off_t)l.map_size) == 0);
+    struct bulk_region *r = bulk_region_map(fd, &l);
+    struct bulk_table *t = bulk_table_new();
+    ck_assert(r && t);
+    ck_assert_int_eq(bulk_table_add_pushes(t, "a", 2, key, r), 0);
+    void *dst, *token;
+    ck_assert_int_eq(bulk_table_target(t, 5, &p, sizeof p, 1000, &dst, &token), 0); /* from any node */
+    memset(dst, 0x77, 1000);
+    uint8_t seen[1000];
+    ck_assert(pread(fd, seen, sizeof seen, (off_t)(l.data_off + 4096)) == (ssize_t)sizeof seen);
+    ck_assert(seen[0] == 0x77 && seen[999] == 0x77);
+    bulk_table_done(t, token, true);
+    struct session_push_bulk bad = p;
+    bad.key[0] ^= 1; /* not its key */
+    ck_assert_int_eq(bulk_table_target(t, 5, &bad, sizeof bad, 1000, &dst, &token), 1);
+    bad = p;
+    snprintf(bad.tenant_node, sizeof bad.tenant_node, "b"); /* another node's tenant's channel 2 */
+    ck_assert_int_eq(bulk_table_target(t, 5, &bad, sizeof bad, 1000, &dst, &token), 1);
+    /* An ordinary bulk transfer does not find the push target, whatever its link. */
+    struct session_bulk plain = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 1, .offset = 4096, .len = 1000};
+    ck_assert_int_eq(bulk_table_target(t, 0, &plain, sizeof plain, 1000, &dst, &token), 1);
+    bad = p;
+    bad.offset = (8u << 20) - 999; /* past the data area */
+    ck_assert_int_eq(bulk_table_target(t, 5, &bad, sizeof bad, 1000, &dst, &token), -1);
+    bulk_region_release(r);
+    bulk_table_remove(t, r);
+    ck_assert_int_eq(bulk_table_target(t, 5, &p, sizeof p, 1000, &dst, &token), 1);
+    bulk_table_free(t);
+    close(fd);
+}
+END_TEST
+
 /* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 START_TEST(record_data_ranges)
 {
@@ -402,8 +470,15 @@ START_TEST(record_data_ranges)
     h.slot = 4;                  /* no such slot */
     ck_assert_int_eq(record_io_of((const uint8_t *)&h, sizeof h, &l, &io), 0);
     ck_assert(!io.in_size && io.slot == VGPU_NO_SLOT && io.reply);
+    h.offset = 4096;
+    h.flags = VGPU_COPY_STAYS; /* the bytes are on the serving node already: nothing to carry */
+    ck_assert_int_eq(record_io_of((const uint8_t *)&h, sizeof h, &l, &io), 0);
+    ck_assert(!io.in_size && !io.out_size);
     struct vgpu_req_CopyDtoH d = {.hdr = {.size = sizeof d, .op = VGPU_OP_CopyDtoH}, .offset = 8192, .size = 10,
-                                  .slot = VGPU_NO_SLOT};
+                                  .slot = VGPU_NO_SLOT, .flags = VGPU_COPY_STAYS};
+    ck_assert_int_eq(record_io_of((const uint8_t *)&d, sizeof d, &l, &io), 0);
+    ck_assert(!io.in_size && !io.out_size); /* nor to bring back */
+    d.flags = 0;
     ck_assert_int_eq(record_io_of((const uint8_t *)&d, sizeof d, &l, &io), 0);
     ck_assert(io.out_off == 8192 && io.out_size == 10 && !io.in_size);
     struct vgpu_req_Copy3D c = {.hdr = {.size = sizeof c, .op = VGPU_OP_Copy3D}, .src = 0, .src_pitch = 64, .width = 32,
@@ -440,6 +515,7 @@ int main(void)
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
     tcase_add_test(t, bulk_transfers);
+    tcase_add_test(t, pushes);
     suite_add_tcase(s, t);
     return vgpu_check_run(s);
 }
