@@ -3,10 +3,11 @@
  * then asks vgpud here (VGPU_MSG_PEER_PUSH); vgpud asks the source's node (SESS_PUSH), whose links
  * send the bytes by rendezvous straight from that data area into the target session's on the
  * target's node, if the push shows that session's key (given to the tenant's node when it opened
- * the session, and to nobody else), followed by SESS_PUSH_DATA. The target's node answers that
- * (SESS_PUSH_DONE) once they have landed, the source's node answers here, and vgpud the client,
- * which then has the target node copy from its data area to its device. A push not answered within
- * PUSH_TIMEOUT_NS fails (a node died on the way). All of it runs on vgpud's loop. */
+ * the session, and to nobody else), followed by SESS_PUSH_DATA. The target's node answers the
+ * tenant's (SESS_PUSH_DONE) once they have landed (the source's answers when it could not send),
+ * and vgpud the client, which then has the target node copy from its data area to its device. A
+ * push not answered within PUSH_TIMEOUT_NS fails (a node died on the way). All of it runs on
+ * vgpud's loop. */
 #include "remote_push.h"
 
 #include <stdio.h>
@@ -23,39 +24,39 @@
 #define PUSH_TIMEOUT_NS (5ll * 1000000000ll)
 #define MAX_PENDING 256
 
-/* A push a client of this node waits for (asked), or one this node sends parts of (sending). */
+/* A push a client of this node waits for: answered by the source's node (when it could not send)
+ * or the target's (when the bytes have landed), and by no other. */
 struct pending {
-    uint64_t request; /* ours (0: a free entry) */
+    uint64_t request; /* 0: a free entry */
     int64_t deadline;
-    uint64_t session; /* asked: the client's session */
-    uint64_t link;    /* sending: where the push came from, and its request there */
-    uint64_t their_request;
-    uint64_t answerer; /* the only link whose SESS_PUSH_DONE counts */
+    uint64_t session; /* the client's */
+    uint64_t source, target; /* the links to the two nodes */
 };
 
 static struct {
     uint64_t next;
-    struct pending asked[MAX_PENDING], sending[MAX_PENDING];
+    struct pending asked[MAX_PENDING];
 } push; /* vgpud's loop's */
 
-static struct pending *take(struct pending *table)
+static struct pending *take(void)
 {
     for (unsigned i = 0; i < MAX_PENDING; i++)
-        if (!table[i].request) {
-            memset(&table[i], 0, sizeof table[i]);
-            table[i].request = ++push.next ? push.next : ++push.next;
-            table[i].deadline = vgpu_now_ns() + PUSH_TIMEOUT_NS;
-            return &table[i];
+        if (!push.asked[i].request) {
+            struct pending *p = &push.asked[i];
+            *p = (struct pending){.request = ++push.next ? push.next : ++push.next,
+                                  .deadline = vgpu_now_ns() + PUSH_TIMEOUT_NS};
+            return p;
         }
     return NULL;
 }
 
-/* The push `request` of a table that link may answer (another node cannot end it). */
-static struct pending *find(struct pending *table, uint64_t request, uint64_t link)
+static struct pending *find(uint64_t request, uint64_t link)
 {
-    for (unsigned i = 0; request && i < MAX_PENDING; i++)
-        if (table[i].request == request && table[i].answerer == link)
-            return &table[i];
+    for (unsigned i = 0; request && i < MAX_PENDING; i++) {
+        struct pending *p = &push.asked[i];
+        if (p->request == request && (p->source == link || p->target == link))
+            return p;
+    }
     return NULL;
 }
 
@@ -84,11 +85,12 @@ int remote_push_ask(struct server *srv, struct session *s, const uint8_t *buf, s
         return answer_client(s, &m, CUDA_ERROR_NOT_SUPPORTED);
     if (!from->remote_link || !to->remote_link)
         return answer_client(s, &m, CUDA_ERROR_DEVICE_UNAVAILABLE);
-    struct pending *p = take(push.asked);
+    struct pending *p = take();
     if (!p)
         return answer_client(s, &m, CUDA_ERROR_NOT_SUPPORTED); /* too many at once: staged instead */
     p->session = s->id;
-    p->answerer = from->remote_link;
+    p->source = from->remote_link;
+    p->target = to->remote_link;
     struct session_push q = {.target_channel = to->id, .target_offset = m.to_offset, .size = m.size,
                              .request = p->request};
     snprintf(q.target_node, sizeof q.target_node, "%s", s->vgpu_node[to->vgpu]);
@@ -116,7 +118,7 @@ static void on_push(struct server *srv, uint64_t link, const struct session_hdr 
                                : NULL;
     CUresult status = !bytes ? (from && from->area ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED)
                              : CUDA_SUCCESS;
-    struct schan *here = bytes ? remote_sessions_target(srv, tenant, q->target_channel, q->key) : NULL;
+    struct schan *here = bytes ? remote_sessions_target(srv, tenant, q->target_channel, q->key, NULL) : NULL;
     if (here) { /* both sessions served here */
         uint8_t *dst = here->area ? (uint8_t *)bulk_region_hold(here->area, q->target_offset, q->size) : NULL;
         if (dst) {
@@ -126,23 +128,17 @@ static void on_push(struct server *srv, uint64_t link, const struct session_hdr 
         status = dst ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     } else if (bytes) {
         uint64_t to_link = remote_sessions_link_to(srv, target);
-        struct pending *p = to_link ? take(push.sending) : NULL;
         struct session_push_bulk b = {.magic = REMOTE_MAGIC, .channel = q->target_channel,
                                       .offset = q->target_offset, .len = q->size};
         snprintf(b.tenant_node, sizeof b.tenant_node, "%s", tenant);
         memcpy(b.key, q->key, sizeof b.key);
-        if (p && remote_sessions_send_bulk(srv, to_link, &b, sizeof b, bytes, q->size, push_sent, from->area) == 0) {
-            p->link = link;
-            p->answerer = to_link;
-            p->their_request = q->request;
-            struct session_push_data d = {.request = p->request};
+        if (to_link && remote_sessions_send_bulk(srv, to_link, &b, sizeof b, bytes, q->size, push_sent, from->area) == 0) {
+            struct session_push_data d = {.request = q->request};
             memcpy(d.tenant_node, b.tenant_node, sizeof d.tenant_node);
             memcpy(d.key, q->key, sizeof d.key);
             remote_sessions_send(srv, to_link, SESS_PUSH_DATA, q->target_channel, q->target_offset, &d, sizeof d);
-            return; /* the region goes when the bytes have; answered when the target's node answers */
+            return; /* the region goes when the bytes have; the target's node answers the tenant's */
         }
-        if (p)
-            p->request = 0;
         status = to_link ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     if (bytes)
@@ -153,37 +149,34 @@ static void on_push(struct server *srv, uint64_t link, const struct session_hdr 
 
 /* The target's node: the push's bytes have landed (the link delivers a message after the bulk
  * transfers sent before it) in the session it names, if the key is that session's. */
-static void on_push_data(struct server *srv, uint64_t link, const struct session_hdr *h, const uint8_t *tail)
+static void on_push_data(struct server *srv, const struct session_hdr *h, const uint8_t *tail)
 {
     struct session_push_data d;
     memcpy(&d, tail, sizeof d);
     d.tenant_node[sizeof d.tenant_node - 1] = '\0';
-    struct schan *to = remote_sessions_target(srv, d.tenant_node, h->channel, d.key);
+    uint64_t tenant = 0; /* the answer goes straight back to the tenant's node, on its session's link */
+    struct schan *to = remote_sessions_target(srv, d.tenant_node, h->channel, d.key, &tenant);
     if (!to)
         LOG_WARN("remote: a push into no session of node %s's here (channel %u, or not its key)", d.tenant_node,
                  h->channel);
+    if (!tenant)
+        tenant = remote_sessions_link_to(srv, d.tenant_node);
     CUresult status = to && to->area ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    remote_sessions_send(srv, link, SESS_PUSH_DONE, 0, (uint64_t)(uint32_t)status, &d.request, sizeof d.request);
+    if (tenant)
+        remote_sessions_send(srv, tenant, SESS_PUSH_DONE, 0, (uint64_t)(uint32_t)status, &d.request, sizeof d.request);
 }
 
 static void on_push_done(struct server *srv, uint64_t link, const struct session_hdr *h, uint64_t request)
 {
-    CUresult status = (CUresult)h->offset;
-    struct pending *p = find(push.sending, request, link);
-    if (p) { /* the target's node has them: the tenant's node hears */
-        remote_sessions_send(srv, p->link, SESS_PUSH_DONE, 0, (uint64_t)(uint32_t)status, &p->their_request,
-                             sizeof p->their_request);
-        p->request = 0;
-        return;
+    struct pending *p = find(request, link);
+    if (!p)
+        return; /* given up on already, or nobody's */
+    struct session *s = server_session(srv, p->session);
+    if (s && s->pushes_waiting) {
+        s->pushes_waiting--;
+        answer_client(s, &s->push_asked, (CUresult)h->offset);
     }
-    if ((p = find(push.asked, request, link)) != NULL) {
-        struct session *s = server_session(srv, p->session);
-        if (s && s->pushes_waiting) {
-            s->pushes_waiting--;
-            answer_client(s, &s->push_asked, status);
-        }
-        p->request = 0;
-    }
+    p->request = 0;
 }
 
 void remote_push_on_message(struct server *srv, uint64_t link, const struct session_hdr *h, const uint8_t *tail)
@@ -196,7 +189,7 @@ void remote_push_on_message(struct server *srv, uint64_t link, const struct sess
         break;
     }
     case SESS_PUSH_DATA:
-        on_push_data(srv, link, h, tail);
+        on_push_data(srv, h, tail);
         break;
     case SESS_PUSH_DONE: {
         uint64_t request;
@@ -222,7 +215,5 @@ void remote_push_tick(struct server *srv)
             }
             p->request = 0;
         }
-        if (push.sending[i].request && now > push.sending[i].deadline)
-            push.sending[i].request = 0; /* the tenant's node has given up on it too */
     }
 }

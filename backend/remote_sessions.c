@@ -272,14 +272,18 @@ struct schan *remote_sessions_source(struct server *srv, uint64_t link, uint32_t
     return sv ? chan_of(srv->rsess, sv) : NULL;
 }
 
-struct schan *remote_sessions_target(struct server *srv, const char *tenant, uint32_t channel, const uint8_t *key)
+struct schan *remote_sessions_target(struct server *srv, const char *tenant, uint32_t channel, const uint8_t *key,
+                                     uint64_t *link)
 {
     for (struct served *sv = srv->rsess ? srv->rsess->served : NULL; sv; sv = sv->next_served) {
         unsigned diff = 0; /* every byte looked at: the key is a secret */
         for (unsigned i = 0; i < SESSION_KEY_BYTES; i++)
             diff |= (unsigned)(sv->key[i] ^ key[i]);
-        if (sv->channel == channel && !sv->eof && strcmp(sv->node, tenant) == 0 && diff == 0)
+        if (sv->channel == channel && !sv->eof && strcmp(sv->node, tenant) == 0 && diff == 0) {
+            if (link)
+                *link = sv->link;
             return chan_of(srv->rsess, sv);
+        }
     }
     return NULL;
 }

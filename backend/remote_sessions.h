@@ -46,13 +46,15 @@ bool remote_sessions_origin(const struct session *s, const char **node, int *dom
 void remote_sessions_tick(struct server *srv);
 /* For pushes (remote_push.h): a message on link; the channel served here for a tenant of link's
  * node under its name `channel` (and that node, *tenant), or one served here for a tenant of node
- * `tenant` whose session key is key; the link to node (0: none). */
+ * `tenant` whose session key is key (and the link its session came on, *link); the link to node
+ * (0: none). */
 void remote_sessions_send(struct server *srv, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
                           const void *tail, size_t len);
 int remote_sessions_send_bulk(struct server *srv, uint64_t link, const void *hdr, size_t hdr_len, const void *data,
                               size_t len, void (*sent)(void *arg), void *arg);
 struct schan *remote_sessions_source(struct server *srv, uint64_t link, uint32_t channel, const char **tenant);
-struct schan *remote_sessions_target(struct server *srv, const char *tenant, uint32_t channel, const uint8_t *key);
+struct schan *remote_sessions_target(struct server *srv, const char *tenant, uint32_t channel, const uint8_t *key,
+                                     uint64_t *link);
 uint64_t remote_sessions_link_to(struct server *srv, const char *node);
 /* A worker's RemoteOut (checked by the worker table already). */
 void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len);
