@@ -316,6 +316,60 @@ static int mode_records(const char *path)
     struct vgpu_req_StreamBeginCapture into = {.stream = 5, .mode = CU_STREAM_CAPTURE_MODE_RELAXED, .into = 40};
     EXPECT(CALL(&c, StreamBeginCapture, 1, into) == CUDA_ERROR_INVALID_HANDLE, "capture into a body gone");
 
+    /* Sparse arrays: tiles mapped only onto the channel's own tile pools, into its own sparse arrays,
+     * with a tail as long as the count says; an unmap names no pool. */
+    struct vgpu_req_ArrayCreate sa = {.array = 60, .shape = {.width = 512, .height = 512, .format = CU_AD_FORMAT_FLOAT,
+                                                             .channels = 1, .flags = CUDA_ARRAY3D_SPARSE}};
+    EXPECT(CALL(&c, ArrayCreate, 1, sa) == CUDA_SUCCESS, "a sparse array");
+    struct vgpu_req_ArrayCreate da = sa;
+    da.array = 61;
+    da.shape.flags = 0;
+    EXPECT(CALL(&c, ArrayCreate, 1, da) == CUDA_SUCCESS, "a dense array");
+    struct vgpu_req_MemCreate plain = {.handle = 70, .size = 2u << 20}, pool = {.handle = 71, .size = 2u << 20,
+                                                                               .flags = VGPU_VMM_TILE_POOL};
+    EXPECT(CALL(&c, MemCreate, 0, plain) == CUDA_SUCCESS && CALL(&c, MemCreate, 0, pool) == CUDA_SUCCESS, "allocations");
+    struct vgpu_req_MemCreate odd = {.handle = 72, .size = 2u << 20, .flags = 0x80};
+    EXPECT(CALL(&c, MemCreate, 0, odd) == CUDA_ERROR_INVALID_VALUE, "an allocation of unknown flags");
+    struct vgpu_array_map tile = {.id = 60, .op = CU_MEM_OPERATION_TYPE_MAP, .width = 128, .height = 128, .depth = 1,
+                                  .handle = 71};
+    struct vgpu_req_MapArrays ma = {.stream = 0, .count = 1};
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_SUCCESS, "a tile mapped");
+    tile.handle = 70;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a tile of memory that is no tile pool");
+    tile.handle = 999;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a tile of no allocation");
+    tile.handle = 71;
+    tile.offset = 2u << 20;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a tile past its pool");
+    tile.offset = 0;
+    tile.id = 61;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a tile of a dense array");
+    tile.id = 62;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a tile of no array");
+    tile.id = 60;
+    tile.op = CU_MEM_OPERATION_TYPE_UNMAP;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "an unmap naming a pool");
+    tile.handle = 0;
+    ma.count = 2;
+    EXPECT(call(&c, VGPU_OP_MapArrays, 1, BODY(ma), &tile, sizeof tile) == CUDA_ERROR_INVALID_VALUE,
+           "a count the tail does not hold");
+    ma.count = 1;
+    struct vgpu_req_MemRelease rel = {.handle = 71};
+    EXPECT(CALL(&c, MemRelease, 0, rel) == CUDA_SUCCESS, "a pool released while mapped");
+    EXPECT(CALL(&c, MemRelease, 0, rel) == CUDA_ERROR_INVALID_VALUE, "a pool released twice");
+    struct vgpu_req_ArrayDestroy ad = {.array = 60};
+    EXPECT(CALL(&c, ArrayDestroy, 1, ad) == CUDA_SUCCESS, "the sparse array destroyed, and its pool with it");
+    ad.array = 61;
+    EXPECT(CALL(&c, ArrayDestroy, 1, ad) == CUDA_SUCCESS, "the dense array destroyed");
+    rel.handle = 70;
+    EXPECT(CALL(&c, MemRelease, 0, rel) == CUDA_SUCCESS, "the plain allocation released");
+
     /* Errors of calls nobody waited for surface at the next synchronizing call. */
     struct vgpu_req_hdr ah = {.op = VGPU_OP_CopyDtoD, .seq = ++c.seq, .ctx = 1};
     memcpy(&dd.hdr, &ah, sizeof ah);
