@@ -1,7 +1,10 @@
-/* Host<->device bandwidth from pageable memory, pinned memory (cuMemAllocHost) and registered
- * memory (malloc'd, then cuMemHostRegister), 4 KiB to 256 MiB. Each copy is the synchronous API
- * call; the clock stops after a final synchronize. */
+/* Host<->device bandwidth from pageable memory, pinned memory (cuMemAllocHost), registered
+ * memory (malloc'd, then cuMemHostRegister) and registered shared memory (a memfd mapped shared,
+ * registered with CU_MEMHOSTREGISTER_DEVICEMAP, as NCCL registers its /dev/shm segments), 4 KiB to
+ * 256 MiB. Each copy is the synchronous API call; the clock stops after a final synchronize. */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -42,6 +45,14 @@ int main(int argc, char **argv)
     memset(pinned, 1, max);
     memset(registered, 1, max);
     CK(cuMemHostRegister(registered, max, 0));
+    int fd = memfd_create("bench-copy-shared", MFD_CLOEXEC);
+    void *shared = fd >= 0 && ftruncate(fd, (off_t)max) == 0
+                       ? mmap(NULL, max, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                       : MAP_FAILED;
+    if (shared == MAP_FAILED)
+        return 1;
+    memset(shared, 1, max);
+    CK(cuMemHostRegister(shared, max, CU_MEMHOSTREGISTER_DEVICEMAP));
     CUdeviceptr dev;
     CK(cuMemAlloc(&dev, max));
     for (size_t n = 4096; n <= max; n *= 4) {
@@ -51,10 +62,15 @@ int main(int argc, char **argv)
         printf("RESULT dtoh_pinned_%zu %.2f GB/s\n", n, measure(0, pinned, dev, n));
         printf("RESULT htod_registered_%zu %.2f GB/s\n", n, measure(1, registered, dev, n));
         printf("RESULT dtoh_registered_%zu %.2f GB/s\n", n, measure(0, registered, dev, n));
+        printf("RESULT htod_shared_%zu %.2f GB/s\n", n, measure(1, shared, dev, n));
+        printf("RESULT dtoh_shared_%zu %.2f GB/s\n", n, measure(0, shared, dev, n));
         fflush(stdout);
     }
     CK(cuMemFreeHost(pinned));
     CK(cuMemHostUnregister(registered));
+    CK(cuMemHostUnregister(shared));
+    munmap(shared, max);
+    close(fd);
     CK(cuMemFree(dev));
     free(pageable);
     free(registered);
