@@ -18,6 +18,10 @@
 #define DRAIN_POLL_NS 20000ll
 /* A waiter wakes this long before the holder's quantum runs out, to spin through the hand-over. */
 #define PREWAKE_NS 300000ll
+/* A waiter asks again this often: vgpud takes back a turn that overran, and a grant the waiter had
+ * not noticed yet (its thread did not run, e.g. on a host short of CPUs) would go with it, vgpud
+ * counting the request as served. Asking again when already queued changes nothing. */
+#define REASK_NS 10000000ll
 /* Operations in a contended turn before anything is known of their length. */
 #define FIRST_OP_LIMIT 4u
 
@@ -564,6 +568,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                 if (o != (int)r)
                     close_turn(m, (enum gate_resource)o, now);
             h->state = HOLD_WAITING;
+            h->asked_at = now;
             atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
             ring_host(m);
             continue;
@@ -575,6 +580,11 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                 note_wake(m, r, now);
                 open_turn(m, h, now);
                 continue;
+            }
+            if (now - h->asked_at >= (uint64_t)REASK_NS) {
+                h->asked_at = now;
+                atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
+                ring_host(m);
             }
             if (other_draining(m, r)) {
                 gate_poll(m);

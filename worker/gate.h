@@ -73,6 +73,7 @@ struct gate_hold {
     uint64_t segments_ns; /* engine time of the turn's finished segments */
     uint64_t segment_at;  /* when the current segment began */
     uint64_t idle_since;  /* when the client went quiet with the turn open (0: it is not) */
+    uint64_t asked_at;    /* when it last asked vgpud for the engine (while waiting) */
 };
 
 #define GATE_EVENT_POOL (2 * GATE_MAX_STREAMS + 4)

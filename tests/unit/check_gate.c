@@ -6,6 +6,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -581,6 +582,53 @@ START_TEST(endless_turn_taken_back)
 }
 END_TEST
 
+/* vgpud grants the engine to a waiter whose poller does not run for longer than the longest turn
+ * (a host short of CPUs), and takes that grant back for a third vGPU before the waiter saw it: the
+ * waiter, once its poller runs again, asks anew and gets the engine instead of waiting for ever. */
+START_TEST(unnoticed_grant_taken_back)
+{
+    struct rig r;
+    rig_up(&r, SCHED_POLICY_BAND);
+    struct gate_member a, b, c;
+    member(&r, &a, 0, &not_closing);
+    member(&r, &b, 1, &not_closing);
+    member(&r, &c, 2, &not_closing);
+    atomic_store(&streams_busy, true); /* a's work never finishes */
+    ck_assert_int_eq(gate_admit(&a, GATE_COMPUTE, (void *)1, NULL), CUDA_SUCCESS);
+    gate_before_blocking(&a);
+    /* b's poller asks as gate_admit does, then does not run. */
+    b.h[GATE_COMPUTE].state = HOLD_WAITING;
+    b.h[GATE_COMPUTE].asked_at = (uint64_t)vgpu_now_ns();
+    atomic_fetch_add(&r.c.slots->slot[1].arrive[GATE_COMPUTE], 1);
+    eventfd_write(r.c.host_fd, 1);
+    for (int i = 0; i < 3000 && word(&r, 1, GATE_COMPUTE) != SCHED_HOLD_BUSY; i++)
+        usleep(1000);
+    ck_assert_uint_eq(word(&r, 1, GATE_COMPUTE), SCHED_HOLD_BUSY); /* a's turn taken back for b */
+    struct waiter w;
+    pthread_t t;
+    wait_in_thread(&w, &t, &c, GATE_COMPUTE);
+    ck_assert(wait_done(&w, 3000)); /* b's turn, never begun, taken back for c */
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.result, CUDA_SUCCESS);
+    ck_assert_uint_eq(word(&r, 1, GATE_COMPUTE), SCHED_HOLD_FREE);
+    atomic_store(&streams_busy, false);
+    gate_idle(&c, true);
+    ck_assert(!gate_poll(&c));
+    /* b's poller runs again. */
+    wait_in_thread(&w, &t, &b, GATE_COMPUTE);
+    ck_assert(wait_done(&w, 2000));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.result, CUDA_SUCCESS);
+    ck_assert_str_eq(stats(&r, 1, GATE_COMPUTE).state, "holding");
+    gate_idle(&a, true);
+    ck_assert(!gate_poll(&a));
+    gate_leave(&c);
+    gate_leave(&b);
+    gate_leave(&a);
+    rig_down(&r);
+}
+END_TEST
+
 /* A hostile worker's slot: absurd engine times are bounded by the wall time they cover, and
  * counters bumped at random change nothing they should not. */
 START_TEST(hostile_slot)
@@ -655,6 +703,7 @@ int main(void)
     tcase_add_test(tc, dead_worker_releases);
     tcase_add_test(tc, hostile_slot);
     tcase_add_test(tc, endless_turn_taken_back);
+    tcase_add_test(tc, unnoticed_grant_taken_back);
     suite_add_tcase(s, tc);
     return vgpu_check_run(s);
 }
