@@ -27,6 +27,7 @@
 
 #define EM_CUDA_ 190
 #define STO_CUDA_ENTRY 0x10
+#define STO_CUDA_MANAGED 0x04 /* a __managed__ variable */
 #define STT_CUDA_OBJECT 13
 #define EIFMT_SVAL 4
 #define EIATTR_PARAM_CBANK 0x0a
@@ -351,6 +352,7 @@ static int add_global(const struct elf *e, const Elf64_Sym *sym, const char *nam
     struct vgpu_global_desc g = {0};
     g.size = sym->st_size;
     g.constant = constant;
+    g.managed = (sym->st_other & STO_CUDA_MANAGED) != 0;
     /* .nv.global only ever holds zero-initialised variables (relocatable cubins give it a
      * CUDA-specific section type rather than NOBITS, so go by the name as well). */
     if (sh.sh_type != SHT_NOBITS && strcmp(sname, ".nv.global") != 0 && g.size) {

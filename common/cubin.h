@@ -6,6 +6,7 @@
 #ifndef VGPU_CUBIN_H
 #define VGPU_CUBIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,7 @@ struct vgpu_global_desc {
     char *name;
     uint64_t size;
     int constant;              /* 1: __constant__ (.nv.constant*), 0: __device__ (.nv.global*) */
+    bool managed;              /* __managed__: memory the host reaches at the same address */
     uint8_t *init;             /* initial contents (malloc'd), NULL if zero-initialised */
 };
 

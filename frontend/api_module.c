@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "fatbin.h"
 #include "fe.h"
 #include "log.h"
@@ -26,6 +27,9 @@ static void module_free(struct fe_module *m)
         m->functions = f->next;
         function_free(f);
     }
+    for (size_t i = 0; i < m->nmanaged; i++)
+        fe_managed_disown(m->managed[i].base, m->managed[i].size);
+    free(m->managed);
     vgpu_module_desc_free(&m->desc);
     pthread_mutex_destroy(&m->mu);
     fe_handle_free(FE_MODULE, m->handle);
@@ -368,7 +372,31 @@ CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int n, CUmod
     return r;
 }
 
-CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes)
+/* A __managed__ variable: the host reaches it at its device address, as memory of
+ * cuMemAllocManaged (managed.c), while the module is loaded. */
+static CUresult module_managed(struct fe_module *m, struct fe_chan *ch, uint64_t base, uint64_t size)
+{
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->nmanaged; i++)
+        if (m->managed[i].base == base) {
+            pthread_mutex_unlock(&m->mu);
+            return CUDA_SUCCESS;
+        }
+    struct fe_span *v = vgpu_array_grow(m->managed, &m->managed_cap, m->nmanaged + 1, sizeof *v);
+    CUresult r = v ? fe_managed_adopt(base, size, ch->device) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (v)
+        m->managed = v;
+    if (r == CUDA_SUCCESS)
+        m->managed[m->nmanaged++] = (struct fe_span){base, size};
+    else
+        LOG_WARN("a module's managed variable at %#llx (%llu bytes) cannot be mapped in this process: %d",
+                 (unsigned long long)base, (unsigned long long)size, (int)r);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes,
+                          bool *managed)
 {
     if (!name || !*name || strlen(name) >= VGPU_MAX_NAME)
         return CUDA_ERROR_INVALID_VALUE;
@@ -377,6 +405,10 @@ CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *n
     q.module = m->id;
     FE_RETURN_IF(
         fe_call(ch, m->ctx->id, &q, sizeof q, name, (uint32_t)strlen(name) + 1, true, &a, sizeof a, NULL, 0, NULL));
+    if (managed)
+        *managed = a.managed != 0;
+    if (a.managed && a.size)
+        FE_RETURN_IF(module_managed(m, ch, a.dptr, a.size));
     if (a.size)
         fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = a.size, .ctx = m->ctx->id, .module = m->id,
                                                 .kind = VGPU_RANGE_GLOBAL});
@@ -392,7 +424,7 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     struct fe_module *m;
     struct fe_chan *ch;
     FE_RETURN_IF(module_of(hmod, &m, &ch));
-    return fe_module_global(m, ch, name, dptr, bytes);
+    return fe_module_global(m, ch, name, dptr, bytes, NULL);
 }
 
 /* ---------------------------------------------------------------- functions */

@@ -433,6 +433,10 @@ CUresult fe_managed_device_span(uint64_t p, size_t n, bool write);
 bool fe_managed_contains(uint64_t p, size_t n, int *device);
 CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach);
 bool fe_managed_remove(uint64_t base, uint64_t *size, int *device);
+/* A loaded module's __managed__ variable [p, p+n) of the worker's driver, mapped here until its
+ * module goes (CUDA_ERROR_ALREADY_MAPPED: its pages are taken in this process). */
+CUresult fe_managed_adopt(uint64_t p, uint64_t n, int device);
+void fe_managed_disown(uint64_t p, uint64_t n);
 /* cuMemFree of managed memory (api_managed.c); *was_managed false: dptr is not, nothing done. */
 CUresult fe_managed_free(CUdeviceptr dptr, bool *was_managed);
 CUresult fe_managed_attach(uint64_t base, unsigned attach);
@@ -506,6 +510,10 @@ struct fe_module {
     bool described;
     pthread_mutex_t mu;
     struct fe_function *functions; /* looked up so far, by name */
+    struct fe_span {
+        uint64_t base, size;
+    } *managed;                    /* its __managed__ variables mapped here so far (mu) */
+    size_t nmanaged, managed_cap;
 };
 
 struct fe_function {
@@ -528,7 +536,9 @@ CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image,
                         struct fe_module **out);
 /* A function of a module by name (looked up in vgpud once, then kept). */
 CUresult fe_module_function(struct fe_module *m, struct fe_chan *ch, const char *name, struct fe_function **out);
-CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes);
+/* A module variable (*managed, if given: a __managed__ one, mapped in this process). */
+CUresult fe_module_global(struct fe_module *m, struct fe_chan *ch, const char *name, CUdeviceptr *dptr, size_t *bytes,
+                          bool *managed);
 /* A CUkernel, which stands wherever a CUfunction may: its function in the current context
  * (library.c). NULL when h is not a kernel. */
 CUresult fe_kernel_function(uint64_t h, struct fe_function **f, struct fe_chan **ch);

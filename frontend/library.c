@@ -54,6 +54,7 @@ struct fe_library {
     bool described, tried_describe;
     uint8_t hash[32]; /* of the image, once it has been needed */
     bool hashed;
+    bool holds_primary; /* retained device 0's primary context for its managed variables (below) */
 };
 
 /* ---------------------------------------------------------------- loading */
@@ -146,11 +147,9 @@ static const struct vgpu_module_desc *library_desc(struct fe_library *lib)
     return lib->described ? &lib->desc : NULL;
 }
 
-/* The module of the library in the current context, loading it on first use (lib->mu held). */
-static CUresult library_module(struct fe_library *lib, struct fe_module **m, struct fe_chan **ch)
+/* The module of the library in context c, loading it on first use (lib->mu held). */
+static CUresult library_module_in(struct fe_library *lib, struct fe_ctx *c, struct fe_chan *ch, struct fe_module **m)
 {
-    struct fe_ctx *c;
-    FE_RETURN_IF(fe_current(&c, ch));
     for (unsigned i = 0; i < BINDINGS; i++)
         if (lib->loaded[i].ctx == c->handle && (*m = fe_handle_get(FE_MODULE, lib->loaded[i].object)))
             return CUDA_SUCCESS;
@@ -158,10 +157,18 @@ static CUresult library_module(struct fe_library *lib, struct fe_module **m, str
         vgpu_sha256(lib->image, lib->size, lib->hash);
         lib->hashed = true;
     }
-    FE_RETURN_IF(fe_module_load(c, *ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, m));
+    FE_RETURN_IF(fe_module_load(c, ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, m));
     /* Remember it; a context beyond the remembered few simply loads again the next time. */
     lib->loaded[lib->next_loaded++ % BINDINGS] = (struct binding){c->handle, (*m)->handle};
     return CUDA_SUCCESS;
+}
+
+/* The module of the library in the current context (lib->mu held). */
+static CUresult library_module(struct fe_library *lib, struct fe_module **m, struct fe_chan **ch)
+{
+    struct fe_ctx *c;
+    FE_RETURN_IF(fe_current(&c, ch));
+    return library_module_in(lib, c, *ch, m);
 }
 
 CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
@@ -180,7 +187,7 @@ CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     return r;
 }
 
-static CUresult library_global(CUlibrary library, const char *name, CUdeviceptr *dptr, size_t *bytes)
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
     struct fe_library *lib;
     FE_RETURN_IF(library_of(library, &lib));
@@ -189,18 +196,49 @@ static CUresult library_global(CUlibrary library, const char *name, CUdeviceptr 
     pthread_mutex_lock(&lib->mu);
     CUresult r = library_module(lib, &m, &ch);
     pthread_mutex_unlock(&lib->mu);
-    return r ? r : fe_module_global(m, ch, name, dptr, bytes);
+    return r ? r : fe_module_global(m, ch, name, dptr, bytes, NULL);
 }
 
-CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
-{
-    return library_global(library, name, dptr, bytes);
-}
-
-/* Managed variables are reached the same way as other module variables. */
+/* How the runtime reaches a __managed__ variable, which the host then touches at that address;
+ * it asks before any context exists. A library's managed variables are the driver's, one for
+ * every context: here they are its module's in the current context, or else in device 0's primary
+ * one, which the library then holds (the runtime's context, where its kernels will run). */
 CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
-    return library_global(library, name, dptr, bytes);
+    struct fe_library *lib;
+    FE_RETURN_IF(library_of(library, &lib));
+    if (!dptr && !bytes)
+        return CUDA_ERROR_INVALID_VALUE; /* as the driver: asking for nothing */
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&lib->mu);
+    if (fe_current(&c, &ch) != CUDA_SUCCESS) {
+        CUcontext primary = NULL;
+        struct fe_device *d;
+        if (lib->holds_primary && (r = fe_device(0, &d)) == CUDA_SUCCESS)
+            primary = (CUcontext)(uintptr_t)d->primary.handle;
+        else if (!lib->holds_primary && (r = cuDevicePrimaryCtxRetain(&primary, 0)) == CUDA_SUCCESS)
+            lib->holds_primary = true;
+        if (r == CUDA_SUCCESS)
+            r = fe_ctx_get(primary, &c, &ch);
+    }
+    struct fe_module *m = NULL;
+    if (r == CUDA_SUCCESS)
+        r = library_module_in(lib, c, ch, &m);
+    pthread_mutex_unlock(&lib->mu);
+    FE_RETURN_IF(r);
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    bool managed = false;
+    FE_RETURN_IF(fe_module_global(m, ch, name, &p, &n, &managed));
+    if (!managed)
+        return CUDA_ERROR_NOT_FOUND; /* a variable, but not a managed one */
+    if (dptr)
+        *dptr = p;
+    if (bytes)
+        *bytes = n;
+    return CUDA_SUCCESS;
 }
 
 static void kernel_free(struct fe_kernel *k)
@@ -224,6 +262,8 @@ CUresult cuLibraryUnload(CUlibrary library)
         kernel_free(k);
     }
     vgpu_module_desc_free(&lib->desc);
+    if (lib->holds_primary)
+        (void)cuDevicePrimaryCtxRelease_v2(0);
     pthread_mutex_destroy(&lib->mu);
     free(lib->owned);
     free(lib);

@@ -39,6 +39,13 @@ struct managed {
     size_t blocks;
     size_t on_host;      /* blocks not DEVICE */
     struct fe_managed_advice advice;
+    /* Pages of modules' __managed__ variables rather than an allocation: only the variables'
+     * bytes exist on the device (the rest is padding between them), and they alone are copied. */
+    bool module;
+    struct part {
+        uint64_t base, len;
+    } *parts;
+    size_t nparts, parts_cap;
 };
 
 static struct {
@@ -103,11 +110,30 @@ static CUresult vgpu_of(const struct managed *m, struct fe_ctx **c, struct fe_ch
     return *c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* Copy block b between host and device: whole, or the variables' bytes of a module's pages. */
+static CUresult copy_block(const struct managed *m, size_t b, struct fe_ctx *c, struct fe_chan *ch, bool to_host)
+{
+    uint64_t a = block_addr(m, b), end = a + block_len(m, b);
+    struct part whole = {a, end - a};
+    const struct part *v = m->module ? m->parts : &whole;
+    size_t n = m->module ? m->nparts : 1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t s = v[i].base > a ? v[i].base : a, e = v[i].base + v[i].len < end ? v[i].base + v[i].len : end;
+        if (s >= e)
+            continue;
+        CUresult r = to_host ? fe_copy_dtoh(c, ch, 0, (void *)(uintptr_t)s, s, e - s, false)
+                             : fe_copy_htod(c, ch, 0, s, (const void *)(uintptr_t)s, e - s, false);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Copy a DIRTY block to the device; it stays readable (CLEAN). */
 static CUresult flush_block(struct managed *m, size_t b, struct fe_ctx *c, struct fe_chan *ch)
 {
     uint64_t a = block_addr(m, b);
-    CUresult r = fe_copy_htod(c, ch, 0, a, (const void *)(uintptr_t)a, block_len(m, b), false);
+    CUresult r = copy_block(m, b, c, ch, false);
     if (r == CUDA_SUCCESS) {
         mprotect((void *)(uintptr_t)a, block_len(m, b), PROT_READ);
         set_state(m, b, CLEAN);
@@ -186,6 +212,12 @@ bool fe_managed_contains(uint64_t p, size_t n, int *device)
     pthread_mutex_lock(&mg.mu);
     struct managed *m = find_locked(p);
     bool in = m && p - m->base < m->bytes && n <= m->base + m->bytes - p;
+    if (in && m->module) { /* within one variable */
+        in = false;
+        for (size_t i = 0; i < m->nparts && !in; i++)
+            in = p >= m->parts[i].base && p - m->parts[i].base < m->parts[i].len &&
+                 n <= m->parts[i].base + m->parts[i].len - p;
+    }
     if (in && device)
         *device = m->device;
     pthread_mutex_unlock(&mg.mu);
@@ -206,7 +238,7 @@ static CUresult fetch_locked(struct managed *m, size_t b, bool wait_for_device)
         internal = true;
         if (wait_for_device)
             (void)fe_device_idle(m->device);
-        r = fe_copy_dtoh(c, ch, 0, a, (uint64_t)(uintptr_t)a, block_len(m, b), false);
+        r = copy_block(m, b, c, ch, true);
         internal = false;
     }
     mprotect(a, block_len(m, b), PROT_READ);
@@ -277,10 +309,10 @@ static int install_handler_locked(void)
 
 /* ---------------------------------------------------------------- ranges */
 
-CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach)
+/* Map [base, base+size) (whole pages) and list it; *out: its entry. mg.mu held. */
+static CUresult insert_locked(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach,
+                              struct managed **out)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size = (size + page - 1) & ~(uint64_t)(page - 1);
     void *host = mmap((void *)(uintptr_t)base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
                       MAP_FIXED_NOREPLACE, -1, 0);
     if (host == MAP_FAILED || (uint64_t)(uintptr_t)host != base) {
@@ -292,11 +324,9 @@ CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device
                         .advice = {.preferred = FE_NO_LOCATION, .last_prefetch = FE_NO_LOCATION}};
     m.blocks = (size_t)((size + BLOCK - 1) / BLOCK);
     m.state = calloc(m.blocks, 1); /* DEVICE */
-    pthread_mutex_lock(&mg.mu);
     struct managed *v = m.state && install_handler_locked() == 0 ? vgpu_array_grow(mg.v, &mg.cap, mg.n + 1, sizeof *v)
                                                                   : NULL;
     if (!v) {
-        pthread_mutex_unlock(&mg.mu);
         free(m.state);
         munmap(host, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -309,30 +339,127 @@ CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device
     mg.v[at] = m;
     mg.n++;
     atomic_fetch_add(&fe_managed_ranges, 1);
-    pthread_mutex_unlock(&mg.mu);
+    *out = &mg.v[at];
     return CUDA_SUCCESS;
+}
+
+static uint64_t page_size(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
+
+CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach)
+{
+    size = (size + page_size() - 1) & ~(page_size() - 1);
+    struct managed *m;
+    pthread_mutex_lock(&mg.mu);
+    CUresult r = insert_locked(base, size, bytes, device, attach, &m);
+    pthread_mutex_unlock(&mg.mu);
+    return r;
+}
+
+static void remove_locked(struct managed *m)
+{
+    if (m->attach != CU_MEM_ATTACH_HOST)
+        atomic_fetch_sub(&fe_managed_on_host, m->on_host);
+    munmap((void *)(uintptr_t)m->base, m->size);
+    free(m->state);
+    free(m->parts);
+    size_t at = (size_t)(m - mg.v);
+    memmove(&mg.v[at], &mg.v[at + 1], (mg.n - at - 1) * sizeof *mg.v);
+    mg.n--;
+    atomic_fetch_sub(&fe_managed_ranges, 1);
 }
 
 bool fe_managed_remove(uint64_t base, uint64_t *size, int *device)
 {
     pthread_mutex_lock(&mg.mu);
     struct managed *m = find_locked(base);
-    if (!m || m->base != base) {
+    if (!m || m->base != base || m->module) { /* a module's variables are not the application's to free */
         pthread_mutex_unlock(&mg.mu);
         return false;
     }
-    if (m->attach != CU_MEM_ATTACH_HOST)
-        atomic_fetch_sub(&fe_managed_on_host, m->on_host);
-    munmap((void *)(uintptr_t)m->base, m->size);
-    free(m->state);
     *size = m->size;
     *device = m->device;
-    size_t at = (size_t)(m - mg.v);
-    memmove(&mg.v[at], &mg.v[at + 1], (mg.n - at - 1) * sizeof *mg.v);
-    mg.n--;
-    atomic_fetch_sub(&fe_managed_ranges, 1);
+    remove_locked(m);
     pthread_mutex_unlock(&mg.mu);
     return true;
+}
+
+/* ---------------------------------------------------------------- modules' managed variables
+ * The driver packs a module's variables in managed memory of its own, a few hundred bytes apart:
+ * their pages are mapped here as module ranges, each listing the variables (parts) it holds. A
+ * variable may span pages of two ranges (found one after the other), each holding its share. */
+
+/* Variable [p, p+n) in range m: its blocks leave the host first (the host's copy of its bytes is
+ * not the device's, and must not be flushed over them). mg.mu held. */
+static CUresult add_part_locked(struct managed *m, uint64_t p, uint64_t n)
+{
+    uint64_t s = p > m->base ? p : m->base, e = p + n < m->base + m->size ? p + n : m->base + m->size;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].base == s && m->parts[i].len == e - s)
+            return CUDA_SUCCESS;
+    CUresult r = device_touch_locked(m, (size_t)((s - m->base) / BLOCK), (size_t)((e - 1 - m->base) / BLOCK), true);
+    struct part *v = r == CUDA_SUCCESS ? vgpu_array_grow(m->parts, &m->parts_cap, m->nparts + 1, sizeof *v) : NULL;
+    if (!v)
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    m->parts = v;
+    m->parts[m->nparts++] = (struct part){s, e - s};
+    return CUDA_SUCCESS;
+}
+
+/* Forget variable [p, p+n) in the module ranges of its pages; a range left with none goes. */
+static void disown_locked(uint64_t p, uint64_t n)
+{
+    uint64_t first = p & ~(page_size() - 1), end = p + n;
+    for (size_t i = first_after_locked(first); i < mg.n && mg.v[i].base < end;) {
+        struct managed *m = &mg.v[i];
+        if (!m->module) {
+            i++;
+            continue;
+        }
+        size_t out = 0;
+        for (size_t k = 0; k < m->nparts; k++)
+            if (!(m->parts[k].base >= p && m->parts[k].base + m->parts[k].len <= end))
+                m->parts[out++] = m->parts[k];
+        m->nparts = out;
+        if (out == 0)
+            remove_locked(m); /* the next one moved to i */
+        else
+            i++;
+    }
+}
+
+CUresult fe_managed_adopt(uint64_t p, uint64_t n, int device)
+{
+    if (n == 0 || p + n < p)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t page = page_size(), end = (p + n + page - 1) & ~(page - 1);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&mg.mu);
+    for (uint64_t at = p & ~(page - 1); at < end && r == CUDA_SUCCESS;) {
+        struct managed *m = find_locked(at);
+        if (!m) { /* pages of no range yet, up to the next range */
+            size_t next = first_after_locked(at);
+            uint64_t stop = next < mg.n && mg.v[next].base < end ? mg.v[next].base : end;
+            if ((r = insert_locked(at, stop - at, stop - at, device, CU_MEM_ATTACH_GLOBAL, &m)) != CUDA_SUCCESS)
+                break;
+            m->module = true;
+        } else if (!m->module || m->device != device) {
+            r = CUDA_ERROR_ALREADY_MAPPED; /* an allocation of the application's, or another vGPU's */
+            break;
+        }
+        r = add_part_locked(m, p, n);
+        at = m->base + m->size;
+    }
+    if (r != CUDA_SUCCESS)
+        disown_locked(p, n);
+    pthread_mutex_unlock(&mg.mu);
+    return r;
+}
+
+void fe_managed_disown(uint64_t p, uint64_t n)
+{
+    pthread_mutex_lock(&mg.mu);
+    disown_locked(p, n);
+    pthread_mutex_unlock(&mg.mu);
 }
 
 CUresult fe_managed_attach(uint64_t base, unsigned attach)

@@ -150,12 +150,14 @@ CUresult vgpu_handle_ModuleGetGlobal(struct vgpu_call *c, const struct vgpu_req_
         return CUDA_ERROR_INVALID_VALUE;
     if (!m)
         return CUDA_ERROR_INVALID_HANDLE;
-    r = OPS(c)->module_get_global(EXEC(c), c->ctx->x, m->x, name, &a->dptr, &a->size);
+    bool managed = false;
+    r = OPS(c)->module_get_global(EXEC(c), c->ctx->x, m->x, name, &a->dptr, &a->size, &managed);
+    a->managed = managed;
     if (r != CUDA_SUCCESS || a->size == 0)
         return r;
     /* The client may now copy to and from the variable. */
     struct vgpu_range range = {.base = a->dptr, .size = a->size, .ctx = c->ctx_id, .module = q->module,
-                              .kind = VGPU_RANGE_GLOBAL};
+                               .kind = VGPU_RANGE_GLOBAL};
     int e = vgpu_ranges_add(&c->ch->ranges, &range);
     if (e == -ENOMEM)
         return CUDA_ERROR_OUT_OF_MEMORY;

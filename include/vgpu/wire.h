@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 28u
+#define VGPU_PROTO_VERSION 29u
 
 /* ---------------------------------------------------------------- data plane: records */
 

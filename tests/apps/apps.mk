@@ -6,7 +6,7 @@
 
 APPS_O := build/apps
 APPS_NAMES := vector_add matrix_mul black_scholes binomial_options stream_pipeline symbols \
-	param_kinds rdc multithread error_paths
+	param_kinds rdc multithread error_paths managed_vars
 # Programs of NVIDIA's libraries (cuFFT, cuBLAS, cuSOLVER, cuSPARSE, cuRAND, NCCL, NVRTC and
 # nvJitLink): GPU checks only, the emu executor runs none of their kernels.
 APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_gen jit_link

@@ -26,6 +26,7 @@ extern "C" __global__ void noparams(void) {}
 extern "C" __global__ void big(Big s, int *out) { out[0] = s.bytes[threadIdx.x]; }
 
 __device__ int dev_counter;
+__managed__ int managed_flag = 9; /* a managed variable: the cubin marks it */
 __device__ float dev_table[3] = {1.5f, 2.5f, 3.5f};
 __constant__ float cscale[4] = {1.0f, 2.0f, 3.0f, 4.0f};
 

@@ -435,6 +435,7 @@ static void assert_same_desc(const struct vgpu_module_desc *a, const struct vgpu
         ck_assert_ptr_nonnull(gb);
         ck_assert_uint_eq(ga->size, gb->size);
         ck_assert_int_eq(ga->constant, gb->constant);
+        ck_assert_int_eq(ga->managed, gb->managed);
         ck_assert_int_eq(ga->init == NULL, gb->init == NULL);
         if (ga->init)
             ck_assert_mem_eq(ga->init, gb->init, ga->size);
@@ -448,7 +449,7 @@ START_TEST(test_variants_agree)
     ck_assert_int_eq(vgpu_cubin_describe(elf.data, elf.size, &ref), 0);
     ck_assert_uint_eq(ref.sm, 90);
     ck_assert_uint_eq(ref.kernel_count, 5);
-    ck_assert_uint_eq(ref.global_count, 3);
+    ck_assert_uint_eq(ref.global_count, 4);
     /* Straight from the cubin, through vgpu_module_describe too. */
     struct vgpu_module_desc m;
     ck_assert_int_eq(vgpu_module_describe(elf.data, elf.size, 90, &m), 0);

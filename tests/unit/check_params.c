@@ -130,13 +130,23 @@ END_TEST
 
 START_TEST(test_globals)
 {
-    ck_assert_uint_eq(mod.global_count, 3);
+    ck_assert_uint_eq(mod.global_count, 4);
 
     const struct vgpu_global_desc *g = vgpu_module_find_global(&mod, "dev_counter");
     ck_assert_ptr_nonnull(g);
     ck_assert_uint_eq(g->size, 4);
     ck_assert_int_eq(g->constant, 0);
+    ck_assert_int_eq(g->managed, 0);
     ck_assert_ptr_null(g->init);
+
+    /* __managed__: marked in the symbol, initialised like any device variable. */
+    g = vgpu_module_find_global(&mod, "managed_flag");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_uint_eq(g->size, 4);
+    ck_assert_int_eq(g->constant, 0);
+    ck_assert_int_eq(g->managed, 1);
+    ck_assert_ptr_nonnull(g->init);
+    ck_assert_int_eq(*(const int *)g->init, 9);
 
     g = vgpu_module_find_global(&mod, "dev_table");
     ck_assert_ptr_nonnull(g);

@@ -240,6 +240,7 @@ struct emu_function {
 struct emu_global {
     char *name;
     uint64_t dptr, size;
+    bool managed;
 };
 
 struct emu_module {
@@ -393,6 +394,6 @@ CUresult emu_tensor_map(struct vgpu_exec *x, const struct vgpu_tensor_map_args *
 
 void emu_module_free(struct emu_ctx *c, struct emu_module *m, bool free_memory);
 CUresult emu_module_function(struct emu_module *m, const char *name, struct emu_function **out);
-CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size);
+CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size, bool *managed);
 
 #endif

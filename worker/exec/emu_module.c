@@ -53,6 +53,7 @@ static CUresult materialize_globals(struct emu_ctx *c, struct emu_module *m)
         m->global_count++;
         eg->size = g->size;
         eg->name = g->name;
+        eg->managed = g->managed;
         if (g->init && g->size)
             memcpy((void *)(uintptr_t)eg->dptr, g->init, g->size);
     }
@@ -183,12 +184,13 @@ CUresult emu_module_function(struct emu_module *m, const char *name, struct emu_
     return CUDA_SUCCESS;
 }
 
-CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size)
+CUresult emu_module_global(struct emu_module *m, const char *name, uint64_t *dptr, uint64_t *size, bool *managed)
 {
     for (size_t i = 0; i < m->global_count; i++)
         if (strcmp(m->globals[i].name, name) == 0) {
             *dptr = m->globals[i].dptr;
             *size = m->globals[i].size;
+            *managed = m->globals[i].managed;
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_NOT_FOUND;

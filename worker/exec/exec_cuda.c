@@ -58,6 +58,7 @@
     X(cuCtxSetLimit)                                                                                   \
     X(cuCtxGetStreamPriorityRange)                                                                     \
     X(cuMemGetInfo_v2)                                                                                 \
+    X(cuPointerGetAttribute)                                                                           \
     X(cuMemAlloc_v2)                                                                                   \
     X(cuMemFree_v2)                                                                                    \
     X(cuMemHostRegister_v2)                                                                            \
@@ -1814,14 +1815,18 @@ static CUresult cuda_module_get_function(struct vgpu_exec *x, void *ctx, void *m
 }
 
 static CUresult cuda_module_get_global(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
-                                       uint64_t *size)
+                                       uint64_t *size, bool *managed)
 {
     BIND(x, ctx);
     CUdeviceptr p = 0;
     size_t s = 0;
+    unsigned is_managed = 0;
     CUresult r = API(x)->cuModuleGetGlobal_v2(&p, &s, mod, name);
     *dptr = p;
     *size = s;
+    *managed = r == CUDA_SUCCESS && s &&
+               API(x)->cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) == CUDA_SUCCESS &&
+               is_managed;
     return r;
 }
 

@@ -644,11 +644,11 @@ static CUresult emu_module_get_function(struct vgpu_exec *x, void *ctx, void *mo
 }
 
 static CUresult emu_module_get_global(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
-                                      uint64_t *size)
+                                      uint64_t *size, bool *managed)
 {
     (void)x;
     (void)ctx;
-    return emu_module_global(mod, name, dptr, size);
+    return emu_module_global(mod, name, dptr, size, managed);
 }
 
 static CUresult emu_func_param_info(struct vgpu_exec *x, void *ctx, void *fn, uint32_t index, uint32_t *offset,

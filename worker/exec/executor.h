@@ -220,8 +220,9 @@ struct vgpu_exec_ops {
      * *count of them, *len bytes; CUDA_ERROR_INVALID_VALUE when they do not fit. */
     CUresult (*module_function_names)(struct vgpu_exec *x, void *ctx, void *mod, char *out, size_t cap, size_t *len,
                                       unsigned *count);
+    /* A module variable; *managed: a __managed__ one. */
     CUresult (*module_get_global)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, uint64_t *dptr,
-                                  uint64_t *size);
+                                  uint64_t *size, bool *managed);
     /* CUDA_ERROR_INVALID_VALUE one past the last parameter. */
     CUresult (*func_param_info)(struct vgpu_exec *x, void *ctx, void *fn, uint32_t index, uint32_t *offset,
                                 uint32_t *size);
