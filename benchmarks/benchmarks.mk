@@ -16,6 +16,18 @@ $(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
+# The raw link (UCX between two processes, as vgpud's links use it) that the remote vGPUs' figures
+# are read against (benchmarks/remote.sh).
+LINK_RAW := $(O)/benchmarks/link_raw
+$(LINK_RAW): benchmarks/link_raw.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags ucx) -o $@ $< $(LDFLAGS_ALL) $(shell pkg-config --libs ucx)
+
+# Remote vGPUs against native, local vGPUs and the raw link, by transport (benchmarks/remote.sh).
+bench-remote: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin
+	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
+		BENCH_OUT=$(O)/benchmarks/results benchmarks/remote.sh
+
 # The spin kernel of the GPU-sharing benchmark.
 $(O)/benchmarks/spin.fatbin: benchmarks/kernels/spin.cu
 	@mkdir -p $(@D)
@@ -26,7 +38,7 @@ bench-share: all $(BENCH_BIN) $(O)/benchmarks/spin.fatbin
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
 		BENCH_MODULE=$(O)/tests/kernels/basic.fatbin BENCH_OUT=$(O)/benchmarks/share benchmarks/share.sh
 
-bench-gpu: all $(BENCH_BIN) $(O)/tests/kernels/basic.fatbin $(O)/benchmarks/spin.fatbin $(APPS_BIN)
+bench-gpu: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin $(O)/benchmarks/spin.fatbin $(APPS_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
 		BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
 		BENCH_APPS=$(APPS_O) BENCH_APP_NAMES="$(APPS_NAMES)" BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

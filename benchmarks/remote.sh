@@ -4,7 +4,10 @@
 # benchmark run natively, on a local vGPU of a, on b's vGPU reached from a (batched, vgpud's
 # default), and on b's vGPU with each call sent alone (--remote-batch 1,0,0). With two GPUs, a
 # serves the first and b the second. Prints every figure and its ratio to native. Needs a GPU.
-#   VGPU_BIN, BENCH_BIN, BENCH_MODULE, BENCH_OUT as for run.sh; REMOTE_PARTS (default "latency launch copy")
+#   VGPU_BIN, BENCH_BIN, BENCH_MODULE, BENCH_OUT as for run.sh; REMOTE_PARTS (default "latency launch copy
+#   batches"); REMOTE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); REMOTE_BATCHES;
+#   REMOTE_COPY_MAX (largest copy, default 64 MiB);
+#   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw)
 #   REMOTE_BATCH  the batched configuration's --remote-batch (default vgpud's)
 #   REMOTE_EXECUTOR cuda (default), or emu to try the script where there is no GPU
 set -eu
@@ -12,7 +15,7 @@ VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}/remote
-REMOTE_PARTS=" ${REMOTE_PARTS:-latency launch copy} "
+REMOTE_PARTS=" ${REMOTE_PARTS:-latency launch copy batches} "
 mkdir -p "$BENCH_OUT"
 rm -f "$BENCH_OUT"/*.res
 key=$BENCH_OUT/cluster.key
@@ -25,6 +28,7 @@ stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/n
 trap stop_all EXIT
 start_pair() { # more vgpud options for both
     stop_all
+    local n
     for n in a b; do
         local me=$n other=$([ $n = a ] && echo b || echo a) mine=$port theirs=$((port + 1))
         [ $n = b ] && mine=$((port + 1)) theirs=$port
@@ -46,35 +50,82 @@ run_all() { # config name, vgpu-run arguments (none: native)
     local cfg=$1; shift
     part latency && "$@" "$BENCH_BIN/bench_latency" 20000 >>"$BENCH_OUT/$cfg.res"
     part launch && "$@" "$BENCH_BIN/bench_launch" "$BENCH_MODULE" 200000 >>"$BENCH_OUT/$cfg.res"
-    part copy && "$@" "$BENCH_BIN/bench_copy" $((64 << 20)) >>"$BENCH_OUT/$cfg.res"
+    part copy && "$@" "$BENCH_BIN/bench_copy" "${REMOTE_COPY_MAX:-$((64 << 20))}" >>"$BENCH_OUT/$cfg.res"
     return 0
 }
+LINK_RAW=${LINK_RAW:-$BENCH_BIN/link_raw}
+# Each transport in turn (UCX_TLS, for the vgpuds and the raw link alike): TCP on loopback, and
+# shared memory between the two processes (UCX still connects them over TCP, then moves everything
+# through its shared-memory transports).
+TRANSPORTS=${REMOTE_TRANSPORTS:-"tcp=tcp shm=posix,sysv,self,tcp"}
+# Batch limits (--remote-batch N,256K,20) for the table of batch size against launch rate.
+BATCHES=${REMOTE_BATCHES:-"1 2 4 8 16 32 64 128"}
 if [ "$EXECUTOR" = cuda ]; then run_all native env; fi
-start_pair ${REMOTE_BATCH:+--remote-batch "$REMOTE_BATCH"}
-run_all local "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu device=0 --
-run_all remote "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
-start_pair --remote-batch 1,0,0
-run_all remote-unbatched "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
+for t in $TRANSPORTS; do
+    name=${t%%=*}
+    export UCX_TLS=${t#*=}
+    [ -x "$LINK_RAW" ] && "$LINK_RAW" 20000 $((64 << 20)) >"$BENCH_OUT/raw-$name.res"
+    start_pair ${REMOTE_BATCH:+--remote-batch "$REMOTE_BATCH"}
+    [ "$name" = "${TRANSPORTS%%=*}" ] && run_all local "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu device=0 --
+    run_all "remote-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
+    start_pair --remote-batch 1,0,0
+    run_all "remote-unbatched-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
+    if part batches; then
+        for lim in $BATCHES; do
+            start_pair --remote-batch "$lim,256K,20"
+            echo "BATCH $lim $("$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 -- \
+                "$BENCH_BIN/bench_launch" "$BENCH_MODULE" 200000 | awk '$1 == "RESULT" && $2 == "launch_rate" {print $3}')" \
+                >>"$BENCH_OUT/batches-$name.res"
+        done
+    fi
+    unset UCX_TLS
+done
 stop_all
-echo "device: $([ "$EXECUTOR" = cuda ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo emu) x $gpus; link: UCX over TCP, loopback"
-python3 - "$BENCH_OUT" <<'PY'
+echo "device: $([ "$EXECUTOR" = cuda ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo emu) x $gpus; links: UCX on one host, by transport: $TRANSPORTS"
+python3 - "$BENCH_OUT" "$TRANSPORTS" <<'PY'
 import sys, os
-d = sys.argv[1]
-cfgs = ["native", "local", "remote", "remote-unbatched"]
-res = {}
-for c in cfgs:
-    res[c] = {}
-    if not os.path.exists(os.path.join(d, c + ".res")):
-        continue
-    for line in open(os.path.join(d, c + ".res")):
-        p = line.split()
-        if len(p) >= 4 and p[0] == "RESULT":
-            res[c][p[1]] = (float(p[2]), p[3])
-base = "native" if res["native"] else "local"  # emu: no native run
-print("%-28s %14s %14s %14s %16s   %s" % ("figure", "native", "local", "remote", "remote unbatched", "ratios to " + base))
-for k in res[base]:
-    v, unit = res[base][k]
-    row = [res[c].get(k, (float("nan"), unit))[0] for c in cfgs]
-    ratios = " ".join("%.3f" % (x / v) if v else "-" for x in row[1:])
-    print("%-28s %14.3f %14.3f %14.3f %16.3f   %s (%s)" % (k, *row, ratios, unit))
+d, transports = sys.argv[1], [t.split("=")[0] for t in sys.argv[2].split()]
+def read(name):
+    r = {}
+    path = os.path.join(d, name + ".res")
+    if os.path.exists(path):
+        for line in open(path):
+            p = line.split()
+            if len(p) >= 4 and p[0] == "RESULT":
+                r[p[1]] = (float(p[2]), p[3])
+    return r
+native, local = read("native"), read("local")
+base, bname = (native, "native") if native else (local, "local")  # emu: no native run
+for t in transports:
+    remote, unbatched, raw = read("remote-" + t), read("remote-unbatched-" + t), read("raw-" + t)
+    print("\n== transport %s" % t)
+    print("%-28s %12s %12s %12s %12s   ratios to %s (local remote unbatched)" % ("figure", "native", "local", "remote", "unbatched", bname))
+    for k in base:
+        v, unit = base[k]
+        row = [c.get(k, (float("nan"), unit))[0] for c in (native, local, remote, unbatched)]
+        ratios = " ".join("%.3f" % (x / v) if v else "-" for x in row[1:])
+        print("%-28s %12.3f %12.3f %12.3f %12.3f   %s (%s)" % (k, *row, ratios, unit))
+    if raw:
+        print("raw link: round trip %.2f us polling, %.2f us sleeping on UCX's descriptor (medians)" %
+              (raw["raw_rtt_poll_median"][0], raw["raw_rtt_sleep_median"][0]))
+        for k in ("ctx_synchronize_median", "read_4_bytes_median"):
+            if k in remote:
+                print("  remote %-22s %8.2f us: %+8.2f us over the raw round trip (sleeping), %+8.2f (polling)" %
+                      (k, remote[k][0], remote[k][0] - raw["raw_rtt_sleep_median"][0], remote[k][0] - raw["raw_rtt_poll_median"][0]))
+        for size, mib in ((67108864, 64), (16777216, 16), (4194304, 4), (1048576, 1)):
+            rk = "raw_copy_%dMiB" % mib
+            if rk not in raw:
+                continue
+            for k in ("htod_pageable_%d" % size, "dtoh_pageable_%d" % size, "htod_pinned_%d" % size, "dtoh_pinned_%d" % size):
+                if k in remote:
+                    print("  remote %-22s %8.2f GB/s: %.2f of the raw link's %.2f GB/s" %
+                          (k, remote[k][0], remote[k][0] / raw[rk][0], raw[rk][0]))
+    bpath = os.path.join(d, "batches-%s.res" % t)
+    if os.path.exists(bpath):
+        lr = local.get("launch_rate", (0, ""))[0]
+        print("  batch limit -> empty-kernel launches/s on the remote vGPU (ratio to the local vGPU)")
+        for line in open(bpath):
+            p = line.split()
+            if len(p) == 3 and p[2]:
+                print("  %6s %12.0f %8s" % (p[1], float(p[2]), "%.3f" % (float(p[2]) / lr) if lr else "-"))
 PY

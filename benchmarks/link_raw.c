@@ -1,0 +1,329 @@
+/* The raw link, for the remote vGPU's figures to be read against: two UCX workers in two processes
+ * of this host, connected as vgpud's links connect (a listener on 127.0.0.1, active messages),
+ * over whatever transports UCX_TLS allows (as for vgpud). The parent measures:
+ *   - the round trip of an 8-byte active message and its 8-byte answer, the peer polling (the
+ *     transport's best) and sleeping on UCX's event descriptor between messages (as vgpud's link
+ *     thread does);
+ *   - a copy's bandwidth: SIZE bytes by rendezvous (as vgpud's bulk path sends them), then an
+ *     8-byte answer once they have landed, one after the other.
+ * Prints `RESULT name value unit` lines, as the other benchmark programs.
+ *   link_raw [ROUND_TRIPS [MAX_SIZE]]   (default 20000, 64 MiB) */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <ucp/api/ucp.h>
+
+enum { AM_PING = 1, AM_BULK = 2, AM_ANSWER = 3 };
+enum { MODE_POLL = 1, MODE_SLEEP = 2, MODE_STOP = 3 };
+
+struct node {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_ep_h ep;
+    int efd;
+    bool sleep; /* wait on the event descriptor between messages */
+    volatile unsigned answers, pings, bulks;
+    volatile int mode;
+    void *buf;
+    size_t cap;
+    volatile bool landed;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, ucs_status_t s)
+{
+    fprintf(stderr, "link_raw: %s: %s\n", what, ucs_status_string(s));
+    exit(1);
+}
+
+static void wait_req(struct node *n, ucs_status_ptr_t req)
+{
+    if (req == NULL)
+        return;
+    if (UCS_PTR_IS_ERR(req))
+        die("send", UCS_PTR_STATUS(req));
+    while (ucp_request_check_status(req) == UCS_INPROGRESS)
+        ucp_worker_progress(n->worker);
+    ucp_request_free(req);
+}
+
+static void send_am(struct node *n, unsigned id, const void *hdr, size_t hlen, const void *data, size_t len, bool rndv)
+{
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = rndv ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER};
+    wait_req(n, ucp_am_send_nbx(n->ep, id, hdr, hlen, data, len, &p));
+}
+
+/* One progress step: poll, or sleep on the event descriptor when nothing happened. */
+static void progress(struct node *n)
+{
+    if (ucp_worker_progress(n->worker) || !n->sleep)
+        return;
+    ucs_status_t s = ucp_worker_arm(n->worker);
+    if (s == UCS_ERR_BUSY)
+        return;
+    struct pollfd pfd = {.fd = n->efd, .events = POLLIN};
+    poll(&pfd, 1, 100);
+}
+
+static ucs_status_t on_ping(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param)
+{
+    (void)header, (void)header_len, (void)param;
+    struct node *n = arg;
+    if (len == sizeof(int))
+        n->mode = *(const int *)data;
+    n->pings++;
+    return UCS_OK;
+}
+
+static ucs_status_t on_answer(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                              const ucp_am_recv_param_t *param)
+{
+    (void)header, (void)header_len, (void)data, (void)len, (void)param;
+    ((struct node *)arg)->answers++;
+    return UCS_OK;
+}
+
+static void bulk_landed(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    if (status != UCS_OK)
+        die("bulk", status);
+    ((struct node *)user_data)->landed = true;
+    ucp_request_free(request);
+}
+
+static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param)
+{
+    (void)header, (void)header_len;
+    struct node *n = arg;
+    if (len > n->cap)
+        return UCS_ERR_NO_MEMORY;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        memcpy(n->buf, data, len);
+        n->landed = true;
+        return UCS_OK;
+    }
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                             .cb.recv_am = bulk_landed,
+                             .user_data = n};
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(n->worker, data, n->buf, len, &p);
+    if (req == NULL)
+        n->landed = true;
+    else if (UCS_PTR_IS_ERR(req))
+        die("receive", UCS_PTR_STATUS(req));
+    return UCS_INPROGRESS;
+}
+
+static void handler(struct node *n, unsigned id, ucp_am_recv_callback_t cb)
+{
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = id,
+                                 .cb = cb,
+                                 .arg = n};
+    ucs_status_t s = ucp_worker_set_am_recv_handler(n->worker, &hp);
+    if (s != UCS_OK)
+        die("handler", s);
+}
+
+static void node_up(struct node *n, size_t cap)
+{
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
+    ucp_config_t *uc;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &uc);
+    if (s != UCS_OK || (s = ucp_init(&up, uc, &n->ctx)) != UCS_OK)
+        die("init", s);
+    ucp_config_release(uc);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((s = ucp_worker_create(n->ctx, &wp, &n->worker)) != UCS_OK || (s = ucp_worker_get_efd(n->worker, &n->efd)))
+        die("worker", s);
+    handler(n, AM_PING, on_ping);
+    handler(n, AM_BULK, on_bulk);
+    handler(n, AM_ANSWER, on_answer);
+    n->cap = cap;
+    n->buf = malloc(cap);
+    if (!n->buf) {
+        fprintf(stderr, "link_raw: out of memory\n");
+        exit(1);
+    }
+    memset(n->buf, 1, cap);
+}
+
+static void on_connect(ucp_conn_request_h req, void *arg)
+{
+    struct node *n = arg;
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = req};
+    ucs_status_t s = ucp_ep_create(n->worker, &ep, &n->ep);
+    if (s != UCS_OK)
+        die("accept", s);
+}
+
+/* The peer: answers every ping and every landed bulk with an 8-byte answer, polling or sleeping as
+ * the parent says, until told to stop. */
+static void serve(struct node *n, int port, int ready_fd)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+                                .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = sizeof sa},
+                                .conn_handler = {.cb = on_connect, .arg = n}};
+    ucp_listener_h l;
+    ucs_status_t s = ucp_listener_create(n->worker, &lp, &l);
+    if (s != UCS_OK)
+        die("listen", s);
+    if (write(ready_fd, "r", 1) != 1)
+        exit(1);
+    close(ready_fd);
+    uint64_t answer = 0;
+    unsigned answered = 0;
+    n->mode = MODE_POLL;
+    while (n->mode != MODE_STOP) {
+        n->sleep = n->mode == MODE_SLEEP;
+        progress(n);
+        while (answered < n->pings && n->mode != MODE_STOP) {
+            answered++;
+            send_am(n, AM_ANSWER, NULL, 0, &answer, sizeof answer, false);
+        }
+        if (n->landed) {
+            n->landed = false;
+            send_am(n, AM_ANSWER, NULL, 0, &answer, sizeof answer, false);
+        }
+    }
+    for (int i = 0; i < 1000; i++)
+        ucp_worker_progress(n->worker);
+    ucp_listener_destroy(l);
+}
+
+static void wait_answer(struct node *n, unsigned want)
+{
+    while (n->answers < want)
+        progress(n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void round_trips(struct node *n, int mode, const char *name, int count)
+{
+    int m = mode;
+    send_am(n, AM_PING, NULL, 0, &m, sizeof m, false); /* the peer changes mode, and answers */
+    wait_answer(n, n->answers + 1);
+    double *t = malloc(sizeof *t * (size_t)count);
+    uint64_t ping = 0;
+    for (int i = -count / 10; i < count; i++) { /* the first tenth warms up */
+        double t0 = now();
+        unsigned want = n->answers + 1;
+        send_am(n, AM_PING, NULL, 0, &ping, sizeof ping, false);
+        wait_answer(n, want);
+        if (i >= 0)
+            t[i] = now() - t0;
+    }
+    qsort(t, (size_t)count, sizeof *t, cmp_double);
+    double sum = 0;
+    for (int i = 0; i < count; i++)
+        sum += t[i];
+    printf("RESULT %s_median %.3f us\n", name, t[count / 2] * 1e6);
+    printf("RESULT %s_p99 %.3f us\n", name, t[count * 99 / 100] * 1e6);
+    printf("RESULT %s_mean %.3f us\n", name, sum / count * 1e6);
+    free(t);
+}
+
+static void bandwidth(struct node *n, size_t size)
+{
+    int rounds = size >= (16u << 20) ? 20 : size >= (1u << 20) ? 100 : 1000;
+    double best = 0;
+    for (int r = -1; r < 3; r++) { /* best of 3 rounds, after one to warm up */
+        double t0 = now();
+        for (int i = 0; i < rounds; i++) {
+            unsigned want = n->answers + 1;
+            send_am(n, AM_BULK, NULL, 0, n->buf, size, true);
+            wait_answer(n, want);
+        }
+        double gbps = (double)size * rounds / (now() - t0) / 1e9;
+        if (r >= 0 && gbps > best)
+            best = gbps;
+    }
+    char name[64];
+    if (size >= (1u << 20))
+        snprintf(name, sizeof name, "raw_copy_%zuMiB", size >> 20);
+    else
+        snprintf(name, sizeof name, "raw_copy_%zuKiB", size >> 10);
+    printf("RESULT %s %.3f GB/s\n", name, best);
+}
+
+int main(int argc, char **argv)
+{
+    int count = argc > 1 ? atoi(argv[1]) : 20000;
+    size_t max = argc > 2 ? strtoull(argv[2], NULL, 0) : (64u << 20);
+    if (count < 10 || max < 8) {
+        fprintf(stderr, "usage: link_raw [ROUND_TRIPS [MAX_SIZE]]\n");
+        return 2;
+    }
+    int port = 30000 + getpid() % 20000;
+    int ready[2];
+    if (pipe(ready) != 0)
+        return 1;
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        close(ready[0]);
+        struct node peer = {0};
+        node_up(&peer, max);
+        serve(&peer, port, ready[1]);
+        _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    if (read(ready[0], &c, 1) != 1) {
+        fprintf(stderr, "link_raw: the peer did not start\n");
+        return 1;
+    }
+    struct node n = {0};
+    node_up(&n, max);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR,
+                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                          .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = sizeof sa}};
+    ucs_status_t s = ucp_ep_create(n.worker, &ep, &n.ep);
+    if (s != UCS_OK)
+        die("connect", s);
+    round_trips(&n, MODE_POLL, "raw_rtt_poll", count);
+    n.sleep = true;
+    round_trips(&n, MODE_SLEEP, "raw_rtt_sleep", count);
+    n.sleep = false;
+    int m = MODE_POLL;
+    send_am(&n, AM_PING, NULL, 0, &m, sizeof m, false);
+    wait_answer(&n, n.answers + 1);
+    for (size_t size = 64u << 10; size <= max; size *= 4)
+        bandwidth(&n, size);
+    m = MODE_STOP;
+    send_am(&n, AM_PING, NULL, 0, &m, sizeof m, false);
+    int st;
+    waitpid(child, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
