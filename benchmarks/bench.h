@@ -42,4 +42,16 @@ static inline int bench_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Round trips timed one by one (seconds, sorted here): their median, 99th percentile and mean. */
+static inline void bench_report_times(const char *name, double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += t[i];
+    printf("RESULT %s_median %.3f us\n", name, t[n / 2] * 1e6);
+    printf("RESULT %s_p99 %.3f us\n", name, t[n * 99 / 100] * 1e6);
+    printf("RESULT %s_mean %.3f us\n", name, sum / n * 1e6);
+}
+
 #endif

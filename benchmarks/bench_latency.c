@@ -4,17 +4,6 @@
 
 #include "bench.h"
 
-static void report(const char *name, double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += t[i];
-    printf("RESULT %s_median %.3f us\n", name, t[n / 2] * 1e6);
-    printf("RESULT %s_p99 %.3f us\n", name, t[n * 99 / 100] * 1e6);
-    printf("RESULT %s_mean %.3f us\n", name, sum / n * 1e6);
-}
-
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 20000;
@@ -30,7 +19,7 @@ int main(int argc, char **argv)
         CK(cuCtxSynchronize());
         t[i] = bench_now() - t0;
     }
-    report("ctx_synchronize", t, n);
+    bench_report_times("ctx_synchronize", t, n);
     CUdeviceptr d;
     uint32_t v;
     CK(cuMemAlloc(&d, 4));
@@ -42,7 +31,7 @@ int main(int argc, char **argv)
         CK(cuMemcpyDtoH(&v, d, 4));
         t[i] = bench_now() - t0;
     }
-    report("read_4_bytes", t, n);
+    bench_report_times("read_4_bytes", t, n);
     free(t);
     return 0;
 }

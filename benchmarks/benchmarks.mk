@@ -19,7 +19,7 @@ $(O)/obj/benchmarks/%.o: benchmarks/%.c benchmarks/bench.h
 # The raw link (UCX between two processes, as vgpud's links use it) that the remote vGPUs' figures
 # are read against (benchmarks/remote.sh).
 LINK_RAW := $(O)/benchmarks/link_raw
-$(LINK_RAW): benchmarks/link_raw.c
+$(LINK_RAW): benchmarks/link_raw.c benchmarks/bench.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags ucx) -o $@ $< $(LDFLAGS_ALL) $(shell pkg-config --libs ucx)
 

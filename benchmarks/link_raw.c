@@ -24,6 +24,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "bench.h" /* its timing and reporting (the CUDA parts go unused) */
+
 enum { AM_PING = 1, AM_BULK = 2, AM_ANSWER = 3 };
 enum { MODE_POLL = 1, MODE_SLEEP = 2, MODE_STOP = 3 };
 
@@ -39,13 +41,6 @@ struct node {
     size_t cap;
     volatile bool landed;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, ucs_status_t s)
 {
@@ -220,12 +215,6 @@ static void wait_answer(struct node *n, unsigned want)
         progress(n);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void round_trips(struct node *n, int mode, const char *name, int count)
 {
     int m = mode;
@@ -234,20 +223,14 @@ static void round_trips(struct node *n, int mode, const char *name, int count)
     double *t = malloc(sizeof *t * (size_t)count);
     uint64_t ping = 0;
     for (int i = -count / 10; i < count; i++) { /* the first tenth warms up */
-        double t0 = now();
+        double t0 = bench_now();
         unsigned want = n->answers + 1;
         send_am(n, AM_PING, NULL, 0, &ping, sizeof ping, false);
         wait_answer(n, want);
         if (i >= 0)
-            t[i] = now() - t0;
+            t[i] = bench_now() - t0;
     }
-    qsort(t, (size_t)count, sizeof *t, cmp_double);
-    double sum = 0;
-    for (int i = 0; i < count; i++)
-        sum += t[i];
-    printf("RESULT %s_median %.3f us\n", name, t[count / 2] * 1e6);
-    printf("RESULT %s_p99 %.3f us\n", name, t[count * 99 / 100] * 1e6);
-    printf("RESULT %s_mean %.3f us\n", name, sum / count * 1e6);
+    bench_report_times(name, t, count);
     free(t);
 }
 
@@ -256,13 +239,13 @@ static void bandwidth(struct node *n, size_t size)
     int rounds = size >= (16u << 20) ? 20 : size >= (1u << 20) ? 100 : 1000;
     double best = 0;
     for (int r = -1; r < 3; r++) { /* best of 3 rounds, after one to warm up */
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < rounds; i++) {
             unsigned want = n->answers + 1;
             send_am(n, AM_BULK, NULL, 0, n->buf, size, true);
             wait_answer(n, want);
         }
-        double gbps = (double)size * rounds / (now() - t0) / 1e9;
+        double gbps = (double)size * rounds / (bench_now() - t0) / 1e9;
         if (r >= 0 && gbps > best)
             best = gbps;
     }

@@ -52,6 +52,14 @@ static void ring_host(struct gate_member *m)
         eventfd_write(m->c->host_fd, 1);
 }
 
+/* Ask vgpud for engine r (again, if queued already: that changes nothing). */
+static void ask(struct gate_member *m, enum gate_resource r, uint64_t now)
+{
+    m->h[r].asked_at = now;
+    atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
+    ring_host(m);
+}
+
 /* ---------------------------------------------------------------- timing events */
 
 static void *event_get(struct gate_member *m, void *ctx)
@@ -568,9 +576,7 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                 if (o != (int)r)
                     close_turn(m, (enum gate_resource)o, now);
             h->state = HOLD_WAITING;
-            h->asked_at = now;
-            atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
-            ring_host(m);
+            ask(m, r, now);
             continue;
         case HOLD_WAITING: {
             uint32_t w = hold_word(m, r);
@@ -581,11 +587,8 @@ CUresult gate_admit(struct gate_member *m, enum gate_resource r, void *ctx, void
                 open_turn(m, h, now);
                 continue;
             }
-            if (now - h->asked_at >= (uint64_t)REASK_NS) {
-                h->asked_at = now;
-                atomic_fetch_add_explicit(&m->slot->arrive[r], 1, memory_order_release);
-                ring_host(m);
-            }
+            if (now - h->asked_at >= (uint64_t)REASK_NS)
+                ask(m, r, now);
             if (other_draining(m, r)) {
                 gate_poll(m);
                 if (h->state != HOLD_WAITING)
