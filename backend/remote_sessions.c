@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "log.h"
 #include "msg_socket.h"
 #include "remote_push.h"
@@ -51,6 +52,10 @@ struct rsess {
     struct node_devices nodes[REMOTE_MAX_PEERS];
     struct served *served;
     struct bulk_table *bulk;
+    /* Remote traffic went through the loop lately: until hot_until the loop looks on for more and
+     * takes the links' events on every turn (polled), rather than sleep (--remote-spin-us). */
+    int64_t hot_until;
+    bool polled;
 };
 
 static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
@@ -398,9 +403,17 @@ static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bo
     return sent;
 }
 
+/* Remote traffic went through the loop: it looks on for its answer, or the next of it. */
+static void hot(struct server *srv)
+{
+    if (srv->rsess && srv->opt.remote_spin_ns > 0)
+        srv->rsess->hot_until = vgpu_now_ns() + srv->opt.remote_spin_ns;
+}
+
 void remote_sessions_from_worker(struct server *srv, struct worker *w, const uint8_t *buf, size_t len)
 {
     struct rsess *rs = srv->rsess;
+    hot(srv);
     struct vgpu_wmsg_RemoteOut m;
     memcpy(&m, buf, sizeof m);
     struct session *s = NULL;
@@ -541,6 +554,8 @@ void remote_sessions_events(struct server *srv)
 {
     struct rsess *rs = srv->rsess;
     struct remote_event *list = remote_inbox_take(rs->links);
+    if (list)
+        hot(srv);
     for (struct remote_event *e = list; e; e = e->next) {
         if (e->kind == REMOTE_LINK_UP)
             on_link_up(rs, e);
@@ -552,6 +567,22 @@ void remote_sessions_events(struct server *srv)
             on_message(rs, e);
     }
     remote_events_free(list);
+}
+
+bool remote_sessions_poll(struct server *srv)
+{
+    struct rsess *rs = srv->rsess;
+    if (!rs)
+        return false;
+    bool hot_now = rs->hot_until && vgpu_now_ns() < rs->hot_until;
+    if (!hot_now && !rs->polled)
+        return false;
+    if (hot_now != rs->polled) {
+        rs->polled = hot_now;
+        remote_inbox_polled(rs->links, hot_now);
+    }
+    remote_sessions_events(srv); /* once more after polling ends: what came as it ended */
+    return rs->polled;
 }
 
 void remote_sessions_tick(struct server *srv)

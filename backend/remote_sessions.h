@@ -25,6 +25,9 @@ int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_
 void remote_sessions_stop(struct server *srv);
 /* The links' events are waiting (the loop's watch). */
 void remote_sessions_events(struct server *srv);
+/* Each turn of the loop: while remote traffic is recent (--remote-spin-us), take the links' events
+ * without waiting for their descriptor, and say so (true: the loop should not sleep). */
+bool remote_sessions_poll(struct server *srv);
 
 /* Device `device` of node, as it described it when its link came up. 0, or -1 if it did not. */
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out);

@@ -1183,6 +1183,8 @@ int server_run(struct server *srv)
         close_killed(srv);
         tick(srv);
         wait_ms = server_memory_run(srv, TICK_MS);
+        if (remote_sessions_poll(srv))
+            wait_ms = 0;
         bury(srv);
     }
     LOG_INFO("vgpud stopping");

@@ -115,6 +115,10 @@ static void usage(FILE *f)
             "  --remote-backlog SIZE  when this much waits to go to a slow node, the workers that send it\n"
             "                         wait (their tenants with them) until a quarter of it has gone\n"
             "                         (default 64M)\n"
+            "  --remote-spin-us US    each hand-over of a remote vGPU's calls and answers (the workers'\n"
+            "                         relay and feed, vgpud's loop, the links' thread) looks on for more\n"
+            "                         this long before it sleeps (default 1000 with 8 processors or more,\n"
+            "                         else 0: a wake-up costs each hand-over microseconds)\n"
             "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"
             "                         others' from there (needs --node)\n"
             "  --cluster-ttl S        the lease: a node that stops renewing it drops out after S s (default 10)\n"
@@ -183,7 +187,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
        O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT,
-       O_REMOTE_BACKLOG, O_SWAP_QUANTUM };
+       O_REMOTE_BACKLOG, O_SWAP_QUANTUM, O_REMOTE_SPIN };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -228,6 +232,7 @@ static const struct option longopts[] = {
     {"remote-batch", required_argument, 0, O_REMOTE_BATCH},
     {"remote-timeout", required_argument, 0, O_REMOTE_TIMEOUT},
     {"remote-backlog", required_argument, 0, O_REMOTE_BACKLOG},
+    {"remote-spin-us", required_argument, 0, O_REMOTE_SPIN},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -445,6 +450,11 @@ static int apply(struct settings *st, int c, const char *arg)
         st->opt.remote_backlog = bytes;
         break;
     }
+    case O_REMOTE_SPIN:
+        if (parse_number("--remote-spin-us", arg, 0, 1000000, "", &v))
+            return 2;
+        st->opt.remote_spin_ns = (int64_t)v * 1000;
+        break;
     case O_REMOTE_BATCH: {
         char copy[96], *save = NULL;
         snprintf(copy, sizeof copy, "%s", arg);
@@ -915,11 +925,13 @@ int main(int argc, char **argv)
                 .remote_batch_bytes = SESSION_BATCH_BYTES,
                 .remote_batch_wait_ns = 20000,
                 .remote_backlog = 64ull << 20,
+                .remote_spin_ns = spare_cpus ? 1000000 : 0,
             },
         .level = VGPU_LOG_INFO,
         .etcd = {.ttl_s = 10},
     };
     int rc = parse_settings(&st, argc, argv);
+    st.remote.spin_ns = st.opt.remote_spin_ns;
     if (!st.opt.sched.period_ns)
         st.opt.sched.period_ns = sched_period_for(st.opt.sched.quantum_ns, SCHED_DEFAULT_PERIOD_NS);
     rc = rc == 0 ? serve(&st) : rc == 1 ? 0 : rc;

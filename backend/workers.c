@@ -249,6 +249,7 @@ static struct worker *spawn(struct server *srv, uint32_t mode)
     st.remote_batch_records = srv->opt.remote_batch_records;
     st.remote_batch_bytes = srv->opt.remote_batch_bytes;
     st.remote_batch_wait_ns = srv->opt.remote_batch_wait_ns;
+    st.remote_spin_ns = srv->opt.remote_spin_ns;
     st.sched_calibrate = srv->opt.sched.calibrate;
     st.uid = srv->opt.worker_uid;
     st.gid = srv->opt.worker_gid;

@@ -9,6 +9,7 @@
 #   REMOTE_COPY_MAX (largest copy, default 64 MiB);
 #   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw)
 #   REMOTE_BATCH  the batched configuration's --remote-batch (default vgpud's)
+#   REMOTE_OPTS   more vgpud options for every pair (e.g. --remote-spin-us 0)
 #   REMOTE_EXECUTOR cuda (default), or emu to try the script where there is no GPU
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
@@ -36,7 +37,7 @@ start_pair() { # more vgpud options for both
         [ "$gpus" -ge 2 ] && [ $n = b ] && visible=1
         CUDA_VISIBLE_DEVICES=$visible "$VGPU_BIN/vgpud" --foreground --executor "$EXECUTOR" --log-level warn \
             --socket "$BENCH_OUT/$n.sock" --node $me --remote-listen 127.0.0.1:$mine --peer $other=127.0.0.1:$theirs \
-            --cluster-key "$key" "$@" >"$BENCH_OUT/vgpud-$n.log" 2>&1 &
+            --cluster-key "$key" ${REMOTE_OPTS:-} "$@" >"$BENCH_OUT/vgpud-$n.log" 2>&1 &
         pids+=($!)
     done
     for _ in $(seq 200); do

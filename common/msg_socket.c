@@ -109,7 +109,7 @@ int vgpu_msg_send(int sock, const void *msg, size_t len, int pass_fd)
 ssize_t vgpu_msg_recvv(int sock, void *buf, size_t cap, int *fds, unsigned max_fds, unsigned *nfds, int timeout_ms)
 {
     *nfds = 0;
-    if (timeout_ms >= 0) {
+    if (timeout_ms > 0) { /* 0: one look, by the receive itself (a caller that polls saves a call) */
         struct pollfd p = {.fd = sock, .events = POLLIN};
         int r;
         do
@@ -128,10 +128,10 @@ ssize_t vgpu_msg_recvv(int sock, void *buf, size_t cap, int *fds, unsigned max_f
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
     ssize_t n;
     do
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | (timeout_ms == 0 ? MSG_DONTWAIT : 0));
     while (n < 0 && errno == EINTR);
     if (n < 0)
-        return -errno;
+        return timeout_ms == 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -errno;
     /* Take whatever descriptors came along; keep at most max_fds, close the rest. */
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)

@@ -111,6 +111,8 @@ struct remote {
     struct outgoing *outbox, **outbox_tail;
     int inbox_fd;
     atomic_bool wake_pending;
+    atomic_bool spinning; /* the links' thread looks on for work (cfg.spin_ns): no need to wake it */
+    atomic_bool inbox_polled; /* vgpud's loop looks at the inbox on every turn: no need to wake it */
     struct bulk_op *bulk_ops; /* the links' thread's */
     /* Bytes of each link's messages not sent yet (vgpud's outbox and UCX's queue), by conn index,
      * with the generation they count for: read by any thread (remote_backlog). */
@@ -244,7 +246,7 @@ static void inbox_deliver(struct remote *r, struct remote_event *first, struct r
     r->inbox_tail = last_next;
     pthread_mutex_unlock(&r->box_mu);
     uint64_t one = 1;
-    if (write(r->inbox_fd, &one, sizeof one) < 0) {
+    if (!atomic_load(&r->inbox_polled) && write(r->inbox_fd, &one, sizeof one) < 0) {
         /* the counter is full: the loop is woken already */
     }
 }
@@ -781,11 +783,12 @@ static void tick(struct remote *r)
 
 /* Send what vgpud's loop asked to send; messages for a link that is not up any more go nowhere
  * (its sessions hear that the link went down). */
-static void drain_outbox(struct remote *r)
+static bool drain_outbox(struct remote *r)
 {
     atomic_store(&r->wake_pending, false);
     pthread_mutex_lock(&r->box_mu);
     struct outgoing *list = r->outbox;
+    bool any = list != NULL;
     r->outbox = NULL;
     r->outbox_tail = &r->outbox;
     pthread_mutex_unlock(&r->box_mu);
@@ -806,20 +809,47 @@ static void drain_outbox(struct remote *r)
                 c->closing = "cannot send";
         }
     }
+    return any;
+}
+
+/* Whether vgpud's loop has left messages to send. */
+static bool outbox_waiting(struct remote *r)
+{
+    pthread_mutex_lock(&r->box_mu);
+    bool waiting = r->outbox != NULL;
+    pthread_mutex_unlock(&r->box_mu);
+    return waiting;
 }
 
 static void *link_main(void *arg)
 {
     struct remote *r = arg;
+    /* After traffic the thread looks on for more (cfg.spin_ns) rather than sleep: the answer to
+     * what went is on its way, and a wake-up costs the round trip microseconds. */
+    int64_t hot_until = 0;
     while (!atomic_load(&r->stop)) {
+        bool did = false;
         while (ucp_worker_progress(r->worker))
-            ;
+            did = true;
         pthread_mutex_lock(&r->mu);
-        drain_outbox(r);
+        did |= drain_outbox(r);
         tick(r);
         pthread_mutex_unlock(&r->mu);
         while (ucp_worker_progress(r->worker))
-            ;
+            did = true;
+        if (r->cfg.spin_ns > 0) {
+            int64_t now = (int64_t)now_ns();
+            if (did)
+                hot_until = now + r->cfg.spin_ns;
+            if (now < hot_until) {
+                atomic_store(&r->spinning, true);
+                continue;
+            }
+            /* Senders that saw it spinning did not wake it: what they left is looked at first. */
+            atomic_store(&r->spinning, false);
+            if (outbox_waiting(r))
+                continue;
+        }
         if (ucp_worker_arm(r->worker) == UCS_ERR_BUSY)
             continue;
         struct pollfd fds[2] = {{.fd = r->efd, .events = POLLIN}, {.fd = r->wake[0], .events = POLLIN}};
@@ -978,10 +1008,12 @@ void remote_stop(struct remote *r)
 
 int remote_inbox_fd(struct remote *r) { return r->inbox_fd; }
 
+void remote_inbox_polled(struct remote *r, bool polled) { atomic_store(&r->inbox_polled, polled); }
+
 struct remote_event *remote_inbox_take(struct remote *r)
 {
     uint64_t n;
-    if (read(r->inbox_fd, &n, sizeof n) < 0) {
+    if (!atomic_load(&r->inbox_polled) && read(r->inbox_fd, &n, sizeof n) < 0) {
         /* nothing counted: there may still be events of an earlier wake-up */
     }
     pthread_mutex_lock(&r->box_mu);
@@ -1007,7 +1039,7 @@ static void outbox_push(struct remote *r, struct outgoing *o)
     *r->outbox_tail = o;
     r->outbox_tail = &o->next;
     pthread_mutex_unlock(&r->box_mu);
-    if (!atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
+    if (!atomic_load(&r->spinning) && !atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
         /* the pipe is full: the thread is awake */
     }
 }

@@ -41,6 +41,7 @@ struct remote_config {
     uint8_t key[REMOTE_KEY_MAX];
     size_t key_len;
     unsigned dead_ms; /* a link silent this long is down (0: REMOTE_DEAD_MS) */
+    int64_t spin_ns;  /* after traffic, the links' thread looks on this long before it sleeps */
     /* This node's GPUs, asked for whenever the inventory goes out (from the links' thread). */
     unsigned (*inventory)(void *arg, struct remote_gpu *gpus, unsigned max);
     void *inventory_arg;
@@ -89,6 +90,10 @@ struct remote_event {
  * (free them with remote_events_free). vgpud's loop. */
 int remote_inbox_fd(struct remote *r);
 struct remote_event *remote_inbox_take(struct remote *r);
+/* vgpud's loop takes the inbox on each of its turns (true: the descriptor is not made readable, a
+ * write saved for each event) or sleeps on the descriptor again (false; then it takes the inbox once
+ * more, for what came meanwhile). */
+void remote_inbox_polled(struct remote *r, bool polled);
 void remote_events_free(struct remote_event *e);
 /* Send a copy of a message on a link (any thread); one for a link that is down goes nowhere. 0 or -1. */
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);

@@ -41,6 +41,7 @@ struct feed {
     size_t nfns, fns_cap;
     struct batch batch; /* the feed thread's */
     bool bulk;
+    int64_t spin_ns; /* how long the thread looks on for an answer before it sleeps */
     uint8_t rsp[VGPU_MAX_RECORD];
 };
 
@@ -105,7 +106,8 @@ static void *feed_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "vgpu-fd%u", f->ch->id);
     pthread_setname_np(pthread_self(), name);
-    struct vgpu_wait w = {.ready = feed_ready, .arg = f, .spin_ns = 20000, .slice_ns = 10000000, .timeout_ns = 10000000};
+    struct vgpu_wait w = {.ready = feed_ready, .arg = f, .spin_ns = f->spin_ns > 20000 ? f->spin_ns : 20000,
+                          .slice_ns = 10000000, .timeout_ns = 10000000};
     struct vgpu_wait busy = w;
     busy.timeout_ns = 100000;
     while (!atomic_load(&f->stop)) {
@@ -148,6 +150,7 @@ int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool
     }
     f->ch = ch;
     f->bulk = bulk;
+    f->spin_ns = batching->spin_ns;
     pthread_mutex_init(&f->mu, NULL);
     if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
         pthread_mutex_destroy(&f->mu);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "console.h"
 #include "log.h"
 #include "msg_socket.h"
@@ -417,10 +418,17 @@ static void serve(void)
     uint8_t *buf = malloc(VGPU_MAX_MSG);
     if (!buf)
         return;
+    /* After a remote session's traffic the loop looks on for more (--remote-spin-us) rather than
+     * sleep: its answer is on its way back, and a wake-up costs every hand-over microseconds. */
+    int64_t hot_until = 0;
     for (;;) {
         int fds[VGPU_MSG_MAX_FDS];
         unsigned nfds = 0;
-        ssize_t n = vgpu_msg_recvv(w.ctl, buf, VGPU_MAX_MSG, fds, VGPU_MSG_MAX_FDS, &nfds, -1);
+        bool hot = hot_until && vgpu_now_ns() < hot_until;
+        ssize_t n = vgpu_msg_recvv(w.ctl, buf, VGPU_MAX_MSG, fds, VGPU_MSG_MAX_FDS, &nfds, hot ? 0 : -1);
+        if (n == -ETIMEDOUT)
+            continue;
+        hot_until = 0;
         if (n <= 0)
             break;
         unsigned type = vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_SERVING);
@@ -436,6 +444,8 @@ static void serve(void)
             break;
         case VGPU_WMSG_RemoteIn:
             on_remote_in(buf, (size_t)n);
+            if (w.batching.spin_ns > 0)
+                hot_until = vgpu_now_ns() + w.batching.spin_ns;
             break;
         case VGPU_WMSG_Image:
         case VGPU_WMSG_MemGrant:
@@ -610,15 +620,17 @@ static int start(void)
     st.cuda_driver[sizeof st.cuda_driver - 1] = '\0';
     vgpu_log_set_level((int)st.log_level);
     w.swap_on = st.swap_on != 0;
-    w.batching = (struct remote_batching){st.remote_batch_records, st.remote_batch_bytes, (int64_t)st.remote_batch_wait_ns};
+    w.batching = (struct remote_batching){st.remote_batch_records, st.remote_batch_bytes,
+                                          (int64_t)st.remote_batch_wait_ns, st.remote_spin_ns};
     /* A batch is one datagram on the control socket: no larger than its send buffer allows. */
     int sndbuf = 0;
     socklen_t sl = sizeof sndbuf;
     if (getsockopt(w.ctl, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 && sndbuf > 16384 &&
         (uint32_t)sndbuf - 16384 < w.batching.bytes)
         w.batching.bytes = (uint32_t)sndbuf - 16384;
-    w.limits = (struct vchannel_limits){st.poll_spin_ns, st.max_contexts, st.max_streams, st.max_events,
-                                        st.max_modules, st.max_functions};
+    w.limits = (struct vchannel_limits){st.poll_spin_ns,     st.max_contexts,   st.max_streams,
+                                        st.max_events,       st.max_modules,    st.max_functions,
+                                        st.remote_spin_ns > st.poll_spin_ns ? st.remote_spin_ns : st.poll_spin_ns};
     if (st.mode == VGPU_WORKER_SERVE && st.xen_channels && worker_xen_prepare(st.xen_channels) != 0)
         LOG_WARN("cannot open Xen's devices; guests' channels will fail");
     struct vgpu_exec_config cfg = {

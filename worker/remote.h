@@ -15,10 +15,12 @@
 struct relay;
 
 /* How records are gathered before they go (vgpud --remote-batch): at most records records and bytes
- * bytes a batch, and a batch that is not full waits wait_ns for more. */
+ * bytes a batch, and a batch that is not full waits wait_ns for more. The relay and the feed look
+ * on for more traffic spin_ns before they sleep (--remote-spin-us). */
 struct remote_batching {
     uint32_t records, bytes;
     int64_t wait_ns;
+    int64_t spin_ns;
 };
 
 /* bulk (both): vgpud moves the channel's larger data-area bytes itself (remote_bulk.h); the worker

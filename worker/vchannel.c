@@ -727,7 +727,7 @@ static void *poller_main(void *arg)
         .ready = request_ready,
         .check = still_open,
         .arg = ch,
-        .spin_ns = opt->poll_spin_ns,
+        .spin_ns = ch->feed ? opt->fed_spin_ns : opt->poll_spin_ns,
         .slice_ns = 100000000,
         .timeout_ns = -1,
     };

@@ -26,6 +26,8 @@ struct vchannel;
 struct vchannel_limits {
     int64_t poll_spin_ns; /* how long the poller spins before it sleeps */
     uint32_t max_contexts, max_streams, max_events, max_modules, max_functions;
+    int64_t fed_spin_ns; /* ... when its records come from another node (a feed): longer, as they
+                          * come a link's round trip apart */
 };
 
 /* A module image held by whoever caches images (bytes valid until released). */

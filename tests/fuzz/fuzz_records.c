@@ -14,7 +14,7 @@
 static struct vgpu_exec *x;
 static struct vgpu_channel_layout layout;
 static uint8_t *mem;
-static const struct vchannel_limits limits = {0, 4, 64, 256, 16, 256};
+static const struct vchannel_limits limits = {0, 4, 64, 256, 16, 256, 0};
 
 static void gone(struct vchannel *ch, CUresult status)
 {

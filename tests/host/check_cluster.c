@@ -81,6 +81,9 @@ static void start(int i)
         bool listens = i != 2;
         char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
                         "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--remote-backlog", "2M",
+                        /* Short looks on (not the 2 CPUs' default, none): every hand-over of the
+                         * links' traffic goes from polling to sleeping and back again and again. */
+                        "--remote-spin-us", "20",
                         "--socket", sock[i], "--node", (char *)node,
                         "--cluster-key", (char *)k, "--peer", peer, listens ? "--remote-listen" : NULL,
                         listens ? addr[i < 2 ? i : 2] : NULL, i == 3 ? "--peer" : NULL, i == 3 ? peer_b : NULL, NULL};

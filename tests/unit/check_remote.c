@@ -1,8 +1,10 @@
 /* The links between vgpuds, without a network: HMAC-SHA256 against RFC 4231's vectors; the
  * handshake between two sides that hold the key, and every way a side that does not, or that
  * sends something else, is refused; the checks of link messages; peer and address parsing; remote
- * sessions' messages and batches, and what their records read and write in the data area. */
+ * sessions' messages and batches, and what their records read and write in the data area; two
+ * links' ends in one process over loopback, whose threads look on after traffic. */
 #include <check.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +459,90 @@ START_TEST(pushes)
 END_TEST
 
 /* What a record reads from and writes to the data area, as the relay and the feed carry it. */
+/* Wait (10 s at most) for an event of kind from r, sleeping on its descriptor (by_fd) or taking
+ * the inbox again and again; its link, and its message's offset (REMOTE_LINK_MSG), or 0. */
+static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool by_fd, uint64_t *offset)
+{
+    for (int i = 0; i < 10000; i++) {
+        if (by_fd) {
+            struct pollfd p = {.fd = remote_inbox_fd(r), .events = POLLIN};
+            poll(&p, 1, 1);
+        } else {
+            usleep(1000);
+        }
+        struct remote_event *list = remote_inbox_take(r);
+        uint64_t link = 0;
+        for (struct remote_event *e = list; e && !link; e = e->next)
+            if (e->kind == kind) {
+                link = e->link;
+                struct session_hdr h;
+                if (offset && e->len >= sizeof h) {
+                    memcpy(&h, e->data, sizeof h);
+                    *offset = h.offset;
+                }
+            }
+        remote_events_free(list);
+        if (link)
+            return link;
+    }
+    return 0;
+}
+
+static bool inbox_readable(struct remote *r)
+{
+    struct pollfd p = {.fd = remote_inbox_fd(r), .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Node b dials node a over loopback; both links' threads look on 200 us after traffic. Messages go
+ * both ways, many in a row (the threads between looking on and sleeping); while a's loop says it
+ * takes the inbox on every turn, its descriptor stays quiet and the messages come all the same;
+ * once it sleeps on the descriptor again, the descriptor tells of them. */
+START_TEST(links_that_look_on)
+{
+    struct remote_config ca = {.key_len = sizeof KEY - 1, .spin_ns = 200000}, cb;
+    memcpy(ca.key, KEY, ca.key_len);
+    cb = ca;
+    int port = 30000 + (int)(getpid() % 20000);
+    strcpy(ca.node, "a");
+    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
+    strcpy(cb.node, "b");
+    char spec[64];
+    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
+    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
+    cb.npeers = 1;
+    const char *err = NULL;
+    struct remote *a = remote_start(&ca, &err);
+    ck_assert_msg(a, "node a: %s", err ? err : "?");
+    struct remote *b = remote_start(&cb, &err);
+    ck_assert_msg(b, "node b: %s", err ? err : "?");
+    uint64_t ab = wait_event(a, REMOTE_LINK_UP, true, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
+    ck_assert(ab && ba);
+    uint8_t msg[512];
+    for (uint64_t i = 1; i <= 50; i++) { /* a request and its answer, again and again */
+        uint64_t got = 0;
+        ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, i, NULL, 0)), 0);
+        ck_assert(wait_event(a, REMOTE_LINK_MSG, true, &got) == ab && got == i);
+        if (i % 10 == 0)
+            usleep(1000); /* long enough for both threads to go to sleep */
+        ck_assert_int_eq(remote_send(a, ab, msg, session_message(msg, SESS_RECORD, i + 1000, NULL, 0)), 0);
+        ck_assert(wait_event(b, REMOTE_LINK_MSG, true, &got) == ba && got == i + 1000);
+    }
+    remote_events_free(remote_inbox_take(a)); /* what the descriptor counted goes */
+    remote_inbox_polled(a, true);
+    uint64_t got = 0;
+    ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 7, NULL, 0)), 0);
+    ck_assert(wait_event(a, REMOTE_LINK_MSG, false, &got) == ab && got == 7);
+    ck_assert_msg(!inbox_readable(a), "the inbox's descriptor was made readable while polled");
+    remote_inbox_polled(a, false);
+    remote_events_free(remote_inbox_take(a));
+    ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 8, NULL, 0)), 0);
+    ck_assert(wait_event(a, REMOTE_LINK_MSG, true, &got) == ab && got == 8);
+    remote_stop(b);
+    remote_stop(a);
+}
+END_TEST
+
 START_TEST(record_data_ranges)
 {
     struct vgpu_channel_layout l;
@@ -516,6 +602,7 @@ int main(void)
     tcase_add_test(t, record_data_ranges);
     tcase_add_test(t, bulk_transfers);
     tcase_add_test(t, pushes);
+    tcase_add_test(t, links_that_look_on);
     suite_add_tcase(s, t);
     return vgpu_check_run(s);
 }
