@@ -5,7 +5,9 @@
  *     transport's best) and sleeping on UCX's event descriptor between messages (as vgpud's link
  *     thread does);
  *   - a copy's bandwidth: SIZE bytes by rendezvous (as vgpud's bulk path sends them), then an
- *     8-byte answer once they have landed, one after the other.
+ *     8-byte answer once they have landed, one after the other;
+ *   - the same the other way (raw_copy_back): the listener sends SIZE bytes when the parent asks
+ *     (a device-to-host copy's bytes come back that way).
  * Prints `RESULT name value unit` lines, as the other benchmark programs.
  *   link_raw [ROUND_TRIPS [MAX_SIZE]]   (default 20000, 64 MiB) */
 #include <errno.h>
@@ -26,7 +28,7 @@
 
 #include "bench.h" /* its timing and reporting (the CUDA parts go unused) */
 
-enum { AM_PING = 1, AM_BULK = 2, AM_ANSWER = 3 };
+enum { AM_PING = 1, AM_BULK = 2, AM_ANSWER = 3, AM_PULL = 4 };
 enum { MODE_POLL = 1, MODE_SLEEP = 2, MODE_STOP = 3 };
 
 struct node {
@@ -35,7 +37,8 @@ struct node {
     ucp_ep_h ep;
     int efd;
     bool sleep; /* wait on the event descriptor between messages */
-    volatile unsigned answers, pings, bulks;
+    volatile unsigned answers, pings, bulks, pulls;
+    volatile size_t pull; /* the size the last AM_PULL asked for */
     volatile int mode;
     void *buf;
     size_t cap;
@@ -86,6 +89,18 @@ static ucs_status_t on_ping(void *arg, const void *header, size_t header_len, vo
     if (len == sizeof(int))
         n->mode = *(const int *)data;
     n->pings++;
+    return UCS_OK;
+}
+
+static ucs_status_t on_pull(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param)
+{
+    (void)header, (void)header_len, (void)param;
+    struct node *n = arg;
+    if (len == sizeof(size_t) && *(const size_t *)data <= n->cap) {
+        n->pull = *(const size_t *)data;
+        n->pulls++;
+    }
     return UCS_OK;
 }
 
@@ -155,6 +170,7 @@ static void node_up(struct node *n, size_t cap)
     handler(n, AM_PING, on_ping);
     handler(n, AM_BULK, on_bulk);
     handler(n, AM_ANSWER, on_answer);
+    handler(n, AM_PULL, on_pull);
     n->cap = cap;
     n->buf = malloc(cap);
     if (!n->buf) {
@@ -190,7 +206,7 @@ static void serve(struct node *n, int port, int ready_fd)
         exit(1);
     close(ready_fd);
     uint64_t answer = 0;
-    unsigned answered = 0;
+    unsigned answered = 0, pulled = 0;
     n->mode = MODE_POLL;
     while (n->mode != MODE_STOP) {
         n->sleep = n->mode == MODE_SLEEP;
@@ -202,6 +218,10 @@ static void serve(struct node *n, int port, int ready_fd)
         if (n->landed) {
             n->landed = false;
             send_am(n, AM_ANSWER, NULL, 0, &answer, sizeof answer, false);
+        }
+        while (pulled < n->pulls) {
+            pulled++;
+            send_am(n, AM_BULK, NULL, 0, n->buf, n->pull, true);
         }
     }
     for (int i = 0; i < 1000; i++)
@@ -234,13 +254,22 @@ static void round_trips(struct node *n, int mode, const char *name, int count)
     free(t);
 }
 
-static void bandwidth(struct node *n, size_t size)
+/* SIZE bytes to the peer and its answer (back: the peer sends them when asked), one after the
+ * other; the best of 3 rounds. */
+static void bandwidth(struct node *n, size_t size, bool back)
 {
     int rounds = size >= (16u << 20) ? 20 : size >= (1u << 20) ? 100 : 1000;
     double best = 0;
     for (int r = -1; r < 3; r++) { /* best of 3 rounds, after one to warm up */
         double t0 = bench_now();
         for (int i = 0; i < rounds; i++) {
+            if (back) {
+                n->landed = false;
+                send_am(n, AM_PULL, NULL, 0, &size, sizeof size, false);
+                while (!n->landed)
+                    progress(n);
+                continue;
+            }
             unsigned want = n->answers + 1;
             send_am(n, AM_BULK, NULL, 0, n->buf, size, true);
             wait_answer(n, want);
@@ -250,10 +279,11 @@ static void bandwidth(struct node *n, size_t size)
             best = gbps;
     }
     char name[64];
+    const char *dir = back ? "_back" : "";
     if (size >= (1u << 20))
-        snprintf(name, sizeof name, "raw_copy_%zuMiB", size >> 20);
+        snprintf(name, sizeof name, "raw_copy%s_%zuMiB", dir, size >> 20);
     else
-        snprintf(name, sizeof name, "raw_copy_%zuKiB", size >> 10);
+        snprintf(name, sizeof name, "raw_copy%s_%zuKiB", dir, size >> 10);
     printf("RESULT %s %.3f GB/s\n", name, best);
 }
 
@@ -303,7 +333,9 @@ int main(int argc, char **argv)
     send_am(&n, AM_PING, NULL, 0, &m, sizeof m, false);
     wait_answer(&n, n.answers + 1);
     for (size_t size = 64u << 10; size <= max; size *= 4)
-        bandwidth(&n, size);
+        bandwidth(&n, size, false);
+    for (size_t size = 64u << 10; size <= max; size *= 4)
+        bandwidth(&n, size, true);
     m = MODE_STOP;
     send_am(&n, AM_PING, NULL, 0, &m, sizeof m, false);
     int st;

@@ -118,9 +118,11 @@ for t in transports:
             if rk not in raw:
                 continue
             for k in ("htod_pageable_%d" % size, "dtoh_pageable_%d" % size, "htod_pinned_%d" % size, "dtoh_pinned_%d" % size):
+                # A device-to-host copy's bytes come back: against the raw link's copies that way.
+                rkk = "raw_copy_back_%dMiB" % mib if k.startswith("dtoh") and "raw_copy_back_%dMiB" % mib in raw else rk
                 if k in remote:
-                    print("  remote %-22s %8.2f GB/s: %.2f of the raw link's %.2f GB/s" %
-                          (k, remote[k][0], remote[k][0] / raw[rk][0], raw[rk][0]))
+                    print("  remote %-22s %8.2f GB/s: %.2f of the raw link's %.2f GB/s%s" %
+                          (k, remote[k][0], remote[k][0] / raw[rkk][0], raw[rkk][0], " (back)" if rkk != rk else ""))
     bpath = os.path.join(d, "batches-%s.res" % t)
     if os.path.exists(bpath):
         lr = local.get("launch_rate", (0, ""))[0]

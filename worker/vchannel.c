@@ -740,12 +740,19 @@ static void *poller_main(void *arg)
      * client has gone quiet and the hold is given back before the poller sleeps. */
     struct vgpu_wait holding = w;
     holding.timeout_ns = w.spin_ns;
+    /* ... and with copies in flight it looks at them as often as when busy: a staging slot's
+     * completion waits for it (a fed channel's spin is a millisecond). */
+    struct vgpu_wait holding_busy = holding;
+    if (holding_busy.timeout_ns > busy.timeout_ns)
+        holding_busy.timeout_ns = holding_busy.spin_ns = busy.timeout_ns;
+    int64_t quiet_since = 0; /* holding, no request since then */
     unsigned served = 0;
     while (!atomic_load_explicit(&ch->closing, memory_order_relaxed)) {
         if (vswap_requested(&ch->swap))
             vswap_serve(ch);
         int n = serve_one(ch);
         if (n > 0) {
+            quiet_since = 0;
             if ((++served & 63u) == 0)
                 progress(ch);
             continue;
@@ -756,9 +763,17 @@ static void *poller_main(void *arg)
         gate_idle(&ch->gate, false);
         bool in_flight = progress(ch) || draining;
         if (gate_open(&ch->gate)) {
-            if (vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, &holding) == -ETIMEDOUT)
+            int64_t now = vgpu_now_ns();
+            if (!quiet_since)
+                quiet_since = now;
+            if (vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, in_flight ? &holding_busy : &holding) ==
+                    -ETIMEDOUT &&
+                vgpu_now_ns() - quiet_since >= holding.timeout_ns) {
                 gate_idle(&ch->gate, true);
+                quiet_since = 0;
+            }
         } else {
+            quiet_since = 0;
             vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, in_flight ? &busy : &w);
         }
     }
