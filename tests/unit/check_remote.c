@@ -537,6 +537,8 @@ START_TEST(links_that_look_on)
     remote_inbox_polled(a, false);
     remote_events_free(remote_inbox_take(a));
     ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 8, NULL, 0)), 0);
+    struct pollfd p = {.fd = remote_inbox_fd(a), .events = POLLIN};
+    ck_assert_msg(poll(&p, 1, 10000) == 1, "the inbox's descriptor stayed quiet after polling ended");
     ck_assert(wait_event(a, REMOTE_LINK_MSG, true, &got) == ab && got == 8);
     remote_stop(b);
     remote_stop(a);
