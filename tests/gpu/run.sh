@@ -244,23 +244,31 @@ swap_run swap 3 "$PROGS/prog_swap" "$K/basic.fatbin" 1000:4
 "$PYTHON" -c "import torch" >/dev/null 2>&1 && swap_run swap-pytorch 3 "$PYTHON" "$(dirname "$0")/swap_probe.py" 960 4
 "$BIN/vgpuctl" --socket "$sock" status >"$OUT/swap-status.txt" 2>&1
 
-# Remote vGPUs: a second vgpud, node b, linked to node a over UCX on loopback (TCP), both on this
-# machine's GPU(s). Programs on b's vGPU, reached through a, must print what they print natively;
-# an assembly of a local and a remote vGPU copies between them.
+# Remote vGPUs: a second vgpud, node b, linked to node a over UCX on loopback (TCP); with two GPUs
+# each owns one (a the first, b the second), else both share this one. Programs on b's vGPU,
+# reached through a, must print what they print natively on b's GPU (the application suite too);
+# an assembly of a local and a remote vGPU copies between them, and PyTorch uses both at once.
 stop_vgpud
+a_gpu="" b_gpu=""
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then a_gpu=0 b_gpu=1; fi
+on_b() { if [ -n "$b_gpu" ]; then CUDA_VISIBLE_DEVICES=$b_gpu "$@"; else "$@"; fi; } # b's GPU only
 key=$OUT/cluster.key
 head -c 32 /dev/urandom >"$key"
 bsock=$(mktemp -u /tmp/vgpud-gpu-b.XXXXXX)
 port=$((20000 + $$ % 20000))
-"$BIN/vgpud" --foreground --executor cuda --log-level info --socket "$bsock" --node b --remote-listen 127.0.0.1:$((port + 1)) \
+on_b "$BIN/vgpud" --foreground --executor cuda --log-level info \
+    --socket "$bsock" --node b --remote-listen 127.0.0.1:$((port + 1)) \
     --peer a=127.0.0.1:$port --cluster-key "$key" >"$OUT/vgpud-b.log" 2>&1 &
 bpid=$!
+saved_visible=${CUDA_VISIBLE_DEVICES-unset}
+[ -n "$a_gpu" ] && export CUDA_VISIBLE_DEVICES=$a_gpu
 start_vgpud "$BIN" "$sock" "$OUT/vgpud-a.log" cuda info --node a --remote-listen 127.0.0.1:$port \
     --peer b=127.0.0.1:$((port + 1)) --cluster-key "$key" || exit 1
+if [ "$saved_visible" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$saved_visible; fi
 for _ in $(seq 100); do "$BIN/vgpuctl" --socket "$sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && break; sleep 0.1; done
 remote_compare() { # name, program and arguments: natively, then on b's vGPU through a
     local name=$1; shift
-    "$@" >"$OUT/$name.native" 2>&1; local rn=$?
+    on_b "$@" >"$OUT/$name.native" 2>&1; local rn=$?
     "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$@" >"$OUT/$name.vgpu" 2>&1; local rv=$?
     if [ $rn -ne 0 ] || [ $rv -ne 0 ]; then fail "$name: native $rn, remote vGPU $rv"; sed 's/^/    /' "$OUT/$name.vgpu"
     elif ! cmp -s "$OUT/$name.native" "$OUT/$name.vgpu"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"
@@ -271,7 +279,7 @@ remote_compare remote-vecadd "$PROGS/prog_vecadd" "$K/basic.fatbin"
 remote_compare remote-streams "$PROGS/prog_streams" "$K/basic.fatbin"
 remote_compare remote-copy3d "$PROGS/prog_copy3d"
 remote_compare remote-params "$PROGS/prog_params" "$K/basic.fatbin"
-for app in vector_add matrix_mul; do remote_compare "remote-app-$app" "$APPS/$app.static"; done
+for app in $APP_NAMES; do remote_compare "remote-app-$app" "$APPS/$app.static"; done
 if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- "$PROGS/prog_peer" >"$OUT/remote-peer.vgpu" 2>&1
 then pass "remote-peer: $(tail -1 "$OUT/remote-peer.vgpu")"; else fail "remote-peer"; sed 's/^/    /' "$OUT/remote-peer.vgpu"; fi
 if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
@@ -281,6 +289,12 @@ if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
         grep -qF "$s: ok" "$OUT/remote-pytorch.vgpu" || echo "$s"; done)
     [ -z "$lost" ] && pass "remote-pytorch: every step that passes natively passes on a remote vGPU" ||
         fail "remote-pytorch: natively but not on a remote vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
+    if timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- \
+        "$PYTHON" "$(dirname "$0")/pytorch_assembly.py" >"$OUT/remote-assembly.vgpu" 2>&1; then
+        pass "remote-assembly: $(tail -1 "$OUT/remote-assembly.vgpu")"
+    else
+        fail "remote-assembly"; tail -20 "$OUT/remote-assembly.vgpu" | sed 's/^/    /'
+    fi
 fi
 kill $bpid; wait $bpid 2>/dev/null
 
