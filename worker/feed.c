@@ -106,8 +106,8 @@ static void *feed_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "vgpu-fd%u", f->ch->id);
     pthread_setname_np(pthread_self(), name);
-    struct vgpu_wait w = {.ready = feed_ready, .arg = f, .spin_ns = f->spin_ns > 20000 ? f->spin_ns : 20000,
-                          .slice_ns = 10000000, .timeout_ns = 10000000};
+    struct vgpu_wait w = {.ready = feed_ready, .arg = f, .spin_ns = f->spin_ns, .slice_ns = 10000000,
+                          .timeout_ns = 10000000};
     struct vgpu_wait busy = w;
     busy.timeout_ns = 100000;
     while (!atomic_load(&f->stop)) {
@@ -150,7 +150,7 @@ int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool
     }
     f->ch = ch;
     f->bulk = bulk;
-    f->spin_ns = batching->spin_ns;
+    f->spin_ns = remote_look_on_ns(batching);
     pthread_mutex_init(&f->mu, NULL);
     if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
         pthread_mutex_destroy(&f->mu);

@@ -215,8 +215,8 @@ static void *relay_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "vgpu-rl%u", r->id);
     pthread_setname_np(pthread_self(), name);
-    struct vgpu_wait idle = {.ready = request_ready, .arg = r, .spin_ns = r->spin_ns > 20000 ? r->spin_ns : 20000,
-                             .slice_ns = 100000000, .timeout_ns = -1};
+    struct vgpu_wait idle = {.ready = request_ready, .arg = r, .spin_ns = r->spin_ns, .slice_ns = 100000000,
+                             .timeout_ns = -1};
     struct vgpu_wait watching = idle;
     watching.timeout_ns = 200000; /* host functions outstanding: look at their words often */
     /* A batch that is not full goes when no record has followed it for this long. */
@@ -280,7 +280,7 @@ struct relay *relay_open(uint32_t id, uint64_t session, const struct vgpu_channe
         return NULL;
     }
     r->batch_wait_ns = batching->wait_ns;
-    r->spin_ns = batching->spin_ns;
+    r->spin_ns = remote_look_on_ns(batching);
     r->bulk = bulk;
     r->vgpu = vgpu;
     r->id = id;

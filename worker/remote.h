@@ -23,6 +23,13 @@ struct remote_batching {
     int64_t spin_ns;
 };
 
+/* How long the relay's and the feed's threads look on before they sleep: spin_ns, and never less
+ * than 20 us (the next record, or an answer, is often that close). */
+static inline int64_t remote_look_on_ns(const struct remote_batching *b)
+{
+    return b->spin_ns > 20000 ? b->spin_ns : 20000;
+}
+
 /* bulk (both): vgpud moves the channel's larger data-area bytes itself (remote_bulk.h); the worker
  * only marks them (batch_bulk). */
 /* Serve the channel in mem (which the relay owns from here, whatever happens) by relaying it; gone()

@@ -763,9 +763,8 @@ static void *poller_main(void *arg)
         gate_idle(&ch->gate, false);
         bool in_flight = progress(ch) || draining;
         if (gate_open(&ch->gate)) {
-            int64_t now = vgpu_now_ns();
             if (!quiet_since)
-                quiet_since = now;
+                quiet_since = vgpu_now_ns();
             if (vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_server, in_flight ? &holding_busy : &holding) ==
                     -ETIMEDOUT &&
                 vgpu_now_ns() - quiet_since >= holding.timeout_ns) {

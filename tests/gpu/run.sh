@@ -251,24 +251,24 @@ swap_run swap 3 "$PROGS/prog_swap" "$K/basic.fatbin" 1000:4
 stop_vgpud
 a_gpu="" b_gpu=""
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then a_gpu=0 b_gpu=1; fi
-on_b() { if [ -n "$b_gpu" ]; then CUDA_VISIBLE_DEVICES=$b_gpu "$@"; else "$@"; fi; } # b's GPU only
+on_gpu() { # GPU (empty: all), command: the command sees that GPU only
+    local gpu=$1; shift
+    if [ -n "$gpu" ]; then CUDA_VISIBLE_DEVICES=$gpu "$@"; else "$@"; fi
+}
 key=$OUT/cluster.key
 head -c 32 /dev/urandom >"$key"
 bsock=$(mktemp -u /tmp/vgpud-gpu-b.XXXXXX)
 port=$((20000 + $$ % 20000))
-on_b "$BIN/vgpud" --foreground --executor cuda --log-level info \
+on_gpu "$b_gpu" "$BIN/vgpud" --foreground --executor cuda --log-level info \
     --socket "$bsock" --node b --remote-listen 127.0.0.1:$((port + 1)) \
     --peer a=127.0.0.1:$port --cluster-key "$key" >"$OUT/vgpud-b.log" 2>&1 &
 bpid=$!
-saved_visible=${CUDA_VISIBLE_DEVICES-unset}
-[ -n "$a_gpu" ] && export CUDA_VISIBLE_DEVICES=$a_gpu
-start_vgpud "$BIN" "$sock" "$OUT/vgpud-a.log" cuda info --node a --remote-listen 127.0.0.1:$port \
+on_gpu "$a_gpu" start_vgpud "$BIN" "$sock" "$OUT/vgpud-a.log" cuda info --node a --remote-listen 127.0.0.1:$port \
     --peer b=127.0.0.1:$((port + 1)) --cluster-key "$key" || exit 1
-if [ "$saved_visible" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$saved_visible; fi
 for _ in $(seq 100); do "$BIN/vgpuctl" --socket "$sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && break; sleep 0.1; done
 remote_compare() { # name, program and arguments: natively, then on b's vGPU through a
     local name=$1; shift
-    on_b "$@" >"$OUT/$name.native" 2>&1; local rn=$?
+    on_gpu "$b_gpu" "$@" >"$OUT/$name.native" 2>&1; local rn=$?
     "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$@" >"$OUT/$name.vgpu" 2>&1; local rv=$?
     if [ $rn -ne 0 ] || [ $rv -ne 0 ]; then fail "$name: native $rn, remote vGPU $rv"; sed 's/^/    /' "$OUT/$name.vgpu"
     elif ! cmp -s "$OUT/$name.native" "$OUT/$name.vgpu"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"

@@ -458,7 +458,6 @@ START_TEST(pushes)
 }
 END_TEST
 
-/* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 /* Wait (10 s at most) for an event of kind from r, sleeping on its descriptor (by_fd) or taking
  * the inbox again and again; its link, and its message's offset (REMOTE_LINK_MSG), or 0. */
 static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool by_fd, uint64_t *offset)
@@ -545,6 +544,7 @@ START_TEST(links_that_look_on)
 }
 END_TEST
 
+/* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 START_TEST(record_data_ranges)
 {
     struct vgpu_channel_layout l;
