@@ -51,7 +51,7 @@ static CUresult word_get(struct fe_chan *ch, uint64_t *off)
             return CUDA_ERROR_OUT_OF_MEMORY;
         ch->hostfn_words = words;
         uint64_t page;
-        FE_RETURN_IF(fe_heap_alloc(ch, 0, WORD_PAGE, 0, false, &page));
+        FE_RETURN_IF(fe_heap_alloc(ch, 0, WORD_PAGE, 0, FE_PIN_NONE, &page));
         memset(ch->map.data + page, 0, WORD_PAGE);
         for (size_t i = 0; i < per_page; i++)
             words[i] = page + i * sizeof(struct vgpu_host_fn_word);

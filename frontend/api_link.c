@@ -144,7 +144,7 @@ static CUresult link_add(CUlinkState state, CUjitInputType type, const void *dat
     memcpy(tail, name, name_len);
     memcpy(tail + name_len, wire, count * sizeof wire[0]);
     uint64_t off;
-    CUresult r = fe_heap_alloc(l->ch, l->ctx->id, size, 0, false, &off);
+    CUresult r = fe_heap_alloc(l->ch, l->ctx->id, size, 0, FE_PIN_NONE, &off);
     if (r != CUDA_SUCCESS) {
         free(tail);
         return r;
@@ -239,7 +239,7 @@ CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size)
     if (!image)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t off;
-    CUresult r = fe_heap_alloc(l->ch, l->ctx->id, a.size, 0, false, &off);
+    CUresult r = fe_heap_alloc(l->ch, l->ctx->id, a.size, 0, FE_PIN_NONE, &off);
     if (r == CUDA_SUCCESS) {
         FE_REQ(o, LinkOutput);
         o.link = l->id;

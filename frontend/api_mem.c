@@ -67,8 +67,8 @@ enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off)
     pthread_mutex_unlock(&ch->ranges_mu);
     if (device)
         return FE_DEVICE;
-    if (fe_heap_find(ch, (const void *)(uintptr_t)p, NULL, data_off) ||
-        fe_spill_in_data(ch, (const void *)(uintptr_t)p, data_off))
+    if (!fe_chan_remote(ch) && (fe_heap_find(ch, (const void *)(uintptr_t)p, NULL, data_off) ||
+                                fe_spill_in_data(ch, (const void *)(uintptr_t)p, data_off)))
         return FE_PINNED;
     return FE_HOST;
 }
@@ -195,7 +195,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         return CUDA_SUCCESS;
     }
     uint64_t off;
-    CUresult r = fe_heap_alloc(ch, c->id, bytesize, flags, true, &off);
+    CUresult r = fe_heap_alloc(ch, c->id, bytesize, flags, FE_PIN_COPIES, &off);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return fe_spill_alloc(pp, bytesize, flags, c->device);
     FE_RETURN_IF(r);

@@ -65,7 +65,7 @@ static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module
     if (cached != CUDA_ERROR_NOT_FOUND)
         return cached;
     uint64_t off;
-    FE_RETURN_IF(fe_heap_alloc(ch, c->id, size, 0, false, &off));
+    FE_RETURN_IF(fe_heap_alloc(ch, c->id, size, 0, FE_PIN_NONE, &off));
     memcpy(ch->map.data + off, image, size);
     q.offset = off;
     q.size = size;

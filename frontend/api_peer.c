@@ -193,7 +193,7 @@ static CUresult copy_between_nodes(struct fe_ctx *dc, struct fe_chan *dch, uint6
     struct fe_chan *rch = dst_remote ? dch : sch, *lch = dst_remote ? sch : dch;
     struct fe_ctx *rc = dst_remote ? dc : sc, *lc = dst_remote ? sc : dc;
     uint64_t off;
-    if (fe_heap_alloc(rch, rc->id, n < PEER_CHUNK ? n : PEER_CHUNK, 0, false, &off) != CUDA_SUCCESS)
+    if (fe_heap_alloc(rch, rc->id, n < PEER_CHUNK ? n : PEER_CHUNK, 0, FE_PIN_NONE, &off) != CUDA_SUCCESS)
         return CUDA_ERROR_NOT_SUPPORTED; /* no room in its data area now: through the client */
     CUresult r = CUDA_SUCCESS;
     for (size_t at = 0; at < n && r == CUDA_SUCCESS; at += PEER_CHUNK) {
@@ -261,9 +261,9 @@ static CUresult copy_pushed(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst
         return CUDA_ERROR_NOT_SUPPORTED;
     size_t chunk = n < SESSION_PUSH_MAX ? n : SESSION_PUSH_MAX;
     uint64_t soff, doff;
-    if (fe_heap_alloc(sch, sc->id, chunk, 0, false, &soff) != CUDA_SUCCESS)
+    if (fe_heap_alloc(sch, sc->id, chunk, 0, FE_PIN_NONE, &soff) != CUDA_SUCCESS)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (fe_heap_alloc(dch, dc->id, chunk, 0, false, &doff) != CUDA_SUCCESS) {
+    if (fe_heap_alloc(dch, dc->id, chunk, 0, FE_PIN_NONE, &doff) != CUDA_SUCCESS) {
         fe_heap_free(sch, sc->id, soff);
         return CUDA_ERROR_NOT_SUPPORTED;
     }

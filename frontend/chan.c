@@ -331,7 +331,7 @@ static bool signals_ready(struct fe_chan *ch, uint32_t ctx)
     if (state != FE_SIGNALS_NONE || !atomic_compare_exchange_strong(&ch->signal_state, &state, FE_SIGNALS_MAKING))
         return false; /* being made by another thread, or impossible: wait for responses meanwhile */
     uint64_t off;
-    if (fe_heap_alloc(ch, ctx, PAGE, CU_MEMHOSTALLOC_DEVICEMAP, true, &off) != CUDA_SUCCESS) {
+    if (fe_heap_alloc(ch, ctx, PAGE, CU_MEMHOSTALLOC_DEVICEMAP, FE_PIN_DEVICE, &off) != CUDA_SUCCESS) {
         atomic_store(&ch->signal_state, FE_SIGNALS_FAILED);
         return false;
     }
@@ -499,13 +499,13 @@ static void heap_release_locked(struct fe_chan *ch, uint64_t off, uint64_t size)
     }
 }
 
-CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, bool pin, uint64_t *out)
+CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
+                       uint64_t *out)
 {
     if (size == 0 || size > ch->map.layout.data_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* A remote vGPU's device cannot reach this memory: pinned memory stays the application's and its
-     * copies stage through the slots, whose bytes travel with the calls. */
-    if (pin && (fe.devices[ch->device].info.flags & VGPU_DEVICE_REMOTE))
+    bool remote = fe_chan_remote(ch);
+    if (pin == FE_PIN_DEVICE && remote)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t need = (size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
     pthread_mutex_lock(&ch->heap_mu);
@@ -538,12 +538,13 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
     ch->blocks[at] = (struct fe_block){off, need, flags & ~VGPU_HOST_REGISTER_ANY_CAPTURE, 0, false};
     ch->block_count++;
     pthread_mutex_unlock(&ch->heap_mu);
-    if (pin) {
+    if (pin != FE_PIN_NONE) {
         FE_REQ(q, HostRegister);
         FE_RSP(a, HostRegister);
         q.offset = off;
         q.size = need;
-        q.flags = ((flags & CU_MEMHOSTALLOC_DEVICEMAP) ? CU_MEMHOSTREGISTER_DEVICEMAP : 0) |
+        /* The serving node's copy of a remote vGPU's block is no address of the application's. */
+        q.flags = ((flags & CU_MEMHOSTALLOC_DEVICEMAP) && !remote ? CU_MEMHOSTREGISTER_DEVICEMAP : 0) |
                   (flags & VGPU_HOST_REGISTER_ANY_CAPTURE);
         CUresult r = FE_CALL(ch, ctx, HostRegister, &q, &a);
         if (r != CUDA_SUCCESS) {
@@ -557,11 +558,12 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
         }
         pthread_mutex_lock(&ch->heap_mu);
         struct fe_block *b = &ch->blocks[block_index(ch, off) - 1];
+        uint64_t dptr = remote ? 0 : a.dptr;
         b->registered = true;
-        b->dptr = a.dptr;
+        b->dptr = dptr;
         pthread_mutex_unlock(&ch->heap_mu);
-        if (a.dptr)
-            fe_ranges_add(ch, &(struct vgpu_range){.base = a.dptr, .size = need, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP});
+        if (dptr)
+            fe_ranges_add(ch, &(struct vgpu_range){.base = dptr, .size = need, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP});
     }
     *out = off;
     return CUDA_SUCCESS;

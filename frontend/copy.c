@@ -146,11 +146,15 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
 
 /* Are the n bytes at p all inside pinned data-area memory (allocated there, or registered memory
  * whose pages are a block of it)? Then *off is where they start there (the executor DMAs straight
- * from or to them). */
-static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, uint64_t *off)
+ * from or to them). A remote vGPU's pinned memory serves synchronous copies only (sync; FE_PIN_COPIES):
+ * their bytes travel with their calls; an asynchronous copy, whose bytes nothing would bring back
+ * when its stream gets to it, is staged as for pageable memory. */
+static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, bool sync, uint64_t *off)
 {
     struct fe_block b;
     uint64_t o;
+    if (!sync && fe_chan_remote(ch))
+        return false;
     if (!fe_heap_find(ch, p, &b, off) &&
         !(fe_spill_in_data(ch, p, &o) && fe_heap_find(ch, ch->map.data + o, &b, off)))
         return false;
@@ -177,9 +181,72 @@ static CUresult post_area_copy(struct fe_ctx *c, struct fe_chan *ch, struct vgpu
     return r;
 }
 
+/* One chunk of a remote vGPU's pipelined copy (remote_area_copy), of the `left` bytes at off that
+ * are left: its staging slot tells of its completion only; the bytes are the block's. */
+static CUresult post_area_chunk(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off,
+                                size_t left, bool to_device, uint32_t slot)
+{
+    size_t n = left < FE_REMOTE_CHUNK ? left : FE_REMOTE_CHUNK;
+    slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
+    CUresult r;
+    if (to_device) {
+        FE_REQ(q, CopyHtoD);
+        q.dst = dptr, q.offset = off, q.size = n, q.stream = stream, q.slot = slot;
+        r = FE_POST(ch, c->id, CopyHtoD, &q, false);
+    } else {
+        FE_REQ(q, CopyDtoH);
+        q.src = dptr, q.offset = off, q.size = n, q.stream = stream, q.slot = slot;
+        r = FE_POST(ch, c->id, CopyDtoH, &q, false);
+    }
+    if (r != CUDA_SUCCESS) /* not posted: nothing will complete it */
+        slot_set(ch, slot, VGPU_SLOT_IDLE);
+    return r;
+}
+
+/* A remote vGPU's synchronous copy of a pinned block, in chunks whose completions the staging slots
+ * carry: the serving node moves chunk k+1 between its device and its copy of the block while chunk
+ * k crosses the link, and the tenant's node lands one while the next comes (one record would move
+ * the whole copy on the device before its first byte left, or after its last arrived). */
+static CUresult remote_area_copy(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off,
+                                 size_t n, bool to_device)
+{
+    FE_RETURN_IF(fe_capture_refuse(ch, stream)); /* a synchronous copy, as one record would be refused */
+    const uint32_t count = ch->map.layout.slot_count;
+    size_t chunks = (n + FE_REMOTE_CHUNK - 1) / FE_REMOTE_CHUNK;
+    size_t window = chunks < count ? chunks : count;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&ch->staging_mu);
+    uint32_t first = next_slot(ch);
+    ch->slot_cursor = (uint32_t)((first + window) % count);
+    size_t posted = 0;
+    while (posted < window && r == CUDA_SUCCESS) {
+        uint32_t slot = (uint32_t)((first + posted) % count);
+        size_t at = posted * FE_REMOTE_CHUNK;
+        if ((r = claim_slot(ch, slot)) == CUDA_SUCCESS &&
+            (r = post_area_chunk(c, ch, stream, dptr + at, off + at, n - at, to_device, slot)) == CUDA_SUCCESS)
+            posted++;
+    }
+    /* Each chunk posted is waited for, failed or not: the copy is complete (or dead) when this returns. */
+    for (size_t k = 0; k < posted; k++) {
+        uint32_t slot = (uint32_t)((first + k) % count);
+        CUresult done = claim_slot(ch, slot);
+        r = r ? r : done;
+        size_t next = k + window;
+        if (r == CUDA_SUCCESS && next < chunks) {
+            size_t at = next * FE_REMOTE_CHUNK;
+            if ((r = post_area_chunk(c, ch, stream, dptr + at, off + at, n - at, to_device, slot)) == CUDA_SUCCESS)
+                posted++;
+        }
+    }
+    pthread_mutex_unlock(&ch->staging_mu);
+    return r;
+}
+
 CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off, size_t n,
                       bool to_device, bool reply)
 {
+    if (reply && n > FE_REMOTE_CHUNK && fe_chan_remote(ch))
+        return remote_area_copy(c, ch, stream, dptr, off, n, to_device);
     if (to_device) {
         FE_REQ(q, CopyHtoD);
         q.dst = dptr;
@@ -225,8 +292,12 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     uint64_t off;
-    if (pinned_range(ch, src, n, &off))
+    if (pinned_range(ch, src, n, !async, &off)) {
+        /* A remote vGPU's bytes go now: after what a queued host function writes into them. */
+        if (fe_chan_remote(ch) && fe_host_fns_queued(ch))
+            FE_RETURN_IF(fe_stream_wait(c, ch, stream));
         return fe_copy_area(c, ch, stream, dst, off, n, true, !async);
+    }
     uint64_t mapped = fe_registered_file_address(ch, src, n);
     if (mapped) /* the worker's mapping of the same pages: pinned, done when a synchronous copy returns */
         return copy_mapped(c, ch, stream, dst, mapped, n, async);
@@ -261,7 +332,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(src, n, false));
     uint64_t off;
-    if (pinned_range(ch, dst, n, &off))
+    if (pinned_range(ch, dst, n, !async, &off))
         return fe_copy_area(c, ch, stream, src, off, n, false, !async);
     uint64_t mapped = fe_registered_file_address(ch, dst, n);
     if (mapped)
@@ -305,7 +376,7 @@ CUresult fe_memset(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64
     bool pinned = false;
     if (!fe_device_range(ch, c->id, dst, count * elem)) {
         struct fe_block b;
-        pinned = fe_heap_find(ch, (const void *)(uintptr_t)dst, &b, &off) && b.registered &&
+        pinned = !fe_chan_remote(ch) && fe_heap_find(ch, (const void *)(uintptr_t)dst, &b, &off) && b.registered &&
                  count * elem <= b.size - (off - b.off);
         if (!pinned) {
             LOG_DEBUG("a memset of %zu x %u bytes at %#llx: not memory of the context's", count, elem,
@@ -603,7 +674,7 @@ static CUresult graph_staged_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t s
                               k->depth};
     /* Pinned: the driver reads pageable memory of a graph's copy when the graph is launched, before
      * the host node has filled it. */
-    CUresult r = fe_heap_alloc(ch, c->id, host_span, VGPU_HOST_REGISTER_ANY_CAPTURE, true, &g->off);
+    CUresult r = fe_heap_alloc(ch, c->id, host_span, VGPU_HOST_REGISTER_ANY_CAPTURE, FE_PIN_DEVICE, &g->off);
     if (r != CUDA_SUCCESS) {
         free(g);
         LOG_INFO("no room in the data area to stage a graph's copy of %llu bytes of pageable memory",
@@ -668,7 +739,13 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     struct fe_copy_3d pinned = *k;
     struct fe_copy_side *host = k->dst.device ? &pinned.src : &pinned.dst;
     uint64_t off;
-    if (pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, &off)) {
+    /* A remote vGPU's bytes come back as one span: where rows leave gaps, the gaps would come too. */
+    bool gaps = host->pitch != k->width || (k->depth > 1 && host->rows != k->height);
+    bool remote = fe_chan_remote(ch);
+    if (!(remote && gaps && !k->dst.device) &&
+        pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, !async, &off)) {
+        if (remote && k->dst.device && fe_host_fns_queued(ch))
+            FE_RETURN_IF(fe_stream_wait(c, ch, stream));
         host->addr = off;
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);

@@ -135,6 +135,9 @@ struct fe_block {
  * stores it where it can, as soon as the driver would see the copy done); larger ones for a
  * response, whose cost they do not notice. */
 #define FE_SIGNAL_MAX_BYTES (1u << 20)
+/* A remote vGPU's synchronous copies of pinned memory larger than this go in chunks of this size
+ * (on an H200 over TCP, 2 MiB did better than 256 KiB to 1 MiB, and than one record). */
+#define FE_REMOTE_CHUNK (2u << 20)
 enum { FE_SIGNALS_NONE, FE_SIGNALS_MAKING, FE_SIGNALS_READY, FE_SIGNALS_FAILED };
 /* A free completion word of ch's (its data-area offset in *off, its index in *idx), made ready
  * for a call; false when there is none (the call then waits for a response). */
@@ -162,12 +165,23 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
 
 /* Wait until a staging slot is no longer in flight; returns its final state. */
 uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot);
-/* Allocate and free data-area heap memory; registered blocks are pinned through vgpud (flags: the
- * CU_MEMHOSTALLOC_* ones, and VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */
 /* The devices CUDA_VISIBLE_DEVICES (spec; NULL: unset) leaves, as indexes into devs, in its order:
  * how many (0..count). */
 int fe_visible_devices(const char *spec, const struct vgpu_device_info *devs, int count, int *order);
-CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, bool pin, uint64_t *off);
+/* How a data-area heap block is pinned through vgpud. */
+enum fe_pin {
+    FE_PIN_NONE,   /* not pinned: a buffer of the frontend's own */
+    FE_PIN_DEVICE, /* pinned where the device reaches it, as the channel's other work does: refused
+                    * on a remote vGPU, whose device cannot reach it (a graph replays without the
+                    * client, a kernel reads mapped memory) */
+    FE_PIN_COPIES, /* pinned memory of the application (cuMemAllocHost): on a remote vGPU pinned on
+                    * the serving node, reached only by synchronous copies, whose bytes travel with
+                    * their calls (fe_pinned_for_copy) */
+};
+/* Allocate and free data-area heap memory (flags: the CU_MEMHOSTALLOC_* ones, and
+ * VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */
+CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
+                       uint64_t *off);
 CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
 /* Find the heap block containing p (a pointer into the data area): a copy in *block (if not NULL)
  * and p's data-area offset in *off. */
@@ -251,6 +265,12 @@ struct fe_state {
 };
 
 extern struct fe_state fe;
+
+/* Whether ch's vGPU is a GPU of another node. */
+static inline bool fe_chan_remote(const struct fe_chan *ch)
+{
+    return (fe.devices[ch->device].info.flags & VGPU_DEVICE_REMOTE) != 0;
+}
 
 /* Receive vgpud's answer on the link (fe.mu held, or during the handshake), noting on the way
  * whatever vgpud says on its own (VGPU_MSG_WORKER_GONE); as the link's recv. */
@@ -380,7 +400,8 @@ bool fe_host_fns_queued(struct fe_chan *ch);
  * let it be, the graph keeps it. */
 bool fe_graph_mem_owns(CUdeviceptr p);
 
-/* Where a pointer lives, for copies. */
+/* Where a pointer lives, for copies (a remote vGPU's pinned memory is FE_HOST: its device cannot
+ * reach it in stream order). */
 enum fe_where { FE_HOST, FE_PINNED, FE_DEVICE };
 enum fe_where fe_classify(struct fe_chan *ch, uint64_t p, uint64_t *data_off);
 /* Check [p, p+n) is device memory of context ctx (client's copy of vgpud's ranges). */

@@ -196,6 +196,16 @@ static void pinned(void)
     reference(want_back, hs, dev_image, ds, first);
     expect_host(back, want_back, bytes(hs) + 100, "pinned");
     expect_device(d, dev_image, bytes(ds), "pinned");
+    /* Synchronously, into rows with gaps between them: the gaps keep what they held (a remote
+     * vGPU's bytes must not come back as the whole span the rows cover). */
+    memset(back, 0xc3, bytes(hs) + 100);
+    memcpy(want_back, back, bytes(hs) + 100);
+    p = descriptor(hs, ds, out);
+    set_src(&p, CU_MEMORYTYPE_DEVICE, NULL, d);
+    set_dst(&p, CU_MEMORYTYPE_HOST, back, 0);
+    CHECK(cuMemcpy3D(&p));
+    reference(want_back, hs, dev_image, ds, out);
+    expect_host(back, want_back, bytes(hs) + 100, "pinned, synchronous");
     CHECK(cuStreamDestroy(s));
     CHECK(cuMemFree(d));
     CHECK(cuMemFreeHost(src));

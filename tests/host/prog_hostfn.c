@@ -46,6 +46,19 @@ static void CUDA_CB note_order(CUstream stream, CUresult status, void *arg)
 
 static void CUDA_CB set_flag(void *arg) { *(volatile int *)arg = 1; }
 
+struct fill {
+    uint8_t *p;
+    size_t n;
+    int value;
+};
+
+static void CUDA_CB fill_late(void *arg)
+{
+    struct fill *f = arg;
+    usleep(1000); /* a copy that did not wait for this reads the old bytes */
+    memset(f->p, f->value, f->n);
+}
+
 static void CUDA_CB count(void *arg) { ++*(volatile int *)arg; }
 
 int main(void)
@@ -111,6 +124,27 @@ int main(void)
     CHECK(cuLaunchHostFunc(NULL, set_flag, (void *)&flag));
     CHECK(cuCtxSynchronize());
     EXPECT(flag == 1, "the host function on the default stream had not run after a synchronize");
+
+    /* A synchronous copy from pinned memory reads it after a host function queued before it has
+     * written it (more than a staging slot: a remote vGPU's copy goes in chunks). */
+    size_t big = (3u << 20) + 4096;
+    uint8_t *src, *back = malloc(big);
+    CUdeviceptr dbig;
+    EXPECT(back, "out of memory");
+    CHECK(cuMemAllocHost((void **)&src, big));
+    CHECK(cuMemAlloc(&dbig, big));
+    memset(src, 1, big);
+    struct fill late = {src, big, 0x3c};
+    CHECK(cuLaunchHostFunc(NULL, fill_late, &late));
+    CHECK(cuMemcpyHtoD(dbig, src, big));
+    CHECK(cuMemcpyDtoH(back, dbig, big));
+    size_t stale = 0;
+    for (size_t i = 0; i < big; i++)
+        stale += back[i] != 0x3c;
+    EXPECT(stale == 0, "the copy after the host function read %zu bytes it had not written yet", stale);
+    free(back);
+    CHECK(cuMemFreeHost(src));
+    CHECK(cuMemFree(dbig));
 
     CHECK(cuMemFreeHost(seen.pinned));
     CHECK(cuMemFreeHost(seen.out));
