@@ -196,7 +196,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     }
     uint64_t off;
     CUresult r = fe_heap_alloc(ch, c->id, bytesize, flags, FE_PIN_COPIES, &off);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    /* (A remote vGPU's block is pinned on its node too: what that node refuses, pages here serve.) */
+    if (r == CUDA_ERROR_OUT_OF_MEMORY || (r != CUDA_SUCCESS && fe_chan_remote(ch)))
         return fe_spill_alloc(pp, bytesize, flags, c->device);
     FE_RETURN_IF(r);
     *pp = ch->map.data + off;

@@ -112,6 +112,7 @@ struct remote {
     int inbox_fd;
     atomic_bool wake_pending;
     atomic_bool spinning; /* the links' thread looks on for work (cfg.spin_ns): no need to wake it */
+    atomic_bool outbox_full; /* the outbox has messages (looked at without its lock while spinning) */
     atomic_bool inbox_polled; /* vgpud's loop looks at the inbox on every turn: no need to wake it */
     struct bulk_op *bulk_ops; /* the links' thread's */
     /* Bytes of each link's messages not sent yet (vgpud's outbox and UCX's queue), by conn index,
@@ -791,6 +792,7 @@ static bool drain_outbox(struct remote *r)
     bool any = list != NULL;
     r->outbox = NULL;
     r->outbox_tail = &r->outbox;
+    atomic_store(&r->outbox_full, false);
     pthread_mutex_unlock(&r->box_mu);
     while (list) {
         struct outgoing *o = list;
@@ -812,33 +814,38 @@ static bool drain_outbox(struct remote *r)
     return any;
 }
 
-/* Whether vgpud's loop has left messages to send. */
-static bool outbox_waiting(struct remote *r)
-{
-    pthread_mutex_lock(&r->box_mu);
-    bool waiting = r->outbox != NULL;
-    pthread_mutex_unlock(&r->box_mu);
-    return waiting;
-}
+/* While the thread looks on, the links' timers (tick) run this often rather than on every turn. */
+#define SPIN_TICK_NS 200000
 
 static void *link_main(void *arg)
 {
     struct remote *r = arg;
     /* After traffic the thread looks on for more (cfg.spin_ns) rather than sleep: the answer to
-     * what went is on its way, and a wake-up costs the round trip microseconds. */
-    int64_t hot_until = 0;
+     * what went is on its way, and a wake-up costs the round trip microseconds. A turn that looks
+     * on is short (how soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only
+     * when it has something. */
+    int64_t hot_until = 0, next_tick = 0;
     while (!atomic_load(&r->stop)) {
         bool did = false;
         while (ucp_worker_progress(r->worker))
             did = true;
-        pthread_mutex_lock(&r->mu);
-        did |= drain_outbox(r);
-        tick(r);
-        pthread_mutex_unlock(&r->mu);
-        while (ucp_worker_progress(r->worker))
-            did = true;
+        int64_t now = (int64_t)now_ns();
+        bool hot = now < hot_until;
+        if (!hot || now >= next_tick || atomic_load(&r->outbox_full)) {
+            pthread_mutex_lock(&r->mu);
+            bool sent = drain_outbox(r);
+            if (!hot || now >= next_tick) {
+                tick(r);
+                next_tick = now + SPIN_TICK_NS;
+            }
+            pthread_mutex_unlock(&r->mu);
+            if (sent) {
+                did = true;
+                while (ucp_worker_progress(r->worker))
+                    ;
+            }
+        }
         if (r->cfg.spin_ns > 0) {
-            int64_t now = (int64_t)now_ns();
             if (did)
                 hot_until = now + r->cfg.spin_ns;
             if (now < hot_until) {
@@ -847,7 +854,7 @@ static void *link_main(void *arg)
             }
             /* Senders that saw it spinning did not wake it: what they left is looked at first. */
             atomic_store(&r->spinning, false);
-            if (outbox_waiting(r))
+            if (atomic_load(&r->outbox_full))
                 continue;
         }
         if (ucp_worker_arm(r->worker) == UCS_ERR_BUSY)
@@ -1038,6 +1045,7 @@ static void outbox_push(struct remote *r, struct outgoing *o)
     pthread_mutex_lock(&r->box_mu);
     *r->outbox_tail = o;
     r->outbox_tail = &o->next;
+    atomic_store(&r->outbox_full, true);
     pthread_mutex_unlock(&r->box_mu);
     if (!atomic_load(&r->spinning) && !atomic_exchange(&r->wake_pending, true) && write(r->wake[1], "x", 1) < 0) {
         /* the pipe is full: the thread is awake */
