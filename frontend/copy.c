@@ -45,6 +45,17 @@ static uint32_t next_slot(struct fe_chan *ch)
     return s;
 }
 
+/* The first of the slots a copy of `chunks` pieces takes in turn (staging_mu held): as many as it
+ * has pieces, all of them at most (*window); piece k uses slot first + k (mod the count). */
+static uint32_t take_window(struct fe_chan *ch, size_t chunks, size_t *window)
+{
+    const uint32_t count = ch->map.layout.slot_count;
+    *window = chunks < count ? chunks : count;
+    uint32_t first = next_slot(ch);
+    ch->slot_cursor = (uint32_t)((first + *window) % count);
+    return first;
+}
+
 /* lands: a synchronous call's, whose last part lands before the worker serves the next record. */
 static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const uint8_t *src,
                             size_t n, bool lands)
@@ -92,12 +103,10 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
 {
     const uint64_t slot_size = ch->map.layout.slot_size;
     const uint32_t count = ch->map.layout.slot_count;
-    size_t chunks = (n + slot_size - 1) / slot_size;
-    size_t window = chunks < count ? chunks : count;
+    size_t chunks = (n + slot_size - 1) / slot_size, window;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ch->staging_mu);
-    uint32_t first = next_slot(ch);
-    ch->slot_cursor = (uint32_t)((first + window) % count);
+    uint32_t first = take_window(ch, chunks, &window);
     for (size_t k = 0; k < window && r == CUDA_SUCCESS; k++) {
         uint32_t slot = (uint32_t)((first + k) % count);
         r = claim_slot(ch, slot);
@@ -212,13 +221,10 @@ static CUresult remote_area_copy(struct fe_ctx *c, struct fe_chan *ch, uint32_t 
 {
     FE_RETURN_IF(fe_capture_refuse(ch, stream)); /* a synchronous copy, as one record would be refused */
     const uint32_t count = ch->map.layout.slot_count;
-    size_t chunks = (n + FE_REMOTE_CHUNK - 1) / FE_REMOTE_CHUNK;
-    size_t window = chunks < count ? chunks : count;
+    size_t chunks = (n + FE_REMOTE_CHUNK - 1) / FE_REMOTE_CHUNK, window, posted = 0;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ch->staging_mu);
-    uint32_t first = next_slot(ch);
-    ch->slot_cursor = (uint32_t)((first + window) % count);
-    size_t posted = 0;
+    uint32_t first = take_window(ch, chunks, &window);
     while (posted < window && r == CUDA_SUCCESS) {
         uint32_t slot = (uint32_t)((first + posted) % count);
         size_t at = posted * FE_REMOTE_CHUNK;
