@@ -436,7 +436,7 @@ struct vgpu_device_info {
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 /* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and
- * copies stage through the channel's slots. */
+ * only synchronous copies use pinned memory as such (the others stage through the channel's slots). */
 #define VGPU_DEVICE_REMOTE 1u
 /* Peer access between vGPUs is not offered (vgpud swaps their memory in and out). */
 #define VGPU_DEVICE_NO_PEER 2u

@@ -282,13 +282,18 @@ remote_compare remote-params "$PROGS/prog_params" "$K/basic.fatbin"
 for app in $APP_NAMES; do remote_compare "remote-app-$app" "$APPS/$app.static"; done
 if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- "$PROGS/prog_peer" >"$OUT/remote-peer.vgpu" 2>&1
 then pass "remote-peer: $(tail -1 "$OUT/remote-peer.vgpu")"; else fail "remote-peer"; sed 's/^/    /' "$OUT/remote-peer.vgpu"; fi
+# The frameworks' probes on b's vGPU: every step that passed natively above.
+for fw in pytorch:torch cupy:cupy jax:jax; do
+    name=${fw%%:*}; module=${fw#*:}
+    [ -f "$OUT/$name.native" ] && "$PYTHON" -c "import $module" >/dev/null 2>&1 || continue
+    timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$PYTHON" "$(dirname "$0")/${name}_probe.py" \
+        >"$OUT/remote-$name.vgpu" 2>"$OUT/remote-$name.vgpu.err"
+    lost=$(grep '^STEP .*: ok' "$OUT/$name.native" | sed 's/: ok.*//' | while read -r s; do
+        grep -qF "$s: ok" "$OUT/remote-$name.vgpu" || echo "$s"; done)
+    [ -z "$lost" ] && pass "remote-$name: every step that passes natively passes on a remote vGPU" ||
+        fail "remote-$name: natively but not on a remote vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
+done
 if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-    timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$PYTHON" "$(dirname "$0")/pytorch_probe.py" \
-        >"$OUT/remote-pytorch.vgpu" 2>"$OUT/remote-pytorch.vgpu.err"
-    lost=$(grep '^STEP .*: ok' "$OUT/pytorch.native" | sed 's/: ok.*//' | while read -r s; do
-        grep -qF "$s: ok" "$OUT/remote-pytorch.vgpu" || echo "$s"; done)
-    [ -z "$lost" ] && pass "remote-pytorch: every step that passes natively passes on a remote vGPU" ||
-        fail "remote-pytorch: natively but not on a remote vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
     if timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- \
         "$PYTHON" "$(dirname "$0")/pytorch_assembly.py" >"$OUT/remote-assembly.vgpu" 2>&1; then
         pass "remote-assembly: $(tail -1 "$OUT/remote-assembly.vgpu")"
