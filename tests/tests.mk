@@ -113,11 +113,11 @@ TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PR
 # The suite's programs carry no sanitizer; a sanitized frontend inside them needs ASan loaded first.
 APPS_PRELOAD := $(if $(filter 1,$(SAN)),$(shell $(CC) -print-file-name=libasan.so))
 
-check-unit: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
+check-unit: check-unit-build
 	@mkdir -p $(TEST_O)/tmp
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(TEST_ENV) CK_DEFAULT_TIMEOUT=60 $$t; done
 
-check-host: $(HOST_TEST_DEPS)
+check-host: check-host-build
 	@mkdir -p $(TEST_O)/tmp
 	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
 	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_cluster
@@ -125,12 +125,22 @@ check-host: $(HOST_TEST_DEPS)
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
 # run the whole suite built with ASan and UBSan, a bounded run of each fuzzer, then the Xen smoke
 # test on the plain build.
+# The builds use every processor (CHECK_JOBS); the tests run one after another, as they were written.
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check:
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) SAN=1 check-unit-build check-host-build
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-fuzz-build
 	@$(MAKE) --no-print-directory check-fuzz
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-xen-build
 	@$(MAKE) --no-print-directory check-xen XEN_SAN_BUILD=build/san
+
+# What each part of the suite needs built (make check builds them in parallel first).
+check-unit-build: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
+check-host-build: $(HOST_TEST_DEPS)
+.PHONY: check-unit-build check-host-build check-xen-build
 
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.
@@ -155,6 +165,7 @@ $(XEN_HOSTILE): $(O)/obj/tests/xen/xen_hostile.o $(LIBXEN) $(LIBCOMMON)
 
 # XEN_SAN_BUILD: a sanitizer build for dom0's vgpud and some of the guest's programs (make check).
 XEN_SAN_BUILD ?=
-check-xen: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
+check-xen-build: all $(PROG_BIN) $(EMU_KERNELS) $(XEN_HOSTILE) $(O)/benchmarks/bench_latency
+check-xen: check-xen-build
 	VGPU_BUILD=$(abspath $(O)) VGPU_SAN_BUILD=$(if $(XEN_SAN_BUILD),$(abspath $(XEN_SAN_BUILD))) XEN_OUT=$(abspath $(O))/xen XEN_CACHE=$(abspath $(O))/xen-cache tests/xen/build.sh
 	$(PYTHON) tests/xen/run.py --out $(O)/xen --log $(O)/xen/serial.log --timeout 480

@@ -50,7 +50,8 @@ $(FUZZ_O)/seeds: tests/fuzz/seeds.c | $(GEN)
 -include $(FUZZ_O)/seeds.d
 
 # A bounded run of each, from the committed seeds (new inputs go to a scratch corpus).
-check-fuzz: $(FUZZ_BIN)
+check-fuzz-build: $(FUZZ_BIN)
+check-fuzz: check-fuzz-build
 	@set -e; for f in $(FUZZERS); do \
 		rm -rf $(FUZZ_O)/scratch/$$f; mkdir -p $(FUZZ_O)/scratch/$$f; \
 		echo "== fuzz_$$f for $(FUZZ_SECONDS) s"; \
@@ -75,4 +76,4 @@ fuzz-seeds: $(FUZZ_O)/seeds $(TEST_O)/kernels/basic.zstd.fatbin $(TEST_O)/kernel
 		$(TEST_O)/kernels/basic.none.fatbin $(TEST_O)/kernels/params.zstd.fatbin
 	$(FUZZ_O)/seeds tests/fuzz/corpus $(filter %.fatbin,$^)
 
-.PHONY: check-fuzz fuzz fuzz-seeds
+.PHONY: check-fuzz check-fuzz-build fuzz fuzz-seeds
