@@ -244,10 +244,12 @@ swap_run swap 3 "$PROGS/prog_swap" "$K/basic.fatbin" 1000:4
 "$PYTHON" -c "import torch" >/dev/null 2>&1 && swap_run swap-pytorch 3 "$PYTHON" "$(dirname "$0")/swap_probe.py" 960 4
 "$BIN/vgpuctl" --socket "$sock" status >"$OUT/swap-status.txt" 2>&1
 
-# Remote vGPUs: a second vgpud, node b, linked to node a over UCX on loopback (TCP); with two GPUs
-# each owns one (a the first, b the second), else both share this one. Programs on b's vGPU,
-# reached through a, must print what they print natively on b's GPU (the application suite too);
-# an assembly of a local and a remote vGPU copies between them, and PyTorch uses both at once.
+# Remote vGPUs: a second vgpud, node b, linked to node a over UCX on loopback, over TCP and over
+# shared memory (VGPU_REMOTE_TRANSPORTS: NAME=UCX_TLS ...); with two GPUs each owns one (a the
+# first, b the second), else both share this one. Programs on b's vGPU, reached through a, must
+# print what they print natively on b's GPU (the application suite too); over the first transport
+# also peer copies between a local and a remote vGPU, the frameworks' probes, and PyTorch on an
+# assembly of a local and a remote vGPU.
 stop_vgpud
 a_gpu="" b_gpu=""
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then a_gpu=0 b_gpu=1; fi
@@ -258,14 +260,6 @@ on_gpu() { # GPU (empty: all), command: the command sees that GPU only
 key=$OUT/cluster.key
 head -c 32 /dev/urandom >"$key"
 bsock=$(mktemp -u /tmp/vgpud-gpu-b.XXXXXX)
-port=$((20000 + $$ % 20000))
-on_gpu "$b_gpu" "$BIN/vgpud" --foreground --executor cuda --log-level info \
-    --socket "$bsock" --node b --remote-listen 127.0.0.1:$((port + 1)) \
-    --peer a=127.0.0.1:$port --cluster-key "$key" >"$OUT/vgpud-b.log" 2>&1 &
-bpid=$!
-on_gpu "$a_gpu" start_vgpud "$BIN" "$sock" "$OUT/vgpud-a.log" cuda info --node a --remote-listen 127.0.0.1:$port \
-    --peer b=127.0.0.1:$((port + 1)) --cluster-key "$key" || exit 1
-for _ in $(seq 100); do "$BIN/vgpuctl" --socket "$sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && break; sleep 0.1; done
 remote_compare() { # name, program and arguments: natively, then on b's vGPU through a
     local name=$1; shift
     on_gpu "$b_gpu" "$@" >"$OUT/$name.native" 2>&1; local rn=$?
@@ -274,34 +268,54 @@ remote_compare() { # name, program and arguments: natively, then on b's vGPU thr
     elif ! cmp -s "$OUT/$name.native" "$OUT/$name.vgpu"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"
     else pass "$name: $(tail -1 "$OUT/$name.vgpu")"; fi
 }
-remote_compare remote-copies "$PROGS/prog_copies"
-remote_compare remote-vecadd "$PROGS/prog_vecadd" "$K/basic.fatbin"
-remote_compare remote-streams "$PROGS/prog_streams" "$K/basic.fatbin"
-remote_compare remote-copy3d "$PROGS/prog_copy3d"
-remote_compare remote-params "$PROGS/prog_params" "$K/basic.fatbin"
-for app in $APP_NAMES; do remote_compare "remote-app-$app" "$APPS/$app.static"; done
-if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- "$PROGS/prog_peer" >"$OUT/remote-peer.vgpu" 2>&1
-then pass "remote-peer: $(tail -1 "$OUT/remote-peer.vgpu")"; else fail "remote-peer"; sed 's/^/    /' "$OUT/remote-peer.vgpu"; fi
-# The frameworks' probes on b's vGPU: every step that passed natively above.
-for fw in pytorch:torch cupy:cupy jax:jax; do
-    name=${fw%%:*}; module=${fw#*:}
-    [ -f "$OUT/$name.native" ] && "$PYTHON" -c "import $module" >/dev/null 2>&1 || continue
-    timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$PYTHON" "$(dirname "$0")/${name}_probe.py" \
-        >"$OUT/remote-$name.vgpu" 2>"$OUT/remote-$name.vgpu.err"
-    lost=$(grep '^STEP .*: ok' "$OUT/$name.native" | sed 's/: ok.*//' | while read -r s; do
-        grep -qF "$s: ok" "$OUT/remote-$name.vgpu" || echo "$s"; done)
-    [ -z "$lost" ] && pass "remote-$name: every step that passes natively passes on a remote vGPU" ||
-        fail "remote-$name: natively but not on a remote vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
-done
-if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-    if timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- \
-        "$PYTHON" "$(dirname "$0")/pytorch_assembly.py" >"$OUT/remote-assembly.vgpu" 2>&1; then
-        pass "remote-assembly: $(tail -1 "$OUT/remote-assembly.vgpu")"
-    else
-        fail "remote-assembly"; tail -20 "$OUT/remote-assembly.vgpu" | sed 's/^/    /'
+remote_links() { # transport name, UCX_TLS, whether to run everything
+    local t=$1 full=$3 port=$((20000 + ($$ + RANDOM) % 20000))
+    export UCX_TLS=$2
+    on_gpu "$b_gpu" "$BIN/vgpud" --foreground --executor cuda --log-level info \
+        --socket "$bsock" --node b --remote-listen 127.0.0.1:$((port + 1)) \
+        --peer a=127.0.0.1:$port --cluster-key "$key" >"$OUT/vgpud-b-$t.log" 2>&1 &
+    local bpid=$!
+    on_gpu "$a_gpu" start_vgpud "$BIN" "$sock" "$OUT/vgpud-a-$t.log" cuda info --node a \
+        --remote-listen 127.0.0.1:$port --peer b=127.0.0.1:$((port + 1)) --cluster-key "$key" || exit 1
+    for _ in $(seq 100); do "$BIN/vgpuctl" --socket "$sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && break; sleep 0.1; done
+    remote_compare "remote-$t-copies" "$PROGS/prog_copies"
+    remote_compare "remote-$t-vecadd" "$PROGS/prog_vecadd" "$K/basic.fatbin"
+    remote_compare "remote-$t-streams" "$PROGS/prog_streams" "$K/basic.fatbin"
+    remote_compare "remote-$t-copy3d" "$PROGS/prog_copy3d"
+    remote_compare "remote-$t-params" "$PROGS/prog_params" "$K/basic.fatbin"
+    for app in $APP_NAMES; do remote_compare "remote-$t-app-$app" "$APPS/$app.static"; done
+    if [ "$full" = 1 ]; then
+        if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- "$PROGS/prog_peer" >"$OUT/remote-$t-peer.vgpu" 2>&1
+        then pass "remote-$t-peer: $(tail -1 "$OUT/remote-$t-peer.vgpu")"; else fail "remote-$t-peer"; sed 's/^/    /' "$OUT/remote-$t-peer.vgpu"; fi
+        # The frameworks' probes on b's vGPU: every step that passed natively above.
+        for fw in pytorch:torch cupy:cupy jax:jax; do
+            name=${fw%%:*}; module=${fw#*:}
+            [ -f "$OUT/$name.native" ] && "$PYTHON" -c "import $module" >/dev/null 2>&1 || continue
+            timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$PYTHON" "$(dirname "$0")/${name}_probe.py" \
+                >"$OUT/remote-$t-$name.vgpu" 2>"$OUT/remote-$t-$name.vgpu.err"
+            lost=$(grep '^STEP .*: ok' "$OUT/$name.native" | sed 's/: ok.*//' | while read -r s; do
+                grep -qF "$s: ok" "$OUT/remote-$t-$name.vgpu" || echo "$s"; done)
+            [ -z "$lost" ] && pass "remote-$t-$name: every step that passes natively passes on a remote vGPU" ||
+                fail "remote-$t-$name: natively but not on a remote vGPU: $(echo "$lost" | sed 's/^STEP //' | tr '\n' ';')"
+        done
+        if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+            if timeout 300 "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- \
+                "$PYTHON" "$(dirname "$0")/pytorch_assembly.py" >"$OUT/remote-$t-assembly.vgpu" 2>&1; then
+                pass "remote-$t-assembly: $(tail -1 "$OUT/remote-$t-assembly.vgpu")"
+            else
+                fail "remote-$t-assembly"; tail -20 "$OUT/remote-$t-assembly.vgpu" | sed 's/^/    /'
+            fi
+        fi
     fi
-fi
-kill $bpid; wait $bpid 2>/dev/null
+    kill $bpid; wait $bpid 2>/dev/null
+    stop_vgpud
+    unset UCX_TLS
+}
+full=1
+for transport in ${VGPU_REMOTE_TRANSPORTS:-tcp=tcp shm=posix,sysv,self,tcp}; do
+    remote_links "${transport%%=*}" "${transport#*=}" $full
+    full=0
+done
 
 echo "check-gpu: $failed failure(s)"
 [ $failed -eq 0 ]
