@@ -620,8 +620,12 @@ int remote_sessions_device(struct server *srv, const char *node, int device, str
     pthread_mutex_lock(&rs->nodes_mu);
     struct node_devices *nd = node_of(rs, node, false);
     int rc = nd && device >= 0 && (unsigned)device < nd->count ? 0 : -1;
-    if (rc == 0)
+    if (rc == 0) {
         *out = nd->dev[device];
+        /* Its device cannot reach this node's host memory: programs that ask take their other path. */
+        out->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 0;
+        out->attr[CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM] = 0;
+    }
     pthread_mutex_unlock(&rs->nodes_mu);
     return rc;
 }

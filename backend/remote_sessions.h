@@ -29,7 +29,8 @@ void remote_sessions_events(struct server *srv);
  * without waiting for their descriptor, and say so (true: the loop should not sleep). */
 bool remote_sessions_poll(struct server *srv);
 
-/* Device `device` of node, as it described it when its link came up. 0, or -1 if it did not. */
+/* Device `device` of node, as it described it when its link came up, as a tenant of this node sees
+ * it (it maps no host memory of this node). 0, or -1 if it did not. */
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out);
 /* The GPUs of linked nodes, for placement (free memory as their links last said). */
 unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max);

@@ -28,6 +28,19 @@ int main(int argc, char **argv)
     EXPECT((flags & ~(unsigned)CU_MEMHOSTALLOC_DEVICEMAP) == 0, "flags of cuMemAllocHost memory: %u", flags);
     CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)(pdst + max - 1)));
     EXPECT(type == CU_MEMORYTYPE_HOST, "memory type of pinned memory: %u", type);
+    /* A device that maps host memory gives pinned memory a device address; one that cannot (a
+     * remote vGPU) says so in its attributes. (A small buffer: it is pinned wherever it goes.) */
+    CUdevice dev;
+    int maps = -1;
+    void *small;
+    CUdeviceptr mapped = 0;
+    CHECK(cuCtxGetDevice(&dev));
+    CHECK(cuDeviceGetAttribute(&maps, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, dev));
+    CHECK(cuMemAllocHost(&small, 4096));
+    CUresult mapping = cuMemHostGetDevicePointer(&mapped, small, 0);
+    EXPECT((maps == 1) == (mapping == CUDA_SUCCESS && mapped != 0), "the device maps host memory: %d, but "
+           "cuMemHostGetDevicePointer of pinned memory gave %d", maps, (int)mapping);
+    CHECK(cuMemFreeHost(small));
     if (max > 1)
         EXPECT(cuMemFreeHost(psrc + 1) == CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost inside an allocation");
     CUdeviceptr d1, d2;
