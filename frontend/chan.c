@@ -562,7 +562,9 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
         b->registered = true;
         b->dptr = dptr;
         pthread_mutex_unlock(&ch->heap_mu);
-        if (dptr)
+        /* Every block has its device address (cuMemHostGetDevicePointer); those asked to be mapped
+         * are also device memory to the checks of copies and memsets. */
+        if (dptr && (flags & CU_MEMHOSTALLOC_DEVICEMAP))
             fe_ranges_add(ch, &(struct vgpu_range){.base = dptr, .size = need, .ctx = 0, .kind = VGPU_RANGE_HOSTMAP});
     }
     *out = off;
@@ -584,7 +586,7 @@ CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off)
     CUresult r = CUDA_SUCCESS;
     if (b.registered) {
         /* Out of the table first: the device address may be reused as soon as vgpud unmaps it. */
-        if (b.dptr)
+        if (b.dptr && (b.flags & CU_MEMHOSTALLOC_DEVICEMAP))
             fe_ranges_remove(ch, b.dptr);
         FE_REQ(q, HostUnregister);
         FE_RSP(a, HostUnregister);

@@ -568,12 +568,10 @@ static CUresult cuda_host_register(struct vgpu_exec *x, int dev, void *p, uint64
     relax_end(x, flags, was);
     if (r != CUDA_SUCCESS)
         return r;
-    *dptr = 0;
-    if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
-        CUdeviceptr d = 0;
-        if (API(x)->cuMemHostGetDevicePointer_v2(&d, p, 0) == CUDA_SUCCESS)
-            *dptr = d;
-    }
+    /* With unified addressing every registered range is mapped for the device, DEVICEMAP or not:
+     * the driver gives cuMemAllocHost memory a device address too (as emu does). */
+    CUdeviceptr d = 0;
+    *dptr = API(x)->cuMemHostGetDevicePointer_v2(&d, p, 0) == CUDA_SUCCESS ? d : 0;
     return CUDA_SUCCESS;
 }
 
