@@ -25,8 +25,8 @@ struct fe_state fe = {
 struct fe_config fe_cfg;
 
 /* Marks this library as the frontend, so that vgpud never loads it as a real driver. */
-__attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 29";
-_Static_assert(VGPU_PROTO_VERSION == 29, "vgpu_frontend_version names the protocol version");
+__attribute__((visibility("default"))) const char vgpu_frontend_version[] = "vgpu frontend, protocol 30";
+_Static_assert(VGPU_PROTO_VERSION == 30, "vgpu_frontend_version names the protocol version");
 
 /* Read when the library is loaded: the runtime looks up entry points before cuInit, and those
  * lookups should already be logged as asked. */

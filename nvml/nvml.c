@@ -4,7 +4,8 @@
  *
  * It talks to vgpud as a monitor (VGPU_ROLE_MONITOR): welcomed with the tenant's vGPUs as a CUDA
  * client is (names, UUIDs, PCI addresses, memory sizes and attributes, as the frontend reports
- * them to CUDA, so that frameworks can match NVML's devices to CUDA's), never given channels or a
+ * them to CUDA, so that frameworks can match NVML's devices to CUDA's; NVLinks and the PCIe link as
+ * the host's NVML gave them), never given channels or a
  * worker, and asking VGPU_MSG_USAGE for what changes: the memory its principal's tenants hold on
  * each vGPU, their share of its engines, and their processes. What a vGPU does not have (sensors,
  * clocks, power, fans) answers NVML_ERROR_NOT_SUPPORTED, as NVML does for a device without them.
@@ -420,6 +421,32 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
 
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(d, pci); }
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(d, pci); }
+
+/* The PCIe link, as the host's NVML gave it for the vGPU's GPU (NOT_SUPPORTED where it gave nothing:
+ * no NVML there, emu). */
+enum pcie_field { PCIE_GEN, PCIE_GEN_MAX, PCIE_GEN_GPU_MAX, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_SPEED, PCIE_MAX_SPEED };
+
+static nvmlReturn_t pcie(nvmlDevice_t d, enum pcie_field f, unsigned int *out)
+{
+    DEVICE_QUERY(d, out);
+    const struct vgpu_pcie *p = &d->info.pcie;
+    const unsigned v[] = {p->gen, p->gen_max, p->gen_gpu_max, p->width, p->width_max, p->speed, p->max_speed};
+    if (!v[f])
+        return NVML_ERROR_NOT_SUPPORTED;
+    *out = v[f];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen) { return pcie(d, PCIE_GEN, gen); }
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen) { return pcie(d, PCIE_GEN_MAX, gen); }
+EXPORT nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen)
+{
+    return pcie(d, PCIE_GEN_GPU_MAX, gen);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *width) { return pcie(d, PCIE_WIDTH, width); }
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *width) { return pcie(d, PCIE_WIDTH_MAX, width); }
+EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t d, unsigned int *speed) { return pcie(d, PCIE_SPEED, speed); }
+EXPORT nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(nvmlDevice_t d, unsigned int *speed) { return pcie(d, PCIE_MAX_SPEED, speed); }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor)
 {

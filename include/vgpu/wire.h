@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VGPU_MAGIC 0x55504756u /* "VGPU" */
-#define VGPU_PROTO_VERSION 29u
+#define VGPU_PROTO_VERSION 30u
 
 /* ---------------------------------------------------------------- data plane: records */
 
@@ -416,6 +416,16 @@ struct vgpu_nvlink {
     char remote_bus_id[32]; /* NVML's text of the remote end's address */
 };
 
+/* A device's PCIe link as the host's NVML gives it (each field 0: NVML did not say), for the
+ * tenant's NVML: frameworks size their host transfers by it (XLA). The speeds are NVML's own values. */
+struct vgpu_pcie {
+    uint8_t gen, gen_max, gen_gpu_max; /* current, the system's maximum, the GPU's maximum */
+    uint8_t width, width_max;
+    uint8_t reserved[3];
+    uint32_t speed;     /* nvmlDeviceGetPcieSpeed */
+    uint32_t max_speed; /* nvmlDeviceGetPcieLinkMaxSpeed */
+};
+
 struct vgpu_device_info {
     char name[256];
     uint8_t uuid[16];
@@ -433,6 +443,7 @@ struct vgpu_device_info {
     uint8_t peer_rank[32]; /* the link's performance rank to each (by index; 0 best) */
     uint32_t nvlink_count; /* links the host's NVML knows of (0: none, or no NVML) */
     struct vgpu_nvlink nvlink[VGPU_NVLINK_MAX];
+    struct vgpu_pcie pcie;
     uint8_t layout[2][VGPU_LAYOUT_MAX];
 };
 /* The device is another node's (a remote vGPU): pinned memory the device maps is not offered, and

@@ -192,6 +192,30 @@ int main(void)
         }
         printf("device %u: %u NVLinks up for peers, %u to switches, %u to GPUs\n", i, up, to_switch, to_gpu);
     }
+    /* The PCIe link, as XLA reads it to size host transfers (the GPU's, or not known: emu). The
+     * maximum is printed (the current link may slow down while the GPU idles). */
+    SYM(nvmlDeviceGetCurrPcieLinkGeneration);
+    SYM(nvmlDeviceGetCurrPcieLinkWidth);
+    SYM(nvmlDeviceGetMaxPcieLinkGeneration);
+    SYM(nvmlDeviceGetMaxPcieLinkWidth);
+    for (unsigned i = 0; i < count; i++) {
+        nvmlDevice_t d;
+        NV(p_nvmlDeviceGetHandleByIndex_v2(i, &d));
+        unsigned gen = 0, width = 0, gen_max = 0, width_max = 0;
+        nvmlReturn_t rg = p_nvmlDeviceGetMaxPcieLinkGeneration(d, &gen_max);
+        nvmlReturn_t rw = p_nvmlDeviceGetMaxPcieLinkWidth(d, &width_max);
+        char g[48], w[48];
+        snprintf(g, sizeof g, "%u", gen_max);
+        snprintf(w, sizeof w, "%u", width_max);
+        printf("device %u: PCIe at most gen %s, x%s\n", i, rg == NVML_SUCCESS ? g : p_nvmlErrorString(rg),
+               rw == NVML_SUCCESS ? w : p_nvmlErrorString(rw));
+        if (rg == NVML_SUCCESS && p_nvmlDeviceGetCurrPcieLinkGeneration(d, &gen) == NVML_SUCCESS)
+            EXPECT(gen >= 1 && gen <= gen_max, "device %u: PCIe gen %u, at most %u", i, gen, gen_max);
+        if (rw == NVML_SUCCESS && p_nvmlDeviceGetCurrPcieLinkWidth(d, &width) == NVML_SUCCESS)
+            EXPECT(width >= 1 && width <= width_max, "device %u: PCIe x%u, at most x%u", i, width, width_max);
+        EXPECT(p_nvmlDeviceGetCurrPcieLinkGeneration(d, NULL) == NVML_ERROR_INVALID_ARGUMENT,
+               "the PCIe generation into nowhere");
+    }
 
     if (count) {
         nvmlDevice_t a;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "array.h"
-#include "cuda_nvlink.h"
+#include "cuda_nvml.h"
 #include "executor.h"
 #include "log.h"
 #include "vgpu/calls.h"
@@ -348,7 +348,7 @@ static CUresult cuda_device_info(struct vgpu_exec *x, int dev, struct vgpu_devic
     }
     if (r == CUDA_SUCCESS) {
         sm_layout(x, dev, info);
-        cuda_nvlink_describe((const void *)API(x)->cuDeviceGetName, info);
+        cuda_nvml_describe((const void *)API(x)->cuDeviceGetName, info);
     }
     return r;
 }

@@ -1,12 +1,12 @@
-/* A device's NVLinks as the host's NVML describes them (the NVML beside the driver in use), for the
- * tenant's NVML: NCCL chooses its transport from them (without them it takes the path through host
- * memory, a tenth of NVLink's bandwidth on an H200). Only the cuda executor has them; without NVML
- * a device has none. */
+/* A device's NVLinks and PCIe link as the host's NVML describes them (the NVML beside the driver in
+ * use), for the tenant's NVML: NCCL chooses its transport from the NVLinks (without them it takes
+ * the path through host memory, a tenth of NVLink's bandwidth on an H200), XLA sizes host transfers
+ * by the PCIe link. Only the cuda executor has them; without NVML a device has neither. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_nvlink.h"
+#include "cuda_nvml.h"
 #include "log.h"
 #include "../../nvml/nvml_api.h"
 
@@ -19,6 +19,9 @@ struct nvml {
     __typeof__(nvmlDeviceGetNvLinkVersion) *version;
     __typeof__(nvmlDeviceGetNvLinkRemotePciInfo_v2) *remote_pci;
     __typeof__(nvmlDeviceGetNvLinkRemoteDeviceType) *remote_type;
+    __typeof__(nvmlDeviceGetCurrPcieLinkGeneration) *pcie_gen, *pcie_gen_max, *pcie_gen_gpu_max;
+    __typeof__(nvmlDeviceGetCurrPcieLinkWidth) *pcie_width, *pcie_width_max;
+    __typeof__(nvmlDeviceGetPcieSpeed) *pcie_speed, *pcie_max_speed;
 };
 
 /* The NVML in the directory of the driver that holds driver_symbol (never the project's own). */
@@ -47,6 +50,13 @@ static bool nvml_open(const void *driver_symbol, struct nvml *n)
     SYM(version, "nvmlDeviceGetNvLinkVersion");
     SYM(remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     SYM(remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    SYM(pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+    SYM(pcie_gen_max, "nvmlDeviceGetMaxPcieLinkGeneration");
+    SYM(pcie_gen_gpu_max, "nvmlDeviceGetGpuMaxPcieLinkGeneration");
+    SYM(pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+    SYM(pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
+    SYM(pcie_speed, "nvmlDeviceGetPcieSpeed");
+    SYM(pcie_max_speed, "nvmlDeviceGetPcieLinkMaxSpeed");
 #undef SYM
     if (!n->init || !n->by_bus || !n->capability || !n->state || !n->remote_pci ||
         n->init() != NVML_SUCCESS) {
@@ -86,7 +96,25 @@ static void describe_links(const struct nvml *n, nvmlDevice_t dev, struct vgpu_d
     }
 }
 
-void cuda_nvlink_describe(const void *driver_symbol, struct vgpu_device_info *info)
+/* One of NVML's unsigned answers, or 0 when it has none (or not that call). */
+static unsigned ask(nvmlReturn_t (*call)(nvmlDevice_t, unsigned int *), nvmlDevice_t dev)
+{
+    unsigned v = 0;
+    return call && call(dev, &v) == NVML_SUCCESS ? v : 0;
+}
+
+static void describe_pcie(const struct nvml *n, nvmlDevice_t dev, struct vgpu_pcie *p)
+{
+    unsigned gen = ask(n->pcie_gen, dev), gen_max = ask(n->pcie_gen_max, dev), gpu_max = ask(n->pcie_gen_gpu_max, dev),
+             width = ask(n->pcie_width, dev), width_max = ask(n->pcie_width_max, dev);
+    *p = (struct vgpu_pcie){.gen = gen < 256 ? (uint8_t)gen : 0, .gen_max = gen_max < 256 ? (uint8_t)gen_max : 0,
+                            .gen_gpu_max = gpu_max < 256 ? (uint8_t)gpu_max : 0,
+                            .width = width < 256 ? (uint8_t)width : 0,
+                            .width_max = width_max < 256 ? (uint8_t)width_max : 0,
+                            .speed = ask(n->pcie_speed, dev), .max_speed = ask(n->pcie_max_speed, dev)};
+}
+
+void cuda_nvml_describe(const void *driver_symbol, struct vgpu_device_info *info)
 {
     /* Opened once (the probe describes every device), and kept: a worker that probes ends soon. */
     static struct nvml n;
@@ -103,6 +131,8 @@ void cuda_nvlink_describe(const void *driver_symbol, struct vgpu_device_info *in
              (unsigned)info->attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] & 0xffu,
              (unsigned)info->attr[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID] & 0xffu);
     nvmlDevice_t dev;
-    if (n.by_bus(bus, &dev) == NVML_SUCCESS)
+    if (n.by_bus(bus, &dev) == NVML_SUCCESS) {
         describe_links(&n, dev, info);
+        describe_pcie(&n, dev, &info->pcie);
+    }
 }
