@@ -164,6 +164,12 @@ int main(void)
     SYM(nvmlDeviceGetNvLinkRemoteDeviceType);
     SYM(nvmlDeviceGetNvLinkRemotePciInfo_v2);
     SYM(nvmlDeviceGetFieldValues);
+    /* And the PCIe link, as XLA reads it to size host transfers (the GPU's, or not known: emu). Its
+     * maximum is printed (the current link may slow down while the GPU idles). */
+    SYM(nvmlDeviceGetCurrPcieLinkGeneration);
+    SYM(nvmlDeviceGetCurrPcieLinkWidth);
+    SYM(nvmlDeviceGetMaxPcieLinkGeneration);
+    SYM(nvmlDeviceGetMaxPcieLinkWidth);
     for (unsigned i = 0; i < count; i++) {
         nvmlDevice_t d;
         NV(p_nvmlDeviceGetHandleByIndex_v2(i, &d));
@@ -191,16 +197,6 @@ int main(void)
             NV(p_nvmlDeviceGetNvLinkRemotePciInfo_v2(d, link, &far));
         }
         printf("device %u: %u NVLinks up for peers, %u to switches, %u to GPUs\n", i, up, to_switch, to_gpu);
-    }
-    /* The PCIe link, as XLA reads it to size host transfers (the GPU's, or not known: emu). The
-     * maximum is printed (the current link may slow down while the GPU idles). */
-    SYM(nvmlDeviceGetCurrPcieLinkGeneration);
-    SYM(nvmlDeviceGetCurrPcieLinkWidth);
-    SYM(nvmlDeviceGetMaxPcieLinkGeneration);
-    SYM(nvmlDeviceGetMaxPcieLinkWidth);
-    for (unsigned i = 0; i < count; i++) {
-        nvmlDevice_t d;
-        NV(p_nvmlDeviceGetHandleByIndex_v2(i, &d));
         unsigned gen = 0, width = 0, gen_max = 0, width_max = 0;
         nvmlReturn_t rg = p_nvmlDeviceGetMaxPcieLinkGeneration(d, &gen_max);
         nvmlReturn_t rw = p_nvmlDeviceGetMaxPcieLinkWidth(d, &width_max);
@@ -216,7 +212,6 @@ int main(void)
         EXPECT(p_nvmlDeviceGetCurrPcieLinkGeneration(d, NULL) == NVML_ERROR_INVALID_ARGUMENT,
                "the PCIe generation into nowhere");
     }
-
     if (count) {
         nvmlDevice_t a;
         NV(p_nvmlDeviceGetHandleByIndex_v2(0, &a));
