@@ -190,6 +190,13 @@ static CUresult post_area_copy(struct fe_ctx *c, struct fe_chan *ch, struct vgpu
     return r;
 }
 
+/* A remote vGPU's copy out of host memory: its relay sends the bytes when it passes the record on,
+ * so they are read after the stream's host functions queued before it, which may write them. */
+static CUresult remote_read_after_host_fns(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream)
+{
+    return fe_host_fns_queued(ch) ? fe_stream_wait(c, ch, stream) : CUDA_SUCCESS;
+}
+
 /* One chunk of a remote vGPU's pipelined copy (remote_area_copy), of the `left` bytes at off that
  * are left: its staging slot tells of its completion only; the bytes are the block's. */
 static CUresult post_area_chunk(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off,
@@ -299,9 +306,8 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
     FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     uint64_t off;
     if (pinned_range(ch, src, n, !async, &off)) {
-        /* A remote vGPU's bytes go now: after what a queued host function writes into them. */
-        if (fe_chan_remote(ch) && fe_host_fns_queued(ch))
-            FE_RETURN_IF(fe_stream_wait(c, ch, stream));
+        if (fe_chan_remote(ch))
+            FE_RETURN_IF(remote_read_after_host_fns(c, ch, stream));
         return fe_copy_area(c, ch, stream, dst, off, n, true, !async);
     }
     uint64_t mapped = fe_registered_file_address(ch, src, n);
@@ -750,8 +756,8 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     bool remote = fe_chan_remote(ch);
     if (!(remote && gaps && !k->dst.device) &&
         pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, !async, &off)) {
-        if (remote && k->dst.device && fe_host_fns_queued(ch))
-            FE_RETURN_IF(fe_stream_wait(c, ch, stream));
+        if (remote && k->dst.device)
+            FE_RETURN_IF(remote_read_after_host_fns(c, ch, stream));
         host->addr = off;
         return post_3d(c, ch, stream, &pinned, k->dst.device ? VGPU_COPY3D_SRC_HOST : VGPU_COPY3D_DST_HOST,
                        VGPU_NO_SLOT, !async);

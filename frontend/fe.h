@@ -176,7 +176,7 @@ enum fe_pin {
                     * client, a kernel reads mapped memory) */
     FE_PIN_COPIES, /* pinned memory of the application (cuMemAllocHost): on a remote vGPU pinned on
                     * the serving node, reached only by synchronous copies, whose bytes travel with
-                    * their calls (fe_pinned_for_copy) */
+                    * their calls (copy.c's pinned_range) */
 };
 /* Allocate and free data-area heap memory (flags: the CU_MEMHOSTALLOC_* ones, and
  * VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */

@@ -830,11 +830,11 @@ static void *link_main(void *arg)
         while (ucp_worker_progress(r->worker))
             did = true;
         int64_t now = (int64_t)now_ns();
-        bool hot = now < hot_until;
-        if (!hot || now >= next_tick || atomic_load(&r->outbox_full)) {
+        bool timers = now >= hot_until || now >= next_tick;
+        if (timers || atomic_load(&r->outbox_full)) {
             pthread_mutex_lock(&r->mu);
             bool sent = drain_outbox(r);
-            if (!hot || now >= next_tick) {
+            if (timers) {
                 tick(r);
                 next_tick = now + SPIN_TICK_NS;
             }

@@ -103,15 +103,19 @@ static unsigned ask(nvmlReturn_t (*call)(nvmlDevice_t, unsigned int *), nvmlDevi
     return call && call(dev, &v) == NVML_SUCCESS ? v : 0;
 }
 
+/* The same for a field of a byte: an answer that does not fit is no answer. */
+static uint8_t ask_byte(nvmlReturn_t (*call)(nvmlDevice_t, unsigned int *), nvmlDevice_t dev)
+{
+    unsigned v = ask(call, dev);
+    return v < 256 ? (uint8_t)v : 0;
+}
+
 static void describe_pcie(const struct nvml *n, nvmlDevice_t dev, struct vgpu_pcie *p)
 {
-    unsigned gen = ask(n->pcie_gen, dev), gen_max = ask(n->pcie_gen_max, dev), gpu_max = ask(n->pcie_gen_gpu_max, dev),
-             width = ask(n->pcie_width, dev), width_max = ask(n->pcie_width_max, dev);
-    *p = (struct vgpu_pcie){.gen = gen < 256 ? (uint8_t)gen : 0, .gen_max = gen_max < 256 ? (uint8_t)gen_max : 0,
-                            .gen_gpu_max = gpu_max < 256 ? (uint8_t)gpu_max : 0,
-                            .width = width < 256 ? (uint8_t)width : 0,
-                            .width_max = width_max < 256 ? (uint8_t)width_max : 0,
-                            .speed = ask(n->pcie_speed, dev), .max_speed = ask(n->pcie_max_speed, dev)};
+    *p = (struct vgpu_pcie){.gen = ask_byte(n->pcie_gen, dev), .gen_max = ask_byte(n->pcie_gen_max, dev),
+                            .gen_gpu_max = ask_byte(n->pcie_gen_gpu_max, dev), .width = ask_byte(n->pcie_width, dev),
+                            .width_max = ask_byte(n->pcie_width_max, dev), .speed = ask(n->pcie_speed, dev),
+                            .max_speed = ask(n->pcie_max_speed, dev)};
 }
 
 void cuda_nvml_describe(const void *driver_symbol, struct vgpu_device_info *info)
