@@ -1,6 +1,7 @@
 /* The raw link, for the remote vGPU's figures to be read against: two UCX workers in two processes
- * of this host, connected as vgpud's links connect (a listener on 127.0.0.1, active messages),
- * over whatever transports UCX_TLS allows (as for vgpud). The parent measures:
+ * of this host, connected as vgpud's links connect (a listener on 127.0.0.1, active messages, no
+ * error handling asked, as for a link between two vgpuds of one host, which shared memory may then
+ * carry), over whatever transports UCX_TLS allows (as for vgpud). The parent measures:
  *   - the round trip of an 8-byte active message and its 8-byte answer, the peer polling (the
  *     transport's best) and sleeping on UCX's event descriptor between messages (as vgpud's link
  *     thread does);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -214,6 +215,46 @@ static void addr_text(const struct sockaddr_storage *ss, char *out, size_t n)
         port = ntohs(a->sin6_port);
     }
     snprintf(out, n, ss->ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+bool remote_addr_is_local(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
+            return true;
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+            return true;
+    } else {
+        return false;
+    }
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) != 0)
+        return false;
+    bool local = false;
+    for (struct ifaddrs *i = list; i && !local; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != ss->ss_family)
+            continue;
+        if (ss->ss_family == AF_INET)
+            local = ((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr ==
+                    ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr;
+        else
+            local = memcmp(&((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr,
+                           &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    }
+    freeifaddrs(list);
+    return local;
+}
+
+/* UCX's error handling for a link. Between nodes, the peer's failure is reported by the transport
+ * (PEER). UCX 1.13 leaves its shared-memory transports out of endpoints that ask for that, so a
+ * link between two vgpuds of one host asks for none, and shared memory can carry it: a peer that
+ * dies is then seen by the link's own pings (REMOTE_DEAD_MS) or by the socket lane it also has. */
+static ucp_err_handling_mode_t err_mode_for(const struct sockaddr_storage *peer)
+{
+    return remote_addr_is_local(peer) ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -696,7 +737,8 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     struct remote *r = arg;
     char addr[128] = "?";
     ucp_conn_request_attr_t at = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
-    if (ucp_conn_request_query(req, &at) == UCS_OK)
+    bool known = ucp_conn_request_query(req, &at) == UCS_OK;
+    if (known)
         addr_text(&at.client_address, addr, sizeof addr);
     pthread_mutex_lock(&r->mu);
     struct conn *c = conn_new(r);
@@ -710,7 +752,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
                          .conn_request = req,
-                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_mode = known ? err_mode_for(&at.client_address) : UCP_ERR_HANDLING_MODE_PEER,
                          .err_handler = {.cb = on_error, .arg = r}};
     if (hs_listen(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node) != 0 || ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
         c->used = false;
@@ -742,7 +784,7 @@ static void dial(struct remote *r, int peer)
                                        UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
                          .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
                          .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
-                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_mode = err_mode_for(&ss),
                          .err_handler = {.cb = on_error, .arg = r}};
     if (ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
         c->ep = NULL;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "handshake.h"
 #include "strbuf.h"
@@ -59,6 +60,9 @@ struct remote_config {
 int remote_peer_parse(const char *spec, struct remote_peer_config *out);
 /* Split "HOST:PORT" (HOST a name or an IPv4 address, [IPv6] too); 0 or -1. */
 int remote_addr_parse(const char *addr, char *host, size_t host_len, uint16_t *port);
+/* Whether an address is this host's (loopback, or an interface's): a link to it joins two vgpuds of
+ * one host, which shared memory may carry. */
+bool remote_addr_is_local(const struct sockaddr_storage *ss);
 
 struct remote;
 

@@ -3,7 +3,9 @@
  * sends something else, is refused; the checks of link messages; peer and address parsing; remote
  * sessions' messages and batches, and what their records read and write in the data area; two
  * links' ends in one process over loopback, whose threads look on after traffic. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <ifaddrs.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +216,42 @@ START_TEST(peer_specs)
     ck_assert_int_eq(remote_addr_parse(":7070", host, sizeof host, &port), -1);
     ck_assert_int_eq(remote_addr_parse("host:", host, sizeof host, &port), -1);
     ck_assert_int_eq(remote_addr_parse("host:7a", host, sizeof host, &port), -1);
+}
+END_TEST
+
+/* Links between two vgpuds of one host are told apart (they may go by shared memory). */
+START_TEST(local_addresses)
+{
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    v4->sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &v4->sin_addr);
+    ck_assert(remote_addr_is_local(&ss));
+    inet_pton(AF_INET, "127.3.2.1", &v4->sin_addr);
+    ck_assert(remote_addr_is_local(&ss));
+    inet_pton(AF_INET, "192.0.2.77", &v4->sin_addr); /* TEST-NET-1: no host has it */
+    ck_assert(!remote_addr_is_local(&ss));
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    memset(&ss, 0, sizeof ss);
+    v6->sin6_family = AF_INET6;
+    inet_pton(AF_INET6, "::1", &v6->sin6_addr);
+    ck_assert(remote_addr_is_local(&ss));
+    inet_pton(AF_INET6, "2001:db8::5", &v6->sin6_addr); /* documentation prefix */
+    ck_assert(!remote_addr_is_local(&ss));
+    /* An address of one of this host's interfaces, not loopback, where it has one. */
+    struct ifaddrs *list = NULL;
+    ck_assert_int_eq(getifaddrs(&list), 0);
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            (ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr) >> 24) != 127) {
+            memset(&ss, 0, sizeof ss);
+            memcpy(&ss, i->ifa_addr, sizeof(struct sockaddr_in));
+            ck_assert(remote_addr_is_local(&ss));
+        }
+    freeifaddrs(list);
+    memset(&ss, 0, sizeof ss);
+    ss.ss_family = AF_UNIX;
+    ck_assert(!remote_addr_is_local(&ss));
 }
 END_TEST
 
@@ -598,6 +636,7 @@ int main(void)
     tcase_add_test(t, handshake_garbage);
     tcase_add_test(t, link_messages);
     tcase_add_test(t, peer_specs);
+    tcase_add_test(t, local_addresses);
     tcase_add_test(t, base64_rfc4648);
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
