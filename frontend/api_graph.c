@@ -25,6 +25,21 @@ static struct fe_capture *capture_of_locked(struct fe_chan *ch, uint32_t stream)
     return NULL;
 }
 
+/* The entry of the stream that began k's capture (k itself unless k joined it); NULL if gone. */
+static struct fe_capture *origin_of_locked(struct fe_chan *ch, struct fe_capture *k)
+{
+    if (!k || !k->joined)
+        return k;
+    struct fe_capture *o = capture_of_locked(ch, k->origin);
+    return o && !o->joined && o->id == k->id ? o : NULL;
+}
+
+/* Every entry of the capture begun on origin (the origin's own and the streams that joined it). */
+static bool same_capture(const struct fe_capture *k, const struct fe_capture *origin)
+{
+    return k->id && k->id == origin->id && (k == origin || (k->joined && k->origin == origin->stream));
+}
+
 /* The capture on stream: its id and whether it was invalidated (false: not capturing). */
 static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool *invalid)
 {
@@ -40,14 +55,24 @@ static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool 
     return k != NULL;
 }
 
+/* What k's stream did invalidates its whole capture: every stream taking part says so. */
+static void invalidate_locked(struct fe_chan *ch, struct fe_capture *k)
+{
+    struct fe_capture *o = origin_of_locked(ch, k);
+    if (k)
+        k->invalid = true;
+    for (uint32_t i = 0; o && i < FE_MAX_CAPTURES; i++)
+        if (same_capture(&ch->captures[i], o))
+            ch->captures[i].invalid = true;
+}
+
 CUresult fe_capture_refuse(struct fe_chan *ch, uint32_t stream)
 {
     if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, stream);
-    if (k)
-        k->invalid = true;
+    invalidate_locked(ch, k);
     pthread_mutex_unlock(&ch->capture_mu);
     return k ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
@@ -60,29 +85,38 @@ static CUresult capture_add(struct fe_chan *ch, uint32_t stream, CUstream handle
         if (!ch->captures[i].id)
             free_slot = &ch->captures[i];
     if (free_slot) {
-        *free_slot = (struct fe_capture){.stream = stream, .handle = handle, .id = id};
+        *free_slot = (struct fe_capture){.stream = stream, .handle = handle, .id = id, .origin = stream};
         atomic_fetch_add(&ch->capture_count, 1);
     }
     pthread_mutex_unlock(&ch->capture_mu);
     return free_slot ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+static void entry_clear_locked(struct fe_chan *ch, struct fe_capture *k)
+{
+    free(k->deps);
+    free(k->edges);
+    free(k->target_deps);
+    *k = (struct fe_capture){0};
+    atomic_fetch_sub(&ch->capture_count, 1);
+}
+
 /* Forget the capture on stream; whether it had been invalidated, and (graph not NULL) the graph it
- * was given (NULL: none yet). */
+ * was given (NULL: none yet). The stream that began it takes the streams that joined it along (the
+ * capture is over for them too); a stream that joined leaves alone, without the graph. */
 static bool capture_remove(struct fe_chan *ch, uint32_t stream, struct fe_graph **graph)
 {
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, stream);
     bool invalid = false;
     if (graph) /* (a graph captured into is not the capture's own) */
-        *graph = k && !k->target ? k->graph : NULL;
+        *graph = k && !k->target && !k->joined ? k->graph : NULL;
     if (k) {
         invalid = k->invalid;
-        free(k->deps);
-        free(k->edges);
-        free(k->target_deps);
-        *k = (struct fe_capture){0};
-        atomic_fetch_sub(&ch->capture_count, 1);
+        for (uint32_t i = 0; !k->joined && i < FE_MAX_CAPTURES; i++)
+            if (&ch->captures[i] != k && same_capture(&ch->captures[i], k))
+                entry_clear_locked(ch, &ch->captures[i]);
+        entry_clear_locked(ch, k);
     }
     pthread_mutex_unlock(&ch->capture_mu);
     return invalid;
@@ -107,7 +141,7 @@ void fe_capture_forget(struct fe_chan *ch, uint32_t stream)
 static struct fe_graph *capture_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream)
 {
     pthread_mutex_lock(&ch->capture_mu);
-    struct fe_capture *k = capture_of_locked(ch, stream);
+    struct fe_capture *k = origin_of_locked(ch, capture_of_locked(ch, stream));
     if (k && !k->graph && (k->graph = fe_graph_new(FE_GRAPH, c, ch)))
         k->graph->capturing = true;
     struct fe_graph *g = k ? k->graph : NULL;
@@ -383,7 +417,12 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, sid);
     struct fe_graph *target = k ? k->target : NULL;
+    bool joined = k && k->joined;
+    if (joined) /* only the stream that began a capture ends it; trying invalidates it */
+        invalidate_locked(ch, k);
     pthread_mutex_unlock(&ch->capture_mu);
+    if (joined)
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     if (target)
         return end_to_graph(c, ch, sid, target, out);
     if (!out)
@@ -476,6 +515,42 @@ bool fe_capture_running(struct fe_chan *ch, uint32_t sid)
     uint64_t id;
     bool invalid;
     return capture_get(ch, sid, &id, &invalid);
+}
+
+bool fe_capture_of(struct fe_chan *ch, uint32_t sid, uint64_t *id, uint32_t *origin)
+{
+    if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
+        return false;
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *k = capture_of_locked(ch, sid);
+    if (k) {
+        *id = k->id;
+        *origin = k->origin;
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
+    return k != NULL;
+}
+
+void fe_capture_join(struct fe_chan *ch, uint32_t sid, CUstream handle, uint64_t id, uint32_t origin)
+{
+    pthread_mutex_lock(&ch->capture_mu);
+    struct fe_capture *o = capture_of_locked(ch, origin);
+    bool runs = o && !o->joined && o->id == id;
+    struct fe_capture *free_slot = NULL;
+    for (uint32_t i = 0; runs && i < FE_MAX_CAPTURES && !free_slot; i++)
+        if (!ch->captures[i].id)
+            free_slot = &ch->captures[i];
+    if (runs && !capture_of_locked(ch, sid)) { /* (a stream capturing already stays in its own) */
+        if (free_slot) {
+            *free_slot = (struct fe_capture){.stream = sid, .handle = handle, .id = id, .joined = true,
+                                             .origin = origin, .invalid = o->invalid};
+            atomic_fetch_add(&ch->capture_count, 1);
+        } else { /* cannot follow it: what it stages would not be replayed, so the capture fails */
+            LOG_WARN("more than %d streams in captures at once; a capture is invalidated", FE_MAX_CAPTURES);
+            invalidate_locked(ch, o);
+        }
+    }
+    pthread_mutex_unlock(&ch->capture_mu);
 }
 
 static CUresult hosts_append(struct fe_graph *g, struct fe_host_node *n)

@@ -689,7 +689,71 @@ static CUresult unsupported_node(const char *what)
 }
 
 /* An allocation node's memory, made now; its parameters are fixed from then on. */
-static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_PARAMS *p)
+/* The nodes of g that come before a new node after deps (it depends on them, directly or not): a
+ * mark for each by its place in g->list (the caller frees it); NULL when out of memory. */
+static bool *ancestors(const struct fe_graph *g, const CUgraphNode *deps, size_t n)
+{
+    bool *seen = calloc(g->count + 1, sizeof *seen);
+    const struct fe_graph_node **stack = malloc((g->count + n + 1) * sizeof *stack);
+    if (!seen || !stack) {
+        free(seen);
+        free(stack);
+        return NULL;
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        stack[top++] = node_arg(deps[i]);
+    while (top) {
+        const struct fe_graph_node *x = stack[--top];
+        if (!x || x->index >= g->count || seen[x->index])
+            continue;
+        seen[x->index] = true;
+        for (size_t i = 0; i < x->ndeps; i++)
+            if (!seen[x->deps[i].from->index])
+                stack[top++] = x->deps[i].from;
+    }
+    free(stack);
+    return seen;
+}
+
+/* Memory of g's allocation nodes that a new allocation node after deps may have again, as the
+ * driver gives an allocation freed earlier in the graph's order to the next one of its size (CUDA's
+ * graphMemoryNodes sample checks that): every node holding it is freed by a free node before the
+ * new one. NULL when there is none. */
+static struct fe_graph_mem *freed_before(const struct fe_graph *g, const CUgraphNode *deps, size_t n,
+                                         const CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (!p || n == 0 || p->accessDescCount)
+        return NULL;
+    bool *before = ancestors(g, deps, n);
+    struct fe_graph_mem *found = NULL;
+    for (size_t i = 0; before && !found && i < g->count; i++) {
+        const struct fe_graph_node *f = g->list[i];
+        if (f->type != CU_GRAPH_NODE_TYPE_MEM_FREE || f->frees_captured || !before[i])
+            continue;
+        struct fe_graph_mem *m = NULL;
+        size_t holders = 0, freed = 0;
+        bool fits = true;
+        for (size_t k = 0; k < g->count; k++) {
+            const struct fe_graph_node *o = g->list[k];
+            if (o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.alloc.mem &&
+                fe_graph_mem_ptr(o->u.alloc.mem) == f->u.free_dptr) {
+                m = o->u.alloc.mem;
+                holders++;
+                fits &= o->u.alloc.p.bytesize == p->bytesize && !o->u.alloc.p.accessDescCount &&
+                        o->u.alloc.p.poolProps.location.id == p->poolProps.location.id;
+            } else if (o->type == CU_GRAPH_NODE_TYPE_MEM_FREE && o->u.free_dptr == f->u.free_dptr && before[k]) {
+                freed++;
+            }
+        }
+        if (m && fits && holders == freed)
+            found = m;
+    }
+    free(before);
+    return found;
+}
+
+static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct fe_graph_mem *reuse)
 {
     if (node->u.alloc.mem)
         return CUDA_ERROR_INVALID_VALUE;
@@ -708,12 +772,14 @@ static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_
         free(access);
         return access ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    struct fe_graph_mem *m;
-    CUresult r = fe_graph_mem_new(node->graph, p, &m);
+    struct fe_graph_mem *m = reuse;
+    CUresult r = reuse ? fe_graph_mem_check(node->graph, p) : fe_graph_mem_new(node->graph, p, &m);
     if (r != CUDA_SUCCESS) {
         free(access);
         return r;
     }
+    if (reuse)
+        fe_graph_mem_hold(reuse);
     if (n)
         memcpy(access, p->accessDescs, n * sizeof *access);
     node->u.alloc.p = *p;
@@ -738,6 +804,16 @@ static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *
 
 /* A free node: of the memory of an allocation node of the same graph, once (memory from elsewhere
  * would have to be freed at the node's run, which the build does not do). */
+/* Whether dptr is an allocation a capture made on ch (the driver's allocation node), still there. */
+static bool captured_allocation(struct fe_chan *ch, CUdeviceptr dptr)
+{
+    pthread_mutex_lock(&ch->ranges_mu);
+    const struct vgpu_range *r = vgpu_ranges_at(&ch->ranges, dptr);
+    bool captured = r && r->kind == VGPU_RANGE_POOL && r->graph;
+    pthread_mutex_unlock(&ch->ranges_mu);
+    return captured;
+}
+
 static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
 {
     if (node->u.free_dptr || !dptr)
@@ -747,24 +823,28 @@ static CUresult free_set(struct fe_graph_node *node, CUdeviceptr dptr)
         node->u.free_dptr = dptr;
         return CUDA_SUCCESS;
     }
-    bool allocated = false;
+    size_t holders = 0, frees = 0; /* (allocation nodes after a free may have its memory again) */
     for (size_t i = 0; i < g->count; i++) {
         const struct fe_graph_node *o = g->list[i];
-        if (o != node && o->type == CU_GRAPH_NODE_TYPE_MEM_FREE && o->u.free_dptr == dptr)
-            return CUDA_ERROR_INVALID_VALUE; /* freed twice */
-        allocated |= o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.alloc.mem &&
-                     fe_graph_mem_ptr(o->u.alloc.mem) == dptr;
+        frees += o != node && o->type == CU_GRAPH_NODE_TYPE_MEM_FREE && o->u.free_dptr == dptr;
+        holders += o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.alloc.mem && fe_graph_mem_ptr(o->u.alloc.mem) == dptr;
     }
-    if (!allocated) {
-        LOG_INFO("a graph's free node of memory not allocated by the same graph is not supported");
-        return fe_graph_mem_owns(dptr) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-    }
+    if (holders && frees >= holders)
+        return CUDA_ERROR_INVALID_VALUE; /* freed twice */
+    bool allocated = holders != 0;
+    /* Another graph's allocation: one of a graph kept here lives as long as that graph (graph_mem.c),
+     * so freeing it lets it be, as cuMemFree does (the node is built as an empty one); one a capture
+     * made is the driver's, freed by this graph's capture when it is built. */
+    bool captured = !allocated && !fe_graph_mem_owns(dptr);
+    if (captured && !captured_allocation(g->ch, dptr)) /* not a graph's allocation */
+        return CUDA_ERROR_INVALID_VALUE;
     node->u.free_dptr = dptr;
+    node->frees_captured = captured;
     return CUDA_SUCCESS;
 }
 
-/* cuGraphAddNode's and cuGraphNodeSetParams's parameters, by type. */
-static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
+/* cuGraphAddNode's and cuGraphNodeSetParams's parameters, by type (deps: a new node's). */
+static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p, const CUgraphNode *deps, size_t ndeps)
 {
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
@@ -800,7 +880,7 @@ static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p)
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
         CUDA_MEM_ALLOC_NODE_PARAMS v1 = {p->alloc.poolProps, p->alloc.accessDescs, p->alloc.accessDescCount,
                                          p->alloc.bytesize, 0};
-        CUresult r = alloc_set(node, &v1);
+        CUresult r = alloc_set(node, &v1, node->graph->here ? freed_before(node->graph, deps, ndeps, &v1) : NULL);
         if (r == CUDA_SUCCESS && node->u.alloc.mem) /* (added to a capture: known once issued) */
             p->alloc.dptr = v1.dptr = fe_graph_mem_ptr(node->u.alloc.mem);
         return r;
@@ -831,7 +911,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     struct fe_graph_node *node = node_new(g, p->type);
     if (!node)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = params_set(node, p);
+    CUresult r = params_set(node, p, deps, n);
     if (r == CUDA_SUCCESS && !g->here && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         return alloc_to_capture(node, deps, n, out, &p->alloc.dptr);
     if (r != CUDA_SUCCESS) {
@@ -855,7 +935,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *
                                 CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
     ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
-    r = alloc_set(node, p);
+    r = alloc_set(node, p, g->here ? freed_before(g, deps, n, p) : NULL);
     if (r == CUDA_SUCCESS && !g->here)
         return alloc_to_capture(node, deps, n, out, &p->dptr);
     if (r == CUDA_SUCCESS)
@@ -1065,7 +1145,7 @@ CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p)
     FE_RETURN_IF(here_node(h, -1, &n));
     if (!p || p->type != n->type)
         return CUDA_ERROR_INVALID_VALUE;
-    return params_set(n, p);
+    return params_set(n, p, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- edges and queries */

@@ -10,6 +10,10 @@ struct fe_event {
     uint32_t id;
     struct fe_ctx *ctx;
     unsigned flags;
+    /* The capture its last record was made in (0: none) and the stream that began it: a stream that
+     * waits for it joins that capture. */
+    _Atomic uint64_t capture;
+    _Atomic uint32_t capture_origin;
 };
 
 /* ---------------------------------------------------------------- per-thread default streams */
@@ -226,6 +230,13 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     q.flags = flags;
     q.event_ctx = ev->ctx->id;
     q.peer = (uint32_t)fe.devices[ech->device].vgpu;
+    uint64_t capture = atomic_load(&ev->capture);
+    if (ech == ch && capture) { /* answered: the stream joins the capture only if the driver agrees */
+        CUresult r = FE_POST(ch, c->id, StreamWaitEvent, &q, true);
+        if (r == CUDA_SUCCESS)
+            fe_capture_join(ch, sid, !h && pt ? CU_STREAM_PER_THREAD : h, capture, atomic_load(&ev->capture_origin));
+        return r;
+    }
     if (ech == ch)
         return FE_POST(ch, c->id, StreamWaitEvent, &q, false);
     /* Another vGPU's event: the worker that serves both vGPUs makes the stream wait for it (answered,
@@ -506,6 +517,12 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, bool pt)
     if (st && st->ctx != e->ctx)
         return CUDA_ERROR_INVALID_HANDLE;
     FE_RETURN_IF(fe_stream_id(s, pt, e->ctx, ch, &sid));
+    uint64_t capture = 0;
+    uint32_t origin = 0;
+    if (!fe_capture_of(ch, sid, &capture, &origin))
+        capture = 0;
+    atomic_store(&e->capture_origin, origin);
+    atomic_store(&e->capture, capture);
     FE_REQ(q, EventRecord);
     q.event = e->id;
     q.stream = sid;

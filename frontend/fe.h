@@ -90,6 +90,10 @@ struct fe_chan {
     struct fe_capture {
         uint32_t stream;
         CUstream handle; /* the application's name of the stream */
+        /* A stream that joined another's capture by waiting for an event recorded in it: origin is
+         * the stream that began the capture (its own stream for the capture's first entry). */
+        bool joined;
+        uint32_t origin;
         bool invalid; /* something was refused during the capture: ending it fails */
         uint64_t id;
         struct fe_graph *graph; /* the graph being captured, once asked for: what ending it gives */
@@ -386,6 +390,12 @@ void fe_after_idle(int device, void (*fn)(void *), void *arg);
 void fe_host_node_hold(struct fe_chan *ch, struct fe_host_node *node);
 /* Whether stream sid of ch captures; keep host node n with the graph its capture makes. */
 bool fe_capture_running(struct fe_chan *ch, uint32_t sid);
+/* The capture stream sid of ch takes part in, as an event recorded there remembers it: its id and
+ * the stream that began it; false when it captures nothing. */
+bool fe_capture_of(struct fe_chan *ch, uint32_t sid, uint64_t *id, uint32_t *origin);
+/* Stream sid (the application's handle) waited for an event recorded in capture id begun on origin:
+ * it takes part in that capture until the capture ends, as natively, if the capture still runs. */
+void fe_capture_join(struct fe_chan *ch, uint32_t sid, CUstream handle, uint64_t id, uint32_t origin);
 CUresult fe_capture_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n);
 /* Whether stream sid of ch records into a graph (a capture, or a graph being built node by node on
  * this thread); keep host node n with that graph (graph_build.c). */

@@ -36,6 +36,9 @@ struct fe_graph_node {
     uint32_t build_id;    /* while building */
     bool disabled;        /* an executable graph's plan: built as an empty node (cuGraphNodeSetEnabled) */
     bool captured;        /* a node of a capture that runs, named by its build id (index) */
+    /* a free node of memory a capture allocated (the driver's allocation node, in another graph):
+     * freed when the graph is built, by its capture, as a stream-ordered free is */
+    bool frees_captured;
     union {
         struct fe_kernel_node kernel;
         struct {

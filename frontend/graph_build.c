@@ -240,7 +240,7 @@ static CUresult build_node(struct build *b, struct fe_graph_node *node, CUstream
         }
         return build_op(b, VGPU_BUILD_EMPTY, id, 0, NULL, 0); /* its memory is there already, for the graph's life */
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        if (!node->graph->here) { /* added to a capture */
+        if (!node->graph->here || node->frees_captured) { /* added to a capture, or a capture's memory */
             FE_RETURN_IF(cuMemFreeAsync(node->u.free_dptr, s));
             break;
         }

@@ -132,8 +132,13 @@ CUresult vgpu_handle_StreamWaitEvent(struct vgpu_call *c, const struct vgpu_req_
     CUresult r = vchannel_stream(c, q->stream, &stream);
     if (r)
         return r;
-    if (q->peer == c->ch->vgpu) /* an event of one of this vGPU's contexts */
-        return vchannel_wait_event_of(c->ch, c, stream, q->event_ctx, q->event, q->flags);
+    if (q->peer == c->ch->vgpu) { /* an event of one of this vGPU's contexts */
+        r = vchannel_wait_event_of(c->ch, c, stream, q->event_ctx, q->event, q->flags);
+        const struct srv_obj *e = srv_table_get(&c->ch->tables[SRV_EVENT], q->event);
+        if (r == CUDA_SUCCESS && e && e->capture) /* recorded in a capture: the stream joins it */
+            vchannel_capture_join(c->ch, stream, e->capture);
+        return r;
+    }
     struct event_wait ew = {c, stream, q};
     return vchannel_with_peer(c, q->peer, false, wait_in, &ew);
 }
@@ -197,7 +202,10 @@ CUresult vgpu_handle_EventRecord(struct vgpu_call *c, const struct vgpu_req_Even
     struct srv_obj *e = vchannel_obj(c, SRV_EVENT, q->event);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    return OPS(c)->event_record(EXEC(c), c->ctx->x, e->x, stream, q->flags);
+    r = OPS(c)->event_record(EXEC(c), c->ctx->x, e->x, stream, q->flags);
+    if (r == CUDA_SUCCESS)
+        e->capture = vchannel_capture_origin(c->ch, stream);
+    return r;
 }
 
 CUresult vgpu_handle_EventSynchronize(struct vgpu_call *c, const struct vgpu_req_EventSynchronize *q,

@@ -37,6 +37,7 @@ struct srv_obj {
     bool live;
     bool borrowed;    /* a graph the executor owns as part of another (a conditional node's body) */
     bool green;       /* a context: a green context (it shares memory with the device's others) */
+    void *capture;    /* an event: the stream that began the capture its last record was made in */
 };
 
 /* Ids are minted by the client; the table grows to the largest id in use, up to what the limit

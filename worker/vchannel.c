@@ -295,28 +295,44 @@ CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
     return gate_admit(&ch->gate, r, c->ctx->x, stream);
 }
 
+/* The capture of the stream at index i is over: its build goes (the last one takes its place). */
+static void build_drop(struct vchannel *ch, unsigned i)
+{
+    free(ch->builds[i].nodes);
+    for (size_t k = 0; k < ch->builds[i].nbodies; k++) /* (their graph was never made) */
+        vchannel_remove(ch, SRV_GRAPH, ch->builds[i].bodies[k]);
+    free(ch->builds[i].bodies);
+    ch->capture_count--;
+    ch->capturing[i] = ch->capturing[ch->capture_count];
+    ch->builds[i] = ch->builds[ch->capture_count];
+    ch->builds[ch->capture_count] = (struct vchannel_build){0};
+}
+
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on)
 {
+    struct vchannel_build *b = vchannel_build_of(ch, stream);
+    if (on) {
+        if (b)
+            return true;
+        if (ch->capture_count == VCHANNEL_MAX_CAPTURES)
+            return false;
+        ch->builds[ch->capture_count] = (struct vchannel_build){0};
+        ch->capturing[ch->capture_count++] = stream;
+        return true;
+    }
+    if (b && !b->joined) { /* the capture is over for the streams that joined it too */
+        for (unsigned k = 0; k < ch->capture_count;) {
+            if (ch->builds[k].joined == stream)
+                build_drop(ch, k);
+            else
+                k++;
+        }
+    }
     for (unsigned i = 0; i < ch->capture_count; i++)
         if (ch->capturing[i] == stream) {
-            if (!on) {
-                free(ch->builds[i].nodes);
-                for (size_t k = 0; k < ch->builds[i].nbodies; k++) /* (their graph was never made) */
-                    vchannel_remove(ch, SRV_GRAPH, ch->builds[i].bodies[k]);
-                free(ch->builds[i].bodies);
-                ch->capture_count--;
-                ch->capturing[i] = ch->capturing[ch->capture_count];
-                ch->builds[i] = ch->builds[ch->capture_count];
-                ch->builds[ch->capture_count] = (struct vchannel_build){0};
-            }
-            return true;
+            build_drop(ch, i);
+            break;
         }
-    if (!on)
-        return true;
-    if (ch->capture_count == VCHANNEL_MAX_CAPTURES)
-        return false;
-    ch->builds[ch->capture_count] = (struct vchannel_build){0};
-    ch->capturing[ch->capture_count++] = stream;
     return true;
 }
 
@@ -326,6 +342,21 @@ struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream)
         if (ch->capturing[i] == stream)
             return &ch->builds[i];
     return NULL;
+}
+
+void *vchannel_capture_origin(struct vchannel *ch, void *stream)
+{
+    struct vchannel_build *b = stream ? vchannel_build_of(ch, stream) : NULL;
+    return !b ? NULL : b->joined ? b->joined : stream;
+}
+
+void vchannel_capture_join(struct vchannel *ch, void *stream, void *origin)
+{
+    struct vchannel_build *o = origin ? vchannel_build_of(ch, origin) : NULL;
+    if (!stream || !o || o->joined || vchannel_build_of(ch, stream)) /* over, or capturing already */
+        return;
+    if (vchannel_capturing(ch, stream, true))
+        vchannel_build_of(ch, stream)->joined = origin;
 }
 
 void vchannel_forget_bodies(struct vchannel *ch, uint32_t id)

@@ -143,6 +143,9 @@ struct vchannel_build {
     /* bodies of conditional nodes named during a capture that makes a new graph: they go with it */
     uint32_t *bodies;
     size_t nbodies, bodies_cap;
+    /* The stream whose capture this stream joined by waiting for an event recorded in it (NULL: it
+     * began its own); it leaves when that capture ends. */
+    void *joined;
 };
 
 /* A copy whose completion word the device stores when it is done (signals.c). */
@@ -356,10 +359,17 @@ void vchannel_files_teardown(struct vchannel *ch);
 void vchannel_green_teardown(struct vchannel *ch);
 /* Free the channel's stream-ordered allocations and destroy its pools (after its contexts). */
 void vchannel_pool_teardown(struct vchannel *ch);
-/* A stream begins or ends capturing (false: too many capture at once). */
+/* A stream begins or ends capturing (false: too many capture at once); when the stream that began a
+ * capture ends it, the streams that joined it end too. */
 bool vchannel_capturing(struct vchannel *ch, void *stream, bool on);
 /* The build on a capturing stream; NULL if the stream does not capture. */
 struct vchannel_build *vchannel_build_of(struct vchannel *ch, void *stream);
+/* The stream that began the capture stream takes part in (itself, or the one it joined); NULL when
+ * it captures nothing. */
+void *vchannel_capture_origin(struct vchannel *ch, void *stream);
+/* stream waited for an event recorded in origin's capture: it takes part in that capture, as the
+ * driver has it, while the capture runs (nothing if it is over or stream captures already). */
+void vchannel_capture_join(struct vchannel *ch, void *stream, void *origin);
 /* The bodies named (borrowed graphs) that go with graph id: forgotten, for it is destroyed or
  * emptied. */
 void vchannel_forget_bodies(struct vchannel *ch, uint32_t id);

@@ -3,7 +3,9 @@
  * it is the same node), a kernel and an empty node added to the capture's graph after chosen
  * dependencies (the capture's own unchanged), cuStreamUpdateCaptureDependencies setting and adding,
  * the graph replayed with the result checked; a capture into a graph; a host function captured;
- * an allocation node and a free node added to a capture;
+ * an allocation node and a free node added to a capture; memory a captured graph allocated freed
+ * by a graph built node by node; a stream that joins a capture by waiting
+ * for an event recorded in it (its pageable copy replayed);
  * and what the driver refuses (printed, for check-gpu
  * to compare with the driver's). Argument: the module holding add_u32. */
 #include <string.h>
@@ -221,7 +223,83 @@ int main(int argc, char **argv)
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(captured));
     CHECK(cuMemFreeHost(out));
+    /* Memory a captured graph allocated and left, freed by a graph built node by node (as CUDA's
+     * graphMemoryNodes sample does): the free node is taken, and that graph runs. */
+    CUdeviceptr kept = 0;
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemAllocAsync(&kept, N * sizeof(unsigned), s));
+    CHECK(cuMemsetD32Async(kept, 4, N, s));
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h2, kept, sizeof h2));
+    EXPECT(h2[0] == 4 && h2[N - 1] == 4, "memory a captured graph allocated: %u", h2[0]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+    CUgraph freeing;
+    CUgraphNode free_kept;
+    CHECK(cuGraphCreate(&freeing, 0));
+    CHECK(cuGraphAddMemFreeNode(&free_kept, freeing, NULL, 0, kept));
+    prog_say("a free node of memory no graph allocated", cuGraphAddMemFreeNode(&free_node, freeing, NULL, 0, d));
+    CHECK(cuGraphInstantiate(&exec, freeing, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(freeing));
+
+    /* A stream that waits for an event recorded in a capture joins it (the shape of CUDA's
+     * graphMemoryNodes sample): it reports that capture, its copy into pageable memory is the
+     * graph's (replayed, seeing the memory as it is then), and it joins back before the capture
+     * ends, after which it captures nothing. */
+    CUevent forked, rejoined;
+    CHECK(cuEventCreate(&forked, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuEventCreate(&rejoined, CU_EVENT_DISABLE_TIMING));
+    unsigned *page = malloc(N * sizeof(unsigned));
+    EXPECT(page != NULL, "out of memory");
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUstreamCaptureStatus status;
+    cuuint64_t capture_id = 0, joined_id = 0;
+    CHECK(cuStreamGetCaptureInfo(s, &status, &capture_id, NULL, NULL, NULL, NULL));
+    CHECK(cuMemsetD32Async(d, 5, N, s));
+    CHECK(cuEventRecord(forked, s));
+    CHECK(cuStreamWaitEvent(other, forked, 0));
+    CHECK(cuStreamGetCaptureInfo(other, &status, &joined_id, NULL, NULL, NULL, NULL));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_ACTIVE && joined_id == capture_id,
+           "a stream that waited for an event of the capture: status %d, capture %llu (the capture is %llu)",
+           (int)status, (unsigned long long)joined_id, (unsigned long long)capture_id);
+    CHECK(cuMemcpyDtoHAsync(page, d, N * sizeof(unsigned), other));
+    CHECK(cuEventRecord(rejoined, other));
+    CHECK(cuStreamWaitEvent(s, rejoined, 0));
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuStreamIsCapturing(other, &status));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "still capturing after the capture ended (%d)", (int)status);
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    for (int round = 0; round < 2; round++) {
+        memset(page, 0, N * sizeof(unsigned));
+        CHECK(cuGraphLaunch(exec, s));
+        CHECK(cuStreamSynchronize(s));
+        EXPECT(page[0] == 5 && page[N - 1] == 5, "replay %d: the joined stream's copy gave %u", round, page[0]);
+    }
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+    /* Only the stream that began a capture ends it: trying on one that joined spoils the capture. */
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuEventRecord(forked, s));
+    CHECK(cuStreamWaitEvent(other, forked, 0));
+    captured = NULL;
+    prog_say("ending a capture on a stream that joined it", cuStreamEndCapture(other, &captured));
+    CHECK(cuStreamIsCapturing(other, &status));
+    printf("that stream's capture status: %d\n", (int)status);
+    prog_say("then ending it where it began", cuStreamEndCapture(s, &captured));
+    if (captured)
+        CHECK(cuGraphDestroy(captured));
+    CHECK(cuStreamIsCapturing(other, &status));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "still capturing after the capture ended (%d)", (int)status);
+    free(page);
+    CHECK(cuEventDestroy(forked));
+    CHECK(cuEventDestroy(rejoined));
     printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
-           "a capture into a graph; host functions captured: ok\n");
+           "a capture into a graph; host functions captured; a stream joining a capture: ok\n");
     return 0;
 }

@@ -301,7 +301,7 @@ int main(int argc, char **argv)
            (int)cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero));
 
     /* Allocation and free nodes: a graph that allocates a buffer, fills it, adds to it, copies it
-     * into d and frees it, launched twice; the node's address as its parameters give it; a clone
+     * into d and frees it, then allocates one of the same size and copies it into d2, launched twice; the node's address as its parameters give it; a clone
      * of such a graph is refused, as natively. */
     CUgraph gm;
     CHECK(cuGraphCreate(&gm, 0));
@@ -325,6 +325,20 @@ int main(int argc, char **argv)
     CHECK(cuGraphAddMemcpyNode(&cn, gm, &kn, 1, &cp, ctx));
     CHECK(cuGraphAddMemFreeNode(&fn, gm, &cn, 1, buf));
     EXPECT(cuGraphAddMemFreeNode(&extra_node, gm, &fn, 1, buf) != CUDA_SUCCESS, "a buffer freed twice");
+    /* An allocation node after the free of one of its size may have that memory again (the driver
+     * gives it; CUDA's graphMemoryNodes sample prints whether it did): printed, for check-gpu. */
+    CUDA_MEM_ALLOC_NODE_PARAMS ap2 = prog_alloc_node(dev, N * sizeof(unsigned));
+    CUgraphNode an2, mn2, cn2, fn2;
+    CHECK(cuGraphAddMemAllocNode(&an2, gm, &fn, 1, &ap2));
+    printf("an allocation node after the free of one of its size has its address: %s\n",
+           ap2.dptr == buf ? "yes" : "no");
+    ms = memset_params(ap2.dptr, 7);
+    CHECK(cuGraphAddMemsetNode(&mn2, gm, &an2, 1, &ms, ctx));
+    CUDA_MEMCPY3D cp2 = cp;
+    cp2.srcDevice = ap2.dptr;
+    cp2.dstDevice = d2;
+    CHECK(cuGraphAddMemcpyNode(&cn2, gm, &mn2, 1, &cp2, ctx));
+    CHECK(cuGraphAddMemFreeNode(&fn2, gm, &cn2, 1, ap2.dptr));
     CUDA_MEM_ALLOC_NODE_PARAMS alloc_back;
     CHECK(cuGraphMemAllocNodeGetParams(an, &alloc_back));
     EXPECT(alloc_back.dptr == buf && alloc_back.bytesize == ap.bytesize, "the allocation node's parameters");
@@ -337,12 +351,38 @@ int main(int argc, char **argv)
     CHECK(cuGraphInstantiateWithFlags(&xm, gm, 0));
     for (int round = 0; round < 2; round++) {
         CHECK(cuMemsetD32Async(d, 0, N, s)); /* (s does not wait for the legacy stream) */
+        CHECK(cuMemsetD32Async(d2, 0, N, s));
         CHECK(cuGraphLaunch(xm, s));
         CHECK(cuStreamSynchronize(s));
         expect_all(d, 45, "d from the graph's own buffer");
+        expect_all(d2, 7, "d2 from the graph's second buffer");
     }
     CHECK(cuGraphExecDestroy(xm));
     CHECK(cuGraphDestroy(gm));
+
+    /* Memory one graph's allocation node left allocated, freed by another graph's free node (as
+     * CUDA's graphMemoryNodes sample does): both graphs run. */
+    CUgraph keeps, frees;
+    CUgraphNode kept_alloc, kept_set, other_free;
+    CHECK(cuGraphCreate(&keeps, 0));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap3 = prog_alloc_node(dev, N * sizeof(unsigned));
+    CHECK(cuGraphAddMemAllocNode(&kept_alloc, keeps, NULL, 0, &ap3));
+    ms = memset_params(ap3.dptr, 11);
+    CHECK(cuGraphAddMemsetNode(&kept_set, keeps, &kept_alloc, 1, &ms, ctx));
+    CHECK(cuGraphInstantiateWithFlags(&xm, keeps, 0));
+    CHECK(cuGraphLaunch(xm, s));
+    CHECK(cuStreamSynchronize(s));
+    expect_all(ap3.dptr, 11, "memory a graph allocated and left");
+    CHECK(cuGraphCreate(&frees, 0));
+    CHECK(cuGraphAddMemFreeNode(&other_free, frees, NULL, 0, ap3.dptr));
+    CUgraphExec xf;
+    CHECK(cuGraphInstantiateWithFlags(&xf, frees, 0));
+    CHECK(cuGraphLaunch(xf, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuGraphExecDestroy(xf));
+    CHECK(cuGraphDestroy(frees));
+    CHECK(cuGraphExecDestroy(xm));
+    CHECK(cuGraphDestroy(keeps));
 
     /* Copy nodes of pageable memory: host to device, device to host, host to host; each replay
      * reads and writes the application's memory as it is then. */

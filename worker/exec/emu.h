@@ -182,6 +182,9 @@ struct emu_stream {
     uint64_t capture_id;
     bool capture_invalid;      /* something it could not capture happened: ending it fails */
     bool capture_into;         /* capture is a graph that exists (not the stream's to free) */
+    /* The stream whose capture this one joined by waiting for an event recorded in it (NULL: its
+     * own, or none): its ops go into that capture's graph, in the order they come. */
+    struct emu_stream *capture_joined;
     /* The capture's dependencies, by token (emu_graph.c: every node captured or added gets one),
      * and the token of the node captured last. */
     uintptr_t *capture_deps;
@@ -190,6 +193,12 @@ struct emu_stream {
     pthread_t thread;
     bool thread_started;
 };
+
+/* The stream whose capture s takes part in: s itself, or the one it joined. */
+static inline struct emu_stream *emu_capture_owner(struct emu_stream *s)
+{
+    return s->capture_joined ? s->capture_joined : s;
+}
 
 /* How far an event has come. An interprocess event's lives in shared memory (a memfd page), where
  * the workers of other tenants that opened it read and record it too. */
@@ -211,6 +220,7 @@ struct emu_event {
     struct emu_event_state *state; /* &own, or the shared page of an interprocess event */
     int shared_fd;                 /* that page's memfd (-1: none) */
     int64_t time_ns;     /* when the last completed record ran */
+    uint64_t capture_id; /* the capture its last record was made in (0: none): waiting joins it */
 };
 
 /* Interprocess events (emu_event_ipc.c): give e a shared page (at creation); an event of ctx over a
@@ -307,8 +317,12 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op);
 /* A synchronization that capture forbids: waiting for s while it captures (s NULL: for every
  * stream, forbidden while one captures in global mode). Invalidates those captures; true if any. */
 bool emu_capture_refuse_locked(struct emu_ctx *c, struct emu_stream *s);
-/* Forget a capture in progress (its stream is going away). */
+/* Forget a capture in progress (its stream is going away); streams that joined it leave it. */
 void emu_capture_drop(struct emu_stream *s);
+/* s waits for an event recorded in capture id: while that capture runs, s joins it (*joined) and the
+ * wait is a matter of order in its graph. CUDA_ERROR_STREAM_CAPTURE_ISOLATION when s captures
+ * something else, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream. */
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, bool *joined);
 CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
                                   uint64_t *id);
 CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph);

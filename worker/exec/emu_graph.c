@@ -1,11 +1,13 @@
 /* The emu executor's stream capture and graphs. A capturing stream keeps the ops queued on it
  * instead of running them; a graph is that list, an executable graph a copy of it, and a launch
- * queues a fresh copy of each op on the launch stream. What this does not model: a capture joined
- * by other streams through events (an event recorded during capture counts as complete, so another
- * stream that waits on it runs at once, uncaptured; the event nodes of a graph built node by node
- * likewise), and one-shot host functions (the frontend makes a host function on a capturing stream
- * a host node, which is kept). Dependencies are kept as tokens for the capture's queries, but a
- * graph runs its ops in the order captured, which respects them. A replay whose device memory was
+ * queues a fresh copy of each op on the launch stream. A stream that waits for an event recorded
+ * in a capture joins it: its ops go into the same graph in the order they come, which respects the
+ * order the events give. What this does not model: a joined stream that has not joined back when
+ * the capture ends (the driver refuses that end: CUDA_ERROR_STREAM_CAPTURE_UNJOINED), the event
+ * nodes of a graph built node by node (an event recorded during capture counts as complete), and
+ * one-shot host functions (the frontend makes a host function on a capturing stream a host node,
+ * which is kept). Dependencies are kept as tokens for the capture's queries, but a graph runs its
+ * ops in the order captured, which respects them. A replay whose device memory was
  * freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU
  * would fault. */
 #include <stdlib.h>
@@ -162,13 +164,63 @@ static void capture_deps_free(struct emu_stream *s)
     s->capture_last = 0;
 }
 
+/* The streams that joined s's capture leave it (it ends, or s goes) (c->mu held). */
+static void joined_leave_locked(struct emu_stream *s)
+{
+    struct emu_ctx *c = s->ctx;
+    for (size_t i = 0; c && i <= c->stream_count; i++) {
+        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        if (t && t != s && t->capture_joined == s) {
+            capture_deps_free(t);
+            t->capture = NULL;
+            t->capture_joined = NULL;
+            t->capture_into = t->capture_invalid = false;
+        }
+    }
+}
+
 void emu_capture_drop(struct emu_stream *s)
 {
+    if (s->capture && !s->capture_joined)
+        joined_leave_locked(s);
     capture_deps_free(s);
     if (!s->capture_into)
         graph_free(s->capture);
     s->capture = NULL;
+    s->capture_joined = NULL;
     s->capture_into = false;
+}
+
+/* The stream that began capture id, while it runs (c->mu held); NULL when none. */
+static struct emu_stream *capture_began_locked(struct emu_ctx *c, uint64_t id)
+{
+    for (size_t i = 0; id && i <= c->stream_count; i++) {
+        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        if (t && t->capture && !t->capture_joined && t->capture_id == id)
+            return t;
+    }
+    return NULL;
+}
+
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, bool *joined)
+{
+    struct emu_stream *o = capture_began_locked(c, id);
+    *joined = o != NULL;
+    if (!o)
+        return CUDA_SUCCESS; /* over: the event counts as complete */
+    if (s->capture) /* in that capture already, or in another one (which may not wait for it) */
+        return emu_capture_owner(s) == o ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    if (s->is_null) /* the legacy stream cannot take part in a capture */
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    s->capture = o->capture;
+    s->capture_into = true; /* (the graph is the capture's, not this stream's) */
+    s->capture_joined = o;
+    s->capture_invalid = false;
+    s->capture_mode = o->capture_mode;
+    s->capture_id = o->capture_id;
+    s->capture_ndeps = 0;
+    s->capture_last = 0;
+    return CUDA_SUCCESS;
 }
 
 /* The bytes an op reads or writes from p on, if p is in the context's device memory: a span. */
@@ -234,6 +286,7 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     /* An event recorded during capture counts as complete at once (see above). */
     if (op->kind == EMU_OP_RECORD) {
         struct emu_event *e = op->u.record.event;
+        e->capture_id = s->capture_id; /* a stream that waits for it joins this capture */
         emu_event_complete(e, op->u.record.gen);
     }
     /* What came before the capture is not the graph's to wait for (this lets go of the event). */
@@ -244,12 +297,12 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
                 (op->kind == EMU_OP_COPY && !op->u.copy.owned) ||
                 (op->kind == EMU_OP_CALLBACK && op->u.callback.repeat);
     if (keep && !note_spans(s->ctx, op))
-        keep = false, s->capture_invalid = true;
+        keep = false, emu_capture_owner(s)->capture_invalid = true;
     struct emu_graph *g = s->capture;
     struct emu_op **ops = keep ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
     if (!ops) {
         if (keep || op->kind != EMU_OP_NOTHING)
-            s->capture_invalid = true;
+            emu_capture_owner(s)->capture_invalid = true;
         if (op->kind == EMU_OP_CALLBACK) /* whoever waits for it learns it will never run */
             op->u.callback.fn(op->u.callback.arg, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         emu_op_free(op);
@@ -258,7 +311,7 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     g->ops = ops;
     g->ops[g->n++] = op;
     if (!capture_named_locked(s, NULL))
-        s->capture_invalid = true;
+        emu_capture_owner(s)->capture_invalid = true;
 }
 
 /* Begin a capture on s into g (c->mu held). */
@@ -307,6 +360,13 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
     if (!s)
         return CUDA_ERROR_ILLEGAL_STATE;
     pthread_mutex_lock(&c->mu);
+    if (s->capture_joined) { /* only the stream that began a capture ends it; trying spoils it */
+        s->capture_joined->capture_invalid = true;
+        pthread_mutex_unlock(&c->mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (s->capture)
+        joined_leave_locked(s);
     struct emu_graph *g = s->capture;
     bool invalid = s->capture_invalid, into = s->capture_into;
     s->capture = NULL;
@@ -331,7 +391,7 @@ bool emu_capture_refuse_locked(struct emu_ctx *c, struct emu_stream *s)
         struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
         /* Waiting for a capturing stream, or for everything while one captures in global mode. */
         if (t->capture && (t == s || (!s && t->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL))) {
-            t->capture_invalid = true;
+            emu_capture_owner(t)->capture_invalid = true;
             any = true;
         }
     }
@@ -585,7 +645,7 @@ CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned
                 g->ops[g->n++] = op;
         }
         if (r != CUDA_SUCCESS)
-            s->capture_invalid = true;
+            emu_capture_owner(s)->capture_invalid = true;
     }
     if (r == CUDA_SUCCESS && kind == VGPU_BUILD_EMPTY) { /* a node of the graph, as the driver's is */
         struct emu_op *op = emu_op_new(EMU_OP_NOTHING);

@@ -926,6 +926,15 @@ static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stre
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->mu);
+    if (e->capture_id) { /* recorded in a capture: the stream joins it, if it still runs */
+        bool joined;
+        CUresult r = emu_capture_join_locked(c, stream ? stream : c->null_stream, e->capture_id, &joined);
+        if (joined || r != CUDA_SUCCESS) {
+            pthread_mutex_unlock(&c->mu);
+            free(op);
+            return r;
+        }
+    }
     uint64_t rec = e->state->rec_gen;
     if (rec > e->state->done_gen) {
         op->deps = malloc(sizeof *op->deps);
@@ -1008,6 +1017,7 @@ static CUresult emu_event_record(struct vgpu_exec *x, void *ctx, void *event, vo
     op->u.record.event = e;
     op->u.record.gen = atomic_fetch_add(&e->state->rec_gen, 1) + 1;
     e->refs++;
+    e->capture_id = 0; /* (a capturing stream's record sets it when it is captured) */
     emu_enqueue(c, stream, op);
     pthread_mutex_unlock(&c->mu);
     return CUDA_SUCCESS;
