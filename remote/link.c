@@ -53,6 +53,10 @@ struct conn {
     struct remote_event *held, **held_tail;
     uint64_t bulk_bytes_in, bulk_bytes_out;
     uint64_t msg_bytes_in, msg_bytes_out; /* sessions' messages, bulk transfers apart */
+    /* What UCX chose for it once up: the transports of its lanes ("sysv/memory tcp/lo"), and the one
+     * its messages (the calls' records) go by; what an admin asks first of a slow link. */
+    char transports[160];
+    char messages_by[48];
 };
 
 /* A bulk transfer in flight, either way, until UCX is done with it. */
@@ -629,9 +633,73 @@ static void refused(struct remote *r, struct conn *c, const char *why)
     c->closing = "refused";
 }
 
+/* One lane of UCX's description of an endpoint ("lane[1]:  3:sysv/memory.0 md[2] -> ... am am_bw#0"):
+ * its transport ("sysv/memory") into tl, and whether it carries active messages. False for a line
+ * that is no such lane (or the connection manager's). */
+static bool lane_of(const char *line, char *tl, size_t cap, bool *am)
+{
+    const char *p = strstr(line, "lane[");
+    if (!p || !(p = strstr(p, "]:")))
+        return false;
+    p += 2;
+    while (*p == ' ')
+        p++;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p != ':')
+        return false; /* (the connection manager's lane: "cm rdmacm") */
+    p++;
+    size_t n = 0;
+    while (p[n] && p[n] != ' ' && n + 1 < cap &&
+           ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || strchr("_/:-.", p[n])))
+        n++;
+    if (n == 0 || (p[n] && p[n] != ' '))
+        return false;
+    memcpy(tl, p, n);
+    tl[n] = 0;
+    char *dot = strrchr(tl, '.'); /* "sysv/memory.0": the interface's index goes */
+    if (dot && dot > strchr(tl, '/'))
+        *dot = 0;
+    const char *roles = strstr(p, "->");
+    *am = false;
+    for (const char *q = roles; q && (q = strstr(q, " am")); q += 3)
+        if (q[3] == ' ' || q[3] == 0 || q[3] == '\n')
+            *am = true;
+    return true;
+}
+
+/* The transports UCX chose for c's endpoint, from its own description of it. */
+static void note_transports(struct conn *c)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return;
+    ucp_ep_print_info(c->ep, f);
+    fclose(f);
+    c->transports[0] = c->messages_by[0] = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char tl[48];
+        bool am;
+        if (!lane_of(line, tl, sizeof tl, &am))
+            continue;
+        if (am && !c->messages_by[0])
+            snprintf(c->messages_by, sizeof c->messages_by, "%s", tl);
+        size_t used = strlen(c->transports);
+        if (!strstr(c->transports, tl) && used + strlen(tl) + 2 < sizeof c->transports)
+            snprintf(c->transports + used, sizeof c->transports - used, "%s%s", used ? " " : "", tl);
+    }
+    free(text);
+}
+
 static void link_up(struct remote *r, struct conn *c)
 {
     c->state = L_UP;
+    note_transports(c);
     c->up_since = c->last_rx = now_ms();
     if (c->peer >= 0) {
         struct peer_state *p = &r->peers[c->peer];
@@ -639,7 +707,8 @@ static void link_up(struct remote *r, struct conn *c)
         if (strcmp(c->hs.peer, r->cfg.peers[c->peer].name) != 0)
             LOG_WARN("remote: %s answers as %s", r->cfg.peers[c->peer].name, c->hs.peer);
     }
-    LOG_INFO("remote: link with %s (%s) up", c->hs.peer, c->addr);
+    LOG_INFO("remote: link with %s (%s) up, its messages by %s", c->hs.peer, c->addr,
+             c->messages_by[0] ? c->messages_by : "?");
     inbox_push(r, c, REMOTE_LINK_UP, NULL, 0);
 }
 
@@ -1246,6 +1315,9 @@ static void conn_json(struct remote *r, struct strbuf *b, const struct conn *c, 
                   (unsigned long long)atomic_load(&r->backlog[c - r->conns]));
     strbuf_printf(b, ",\"msg_bytes_in\":%llu,\"msg_bytes_out\":%llu", (unsigned long long)c->msg_bytes_in,
                   (unsigned long long)c->msg_bytes_out);
+    /* (both made of [a-z0-9_/:.-] and spaces only: lane_of) */
+    strbuf_printf(b, ",\"transports\":\"%s\",\"messages_by\":\"%s\"", c->state == L_UP ? c->transports : "",
+                  c->state == L_UP ? c->messages_by : "");
     gpus_json(b, c->state == L_UP ? c : NULL);
 }
 

@@ -120,12 +120,14 @@ static void print_cluster(const char *text)
     }
     const char *listen = json_string(json_get(j, "listen"), "");
     printf("node %s%s%s\n\n", node, listen[0] ? ", links taken on " : "", listen);
-    printf("PEER              ADDRESS                   DIR  STATE      RTT us     FOR s    REFUSED\n");
+    printf("PEER              ADDRESS                   DIR  STATE      RTT us     FOR s    MESSAGES BY     REFUSED\n");
     for (const struct json *l = json_get(j, "links") ? json_get(j, "links")->child : NULL; l; l = l->next)
-        printf("%-17.17s %-25.25s %-4s %-10s %-10.1f %-8.1f %llu%s%s\n", json_string(json_get(l, "peer"), "?"),
+        printf("%-17.17s %-25.25s %-4s %-10s %-10.1f %-8.1f %-15.15s %llu%s%s\n", json_string(json_get(l, "peer"), "?"),
                json_string(json_get(l, "address"), "?"), json_string(json_get(l, "direction"), "?"),
                json_string(json_get(l, "state"), "?"), json_number(json_get(l, "rtt_us"), 0),
-               json_number(json_get(l, "since_ms"), 0) / 1e3, NUM(l, "refusals"),
+               json_number(json_get(l, "since_ms"), 0) / 1e3,
+               json_string(json_get(l, "messages_by"), "")[0] ? json_string(json_get(l, "messages_by"), "") : "-",
+               NUM(l, "refusals"),
                json_string(json_get(l, "last_refusal"), "")[0] ? ": " : "",
                json_string(json_get(l, "last_refusal"), ""));
     if (NUM(j, "refused_in"))

@@ -182,6 +182,10 @@ START_TEST(test_links_up)
     ck_assert_ptr_nonnull(out);
     ck_assert_ptr_nonnull(in); /* b dialed a too */
     ck_assert(json_number(json_get(out, "rtt_us"), 0) > 0);
+    /* What UCX chose, as it described the endpoint: over the veth pair, TCP. */
+    const char *by = json_string(json_get(out, "messages_by"), "");
+    ck_assert_msg(strncmp(by, "tcp/", 4) == 0, "a link's messages go by \"%s\"", by);
+    ck_assert_ptr_nonnull(strstr(json_string(json_get(out, "transports"), ""), by));
     const struct json *gpus = json_get(out, "gpus");
     ck_assert_ptr_nonnull(gpus);
     ck_assert_int_eq(json_length(gpus), 1);
