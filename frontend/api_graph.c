@@ -40,8 +40,9 @@ static bool same_capture(const struct fe_capture *k, const struct fe_capture *or
     return k->id && k->id == origin->id && (k == origin || (k->joined && k->origin == origin->stream));
 }
 
-/* The capture on stream: its id and whether it was invalidated (false: not capturing). */
-static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool *invalid)
+/* The capture on stream: its id, whether it was invalidated and (origin not NULL) the stream that
+ * began it (false: not capturing). */
+static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool *invalid, uint32_t *origin)
 {
     if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
         return false;
@@ -50,6 +51,8 @@ static bool capture_get(struct fe_chan *ch, uint32_t stream, uint64_t *id, bool 
     if (k) {
         *id = k->id;
         *invalid = k->invalid;
+        if (origin)
+            *origin = k->origin;
     }
     pthread_mutex_unlock(&ch->capture_mu);
     return k != NULL;
@@ -514,21 +517,13 @@ bool fe_capture_running(struct fe_chan *ch, uint32_t sid)
 {
     uint64_t id;
     bool invalid;
-    return capture_get(ch, sid, &id, &invalid);
+    return capture_get(ch, sid, &id, &invalid, NULL);
 }
 
 bool fe_capture_of(struct fe_chan *ch, uint32_t sid, uint64_t *id, uint32_t *origin)
 {
-    if (atomic_load_explicit(&ch->capture_count, memory_order_acquire) == 0)
-        return false;
-    pthread_mutex_lock(&ch->capture_mu);
-    struct fe_capture *k = capture_of_locked(ch, sid);
-    if (k) {
-        *id = k->id;
-        *origin = k->origin;
-    }
-    pthread_mutex_unlock(&ch->capture_mu);
-    return k != NULL;
+    bool invalid;
+    return capture_get(ch, sid, id, &invalid, origin);
 }
 
 void fe_capture_join(struct fe_chan *ch, uint32_t sid, CUstream handle, uint64_t id, uint32_t origin)
@@ -604,7 +599,7 @@ static CUresult update_deps(CUstream h, bool pt, const CUgraphNode *nodes, const
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t id;
     bool invalid;
-    if (!capture_get(ch, sid, &id, &invalid))
+    if (!capture_get(ch, sid, &id, &invalid, NULL))
         return CUDA_ERROR_ILLEGAL_STATE;
     struct fe_graph *g = capture_graph(c, ch, sid);
     if (!g)
@@ -659,7 +654,7 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t cid = 0;
     bool invalid = false;
-    bool active = capture_get(ch, sid, &cid, &invalid);
+    bool active = capture_get(ch, sid, &cid, &invalid, NULL);
     *status = !active ? CU_STREAM_CAPTURE_STATUS_NONE
                       : invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id)
