@@ -356,6 +356,9 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
             memcpy(buf + sizeof *m, c->refs, tail);
     }
     c->state = SCHAN_OPENING;
+    /* A remote session's traffic goes by the worker's mailbox, given before its first such channel. */
+    if (buf && m->remote && workers_mailbox(s->worker) != 0)
+        LOG_WARN("session %llu: its worker's remote traffic stays on its socket", (unsigned long long)s->id);
     int fds[2];
     unsigned nfds = 0;
     if (c->memfd >= 0)
@@ -1150,6 +1153,8 @@ int server_run(struct server *srv)
     while (!srv->stopping) {
         struct epoll_event evs[32];
         int n = epoll_wait(srv->epoll_fd, evs, 32, wait_ms);
+        if (wait_ms > 0)
+            workers_mail_sleep(srv, false, NULL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -1180,12 +1185,19 @@ int server_run(struct server *srv)
                 break;
             }
         }
+        workers_mail(srv);
         close_killed(srv);
         tick(srv);
         wait_ms = server_memory_run(srv, TICK_MS);
         if (remote_sessions_poll(srv))
             wait_ms = 0;
         bury(srv);
+        /* To sleep: the workers' mailboxes are told (they kick the loop), then looked at once more. */
+        bool unsent = false;
+        if (wait_ms > 0 && workers_mail_sleep(srv, true, &unsent))
+            wait_ms = 0;
+        if (unsent && wait_ms > 1)
+            wait_ms = 1;
     }
     LOG_INFO("vgpud stopping");
     close(srv->listen_fd);

@@ -156,8 +156,21 @@ void workers_resume(struct server *srv, struct worker *w)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
 }
 
+/* A message for a worker's mailbox that did not fit yet. */
+struct worker_mail {
+    struct worker_mail *next;
+    size_t len;
+    uint8_t msg[];
+};
+
 static void worker_free(struct worker *w)
 {
+    if (w->has_mailbox)
+        vgpu_mailbox_detach(&w->mailbox);
+    for (struct worker_mail *u = w->unsent, *next; u; u = next) {
+        next = u->next;
+        free(u);
+    }
     if (w->ctl >= 0)
         close(w->ctl);
     if (w->log_fd >= 0)
@@ -658,6 +671,8 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
     case VGPU_WMSG_RemoteOut:
         remote_sessions_from_worker(srv, w, buf, len);
         break;
+    case VGPU_WMSG_RemoteKicked: /* its mailbox has mail: the loop's turn takes it (workers_mail) */
+        break;
     case VGPU_WMSG_MemEvicted: {
         struct vgpu_wmsg_MemEvicted m;
         memcpy(&m, buf, sizeof m);
@@ -879,10 +894,89 @@ int worker_send_to(struct worker *w, const void *msg, size_t len, const int *fds
     return vgpu_msg_sendv(w->ctl, msg, len, fds, nfds);
 }
 
+int workers_mailbox(struct worker *w)
+{
+    if (w->has_mailbox)
+        return 0;
+    int fd = vgpu_mailbox_create();
+    if (fd < 0 || vgpu_mailbox_attach(&w->mailbox, fd, VGPU_MAILBOX_VGPUD, true) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct vgpu_wmsg_RemoteMailbox m;
+    vgpu_wmsg_init(&m.hdr, VGPU_WMSG_RemoteMailbox, sizeof m);
+    m.ring_size = VGPU_MAILBOX_RING;
+    int rc = worker_send_to(w, &m, sizeof m, &fd, 1);
+    close(fd);
+    if (rc != 0) {
+        vgpu_mailbox_detach(&w->mailbox);
+        return -1;
+    }
+    w->has_mailbox = true;
+    w->unsent_tail = &w->unsent;
+    return 0;
+}
+
+static void kick(struct worker *w)
+{
+    struct vgpu_wmsg_RemoteKick k;
+    vgpu_wmsg_init(&k.hdr, VGPU_WMSG_RemoteKick, sizeof k);
+    (void)worker_send_to(w, &k, sizeof k, NULL, 0);
+}
+
+/* Put what waited into w's mailbox, in order, as far as it fits. */
+static void mail_unsent(struct worker *w)
+{
+    bool woken = false;
+    while (w->unsent) {
+        struct worker_mail *u = w->unsent;
+        bool wake;
+        int e = vgpu_mailbox_put(&w->mailbox, u->msg, u->len, NULL, 0, &wake);
+        if (e == -EAGAIN)
+            break;
+        if (e != 0) /* (a worker that breaks its ring index gets no more) */
+            LOG_WARN("worker %d: its mailbox is broken; a remote session's message is lost", (int)w->pid);
+        woken |= e == 0 && wake;
+        w->unsent = u->next;
+        free(u);
+    }
+    if (!w->unsent)
+        w->unsent_tail = &w->unsent;
+    if (woken)
+        kick(w);
+}
+
 int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64_t offset, const void *tail, size_t len)
 {
     if (len > SESSION_BATCH_MAX)
         return -1;
+    if (w && w->has_mailbox) {
+        struct vgpu_wmsg_RemoteIn h;
+        vgpu_wmsg_init(&h.hdr, VGPU_WMSG_RemoteIn, sizeof h); /* (it clears what it covers: h alone) */
+        h.hdr.size = (uint32_t)(sizeof h + len);
+        h.channel = channel;
+        h.kind = kind;
+        h.offset = offset;
+        bool wake = false;
+        int e = w->unsent ? -EAGAIN : vgpu_mailbox_put(&w->mailbox, &h, sizeof h, tail, len, &wake);
+        if (e == -EAGAIN) { /* full for now: it goes when there is room, before anything later */
+            struct worker_mail *u = malloc(sizeof *u + sizeof h + len);
+            if (!u)
+                return -1;
+            u->next = NULL;
+            u->len = sizeof h + len;
+            memcpy(u->msg, &h, sizeof h);
+            if (len)
+                memcpy(u->msg + sizeof h, tail, len);
+            *w->unsent_tail = u;
+            w->unsent_tail = &u->next;
+            return 0;
+        }
+        if (e == 0 && wake)
+            kick(w);
+        return e == 0 ? 0 : -1;
+    }
     struct vgpu_wmsg_RemoteIn *m = malloc(sizeof *m + len);
     if (!m)
         return -1;
@@ -895,6 +989,42 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
     int rc = worker_send_to(w, m, sizeof *m + len, NULL, 0);
     free(m);
     return rc;
+}
+
+void workers_mail(struct server *srv)
+{
+    static uint8_t buf[VGPU_MAX_MSG + 64]; /* (a mailbox record's frame too) */
+    for (struct worker *w = srv->workers; w; w = w->next) {
+        if (!w->has_mailbox || w->dead)
+            continue;
+        if (w->unsent)
+            mail_unsent(w);
+        /* A few at a time, as from its socket; not while its link's backlog is full. */
+        for (int budget = 64; budget > 0 && !w->paused_on && w->phase == WORKER_SERVING && !w->dead; budget--) {
+            int n = vgpu_mailbox_get(&w->mailbox, buf, sizeof buf);
+            if (n == 0)
+                break;
+            if (n < 0 || vgpu_wmsg_check(buf, (size_t)n, 0, VGPU_TO_SUPERVISOR, VGPU_WP_SERVING) != VGPU_WMSG_RemoteOut) {
+                kill_worker(srv, w, "a broken mailbox");
+                break;
+            }
+            remote_sessions_from_worker(srv, w, buf, (size_t)n);
+        }
+    }
+}
+
+bool workers_mail_sleep(struct server *srv, bool sleeping, bool *unsent)
+{
+    bool waiting = false;
+    for (struct worker *w = srv->workers; w; w = w->next) {
+        if (!w->has_mailbox || w->dead)
+            continue;
+        vgpu_mailbox_sleeping(&w->mailbox, sleeping);
+        waiting |= sleeping && !w->paused_on && vgpu_mailbox_waiting(&w->mailbox);
+        if (unsent)
+            *unsent |= w->unsent != NULL;
+    }
+    return waiting;
 }
 
 void worker_release(struct server *srv, struct worker *w)

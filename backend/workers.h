@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "mailbox.h"
 #include "vgpu/worker.h"
 
 struct server;
@@ -57,6 +58,11 @@ struct worker {
     char log_buf[2048];
     size_t log_len;
     struct watch w_ctl, w_log, w_exit;
+    /* Its remote sessions' traffic (given with its first remote channel), and the messages for it
+     * that did not fit yet, in order. */
+    struct vgpu_mailbox mailbox;
+    bool has_mailbox;
+    struct worker_mail *unsent, **unsent_tail;
     struct worker *next;
 };
 
@@ -96,10 +102,21 @@ void workers_resume(struct server *srv, struct worker *w);
 /* A free scheduler and statistics slot of w; -1 if none. */
 int worker_slot_take(struct worker *w);
 void worker_slot_put(struct worker *w, unsigned slot);
-/* Send w a message (with descriptors); a failure means the worker is going. */
-/* A remote session's traffic (vgpu/remote.h) for channel of w (RemoteIn). 0 or -1. */
+/* A remote session's traffic (vgpu/remote.h) for channel of w (RemoteIn): by its mailbox when it
+ * has one. 0 or -1. */
 int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64_t offset, const void *tail, size_t len);
+/* Send w a message (with descriptors); a failure means the worker is going. */
 int worker_send_to(struct worker *w, const void *msg, size_t len, const int *fds, unsigned nfds);
+/* Give w its mailbox, before its first channel of a remote session: 0, or -1 (its remote traffic
+ * then stays on the socket). */
+int workers_mailbox(struct worker *w);
+/* Each turn of the loop: what the workers' mailboxes hold (not a paused worker's), and what waited
+ * to go into them. */
+void workers_mail(struct server *srv);
+/* The loop is about to sleep (true: the workers kick it; returns whether mail is already there,
+ * so it must not) or is awake (false). *unsent (if not NULL): messages wait for room in a mailbox
+ * (whose worker does not say when it has read: the loop sleeps briefly). */
+bool workers_mail_sleep(struct server *srv, bool sleeping, bool *unsent);
 /* One session fewer: a worker without sessions retires. */
 void worker_release(struct server *srv, struct worker *w);
 /* Events of the loop for workers. */

@@ -22,6 +22,7 @@ int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, 
         return -EINVAL;
     r->idx = idx;
     r->buf = buf;
+    r->max_record = 0;
     r->size = size;
     if (reset) {
         store_release(&idx->prod, 0);
@@ -40,9 +41,11 @@ int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, 
 
 uint32_t vgpu_ring_max_record(const struct vgpu_ring *r)
 {
-    uint32_t half = r->size / 2;
-    return half < VGPU_MAX_RECORD ? half : VGPU_MAX_RECORD;
+    uint32_t half = r->size / 2, max = r->max_record ? r->max_record : VGPU_MAX_RECORD;
+    return half < max ? half : max;
 }
+
+void vgpu_ring_allow(struct vgpu_ring *r, uint32_t max) { r->max_record = max; }
 
 void *vgpu_ring_reserve(struct vgpu_ring *r, uint32_t len, int *err)
 {

@@ -24,6 +24,7 @@ struct vgpu_ring {
     uint32_t cons_seen;        /* producer side: the consumer's index when last read */
     uint32_t cons;             /* consumer side: consumed so far, including unreleased */
     uint32_t prod_seen;        /* consumer side: the producer's index when last read (checked) */
+    uint32_t max_record;       /* 0: VGPU_MAX_RECORD (vgpu_ring_allow) */
 };
 
 /* Set up one side of a ring over shared memory; size must be a power of two between 4 KiB and
@@ -32,8 +33,11 @@ struct vgpu_ring {
  * channel does that). */
 int vgpu_ring_attach(struct vgpu_ring *r, struct vgpu_ring_idx *idx, void *buf, uint32_t size, bool reset);
 
-/* Largest record this ring accepts. */
+/* Largest record this ring accepts: VGPU_MAX_RECORD (a call's), or as allowed, at most half the
+ * ring. */
 uint32_t vgpu_ring_max_record(const struct vgpu_ring *r);
+/* Accept records of up to max bytes (both sides must agree: the consumer refuses larger ones). */
+void vgpu_ring_allow(struct vgpu_ring *r, uint32_t max);
 
 /* ---- producer */
 

@@ -42,7 +42,7 @@ int batch_flush(struct batch *b)
     m->channel = b->channel;
     m->kind = SESS_BATCH;
     m->offset = 0;
-    int rc = worker_send(b->buf, b->len, NULL, 0);
+    int rc = worker_send_remote(b->buf, b->len);
     b->sent_batches++;
     b->sent_records += b->records;
     start(b);

@@ -14,6 +14,7 @@
 #include "bell.h"
 #include "console.h"
 #include "log.h"
+#include "mailbox.h"
 #include "msg_socket.h"
 #include "remote.h"
 #include "vgpu/remote.h"
@@ -46,6 +47,10 @@ static struct {
     struct relay *relays[VGPU_WORKER_MAX_CHANNELS]; /* channels of other nodes' vGPUs */
     unsigned nrelays;
     struct remote_batching batching;
+    /* Remote sessions' traffic, once vgpud has given it (RemoteMailbox; never taken back). */
+    struct vgpu_mailbox mailbox;
+    _Atomic bool has_mailbox;
+    _Atomic bool vgpud_gone; /* the socket has ended: nobody empties the mailbox any more */
 } w = {.ctl = VGPU_WORKER_FD_CONTROL, .send_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER};
 
@@ -55,6 +60,27 @@ int worker_send(const void *msg, size_t len, const int *fds, unsigned nfds)
     int e = vgpu_msg_sendv(w.ctl, msg, len, fds, nfds);
     pthread_mutex_unlock(&w.send_mu);
     return e;
+}
+
+int worker_send_remote(const void *msg, size_t len)
+{
+    if (!atomic_load(&w.has_mailbox))
+        return worker_send(msg, len, NULL, 0);
+    for (;;) {
+        bool kick;
+        int e = vgpu_mailbox_put(&w.mailbox, msg, len, NULL, 0, &kick);
+        if (e == 0) {
+            if (!kick)
+                return 0;
+            struct vgpu_wmsg_RemoteKicked k;
+            vgpu_wmsg_init(&k.hdr, VGPU_WMSG_RemoteKicked, sizeof k);
+            return worker_send(&k, sizeof k, NULL, 0);
+        }
+        /* Full: vgpud reads it as its links drain (it stops while a link's backlog is full). */
+        if (e != -EAGAIN || atomic_load(&w.vgpud_gone))
+            return -1;
+        usleep(20);
+    }
 }
 
 /* ---------------------------------------------------------------- channels */
@@ -350,7 +376,7 @@ static void on_add_channel(const uint8_t *buf, size_t len, int *fds, unsigned *n
 
 /* A remote session's traffic: to the relay of a channel of another node's vGPU, or to the feed of a
  * channel served here for another node's tenant. */
-static void on_remote_in(const uint8_t *buf, size_t len)
+static bool on_remote_in(const uint8_t *buf, size_t len)
 {
     struct vgpu_wmsg_RemoteIn m;
     memcpy(&m, buf, sizeof m);
@@ -362,6 +388,7 @@ static void on_remote_in(const uint8_t *buf, size_t len)
     else if (ch && !atomic_load(&ch->finished))
         feed_in(ch, m.kind, m.offset, buf + sizeof m, len - sizeof m);
     pthread_mutex_unlock(&w.mu);
+    return rl || ch;
 }
 
 /* vgpud asks a channel to give memory back. A channel that has gone is not asked any more
@@ -413,55 +440,131 @@ static unsigned close_all(void)
     return left;
 }
 
+static void on_mailbox(const uint8_t *buf, int *fds, unsigned *nfds)
+{
+    struct vgpu_wmsg_RemoteMailbox m;
+    memcpy(&m, buf, sizeof m);
+    if (atomic_load(&w.has_mailbox) || m.ring_size != VGPU_MAILBOX_RING ||
+        vgpu_mailbox_attach(&w.mailbox, fds[0], VGPU_MAILBOX_WORKER, false) != 0) {
+        LOG_ERROR("vgpud's mailbox cannot be used; its remote sessions go on the socket");
+        return;
+    }
+    atomic_store(&w.has_mailbox, true);
+    (void)nfds;
+}
+
+/* One message from vgpud's socket (checked). */
+static void on_socket(uint8_t *buf, size_t n, int *fds, unsigned *nfds, int64_t *hot_until)
+{
+    switch (vgpu_wmsg_check(buf, n, *nfds, VGPU_TO_WORKER, VGPU_WP_SERVING)) {
+    case VGPU_WMSG_AddChannel:
+        on_add_channel(buf, n, fds, nfds);
+        break;
+    case VGPU_WMSG_CloseChannel:
+        on_close_channel(buf);
+        break;
+    case VGPU_WMSG_MemEvict:
+        on_mem_evict(buf);
+        break;
+    case VGPU_WMSG_RemoteIn:
+        on_remote_in(buf, n);
+        if (w.batching.spin_ns > 0)
+            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+        break;
+    case VGPU_WMSG_RemoteMailbox:
+        on_mailbox(buf, fds, nfds);
+        break;
+    case VGPU_WMSG_RemoteKick: /* the mailbox has mail: the next turn takes it */
+        if (w.batching.spin_ns > 0)
+            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+        break;
+    case VGPU_WMSG_Image:
+    case VGPU_WMSG_MemGrant:
+    case VGPU_WMSG_IpcAnswer:
+    case VGPU_WMSG_ShmAnswer:
+    case VGPU_WMSG_HostFileAnswer:
+        worker_answered(buf, n, *nfds ? fds[0] : -1);
+        *nfds = 0; /* taken */
+        break;
+    default:
+        LOG_ERROR("unexpected message from vgpud (%zu bytes)", n);
+        break;
+    }
+    vgpu_close_fds(fds, nfds);
+}
+
+/* One message from vgpud's socket, waiting at most timeout_ms (0: not at all, -1: for ever): 1 when
+ * there was one, 0 when none came, -1 when the socket has ended. */
+static int from_socket(uint8_t *buf, int timeout_ms, int64_t *hot_until)
+{
+    int fds[VGPU_MSG_MAX_FDS];
+    unsigned nfds = 0;
+    ssize_t n = vgpu_msg_recvv(w.ctl, buf, VGPU_MAX_MSG, fds, VGPU_MSG_MAX_FDS, &nfds, timeout_ms);
+    if (n == -ETIMEDOUT)
+        return 0;
+    if (n <= 0)
+        return -1;
+    on_socket(buf, (size_t)n, fds, &nfds, hot_until);
+    return 1;
+}
+
+/* What the mailbox holds for this worker (RemoteIn only); false if vgpud broke it. A message for a
+ * channel not known yet lets the socket catch up first: vgpud sends a channel (AddChannel, on the
+ * socket) before its traffic (in the mailbox), which may be read first. */
+static bool take_mail(uint8_t *buf, size_t cap, uint8_t *sock_buf, int64_t *hot_until)
+{
+    int n;
+    while ((n = vgpu_mailbox_get(&w.mailbox, buf, cap)) > 0) {
+        if (vgpu_wmsg_check(buf, (size_t)n, 0, VGPU_TO_WORKER, VGPU_WP_SERVING) != VGPU_WMSG_RemoteIn) {
+            LOG_ERROR("vgpud put something else than a remote session's traffic in the mailbox");
+            return false;
+        }
+        if (!on_remote_in(buf, (size_t)n)) {
+            while (from_socket(sock_buf, 0, hot_until) > 0)
+                ;
+            on_remote_in(buf, (size_t)n);
+        }
+        if (w.batching.spin_ns > 0)
+            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+    }
+    if (n < 0)
+        LOG_ERROR("the mailbox from vgpud is corrupt");
+    return n == 0;
+}
+
 static void serve(void)
 {
-    uint8_t *buf = malloc(VGPU_MAX_MSG);
-    if (!buf)
-        return;
+    /* (the mailbox's: room for a record's frame too) */
+    uint8_t *buf = malloc(VGPU_MAX_MSG), *mail_buf = malloc(VGPU_MAX_MSG + 64);
     /* After a remote session's traffic the loop looks on for more (--remote-spin-us) rather than
-     * sleep: its answer is on its way back, and a wake-up costs every hand-over microseconds. */
+     * sleep: its answer is on its way back, and a wake-up costs every hand-over microseconds. While
+     * it looks on the mailbox, the socket (other messages, rarer) is looked at every SOCKET_EVERY
+     * turns. */
+    enum { SOCKET_EVERY = 32 };
     int64_t hot_until = 0;
-    for (;;) {
-        int fds[VGPU_MSG_MAX_FDS];
-        unsigned nfds = 0;
+    for (unsigned turn = 0; buf && mail_buf; turn++) {
+        bool mail = atomic_load(&w.has_mailbox);
+        if (mail && !take_mail(mail_buf, VGPU_MAX_MSG + 64, buf, &hot_until))
+            break;
         bool hot = hot_until && vgpu_now_ns() < hot_until;
-        ssize_t n = vgpu_msg_recvv(w.ctl, buf, VGPU_MAX_MSG, fds, VGPU_MSG_MAX_FDS, &nfds, hot ? 0 : -1);
-        if (n == -ETIMEDOUT)
+        if (hot && mail && turn % SOCKET_EVERY)
             continue;
-        hot_until = 0;
-        if (n <= 0)
-            break;
-        unsigned type = vgpu_wmsg_check(buf, (size_t)n, nfds, VGPU_TO_WORKER, VGPU_WP_SERVING);
-        switch (type) {
-        case VGPU_WMSG_AddChannel:
-            on_add_channel(buf, (size_t)n, fds, &nfds);
-            break;
-        case VGPU_WMSG_CloseChannel:
-            on_close_channel(buf);
-            break;
-        case VGPU_WMSG_MemEvict:
-            on_mem_evict(buf);
-            break;
-        case VGPU_WMSG_RemoteIn:
-            on_remote_in(buf, (size_t)n);
-            if (w.batching.spin_ns > 0)
-                hot_until = vgpu_now_ns() + w.batching.spin_ns;
-            break;
-        case VGPU_WMSG_Image:
-        case VGPU_WMSG_MemGrant:
-        case VGPU_WMSG_IpcAnswer:
-        case VGPU_WMSG_ShmAnswer:
-        case VGPU_WMSG_HostFileAnswer:
-            worker_answered(buf, (size_t)n, nfds ? fds[0] : -1);
-            nfds = 0; /* taken */
-            break;
-        default:
-            LOG_ERROR("unexpected message from vgpud (%zd bytes)", n);
-            break;
+        if (!hot && mail) { /* to sleep: say so, then a last look (vgpud kicks a sleeper) */
+            vgpu_mailbox_sleeping(&w.mailbox, true);
+            if (vgpu_mailbox_waiting(&w.mailbox)) {
+                vgpu_mailbox_sleeping(&w.mailbox, false);
+                continue;
+            }
         }
-        vgpu_close_fds(fds, &nfds);
+        int got = from_socket(buf, hot ? 0 : -1, &hot_until);
+        if (mail)
+            vgpu_mailbox_sleeping(&w.mailbox, false);
+        if (got < 0)
+            break;
     }
+    atomic_store(&w.vgpud_gone, true);
     free(buf);
+    free(mail_buf);
 }
 
 /* ---------------------------------------------------------------- start */

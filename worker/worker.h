@@ -12,6 +12,9 @@
 
 /* The control socket: one message at a time from any thread. Returns 0 or -errno. */
 int worker_send(const void *msg, size_t len, const int *fds, unsigned nfds);
+/* A remote session's message (RemoteOut) to vgpud: by the mailbox once vgpud has given one (it
+ * waits while the mailbox is full), else on the socket. 0, or -1 when vgpud cannot be told. */
+int worker_send_remote(const void *msg, size_t len);
 
 /* Module images through vgpud's cache (the vchannel_host callbacks). */
 int worker_image_get(const uint8_t hash[32], struct vchannel_image *img);

@@ -1,7 +1,8 @@
 /* libFuzzer: what vgpud reads on its control links, from clients (hello, channels, grants,
  * goodbye, control commands) and from its workers (worker.def's messages, checked by direction,
- * size, descriptors and phase). An input is a sequence of chunks [u8 source/phase][u16 length]
- * [bytes], played against a session's state as the server keeps it. A file to register
+ * size, descriptors and phase; and what a worker leaves in its mailbox, common/mailbox.h). An
+ * input is a sequence of chunks [u8 source/phase][u16 length] [bytes], played against a session's
+ * state as the server keeps it. A file to register
  * (HOST_FILE) comes with a memfd of the harness's (source bit 1) or with none. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <cuda.h>
 
 #include "client_msg.h"
+#include "mailbox.h"
 #include "vgpu/worker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,6 +29,34 @@ static int harness_file(void)
         }
     }
     return fd;
+}
+
+/* A worker's mailbox as vgpud reads it: the chunk is the ring's bytes as the worker left them, its
+ * first four the worker's producer index. */
+static void mailbox_read(const uint8_t *bytes, size_t len)
+{
+    static struct vgpu_mailbox vgpud, worker;
+    static int ready = -1;
+    static uint8_t buf[VGPU_MAX_MSG + 64];
+    if (ready < 0) {
+        int fd = vgpu_mailbox_create();
+        ready = fd >= 0 && vgpu_mailbox_attach(&vgpud, fd, VGPU_MAILBOX_VGPUD, true) == 0 &&
+                vgpu_mailbox_attach(&worker, fd, VGPU_MAILBOX_WORKER, false) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!ready || len < 4)
+        return;
+    uint32_t prod;
+    memcpy(&prod, bytes, 4);
+    memcpy(worker.out.buf, bytes + 4, len - 4);
+    __atomic_store_n(&worker.out.idx->prod, prod, __ATOMIC_RELEASE);
+    int n;
+    for (int i = 0; i < 64 && (n = vgpu_mailbox_get(&vgpud, buf, sizeof buf)) > 0; i++)
+        (void)vgpu_wmsg_check(buf, (size_t)n, 0, VGPU_TO_SUPERVISOR, VGPU_WP_SERVING);
+    /* Next time from the start again. */
+    worker.out.idx->prod = worker.out.idx->cons = 0;
+    vgpud.in.cons = vgpud.in.prod_seen = worker.out.prod = worker.out.cons_seen = 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -49,6 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t *msg = malloc(len ? len : 1);
         memcpy(msg, data + at, len);
         at += len;
+        if ((how & 0xc0) == 0x40) { /* a worker's mailbox */
+            mailbox_read(msg, len);
+            free(msg);
+            continue;
+        }
         if (how & 0x80) { /* from a worker */
             unsigned phase = (how & 1) ? VGPU_WP_START : VGPU_WP_SERVING;
             (void)vgpu_wmsg_check(msg, len, (how >> 1) & 3, (how & 8) ? VGPU_TO_WORKER : VGPU_TO_SUPERVISOR, phase);

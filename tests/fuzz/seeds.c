@@ -11,6 +11,8 @@
 #include <cuda.h>
 
 #include "vgpu/calls.h"
+#include "vgpu/remote.h"
+#include "vgpu/worker.h"
 #include "vgpu/wire.h"
 #include "handshake.h"
 #include "link_msg.h"
@@ -555,6 +557,28 @@ static void control(const char *dir)
     strcpy(c.command, "status");
     msg(0, &c, sizeof c);
     save(dir, "control", "control");
+    /* A worker's mailbox holding two RemoteOut messages: [producer index][ring records], each
+     * record [u32 its length][u32 the message's][the message, padded to 8]. */
+    static uint8_t box[4 + 2 * (8 + sizeof(struct vgpu_wmsg_RemoteOut) + 64)];
+    size_t at = 4;
+    for (int i = 0; i < 2; i++) {
+        struct vgpu_wmsg_RemoteOut m;
+        memset(&m, 0, sizeof m);
+        m.hdr = (struct vgpu_wmsg_hdr){.magic = VGPU_WMSG_MAGIC, .type = VGPU_WMSG_RemoteOut,
+                                       .size = (uint32_t)(sizeof m + 24)};
+        m.channel = 1;
+        m.kind = SESS_BATCH;
+        uint32_t msg_len = m.hdr.size, rec_len = (uint32_t)((8 + msg_len + 7) & ~7u);
+        memcpy(box + at, &rec_len, 4);
+        memcpy(box + at + 4, &msg_len, 4);
+        memcpy(box + at + 8, &m, sizeof m);
+        memset(box + at + 8 + sizeof m, 0, rec_len - 8 - sizeof m);
+        at += rec_len;
+    }
+    uint32_t prod = (uint32_t)(at - 4);
+    memcpy(box, &prod, 4);
+    msg(0x40, box, (uint16_t)at);
+    save(dir, "control", "mailbox");
 }
 
 /* ---- vchan: [u8 piece size][bytes of messages] */

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "bell.h"
+#include "mailbox.h"
 #include "ring.h"
 #include "transport.h"
 #include "vgpu/wire.h"
@@ -1155,6 +1157,100 @@ END_TEST
 
 /* ------------------------------------------------------------------------------ suite */
 
+/* ---------------------------------------------------------------- a worker's mailbox */
+
+/* Both sides of one mailbox, as vgpud and its worker map it. */
+static void mailbox_pair(struct vgpu_mailbox *vgpud, struct vgpu_mailbox *worker)
+{
+    int fd = vgpu_mailbox_create();
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(vgpu_mailbox_attach(vgpud, fd, VGPU_MAILBOX_VGPUD, true), 0);
+    ck_assert_int_eq(vgpu_mailbox_attach(worker, fd, VGPU_MAILBOX_WORKER, false), 0);
+    close(fd);
+}
+
+START_TEST(mailbox_both_ways)
+{
+    struct vgpu_mailbox v, w;
+    mailbox_pair(&v, &w);
+    static uint8_t buf[(1u << 20) + 64], big[1u << 20];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i * 7);
+    bool kick = true;
+    ck_assert_int_eq(vgpu_mailbox_get(&v, buf, sizeof buf), 0);
+    /* A batch as large as a remote session's (1 MiB), header and tail apart, to vgpud. */
+    ck_assert_int_eq(vgpu_mailbox_put(&w, "head", 4, big, sizeof big, &kick), 0);
+    ck_assert(!kick);
+    ck_assert(vgpu_mailbox_waiting(&v));
+    ck_assert(!vgpu_mailbox_waiting(&w));
+    ck_assert_int_eq(vgpu_mailbox_get(&v, buf, sizeof buf), 4 + (int)sizeof big);
+    ck_assert_int_eq(memcmp(buf, "head", 4), 0);
+    ck_assert_int_eq(memcmp(buf + 4, big, sizeof big), 0);
+    /* And three odd-sized ones back, in order. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(vgpu_mailbox_put(&v, "abcdefghij", (size_t)i + 1, NULL, 0, &kick), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(vgpu_mailbox_get(&w, buf, sizeof buf), i + 1);
+        ck_assert_int_eq(memcmp(buf, "abcdefghij", (size_t)i + 1), 0);
+    }
+    ck_assert_int_eq(vgpu_mailbox_get(&w, buf, sizeof buf), 0);
+    vgpu_mailbox_detach(&v);
+    vgpu_mailbox_detach(&w);
+}
+END_TEST
+
+/* A reader that says it sleeps is kicked by the next writer; a full ring says so; too large a
+ * message never fits. */
+START_TEST(mailbox_sleep_full_and_too_large)
+{
+    struct vgpu_mailbox v, w;
+    mailbox_pair(&v, &w);
+    static uint8_t big[1u << 20];
+    bool kick = false;
+    vgpu_mailbox_sleeping(&v, true);
+    ck_assert_int_eq(vgpu_mailbox_put(&w, big, 64, NULL, 0, &kick), 0);
+    ck_assert(kick);
+    vgpu_mailbox_sleeping(&v, false);
+    ck_assert_int_eq(vgpu_mailbox_put(&w, big, 64, NULL, 0, &kick), 0);
+    ck_assert(!kick);
+    int e = 0, n = 0;
+    while ((e = vgpu_mailbox_put(&w, big, sizeof big, NULL, 0, &kick)) == 0)
+        n++;
+    ck_assert_int_eq(e, -EAGAIN);
+    ck_assert_int_ge(n, 2);
+    ck_assert_int_eq(vgpu_mailbox_put(&v, big, sizeof big, big, sizeof big, &kick), -EMSGSIZE);
+    vgpu_mailbox_detach(&v);
+    vgpu_mailbox_detach(&w);
+}
+END_TEST
+
+/* What a hostile worker can do to vgpud's side: a message length past its record, a broken index;
+ * and a file that is not a mailbox is not mapped. */
+START_TEST(mailbox_hostile_writer)
+{
+    struct vgpu_mailbox v, w;
+    mailbox_pair(&v, &w);
+    static uint8_t buf[(1u << 20) + 64];
+    bool kick;
+    ck_assert_int_eq(vgpu_mailbox_put(&w, "12345678", 8, NULL, 0, &kick), 0);
+    /* The message's own length (after the record's) claims more than the record holds. */
+    uint8_t *rec = w.out.buf + (w.out.prod - 16);
+    uint32_t lie = 4096;
+    memcpy(rec + 4, &lie, sizeof lie);
+    ck_assert_int_eq(vgpu_mailbox_get(&v, buf, sizeof buf), -EPROTO);
+    ck_assert_int_eq(vgpu_mailbox_put(&w, "12345678", 8, NULL, 0, &kick), 0);
+    w.out.idx->prod = 12345; /* not record-aligned */
+    ck_assert_int_lt(vgpu_mailbox_get(&v, buf, sizeof buf), 0);
+    vgpu_mailbox_detach(&v);
+    vgpu_mailbox_detach(&w);
+    int fd = memfd_create("not-a-mailbox", 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 4096), 0);
+    ck_assert_int_eq(vgpu_mailbox_attach(&v, fd, VGPU_MAILBOX_WORKER, false), -EINVAL);
+    close(fd);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("ring");
@@ -1195,6 +1291,12 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, concurrent_spin);
     tcase_add_test(tc, concurrent_bells);
     tcase_add_test(tc, concurrent_bells_lockstep);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mailbox");
+    tcase_add_test(tc, mailbox_both_ways);
+    tcase_add_test(tc, mailbox_sleep_full_and_too_large);
+    tcase_add_test(tc, mailbox_hostile_writer);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("regressions");
