@@ -156,6 +156,10 @@ void workers_resume(struct server *srv, struct worker *w)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
 }
 
+/* What waits for room in one worker's mailbox, at most: a worker that takes none of its remote
+ * sessions' traffic while its peers send on is ended rather than let vgpud's memory grow. */
+#define WORKER_UNSENT_MAX (256ull << 20)
+
 /* A message for a worker's mailbox that did not fit yet. */
 struct worker_mail {
     struct worker_mail *next;
@@ -939,6 +943,7 @@ static void mail_unsent(struct worker *w)
             LOG_WARN("worker %d: its mailbox is broken; a remote session's message is lost", (int)w->pid);
         woken |= e == 0 && wake;
         w->unsent = u->next;
+        w->unsent_bytes -= u->len;
         free(u);
     }
     if (!w->unsent)
@@ -961,6 +966,8 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
         bool wake = false;
         int e = w->unsent ? -EAGAIN : vgpu_mailbox_put(&w->mailbox, &h, sizeof h, tail, len, &wake);
         if (e == -EAGAIN) { /* full for now: it goes when there is room, before anything later */
+            if (w->unsent_bytes > WORKER_UNSENT_MAX)
+                return -1; /* (the loop ends the worker: workers_mail) */
             struct worker_mail *u = malloc(sizeof *u + sizeof h + len);
             if (!u)
                 return -1;
@@ -971,6 +978,7 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
                 memcpy(u->msg + sizeof h, tail, len);
             *w->unsent_tail = u;
             w->unsent_tail = &u->next;
+            w->unsent_bytes += u->len;
             return 0;
         }
         if (e == 0 && wake)
@@ -995,10 +1003,14 @@ void workers_mail(struct server *srv)
 {
     static uint8_t buf[VGPU_MAX_MSG + 64]; /* (a mailbox record's frame too) */
     for (struct worker *w = srv->workers; w; w = w->next) {
-        if (!w->has_mailbox || w->dead)
+        if (!w->has_mailbox || w->dead || w->ctl < 0) /* (ended: its pidfd tells the rest) */
             continue;
         if (w->unsent)
             mail_unsent(w);
+        if (w->unsent_bytes > WORKER_UNSENT_MAX) {
+            kill_worker(srv, w, "it takes none of its remote sessions' traffic");
+            continue;
+        }
         /* A few at a time, as from its socket; not while its link's backlog is full. */
         for (int budget = 64; budget > 0 && !w->paused_on && w->phase == WORKER_SERVING && !w->dead; budget--) {
             int n = vgpu_mailbox_get(&w->mailbox, buf, sizeof buf);
@@ -1017,7 +1029,7 @@ bool workers_mail_sleep(struct server *srv, bool sleeping, bool *unsent)
 {
     bool waiting = false;
     for (struct worker *w = srv->workers; w; w = w->next) {
-        if (!w->has_mailbox || w->dead)
+        if (!w->has_mailbox || w->dead || w->ctl < 0)
             continue;
         vgpu_mailbox_sleeping(&w->mailbox, sleeping);
         waiting |= sleeping && !w->paused_on && vgpu_mailbox_waiting(&w->mailbox);

@@ -63,6 +63,7 @@ struct worker {
     struct vgpu_mailbox mailbox;
     bool has_mailbox;
     struct worker_mail *unsent, **unsent_tail;
+    uint64_t unsent_bytes; /* past WORKER_UNSENT_MAX the worker is ended: it takes nothing */
     struct worker *next;
 };
 

@@ -884,10 +884,19 @@ START_TEST(test_sched_weights)
 {
     char dptr[64];
     pid_t hold = start_hold(dptr, sizeof dptr);
-    usleep(300000); /* copies under way */
-    struct json *j = status();
+    /* Its copies under way: their turns are counted (however long a loaded machine takes to
+     * start them, within 10 s). */
+    struct json *j = NULL;
+    const struct json *ch = NULL;
+    for (int i = 0; i < 100; i++, usleep(100000)) {
+        json_free(j);
+        j = status();
+        ch = j ? channel_of(j, "prog_hold") : NULL;
+        if (ch && num(ch, "sched.copy.holds") + num(ch, "sched.copy.busy_ns") > 0)
+            break;
+    }
+    ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string(json_path(j, "sched.policy"), ""), "band");
-    const struct json *ch = channel_of(j, "prog_hold");
     ck_assert_ptr_nonnull(ch);
     ck_assert_int_eq(num(ch, "sched.compute.weight"), 250);
     ck_assert_int_eq(num(ch, "sched.copy.weight"), 250);
