@@ -156,9 +156,11 @@ void workers_resume(struct server *srv, struct worker *w)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
 }
 
-/* What waits for room in one worker's mailbox, at most: a worker that takes none of its remote
- * sessions' traffic while its peers send on is ended rather than let vgpud's memory grow. */
-#define WORKER_UNSENT_MAX (256ull << 20)
+/* A worker whose mailbox stays full while its remote sessions' traffic waits: after this long
+ * without taking any of it (a worker busy with a long kernel still takes some, as its channels
+ * drain), or once this much waits, it is ended rather than let vgpud's memory grow. */
+#define WORKER_UNSENT_STUCK_NS (30ll * 1000000000ll)
+#define WORKER_UNSENT_MAX (1ull << 30)
 
 /* A message for a worker's mailbox that did not fit yet. */
 struct worker_mail {
@@ -932,7 +934,7 @@ static void kick(struct worker *w)
 /* Put what waited into w's mailbox, in order, as far as it fits. */
 static void mail_unsent(struct worker *w)
 {
-    bool woken = false;
+    bool woken = false, took = false;
     while (w->unsent) {
         struct worker_mail *u = w->unsent;
         bool wake;
@@ -942,10 +944,13 @@ static void mail_unsent(struct worker *w)
         if (e != 0) /* (a worker that breaks its ring index gets no more) */
             LOG_WARN("worker %d: its mailbox is broken; a remote session's message is lost", (int)w->pid);
         woken |= e == 0 && wake;
+        took = true;
         w->unsent = u->next;
         w->unsent_bytes -= u->len;
         free(u);
     }
+    if (took) /* it takes its traffic, however slowly */
+        w->unsent_stuck_ns = vgpu_now_ns();
     if (!w->unsent)
         w->unsent_tail = &w->unsent;
     if (woken)
@@ -976,6 +981,8 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
             memcpy(u->msg, &h, sizeof h);
             if (len)
                 memcpy(u->msg + sizeof h, tail, len);
+            if (!w->unsent)
+                w->unsent_stuck_ns = vgpu_now_ns();
             *w->unsent_tail = u;
             w->unsent_tail = &u->next;
             w->unsent_bytes += u->len;
@@ -1007,7 +1014,8 @@ void workers_mail(struct server *srv)
             continue;
         if (w->unsent)
             mail_unsent(w);
-        if (w->unsent_bytes > WORKER_UNSENT_MAX) {
+        if (w->unsent && (w->unsent_bytes > WORKER_UNSENT_MAX ||
+                          vgpu_now_ns() - w->unsent_stuck_ns > WORKER_UNSENT_STUCK_NS)) {
             kill_worker(srv, w, "it takes none of its remote sessions' traffic");
             continue;
         }

@@ -63,7 +63,8 @@ struct worker {
     struct vgpu_mailbox mailbox;
     bool has_mailbox;
     struct worker_mail *unsent, **unsent_tail;
-    uint64_t unsent_bytes; /* past WORKER_UNSENT_MAX the worker is ended: it takes nothing */
+    uint64_t unsent_bytes;
+    int64_t unsent_stuck_ns; /* when its mailbox last took something while more waited (workers_mail) */
     struct worker *next;
 };
 
