@@ -438,6 +438,8 @@ void emu_streams_shutdown(struct emu_ctx *c)
         __atomic_store_n(&c->streams[i]->stop, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    /* Three passes: what is queued lets go of the streams it waits for while they all exist, then
+     * the captures (one stream's may have been joined by others), then the streams. */
     for (size_t i = 0; i <= c->stream_count; i++) {
         struct emu_stream *s = i == 0 ? c->null_stream : c->streams[i - 1];
         if (s->thread_started)
@@ -451,10 +453,11 @@ void emu_streams_shutdown(struct emu_ctx *c)
             emu_op_release_deps_locked(op);
             emu_op_free(op);
         }
-        emu_capture_drop(s);
-        if (i > 0)
-            free(s);
     }
+    for (size_t i = 0; i <= c->stream_count; i++)
+        emu_capture_drop(i == 0 ? c->null_stream : c->streams[i - 1]);
+    for (size_t i = 0; i < c->stream_count; i++)
+        free(c->streams[i]);
     free(c->null_stream);
     free(c->streams);
     c->null_stream = NULL;
