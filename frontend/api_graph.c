@@ -80,19 +80,25 @@ CUresult fe_capture_refuse(struct fe_chan *ch, uint32_t stream)
     return k ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+/* Keep entry e (id set) in a free slot; false when there is none. */
+static bool entry_add_locked(struct fe_chan *ch, struct fe_capture e)
+{
+    for (uint32_t i = 0; i < FE_MAX_CAPTURES; i++)
+        if (!ch->captures[i].id) {
+            ch->captures[i] = e;
+            atomic_fetch_add(&ch->capture_count, 1);
+            return true;
+        }
+    return false;
+}
+
 static CUresult capture_add(struct fe_chan *ch, uint32_t stream, CUstream handle, uint64_t id)
 {
     pthread_mutex_lock(&ch->capture_mu);
-    struct fe_capture *free_slot = NULL;
-    for (uint32_t i = 0; i < FE_MAX_CAPTURES && !free_slot; i++)
-        if (!ch->captures[i].id)
-            free_slot = &ch->captures[i];
-    if (free_slot) {
-        *free_slot = (struct fe_capture){.stream = stream, .handle = handle, .id = id, .origin = stream};
-        atomic_fetch_add(&ch->capture_count, 1);
-    }
+    bool added =
+        entry_add_locked(ch, (struct fe_capture){.stream = stream, .handle = handle, .id = id, .origin = stream});
     pthread_mutex_unlock(&ch->capture_mu);
-    return free_slot ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return added ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static void entry_clear_locked(struct fe_chan *ch, struct fe_capture *k)
@@ -530,20 +536,13 @@ void fe_capture_join(struct fe_chan *ch, uint32_t sid, CUstream handle, uint64_t
 {
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *o = capture_of_locked(ch, origin);
-    bool runs = o && !o->joined && o->id == id;
-    struct fe_capture *free_slot = NULL;
-    for (uint32_t i = 0; runs && i < FE_MAX_CAPTURES && !free_slot; i++)
-        if (!ch->captures[i].id)
-            free_slot = &ch->captures[i];
-    if (runs && !capture_of_locked(ch, sid)) { /* (a stream capturing already stays in its own) */
-        if (free_slot) {
-            *free_slot = (struct fe_capture){.stream = sid, .handle = handle, .id = id, .joined = true,
-                                             .origin = origin, .invalid = o->invalid};
-            atomic_fetch_add(&ch->capture_count, 1);
-        } else { /* cannot follow it: what it stages would not be replayed, so the capture fails */
-            LOG_WARN("more than %d streams in captures at once; a capture is invalidated", FE_MAX_CAPTURES);
-            invalidate_locked(ch, o);
-        }
+    /* (a stream capturing already stays in its own) */
+    if (o && !o->joined && o->id == id && !capture_of_locked(ch, sid) &&
+        !entry_add_locked(ch, (struct fe_capture){.stream = sid, .handle = handle, .id = id, .joined = true,
+                                                  .origin = origin, .invalid = o->invalid})) {
+        /* cannot follow it: what it stages would not be replayed, so the capture fails */
+        LOG_WARN("more than %d streams in captures at once; a capture is invalidated", FE_MAX_CAPTURES);
+        invalidate_locked(ch, o);
     }
     pthread_mutex_unlock(&ch->capture_mu);
 }

@@ -517,10 +517,9 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, bool pt)
     if (st && st->ctx != e->ctx)
         return CUDA_ERROR_INVALID_HANDLE;
     FE_RETURN_IF(fe_stream_id(s, pt, e->ctx, ch, &sid));
-    uint64_t capture = 0;
+    uint64_t capture = 0; /* (left so when the stream captures nothing) */
     uint32_t origin = 0;
-    if (!fe_capture_of(ch, sid, &capture, &origin))
-        capture = 0;
+    (void)fe_capture_of(ch, sid, &capture, &origin);
     atomic_store(&e->capture_origin, origin);
     atomic_store(&e->capture, capture);
     FE_REQ(q, EventRecord);

@@ -440,7 +440,14 @@ static unsigned close_all(void)
     return left;
 }
 
-static void on_mailbox(const uint8_t *buf, int *fds, unsigned *nfds)
+/* A remote session's traffic came: the loop looks on for more (--remote-spin-us). */
+static void look_on(int64_t *hot_until)
+{
+    if (w.batching.spin_ns > 0)
+        *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+}
+
+static void on_mailbox(const uint8_t *buf, const int *fds)
 {
     struct vgpu_wmsg_RemoteMailbox m;
     memcpy(&m, buf, sizeof m);
@@ -450,7 +457,6 @@ static void on_mailbox(const uint8_t *buf, int *fds, unsigned *nfds)
         return;
     }
     atomic_store(&w.has_mailbox, true);
-    (void)nfds;
 }
 
 /* One message from vgpud's socket (checked). */
@@ -468,15 +474,13 @@ static void on_socket(uint8_t *buf, size_t n, int *fds, unsigned *nfds, int64_t 
         break;
     case VGPU_WMSG_RemoteIn:
         on_remote_in(buf, n);
-        if (w.batching.spin_ns > 0)
-            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+        look_on(hot_until);
         break;
     case VGPU_WMSG_RemoteMailbox:
-        on_mailbox(buf, fds, nfds);
+        on_mailbox(buf, fds);
         break;
     case VGPU_WMSG_RemoteKick: /* the mailbox has mail: the next turn takes it */
-        if (w.batching.spin_ns > 0)
-            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+        look_on(hot_until);
         break;
     case VGPU_WMSG_Image:
     case VGPU_WMSG_MemGrant:
@@ -524,8 +528,7 @@ static bool take_mail(uint8_t *buf, size_t cap, uint8_t *sock_buf, int64_t *hot_
                 ;
             on_remote_in(buf, (size_t)n);
         }
-        if (w.batching.spin_ns > 0)
-            *hot_until = vgpu_now_ns() + w.batching.spin_ns;
+        look_on(hot_until);
     }
     if (n < 0)
         LOG_ERROR("the mailbox from vgpud is corrupt");
