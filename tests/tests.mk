@@ -61,6 +61,12 @@ $(TEST_O)/unit/check_objects: $(O)/obj/tests/unit/check_objects.o $(O)/obj/worke
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
+# The emu executor's device memory.
+$(O)/obj/tests/unit/check_emu_memory.o: EXTRA_CFLAGS := -Iworker -Iworker/exec
+$(TEST_O)/unit/check_emu_memory: $(O)/obj/tests/unit/check_emu_memory.o $(LIBWORKER) $(LIBSHM) $(LIBSCHED) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(PKG_LIBS) -ldl -lm
+
 # vgpud's memory manager.
 $(O)/obj/tests/unit/check_shm.o: EXTRA_CFLAGS := -Ishm
 $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)

@@ -264,10 +264,13 @@ struct emu_module {
 };
 
 /* emu_device.c */
+#define EMU_GRANULARITY (2ull << 20)     /* what GPUs report, minimum and recommended */
 int emu_devices_init(struct emu_exec *x, int count, uint64_t memory);
 void emu_fill_device_info(struct emu_device *d);
 /* Device memory of d (size rounded up to pages): NULL when the device has no more. */
 void *emu_device_map(struct emu_device *d, uint64_t size);
+/* An address for size bytes of an emulated device (a hint for mmap): in the devices' window. */
+void *emu_va_hint(uint64_t size);
 void emu_device_unmap(struct emu_device *d, void *p, uint64_t size);
 uint64_t emu_page_round(uint64_t size);
 CUresult emu_mem_alloc(struct emu_ctx *c, uint64_t size, uint64_t *dptr);

@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "emu.h"
 #include "log.h"
 
@@ -117,6 +120,38 @@ uint64_t emu_page_round(uint64_t size)
     return (size + page - 1) & ~(page - 1);
 }
 
+/* Where the emulated devices' memory goes: a window high in the address space, as a GPU's driver
+ * keeps its unified addresses apart from the process's own mappings. A tenant maps a managed
+ * module variable at its device address in its own process (frontend/managed.c), where the
+ * libraries and heaps near the top of the mmap area (many of them under the sanitizers) would
+ * often be in the way of an address the worker's mmap chose. A hint only: the kernel puts a
+ * mapping elsewhere where the window is taken. */
+#define EMU_VA_WINDOW 0x7e0000000000ull
+#define EMU_VA_WINDOW_SIZE (1ull << 40)
+
+static _Atomic uint64_t va_next;
+
+static void emu_va_begin(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)vgpu_now_ns();
+    atomic_store(&va_next, r % EMU_VA_WINDOW_SIZE);
+}
+
+void *emu_va_hint(uint64_t size)
+{
+    /* From a place of its own in each worker, as the addresses mmap picks differ from process to
+     * process: a tenant tells its vGPUs apart by their addresses, and two workers, of this node or
+     * another, may serve two vGPUs of one tenant. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, emu_va_begin);
+    uint64_t at = atomic_fetch_add(&va_next, size + EMU_GRANULARITY) % EMU_VA_WINDOW_SIZE;
+    if (at + size > EMU_VA_WINDOW_SIZE)
+        at = 0;
+    return (void *)(uintptr_t)(EMU_VA_WINDOW + (at & ~(uint64_t)(EMU_GRANULARITY - 1)));
+}
+
 void *emu_device_map(struct emu_device *d, uint64_t size)
 {
     if (size == 0 || size > UINT64_MAX - (1u << 20))
@@ -127,7 +162,8 @@ void *emu_device_map(struct emu_device *d, uint64_t size)
         atomic_fetch_sub(&d->used, map_size);
         return NULL;
     }
-    void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(emu_va_hint(map_size), map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
     if (p == MAP_FAILED) {
         atomic_fetch_sub(&d->used, map_size);
         return NULL;

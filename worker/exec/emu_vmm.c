@@ -11,7 +11,6 @@
 
 #include "emu.h"
 
-#define EMU_GRANULARITY (2ull << 20)     /* what GPUs report, minimum and recommended */
 #define EMU_MAX_RESERVATION (1ull << 44) /* 16 TiB: far less than a process's address space */
 
 struct emu_phys {
@@ -53,7 +52,7 @@ CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uin
         if (p != MAP_FAILED)
             munmap(p, size);
     }
-    uint8_t *p = inaccessible(NULL, size + align, false);
+    uint8_t *p = inaccessible(emu_va_hint(size + align), size + align, false);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t start = ((uint64_t)(uintptr_t)p + align - 1) & ~(align - 1);
