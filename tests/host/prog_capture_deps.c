@@ -296,10 +296,48 @@ int main(int argc, char **argv)
         CHECK(cuGraphDestroy(captured));
     CHECK(cuStreamIsCapturing(other, &status));
     EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "still capturing after the capture ended (%d)", (int)status);
+    /* A stream that joined and captured work the capture's stream never waited for: the end is
+     * refused, and the capture is over for both streams. */
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuEventRecord(forked, s));
+    CHECK(cuStreamWaitEvent(other, forked, 0));
+    CHECK(cuMemsetD32Async(d, 6, N, other));
+    captured = NULL;
+    CUresult unjoined = cuStreamEndCapture(s, &captured);
+    prog_say("ending a capture a stream has not joined back", unjoined);
+    EXPECT(unjoined == CUDA_ERROR_STREAM_CAPTURE_UNJOINED && !captured, "ending it: %d", (int)unjoined);
+    CHECK(cuStreamIsCapturing(s, &status));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "its stream still capturing (%d)", (int)status);
+    CHECK(cuStreamIsCapturing(other, &status));
+    EXPECT(status == CU_STREAM_CAPTURE_STATUS_NONE, "the joined stream still capturing (%d)", (int)status);
+    /* Joined back through a third stream: the capture's stream waits for one that waited for it. */
+    CUstream third;
+    CUevent via;
+    CHECK(cuStreamCreate(&third, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&via, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuEventRecord(forked, s));
+    CHECK(cuStreamWaitEvent(other, forked, 0));
+    CHECK(cuMemsetD32Async(d, 7, N, other));
+    CHECK(cuEventRecord(rejoined, other));
+    CHECK(cuStreamWaitEvent(third, rejoined, 0));
+    CHECK(cuMemsetD32Async(d, 8, N, third));
+    CHECK(cuEventRecord(via, third));
+    CHECK(cuStreamWaitEvent(s, via, 0));
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
+    EXPECT(h2[0] == 8 && h2[N - 1] == 8, "joined back through a third stream: %u", h2[0]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+    CHECK(cuEventDestroy(via));
+    CHECK(cuStreamDestroy(third));
     free(page);
     CHECK(cuEventDestroy(forked));
     CHECK(cuEventDestroy(rejoined));
     printf("capture_deps: dependencies reported, set and added; nodes added to the capture; replayed twice; "
-           "a capture into a graph; host functions captured; a stream joining a capture: ok\n");
+           "a capture into a graph; host functions captured; a stream joining a capture, and one not joining back: ok\n");
     return 0;
 }

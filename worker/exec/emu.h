@@ -190,6 +190,10 @@ struct emu_stream {
     uintptr_t *capture_deps;
     size_t capture_ndeps, capture_deps_cap;
     uintptr_t capture_last;
+    /* A joined stream: the last of its nodes a stream of the capture has waited for (an event
+     * recorded after it). Its capture may end only once that is its last node (or it has none):
+     * else the driver refuses the end, CUDA_ERROR_STREAM_CAPTURE_UNJOINED. */
+    uintptr_t capture_waited;
     pthread_t thread;
     bool thread_started;
 };
@@ -221,6 +225,7 @@ struct emu_event {
     int shared_fd;                 /* that page's memfd (-1: none) */
     int64_t time_ns;     /* when the last completed record ran */
     uint64_t capture_id; /* the capture its last record was made in (0: none): waiting joins it */
+    uintptr_t capture_token; /* the recording stream's last node then (0: none) */
 };
 
 /* Interprocess events (emu_event_ipc.c): give e a shared page (at creation); an event of ctx over a
@@ -325,7 +330,7 @@ void emu_capture_drop(struct emu_stream *s);
 /* s waits for an event recorded in capture id: while that capture runs, s joins it (*joined) and the
  * wait is a matter of order in its graph. CUDA_ERROR_STREAM_CAPTURE_ISOLATION when s captures
  * something else, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream. */
-CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, bool *joined);
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, uintptr_t token, bool *joined);
 CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
                                   uint64_t *id);
 CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph);

@@ -2,8 +2,10 @@
  * instead of running them; a graph is that list, an executable graph a copy of it, and a launch
  * queues a fresh copy of each op on the launch stream. A stream that waits for an event recorded
  * in a capture joins it: its ops go into the same graph in the order they come, which respects the
- * order the events give. What this does not model: a joined stream that has not joined back when
- * the capture ends (the driver refuses that end: CUDA_ERROR_STREAM_CAPTURE_UNJOINED), the event
+ * order the events give. A joined stream must have joined back when the capture ends (a stream of
+ * the capture waited for its last node), else the end is refused, CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+ * a stream that waited for it is taken to join back itself (the driver asks that the capturing
+ * stream depend on it, through any number of them). What this does not model: the event
  * nodes of a graph built node by node (an event recorded during capture counts as complete), and
  * one-shot host functions (the frontend makes a host function on a capturing stream a host node,
  * which is kept). Dependencies are kept as tokens for the capture's queries, but a graph runs its
@@ -161,7 +163,7 @@ static void capture_deps_free(struct emu_stream *s)
     free(s->capture_deps);
     s->capture_deps = NULL;
     s->capture_ndeps = s->capture_deps_cap = 0;
-    s->capture_last = 0;
+    s->capture_last = s->capture_waited = 0;
 }
 
 /* The streams that joined s's capture leave it (it ends, or s goes) (c->mu held). */
@@ -202,16 +204,44 @@ static struct emu_stream *capture_began_locked(struct emu_ctx *c, uint64_t id)
     return NULL;
 }
 
-CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, bool *joined)
+/* A stream of s's capture has waited for the node token (c->mu held): the joined stream whose node it
+ * is has joined back up to it. */
+static void waited_for_locked(struct emu_ctx *c, struct emu_stream *owner, uintptr_t token)
+{
+    for (size_t i = 0; token && i <= c->stream_count; i++) {
+        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        if (t && t->capture_joined == owner && t->capture_last == token)
+            t->capture_waited = token;
+    }
+}
+
+/* Whether a stream that joined s's capture has nodes no stream of it waited for since (c->mu held). */
+static bool unjoined_locked(struct emu_stream *s)
+{
+    struct emu_ctx *c = s->ctx;
+    for (size_t i = 0; c && i <= c->stream_count; i++) {
+        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        if (t && t != s && t->capture_joined == s && t->capture_last && t->capture_waited != t->capture_last)
+            return true;
+    }
+    return false;
+}
+
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, uintptr_t token, bool *joined)
 {
     struct emu_stream *o = capture_began_locked(c, id);
     *joined = o != NULL;
     if (!o)
         return CUDA_SUCCESS; /* over: the event counts as complete */
-    if (s->capture) /* in that capture already, or in another one (which may not wait for it) */
-        return emu_capture_owner(s) == o ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    if (s->capture) { /* in that capture already, or in another one (which may not wait for it) */
+        if (emu_capture_owner(s) != o)
+            return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        waited_for_locked(c, o, token);
+        return CUDA_SUCCESS;
+    }
     if (s->is_null) /* the legacy stream cannot take part in a capture */
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    waited_for_locked(c, o, token);
     s->capture = o->capture;
     s->capture_into = true; /* (the graph is the capture's, not this stream's) */
     s->capture_joined = o;
@@ -219,7 +249,7 @@ CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64
     s->capture_mode = o->capture_mode;
     s->capture_id = o->capture_id;
     s->capture_ndeps = 0;
-    s->capture_last = 0;
+    s->capture_last = s->capture_waited = 0;
     return CUDA_SUCCESS;
 }
 
@@ -287,6 +317,7 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
     if (op->kind == EMU_OP_RECORD) {
         struct emu_event *e = op->u.record.event;
         e->capture_id = s->capture_id; /* a stream that waits for it joins this capture */
+        e->capture_token = s->capture_last;
         emu_event_complete(e, op->u.record.gen);
     }
     /* What came before the capture is not the graph's to wait for (this lets go of the event). */
@@ -365,10 +396,12 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
         pthread_mutex_unlock(&c->mu);
         return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     }
+    /* Every stream that joined must have joined back: else the capture ends, spoilt. */
+    bool unjoined = s->capture && unjoined_locked(s);
     if (s->capture)
         joined_leave_locked(s);
     struct emu_graph *g = s->capture;
-    bool invalid = s->capture_invalid, into = s->capture_into;
+    bool invalid = s->capture_invalid || unjoined, into = s->capture_into;
     s->capture = NULL;
     s->capture_invalid = s->capture_into = false;
     capture_deps_free(s);
@@ -378,7 +411,7 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
     if (invalid) {
         if (!into)
             graph_free(g);
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return unjoined ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     *graph = g;
     return CUDA_SUCCESS;

@@ -928,7 +928,8 @@ static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stre
     pthread_mutex_lock(&c->mu);
     if (e->capture_id) { /* recorded in a capture: the stream joins it, if it still runs */
         bool joined;
-        CUresult r = emu_capture_join_locked(c, stream ? stream : c->null_stream, e->capture_id, &joined);
+        CUresult r = emu_capture_join_locked(c, stream ? stream : c->null_stream, e->capture_id, e->capture_token,
+                                             &joined);
         if (joined || r != CUDA_SUCCESS) {
             pthread_mutex_unlock(&c->mu);
             free(op);
