@@ -17,7 +17,7 @@ struct cluster {
     struct bulk_table *bulk; /* where the links' bulk transfers land */
     struct etcd *etcd;    /* NULL: no etcd */
     char node[REMOTE_NODE_NAME];
-    /* This node's GPUs as the loop last saw them: the links' thread reads them. */
+    /* This node's GPUs as the loop last saw them: the links (and etcd's thread) read them. */
     pthread_mutex_t mu;
     struct remote_gpu gpus[REMOTE_MAX_GPUS];
     unsigned ngpus;
@@ -97,6 +97,7 @@ int cluster_start(struct server *srv, const struct remote_config *cfg, const str
         rc.bulk_target = bulk_table_target;
         rc.bulk_done = bulk_table_done;
         rc.bulk_arg = c->bulk;
+        rc.driven = true; /* turned by the loop: remote_sessions_poll */
         if (!(c->links = remote_start(&rc, &err)))
             goto fail;
         err = "cannot watch the links";

@@ -52,10 +52,9 @@ struct rsess {
     struct node_devices nodes[REMOTE_MAX_PEERS];
     struct served *served;
     struct bulk_table *bulk;
-    /* Remote traffic went through the loop lately: until hot_until the loop looks on for more and
-     * takes the links' events on every turn (polled), rather than sleep (--remote-spin-us). */
+    /* Remote traffic went through the loop lately: until hot_until the loop looks on for more
+     * rather than sleep (--remote-spin-us). */
     int64_t hot_until;
-    bool polled;
 };
 
 static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
@@ -574,15 +573,15 @@ bool remote_sessions_poll(struct server *srv)
     struct rsess *rs = srv->rsess;
     if (!rs)
         return false;
-    bool hot_now = rs->hot_until && vgpu_now_ns() < rs->hot_until;
-    if (!hot_now && !rs->polled)
-        return false;
-    if (hot_now != rs->polled) {
-        rs->polled = hot_now;
-        remote_inbox_polled(rs->links, hot_now);
-    }
-    remote_sessions_events(srv); /* once more after polling ends: what came as it ended */
-    return rs->polled;
+    if (remote_turn(rs->links))
+        hot(srv);
+    remote_sessions_events(srv); /* (without its lock when the inbox is empty) */
+    return rs->hot_until && vgpu_now_ns() < rs->hot_until;
+}
+
+bool remote_sessions_may_sleep(struct server *srv)
+{
+    return !srv->rsess || remote_may_sleep(srv->rsess->links);
 }
 
 void remote_sessions_tick(struct server *srv)
@@ -664,10 +663,18 @@ int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_
     rs->bulk = bulk;
     pthread_mutex_init(&rs->nodes_mu, NULL);
     rs->watch = (struct watch){WATCH_REMOTE, rs};
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};
-    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, remote_inbox_fd(links), &ev) != 0) {
-        free(rs);
-        return -1;
+    /* The loop takes the inbox on each turn, after the links' turn that fills it: it needs no
+     * wake-up of its own. The links' descriptors wake the loop for their turn. */
+    remote_inbox_polled(links, true);
+    int fds[2], n = remote_fds(links, fds);
+    for (int i = 0; i < n; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};
+        if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+            while (i-- > 0)
+                epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fds[i], NULL);
+            free(rs);
+            return -1;
+        }
     }
     srv->rsess = rs;
     return 0;
@@ -678,7 +685,9 @@ void remote_sessions_stop(struct server *srv)
     struct rsess *rs = srv->rsess;
     if (!rs)
         return;
-    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, remote_inbox_fd(rs->links), NULL);
+    int fds[2], n = remote_fds(rs->links, fds);
+    for (int i = 0; i < n; i++)
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fds[i], NULL);
     for (struct served *sv = rs->served; sv; sv = sv->next_served)
         sv->rs = NULL; /* their sessions close with the server */
     pthread_mutex_destroy(&rs->nodes_mu);

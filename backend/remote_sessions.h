@@ -20,14 +20,17 @@
 /* Other nodes' GPUs placement considers at most. */
 #define REMOTE_PLACE_MAX 64
 
-/* Take the links' events on the loop (links is the cluster's). 0 or -1. */
+/* The loop turns the links (links is the cluster's, started driven: remote_turn) and takes their
+ * events. 0 or -1. */
 int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_table *bulk);
 void remote_sessions_stop(struct server *srv);
-/* The links' events are waiting (the loop's watch). */
+/* Take the links' events. */
 void remote_sessions_events(struct server *srv);
-/* Each turn of the loop: while remote traffic is recent (--remote-spin-us), take the links' events
- * without waiting for their descriptor, and say so (true: the loop should not sleep). */
+/* Each turn of the loop: a turn of the links (what the loop gave them goes, what came is taken), and
+ * whether remote traffic is recent (--remote-spin-us: true, the loop should not sleep). */
 bool remote_sessions_poll(struct server *srv);
+/* The loop is about to sleep: whether the links let it (false: they have work already). */
+bool remote_sessions_may_sleep(struct server *srv);
 
 /* Device `device` of node, as it described it when its link came up, as a tenant of this node sees
  * it (it maps no host memory of this node). 0, or -1 if it did not. */

@@ -1194,7 +1194,7 @@ int server_run(struct server *srv)
         bury(srv);
         /* To sleep: the workers' mailboxes are told (they kick the loop), then looked at once more. */
         bool unsent = false;
-        if (wait_ms > 0 && workers_mail_sleep(srv, true, &unsent))
+        if (wait_ms > 0 && (!remote_sessions_may_sleep(srv) || workers_mail_sleep(srv, true, &unsent)))
             wait_ms = 0;
         if (unsent && wait_ms > 1)
             wait_ms = 1;

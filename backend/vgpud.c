@@ -116,7 +116,7 @@ static void usage(FILE *f)
             "                         wait (their tenants with them) until a quarter of it has gone\n"
             "                         (default 64M)\n"
             "  --remote-spin-us US    each hand-over of a remote vGPU's calls and answers (the workers'\n"
-            "                         relay and feed, vgpud's loop, the links' thread) looks on for more\n"
+            "                         relay and feed, vgpud's loop with its links) looks on for more\n"
             "                         this long before it sleeps (default 1000 with 8 processors or more,\n"
             "                         else 0: a wake-up costs each hand-over microseconds)\n"
             "  --cluster etcd://HOST:PORT  keep this node and its GPUs in etcd, under a lease, and read the\n"

@@ -119,6 +119,8 @@ struct remote {
     atomic_bool spinning; /* the links' thread looks on for work (cfg.spin_ns): no need to wake it */
     atomic_bool outbox_full; /* the outbox has messages (looked at without its lock while spinning) */
     atomic_bool inbox_polled; /* vgpud's loop looks at the inbox on every turn: no need to wake it */
+    atomic_bool inbox_full;   /* the inbox has events (looked at without its lock on those turns) */
+    int64_t hot_until, next_tick; /* the turns': until when they look on, when the timers run next */
     struct bulk_op *bulk_ops; /* the links' thread's */
     /* Bytes of each link's messages not sent yet (vgpud's outbox and UCX's queue), by conn index,
      * with the generation they count for: read by any thread (remote_backlog). */
@@ -290,6 +292,7 @@ static void inbox_deliver(struct remote *r, struct remote_event *first, struct r
     pthread_mutex_lock(&r->box_mu);
     *r->inbox_tail = first;
     r->inbox_tail = last_next;
+    atomic_store(&r->inbox_full, true);
     pthread_mutex_unlock(&r->box_mu);
     uint64_t one = 1;
     if (!atomic_load(&r->inbox_polled) && write(r->inbox_fd, &one, sizeof one) < 0) {
@@ -925,61 +928,82 @@ static bool drain_outbox(struct remote *r)
     return any;
 }
 
-/* While the thread looks on, the links' timers (tick) run this often rather than on every turn. */
+/* While the links are looked on, their timers (tick) run this often rather than on every turn. */
 #define SPIN_TICK_NS 200000
+
+/* One turn of the links: UCX's progress, what was given to send, the timers when due. True when
+ * something happened (the turns look on for more, cfg.spin_ns). A turn that looks on is short (how
+ * soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only when it has something. */
+static bool turn(struct remote *r)
+{
+    bool did = false;
+    while (ucp_worker_progress(r->worker))
+        did = true;
+    int64_t now = (int64_t)now_ns();
+    bool timers = now >= r->hot_until || now >= r->next_tick;
+    if (timers || atomic_load(&r->outbox_full)) {
+        pthread_mutex_lock(&r->mu);
+        bool sent = drain_outbox(r);
+        if (timers) {
+            tick(r);
+            r->next_tick = now + SPIN_TICK_NS;
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (sent) {
+            did = true;
+            while (ucp_worker_progress(r->worker))
+                ;
+        }
+    }
+    if (did && r->cfg.spin_ns > 0)
+        r->hot_until = now + r->cfg.spin_ns;
+    return did;
+}
+
+/* Before the links' turns wait on their descriptors: false when there is work already. Senders are
+ * told to wake them from now on (spinning), then the wake-ups already sent are read. */
+static bool may_sleep(struct remote *r)
+{
+    atomic_store(&r->spinning, false);
+    char drain[16];
+    while (read(r->wake[0], drain, sizeof drain) > 0)
+        ;
+    atomic_store(&r->wake_pending, false);
+    if (atomic_load(&r->outbox_full) || atomic_load(&r->stop))
+        return false;
+    return ucp_worker_arm(r->worker) != UCS_ERR_BUSY;
+}
 
 static void *link_main(void *arg)
 {
-    struct remote *r = arg;
     /* After traffic the thread looks on for more (cfg.spin_ns) rather than sleep: the answer to
-     * what went is on its way, and a wake-up costs the round trip microseconds. A turn that looks
-     * on is short (how soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only
-     * when it has something. */
-    int64_t hot_until = 0, next_tick = 0;
+     * what went is on its way, and a wake-up costs the round trip microseconds. */
+    struct remote *r = arg;
     while (!atomic_load(&r->stop)) {
-        bool did = false;
-        while (ucp_worker_progress(r->worker))
-            did = true;
-        int64_t now = (int64_t)now_ns();
-        bool timers = now >= hot_until || now >= next_tick;
-        if (timers || atomic_load(&r->outbox_full)) {
-            pthread_mutex_lock(&r->mu);
-            bool sent = drain_outbox(r);
-            if (timers) {
-                tick(r);
-                next_tick = now + SPIN_TICK_NS;
-            }
-            pthread_mutex_unlock(&r->mu);
-            if (sent) {
-                did = true;
-                while (ucp_worker_progress(r->worker))
-                    ;
-            }
-        }
-        if (r->cfg.spin_ns > 0) {
-            if (did)
-                hot_until = now + r->cfg.spin_ns;
-            if (now < hot_until) {
-                atomic_store(&r->spinning, true);
-                continue;
-            }
-            /* Senders that saw it spinning did not wake it: what they left is looked at first. */
-            atomic_store(&r->spinning, false);
-            if (atomic_load(&r->outbox_full))
-                continue;
-        }
-        if (ucp_worker_arm(r->worker) == UCS_ERR_BUSY)
+        atomic_store(&r->spinning, true);
+        turn(r);
+        if ((r->cfg.spin_ns > 0 && (int64_t)now_ns() < r->hot_until) || !may_sleep(r))
             continue;
         struct pollfd fds[2] = {{.fd = r->efd, .events = POLLIN}, {.fd = r->wake[0], .events = POLLIN}};
-        if (poll(fds, 2, 100) > 0 && (fds[1].revents & POLLIN)) {
-            char drain[16];
-            if (read(r->wake[0], drain, sizeof drain) < 0) {
-                /* nothing to drain */
-            }
-        }
+        (void)poll(fds, 2, 100);
     }
     return NULL;
 }
+
+int remote_fds(struct remote *r, int fds[2])
+{
+    fds[0] = r->efd;
+    fds[1] = r->wake[0];
+    return 2;
+}
+
+bool remote_turn(struct remote *r)
+{
+    atomic_store(&r->spinning, true); /* (the caller is awake: it turns again before it sleeps) */
+    return turn(r);
+}
+
+bool remote_may_sleep(struct remote *r) { return may_sleep(r); }
 
 /* ---------------------------------------------------------------- life */
 
@@ -1063,7 +1087,8 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
             goto fail;
         }
     }
-    if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pthread_create(&r->thread, NULL, link_main, r) != 0) {
+    if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0 ||
+        (!cfg->driven && pthread_create(&r->thread, NULL, link_main, r) != 0)) {
         *err = "cannot start the links' thread";
         goto fail;
     }
@@ -1093,10 +1118,12 @@ void remote_stop(struct remote *r)
     if (!r)
         return;
     atomic_store(&r->stop, true);
-    if (write(r->wake[1], "x", 1) < 0) {
-        /* the thread wakes within its poll timeout anyway */
+    if (!r->cfg.driven) {
+        if (write(r->wake[1], "x", 1) < 0) {
+            /* the thread wakes within its poll timeout anyway */
+        }
+        pthread_join(r->thread, NULL);
     }
-    pthread_join(r->thread, NULL);
     for (int i = 0; i < MAX_CONNS; i++)
         if (r->conns[i].used)
             conn_close(r, &r->conns[i], "vgpud stops");
@@ -1131,13 +1158,19 @@ void remote_inbox_polled(struct remote *r, bool polled) { atomic_store(&r->inbox
 struct remote_event *remote_inbox_take(struct remote *r)
 {
     uint64_t n;
-    if (!atomic_load(&r->inbox_polled) && read(r->inbox_fd, &n, sizeof n) < 0) {
+    if (atomic_load(&r->inbox_polled)) {
+        /* Taken on every turn of the loop: the lock, which the links' thread takes for each event
+         * and for what the loop sends, only when there is something. */
+        if (!atomic_load(&r->inbox_full))
+            return NULL;
+    } else if (read(r->inbox_fd, &n, sizeof n) < 0) {
         /* nothing counted: there may still be events of an earlier wake-up */
     }
     pthread_mutex_lock(&r->box_mu);
     struct remote_event *list = r->inbox;
     r->inbox = NULL;
     r->inbox_tail = &r->inbox;
+    atomic_store(&r->inbox_full, false);
     pthread_mutex_unlock(&r->box_mu);
     return list;
 }

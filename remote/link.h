@@ -5,7 +5,8 @@
  * is refused and logged. Links carry pings (latency, and a dead peer noticed within
  * REMOTE_DEAD_MS) and each node's GPU inventory.
  *
- * The links run on a thread of their own; vgpud reads what they know through remote_view_json(). */
+ * The links run on a thread of their own, or are turned by their caller (cfg.driven: vgpud's loop);
+ * vgpud reads what they know through remote_view_json(). */
 #ifndef VGPU_REMOTE_LINK_H
 #define VGPU_REMOTE_LINK_H
 
@@ -42,7 +43,11 @@ struct remote_config {
     uint8_t key[REMOTE_KEY_MAX];
     size_t key_len;
     unsigned dead_ms; /* a link silent this long is down (0: REMOTE_DEAD_MS) */
-    int64_t spin_ns;  /* after traffic, the links' thread looks on this long before it sleeps */
+    int64_t spin_ns;  /* after traffic, the links' turns look on this long before they sleep */
+    /* No thread of their own: the caller turns the links (remote_turn), on its own thread, which
+     * every callback and what this header says of "the links' thread" is then. vgpud's loop does,
+     * so that what it hands to a link and what a link hands to it need no other thread. */
+    bool driven;
     /* This node's GPUs, asked for whenever the inventory goes out (from the links' thread). */
     unsigned (*inventory)(void *arg, struct remote_gpu *gpus, unsigned max);
     void *inventory_arg;
@@ -69,6 +74,12 @@ struct remote;
 /* Start listening and dialing (a thread). NULL with *err set (what failed, for the log). */
 struct remote *remote_start(const struct remote_config *cfg, const char **err);
 void remote_stop(struct remote *r);
+/* Driven links (cfg.driven). The descriptors to wait on (fds[0..1]; returns how many); one turn,
+ * true when something happened (keep turning a while: cfg.spin_ns); before waiting on the
+ * descriptors, whether it may (false: there is work already, turn again). One thread. */
+int remote_fds(struct remote *r, int fds[2]);
+bool remote_turn(struct remote *r);
+bool remote_may_sleep(struct remote *r);
 /* A peer found later (in etcd): dialed like those given at the start, unless it is one already
  * (by name) or there are REMOTE_MAX_PEERS. 0, 1 when it was known, or -1. Any thread. */
 int remote_add_peer(struct remote *r, const char *name, const char *addr);

@@ -582,6 +582,87 @@ START_TEST(links_that_look_on)
 }
 END_TEST
 
+/* Driven links' event of kind (their turns, then their descriptors when they may sleep): its link,
+ * or 0 after 10 s. */
+static uint64_t turn_until(struct remote *r, enum remote_event_kind kind, uint64_t *offset)
+{
+    for (int i = 0; i < 10000; i++) {
+        remote_turn(r);
+        struct remote_event *list = remote_inbox_take(r);
+        uint64_t link = 0;
+        for (struct remote_event *e = list; e && !link; e = e->next)
+            if (e->kind == kind) {
+                link = e->link;
+                struct session_hdr h;
+                if (offset && e->len >= sizeof h) {
+                    memcpy(&h, e->data, sizeof h);
+                    *offset = h.offset;
+                }
+            }
+        remote_events_free(list);
+        if (link)
+            return link;
+        if (remote_may_sleep(r)) {
+            int fds[2], n = remote_fds(r, fds);
+            struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+            (void)poll(p, (nfds_t)n, 1);
+        }
+    }
+    return 0;
+}
+
+/* Node a's links have no thread (driven): the test turns them, as vgpud's loop does, and sleeps on
+ * their descriptors when they let it. The link to b comes up, messages go both ways, a message from
+ * b wakes a sleeping a, and links with something to send do not let their caller sleep. */
+START_TEST(driven_links)
+{
+    struct remote_config ca = {.key_len = sizeof KEY - 1, .driven = true}, cb;
+    memcpy(ca.key, KEY, ca.key_len);
+    cb = ca;
+    cb.driven = false;
+    int port = 30000 + (int)((getpid() + 7) % 20000);
+    strcpy(ca.node, "a");
+    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
+    strcpy(cb.node, "b");
+    char spec[64];
+    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
+    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
+    cb.npeers = 1;
+    const char *err = NULL;
+    struct remote *a = remote_start(&ca, &err);
+    ck_assert_msg(a, "node a: %s", err ? err : "?");
+    struct remote *b = remote_start(&cb, &err);
+    ck_assert_msg(b, "node b: %s", err ? err : "?");
+    remote_inbox_polled(a, true);
+    uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
+    ck_assert(ab && ba);
+    uint8_t msg[512];
+    for (uint64_t i = 1; i <= 20; i++) {
+        uint64_t got = 0;
+        ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, i, NULL, 0)), 0);
+        ck_assert(turn_until(a, REMOTE_LINK_MSG, &got) == ab && got == i);
+        ck_assert_int_eq(remote_send(a, ab, msg, session_message(msg, SESS_RECORD, i + 1000, NULL, 0)), 0);
+        ck_assert_msg(!remote_may_sleep(a), "the links let their caller sleep with a message to send");
+        remote_turn(a);
+        ck_assert(wait_event(b, REMOTE_LINK_MSG, true, &got) == ba && got == i + 1000);
+    }
+    /* a sleeps on its descriptors (up to 10 s); b's message wakes it. */
+    for (int i = 0; i < 100; i++) /* what is left of the exchange above */
+        remote_turn(a);
+    remote_events_free(remote_inbox_take(a));
+    while (!remote_may_sleep(a))
+        remote_turn(a);
+    ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 77, NULL, 0)), 0);
+    int fds[2], n = remote_fds(a, fds);
+    struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+    ck_assert_msg(poll(p, (nfds_t)n, 10000) > 0, "a message did not wake the links' caller");
+    uint64_t got = 0;
+    ck_assert(turn_until(a, REMOTE_LINK_MSG, &got) == ab && got == 77);
+    remote_stop(b);
+    remote_stop(a);
+}
+END_TEST
+
 /* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 START_TEST(record_data_ranges)
 {
@@ -638,6 +719,7 @@ int main(void)
     tcase_add_test(t, peer_specs);
     tcase_add_test(t, local_addresses);
     tcase_add_test(t, base64_rfc4648);
+    tcase_add_test(t, driven_links);
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
