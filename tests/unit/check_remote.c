@@ -496,6 +496,25 @@ START_TEST(pushes)
 }
 END_TEST
 
+/* The link of the first event of kind the inbox holds (0: none), and its session message's offset;
+ * the inbox is emptied. */
+static uint64_t take_event(struct remote *r, enum remote_event_kind kind, uint64_t *offset)
+{
+    struct remote_event *list = remote_inbox_take(r);
+    uint64_t link = 0;
+    for (struct remote_event *e = list; e && !link; e = e->next)
+        if (e->kind == kind) {
+            link = e->link;
+            struct session_hdr h;
+            if (offset && e->len >= sizeof h) {
+                memcpy(&h, e->data, sizeof h);
+                *offset = h.offset;
+            }
+        }
+    remote_events_free(list);
+    return link;
+}
+
 /* Wait (10 s at most) for an event of kind from r, sleeping on its descriptor (by_fd) or taking
  * the inbox again and again; its link, and its message's offset (REMOTE_LINK_MSG), or 0. */
 static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool by_fd, uint64_t *offset)
@@ -507,22 +526,34 @@ static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool b
         } else {
             usleep(1000);
         }
-        struct remote_event *list = remote_inbox_take(r);
-        uint64_t link = 0;
-        for (struct remote_event *e = list; e && !link; e = e->next)
-            if (e->kind == kind) {
-                link = e->link;
-                struct session_hdr h;
-                if (offset && e->len >= sizeof h) {
-                    memcpy(&h, e->data, sizeof h);
-                    *offset = h.offset;
-                }
-            }
-        remote_events_free(list);
+        uint64_t link = take_event(r, kind, offset);
         if (link)
             return link;
     }
     return 0;
+}
+
+/* Nodes a (listening on loopback; its links driven, or on their thread) and b (dialing a), whose
+ * links look on spin_ns after traffic. */
+static void start_pair(bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
+{
+    struct remote_config ca = {.key_len = sizeof KEY - 1, .spin_ns = spin_ns}, cb;
+    memcpy(ca.key, KEY, ca.key_len);
+    cb = ca;
+    ca.driven = a_driven;
+    int port = 30000 + (int)(getpid() % 20000);
+    strcpy(ca.node, "a");
+    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
+    strcpy(cb.node, "b");
+    char spec[64];
+    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
+    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
+    cb.npeers = 1;
+    const char *err = NULL;
+    *a = remote_start(&ca, &err);
+    ck_assert_msg(*a, "node a: %s", err ? err : "?");
+    *b = remote_start(&cb, &err);
+    ck_assert_msg(*b, "node b: %s", err ? err : "?");
 }
 
 static bool inbox_readable(struct remote *r)
@@ -537,22 +568,8 @@ static bool inbox_readable(struct remote *r)
  * once it sleeps on the descriptor again, the descriptor tells of them. */
 START_TEST(links_that_look_on)
 {
-    struct remote_config ca = {.key_len = sizeof KEY - 1, .spin_ns = 200000}, cb;
-    memcpy(ca.key, KEY, ca.key_len);
-    cb = ca;
-    int port = 30000 + (int)(getpid() % 20000);
-    strcpy(ca.node, "a");
-    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
-    strcpy(cb.node, "b");
-    char spec[64];
-    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
-    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
-    cb.npeers = 1;
-    const char *err = NULL;
-    struct remote *a = remote_start(&ca, &err);
-    ck_assert_msg(a, "node a: %s", err ? err : "?");
-    struct remote *b = remote_start(&cb, &err);
-    ck_assert_msg(b, "node b: %s", err ? err : "?");
+    struct remote *a, *b;
+    start_pair(false, 200000, &a, &b);
     uint64_t ab = wait_event(a, REMOTE_LINK_UP, true, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
     ck_assert(ab && ba);
     uint8_t msg[512];
@@ -588,18 +605,7 @@ static uint64_t turn_until(struct remote *r, enum remote_event_kind kind, uint64
 {
     for (int i = 0; i < 10000; i++) {
         remote_turn(r);
-        struct remote_event *list = remote_inbox_take(r);
-        uint64_t link = 0;
-        for (struct remote_event *e = list; e && !link; e = e->next)
-            if (e->kind == kind) {
-                link = e->link;
-                struct session_hdr h;
-                if (offset && e->len >= sizeof h) {
-                    memcpy(&h, e->data, sizeof h);
-                    *offset = h.offset;
-                }
-            }
-        remote_events_free(list);
+        uint64_t link = take_event(r, kind, offset);
         if (link)
             return link;
         if (remote_may_sleep(r)) {
@@ -616,23 +622,8 @@ static uint64_t turn_until(struct remote *r, enum remote_event_kind kind, uint64
  * b wakes a sleeping a, and links with something to send do not let their caller sleep. */
 START_TEST(driven_links)
 {
-    struct remote_config ca = {.key_len = sizeof KEY - 1, .driven = true}, cb;
-    memcpy(ca.key, KEY, ca.key_len);
-    cb = ca;
-    cb.driven = false;
-    int port = 30000 + (int)((getpid() + 7) % 20000);
-    strcpy(ca.node, "a");
-    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
-    strcpy(cb.node, "b");
-    char spec[64];
-    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
-    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
-    cb.npeers = 1;
-    const char *err = NULL;
-    struct remote *a = remote_start(&ca, &err);
-    ck_assert_msg(a, "node a: %s", err ? err : "?");
-    struct remote *b = remote_start(&cb, &err);
-    ck_assert_msg(b, "node b: %s", err ? err : "?");
+    struct remote *a, *b;
+    start_pair(true, 0, &a, &b);
     remote_inbox_polled(a, true);
     uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
     ck_assert(ab && ba);
