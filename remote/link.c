@@ -934,10 +934,14 @@ static bool drain_outbox(struct remote *r)
 /* One turn of the links: UCX's progress, what was given to send, the timers when due. True when
  * something happened (the turns look on for more, cfg.spin_ns). A turn that looks on is short (how
  * soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only when it has something. */
+/* UCX's progress calls in one turn at most: a peer that never stops sending does not keep the
+ * turn's caller (vgpud's loop, for driven links) from its other work; the next turn goes on. */
+#define TURN_PROGRESS_MAX 256
+
 static bool turn(struct remote *r)
 {
     bool did = false;
-    while (ucp_worker_progress(r->worker))
+    for (int i = 0; i < TURN_PROGRESS_MAX && ucp_worker_progress(r->worker); i++)
         did = true;
     int64_t now = (int64_t)now_ns();
     bool timers = now >= r->hot_until || now >= r->next_tick;
@@ -951,7 +955,7 @@ static bool turn(struct remote *r)
         pthread_mutex_unlock(&r->mu);
         if (sent) {
             did = true;
-            while (ucp_worker_progress(r->worker))
+            for (int i = 0; i < TURN_PROGRESS_MAX && ucp_worker_progress(r->worker); i++)
                 ;
         }
     }
