@@ -28,6 +28,7 @@
 #define HANDSHAKE_MS 5000
 #define FIRST_BACKOFF_MS 500
 #define MAX_BACKOFF_MS 30000
+#define LOOKUP_POLL_MS 20 /* how often a peer's name lookup is asked whether it is done */
 
 enum link_state { L_IDLE, L_HANDSHAKE, L_UP, L_DOWN };
 static const char *const state_names[] = {"idle", "handshake", "up", "down"};
@@ -86,8 +87,18 @@ struct outgoing {
     uint8_t data[];
 };
 
+/* A peer's name looked up without blocking the links' turns (getaddrinfo_a: a name server that does
+ * not answer would hold vgpud's loop, which turns them, for seconds at each dial). */
+struct lookup {
+    bool busy;
+    char host[128], port[8]; /* what it looks up */
+    struct addrinfo hints;
+    struct gaicb cb;
+};
+
 struct peer_state {
     uint64_t next_dial, backoff_ms, down_since;
+    struct lookup lookup;
     int conn; /* -1: none */
     bool discovered; /* from the cluster's state, not the configuration */
     bool gone;       /* discovered, then gone from the cluster's state: not dialed */
@@ -835,12 +846,85 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* A numeric address, at once; 0 or -1. */
+static int numeric(const char *host, const char *port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
+                    *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
+        return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* The address to dial a peer at: 0 with it, 1 while its name is being looked up (ask again), -1
+ * when it cannot be had. */
+static int peer_address(struct peer_state *ps, const char *addr, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128], port[8];
+    uint16_t p;
+    if (remote_addr_parse(addr, host, sizeof host, &p) != 0)
+        return -1;
+    snprintf(port, sizeof port, "%u", p);
+    if (numeric(host, port, ss, len) == 0)
+        return 0;
+    struct lookup *l = &ps->lookup;
+    if (l->busy) {
+        int e = gai_error(&l->cb);
+        if (e == EAI_INPROGRESS)
+            return 1;
+        l->busy = false;
+        struct addrinfo *res = l->cb.ar_result;
+        l->cb.ar_result = NULL;
+        bool same = !strcmp(l->host, host) && !strcmp(l->port, port); /* (else the peer moved since) */
+        int rc = -1;
+        if (e == 0 && res && same) {
+            memcpy(ss, res->ai_addr, res->ai_addrlen);
+            *len = res->ai_addrlen;
+            rc = 0;
+        }
+        if (res)
+            freeaddrinfo(res);
+        if (same)
+            return rc;
+    }
+    snprintf(l->host, sizeof l->host, "%s", host);
+    snprintf(l->port, sizeof l->port, "%s", port);
+    l->hints = (struct addrinfo){.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    l->cb = (struct gaicb){.ar_name = l->host, .ar_service = l->port, .ar_request = &l->hints};
+    struct gaicb *list[1] = {&l->cb};
+    if (getaddrinfo_a(GAI_NOWAIT, list, 1, NULL) != 0)
+        return -1;
+    l->busy = true;
+    return 1;
+}
+
+/* A lookup still under way when the links stop: given up, waited for (its memory is ours). */
+static void lookup_end(struct lookup *l)
+{
+    if (!l->busy)
+        return;
+    gai_cancel(&l->cb);
+    while (gai_error(&l->cb) == EAI_INPROGRESS)
+        usleep(1000);
+    if (l->cb.ar_result)
+        freeaddrinfo(l->cb.ar_result);
+    l->busy = false;
+}
+
 static void dial(struct remote *r, int peer)
 {
     struct peer_state *ps = &r->peers[peer];
     const struct remote_peer_config *pc = &r->cfg.peers[peer];
     struct sockaddr_storage ss;
     socklen_t sl;
+    int found = peer_address(ps, pc->addr, &ss, &sl);
+    if (found == 1) { /* looked up meanwhile: the next turns ask again */
+        ps->next_dial = now_ms() + LOOKUP_POLL_MS;
+        return;
+    }
     struct conn *c = conn_new(r);
     if (!c)
         return;
@@ -848,7 +932,7 @@ static void dial(struct remote *r, int peer)
     snprintf(c->addr, sizeof c->addr, "%s", pc->addr);
     ps->conn = (int)(c - r->conns);
     struct hs_msg hello;
-    if (resolve(pc->addr, &ss, &sl, false) != 0 || hs_dial(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node, &hello) != 0) {
+    if (found != 0 || hs_dial(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node, &hello) != 0) {
         conn_close(r, c, "cannot dial");
         return;
     }
@@ -1133,6 +1217,8 @@ void remote_stop(struct remote *r)
             conn_close(r, &r->conns[i], "vgpud stops");
     for (int i = 0; i < 1000 && ucp_worker_progress(r->worker); i++)
         ;
+    for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++)
+        lookup_end(&r->peers[i].lookup);
     if (r->listener)
         ucp_listener_destroy(r->listener);
     ucp_worker_destroy(r->worker);

@@ -533,9 +533,9 @@ static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool b
     return 0;
 }
 
-/* Nodes a (listening on loopback; its links driven, or on their thread) and b (dialing a), whose
- * links look on spin_ns after traffic. */
-static void start_pair(bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
+/* Nodes a (listening on host, loopback; its links driven, or on their thread) and b (dialing a
+ * there), whose links look on spin_ns after traffic. */
+static void start_pair_at(const char *host, bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
 {
     struct remote_config ca = {.key_len = sizeof KEY - 1, .spin_ns = spin_ns}, cb;
     memcpy(ca.key, KEY, ca.key_len);
@@ -543,10 +543,10 @@ static void start_pair(bool a_driven, int64_t spin_ns, struct remote **a, struct
     ca.driven = a_driven;
     int port = 30000 + (int)(getpid() % 20000);
     strcpy(ca.node, "a");
-    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
+    snprintf(ca.listen, sizeof ca.listen, "%s:%d", host, port);
     strcpy(cb.node, "b");
     char spec[64];
-    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
+    snprintf(spec, sizeof spec, "a=%s:%d", host, port);
     ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
     cb.npeers = 1;
     const char *err = NULL;
@@ -554,6 +554,11 @@ static void start_pair(bool a_driven, int64_t spin_ns, struct remote **a, struct
     ck_assert_msg(*a, "node a: %s", err ? err : "?");
     *b = remote_start(&cb, &err);
     ck_assert_msg(*b, "node b: %s", err ? err : "?");
+}
+
+static void start_pair(bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
+{
+    start_pair_at("127.0.0.1", a_driven, spin_ns, a, b);
 }
 
 static bool inbox_readable(struct remote *r)
@@ -654,6 +659,23 @@ START_TEST(driven_links)
 }
 END_TEST
 
+/* A peer named by its host's name rather than an address: looked up without blocking the links'
+ * turns, then dialed; the link comes up and carries a message. */
+START_TEST(peer_by_name)
+{
+    struct remote *a, *b;
+    start_pair_at("localhost", false, 0, &a, &b);
+    uint64_t ab = wait_event(a, REMOTE_LINK_UP, true, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
+    ck_assert_msg(ab && ba, "no link to a peer named localhost");
+    uint8_t msg[512];
+    uint64_t got = 0;
+    ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 5, NULL, 0)), 0);
+    ck_assert(wait_event(a, REMOTE_LINK_MSG, true, &got) == ab && got == 5);
+    remote_stop(b);
+    remote_stop(a);
+}
+END_TEST
+
 /* What a record reads from and writes to the data area, as the relay and the feed carry it. */
 START_TEST(record_data_ranges)
 {
@@ -711,6 +733,7 @@ int main(void)
     tcase_add_test(t, local_addresses);
     tcase_add_test(t, base64_rfc4648);
     tcase_add_test(t, driven_links);
+    tcase_add_test(t, peer_by_name);
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
