@@ -1150,11 +1150,13 @@ int server_run(struct server *srv)
              srv->opt.socket_path);
     workers_fill_pool(srv, true);
     int wait_ms = TICK_MS;
+    bool told = false; /* the workers' mailboxes were told the loop sleeps */
     while (!srv->stopping) {
         struct epoll_event evs[32];
         int n = epoll_wait(srv->epoll_fd, evs, 32, wait_ms);
-        if (wait_ms > 0)
+        if (told)
             workers_mail_sleep(srv, false, NULL);
+        told = false;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -1194,8 +1196,13 @@ int server_run(struct server *srv)
         bury(srv);
         /* To sleep: the workers' mailboxes are told (they kick the loop), then looked at once more. */
         bool unsent = false;
-        if (wait_ms > 0 && (!remote_sessions_may_sleep(srv) || workers_mail_sleep(srv, true, &unsent)))
+        if (wait_ms > 0 && remote_sessions_may_sleep(srv)) {
+            told = true;
+            if (workers_mail_sleep(srv, true, &unsent))
+                wait_ms = 0; /* (and they are told it is awake after all, at once) */
+        } else {
             wait_ms = 0;
+        }
         if (unsent && wait_ms > 1)
             wait_ms = 1;
     }
