@@ -663,9 +663,8 @@ int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_
     rs->bulk = bulk;
     pthread_mutex_init(&rs->nodes_mu, NULL);
     rs->watch = (struct watch){WATCH_REMOTE, rs};
-    /* The loop takes the inbox on each turn, after the links' turn that fills it: it needs no
-     * wake-up of its own. The links' descriptors wake the loop for their turn. */
-    remote_inbox_polled(links, true);
+    /* The loop takes the inbox on each turn, after the links' turn that fills it; the links'
+     * descriptors wake it for their turn. */
     int fds[2], n = remote_fds(links, fds);
     for (int i = 0; i < n; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};

@@ -1015,13 +1015,13 @@ static bool drain_outbox(struct remote *r)
 /* While the links are looked on, their timers (tick) run this often rather than on every turn. */
 #define SPIN_TICK_NS 200000
 
-/* One turn of the links: UCX's progress, what was given to send, the timers when due. True when
- * something happened (the turns look on for more, cfg.spin_ns). A turn that looks on is short (how
- * soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only when it has something. */
 /* UCX's progress calls in one turn at most: a peer that never stops sending does not keep the
  * turn's caller (vgpud's loop, for driven links) from its other work; the next turn goes on. */
 #define TURN_PROGRESS_MAX 256
 
+/* One turn of the links: UCX's progress, what was given to send, the timers when due. True when
+ * something happened (the turns look on for more, cfg.spin_ns). A turn that looks on is short (how
+ * soon it sees what vgpud's loop leaves): UCX's progress, and the outbox only when it has something. */
 static bool turn(struct remote *r)
 {
     bool did = false;
@@ -1080,6 +1080,10 @@ static void *link_main(void *arg)
 
 int remote_fds(struct remote *r, int fds[2])
 {
+    if (!r->cfg.driven) { /* their thread says when events wait */
+        fds[0] = r->inbox_fd;
+        return 1;
+    }
     fds[0] = r->efd;
     fds[1] = r->wake[0];
     return 2;
@@ -1087,11 +1091,13 @@ int remote_fds(struct remote *r, int fds[2])
 
 bool remote_turn(struct remote *r)
 {
+    if (!r->cfg.driven)
+        return false; /* (their thread turns them) */
     atomic_store(&r->spinning, true); /* (the caller is awake: it turns again before it sleeps) */
     return turn(r);
 }
 
-bool remote_may_sleep(struct remote *r) { return may_sleep(r); }
+bool remote_may_sleep(struct remote *r) { return !r->cfg.driven || may_sleep(r); }
 
 /* ---------------------------------------------------------------- life */
 
@@ -1108,6 +1114,8 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
     r->inbox_tail = &r->inbox;
     r->outbox_tail = &r->outbox;
     r->inbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    /* Driven links' events are taken after each of their turns, on the thread that turns them. */
+    atomic_store(&r->inbox_polled, cfg->driven);
     if (r->inbox_fd < 0)
         goto fail;
     for (unsigned i = 0; i < REMOTE_MAX_PEERS; i++)

@@ -76,7 +76,8 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err);
 void remote_stop(struct remote *r);
 /* Driven links (cfg.driven). The descriptors to wait on (fds[0..1]; returns how many); one turn,
  * true when something happened (keep turning a while: cfg.spin_ns); before waiting on the
- * descriptors, whether it may (false: there is work already, turn again). One thread. */
+ * descriptors, whether it may (false: there is work already, turn again). One thread. For links
+ * on their own thread: the inbox's descriptor, no turn, always. Their events: remote_inbox_take. */
 int remote_fds(struct remote *r, int fds[2]);
 bool remote_turn(struct remote *r);
 bool remote_may_sleep(struct remote *r);

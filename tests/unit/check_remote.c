@@ -629,7 +629,6 @@ START_TEST(driven_links)
 {
     struct remote *a, *b;
     start_pair(true, 0, &a, &b);
-    remote_inbox_polled(a, true);
     uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
     ck_assert(ab && ba);
     uint8_t msg[512];
