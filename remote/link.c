@@ -539,12 +539,13 @@ static void outgoing_sent(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-/* A message of len bytes at msg for link, not counted in its backlog yet. NULL when out of memory. */
-static struct outgoing *outgoing_new(struct remote *r, uint64_t link, const void *msg, size_t len)
+/* A message for link of len bytes at msg, and room for more bytes after them (the caller's to
+ * fill), not counted in its backlog yet. NULL when out of memory. */
+static struct outgoing *outgoing_new(struct remote *r, uint64_t link, const void *msg, size_t len, size_t more)
 {
-    struct outgoing *o = malloc(sizeof *o + len);
+    struct outgoing *o = malloc(sizeof *o + len + more);
     if (o) {
-        *o = (struct outgoing){.r = r, .link = link, .len = len};
+        *o = (struct outgoing){.r = r, .link = link, .len = len + more};
         memcpy(o->data, msg, len);
     }
     return o;
@@ -570,7 +571,7 @@ static int send_outgoing(struct conn *c, struct outgoing *o)
 /* Send a copy of len bytes, the links' own (the link needs no buffer of ours once this returns). */
 static int send_msg(struct remote *r, struct conn *c, const void *msg, size_t len)
 {
-    struct outgoing *o = outgoing_new(r, link_id(r, c), msg, len);
+    struct outgoing *o = outgoing_new(r, link_id(r, c), msg, len, 0);
     return o ? send_outgoing(c, o) : -1;
 }
 
@@ -1296,9 +1297,17 @@ static void outbox_push(struct remote *r, struct outgoing *o)
 
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
 {
-    struct outgoing *o = outgoing_new(r, link, msg, len);
+    return remote_send2(r, link, msg, len, NULL, 0);
+}
+
+int remote_send2(struct remote *r, uint64_t link, const void *head, size_t head_len, const void *tail, size_t tail_len)
+{
+    size_t len = head_len + tail_len;
+    struct outgoing *o = outgoing_new(r, link, head, head_len, tail_len);
     if (!o)
         return -1;
+    if (tail_len)
+        memcpy(o->data + head_len, tail, tail_len);
     int i = backlog_index(r, link);
     if (i >= 0) {
         o->counted = len;
@@ -1311,7 +1320,7 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
 int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
                      void (*sent)(void *arg), void *arg)
 {
-    struct outgoing *o = outgoing_new(r, link, hdr, hdr_len);
+    struct outgoing *o = outgoing_new(r, link, hdr, hdr_len, 0);
     if (!o)
         return -1;
     o->bulk = data;

@@ -113,6 +113,8 @@ void remote_inbox_polled(struct remote *r, bool polled);
 void remote_events_free(struct remote_event *e);
 /* Send a copy of a message on a link (any thread); one for a link that is down goes nowhere. 0 or -1. */
 int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len);
+/* The same, of a message in two parts (a header and what follows it), copied once. */
+int remote_send2(struct remote *r, uint64_t link, const void *head, size_t head_len, const void *tail, size_t tail_len);
 /* Send len bytes at data by rendezvous, after the messages sent before (hdr_len bytes at hdr go with
  * them, for the peer's bulk_target). Messages sent after it reach the peer's loop only once the bytes
  * have landed there. data must stay until sent(arg), which runs once (on the links' thread, or at

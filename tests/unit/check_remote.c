@@ -641,6 +641,27 @@ START_TEST(driven_links)
         remote_turn(a);
         ck_assert(wait_event(b, REMOTE_LINK_MSG, true, &got) == ba && got == i + 1000);
     }
+    /* A message in two parts (remote_send2) arrives whole, one part after the other. */
+    uint8_t tail[40];
+    for (size_t k = 0; k < sizeof tail; k++)
+        tail[k] = (uint8_t)(k * 7 + 1);
+    size_t whole = session_message(msg, SESS_DATA, 99, tail, sizeof tail);
+    ck_assert_int_eq(remote_send2(a, ab, msg, sizeof(struct session_hdr), msg + sizeof(struct session_hdr),
+                                  whole - sizeof(struct session_hdr)), 0);
+    bool arrived = false;
+    for (int i = 0; i < 10000 && !arrived; i++) {
+        remote_turn(a);
+        struct remote_event *list = remote_inbox_take(b);
+        for (struct remote_event *e = list; e; e = e->next)
+            if (e->kind == REMOTE_LINK_MSG) {
+                ck_assert_uint_eq(e->len, whole);
+                ck_assert_msg(memcmp(e->data, msg, whole) == 0, "a message sent in two parts arrived changed");
+                arrived = true;
+            }
+        remote_events_free(list);
+        usleep(1000);
+    }
+    ck_assert_msg(arrived, "a message sent in two parts did not arrive");
     /* a sleeps on its descriptors (up to 10 s); b's message wakes it. */
     for (int i = 0; i < 100; i++) /* what is left of the exchange above */
         remote_turn(a);
