@@ -961,54 +961,49 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
 {
     if (len > SESSION_BATCH_MAX)
         return -1;
-    if (w && w->has_mailbox) {
-        struct vgpu_wmsg_RemoteIn h;
-        vgpu_wmsg_init(&h.hdr, VGPU_WMSG_RemoteIn, sizeof h); /* (it clears what it covers: h alone) */
-        h.hdr.size = (uint32_t)(sizeof h + len);
-        h.channel = channel;
-        h.kind = kind;
-        h.offset = offset;
+    struct vgpu_wmsg_RemoteIn h;
+    vgpu_wmsg_init(&h.hdr, VGPU_WMSG_RemoteIn, sizeof h); /* (it clears what it covers: h alone) */
+    h.hdr.size = (uint32_t)(sizeof h + len);
+    h.channel = channel;
+    h.kind = kind;
+    h.offset = offset;
+    bool mailbox = w && w->has_mailbox;
+    if (mailbox) {
         bool wake = false;
         int e = w->unsent ? -EAGAIN : vgpu_mailbox_put(&w->mailbox, &h, sizeof h, tail, len, &wake);
-        if (e == -EAGAIN) { /* full for now: it goes when there is room, before anything later */
-            if (w->unsent_bytes > WORKER_UNSENT_MAX)
-                return -1; /* (the loop ends the worker: workers_mail) */
-            struct worker_mail *u = malloc(sizeof *u + sizeof h + len);
-            if (!u)
-                return -1;
-            u->next = NULL;
-            u->len = sizeof h + len;
-            memcpy(u->msg, &h, sizeof h);
-            if (len)
-                memcpy(u->msg + sizeof h, tail, len);
-            if (!w->unsent)
-                w->unsent_stuck_ns = vgpu_now_ns();
-            *w->unsent_tail = u;
-            w->unsent_tail = &u->next;
-            w->unsent_bytes += u->len;
-            return 0;
-        }
         if (e == 0 && wake)
             kick(w);
-        return e == 0 ? 0 : -1;
+        if (e != -EAGAIN)
+            return e == 0 ? 0 : -1;
+        /* Full for now: it goes when there is room, before anything later. */
+        if (w->unsent_bytes > WORKER_UNSENT_MAX)
+            return -1; /* (the loop ends the worker: workers_mail) */
     }
-    struct vgpu_wmsg_RemoteIn *m = malloc(sizeof *m + len);
-    if (!m)
+    /* The whole message in one piece: kept for the mailbox, or sent on the socket. */
+    struct worker_mail *u = malloc(sizeof *u + sizeof h + len);
+    if (!u)
         return -1;
-    vgpu_wmsg_init(&m->hdr, VGPU_WMSG_RemoteIn, (uint32_t)(sizeof *m + len));
-    m->channel = channel;
-    m->kind = kind;
-    m->offset = offset;
+    u->next = NULL;
+    u->len = sizeof h + len;
+    memcpy(u->msg, &h, sizeof h);
     if (len)
-        memcpy(m + 1, tail, len);
-    int rc = worker_send_to(w, m, sizeof *m + len, NULL, 0);
-    free(m);
-    return rc;
+        memcpy(u->msg + sizeof h, tail, len);
+    if (!mailbox) {
+        int rc = worker_send_to(w, u->msg, u->len, NULL, 0);
+        free(u);
+        return rc;
+    }
+    if (!w->unsent)
+        w->unsent_stuck_ns = vgpu_now_ns();
+    *w->unsent_tail = u;
+    w->unsent_tail = &u->next;
+    w->unsent_bytes += u->len;
+    return 0;
 }
 
 void workers_mail(struct server *srv)
 {
-    static uint8_t buf[VGPU_MAX_MSG + 64]; /* (a mailbox record's frame too) */
+    static uint8_t buf[VGPU_MAX_MSG + VGPU_MAILBOX_GET_SLACK];
     for (struct worker *w = srv->workers; w; w = w->next) {
         if (!w->has_mailbox || w->dead || w->ctl < 0) /* (ended: its pidfd tells the rest) */
             continue;
