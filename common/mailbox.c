@@ -22,6 +22,7 @@ _Static_assert(sizeof(struct vgpu_mailbox_page) <= PAGE, "the mailbox's page");
 
 /* A message in a ring record: the record's length, the message's, then its bytes. */
 #define FRAME 8u
+_Static_assert(FRAME + 7 <= VGPU_MAILBOX_GET_SLACK, "a record's frame and rounding");
 
 static size_t total_size(void) { return PAGE + 2 * (size_t)VGPU_MAILBOX_RING; }
 

@@ -25,6 +25,10 @@
 /* Each way's ring: room for a few of the largest batches (SESSION_BATCH_MAX). */
 #define VGPU_MAILBOX_RING (4u << 20)
 
+/* What vgpu_mailbox_get's buffer needs beyond the largest message it takes: the ring record's
+ * frame, and its rounding to 8 bytes. */
+#define VGPU_MAILBOX_GET_SLACK 16u
+
 enum vgpu_mailbox_side { VGPU_MAILBOX_VGPUD, VGPU_MAILBOX_WORKER };
 
 struct vgpu_mailbox_page;

@@ -537,8 +537,7 @@ static bool take_mail(uint8_t *buf, size_t cap, uint8_t *sock_buf, int64_t *hot_
 
 static void serve(void)
 {
-    /* (the mailbox's: room for a record's frame too) */
-    uint8_t *buf = malloc(VGPU_MAX_MSG), *mail_buf = malloc(VGPU_MAX_MSG + 64);
+    uint8_t *buf = malloc(VGPU_MAX_MSG), *mail_buf = malloc(VGPU_MAX_MSG + VGPU_MAILBOX_GET_SLACK);
     /* After a remote session's traffic the loop looks on for more (--remote-spin-us) rather than
      * sleep: its answer is on its way back, and a wake-up costs every hand-over microseconds. While
      * it looks on the mailbox, the socket (other messages, rarer) is looked at every SOCKET_EVERY
@@ -547,7 +546,7 @@ static void serve(void)
     int64_t hot_until = 0;
     for (unsigned turn = 0; buf && mail_buf; turn++) {
         bool mail = atomic_load(&w.has_mailbox);
-        if (mail && !take_mail(mail_buf, VGPU_MAX_MSG + 64, buf, &hot_until))
+        if (mail && !take_mail(mail_buf, VGPU_MAX_MSG + VGPU_MAILBOX_GET_SLACK, buf, &hot_until))
             break;
         bool hot = hot_until && vgpu_now_ns() < hot_until;
         if (hot && mail && turn % SOCKET_EVERY)

@@ -37,7 +37,7 @@ static void mailbox_read(const uint8_t *bytes, size_t len)
 {
     static struct vgpu_mailbox vgpud, worker;
     static int ready = -1;
-    static uint8_t buf[VGPU_MAX_MSG + 64];
+    static uint8_t buf[VGPU_MAX_MSG + VGPU_MAILBOX_GET_SLACK];
     if (ready < 0) {
         int fd = vgpu_mailbox_create();
         ready = fd >= 0 && vgpu_mailbox_attach(&vgpud, fd, VGPU_MAILBOX_VGPUD, true) == 0 &&
