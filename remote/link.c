@@ -200,6 +200,24 @@ int remote_peer_parse(const char *spec, struct remote_peer_config *out)
     return remote_node_name_ok(out->name) && remote_addr_parse(out->addr, host, sizeof host, &port) == 0 ? 0 : -1;
 }
 
+/* The first of the addresses a lookup gave (res, freed); 0, or -1 when there is none. */
+static int first_address(struct addrinfo *res, struct sockaddr_storage *ss, socklen_t *len)
+{
+    if (!res)
+        return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* host:port's first address, looked up now (flags: AI_PASSIVE, AI_NUMERICHOST: no name server). */
+static int address_of(const char *host, const char *port, int flags, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = flags}, *res = NULL;
+    return getaddrinfo(host, port, &hints, &res) == 0 ? first_address(res, ss, len) : -1;
+}
+
 static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *len, bool passive)
 {
     char host[128];
@@ -208,14 +226,7 @@ static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *len
         return -1;
     char ports[8];
     snprintf(ports, sizeof ports, "%u", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(host, ports, &hints, &res) != 0 || !res)
-        return -1;
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
+    return address_of(host, ports, passive ? AI_PASSIVE : 0, ss, len);
 }
 
 static void addr_text(const struct sockaddr_storage *ss, char *out, size_t n)
@@ -539,14 +550,17 @@ static void outgoing_sent(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-/* A message for link of len bytes at msg, and room for more bytes after them (the caller's to
- * fill), not counted in its backlog yet. NULL when out of memory. */
-static struct outgoing *outgoing_new(struct remote *r, uint64_t link, const void *msg, size_t len, size_t more)
+/* A message for link of len bytes at msg, then more bytes at tail, not counted in its backlog yet.
+ * NULL when out of memory. */
+static struct outgoing *outgoing_new(struct remote *r, uint64_t link, const void *msg, size_t len, const void *tail,
+                                     size_t more)
 {
     struct outgoing *o = malloc(sizeof *o + len + more);
     if (o) {
         *o = (struct outgoing){.r = r, .link = link, .len = len + more};
         memcpy(o->data, msg, len);
+        if (more)
+            memcpy(o->data + len, tail, more);
     }
     return o;
 }
@@ -571,7 +585,7 @@ static int send_outgoing(struct conn *c, struct outgoing *o)
 /* Send a copy of len bytes, the links' own (the link needs no buffer of ours once this returns). */
 static int send_msg(struct remote *r, struct conn *c, const void *msg, size_t len)
 {
-    struct outgoing *o = outgoing_new(r, link_id(r, c), msg, len, 0);
+    struct outgoing *o = outgoing_new(r, link_id(r, c), msg, len, NULL, 0);
     return o ? send_outgoing(c, o) : -1;
 }
 
@@ -847,19 +861,6 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A numeric address, at once; 0 or -1. */
-static int numeric(const char *host, const char *port, struct sockaddr_storage *ss, socklen_t *len)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
-                    *res = NULL;
-    if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
-        return -1;
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 /* The address to dial a peer at: 0 with it, 1 while its name is being looked up (ask again), -1
  * when it cannot be had. */
 static int peer_address(struct peer_state *ps, const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -869,7 +870,7 @@ static int peer_address(struct peer_state *ps, const char *addr, struct sockaddr
     if (remote_addr_parse(addr, host, sizeof host, &p) != 0)
         return -1;
     snprintf(port, sizeof port, "%u", p);
-    if (numeric(host, port, ss, len) == 0)
+    if (address_of(host, port, AI_NUMERICHOST, ss, len) == 0)
         return 0;
     struct lookup *l = &ps->lookup;
     if (l->busy) {
@@ -880,16 +881,9 @@ static int peer_address(struct peer_state *ps, const char *addr, struct sockaddr
         struct addrinfo *res = l->cb.ar_result;
         l->cb.ar_result = NULL;
         bool same = !strcmp(l->host, host) && !strcmp(l->port, port); /* (else the peer moved since) */
-        int rc = -1;
-        if (e == 0 && res && same) {
-            memcpy(ss, res->ai_addr, res->ai_addrlen);
-            *len = res->ai_addrlen;
-            rc = 0;
-        }
-        if (res)
-            freeaddrinfo(res);
+        int rc = first_address(res, ss, len);
         if (same)
-            return rc;
+            return e == 0 ? rc : -1;
     }
     snprintf(l->host, sizeof l->host, "%s", host);
     snprintf(l->port, sizeof l->port, "%s", port);
@@ -1302,16 +1296,13 @@ int remote_send(struct remote *r, uint64_t link, const void *msg, size_t len)
 
 int remote_send2(struct remote *r, uint64_t link, const void *head, size_t head_len, const void *tail, size_t tail_len)
 {
-    size_t len = head_len + tail_len;
-    struct outgoing *o = outgoing_new(r, link, head, head_len, tail_len);
+    struct outgoing *o = outgoing_new(r, link, head, head_len, tail, tail_len);
     if (!o)
         return -1;
-    if (tail_len)
-        memcpy(o->data + head_len, tail, tail_len);
     int i = backlog_index(r, link);
     if (i >= 0) {
-        o->counted = len;
-        atomic_fetch_add(&r->backlog[i], len);
+        o->counted = o->len;
+        atomic_fetch_add(&r->backlog[i], o->len);
     }
     outbox_push(r, o);
     return 0;
@@ -1320,7 +1311,7 @@ int remote_send2(struct remote *r, uint64_t link, const void *head, size_t head_
 int remote_send_bulk(struct remote *r, uint64_t link, const void *hdr, size_t hdr_len, const void *data, size_t len,
                      void (*sent)(void *arg), void *arg)
 {
-    struct outgoing *o = outgoing_new(r, link, hdr, hdr_len, 0);
+    struct outgoing *o = outgoing_new(r, link, hdr, hdr_len, NULL, 0);
     if (!o)
         return -1;
     o->bulk = data;
