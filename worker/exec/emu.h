@@ -198,6 +198,13 @@ struct emu_stream {
     bool thread_started;
 };
 
+/* A context's streams for i from 0 to c->stream_count: those created, then the legacy one (c->mu
+ * held). */
+static inline struct emu_stream *emu_stream_at(const struct emu_ctx *c, size_t i)
+{
+    return i == c->stream_count ? c->null_stream : c->streams[i];
+}
+
 /* The stream whose capture s takes part in: s itself, or the one it joined. */
 static inline struct emu_stream *emu_capture_owner(struct emu_stream *s)
 {

@@ -171,7 +171,7 @@ static void joined_leave_locked(struct emu_stream *s)
 {
     struct emu_ctx *c = s->ctx;
     for (size_t i = 0; c && i <= c->stream_count; i++) {
-        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        struct emu_stream *t = emu_stream_at(c, i);
         if (t && t != s && t->capture_joined == s) {
             capture_deps_free(t);
             t->capture = NULL;
@@ -197,7 +197,7 @@ void emu_capture_drop(struct emu_stream *s)
 static struct emu_stream *capture_began_locked(struct emu_ctx *c, uint64_t id)
 {
     for (size_t i = 0; id && i <= c->stream_count; i++) {
-        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        struct emu_stream *t = emu_stream_at(c, i);
         if (t && t->capture && !t->capture_joined && t->capture_id == id)
             return t;
     }
@@ -209,7 +209,7 @@ static struct emu_stream *capture_began_locked(struct emu_ctx *c, uint64_t id)
 static void waited_for_locked(struct emu_ctx *c, struct emu_stream *owner, uintptr_t token)
 {
     for (size_t i = 0; token && i <= c->stream_count; i++) {
-        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        struct emu_stream *t = emu_stream_at(c, i);
         if (t && t->capture_joined == owner && t->capture_last == token)
             t->capture_waited = token;
     }
@@ -220,7 +220,7 @@ static bool unjoined_locked(struct emu_stream *s)
 {
     struct emu_ctx *c = s->ctx;
     for (size_t i = 0; c && i <= c->stream_count; i++) {
-        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        struct emu_stream *t = emu_stream_at(c, i);
         if (t && t != s && t->capture_joined == s && t->capture_last && t->capture_waited != t->capture_last)
             return true;
     }
@@ -421,7 +421,7 @@ bool emu_capture_refuse_locked(struct emu_ctx *c, struct emu_stream *s)
 {
     bool any = false;
     for (size_t i = 0; i <= c->stream_count; i++) {
-        struct emu_stream *t = i == c->stream_count ? c->null_stream : c->streams[i];
+        struct emu_stream *t = emu_stream_at(c, i);
         /* Waiting for a capturing stream, or for everything while one captures in global mode. */
         if (t->capture && (t == s || (!s && t->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL))) {
             emu_capture_owner(t)->capture_invalid = true;
