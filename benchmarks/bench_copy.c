@@ -1,7 +1,7 @@
 /* Host<->device bandwidth from pageable memory, pinned memory (cuMemAllocHost), registered
  * memory (malloc'd, then cuMemHostRegister) and registered shared memory (a memfd mapped shared,
  * registered with CU_MEMHOSTREGISTER_DEVICEMAP, as NCCL registers its /dev/shm segments), 4 KiB to
- * 256 MiB. Each copy is the synchronous API call; the clock stops after a final synchronize. */
+ * 256 MiB (argv[1]: the largest, argv[2]: the smallest; sizes go up by 4x). Each copy is the synchronous API call; the clock stops after a final synchronize. */
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -36,6 +36,9 @@ static double measure(int htod, void *host, CUdeviceptr dev, size_t n)
 int main(int argc, char **argv)
 {
     size_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : (256u << 20);
+    size_t min = argc > 2 ? strtoull(argv[2], NULL, 0) : 4096;
+    if (min == 0 || min > max)
+        return 2;
     bench_init();
     void *pageable = malloc(max), *pinned, *registered = malloc(max);
     if (!pageable || !registered)
@@ -55,7 +58,7 @@ int main(int argc, char **argv)
     CK(cuMemHostRegister(shared, max, CU_MEMHOSTREGISTER_DEVICEMAP));
     CUdeviceptr dev;
     CK(cuMemAlloc(&dev, max));
-    for (size_t n = 4096; n <= max; n *= 4) {
+    for (size_t n = min; n <= max; n *= 4) {
         printf("RESULT htod_pageable_%zu %.2f GB/s\n", n, measure(1, pageable, dev, n));
         printf("RESULT htod_pinned_%zu %.2f GB/s\n", n, measure(1, pinned, dev, n));
         printf("RESULT dtoh_pageable_%zu %.2f GB/s\n", n, measure(0, pageable, dev, n));

@@ -6,7 +6,8 @@
 # serves the first and b the second. Prints every figure and its ratio to native. Needs a GPU.
 #   VGPU_BIN, BENCH_BIN, BENCH_MODULE, BENCH_OUT as for run.sh; REMOTE_PARTS (default "latency launch copy
 #   batches"); REMOTE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); REMOTE_BATCHES;
-#   REMOTE_COPY_MAX (largest copy, default 64 MiB);
+#   REMOTE_COPY_MAX (largest copy, default 64 MiB); REMOTE_COPY_MIN (smallest, default 4 KiB);
+#   REMOTE_UNBATCHED (0: no run with each call sent alone);
 #   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw)
 #   REMOTE_BATCH  the batched configuration's --remote-batch (default vgpud's)
 #   REMOTE_OPTS   more vgpud options for every pair (e.g. --remote-spin-us 0)
@@ -51,7 +52,7 @@ run_all() { # config name, vgpu-run arguments (none: native)
     local cfg=$1; shift
     part latency && "$@" "$BENCH_BIN/bench_latency" 20000 >>"$BENCH_OUT/$cfg.res"
     part launch && "$@" "$BENCH_BIN/bench_launch" "$BENCH_MODULE" 200000 >>"$BENCH_OUT/$cfg.res"
-    part copy && "$@" "$BENCH_BIN/bench_copy" "${REMOTE_COPY_MAX:-$((64 << 20))}" >>"$BENCH_OUT/$cfg.res"
+    part copy && "$@" "$BENCH_BIN/bench_copy" "${REMOTE_COPY_MAX:-$((64 << 20))}" "${REMOTE_COPY_MIN:-4096}" >>"$BENCH_OUT/$cfg.res"
     return 0
 }
 LINK_RAW=${LINK_RAW:-$BENCH_BIN/link_raw}
@@ -69,8 +70,10 @@ for t in $TRANSPORTS; do
     start_pair ${REMOTE_BATCH:+--remote-batch "$REMOTE_BATCH"}
     [ "$name" = "${TRANSPORTS%%=*}" ] && run_all local "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu device=0 --
     run_all "remote-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
-    start_pair --remote-batch 1,0,0
-    run_all "remote-unbatched-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
+    if [ "${REMOTE_UNBATCHED:-1}" != 0 ]; then
+        start_pair --remote-batch 1,0,0
+        run_all "remote-unbatched-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
+    fi
     if part batches; then
         for lim in $BATCHES; do
             start_pair --remote-batch "$lim,256K,20"
