@@ -49,13 +49,6 @@ __attribute__((constructor)) static void read_config(void)
         fe_cfg.slot_size = (uint32_t)v;
     if (getenv("VGPU_SLOTS") && vgpu_parse_uint(getenv("VGPU_SLOTS"), VGPU_MAX_SLOTS, &v) == 0)
         fe_cfg.slot_count = (uint32_t)v;
-    fe_cfg.remote_piece = 512u << 10;
-    if (getenv("VGPU_REMOTE_PIECE") && vgpu_parse_size(getenv("VGPU_REMOTE_PIECE"), &v) == 0 && v >= 4096 &&
-        v <= (64u << 20))
-        fe_cfg.remote_piece = (uint32_t)v;
-    fe_cfg.remote_ahead = 2;
-    if (getenv("VGPU_REMOTE_AHEAD") && vgpu_parse_uint(getenv("VGPU_REMOTE_AHEAD"), VGPU_MAX_SLOTS, &v) == 0 && v)
-        fe_cfg.remote_ahead = (uint32_t)v;
     const char *dl = getenv("VGPU_DRIVER_LOG");
     fe_cfg.driver_log = !(dl && strcmp(dl, "0") == 0);
     const char *lb = getenv("CUDA_LAUNCH_BLOCKING"), *ml = getenv("CUDA_MODULE_LOADING");

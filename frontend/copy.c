@@ -56,23 +56,15 @@ static uint32_t take_window(struct fe_chan *ch, size_t chunks, size_t *window)
     return first;
 }
 
-/* The size of the pieces a pageable copy streams through the staging slots in: a slot, or a
- * remote vGPU's smaller piece (fe_cfg.remote_piece). */
-static uint64_t staging_piece(const struct fe_chan *ch)
-{
-    uint64_t slot = ch->map.layout.slot_size;
-    return fe_chan_remote(ch) && fe_cfg.remote_piece < slot ? fe_cfg.remote_piece : slot;
-}
-
 /* lands: a synchronous call's, whose last part lands before the worker serves the next record. */
 static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, const uint8_t *src,
                             size_t n, bool lands)
 {
-    const uint64_t slot_size = ch->map.layout.slot_size, piece = staging_piece(ch);
+    const uint64_t slot_size = ch->map.layout.slot_size;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ch->staging_mu);
     for (size_t off = 0; off < n && r == CUDA_SUCCESS;) {
-        size_t len = n - off < piece ? n - off : piece;
+        size_t len = n - off < slot_size ? n - off : slot_size;
         uint32_t slot = next_slot(ch);
         r = claim_slot(ch, slot);
         if (r != CUDA_SUCCESS)
@@ -93,14 +85,12 @@ static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
     return r;
 }
 
-/* Post piece k of a device-to-host copy of n bytes from src into its slot (slot_of). */
-static CUresult post_dtoh_piece(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t src, size_t n,
-                                uint64_t piece, size_t k, uint32_t slot)
+static CUresult post_dtoh_chunk(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t src, size_t len,
+                                uint32_t slot)
 {
-    size_t at = k * piece, len = n - at < piece ? n - at : piece;
     slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
     FE_REQ(q, CopyDtoH);
-    q.src = src + at;
+    q.src = src;
     q.offset = (uint64_t)slot * ch->map.layout.slot_size;
     q.size = len;
     q.stream = stream;
@@ -108,39 +98,35 @@ static CUresult post_dtoh_piece(struct fe_ctx *c, struct fe_chan *ch, uint32_t s
     return FE_POST(ch, c->id, CopyDtoH, &q, false);
 }
 
-/* A device-to-host copy into pageable memory, piece by piece through a window of slots: piece k
- * uses the window's slot k mod its size. Locally every slot of the window is in flight and a piece
- * is posted into the slot just copied out; a remote vGPU's copy keeps fewer in flight than it has
- * slots and posts the next piece before copying one out, so the link carries it meanwhile. */
 static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint8_t *dst, uint64_t src,
                             size_t n)
 {
-    const uint64_t piece = staging_piece(ch), slot_size = ch->map.layout.slot_size;
+    const uint64_t slot_size = ch->map.layout.slot_size;
     const uint32_t count = ch->map.layout.slot_count;
-    size_t pieces = (n + piece - 1) / piece, window;
+    size_t chunks = (n + slot_size - 1) / slot_size, window;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ch->staging_mu);
-    uint32_t first = take_window(ch, pieces, &window);
-    size_t ahead = window;
-    if (fe_chan_remote(ch) && window > 1)
-        ahead = fe_cfg.remote_ahead < window ? fe_cfg.remote_ahead : window - 1;
-#define SLOT_OF(k) ((uint32_t)((first + (k) % window) % count))
-    for (size_t k = 0; k < ahead && r == CUDA_SUCCESS; k++)
-        if ((r = claim_slot(ch, SLOT_OF(k))) == CUDA_SUCCESS)
-            r = post_dtoh_piece(c, ch, stream, src, n, piece, k, SLOT_OF(k));
-    for (size_t k = 0; k < pieces && r == CUDA_SUCCESS; k++) {
-        if ((r = claim_slot(ch, SLOT_OF(k))) != CUDA_SUCCESS)
-            break;
-        size_t next = k + ahead;
-        /* ahead < window: the next piece's slot held piece next - window, copied out already. */
-        if (ahead < window && next < pieces && (r = claim_slot(ch, SLOT_OF(next))) == CUDA_SUCCESS)
-            r = post_dtoh_piece(c, ch, stream, src, n, piece, next, SLOT_OF(next));
-        size_t at = k * piece;
-        fe_bulk_copy(dst + at, ch->map.data + (uint64_t)SLOT_OF(k) * slot_size, n - at < piece ? n - at : piece, false);
-        if (r == CUDA_SUCCESS && ahead == window && next < pieces)
-            r = post_dtoh_piece(c, ch, stream, src, n, piece, next, SLOT_OF(k));
+    uint32_t first = take_window(ch, chunks, &window);
+    for (size_t k = 0; k < window && r == CUDA_SUCCESS; k++) {
+        uint32_t slot = (uint32_t)((first + k) % count);
+        r = claim_slot(ch, slot);
+        size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
+        if (r == CUDA_SUCCESS)
+            r = post_dtoh_chunk(c, ch, stream, src + k * slot_size, len, slot);
     }
-#undef SLOT_OF
+    for (size_t k = 0; k < chunks && r == CUDA_SUCCESS; k++) {
+        uint32_t slot = (uint32_t)((first + k) % count);
+        size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
+        r = claim_slot(ch, slot);
+        if (r != CUDA_SUCCESS)
+            break;
+        fe_bulk_copy(dst + k * slot_size, ch->map.data + (uint64_t)slot * slot_size, len, false);
+        size_t next = k + window;
+        if (next < chunks) {
+            size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
+            r = post_dtoh_chunk(c, ch, stream, src + next * slot_size, nlen, slot);
+        }
+    }
     pthread_mutex_unlock(&ch->staging_mu);
     return r;
 }
@@ -366,7 +352,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     if (async && fe_graph_recording(ch, stream))
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
-    if (n <= staging_piece(ch))
+    if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }

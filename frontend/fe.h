@@ -591,13 +591,6 @@ struct fe_config {
     uint64_t data_area;   /* VGPU_DATA_AREA: size of each channel's data area */
     uint32_t slot_size;   /* VGPU_SLOT_SIZE */
     uint32_t slot_count;  /* VGPU_SLOTS */
-    /* A remote vGPU's pageable copies stream through the staging slots in pieces of remote_piece
-     * bytes (VGPU_REMOTE_PIECE, at most a slot), at most remote_ahead of a device-to-host copy's
-     * in flight (VGPU_REMOTE_AHEAD): the link then lands them one after another and the tenant
-     * copies one while the next crosses, where a copy's slots sent all at once land together, at
-     * its end, and only then are copied. */
-    uint32_t remote_piece;
-    uint32_t remote_ahead;
     bool driver_log;      /* VGPU_DRIVER_LOG (default 1): calls' errors are noted in the driver's log
                            * (cuLogs*); 0: they are not */
     /* The driver's own variables, read by the frontend since the worker's driver never sees the
