@@ -15,6 +15,10 @@ struct fe_link {
     struct fe_chan *ch;
     void **values;                      /* the program's option values */
     int info_at, info_size_at, error_at, error_size_at, wall_at; /* their indexes, -1: none */
+    /* The buffers' sizes, as cuLinkCreate found them: each log written since overwrites the size
+     * option with what it filled, and a later one (cuLinkComplete's after cuLinkAddData's) may
+     * still fill the whole buffer, as with the driver. */
+    size_t info_cap, error_cap;
     void *image;                        /* the linked image (after cuLinkComplete) */
 };
 
@@ -47,15 +51,18 @@ static CUresult split_options(unsigned n, const CUjit_option *opt, void **val, s
             return (uint32_t)opt[i] < CU_JIT_NUM_OPTIONS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
         }
     }
+    if (l && l->info_size_at >= 0)
+        l->info_cap = (size_t)(uintptr_t)val[l->info_size_at];
+    if (l && l->error_size_at >= 0)
+        l->error_cap = (size_t)(uintptr_t)val[l->error_size_at];
     return CUDA_SUCCESS;
 }
 
 /* One log into the program's buffer, as much as fits with its NUL; its size option says how much. */
-static void put_log(struct fe_link *l, int buf_at, int size_at, const uint8_t *text, uint32_t len)
+static void put_log(struct fe_link *l, int buf_at, int size_at, size_t cap, const uint8_t *text, uint32_t len)
 {
     if (buf_at < 0 || size_at < 0 || !l->values[buf_at])
         return;
-    size_t cap = (size_t)(uintptr_t)l->values[size_at];
     if (cap == 0)
         return;
     size_t n = len < cap - 1 ? len : cap - 1;
@@ -68,8 +75,8 @@ static void put_logs(struct fe_link *l, const uint8_t *tail, uint32_t tail_len, 
 {
     if ((uint64_t)info_len + error_len > tail_len || !l->values)
         return;
-    put_log(l, l->info_at, l->info_size_at, tail, info_len);
-    put_log(l, l->error_at, l->error_size_at, tail + info_len, error_len);
+    put_log(l, l->info_at, l->info_size_at, l->info_cap, tail, info_len);
+    put_log(l, l->error_at, l->error_size_at, l->error_cap, tail + info_len, error_len);
 }
 
 static struct fe_link *link_of(CUlinkState state)

@@ -49,6 +49,14 @@ int main(int argc, char **argv)
     if (emu) {
         EXPECT(r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND, "emu linked PTX (%d)", (int)r);
         EXPECT(error[0] != '\0', "no error log for PTX on emu");
+        /* A second log of the link has the whole buffer again, not the first log's length (the
+         * size option holds that now). */
+        size_t first = strlen(error);
+        EXPECT((size_t)(uintptr_t)values[3] == first, "error log size %zu for %zu bytes", (size_t)(uintptr_t)values[3],
+               first);
+        r = cuLinkAddFile(l, CU_JIT_INPUT_PTX, ptx, 0, NULL, NULL);
+        EXPECT(r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND && strlen(error) == first, "second error log: %zu bytes, not %zu",
+               strlen(error), first);
     } else {
         CHECK(r);
         void *cubin;
