@@ -6,10 +6,21 @@
 #include "fe.h"
 
 /* The current context, its channel, and the wire id of stream s. */
+/* The context a copy runs in and its stream: the current one's, or, for a stream of another
+ * context (another device's), that stream's context, as natively: a copy issued to a stream of
+ * another device runs there (cuFFT's multi-GPU copies do so), where a kernel launch is refused. */
 static CUresult begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
 {
     FE_RETURN_IF(fe_current(c, ch));
-    return fe_stream_id(s, per_thread, *c, *ch, sid);
+    CUresult r = fe_stream_id(s, per_thread, *c, *ch, sid);
+    if (r != CUDA_ERROR_INVALID_CONTEXT)
+        return r;
+    struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
+    if (!st || fe_channel(st->ctx->device, ch) != CUDA_SUCCESS)
+        return r;
+    *c = st->ctx;
+    *sid = st->id;
+    return CUDA_SUCCESS;
 }
 
 /* Device memory of this vGPU at p, or of another of the tenant's (its owner then in *oc, *och). */

@@ -4,7 +4,8 @@
  * peer queries; where the devices offer peer access, enabling it (twice: the second is refused) and
  * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it;
  * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
- * another context of device 0, before copies between the devices on it); 2D copies between the
+ * another context of device 0, before copies between the devices on it); copies issued to device
+ * 1's stream while device 0's context is current; 2D copies between the
  * devices and cuMemcpy3DPeer, and between an array of one device and the other's memory. Checked
  * against the data written. Natively on one GPU it says so and
  * stops.
@@ -337,6 +338,17 @@ static void across(CUdevice d0, CUcontext c0, CUcontext c1)
     CHECK(cuCtxSetCurrent(c0));
     copies_2d(c0, c1, s0);
     copies_array(c0, c1);
+    /* Device 0 current, copies issued to device 1's stream: they run there, as natively (a kernel
+     * launch would be refused). */
+    uint8_t *in = malloc(n), *out = malloc(n);
+    EXPECT(in && out, "memory");
+    prog_fill(in, n, 31);
+    CHECK(cuMemcpyHtoDAsync(p1, in, n, s1));
+    CHECK(cuMemcpyDtoHAsync(out, p1, n, s1));
+    CHECK(cuStreamSynchronize(s1));
+    EXPECT(memcmp(in, out, n) == 0, "copies issued to another device's stream");
+    free(in);
+    free(out);
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuEventDestroy(e1));
     CHECK(cuStreamDestroy(s1));
