@@ -25,6 +25,22 @@ static size_t deps_of(CUstream s, const CUgraphNode **deps, CUgraph *graph)
     return n;
 }
 
+/* End s's capture, run the graph once, and find N words of value at d. */
+static void run_captured_once(CUstream s, CUdeviceptr d, unsigned value, const char *what)
+{
+    static unsigned h[N];
+    CUgraph captured;
+    CUgraphExec exec;
+    CHECK(cuStreamEndCapture(s, &captured));
+    CHECK(cuGraphInstantiate(&exec, captured, 0));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d, sizeof h));
+    EXPECT(h[0] == value && h[N - 1] == value, "%s: %u", what, h[0]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(captured));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -229,14 +245,7 @@ int main(int argc, char **argv)
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK(cuMemAllocAsync(&kept, N * sizeof(unsigned), s));
     CHECK(cuMemsetD32Async(kept, 4, N, s));
-    CHECK(cuStreamEndCapture(s, &captured));
-    CHECK(cuGraphInstantiate(&exec, captured, 0));
-    CHECK(cuGraphLaunch(exec, s));
-    CHECK(cuStreamSynchronize(s));
-    CHECK(cuMemcpyDtoH(h2, kept, sizeof h2));
-    EXPECT(h2[0] == 4 && h2[N - 1] == 4, "memory a captured graph allocated: %u", h2[0]);
-    CHECK(cuGraphExecDestroy(exec));
-    CHECK(cuGraphDestroy(captured));
+    run_captured_once(s, kept, 4, "memory a captured graph allocated");
     CUgraph freeing;
     CUgraphNode free_kept;
     CHECK(cuGraphCreate(&freeing, 0));
@@ -324,14 +333,7 @@ int main(int argc, char **argv)
     CHECK(cuMemsetD32Async(d, 8, N, third));
     CHECK(cuEventRecord(via, third));
     CHECK(cuStreamWaitEvent(s, via, 0));
-    CHECK(cuStreamEndCapture(s, &captured));
-    CHECK(cuGraphInstantiate(&exec, captured, 0));
-    CHECK(cuGraphLaunch(exec, s));
-    CHECK(cuStreamSynchronize(s));
-    CHECK(cuMemcpyDtoH(h2, d, sizeof h2));
-    EXPECT(h2[0] == 8 && h2[N - 1] == 8, "joined back through a third stream: %u", h2[0]);
-    CHECK(cuGraphExecDestroy(exec));
-    CHECK(cuGraphDestroy(captured));
+    run_captured_once(s, d, 8, "joined back through a third stream");
     CHECK(cuEventDestroy(via));
     CHECK(cuStreamDestroy(third));
     free(page);
