@@ -1,7 +1,8 @@
 /* Host<->device bandwidth from pageable memory, pinned memory (cuMemAllocHost), registered
  * memory (malloc'd, then cuMemHostRegister) and registered shared memory (a memfd mapped shared,
  * registered with CU_MEMHOSTREGISTER_DEVICEMAP, as NCCL registers its /dev/shm segments), 4 KiB to
- * 256 MiB (argv[1]: the largest, argv[2]: the smallest; sizes go up by 4x). Each copy is the synchronous API call; the clock stops after a final synchronize. */
+ * 256 MiB, 4x apart (argv[1]: the largest size, argv[2]: the smallest). Each copy is the
+ * synchronous API call; the clock stops after a final synchronize. */
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>

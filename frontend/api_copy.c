@@ -5,7 +5,6 @@
 
 #include "fe.h"
 
-/* The current context, its channel, and the wire id of stream s. */
 /* The context a copy runs in and its stream: the current one's, or, for a stream of another
  * context (another device's), that stream's context, as natively: a copy issued to a stream of
  * another device runs there (cuFFT's multi-GPU copies do so), where a kernel launch is refused. */
