@@ -5,20 +5,14 @@
 
 #include "fe.h"
 
-/* The current context, its channel, and the wire id of stream s, which must be the context's. */
-static CUresult begin_current(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
-{
-    FE_RETURN_IF(fe_current(c, ch));
-    return fe_stream_id(s, per_thread, *c, *ch, sid);
-}
-
-/* The context a copy runs in and its stream: the current one's, or, for a stream of another
- * context (another device's), that stream's context, as natively: a copy issued to a stream of
- * another device runs there (cuFFT's multi-GPU copies do so). Memsets keep to the current
- * context (begin_current), as nothing here has shown the driver's answer for them. */
+/* The context a copy or memset runs in and its stream: the current one's, or, for a stream of
+ * another context (another device's), that stream's context, as natively: copies and memsets
+ * issued to a stream of another device run there (cuFFT's multi-GPU copies do so; prog_peer's
+ * memset on two H200s), where a kernel launch is refused. */
 static CUresult begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
 {
-    CUresult r = begin_current(s, per_thread, c, ch, sid);
+    FE_RETURN_IF(fe_current(c, ch));
+    CUresult r = fe_stream_id(s, per_thread, *c, *ch, sid);
     if (r != CUDA_ERROR_INVALID_CONTEXT)
         return r;
     struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
@@ -130,7 +124,7 @@ static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned elem, size_
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin_current(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
     return fe_memset(c, ch, sid, dst, value, elem, count, async);
 }
 
@@ -140,7 +134,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigne
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin_current(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
     return fe_memset_2d(c, ch, sid, dst, pitch, value, elem, width, height);
 }
 

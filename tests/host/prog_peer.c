@@ -5,7 +5,8 @@
  * a kernel of device 0 (vecadd of MODULE, if given) reading device 1's memory, then disabling it;
  * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
  * another context of device 0, before copies between the devices on it); copies issued to device
- * 1's stream while device 0's context is current; 2D copies between the
+ * 1's stream while device 0's context is current (and memsets, a value written, an event recorded and
+ * kernels, whose answers are printed); 2D copies between the
  * devices and cuMemcpy3DPeer, and between an array of one device and the other's memory. Checked
  * against the data written. Natively on one GPU it says so and
  * stops.
@@ -14,6 +15,14 @@
 #include <time.h>
 
 #include "progutil.h"
+
+/* What the driver answered to a call whose answer the outputs compare. */
+static void print_answer(const char *what, CUresult r)
+{
+    const char *name = NULL;
+    cuGetErrorName(r, &name);
+    printf("%s: %s\n", what, name ? name : "?");
+}
 
 /* A kernel of device 0 adds a vector of device 1's memory to one of its own. */
 static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
@@ -42,6 +51,45 @@ static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
     CHECK(cuMemcpyDtoH(c, dc, bytes));
     for (int i = 0; i < n; i++)
         EXPECT(c[i] == a[i] + b[i], "c[%d] = %f, expected %f", i, c[i], a[i] + b[i]);
+    /* The same kernel issued to a stream of device 1 while device 0 is current: the driver's
+     * answer is printed, so that the outputs natively and through vGPUs compare it. */
+    CUstream s1;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuCtxSetCurrent(c0));
+    print_answer("kernel on another device's stream",
+                 cuLaunchKernel(f, (unsigned)(n / 256), 1, 1, 256, 1, 1, 0, s1, args, NULL));
+    CHECK(cuCtxSynchronize());
+    /* A kernel of device 1's module, device 0 current: on device 1's stream (on device 1's memory,
+     * checked where it ran), and on the null stream (with nothing to do: which context it would
+     * run in is the question). */
+    CHECK(cuCtxSetCurrent(c1));
+    CUmodule m1 = prog_module(module);
+    CUfunction f1;
+    CHECK(cuModuleGetFunction(&f1, m1, "vecadd"));
+    CUdeviceptr dd;
+    CHECK(cuMemAlloc(&dd, bytes));
+    CHECK(cuMemsetD8(dd, 0, bytes));
+    int none = 0;
+    void *args1[] = {&da, &da, &dd, &count}, *args0[] = {&da, &da, &dd, &none};
+    CHECK(cuCtxSetCurrent(c0));
+    CUresult r = cuLaunchKernel(f1, (unsigned)(n / 256), 1, 1, 256, 1, 1, 0, s1, args1, NULL);
+    print_answer("device 1's kernel on its stream, device 0 current", r);
+    print_answer("device 1's kernel on the null stream, device 0 current",
+                 cuLaunchKernel(f1, 1, 1, 1, 32, 1, 1, 0, NULL, args0, NULL));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuCtxSynchronize());
+    if (r == CUDA_SUCCESS) {
+        CHECK(cuMemcpyDtoH(c, dd, bytes));
+        for (int i = 0; i < n; i++)
+            EXPECT(c[i] == 2 * a[i], "device 1's kernel: c[%d] = %f, expected %f", i, c[i], 2 * a[i]);
+    }
+    CHECK(cuMemFree(dd));
+    CHECK(cuModuleUnload(m1));
+    CHECK(cuStreamDestroy(s1));
+    CHECK(cuCtxSetCurrent(c0));
     CHECK(cuModuleUnload(m));
     CHECK(cuMemFree(db));
     CHECK(cuMemFree(dc));
@@ -347,6 +395,40 @@ static void across(CUdevice d0, CUcontext c0, CUcontext c1)
     CHECK(cuMemcpyDtoHAsync(out, p1, n, s1));
     CHECK(cuStreamSynchronize(s1));
     EXPECT(memcmp(in, out, n) == 0, "copies issued to another device's stream");
+    /* A memset issued to device 1's stream with device 0 current: whatever the driver answers is
+     * printed, so that the outputs natively and through vGPUs compare it. */
+    CUresult r = cuMemsetD8Async(p1, 0x3c, n, s1);
+    if (r == CUDA_SUCCESS) {
+        CHECK(cuStreamSynchronize(s1));
+        memset(in, 0x3c, n);
+        CHECK(cuMemcpyDtoH(out, p1, n));
+        EXPECT(memcmp(in, out, n) == 0, "a memset issued to another device's stream");
+    }
+    print_answer("memset on another device's stream", r);
+    const size_t pitch = 4096, rows = 64;
+    memset(in, 0x3d, pitch * rows);
+    r = cuMemsetD2D8Async(p1, pitch, 0x3d, pitch, rows, s1);
+    if (r == CUDA_SUCCESS) {
+        CHECK(cuStreamSynchronize(s1));
+        CHECK(cuMemcpyDtoH(out, p1, pitch * rows));
+        EXPECT(memcmp(in, out, pitch * rows) == 0, "a 2D memset issued to another device's stream");
+    }
+    print_answer("2D memset on another device's stream", r);
+    r = cuStreamWriteValue32(s1, p1, 0xfeedbeefu, 0);
+    if (r == CUDA_SUCCESS) {
+        uint32_t word = 0;
+        CHECK(cuStreamSynchronize(s1));
+        CHECK(cuMemcpyDtoH(&word, p1, sizeof word));
+        EXPECT(word == 0xfeedbeefu, "a value written on another device's stream: %#x", word);
+    }
+    print_answer("value written on another device's stream", r);
+    CUevent e0;
+    CHECK(cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING));
+    r = cuEventRecord(e0, s1);
+    if (r == CUDA_SUCCESS)
+        CHECK(cuEventSynchronize(e0));
+    print_answer("device 0's event recorded on another device's stream", r);
+    CHECK(cuEventDestroy(e0));
     free(in);
     free(out);
     CHECK(cuCtxSetCurrent(c1));
