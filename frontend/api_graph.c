@@ -873,7 +873,10 @@ static CUresult launch_on(CUgraphExec h, CUstream s, bool upload, bool pt)
     q.exec = e->id;
     q.stream = sid;
     q.upload = upload;
-    return FE_POST(ch, c->id, GraphLaunch, &q, false);
+    CUresult r = FE_POST(ch, c->id, GraphLaunch, &q, false);
+    if (r == CUDA_SUCCESS && !upload && e->here && e->plan)
+        fe_graph_mem_launched(e->plan, s);
+    return r;
 }
 
 CUresult cuGraphLaunch(CUgraphExec h, CUstream s) { return launch_on(h, s, false, false); }
@@ -1059,8 +1062,9 @@ CUresult cuGraphGetEdges_v2(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgra
 
 /* ---------------------------------------------------------------- graph memory of a device */
 
-/* The memory of graphs' allocation nodes on a vGPU is the worker's driver's, in the tenant's
- * contexts: its figures, the reset of its high watermarks, its trim. */
+/* The memory of graphs' allocation nodes on a vGPU: the worker's driver's, in the tenant's
+ * contexts (allocations captured there), and the pool modelled for the graphs kept here
+ * (graph_mem.c): their figures added, both watermarks reset, both trimmed. */
 static CUresult graph_mem(CUdevice dev, unsigned op, CUgraphMem_attribute attr, uint64_t *value)
 {
     FE_RETURN_IF(fe_ready());
@@ -1085,8 +1089,12 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t v = 0;
     CUresult r = graph_mem(device, VGPU_GRAPH_MEM_GET, attr, &v);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        size_t held, high;
+        fe_graph_mem_figures(device, &held, &high);
+        v += attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH || attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH ? high : held;
         memcpy(value, &v, sizeof v);
+    }
     return r;
 }
 
@@ -1096,7 +1104,14 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t v;
     memcpy(&v, value, sizeof v);
-    return graph_mem(device, VGPU_GRAPH_MEM_SET, attr, &v);
+    CUresult r = graph_mem(device, VGPU_GRAPH_MEM_SET, attr, &v);
+    if (r == CUDA_SUCCESS)
+        fe_graph_mem_reset_high(device);
+    return r;
 }
 
-CUresult cuDeviceGraphMemTrim(CUdevice device) { return graph_mem(device, VGPU_GRAPH_MEM_TRIM, 0, NULL); }
+CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    FE_RETURN_IF(graph_mem(device, VGPU_GRAPH_MEM_TRIM, 0, NULL));
+    return fe_graph_mem_trim(device);
+}

@@ -132,7 +132,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
-    if (dptr == 0 || fe_graph_mem_owns(dptr)) /* a graph's allocation: the graph keeps it */
+    if (dptr == 0 || fe_graph_mem_freed(dptr, NULL, true)) /* a graph's allocation: the graph keeps it */
         return CUDA_SUCCESS;
     bool managed;
     CUresult mr = fe_managed_free(dptr, &managed);

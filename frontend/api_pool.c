@@ -421,7 +421,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (fe_graph_mem_owns(dptr)) /* a graph's allocation: the graph keeps it */
+    if (fe_graph_mem_freed(dptr, h, false)) /* a graph's allocation: the graph keeps it */
         return CUDA_SUCCESS;
     struct fe_ctx *oc;
     struct fe_chan *och;

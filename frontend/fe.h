@@ -409,6 +409,9 @@ bool fe_host_fns_queued(struct fe_chan *ch);
 /* Whether p is the memory of a graph's allocation node (graph_mem.c): cuMemFree and cuMemFreeAsync
  * let it be, the graph keeps it. */
 bool fe_graph_mem_owns(CUdeviceptr p);
+/* The same, and the application frees it: on stream s (cuMemFreeAsync), or at once (done, cuMemFree):
+ * its memory goes back to the modelled graph pool. */
+bool fe_graph_mem_freed(CUdeviceptr p, CUstream s, bool done);
 
 /* Where a pointer lives, for copies (a remote vGPU's pinned memory is FE_HOST: its device cannot
  * reach it in stream order). */

@@ -505,6 +505,16 @@ START_TEST(test_graph_cond)
 }
 END_TEST
 
+/* The graph memory the driver would report, modelled by the frontend for the graphs it keeps. */
+START_TEST(test_graph_mem)
+{
+    char *out = NULL;
+    ck_assert_int_eq(run_prog("prog_graph_mem", NULL, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "graph 3 launched, its allocation left:               used  128 MiB"));
+    free(out);
+}
+END_TEST
+
 START_TEST(test_capture_deps)
 {
     ck_assert_int_eq(run_prog("prog_capture_deps", emu_module, NULL, NULL), 0);
@@ -1497,6 +1507,7 @@ int main(void)
     tcase_add_test(programs, test_graph);
     tcase_add_test(programs, test_graph_build);
     tcase_add_test(programs, test_graph_cond);
+    tcase_add_test(programs, test_graph_mem);
     tcase_add_test(programs, test_capture_deps);
     tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_nvml);
