@@ -5,24 +5,6 @@
 
 #include "fe.h"
 
-/* The context a copy or memset runs in and its stream: the current one's, or, for a stream of
- * another context (another device's), that stream's context, as natively: copies and memsets
- * issued to a stream of another device run there (cuFFT's multi-GPU copies do so; prog_peer's
- * memset on two H200s), where a kernel launch is refused. */
-static CUresult begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
-{
-    FE_RETURN_IF(fe_current(c, ch));
-    CUresult r = fe_stream_id(s, per_thread, *c, *ch, sid);
-    if (r != CUDA_ERROR_INVALID_CONTEXT)
-        return r;
-    struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
-    if (!st || fe_channel(st->ctx->device, ch) != CUDA_SUCCESS)
-        return r;
-    *c = st->ctx;
-    *sid = st->id;
-    return CUDA_SUCCESS;
-}
-
 /* Device memory of this vGPU at p, or of another of the tenant's (its owner then in *oc, *och). */
 static bool device_side(struct fe_chan *ch, uint64_t p, struct fe_ctx **oc, struct fe_chan **och, bool *other)
 {
@@ -50,7 +32,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, boo
     struct fe_chan *ch, *och;
     uint32_t sid;
     bool other;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     if (n && device_side(ch, dst, &oc, &och, &other) && other)
         return host_and_other(c, ch, sid, oc, och, dst, (uint64_t)(uintptr_t)src, n, true);
     return fe_copy_htod(c, ch, sid, dst, src, n, async);
@@ -62,7 +44,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool asyn
     struct fe_chan *ch, *och;
     uint32_t sid;
     bool other;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     if (n && device_side(ch, src, &oc, &och, &other) && other)
         return host_and_other(c, ch, sid, oc, och, (uint64_t)(uintptr_t)dst, src, n, false);
     return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
@@ -73,7 +55,7 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, boo
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     /* Unified addressing: either side may be another vGPU's memory, as between two GPUs. */
     struct fe_ctx *dc = c, *sc = c;
     struct fe_chan *dch = ch, *sch = ch;
@@ -90,7 +72,7 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     /* Device memory of another of the tenant's vGPUs: a peer copy. */
     struct fe_ctx *dc = c, *sc = c;
     struct fe_chan *dch = ch, *sch = ch;
@@ -124,7 +106,7 @@ static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned elem, size_
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     return fe_memset(c, ch, sid, dst, value, elem, count, async);
 }
 
@@ -134,7 +116,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigne
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     return fe_memset_2d(c, ch, sid, dst, pitch, value, elem, width, height);
 }
 
@@ -274,7 +256,7 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, bool async, bool pt)
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(begin(s, pt, &c, &ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     if (p->reserved0 || p->reserved1)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_copy_3d k = {.width = p->WidthInBytes, .height = p->Height, .depth = p->Depth};
@@ -333,7 +315,7 @@ static CUresult batch_begin(CUstream s, bool pt, struct fe_ctx **c, struct fe_ch
 {
     if (!s || s == CU_STREAM_LEGACY)
         return CUDA_ERROR_INVALID_VALUE;
-    return begin(s, pt, c, ch, sid);
+    return fe_stream_begin(s, pt, c, ch, sid);
 }
 
 static bool order_ok(CUmemcpySrcAccessOrder o, unsigned flags)

@@ -45,6 +45,16 @@ CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch)
     return fe_ctx_get((CUcontext)(uintptr_t)h, ctx, ch);
 }
 
+CUresult fe_current_is(const struct fe_ctx *c)
+{
+    if (!fe_in_host_fn && current_handle() == c->handle)
+        return CUDA_SUCCESS;
+    struct fe_ctx *cur;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_current(&cur, &ch));
+    return cur == c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 int64_t fe_wait_spin_ns(void)
 {
     uint64_t h = current_handle();

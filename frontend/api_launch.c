@@ -122,11 +122,13 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     FE_RETURN_IF(fe_function_of(fh, &f, &ch));
     struct fe_ctx *c = f->mod->ctx;
     uint32_t sid;
-    /* A stream of another context than the function's: natively the function is not a handle of
-     * the stream's context (prog_peer on two H200s). */
+    /* A kernel runs in its stream's context, a default stream's being the current one: natively a
+     * function of another context is not a handle there (prog_peer on two H200s). */
     CUresult sr = fe_stream_id(hs, pt, c, ch, &sid);
     if (sr != CUDA_SUCCESS)
         return sr == CUDA_ERROR_INVALID_CONTEXT ? CUDA_ERROR_INVALID_HANDLE : sr;
+    if (hs == NULL || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD)
+        FE_RETURN_IF(fe_current_is(c));
     FE_RETURN_IF(check_dims(&fe.devices[c->device], grid, block, shmem));
     struct vgpu_launch_attr wattrs[VGPU_MAX_LAUNCH_ATTRS];
     uint32_t wcount = 0;

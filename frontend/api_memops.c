@@ -25,8 +25,7 @@ static CUresult post_ops(CUstream hs, const struct vgpu_mem_op *ops, unsigned n,
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
-    FE_RETURN_IF(fe_current(&c, &ch));
-    FE_RETURN_IF(fe_stream_id(hs, pt, c, ch, &sid));
+    FE_RETURN_IF(fe_stream_begin(hs, pt, &c, &ch, &sid));
     if (n == 0) /* an empty batch: nothing to queue, as natively */
         return CUDA_SUCCESS;
     if (n > VGPU_MAX_MEM_OPS)

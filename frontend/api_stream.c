@@ -99,6 +99,20 @@ CUresult fe_stream_id(CUstream s, bool pt, struct fe_ctx *ctx, struct fe_chan *c
     return CUDA_SUCCESS;
 }
 
+CUresult fe_stream_begin(CUstream s, bool pt, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid)
+{
+    FE_RETURN_IF(fe_current(c, ch));
+    CUresult r = fe_stream_id(s, pt, *c, *ch, sid);
+    if (r != CUDA_ERROR_INVALID_CONTEXT)
+        return r;
+    struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
+    if (!st || fe_channel(st->ctx->device, ch) != CUDA_SUCCESS)
+        return r;
+    *c = st->ctx;
+    *sid = st->id;
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- streams */
 
 CUresult fe_stream_create(struct fe_ctx *c, struct fe_chan *ch, unsigned flags, int priority, CUstream *out)

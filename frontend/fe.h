@@ -335,6 +335,9 @@ CUresult fe_device(CUdevice dev, struct fe_device **out);
 /* The calling thread's current context, or an error (INVALID_CONTEXT if none, or its device's
  * channel is unusable). */
 CUresult fe_current(struct fe_ctx **ctx, struct fe_chan **ch);
+/* Whether c is the current context: CUDA_SUCCESS, or fe_current's error, or, for another context,
+ * CUDA_ERROR_INVALID_HANDLE (what a launch of c's function on a default stream gets natively). */
+CUresult fe_current_is(const struct fe_ctx *c);
 /* Resolve a context handle the application passed. */
 CUresult fe_ctx_get(CUcontext h, struct fe_ctx **ctx, struct fe_chan **ch);
 /* Create the context in vgpud (and open the channel if needed). */
@@ -368,6 +371,11 @@ CUresult fe_stream_id(CUstream s, bool per_thread, struct fe_ctx *ctx, struct fe
 /* A stream argument with its context: a stream handle names its own context; the legacy and
  * per-thread values mean the current context's default streams. */
 CUresult fe_stream_resolve(CUstream h, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
+/* The context a copy, memset or memory operation on stream s runs in, and the stream's id: the
+ * current one's, or, for a stream of another context (another device's), that stream's context, as
+ * natively (prog_peer on two H200s: copies, memsets and stream writes issued to another device's
+ * stream run there, where a kernel launch is refused). */
+CUresult fe_stream_begin(CUstream s, bool per_thread, struct fe_ctx **c, struct fe_chan **ch, uint32_t *sid);
 /* Wait until the stream's earlier work is done (cuStreamSynchronize's record). */
 CUresult fe_stream_wait(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid);
 /* A message of the driver's error log (driver_logs.c: cuLogs*). */
