@@ -422,6 +422,15 @@ CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel ker
     return cuFuncGetAttribute(pi, attrib, f);
 }
 
+/* Whether k is bound in context c already (lib->mu held). */
+static bool bound_in(const struct fe_kernel *k, const struct fe_ctx *c)
+{
+    for (unsigned i = 0; i < BINDINGS; i++)
+        if (k->bound[i].ctx == c->handle && fe_handle_get(FE_FUNCTION, k->bound[i].object))
+            return true;
+    return false;
+}
+
 CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
     struct fe_device *d;
@@ -429,22 +438,39 @@ CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel ker
     struct fe_kernel *k;
     FE_RETURN_IF(kernel_of(kernel, &k));
     pthread_mutex_lock(&k->lib->mu);
-    CUresult r = CUDA_SUCCESS;
     unsigned i = 0;
     while (i < k->attr_count && k->attrs[i].attrib != attrib)
         i++;
-    if (i == KERNEL_ATTRS)
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    else {
-        k->attrs[i].attrib = attrib;
-        k->attrs[i].value = val;
-        if (i == k->attr_count)
-            k->attr_count++;
+    if (i == KERNEL_ATTRS) {
+        pthread_mutex_unlock(&k->lib->mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* Apply it now where the kernel is already bound; later bindings get it when they are made. */
+    const unsigned count_was = k->attr_count;
+    const int value_was = i < count_was ? k->attrs[i].value : 0;
+    k->attrs[i].attrib = attrib;
+    k->attrs[i].value = val;
+    if (i == k->attr_count)
+        k->attr_count++;
+    /* The driver checks the value against the function, loading it, at once: so the kernel is
+     * bound now in the current context where that is dev's (every attribute set so far applied
+     * with the binding), and set where it is bound already; other bindings get it as they are made.
+     * A value refused is not kept. */
+    CUresult r = CUDA_SUCCESS;
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    if (fe_current(&c, &ch) == CUDA_SUCCESS && c->device == dev && !bound_in(k, c)) {
+        struct fe_function *f;
+        r = bind_kernel(k, &f, &ch);
+    }
     for (unsigned b = 0; r == CUDA_SUCCESS && b < BINDINGS; b++)
         if (k->bound[b].object && fe_handle_get(FE_FUNCTION, k->bound[b].object))
             r = cuFuncSetAttribute((CUfunction)(uintptr_t)k->bound[b].object, attrib, val);
+    if (r != CUDA_SUCCESS) {
+        if (i < count_was)
+            k->attrs[i].value = value_was;
+        else
+            k->attr_count = count_was;
+    }
     pthread_mutex_unlock(&k->lib->mu);
     return r;
 }

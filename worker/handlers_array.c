@@ -374,7 +374,10 @@ static CUresult resource_of(struct vgpu_call *c, const struct vgpu_req_TexObject
         return CUDA_SUCCESS;
     }
     case CU_RESOURCE_TYPE_LINEAR:
-        if (q->surface || !vchannel_device_range(c, q->dev, q->width))
+        /* The driver lets a texture reach past the allocation its address is in (NVIDIA's
+         * convolutionFFT2D textures a padded span): its start must be the tenant's memory, and
+         * what it reaches is this tenant's worker's address space alone. */
+        if (q->surface || !vchannel_device_range(c, q->dev, 1))
             return CUDA_ERROR_INVALID_VALUE;
         res->res.linear.devPtr = q->dev;
         res->res.linear.format = (CUarray_format)q->format;

@@ -515,6 +515,17 @@ START_TEST(test_graph_mem)
 }
 END_TEST
 
+/* The library API: kernels found, their attributes checked by emu as by the driver, launched. */
+START_TEST(test_library)
+{
+    char *out = NULL;
+    ck_assert_int_eq(run_prog("prog_library", emu_module, NULL, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "more dynamic shared memory than the device has: CUDA_ERROR_INVALID_VALUE"));
+    ck_assert_ptr_nonnull(strstr(out, "the function it binds to: dynamic shared memory at most 98304"));
+    free(out);
+}
+END_TEST
+
 START_TEST(test_capture_deps)
 {
     ck_assert_int_eq(run_prog("prog_capture_deps", emu_module, NULL, NULL), 0);
@@ -1508,6 +1519,7 @@ int main(void)
     tcase_add_test(programs, test_graph_build);
     tcase_add_test(programs, test_graph_cond);
     tcase_add_test(programs, test_graph_mem);
+    tcase_add_test(programs, test_library);
     tcase_add_test(programs, test_capture_deps);
     tcase_add_test(programs, test_register);
     tcase_add_test(programs, test_nvml);

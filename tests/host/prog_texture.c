@@ -199,6 +199,15 @@ int main(int argc, char **argv)
     res.res.linear.sizeInBytes = sizeof host;
     CUsurfObject bad_s;
     printf("a surface over linear memory: %d\n", (int)cuSurfObjectCreate(&bad_s, &res));
+    /* A linear texture reaching past its allocation (NVIDIA's convolutionFFT2D makes one). */
+    CUDA_TEXTURE_DESC plain;
+    memset(&plain, 0, sizeof plain);
+    res.res.linear.sizeInBytes = 4 * sizeof host;
+    CUtexObject past;
+    CUresult pr = cuTexObjectCreate(&past, &res, &plain, NULL);
+    printf("a linear texture past its allocation: %d\n", (int)pr);
+    if (pr == CUDA_SUCCESS)
+        CHECK(cuTexObjectDestroy(past));
 
     CHECK(cuSurfObjectDestroy(s));
     CHECK(cuTexObjectDestroy(t));

@@ -251,11 +251,18 @@ void emu_cond_wait(struct emu_ctx *c, bool poll);
 bool emu_event_complete(struct emu_event *e, uint64_t gen);
 #define EMU_SHARED_POLL_NS 200000 /* how often a wait for a shared event looks again */
 
+/* The dynamic shared memory a block may have unless allowed more, and the most it may be allowed
+ * (the emu profile's opt-in per block: emu kernels have no static shared memory). */
+#define EMU_DYNAMIC_SHARED_DEFAULT 49152
+#define EMU_SHARED_OPTIN 232448
+
 struct emu_function {
     const struct vgpu_emu_kernel *kernel;
     uint32_t offsets[VGPU_MAX_KERNEL_PARAMS];
     uint32_t param_bytes;
     uint32_t param_align;
+    int max_dynamic_shared; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set */
+    int carveout;           /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT as set */
     struct emu_function *next;
 };
 

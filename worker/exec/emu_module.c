@@ -163,6 +163,8 @@ CUresult emu_module_function(struct emu_module *m, const char *name, struct emu_
     if (!f)
         return CUDA_ERROR_OUT_OF_MEMORY;
     f->kernel = k;
+    f->max_dynamic_shared = EMU_DYNAMIC_SHARED_DEFAULT;
+    f->carveout = -1;
     uint32_t end = 0, align = 1;
     for (uint32_t i = 0; i < k->param_count; i++) {
         uint32_t a = k->params[i].align;

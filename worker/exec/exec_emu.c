@@ -668,7 +668,7 @@ static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn,
 {
     (void)x;
     (void)ctx;
-    (void)fn;
+    const struct emu_function *f = fn;
     switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
         *value = 1024;
@@ -681,13 +681,15 @@ static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn,
         *value = 90;
         return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-        *value = 49152;
+        *value = f->max_dynamic_shared;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        *value = f->carveout;
         return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
         *value = 0;
         return CUDA_SUCCESS;
     default:
@@ -695,13 +697,26 @@ static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn,
     }
 }
 
+/* The two attributes a function keeps, with the driver's bounds; the others are accepted. */
 static CUresult emu_func_set_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int value)
 {
     (void)x;
     (void)ctx;
-    (void)fn;
-    (void)value;
-    return attrib >= 0 && attrib < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    struct emu_function *f = fn;
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || value > EMU_SHARED_OPTIN)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dynamic_shared = value;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (value < -1 || value > 100)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->carveout = value;
+        return CUDA_SUCCESS;
+    default:
+        return attrib >= 0 && attrib < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
 }
 
 static CUresult emu_func_set_cache_config(struct vgpu_exec *x, void *ctx, void *fn, int config)
