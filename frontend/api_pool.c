@@ -1,12 +1,13 @@
 /* Driver API: stream-ordered allocation (cuMemAllocAsync, cuMemFreeAsync, memory pools). The
  * worker's driver keeps the pools and their memory; the frontend keeps what the queries need: each
  * pool's device and properties, each device's default and current pool. A pool's memory is its
- * vGPU's alone: access cannot be given to another vGPU (the vGPUs have no peer access). Pools
+ * vGPU's; another vGPU may be given access where the two are peers (cuMemPoolSetAccess). Pools
  * exported by POSIX descriptor are shared with other tenants of the node (at the end of this file;
  * MEMPOOL_SUPPORTED_HANDLE_TYPES says POSIX descriptors); pools of managed memory and pools in host
  * memory are not there yet (HOST_MEMORY_POOLS_SUPPORTED 0). */
 #include <string.h>
 
+#include "device_info.h"
 #include "fe.h"
 #include "shareable.h"
 
@@ -16,6 +17,7 @@ struct fe_pool {
     bool is_default;
     bool imported; /* another tenant's: pointers are imported from it, nothing allocated */
     CUmemPoolProps props;
+    uint8_t peer_access[VGPU_MAX_DEVICES]; /* the CUmemAccess_flags peer vGPUs were given */
 };
 
 static struct {
@@ -288,22 +290,42 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 
 /* The pool's own device always has read-write access, which cannot be changed; no other vGPU can
  * be given any. */
+/* A pool's memory is its own device's, read-write; another vGPU may be given access where the two
+ * are peers (GPUs of this node that one worker serves, as cuDeviceCanAccessPeer says): the worker's
+ * driver gives it (NVIDIA's streamOrderedAllocationP2P). */
 CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_pool *p = pool_get(pool);
     if (!p || (!map && count))
         return CUDA_ERROR_INVALID_VALUE;
+    struct fe_device *own;
+    FE_RETURN_IF(fe_device(p->device, &own));
     for (size_t i = 0; i < count; i++) {
         const CUmemAccessDesc *d = &map[i];
         if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
             d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
             return CUDA_ERROR_INVALID_VALUE;
-        if (d->location.id < 0 || d->location.id >= fe.device_count)
+        struct fe_device *other;
+        if (d->location.id < 0 || d->location.id >= fe.device_count || fe_device(d->location.id, &other) != CUDA_SUCCESS)
             return CUDA_ERROR_INVALID_DEVICE;
         if (d->location.id == p->device ? d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                                        : d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+                                        : d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+                                              (p->imported || !vgpu_device_peer_capable(&own->info, &other->info)))
             return CUDA_ERROR_INVALID_DEVICE;
+    }
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_channel(p->device, &ch));
+    for (size_t i = 0; i < count; i++) {
+        const CUmemAccessDesc *d = &map[i];
+        if (d->location.id == p->device || p->peer_access[d->location.id] == (uint8_t)d->flags)
+            continue;
+        FE_REQ(q, MemPoolSetAccess);
+        q.pool = fe_handle_id(p->handle);
+        q.peer = (uint32_t)fe.devices[d->location.id].vgpu + 1;
+        q.flags = (uint32_t)d->flags;
+        FE_RETURN_IF(FE_CALL(ch, 0, MemPoolSetAccess, &q, NULL));
+        p->peer_access[d->location.id] = (uint8_t)d->flags;
     }
     return CUDA_SUCCESS;
 }
@@ -316,7 +338,8 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUme
         return CUDA_ERROR_INVALID_VALUE;
     if (location->id < 0 || location->id >= fe.device_count)
         return CUDA_ERROR_INVALID_DEVICE;
-    *flags = location->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    *flags = location->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                       : (CUmemAccess_flags)p->peer_access[location->id];
     return CUDA_SUCCESS;
 }
 

@@ -6,10 +6,10 @@
  * stream order across the devices (a stream of device 0 waiting for an event of device 1's, or of
  * another context of device 0, before copies between the devices on it); copies issued to device
  * 1's stream while device 0's context is current (and memsets, a value written, an event recorded and
- * kernels, whose answers are printed); 2D copies between the
- * devices and cuMemcpy3DPeer, and between an array of one device and the other's memory. Checked
- * against the data written. Natively on one GPU it says so and
- * stops.
+ * kernels, whose answers are printed); 2D copies between the devices and cuMemcpy3DPeer, and
+ * between an array of one device and the other's memory; device 1 given access to device 0's
+ * memory pool (the answer printed) and, with the module, a kernel of device 1 reading it. Checked
+ * against the data written. Natively on one GPU it says so and stops.
  *   prog_peer [MODULE] */
 #include <string.h>
 #include <time.h>
@@ -99,6 +99,66 @@ static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
     free(a);
     free(b);
     free(c);
+}
+
+/* Device 0's default pool: device 1's access read, given (the driver's answer printed), read again;
+ * where given and a module is there, a kernel of device 1 adds a vector of the pool's memory to
+ * itself into device 1's memory; the access taken back. */
+static void pool_access(const char *module, CUdevice d0, CUdevice d1, CUcontext c0, CUcontext c1)
+{
+    CUmemoryPool pool;
+    CHECK(cuDeviceGetDefaultMemPool(&pool, d0));
+    CUmemLocation at1 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d1};
+    CUmemAccess_flags before = 9, after = 9;
+    CHECK(cuMemPoolGetAccess(&before, pool, &at1));
+    CUmemAccessDesc give = {.location = at1, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUresult r = cuMemPoolSetAccess(pool, &give, 1);
+    CHECK(cuMemPoolGetAccess(&after, pool, &at1));
+    printf("device 1's access to device 0's pool: %d, given: %s, then %d\n", (int)before,
+           r == CUDA_SUCCESS ? "yes" : "no", (int)after);
+    if (r != CUDA_SUCCESS)
+        return;
+    if (module) {
+        const int n = 1 << 14;
+        float *a = malloc(n * sizeof *a), *c = malloc(n * sizeof *c);
+        EXPECT(a && c, "memory");
+        for (int i = 0; i < n; i++)
+            a[i] = (float)i;
+        CUstream s0, s1;
+        CUdeviceptr pa, dc;
+        CHECK(cuCtxSetCurrent(c0));
+        CHECK(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+        CHECK(cuMemAllocFromPoolAsync(&pa, n * sizeof *a, pool, s0));
+        CHECK(cuMemcpyHtoDAsync(pa, a, n * sizeof *a, s0));
+        CHECK(cuStreamSynchronize(s0));
+        CHECK(cuCtxSetCurrent(c1));
+        CUmodule m = prog_module(module);
+        CUfunction f;
+        CHECK(cuModuleGetFunction(&f, m, "vecadd"));
+        CHECK(cuMemAlloc(&dc, n * sizeof *c));
+        CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        int count = n;
+        void *args[] = {&pa, &pa, &dc, &count};
+        CHECK(cuLaunchKernel(f, (unsigned)(n / 256), 1, 1, 256, 1, 1, 0, s1, args, NULL));
+        CHECK(cuStreamSynchronize(s1));
+        CHECK(cuMemcpyDtoH(c, dc, n * sizeof *c));
+        for (int i = 0; i < n; i++)
+            EXPECT(c[i] == 2.0f * a[i], "device 1 read device 0's pool: c[%d] = %f", i, c[i]);
+        CHECK(cuStreamDestroy(s1));
+        CHECK(cuMemFree(dc));
+        CHECK(cuModuleUnload(m));
+        CHECK(cuCtxSetCurrent(c0));
+        CHECK(cuMemFreeAsync(pa, s0));
+        CHECK(cuStreamSynchronize(s0));
+        CHECK(cuStreamDestroy(s0));
+        free(a);
+        free(c);
+        printf("a kernel of device 1 read device 0's pool memory\n");
+    }
+    give.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CHECK(cuMemPoolSetAccess(pool, &give, 1));
+    CHECK(cuMemPoolGetAccess(&after, pool, &at1));
+    EXPECT(after == CU_MEM_ACCESS_FLAGS_PROT_NONE, "device 1's access to device 0's pool taken back: %d", (int)after);
 }
 
 /* Peer access from device 0's context to device 1's, where it is offered. */
@@ -522,6 +582,7 @@ int main(int argc, char **argv)
     }
     across(d0, c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
+    pool_access(can ? (argc > 1 ? argv[1] : NULL) : NULL, d0, d1, c0, c1);
     CHECK(cuCtxSetCurrent(NULL));
     CHECK(cuDevicePrimaryCtxRelease(d0));
     CHECK(cuDevicePrimaryCtxRelease(d1));

@@ -395,6 +395,7 @@ CUresult emu_pool_import_free(struct vgpu_exec *x, void *ctx, uint64_t dptr);
 CUresult emu_pool_destroy(struct vgpu_exec *x, void *pool);
 CUresult emu_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
 CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep);
+CUresult emu_pool_set_peer_access(struct vgpu_exec *x, void *pool, int dev, unsigned flags);
 CUresult emu_alloc_async(struct vgpu_exec *x, void *ctx, void *stream, void *pool, uint64_t size, uint64_t *dptr);
 CUresult emu_free_async(struct vgpu_exec *x, int dev, void *ctx, void *stream, uint64_t dptr);
 void emu_pools_free(struct emu_exec *x);

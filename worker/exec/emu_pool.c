@@ -203,6 +203,17 @@ CUresult emu_pool_attribute(struct vgpu_exec *x, void *pool, int attr, bool set,
     return r;
 }
 
+/* Emu kernels reach every device's memory: a peer's access is only checked. */
+CUresult emu_pool_set_peer_access(struct vgpu_exec *x, void *pool, int dev, unsigned flags)
+{
+    (void)pool;
+    if (dev < 0 || dev >= x->ops->device_count(x))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return flags == CU_MEM_ACCESS_FLAGS_PROT_NONE || flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult emu_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
 {
     struct emu_exec *e = EX(x);

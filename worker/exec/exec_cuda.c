@@ -169,6 +169,7 @@
     X(cuMemPoolGetAttribute)                                                                           \
     X(cuMemPoolSetAttribute)                                                                           \
     X(cuMemPoolTrimTo)                                                                                 \
+    X(cuMemPoolSetAccess)                                                                              \
     X(cuMemPoolExportToShareableHandle)                                                                \
     X(cuMemPoolImportFromShareableHandle)                                                              \
     X(cuMemPoolExportPointer)                                                                          \
@@ -687,6 +688,15 @@ static CUresult cuda_pool_attribute(struct vgpu_exec *x, void *pool, int attr, b
 static CUresult cuda_pool_trim(struct vgpu_exec *x, void *pool, uint64_t keep)
 {
     return API(x)->cuMemPoolTrimTo(pool, (size_t)keep);
+}
+
+static CUresult cuda_pool_set_peer_access(struct vgpu_exec *x, void *pool, int dev, unsigned flags)
+{
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]},
+                         .flags = (CUmemAccess_flags)flags};
+    return API(x)->cuMemPoolSetAccess(pool, &d, 1);
 }
 
 static CUresult cuda_graph_mem(struct vgpu_exec *x, int dev, unsigned op, int attr, uint64_t *value)
@@ -2132,6 +2142,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .pool_import_free = cuda_pool_import_free,
     .pool_attribute = cuda_pool_attribute,
     .pool_trim = cuda_pool_trim,
+    .pool_set_peer_access = cuda_pool_set_peer_access,
     .graph_mem = cuda_graph_mem,
     .alloc_async = cuda_alloc_async,
     .free_async = cuda_free_async,

@@ -1135,6 +1135,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .pool_destroy = emu_pool_destroy,
     .pool_attribute = emu_pool_attribute,
     .pool_trim = emu_pool_trim,
+    .pool_set_peer_access = emu_pool_set_peer_access,
     .graph_mem = emu_graph_mem,
     .alloc_async = emu_alloc_async,
     .free_async = emu_free_async,

@@ -138,6 +138,8 @@ struct vgpu_exec_ops {
     CUresult (*pool_destroy)(struct vgpu_exec *x, void *pool);
     CUresult (*pool_attribute)(struct vgpu_exec *x, void *pool, int attr, bool set, uint64_t *value);
     CUresult (*pool_trim)(struct vgpu_exec *x, void *pool, uint64_t keep);
+    /* Device dev's access to the pool's memory (a peer of the pool's device). */
+    CUresult (*pool_set_peer_access)(struct vgpu_exec *x, void *pool, int dev, unsigned flags);
     /* Graph memory of dev: a CUgraphMem_attribute read (VGPU_GRAPH_MEM_GET) or reset (SET, *value
      * 0), or what no graph holds given back (TRIM). Optional. */
     CUresult (*graph_mem)(struct vgpu_exec *x, int dev, unsigned op, int attr, uint64_t *value);
