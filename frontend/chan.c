@@ -502,6 +502,12 @@ static void heap_release_locked(struct fe_chan *ch, uint64_t off, uint64_t size)
 CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
                        uint64_t *out)
 {
+    return fe_heap_alloc_at(ch, ctx, size, flags, pin, NULL, out);
+}
+
+CUresult fe_heap_alloc_at(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
+                          const void *app_at, uint64_t *out)
+{
     if (size == 0 || size > ch->map.layout.data_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     bool remote = fe_chan_remote(ch);
@@ -546,6 +552,11 @@ CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned
         /* The serving node's copy of a remote vGPU's block is no address of the application's. */
         q.flags = ((flags & CU_MEMHOSTALLOC_DEVICEMAP) && !remote ? CU_MEMHOSTREGISTER_DEVICEMAP : 0) |
                   (flags & VGPU_HOST_REGISTER_ANY_CAPTURE);
+        /* The worker maps the pages at the application's address for them too where it can: the
+         * device then reaches them at the pointer the application has, as natively (a guest's
+         * addresses, and a remote node's, are no addresses of the worker's). */
+        if (!remote && !fe.xen)
+            q.at = (uint64_t)(uintptr_t)(app_at ? app_at : ch->map.data + off);
         CUresult r = FE_CALL(ch, ctx, HostRegister, &q, &a);
         if (r != CUDA_SUCCESS) {
             pthread_mutex_lock(&ch->heap_mu);

@@ -186,6 +186,10 @@ enum fe_pin {
  * VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */
 CUresult fe_heap_alloc(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
                        uint64_t *off);
+/* The same for pages that will be the application's at address at (registered application memory,
+ * remapped there) rather than at the data area's own address. */
+CUresult fe_heap_alloc_at(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsigned flags, enum fe_pin pin,
+                          const void *at, uint64_t *off);
 CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
 /* Find the heap block containing p (a pointer into the data area): a copy in *block (if not NULL)
  * and p's data-area offset in *off. */

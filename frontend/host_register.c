@@ -206,7 +206,7 @@ static bool move_into_data_area(struct fe_ctx *c, struct fe_chan *ch, struct fe_
         return false;
     uint64_t off;
     unsigned alloc_flags = (flags & CU_MEMHOSTREGISTER_DEVICEMAP) ? CU_MEMHOSTALLOC_DEVICEMAP : 0;
-    if (fe_heap_alloc(ch, c->id, hi - lo, alloc_flags, FE_PIN_DEVICE, &off) != CUDA_SUCCESS)
+    if (fe_heap_alloc_at(ch, c->id, hi - lo, alloc_flags, FE_PIN_DEVICE, (const void *)lo, &off) != CUDA_SUCCESS)
         return false;
     void *m = !copy_pages(ch->map.data + off, (void *)lo, hi - lo) ? MAP_FAILED : mmap((void *)lo, hi - lo, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, ch->mem_fd,
                    (off_t)(ch->data_at + off));

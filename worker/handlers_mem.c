@@ -128,7 +128,7 @@ CUresult vgpu_handle_HostRegister(struct vgpu_call *c, const struct vgpu_req_Hos
             return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
     uint64_t dptr = 0;
-    r = vchannel_register(c->ch, q->offset, q->size, q->flags, 0, &dptr);
+    r = vchannel_register(c->ch, q->offset, q->size, q->flags, 0, q->at, &dptr);
     if (r != CUDA_SUCCESS)
         return r;
     if (dptr) {

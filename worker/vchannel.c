@@ -408,6 +408,12 @@ void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
 {
     if (!vgpu_data_range_ok(&c->ch->map.layout, offset, size))
         return NULL;
+    /* Pages registered at their alias are pinned there: the driver copies from that address. */
+    for (size_t i = 0; i < c->ch->reg_count; i++) {
+        const struct host_reg *g = &c->ch->regs[i];
+        if (g->alias && offset >= g->offset && offset - g->offset < g->size && size <= g->size - (offset - g->offset))
+            return g->alias + (offset - g->offset);
+    }
     return c->ch->map.data + offset;
 }
 
@@ -553,17 +559,49 @@ static bool progress(struct vchannel *ch)
     return atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed) != 0 || signals;
 }
 
+/* The data area's pages at offset, size of them, mapped a second time at address at of this
+ * process, where nothing is mapped (a shared mapping's pages, mremap'd with no size); NULL where
+ * that cannot be. */
+static uint8_t *map_alias(struct vchannel *ch, uint64_t offset, uint64_t size, uint64_t at)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!at || page <= 0 || at % (uint64_t)page || offset % (uint64_t)page || size % (uint64_t)page ||
+        at > UINT64_MAX - size || (uint8_t *)(uintptr_t)at == ch->map.data + offset)
+        return NULL;
+    /* Claimed first, so that nothing of the worker's is replaced: mremap's FIXED would. */
+    void *claim = mmap((void *)(uintptr_t)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (claim == MAP_FAILED)
+        return NULL;
+    if (claim != (void *)(uintptr_t)at) { /* (kernels before 4.17 take the hint as a hint) */
+        munmap(claim, size);
+        return NULL;
+    }
+    void *alias = mremap(ch->map.data + offset, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, claim);
+    if (alias == MAP_FAILED) {
+        munmap(claim, size);
+        return NULL;
+    }
+    return alias;
+}
+
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
-                           uint64_t *dptr)
+                           uint64_t at, uint64_t *dptr)
 {
     struct host_reg *regs = vgpu_array_grow(ch->regs, &ch->reg_cap, ch->reg_count + 1, sizeof *regs);
     if (!regs)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ch->regs = regs;
-    CUresult r = ch->x->ops->host_register(ch->x, ch->device, ch->map.data + offset, size, flags, dptr);
+    uint8_t *alias = staging ? NULL : map_alias(ch, offset, size, at);
+    CUresult r = alias ? ch->x->ops->host_register(ch->x, ch->device, alias, size, flags, dptr) : CUDA_ERROR_UNKNOWN;
+    if (alias && r != CUDA_SUCCESS) { /* the worker's own address, as without an alias */
+        munmap(alias, size);
+        alias = NULL;
+    }
+    if (!alias)
+        r = ch->x->ops->host_register(ch->x, ch->device, ch->map.data + offset, size, flags, dptr);
     if (r != CUDA_SUCCESS)
         return r;
-    ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging, flags};
+    ch->regs[ch->reg_count++] = (struct host_reg){offset, size, *dptr, staging, flags, alias};
     if (!staging)
         atomic_fetch_add(&ch->acct->host_bytes, size);
     return CUDA_SUCCESS;
@@ -581,6 +619,15 @@ uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t 
     return 0;
 }
 
+/* A registration undone, and its alias unmapped. */
+static CUresult host_unregister(struct vchannel *ch, const struct host_reg *g)
+{
+    CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, g->alias ? g->alias : ch->map.data + g->offset, g->flags);
+    if (g->alias)
+        munmap(g->alias, g->size);
+    return r;
+}
+
 CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
 {
     for (size_t i = 0; i < ch->reg_count; i++) {
@@ -588,7 +635,7 @@ CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset)
             continue;
         if (ch->regs[i].dptr)
             vgpu_ranges_remove_at(&ch->ranges, ch->regs[i].dptr);
-        CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + offset, ch->regs[i].flags);
+        CUresult r = host_unregister(ch, &ch->regs[i]);
         atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
         ch->regs[i] = ch->regs[--ch->reg_count];
         return r;
@@ -710,7 +757,7 @@ void vchannel_teardown(struct vchannel *ch)
     vswap_teardown(ch);
     vchannel_files_teardown(ch);
     for (size_t i = 0; i < ch->reg_count; i++) {
-        ch->x->ops->host_unregister(ch->x, ch->device, ch->map.data + ch->regs[i].offset, ch->regs[i].flags);
+        host_unregister(ch, &ch->regs[i]);
         if (!ch->regs[i].staging)
             atomic_fetch_sub(&ch->acct->host_bytes, ch->regs[i].size);
     }
@@ -873,7 +920,7 @@ struct vchannel *vchannel_open(const struct vchannel_host *host, const struct vc
         goto fail;
     /* The staging slots are pinned once for the channel's life: pageable copies stream through them. */
     uint64_t dptr;
-    CUresult r = vchannel_register(ch, 0, vgpu_data_heap_off(&p->layout), 0, 1, &dptr);
+    CUresult r = vchannel_register(ch, 0, vgpu_data_heap_off(&p->layout), 0, 1, 0, &dptr);
     if (r != CUDA_SUCCESS) {
         LOG_WARN("channel %u: cannot pin the staging area (error %d)", p->id, r);
         goto fail;

@@ -105,6 +105,7 @@ struct host_reg {
     uint64_t dptr;         /* its device address when mapped for the device, else 0 */
     int staging;           /* the staging slots, registered when the channel opens */
     unsigned flags;        /* as registered (VGPU_HOST_REGISTER_ANY_CAPTURE: unregistered so too) */
+    uint8_t *alias;        /* the same pages at the tenant's address for them, registered instead */
 };
 
 /* A range of a file the tenant maps shared and registered (host_files.c): the worker's own mapping
@@ -399,9 +400,12 @@ CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot);
 void vchannel_send_console(struct vchannel *ch);
 /* Destroy everything that belongs to a context (its objects and ranges), then the context. */
 void vchannel_drop_ctx(struct vchannel *ch, uint32_t ctx_id);
-/* Register/unregister data-area memory with the executor and keep account of it. */
+/* Register/unregister data-area memory with the executor and keep account of it. at: the tenant's
+ * address of those pages (0: none known): where the worker can map them there too, that mapping is
+ * registered, so that the device reaches them at the tenant's own pointer, as unified addressing
+ * promises (a kernel given a pinned host pointer). */
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
-                           uint64_t *dptr);
+                           uint64_t at, uint64_t *dptr);
 CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset);
 /* The device address of bytes of pinned host memory at a data-area offset (registered memory:
  * its mapped address, else the worker's own, which unified addressing makes the device's); 0 if
