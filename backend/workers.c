@@ -18,6 +18,7 @@
 #include <cuda.h>
 
 #include "bell.h"
+#include "device_info.h"
 #include "image_cache.h"
 #include "ipc.h"
 #include "segments.h"
@@ -502,13 +503,21 @@ static void on_ipc_export(struct worker *w, const struct vgpu_wmsg_IpcExport *q,
     worker_send_to(w, &a, sizeof a, NULL, 0);
 }
 
-static void on_ipc_open(struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
+/* Whether GPUs a and b of this node reach each other (peer access). */
+static bool gpus_peers(int a, int b, void *arg)
+{
+    const struct server *srv = arg;
+    return a >= 0 && b >= 0 && a < srv->device_count && b < srv->device_count &&
+           vgpu_device_peer_capable(&srv->devices[a], &srv->devices[b]);
+}
+
+static void on_ipc_open(struct server *srv, struct worker *w, const struct vgpu_wmsg_IpcOpen *q)
 {
     struct vgpu_wmsg_IpcAnswer a;
     vgpu_wmsg_init(&a.hdr, VGPU_WMSG_IpcAnswer, sizeof a);
     a.request = q->request;
     int fd = -1;
-    a.status = shm_ipc_find(q->kind, (int)q->device, q->token, &a.size, a.blob, &fd);
+    a.status = shm_ipc_find(q->kind, (int)q->device, q->token, &a.size, a.blob, &fd, gpus_peers, srv);
     worker_send_to(w, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
     if (fd >= 0)
         close(fd);
@@ -653,7 +662,7 @@ static void on_message(struct server *srv, struct worker *w, const uint8_t *buf,
     case VGPU_WMSG_IpcOpen: {
         struct vgpu_wmsg_IpcOpen m;
         memcpy(&m, buf, sizeof m);
-        on_ipc_open(w, &m);
+        on_ipc_open(srv, w, &m);
         break;
     }
     case VGPU_WMSG_HostFileGet: {

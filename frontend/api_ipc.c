@@ -2,7 +2,7 @@
  * between tenants of one node. A handle is a token vgpud minted for the allocation; the worker of
  * the opening tenant maps what it names. The frontend keeps the driver's reference counting: a
  * handle opened again by the same context gives the same pointer, and the memory goes with the
- * last close. The vGPUs have no peer access, so a handle opens only on the vGPU of the same GPU.
+ * last close. A handle opens on a vGPU of the same GPU, or of a GPU that reaches it (vgpud checks).
  * Event handles (cuIpcGetEventHandle) are with the other event calls (api_stream.c). */
 #include <string.h>
 

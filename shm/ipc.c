@@ -76,14 +76,15 @@ int shm_ipc_publish(uint64_t owner, uint32_t kind, int device, uint64_t size, co
 }
 
 int shm_ipc_find(uint32_t kind, int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
-                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd)
+                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd, bool (*peers)(int a, int b, void *arg), void *arg)
 {
     *fd = -1;
     const struct entry *e = find(token);
     if (!e || e->kind != kind)
         return CUDA_ERROR_INVALID_VALUE;
-    if (e->device != device)
-        return CUDA_ERROR_INVALID_DEVICE; /* the vGPUs have no peer access */
+    bool peer_kind = kind == VGPU_IPC_MEM || kind == VGPU_IPC_POOL || kind == VGPU_IPC_POOL_PTR;
+    if (e->device != device && !(peer_kind && peers && peers(device, e->device, arg)))
+        return CUDA_ERROR_INVALID_DEVICE; /* GPUs that do not reach each other */
     if (e->fd >= 0 && (*fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0)) < 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
     *size = e->size;

@@ -6,6 +6,7 @@
 #ifndef VGPU_SHM_IPC_H
 #define VGPU_SHM_IPC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vgpu/wire.h"
@@ -22,8 +23,11 @@ int shm_ipc_publish(uint64_t owner, uint32_t kind, int device, uint64_t size, co
                     int fd, uint8_t token[VGPU_IPC_HANDLE_BYTES]);
 /* What a token of kind names, for a worker on device: CUDA_ERROR_INVALID_VALUE if nothing (or another kind),
  * CUDA_ERROR_INVALID_DEVICE on another device; *fd is a new descriptor (or -1), the caller's. */
+/* What a token names, for a tenant of device; a token of another device is found only where
+ * peers(device, its device, arg) says the two reach each other (memory and pools of a peer GPU, as
+ * CUDA opens them with lazy peer access). */
 int shm_ipc_find(uint32_t kind, int device, const uint8_t token[VGPU_IPC_HANDLE_BYTES], uint64_t *size,
-                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd);
+                 uint8_t blob[VGPU_IPC_HANDLE_BYTES], int *fd, bool (*peers)(int a, int b, void *arg), void *arg);
 void shm_ipc_drop(uint64_t owner, const uint8_t token[VGPU_IPC_HANDLE_BYTES]);
 void shm_ipc_drop_owner(uint64_t owner);
 /* Live tokens (for tests and status). */

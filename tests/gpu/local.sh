@@ -46,6 +46,8 @@ then pass "peer-pair: $(tail -1 "$OUT/peer-pair.vgpu"), copies device to device 
 else fail "peer-pair"; sed 's/^/    /' "$OUT/peer-pair.vgpu"; fi
 compare managed "$PROGS/prog_managed" "$K/basic.fatbin"
 compare ipc "$PROGS/prog_ipc"
+# A tenant on the second GPU opens the first's memory by its handle (peer access), as natively.
+if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then compare ipc_peer "$PROGS/prog_ipc" 1; fi
 compare ipc_event "$PROGS/prog_ipc_event"
 compare pool_ipc "$PROGS/prog_pool_ipc"
 compare vmm_share "$PROGS/prog_vmm_share"

@@ -1381,6 +1381,8 @@ START_TEST(test_peer)
     /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
     ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
     free(out);
+    /* Another tenant on device 1 opens device 0's memory by its IPC handle (the devices are peers). */
+    expect_prog("prog_ipc", "1", "a handle opened in another process on another device, bytes seen both ways, ok");
     /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */
     long long peer_calls = -1, peer_errors = -1;
     for (int i = 0; i < 50 && peer_calls <= 0; i++, usleep(100000)) {

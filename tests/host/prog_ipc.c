@@ -1,7 +1,11 @@
 /* IPC memory handles between two processes (two tenants through vGPUs): the parent allocates and
  * fills device memory and hands its handle to a child (forked before either touches CUDA); the
  * child opens it (twice: the same pointer), reads the parent's bytes, writes some of its own and
- * closes it; the parent then sees the child's bytes. A handle the parent made up opens nothing. */
+ * closes it; the parent then sees the child's bytes. A handle the parent made up opens nothing.
+ * With an argument, the child sees that device (CUDA_VISIBLE_DEVICES) as its device 0: another GPU
+ * than the parent's, which opens the memory with peer access.
+ *   prog_ipc [CHILD_DEVICE] */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,7 +16,8 @@
 
 static int child(void *arg, int from_parent, int to_parent)
 {
-    (void)arg;
+    if (arg)
+        setenv("CUDA_VISIBLE_DEVICES", arg, 1);
     CUipcMemHandle h;
     if (read(from_parent, &h, sizeof h) != (ssize_t)sizeof h)
         return 1;
@@ -40,10 +45,10 @@ static int child(void *arg, int from_parent, int to_parent)
     return write(to_parent, &done, 1) == 1 ? 0 : 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int to_child, from_child;
-    pid_t pid = prog_fork_tenant(child, NULL, &to_child, &from_child);
+    pid_t pid = prog_fork_tenant(child, argc > 1 ? argv[1] : NULL, &to_child, &from_child);
     CUdevice dev;
     prog_init(&dev);
     uint8_t *data = malloc(N);
@@ -65,6 +70,7 @@ int main(void)
     prog_expect_device(d, data, N, "the importer's bytes, read by the exporter");
     CHECK(cuMemFree(d));
     free(data);
-    printf("ipc: a handle opened in another process, bytes seen both ways, ok\n");
+    printf("ipc: a handle opened in another process%s, bytes seen both ways, ok\n",
+           argc > 1 ? " on another device" : "");
     return 0;
 }

@@ -18,6 +18,20 @@
 
 static const uint8_t blob[VGPU_IPC_HANDLE_BYTES] = {1, 2, 3};
 
+static bool peers(int a, int b, void *arg)
+{
+    (void)arg;
+    return a != b;
+}
+
+static bool not_peers(int a, int b, void *arg)
+{
+    (void)a;
+    (void)b;
+    (void)arg;
+    return false;
+}
+
 START_TEST(ipc_tokens)
 {
     uint8_t t1[VGPU_IPC_HANDLE_BYTES], t2[VGPU_IPC_HANDLE_BYTES], got[VGPU_IPC_HANDLE_BYTES];
@@ -28,32 +42,38 @@ START_TEST(ipc_tokens)
     ck_assert_int_ne(memcmp(t1, t2, sizeof t1), 0);
     uint64_t size = 0;
     int out = -1;
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out, NULL, NULL), CUDA_SUCCESS);
     ck_assert_uint_eq(size, 4096);
     ck_assert_int_eq(memcmp(got, blob, sizeof got), 0);
     ck_assert_int_ge(out, 0); /* a descriptor of the caller's own */
     close(out);
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 1, t1, &size, got, &out), CUDA_ERROR_INVALID_DEVICE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 1, t1, &size, got, &out, NULL, NULL), CUDA_ERROR_INVALID_DEVICE);
+    /* Another GPU's memory opens where the two GPUs are peers, not where they are not. */
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 1, t1, &size, got, &out, not_peers, NULL), CUDA_ERROR_INVALID_DEVICE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 1, t1, &size, got, &out, peers, NULL), CUDA_SUCCESS);
+    ck_assert_int_ge(out, 0);
+    close(out);
+    out = -1;
     /* A token opens only what it was minted for: not an event, nor a VMM allocation. */
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_VMM, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t1, &size, got, &out, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_VMM, 0, t1, &size, got, &out, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(out, -1);
     /* An event has no size; memory without one, or an unknown kind, is refused. */
     uint8_t t3[VGPU_IPC_HANDLE_BYTES];
     ck_assert_int_eq(shm_ipc_publish(7, VGPU_IPC_EVENT, 0, 0, blob, -1, t3), CUDA_SUCCESS);
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t3, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_EVENT, 0, t3, &size, got, &out, NULL, NULL), CUDA_SUCCESS);
     ck_assert_int_ne(shm_ipc_publish(7, VGPU_IPC_MEM, 0, 0, blob, -1, t3), CUDA_SUCCESS);
     ck_assert_int_ne(shm_ipc_publish(7, 99, 0, 4096, blob, -1, t3), CUDA_SUCCESS);
     uint8_t forged[VGPU_IPC_HANDLE_BYTES];
     memcpy(forged, t1, sizeof forged);
     forged[63] ^= 1;
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, forged, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, forged, &size, got, &out, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     ck_assert_int_eq(out, -1);
     shm_ipc_drop(8, t1); /* not its owner's */
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_SUCCESS);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out, NULL, NULL), CUDA_SUCCESS);
     close(out);
     shm_ipc_drop(7, t1);
-    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out), CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(shm_ipc_find(VGPU_IPC_MEM, 0, t1, &size, got, &out, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     ck_assert_uint_eq(shm_ipc_count(), 2);
     shm_ipc_drop_owner(7);
     ck_assert_uint_eq(shm_ipc_count(), 0);
