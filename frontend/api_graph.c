@@ -1113,5 +1113,6 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
     FE_RETURN_IF(graph_mem(device, VGPU_GRAPH_MEM_TRIM, 0, NULL));
-    return fe_graph_mem_trim(device);
+    fe_graph_mem_trim(device);
+    return CUDA_SUCCESS;
 }

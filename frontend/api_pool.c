@@ -288,8 +288,6 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return FE_CALL(ch, 0, MemPoolTrimTo, &q, &a);
 }
 
-/* The pool's own device always has read-write access, which cannot be changed; no other vGPU can
- * be given any. */
 /* A pool's memory is its own device's, read-write; another vGPU may be given access where the two
  * are peers (GPUs of this node that one worker serves, as cuDeviceCanAccessPeer says): the worker's
  * driver gives it (NVIDIA's streamOrderedAllocationP2P). */

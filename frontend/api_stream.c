@@ -103,14 +103,8 @@ CUresult fe_stream_begin(CUstream s, bool pt, struct fe_ctx **c, struct fe_chan 
 {
     FE_RETURN_IF(fe_current(c, ch));
     CUresult r = fe_stream_id(s, pt, *c, *ch, sid);
-    if (r != CUDA_ERROR_INVALID_CONTEXT)
-        return r;
-    struct fe_stream *st = fe_handle_get(FE_STREAM, (uint64_t)(uintptr_t)s);
-    if (!st || fe_channel(st->ctx->device, ch) != CUDA_SUCCESS)
-        return r;
-    *c = st->ctx;
-    *sid = st->id;
-    return CUDA_SUCCESS;
+    /* (only a stream of another context gets here: resolved as every stream argument is) */
+    return r == CUDA_ERROR_INVALID_CONTEXT ? fe_stream_resolve(s, pt, c, ch, sid) : r;
 }
 
 /* ---------------------------------------------------------------- streams */

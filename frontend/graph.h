@@ -166,7 +166,7 @@ void fe_graph_mem_put(struct fe_graph_mem *m);
 /* The modelled graph pool of a device (graph_mem.c's header): an executable graph of plan was
  * launched on s; a trim; what it holds and its high watermark; that watermark reset. */
 void fe_graph_mem_launched(const struct fe_graph *plan, CUstream s);
-CUresult fe_graph_mem_trim(int device);
+void fe_graph_mem_trim(int device);
 void fe_graph_mem_figures(int device, size_t *held, size_t *high);
 void fe_graph_mem_reset_high(int device);
 

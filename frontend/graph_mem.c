@@ -258,7 +258,7 @@ void fe_graph_mem_launched(const struct fe_graph *plan, CUstream s)
     pthread_mutex_unlock(&mems_mu);
 }
 
-CUresult fe_graph_mem_trim(int device)
+void fe_graph_mem_trim(int device)
 {
     pthread_mutex_lock(&mems_mu);
     struct graph_pool *pool = &pools[device];
@@ -273,7 +273,6 @@ CUresult fe_graph_mem_trim(int device)
         }
     }
     pthread_mutex_unlock(&mems_mu);
-    return CUDA_SUCCESS;
 }
 
 void fe_graph_mem_figures(int device, size_t *held, size_t *high)

@@ -458,12 +458,14 @@ CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel ker
     CUresult r = CUDA_SUCCESS;
     struct fe_ctx *c;
     struct fe_chan *ch;
+    uint64_t just_bound = 0; /* has every attribute already */
     if (fe_current(&c, &ch) == CUDA_SUCCESS && c->device == dev && !bound_in(k, c)) {
         struct fe_function *f;
         r = bind_kernel(k, &f, &ch);
+        just_bound = r == CUDA_SUCCESS ? f->handle : 0;
     }
     for (unsigned b = 0; r == CUDA_SUCCESS && b < BINDINGS; b++)
-        if (k->bound[b].object && fe_handle_get(FE_FUNCTION, k->bound[b].object))
+        if (k->bound[b].object && k->bound[b].object != just_bound && fe_handle_get(FE_FUNCTION, k->bound[b].object))
             r = cuFuncSetAttribute((CUfunction)(uintptr_t)k->bound[b].object, attrib, val);
     if (r != CUDA_SUCCESS) {
         if (i < count_was)

@@ -75,12 +75,6 @@ CUresult vgpu_handle_MemPoolTrimTo(struct vgpu_call *c, const struct vgpu_req_Me
     return pool ? OPS(c)->pool_trim(EXEC(c), pool, q->keep) : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult peer_device(struct vchannel *peer, void *arg)
-{
-    *(int *)arg = peer->device;
-    return CUDA_SUCCESS;
-}
-
 CUresult vgpu_handle_MemPoolSetAccess(struct vgpu_call *c, const struct vgpu_req_MemPoolSetAccess *q,
                                       struct vgpu_rsp_MemPoolSetAccess *a)
 {
@@ -90,7 +84,7 @@ CUresult vgpu_handle_MemPoolSetAccess(struct vgpu_call *c, const struct vgpu_req
         (q->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && q->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
         return CUDA_ERROR_INVALID_VALUE;
     int dev = -1;
-    if (vchannel_with_peer(c, q->peer - 1, true, peer_device, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
+    if (vchannel_peer_device(c, q->peer - 1, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
         !OPS(c)->pool_set_peer_access)
         return CUDA_ERROR_INVALID_DEVICE;
     return OPS(c)->pool_set_peer_access(EXEC(c), pool, dev, q->flags);

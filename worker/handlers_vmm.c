@@ -359,12 +359,6 @@ CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnma
     return CUDA_SUCCESS;
 }
 
-static CUresult device_of(struct vchannel *peer, void *arg)
-{
-    *(int *)arg = peer->device;
-    return CUDA_SUCCESS;
-}
-
 CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_MemSetAccess *q,
                                   struct vgpu_rsp_MemSetAccess *a)
 {
@@ -373,7 +367,7 @@ CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_Mem
         return CUDA_ERROR_INVALID_VALUE;
     if (q->peer) { /* another vGPU's device reaches these mappings; they stay this channel's memory */
         int dev = -1;
-        if (vchannel_with_peer(c, q->peer - 1, true, device_of, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
+        if (vchannel_peer_device(c, q->peer - 1, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
             !OPS(c)->vmm_set_peer_access)
             return CUDA_ERROR_NOT_SUPPORTED;
         return OPS(c)->vmm_set_peer_access(EXEC(c), dev, q->ptr, q->size, q->flags);

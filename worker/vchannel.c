@@ -255,6 +255,17 @@ CUresult vchannel_with_peer(struct vgpu_call *c, uint32_t vgpu, bool memory,
     return c->ch->host->with_peer(c->ch, vgpu, memory, fn, arg);
 }
 
+static CUresult peer_device_of(struct vchannel *peer, void *arg)
+{
+    *(int *)arg = peer->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult vchannel_peer_device(struct vgpu_call *c, uint32_t vgpu, int *dev)
+{
+    return vchannel_with_peer(c, vgpu, true, peer_device_of, dev);
+}
+
 CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, void *stream, uint32_t ctx_id,
                                 uint32_t event, unsigned flags)
 {
@@ -404,17 +415,24 @@ bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n)
     return green && vgpu_ranges_contain(&c->ch->ranges, g->ctx, p, n);
 }
 
+/* The registration (not the staging slots') that holds bytes bytes at offset, or NULL. */
+static const struct host_reg *reg_holding(const struct vchannel *ch, uint64_t offset, uint64_t bytes)
+{
+    for (size_t i = 0; i < ch->reg_count; i++) {
+        const struct host_reg *g = &ch->regs[i];
+        if (!g->staging && offset >= g->offset && offset - g->offset < g->size && bytes <= g->size - (offset - g->offset))
+            return g;
+    }
+    return NULL;
+}
+
 void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
 {
     if (!vgpu_data_range_ok(&c->ch->map.layout, offset, size))
         return NULL;
     /* Pages registered at their alias are pinned there: the driver copies from that address. */
-    for (size_t i = 0; i < c->ch->reg_count; i++) {
-        const struct host_reg *g = &c->ch->regs[i];
-        if (g->alias && offset >= g->offset && offset - g->offset < g->size && size <= g->size - (offset - g->offset))
-            return g->alias + (offset - g->offset);
-    }
-    return c->ch->map.data + offset;
+    const struct host_reg *g = reg_holding(c->ch, offset, size);
+    return g && g->alias ? g->alias + (offset - g->offset) : c->ch->map.data + offset;
 }
 
 /* ---------------------------------------------------------------- host functions */
@@ -611,12 +629,10 @@ uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t 
 {
     if (!vgpu_data_range_ok(&ch->map.layout, offset, bytes))
         return 0;
-    for (size_t i = 0; i < ch->reg_count; i++) {
-        const struct host_reg *g = &ch->regs[i];
-        if (!g->staging && offset >= g->offset && offset - g->offset < g->size && bytes <= g->size - (offset - g->offset))
-            return g->dptr ? g->dptr + (offset - g->offset) : (uint64_t)(uintptr_t)(ch->map.data + offset);
-    }
-    return 0;
+    const struct host_reg *g = reg_holding(ch, offset, bytes);
+    if (!g)
+        return 0;
+    return g->dptr ? g->dptr + (offset - g->offset) : (uint64_t)(uintptr_t)(ch->map.data + offset);
 }
 
 /* A registration undone, and its alias unmapped. */

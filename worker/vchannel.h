@@ -294,6 +294,9 @@ struct vgpu_call {
  * memory and swapping is on). */
 CUresult vchannel_with_peer(struct vgpu_call *c, uint32_t vgpu, bool memory,
                             CUresult (*fn)(struct vchannel *peer, void *arg), void *arg);
+/* The executor's device of the assembly's vGPU at index vgpu, another GPU that this worker serves
+ * (vchannel_with_peer's checks). */
+CUresult vchannel_peer_device(struct vgpu_call *c, uint32_t vgpu, int *dev);
 /* c's stream waits for event `event` of context ctx_id of channel owner (c's own, or another of the
  * tenant's from with_peer): CUDA_ERROR_INVALID_HANDLE when either is gone. */
 CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, void *stream, uint32_t ctx_id,
