@@ -44,8 +44,15 @@ void fe_module_forget(void *obj, uint64_t h, void *arg)
         module_free(m);
 }
 
-/* Send an image to vgpud: inside the record when small; otherwise first by its hash, in case vgpud
- * has it already, and only then through a temporary data-area block. */
+bool fe_image_by_hash(const struct fe_chan *ch, size_t size)
+{
+    return size > VGPU_INLINE_MAX && (fe.xen || fe_chan_remote(ch) || fe_cfg.image_by_hash);
+}
+
+/* Send an image to vgpud: inside the record when small. A larger one goes through a temporary
+ * data-area block; a Xen guest's or a remote vGPU's is first named by its hash, in case vgpud has
+ * it already: their data area is scarce or across the network. In a process of the host, copying
+ * the image costs a tenth of hashing it, which the first use of every library's kernel waits for. */
 static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module, const void *image, size_t size,
                            const uint8_t *hash)
 {
@@ -54,16 +61,18 @@ static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module
     q.module = module;
     if (size <= VGPU_INLINE_MAX)
         return fe_call(ch, c->id, &q, sizeof q, image, (uint32_t)size, true, &a, sizeof a, NULL, 0, NULL);
-    FE_REQ(cq, ModuleLoadCached);
-    FE_RSP(ca, ModuleLoadCached);
-    cq.module = module;
-    if (hash)
-        memcpy(cq.hash, hash, sizeof cq.hash);
-    else
-        vgpu_sha256(image, size, cq.hash);
-    CUresult cached = FE_CALL(ch, c->id, ModuleLoadCached, &cq, &ca);
-    if (cached != CUDA_ERROR_NOT_FOUND)
-        return cached;
+    if (fe_image_by_hash(ch, size)) {
+        FE_REQ(cq, ModuleLoadCached);
+        FE_RSP(ca, ModuleLoadCached);
+        cq.module = module;
+        if (hash)
+            memcpy(cq.hash, hash, sizeof cq.hash);
+        else
+            vgpu_sha256(image, size, cq.hash);
+        CUresult cached = FE_CALL(ch, c->id, ModuleLoadCached, &cq, &ca);
+        if (cached != CUDA_ERROR_NOT_FOUND)
+            return cached;
+    }
     uint64_t off;
     FE_RETURN_IF(fe_heap_alloc(ch, c->id, size, 0, FE_PIN_NONE, &off));
     memcpy(ch->map.data + off, image, size);

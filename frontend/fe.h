@@ -577,6 +577,8 @@ struct fe_function {
 CUresult fe_image_resolve(const void **image, size_t *size);
 /* A module or library file, read whole; PTX gets its terminating NUL. The caller frees *image. */
 CUresult fe_read_image_file(const char *path, void **image, size_t *size);
+/* Whether an image of size bytes goes to ch's vGPU named by its hash first (fe_module_load's hash). */
+bool fe_image_by_hash(const struct fe_chan *ch, size_t size);
 /* Load an image into context c (a module of the client and of vgpud). */
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
                         struct fe_module **out);
@@ -608,6 +610,7 @@ struct fe_config {
     uint32_t slot_count;  /* VGPU_SLOTS */
     bool driver_log;      /* VGPU_DRIVER_LOG (default 1): calls' errors are noted in the driver's log
                            * (cuLogs*); 0: they are not */
+    bool image_by_hash;   /* VGPU_IMAGE_BY_HASH=1: large module images go by hash first everywhere */
     /* The driver's own variables, read by the frontend since the worker's driver never sees the
      * program's environment: CUDA_LAUNCH_BLOCKING=1 (a kernel launch returns once the kernel has
      * run, with its error) and CUDA_MODULE_LOADING=EAGER (the loading mode reported). */

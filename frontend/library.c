@@ -153,7 +153,7 @@ static CUresult library_module_in(struct fe_library *lib, struct fe_ctx *c, stru
     for (unsigned i = 0; i < BINDINGS; i++)
         if (lib->loaded[i].ctx == c->handle && (*m = fe_handle_get(FE_MODULE, lib->loaded[i].object)))
             return CUDA_SUCCESS;
-    if (!lib->hashed && lib->size > VGPU_INLINE_MAX) {
+    if (!lib->hashed && fe_image_by_hash(ch, lib->size)) {
         vgpu_sha256(lib->image, lib->size, lib->hash);
         lib->hashed = true;
     }

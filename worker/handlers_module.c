@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bell.h"
 #include "log.h"
 #include "vchannel.h"
 
@@ -44,16 +45,39 @@ CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_Modul
             return CUDA_ERROR_INVALID_VALUE;
     }
     /* Parsers (ours and the driver's) get a private copy the client cannot change under them. */
-    void *image = malloc(size);
-    if (!image)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(image, src, size);
-    r = load_module(c, q->module, image, size);
-    /* Larger images are worth keeping for the next context that loads them. */
-    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX && c->ch->host->image_offer)
-        c->ch->host->image_offer(image, size);
-    free(image);
+    struct vchannel *ch = c->ch;
+    if (size > ch->image_cap) {
+        free(ch->image_buf);
+        ch->image_cap = 0;
+        if (!(ch->image_buf = malloc(size)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        ch->image_cap = size;
+    }
+    int64_t t0 = vgpu_now_ns();
+    memcpy(ch->image_buf, src, size);
+    int64_t t1 = vgpu_now_ns();
+    r = load_module(c, q->module, ch->image_buf, size);
+    LOG_TRACE("channel %u: image of %zu bytes copied in %lld ns, loaded in %lld ns", ch->id, size,
+              (long long)(t1 - t0), (long long)(vgpu_now_ns() - t1));
+    /* An image that a client named by its hash and vgpud lacked is worth keeping for the next one
+     * that names it, once this client has its answer (the offer copies the image). Clients that
+     * send the bytes at once (a process of the host) would only pay for it. */
+    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX && ch->host->image_offer && ch->missed_module == q->module)
+        ch->offer_size = size;
+    ch->missed_module = 0;
     return r;
+}
+
+void vchannel_image_done(struct vchannel *ch)
+{
+    if (ch->offer_size)
+        ch->host->image_offer(ch->image_buf, ch->offer_size);
+    ch->offer_size = 0;
+    if (ch->image_cap > VCHANNEL_IMAGE_KEEP) {
+        free(ch->image_buf);
+        ch->image_buf = NULL;
+        ch->image_cap = 0;
+    }
 }
 
 CUresult vgpu_handle_ModuleLoadCached(struct vgpu_call *c, const struct vgpu_req_ModuleLoadCached *q,
@@ -65,8 +89,10 @@ CUresult vgpu_handle_ModuleLoadCached(struct vgpu_call *c, const struct vgpu_req
         return r;
     const struct vchannel_host *host = c->ch->host;
     struct vchannel_image img;
-    if (!host->image_get || host->image_get(q->hash, &img) != 0)
+    if (!host->image_get || host->image_get(q->hash, &img) != 0) {
+        c->ch->missed_module = q->module;
         return CUDA_ERROR_NOT_FOUND;
+    }
     r = load_module(c, q->module, img.bytes, img.size);
     host->image_release(&img);
     return r;

@@ -179,11 +179,15 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
             weight = 1;
         else if (++ch->untimed >= TIME_SAMPLE)
             weight = ch->untimed, ch->untimed = 0;
-        int64_t t0 = weight ? vgpu_now_ns() : 0;
+        bool traced = vgpu_log_enabled(VGPU_LOG_TRACE);
+        int64_t t0 = weight || traced ? vgpu_now_ns() : 0;
         r = handlers[op](&c, rec, ch->rsp_buf);
         gate_dispatched(&ch->gate);
+        int64_t took = weight || traced ? vgpu_now_ns() - t0 : 0;
         if (weight)
-            stat_add(&ch->acct->nanos[op], (uint64_t)(vgpu_now_ns() - t0) * weight);
+            stat_add(&ch->acct->nanos[op], (uint64_t)took * weight);
+        if (traced)
+            LOG_TRACE("channel %u: %s -> %d in %lld ns", ch->id, info->name, (int)r, (long long)took);
         if (c.rsp_tail_len > c.rsp_tail_cap)
             c.rsp_tail_len = 0;
         stat_add(&ch->acct->calls[op], 1);
@@ -207,6 +211,8 @@ void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len)
         if (failed(op, r))
             LOG_DEBUG("channel %u: %s failed with %d", ch->id, info ? info->name : "?", r);
         respond(ch, h, r, fixed, r == CUDA_SUCCESS ? c.rsp_tail_len : 0);
+        if (op == VGPU_OP_ModuleLoad)
+            vchannel_image_done(ch);
     } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
         if (c.ctx && c.ctx->deferred == CUDA_SUCCESS)
             c.ctx->deferred = r;
@@ -997,6 +1003,7 @@ void vchannel_free(struct vchannel *ch)
         ch->mem.release(&ch->mem);
     if (ch->quota.group)
         munmap(ch->quota.group, VGPU_QUOTA_GROUP_SIZE);
+    free(ch->image_buf);
     free(ch->req_buf);
     free(ch->rsp_buf);
     free(ch);

@@ -206,6 +206,12 @@ struct vchannel {
     uint8_t *req_buf, *rsp_buf;
     uint32_t proto_errors;
     uint32_t untimed; /* calls not timed since the last one timed (vchannel_dispatch) */
+    /* The private copy of module images being loaded, kept from one load to the next: a fresh
+     * buffer's page faults cost more than the copy itself. offer_size: the image just loaded, to
+     * offer to vgpud's cache once the load is answered (vchannel_dispatch); 0: none. */
+    uint8_t *image_buf;
+    size_t image_cap, offer_size;
+    uint32_t missed_module; /* the module whose image vgpud's cache just lacked (ModuleLoadCached) */
     /* Executor streams capturing now: their work runs nowhere, so the gate does not see it. */
     void *capturing[VCHANNEL_MAX_CAPTURES];
     struct vchannel_build builds[VCHANNEL_MAX_CAPTURES]; /* each capturing stream's, same index */
@@ -305,6 +311,9 @@ CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, voi
 
 /* Run one validated record: look up its handler, count it, answer it if asked. */
 void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len);
+/* After a ModuleLoad's answer: offer the image to vgpud's cache; give back a very large buffer. */
+#define VCHANNEL_IMAGE_KEEP (64u << 20)
+void vchannel_image_done(struct vchannel *ch);
 
 /* Helpers shared by the handlers. */
 CUresult vchannel_need_ctx(struct vgpu_call *c);

@@ -661,9 +661,11 @@ START_TEST(test_cuda_image_on_emu)
 END_TEST
 
 /* An image sent once is kept by vgpud: the next process loading the same bytes sends only their
- * hash (the image here is larger than what travels inside a record). */
+ * hash (the image here is larger than what travels inside a record). Xen guests and remote vGPUs
+ * name images by hash; a process of the host does when VGPU_IMAGE_BY_HASH=1 asks it to. */
 START_TEST(test_image_cache)
 {
+    setenv("VGPU_IMAGE_BY_HASH", "1", 1);
     char image[700];
     snprintf(image, sizeof image, "%s/params.none.fatbin", kernels);
     struct json *j = status();
@@ -682,6 +684,14 @@ START_TEST(test_image_cache)
     j = status();
     ck_assert_int_eq(num(j, "image_cache.images"), images + 1);
     ck_assert_int_eq(num(j, "image_cache.hits"), hits + 1);
+    json_free(j);
+    /* Without it, the host's process sends the bytes: vgpud keeps no second copy, and finds none. */
+    unsetenv("VGPU_IMAGE_BY_HASH");
+    ck_assert_int_eq(run_in(progs, "prog_vecadd", image, NULL, 1, NULL), 1);
+    j = status();
+    ck_assert_int_eq(num(j, "image_cache.images"), images + 1);
+    ck_assert_int_eq(num(j, "image_cache.hits"), hits + 1);
+    ck_assert_int_eq(num(j, "image_cache.misses"), misses + 1);
     json_free(j);
 }
 END_TEST
