@@ -33,12 +33,19 @@ $(O)/benchmarks/spin.fatbin: benchmarks/kernels/spin.cu
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) $< -o $@
 
+# A library-sized image for bench_library: many kernels, for this GPU's generation and two others.
+$(O)/benchmarks/library.fatbin: benchmarks/kernels/library.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) \
+		-gencode arch=compute_100,code=sm_100 $< -o $@
+
 # How vGPUs share one GPU under each scheduling policy (benchmarks/share.sh); needs an NVIDIA GPU.
 bench-share: all $(BENCH_BIN) $(O)/benchmarks/spin.fatbin
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
 		BENCH_MODULE=$(O)/tests/kernels/basic.fatbin BENCH_OUT=$(O)/benchmarks/share benchmarks/share.sh
 
-bench-gpu: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin $(O)/benchmarks/spin.fatbin $(APPS_BIN)
+bench-gpu: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin $(O)/benchmarks/spin.fatbin \
+		$(O)/benchmarks/library.fatbin $(APPS_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
-		BENCH_SPIN=$(O)/benchmarks/spin.fatbin \
+		BENCH_SPIN=$(O)/benchmarks/spin.fatbin BENCH_LIBRARY=$(O)/benchmarks/library.fatbin \
 		BENCH_APPS=$(APPS_O) BENCH_APP_NAMES="$(APPS_NAMES)" BENCH_OUT=$(O)/benchmarks/results benchmarks/run.sh

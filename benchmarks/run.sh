@@ -12,7 +12,8 @@
 #                keeps its best figure (lowest latency, highest rate or bandwidth), which shields
 #                the comparison from a noisy neighbour on the machine
 #   BENCH_SPIN   fatbin holding the `spin` kernel, for the switch part (default build/benchmarks/spin.fatbin)
-#   BENCH_PARTS  which parts run (default "apps pytorch latency launch graph copy alloc first switch tenant")
+#   BENCH_LIBRARY library-sized fatbin holding the `first` kernel (default build/benchmarks/library.fatbin)
+#   BENCH_PARTS  which parts run (default "apps pytorch latency launch graph copy alloc first library switch tenant")
 #   BENCH_VGPUD_OPTS more vgpud options (to compare settings, e.g. "--sched none")
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
@@ -20,7 +21,7 @@ BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
-BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch graph copy alloc first switch tenant} "
+BENCH_PARTS=" ${BENCH_PARTS:-apps pytorch latency launch graph copy alloc first library switch tenant} "
 part() { case $BENCH_PARTS in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$BENCH_OUT"
 sock=$(mktemp -u /tmp/vgpud-bench.XXXXXX)
@@ -108,6 +109,11 @@ done
 if part first; then
     run_pair first "$BENCH_BIN/bench_first" "$BENCH_MODULE"
     summaries="$summaries first"
+fi
+# The first use of a kernel of a large library (the image travels to the worker).
+if part library; then
+    run_pair library "$BENCH_BIN/bench_library" "${BENCH_LIBRARY:-build/benchmarks/library.fatbin}"
+    summaries="$summaries library"
 fi
 
 # What a switch between two processes' contexts costs the GPU (natively: the driver's time slices;

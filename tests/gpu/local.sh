@@ -102,7 +102,14 @@ for i in 1 2 3 4; do
     "$BIN/vgpu-run" --socket "$sock" -- "$PROGS/prog_streams" "$K/basic.fatbin" >"$OUT/concurrent-s.$i" 2>&1 & pids+=($!)
 done
 bad=0; for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
-[ $bad -eq 0 ] && pass "8 concurrent clients" || fail "$bad of 8 concurrent clients failed"
+if [ $bad -eq 0 ]; then
+    pass "8 concurrent clients"
+else
+    fail "$bad of 8 concurrent clients failed"
+    for f in "$OUT"/concurrent.* "$OUT"/concurrent-s.*; do
+        grep -qiE "fail|error" "$f" && { echo "    $f:"; tail -n 5 "$f" | sed 's/^/      /'; }
+    done
+fi
 
 # A client killed mid-stream: everything it held on the GPU comes back.
 used() { # on every device
