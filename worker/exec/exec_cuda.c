@@ -170,6 +170,7 @@
     X(cuMemPoolSetAttribute)                                                                           \
     X(cuMemPoolTrimTo)                                                                                 \
     X(cuMemPoolSetAccess)                                                                              \
+    X(cuMemPoolGetAccess)                                                                              \
     X(cuMemPoolExportToShareableHandle)                                                                \
     X(cuMemPoolImportFromShareableHandle)                                                              \
     X(cuMemPoolExportPointer)                                                                          \
@@ -626,16 +627,35 @@ static CUresult cuda_pool_export(struct vgpu_exec *x, void *pool, uint8_t blob[V
     return API(x)->cuMemPoolExportToShareableHandle(fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 }
 
+/* The tenant sees an imported pool as its vGPU's, read-write. Where the pool is another GPU's (a
+ * peer's, which vgpud allows), the importer's GPU is given access to it, as a native importer on
+ * another GPU must do itself before its kernels can touch the memory (NVIDIA's
+ * streamOrderedAllocationIPC with a process per GPU). */
 static CUresult cuda_pool_import(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
                                  void **pool)
 {
-    (void)dev;
     (void)blob;
+    *pool = NULL;
+    if (dev < 0 || dev >= CX(x)->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
     CUmemoryPool p = NULL;
     CUresult r = API(x)->cuMemPoolImportFromShareableHandle(&p, (void *)(intptr_t)fd,
                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = CX(x)->devices[dev]};
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    r = API(x)->cuMemPoolGetAccess(&flags, p, &here);
+    if (r == CUDA_SUCCESS && flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+        CUmemAccessDesc d = {.location = here, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        r = API(x)->cuMemPoolSetAccess(p, &d, 1);
+    }
+    if (r != CUDA_SUCCESS) {
+        API(x)->cuMemPoolDestroy(p);
+        return r;
+    }
     *pool = p;
-    return r;
+    return CUDA_SUCCESS;
 }
 
 static CUresult cuda_pool_export_pointer(struct vgpu_exec *x, void *ctx, uint64_t dptr, uint64_t size,
