@@ -9,6 +9,7 @@
 
 #include <sys/mman.h>
 
+#include "device_info.h"
 #include "fe.h"
 
 /* Exported under names that cuda.h declares only through its version macros. */
@@ -35,6 +36,24 @@ static void give_back(CUdeviceptr *taken, size_t n, size_t size)
 {
     for (size_t i = 0; i < n; i++)
         (void)cuMemAddressFree(taken[i], size);
+}
+
+/* Managed memory is reachable from every device of the process. Here it is the memory of the vGPU
+ * it was allocated on, which the tenant's other vGPUs reach where they are its peers (GPUs of this
+ * node that one worker serves); the launch hooks keep it coherent whichever vGPU runs the kernel. */
+static size_t managed_access(int device, CUmemAccessDesc *out)
+{
+    struct fe_device *own, *other;
+    size_t n = 0;
+    out[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                                 .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (fe_device(device, &own) != CUDA_SUCCESS)
+        return n;
+    for (int d = 0; d < fe.device_count && n < VGPU_MAX_DEVICES; d++)
+        if (d != device && fe_device(d, &other) == CUDA_SUCCESS && vgpu_device_peer_capable(&own->info, &other->info))
+            out[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    return n;
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -79,13 +98,14 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         return r;
     }
     CUmemGenericAllocationHandle h = 0;
-    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAccessDesc rw[VGPU_MAX_DEVICES];
+    size_t nrw = managed_access(ch->device, rw);
     bool mapped = false;
     if ((r = cuMemCreate(&h, size, &prop, 0)) == CUDA_SUCCESS) {
         mapped = (r = cuMemMap(va, size, 0, h, 0)) == CUDA_SUCCESS;
         (void)cuMemRelease(h); /* the mapping keeps the memory */
         if (r == CUDA_SUCCESS)
-            r = cuMemSetAccess(va, size, &rw, 1);
+            r = cuMemSetAccess(va, size, rw, nrw);
     }
     if (r != CUDA_SUCCESS) {
         uint64_t host_size;

@@ -1390,6 +1390,9 @@ START_TEST(test_peer)
     ck_assert_msg(strstr(out, "peer access: enabled, a kernel of device 0 read device 1's memory, disabled"), "%s", out);
     /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
     ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
+    /* Managed memory allocated on device 0 is used by kernels of both devices, kept coherent. */
+    ck_assert_msg(strstr(out, "managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok"), "%s",
+                  out);
     free(out);
     /* Another tenant on device 1 opens device 0's memory by its IPC handle (the devices are peers). */
     expect_prog("prog_ipc", "1", "a handle opened in another process on another device, bytes seen both ways, ok");

@@ -8,8 +8,9 @@
  * 1's stream while device 0's context is current (and memsets, a value written, an event recorded and
  * kernels, whose answers are printed); 2D copies between the devices and cuMemcpy3DPeer, and
  * between an array of one device and the other's memory; device 1 given access to device 0's
- * memory pool (the answer printed) and, with the module, a kernel of device 1 reading it. Checked
- * against the data written. Natively on one GPU it says so and stops.
+ * memory pool (the answer printed) and, with the module, a kernel of device 1 reading it; managed
+ * memory allocated with device 0 current used by kernels of both. Checked against the data
+ * written. Natively on one GPU it says so and stops.
  *   prog_peer [MODULE] */
 #include <string.h>
 #include <time.h>
@@ -159,6 +160,54 @@ static void pool_access(const char *module, CUdevice d0, CUdevice d1, CUcontext 
     CHECK(cuMemPoolSetAccess(pool, &give, 1));
     CHECK(cuMemPoolGetAccess(&after, pool, &at1));
     EXPECT(after == CU_MEM_ACCESS_FLAGS_PROT_NONE, "device 1's access to device 0's pool taken back: %d", (int)after);
+}
+
+/* Managed memory allocated with device 0's context current, written by the host, added by a kernel
+ * of device 1 into managed memory, read by the host; then a host write and a kernel of device 0. */
+static void managed_across(const char *module, CUcontext c0, CUcontext c1)
+{
+    const int n = (1 << 16) + 5;
+    size_t bytes = (size_t)n * sizeof(float);
+    CUdeviceptr da, db, dc;
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemAllocManaged(&da, bytes, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cuMemAllocManaged(&db, bytes, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cuMemAllocManaged(&dc, bytes, CU_MEM_ATTACH_GLOBAL));
+    float *a = (float *)(uintptr_t)da, *b = (float *)(uintptr_t)db, *c = (float *)(uintptr_t)dc;
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)i;
+        b[i] = 2.0f * (float)i;
+    }
+    int count = n;
+    void *args[] = {&da, &db, &dc, &count};
+    unsigned blocks = (unsigned)((n + 255) / 256);
+    CHECK(cuCtxSetCurrent(c1));
+    CUmodule m1 = prog_module(module);
+    CUfunction f1;
+    CHECK(cuModuleGetFunction(&f1, m1, "vecadd"));
+    CHECK(cuLaunchKernel(f1, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    for (int i = 0; i < n; i++)
+        EXPECT(c[i] == 3.0f * (float)i, "device 1's kernel on managed memory: c[%d] = %f", i, (double)c[i]);
+    a[n / 2] = -1.0f;
+    CHECK(cuCtxSetCurrent(c0));
+    CUmodule m0 = prog_module(module);
+    CUfunction f0;
+    CHECK(cuModuleGetFunction(&f0, m0, "vecadd"));
+    CHECK(cuLaunchKernel(f0, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    for (int i = 0; i < n; i++) {
+        float want = i == n / 2 ? 2.0f * (float)i - 1.0f : 3.0f * (float)i;
+        EXPECT(c[i] == want, "device 0's kernel after the host's write: c[%d] = %f", i, (double)c[i]);
+    }
+    CHECK(cuModuleUnload(m0));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuModuleUnload(m1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemFree(da));
+    CHECK(cuMemFree(db));
+    CHECK(cuMemFree(dc));
+    printf("managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok\n");
 }
 
 /* Peer access from device 0's context to device 1's, where it is offered. */
@@ -583,6 +632,8 @@ int main(int argc, char **argv)
     across(d0, c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     pool_access(can ? (argc > 1 ? argv[1] : NULL) : NULL, d0, d1, c0, c1);
+    if (can && argc > 1)
+        managed_across(argv[1], c0, c1);
     CHECK(cuCtxSetCurrent(NULL));
     CHECK(cuDevicePrimaryCtxRelease(d0));
     CHECK(cuDevicePrimaryCtxRelease(d1));
