@@ -127,17 +127,28 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     return CUDA_SUCCESS;
 }
 
+/* The driver finds an allocation by its address (unified addressing) and frees it in the context
+ * that made it, whichever context is current, of whichever device, or none. */
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    FE_RETURN_IF(fe_ready());
+    if (fe_in_host_fn) /* as every call inside a host function */
+        return CUDA_ERROR_NOT_PERMITTED;
     struct fe_ctx *c;
     struct fe_chan *ch;
-    FE_RETURN_IF(fe_current(&c, &ch));
-    if (dptr == 0 || fe_graph_mem_freed(dptr, NULL, true)) /* a graph's allocation: the graph keeps it */
+    if (dptr == 0)
+        return fe_current(&c, &ch);
+    if (fe_graph_mem_freed(dptr, NULL, true)) /* a graph's allocation: the graph keeps it */
         return CUDA_SUCCESS;
     bool managed;
     CUresult mr = fe_managed_free(dptr, &managed);
     if (managed)
         return mr;
+    if (!fe_device_owner(dptr, &c, &ch)) {
+        struct fe_ctx *current;
+        FE_RETURN_IF(fe_current(&current, NULL));
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     /* The range leaves the client's table before vgpud frees it: once freed, its address may come
      * back at once to another thread's cuMemAlloc, whose range must not collide with this one. */
     pthread_mutex_lock(&ch->ranges_mu);

@@ -311,8 +311,9 @@ CUresult vchannel_wait_event_of(struct vchannel *owner, struct vgpu_call *c, voi
 
 /* Run one validated record: look up its handler, count it, answer it if asked. */
 void vchannel_dispatch(struct vchannel *ch, uint8_t *rec, uint32_t len);
-/* After a ModuleLoad's answer: offer the image to vgpud's cache; give back a very large buffer. */
-#define VCHANNEL_IMAGE_KEEP (64u << 20)
+/* After a ModuleLoad's answer: offer the image to vgpud's cache; give back a buffer larger than
+ * VCHANNEL_IMAGE_KEEP (a worker's memory is its tenant's cost; such images are rare). */
+#define VCHANNEL_IMAGE_KEEP (16u << 20)
 void vchannel_image_done(struct vchannel *ch);
 
 /* Helpers shared by the handlers. */

@@ -1390,6 +1390,11 @@ START_TEST(test_peer)
     ck_assert_msg(strstr(out, "peer access: enabled, a kernel of device 0 read device 1's memory, disabled"), "%s", out);
     /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
     ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
+    /* cuMemFree finds the allocation by its address, whatever context is current (none too). */
+    ck_assert_msg(strstr(out, "device 1's memory freed with device 0's context current: CUDA_SUCCESS\n"
+                              "memory freed with no context current: CUDA_SUCCESS\n"
+                              "the same memory freed again: CUDA_ERROR_INVALID_VALUE\n"),
+                  "%s", out);
     /* Managed memory allocated on device 0 is used by kernels of both devices, kept coherent. */
     ck_assert_msg(strstr(out, "managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok"), "%s",
                   out);

@@ -9,8 +9,8 @@
  * kernels, whose answers are printed); 2D copies between the devices and cuMemcpy3DPeer, and
  * between an array of one device and the other's memory; device 1 given access to device 0's
  * memory pool (the answer printed) and, with the module, a kernel of device 1 reading it; managed
- * memory allocated with device 0 current used by kernels of both. Checked against the data
- * written. Natively on one GPU it says so and stops.
+ * memory allocated with device 0 current used by kernels of both; memory freed with another
+ * device's context current, or none. Checked against the data written. Natively on one GPU it says so and stops.
  *   prog_peer [MODULE] */
 #include <string.h>
 #include <time.h>
@@ -208,6 +208,22 @@ static void managed_across(const char *module, CUcontext c0, CUcontext c1)
     CHECK(cuMemFree(db));
     CHECK(cuMemFree(dc));
     printf("managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok\n");
+}
+
+/* cuMemFree finds an allocation by its address: device 1's memory freed with device 0's context
+ * current, memory freed with no context current, and a second free (the driver's answers printed). */
+static void frees_elsewhere(CUcontext c0, CUcontext c1)
+{
+    CUdeviceptr p;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&p, 1 << 20));
+    CHECK(cuCtxSetCurrent(c0));
+    print_answer("device 1's memory freed with device 0's context current", cuMemFree(p));
+    CHECK(cuMemAlloc(&p, 1 << 20));
+    CHECK(cuCtxSetCurrent(NULL));
+    print_answer("memory freed with no context current", cuMemFree(p));
+    CHECK(cuCtxSetCurrent(c0));
+    print_answer("the same memory freed again", cuMemFree(p));
 }
 
 /* Peer access from device 0's context to device 1's, where it is offered. */
@@ -630,6 +646,7 @@ int main(int argc, char **argv)
         free(b);
     }
     across(d0, c0, c1);
+    frees_elsewhere(c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     pool_access(can ? (argc > 1 ? argv[1] : NULL) : NULL, d0, d1, c0, c1);
     if (can && argc > 1)
