@@ -172,11 +172,17 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     return r;
 }
 
+/* Any device's memory, as the driver finds it in the unified address space; a context must be
+ * current all the same. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
+    struct fe_ctx *oc;
+    struct fe_chan *och;
+    if (fe_device_owner(dptr, &oc, &och))
+        ch = och;
     pthread_mutex_lock(&ch->ranges_mu);
     const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, dptr);
     struct vgpu_range copy = r ? *r : (struct vgpu_range){0};

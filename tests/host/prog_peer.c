@@ -210,14 +210,20 @@ static void managed_across(const char *module, CUcontext c0, CUcontext c1)
     printf("managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok\n");
 }
 
-/* cuMemFree finds an allocation by its address: device 1's memory freed with device 0's context
- * current, memory freed with no context current, and a second free (the driver's answers printed). */
+/* cuMemGetAddressRange and cuMemFree find an allocation by its address: device 1's memory's range
+ * and its free with device 0's context current, memory freed with no context current, and a second
+ * free (the driver's answers printed). */
 static void frees_elsewhere(CUcontext c0, CUcontext c1)
 {
     CUdeviceptr p;
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemAlloc(&p, 1 << 20));
     CHECK(cuCtxSetCurrent(c0));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = cuMemGetAddressRange(&base, &size, p + 100);
+    printf("device 1's memory's range with device 0's context current: %s, %s base, %zu bytes\n",
+           r == CUDA_SUCCESS ? "found" : "not found", base == p ? "its" : "another", size);
     print_answer("device 1's memory freed with device 0's context current", cuMemFree(p));
     CHECK(cuMemAlloc(&p, 1 << 20));
     CHECK(cuCtxSetCurrent(NULL));
