@@ -35,6 +35,13 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     FE_RETURN_IF(fe_current(&c, &ch));
     if (!pHandle)
         return CUDA_ERROR_INVALID_VALUE;
+    /* The allocation is found by its address, whichever device's it is (unified addressing). */
+    struct fe_ctx *oc;
+    struct fe_chan *och;
+    if (fe_device_owner(dptr, &oc, &och)) {
+        c = oc;
+        ch = och;
+    }
     FE_REQ(q, IpcGetMemHandle);
     FE_RSP(a, IpcGetMemHandle);
     q.dptr = dptr;

@@ -1390,9 +1390,10 @@ START_TEST(test_peer)
     ck_assert_msg(strstr(out, "peer access: enabled, a kernel of device 0 read device 1's memory, disabled"), "%s", out);
     /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
     ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
-    /* cuMemGetAddressRange and cuMemFree find an allocation by its address, whatever context is
-     * current (none too, for the free). */
+    /* cuMemGetAddressRange, cuIpcGetMemHandle and cuMemFree find an allocation by its address,
+     * whatever context is current (none too, for the free). */
     ck_assert_msg(strstr(out, "device 1's memory's range with device 0's context current: found, its base, 1048576 bytes\n"
+                              "an IPC handle of device 1's memory with device 0's context current: CUDA_SUCCESS\n"
                               "device 1's memory freed with device 0's context current: CUDA_SUCCESS\n"
                               "memory freed with no context current: CUDA_SUCCESS\n"
                               "the same memory freed again: CUDA_ERROR_INVALID_VALUE\n"),

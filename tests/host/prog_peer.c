@@ -210,10 +210,10 @@ static void managed_across(const char *module, CUcontext c0, CUcontext c1)
     printf("managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok\n");
 }
 
-/* cuMemGetAddressRange and cuMemFree find an allocation by its address: device 1's memory's range
- * and its free with device 0's context current, memory freed with no context current, and a second
+/* cuMemGetAddressRange, cuIpcGetMemHandle and cuMemFree find an allocation by its address: device
+ * 1's memory's range, an IPC handle of it and its free with device 0's context current, memory freed with no context current, and a second
  * free (the driver's answers printed). */
-static void frees_elsewhere(CUcontext c0, CUcontext c1)
+static void found_by_address(CUcontext c0, CUcontext c1)
 {
     CUdeviceptr p;
     CHECK(cuCtxSetCurrent(c1));
@@ -224,6 +224,8 @@ static void frees_elsewhere(CUcontext c0, CUcontext c1)
     CUresult r = cuMemGetAddressRange(&base, &size, p + 100);
     printf("device 1's memory's range with device 0's context current: %s, %s base, %zu bytes\n",
            r == CUDA_SUCCESS ? "found" : "not found", base == p ? "its" : "another", size);
+    CUipcMemHandle h;
+    print_answer("an IPC handle of device 1's memory with device 0's context current", cuIpcGetMemHandle(&h, p));
     print_answer("device 1's memory freed with device 0's context current", cuMemFree(p));
     CHECK(cuMemAlloc(&p, 1 << 20));
     CHECK(cuCtxSetCurrent(NULL));
@@ -652,7 +654,7 @@ int main(int argc, char **argv)
         free(b);
     }
     across(d0, c0, c1);
-    frees_elsewhere(c0, c1);
+    found_by_address(c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     pool_access(can ? (argc > 1 ? argv[1] : NULL) : NULL, d0, d1, c0, c1);
     if (can && argc > 1)
