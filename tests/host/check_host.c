@@ -1391,12 +1391,22 @@ START_TEST(test_peer)
     /* A stream of device 0 waits for events of device 1 and of another context, as natively. */
     ck_assert_msg(strstr(out, "stream order across devices and contexts: ok"), "%s", out);
     /* cuMemGetAddressRange, cuIpcGetMemHandle and cuMemFree find an allocation by its address,
-     * whatever context is current (none too, for the free). */
+     * whatever context is current (none too, for the free); a memset needs the memory's device
+     * current, as the driver's does. */
     ck_assert_msg(strstr(out, "device 1's memory's range with device 0's context current: found, its base, 1048576 bytes\n"
                               "an IPC handle of device 1's memory with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's memory set with device 0's context current: CUDA_ERROR_INVALID_VALUE\n"
                               "device 1's memory freed with device 0's context current: CUDA_SUCCESS\n"
                               "memory freed with no context current: CUDA_SUCCESS\n"
                               "the same memory freed again: CUDA_ERROR_INVALID_VALUE\n"),
+                  "%s", out);
+    /* Another device's stream and event work whichever context is current. */
+    ck_assert_msg(strstr(out, "device 1's stream synchronised with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's stream queried with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's event synchronised with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's event queried with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's event destroyed with device 0's context current: CUDA_SUCCESS\n"
+                              "device 1's stream destroyed with device 0's context current: CUDA_SUCCESS\n"),
                   "%s", out);
     /* Managed memory allocated on device 0 is used by kernels of both devices, kept coherent. */
     ck_assert_msg(strstr(out, "managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok"), "%s",

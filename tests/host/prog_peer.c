@@ -9,8 +9,9 @@
  * kernels, whose answers are printed); 2D copies between the devices and cuMemcpy3DPeer, and
  * between an array of one device and the other's memory; device 1 given access to device 0's
  * memory pool (the answer printed) and, with the module, a kernel of device 1 reading it; managed
- * memory allocated with device 0 current used by kernels of both; memory freed with another
- * device's context current, or none. Checked against the data written. Natively on one GPU it says so and stops.
+ * memory allocated with device 0 current used by kernels of both; memory found by its address and
+ * device 1's streams and events used with device 0's context current. Checked against the data
+ * written. Natively on one GPU it says so and stops.
  *   prog_peer [MODULE] */
 #include <string.h>
 #include <time.h>
@@ -212,8 +213,8 @@ static void managed_across(const char *module, CUcontext c0, CUcontext c1)
 
 /* cuMemGetAddressRange, cuIpcGetMemHandle and cuMemFree find an allocation by its address: device
  * 1's memory's range, an IPC handle of it, a memset of it and its free with device 0's context
- * current, memory freed with no context current, and a second free (the driver's answers printed;
- * the memset's is not known yet: check-gpu compares it with the driver's). */
+ * current (the driver refuses the memset: it needs the memory's device current), memory freed with
+ * no context current, and a second free (the driver's answers printed). */
 static void found_by_address(CUcontext c0, CUcontext c1)
 {
     CUdeviceptr p;
@@ -240,6 +241,25 @@ static void found_by_address(CUcontext c0, CUcontext c1)
     print_answer("memory freed with no context current", cuMemFree(p));
     CHECK(cuCtxSetCurrent(c0));
     print_answer("the same memory freed again", cuMemFree(p));
+}
+
+/* Device 1's stream and event used with device 0's context current: synchronised, queried and
+ * destroyed (the driver's answers printed). */
+static void objects_elsewhere(CUcontext c0, CUcontext c1)
+{
+    CUstream s1;
+    CUevent e1;
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&e1, 0));
+    CHECK(cuEventRecord(e1, s1));
+    CHECK(cuCtxSetCurrent(c0));
+    print_answer("device 1's stream synchronised with device 0's context current", cuStreamSynchronize(s1));
+    print_answer("device 1's stream queried with device 0's context current", cuStreamQuery(s1));
+    print_answer("device 1's event synchronised with device 0's context current", cuEventSynchronize(e1));
+    print_answer("device 1's event queried with device 0's context current", cuEventQuery(e1));
+    print_answer("device 1's event destroyed with device 0's context current", cuEventDestroy(e1));
+    print_answer("device 1's stream destroyed with device 0's context current", cuStreamDestroy(s1));
 }
 
 /* Peer access from device 0's context to device 1's, where it is offered. */
@@ -663,6 +683,7 @@ int main(int argc, char **argv)
     }
     across(d0, c0, c1);
     found_by_address(c0, c1);
+    objects_elsewhere(c0, c1);
     peer_access(can, argc > 1 ? argv[1] : NULL, c0, c1);
     pool_access(can ? (argc > 1 ? argv[1] : NULL) : NULL, d0, d1, c0, c1);
     if (can && argc > 1)
