@@ -243,8 +243,9 @@ static void found_by_address(CUcontext c0, CUcontext c1)
     print_answer("the same memory freed again", cuMemFree(p));
 }
 
-/* Device 1's stream and event used with device 0's context current: synchronised, queried and
- * destroyed (the driver's answers printed). */
+/* Device 1's stream and event used with device 0's context current: an event recorded, waited for
+ * by device 0's null stream, the stream's context and priority, memory allocated and freed on it
+ * in stream order, then both synchronised, queried and destroyed (the driver's answers printed). */
 static void objects_elsewhere(CUcontext c0, CUcontext c1)
 {
     CUstream s1;
@@ -254,6 +255,28 @@ static void objects_elsewhere(CUcontext c0, CUcontext c1)
     CHECK(cuEventCreate(&e1, 0));
     CHECK(cuEventRecord(e1, s1));
     CHECK(cuCtxSetCurrent(c0));
+    CUevent e2;
+    CHECK(cuEventCreate(&e2, 0));
+    print_answer("device 1's event recorded on its stream with device 0's context current", cuEventRecord(e1, s1));
+    print_answer("device 0's stream waiting for device 1's event", cuStreamWaitEvent(NULL, e1, 0));
+    CUcontext sc = NULL;
+    CUresult r = cuStreamGetCtx(s1, &sc);
+    printf("device 1's stream's context with device 0's context current: %s, %s\n", r == CUDA_SUCCESS ? "ok" : "failed",
+           sc == c1 ? "device 1's" : "another");
+    int prio = -1;
+    print_answer("device 1's stream's priority with device 0's context current", cuStreamGetPriority(s1, &prio));
+    CUdeviceptr pa = 0;
+    r = cuMemAllocAsync(&pa, 1 << 16, s1);
+    print_answer("memory allocated on device 1's stream with device 0's context current", r);
+    if (r == CUDA_SUCCESS) {
+        CUcontext pc = NULL;
+        CHECK(cuPointerGetAttribute(&pc, CU_POINTER_ATTRIBUTE_CONTEXT, pa));
+        int ordinal = -1;
+        CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pa));
+        printf("  on device %d\n", ordinal);
+        print_answer("  freed on device 1's stream", cuMemFreeAsync(pa, s1));
+    }
+    CHECK(cuEventDestroy(e2));
     print_answer("device 1's stream synchronised with device 0's context current", cuStreamSynchronize(s1));
     print_answer("device 1's stream queried with device 0's context current", cuStreamQuery(s1));
     print_answer("device 1's event synchronised with device 0's context current", cuEventSynchronize(e1));
