@@ -11,6 +11,7 @@
 
 #include "device_info.h"
 #include "fe.h"
+#include "log.h"
 
 /* Exported under names that cuda.h declares only through its version macros. */
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
@@ -38,23 +39,25 @@ static void give_back(CUdeviceptr *taken, size_t n, size_t size)
         (void)cuMemAddressFree(taken[i], size);
 }
 
-/* Managed memory is reachable from every device of the process. Here it is the memory of the vGPU
- * it was allocated on, which the tenant's other vGPUs reach where they are its peers (GPUs of this
- * node that one worker serves); the launch hooks keep it coherent whichever vGPU runs the kernel. */
-static size_t managed_access(int device, CUmemAccessDesc *out)
+/* Managed memory is every device's natively. Here it is the memory of the vGPU it was allocated
+ * on, which the tenant's other vGPUs that are its peers (GPUs of this node that one worker serves)
+ * are given access to: those in use now, and the others when they are first used
+ * (fe_managed_grant), so that their kernels use it too; the launch hooks keep it coherent whichever
+ * vGPU runs the kernel. A peer that cannot be given access leaves the allocation its own vGPU's. */
+static void grant(CUdeviceptr base, size_t size, int owner, int peer)
 {
-    struct fe_device *own, *other;
-    size_t n = 0;
-    out[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
-                                 .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (fe_device(device, &own) != CUDA_SUCCESS)
-        return n;
-    for (int d = 0; d < fe.device_count && n < VGPU_MAX_DEVICES; d++)
-        if (d != device && fe_device(d, &other) == CUDA_SUCCESS && vgpu_device_peer_capable(&own->info, &other->info))
-            out[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
-                                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    return n;
+    struct fe_device *a, *b;
+    if (peer == owner || fe_device(owner, &a) != CUDA_SUCCESS || fe_device(peer, &b) != CUDA_SUCCESS ||
+        !vgpu_device_peer_capable(&a->info, &b->info))
+        return;
+    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = peer},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUresult r = cuMemSetAccess(base, size, &rw, 1);
+    if (r != CUDA_SUCCESS)
+        LOG_DEBUG("managed memory of vGPU %d not given to vGPU %d: %d", owner, peer, (int)r);
 }
+
+void fe_managed_grant_range(uint64_t base, uint64_t size, int owner, int peer) { grant(base, size, owner, peer); }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
@@ -98,15 +101,17 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         return r;
     }
     CUmemGenericAllocationHandle h = 0;
-    CUmemAccessDesc rw[VGPU_MAX_DEVICES];
-    size_t nrw = managed_access(ch->device, rw);
+    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     bool mapped = false;
     if ((r = cuMemCreate(&h, size, &prop, 0)) == CUDA_SUCCESS) {
         mapped = (r = cuMemMap(va, size, 0, h, 0)) == CUDA_SUCCESS;
         (void)cuMemRelease(h); /* the mapping keeps the memory */
         if (r == CUDA_SUCCESS)
-            r = cuMemSetAccess(va, size, rw, nrw);
+            r = cuMemSetAccess(va, size, &rw, 1);
     }
+    for (int d = 0; r == CUDA_SUCCESS && d < fe.device_count; d++)
+        if (__atomic_load_n(&fe.devices[d].chan, __ATOMIC_ACQUIRE))
+            grant(va, size, ch->device, d);
     if (r != CUDA_SUCCESS) {
         uint64_t host_size;
         int device;

@@ -315,13 +315,17 @@ CUresult fe_channel(int device, struct fe_chan **out)
     }
     pthread_mutex_lock(&fe.mu);
     CUresult r = CUDA_SUCCESS;
+    bool opened = false;
     ch = fe.devices[device].chan;
     if (!ch) {
         r = open_channel_locked(device, &ch);
         if (r == CUDA_SUCCESS)
             __atomic_store_n(&fe.devices[device].chan, ch, __ATOMIC_RELEASE);
+        opened = r == CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&fe.mu);
     *out = ch;
+    if (opened) /* managed memory of its peers, made before */
+        fe_managed_grant(device);
     return r;
 }

@@ -478,6 +478,10 @@ CUresult fe_managed_device_all(void);
 CUresult fe_managed_device_span(uint64_t p, size_t n, bool write);
 bool fe_managed_contains(uint64_t p, size_t n, int *device);
 CUresult fe_managed_add(uint64_t base, uint64_t size, uint64_t bytes, int device, unsigned attach);
+/* A vGPU first used: it is given access to the managed allocations of its peers (api_managed.c's
+ * fe_managed_grant_range gives one). */
+void fe_managed_grant(int device);
+void fe_managed_grant_range(uint64_t base, uint64_t size, int owner, int peer);
 bool fe_managed_remove(uint64_t base, uint64_t *size, int *device);
 /* A loaded module's __managed__ variable [p, p+n) of the worker's driver, mapped here until its
  * module goes (CUDA_ERROR_ALREADY_MAPPED: its pages are taken in this process). */

@@ -368,6 +368,24 @@ static void remove_locked(struct managed *m)
     atomic_fetch_sub(&fe_managed_ranges, 1);
 }
 
+void fe_managed_grant(int device)
+{
+    struct grant {
+        uint64_t base, size;
+        int owner;
+    } *v = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&mg.mu);
+    if (mg.n && (v = malloc(mg.n * sizeof *v)))
+        for (size_t i = 0; i < mg.n; i++)
+            if (!mg.v[i].module && mg.v[i].device != device)
+                v[n++] = (struct grant){mg.v[i].base, mg.v[i].size, mg.v[i].device};
+    pthread_mutex_unlock(&mg.mu);
+    for (size_t i = 0; i < n; i++) /* outside mg.mu: a grant is a call to the worker */
+        fe_managed_grant_range(v[i].base, v[i].size, v[i].owner, device);
+    free(v);
+}
+
 bool fe_managed_remove(uint64_t base, uint64_t *size, int *device)
 {
     pthread_mutex_lock(&mg.mu);

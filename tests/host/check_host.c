@@ -1412,6 +1412,11 @@ START_TEST(test_peer)
     ck_assert_msg(strstr(out, "managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok"), "%s",
                   out);
     free(out);
+    /* A tenant of two vGPUs allocating managed memory with one in use, then using the other: the
+     * allocations work (the unused vGPU is given access once it is used), and its kernel adds them. */
+    ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "managed: host and device share arrays"), "%s", out);
+    free(out);
     /* Another tenant on device 1 opens device 0's memory by its IPC handle (the devices are peers). */
     expect_prog("prog_ipc", "1", "a handle opened in another process on another device, bytes seen both ways, ok");
     /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */

@@ -1,7 +1,8 @@
 /* Managed memory (argument: the basic kernels' image): arrays written by the host, added by a
  * kernel and read back by the host through the same pointers; the host changing part of an input
  * between launches; copies and memsets to and from managed memory; prefetches both ways; advice and
- * the range attributes; attaching to the host and back; and what the driver refuses (printed, for check-gpu to compare). */
+ * the range attributes; attaching to the host and back; and what the driver refuses (printed, for
+ * check-gpu to compare). Where a second device is a peer, its kernel, its first use, adds the arrays. */
 #include <string.h>
 
 #include "progutil.h"
@@ -21,15 +22,10 @@ int main(int argc, char **argv)
     /* Written by the host, added on the device, read by the host: no copies. */
     int n = (1 << 18) + 3; /* blocks of the emulation and a tail */
     size_t bytes = (size_t)n * sizeof(float);
-    CUdeviceptr da, db, dc;
-    CHECK(cuMemAllocManaged(&da, bytes, CU_MEM_ATTACH_GLOBAL));
-    CHECK(cuMemAllocManaged(&db, bytes, CU_MEM_ATTACH_GLOBAL));
-    CHECK(cuMemAllocManaged(&dc, bytes, CU_MEM_ATTACH_GLOBAL));
+    CUdeviceptr d[3];
+    prog_managed_vecadd(n, d);
+    CUdeviceptr da = d[0], db = d[1], dc = d[2];
     float *a = (float *)(uintptr_t)da, *b = (float *)(uintptr_t)db, *c = (float *)(uintptr_t)dc;
-    for (int i = 0; i < n; i++) {
-        a[i] = (float)i;
-        b[i] = 2.0f * (float)i;
-    }
     void *args[] = {&da, &db, &dc, &n};
     unsigned threads = 256, blocks = (unsigned)((n + 255) / 256);
     CHECK(cuLaunchKernel(vecadd, blocks, 1, 1, threads, 1, 1, 0, NULL, args, NULL));
@@ -163,6 +159,36 @@ int main(int argc, char **argv)
     CHECK(cuMemFree(m1));
     CHECK(cuMemFree(m2));
     CHECK(cuMemFree(devmem));
+
+    /* A second device that is this one's peer, first used now: its kernel adds the arrays made
+     * before it was (the host's values of them are the reference). */
+    int count = 0, can = 0;
+    CHECK(cuDeviceGetCount(&count));
+    if (count > 1)
+        CHECK(cuDeviceCanAccessPeer(&can, 1, dev));
+    if (can && argc > 1) {
+        float *want = malloc(bytes);
+        EXPECT(want, "memory");
+        for (int i = 0; i < n; i++)
+            want[i] = a[i] + b[i];
+        CUcontext c0, c1;
+        CUdevice d1;
+        CHECK(cuCtxGetCurrent(&c0));
+        CHECK(cuDeviceGet(&d1, 1));
+        CHECK(cuDevicePrimaryCtxRetain(&c1, d1));
+        CHECK(cuCtxSetCurrent(c1));
+        CUmodule mod1 = prog_module(argv[1]);
+        CUfunction add1;
+        CHECK(cuModuleGetFunction(&add1, mod1, "vecadd"));
+        CHECK(cuLaunchKernel(add1, blocks, 1, 1, threads, 1, 1, 0, NULL, args, NULL));
+        CHECK(cuCtxSynchronize());
+        for (int i = 0; i < n; i++)
+            EXPECT(c[i] == want[i], "a kernel of device 1: c[%d] = %f, not %f", i, (double)c[i], (double)want[i]);
+        CHECK(cuModuleUnload(mod1));
+        CHECK(cuCtxSetCurrent(c0));
+        CHECK(cuDevicePrimaryCtxRelease(d1));
+        free(want);
+    }
 
     CHECK(cuMemFree(du));
     CHECK(cuMemFree(da));

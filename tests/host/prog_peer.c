@@ -163,40 +163,34 @@ static void pool_access(const char *module, CUdevice d0, CUdevice d1, CUcontext 
     EXPECT(after == CU_MEM_ACCESS_FLAGS_PROT_NONE, "device 1's access to device 0's pool taken back: %d", (int)after);
 }
 
+/* vecadd of MODULE loaded in context c over n elements (args), run to its end; the module returned. */
+static CUmodule vecadd_in(CUcontext c, const char *module, void **args, int n)
+{
+    CHECK(cuCtxSetCurrent(c));
+    CUmodule m = prog_module(module);
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, m, "vecadd"));
+    CHECK(cuLaunchKernel(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    return m;
+}
+
 /* Managed memory allocated with device 0's context current, written by the host, added by a kernel
  * of device 1 into managed memory, read by the host; then a host write and a kernel of device 0. */
 static void managed_across(const char *module, CUcontext c0, CUcontext c1)
 {
     const int n = (1 << 16) + 5;
-    size_t bytes = (size_t)n * sizeof(float);
-    CUdeviceptr da, db, dc;
+    CUdeviceptr d[3];
     CHECK(cuCtxSetCurrent(c0));
-    CHECK(cuMemAllocManaged(&da, bytes, CU_MEM_ATTACH_GLOBAL));
-    CHECK(cuMemAllocManaged(&db, bytes, CU_MEM_ATTACH_GLOBAL));
-    CHECK(cuMemAllocManaged(&dc, bytes, CU_MEM_ATTACH_GLOBAL));
-    float *a = (float *)(uintptr_t)da, *b = (float *)(uintptr_t)db, *c = (float *)(uintptr_t)dc;
-    for (int i = 0; i < n; i++) {
-        a[i] = (float)i;
-        b[i] = 2.0f * (float)i;
-    }
+    prog_managed_vecadd(n, d);
+    float *a = (float *)(uintptr_t)d[0], *c = (float *)(uintptr_t)d[2];
     int count = n;
-    void *args[] = {&da, &db, &dc, &count};
-    unsigned blocks = (unsigned)((n + 255) / 256);
-    CHECK(cuCtxSetCurrent(c1));
-    CUmodule m1 = prog_module(module);
-    CUfunction f1;
-    CHECK(cuModuleGetFunction(&f1, m1, "vecadd"));
-    CHECK(cuLaunchKernel(f1, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
-    CHECK(cuCtxSynchronize());
+    void *args[] = {&d[0], &d[1], &d[2], &count};
+    CUmodule m1 = vecadd_in(c1, module, args, n);
     for (int i = 0; i < n; i++)
         EXPECT(c[i] == 3.0f * (float)i, "device 1's kernel on managed memory: c[%d] = %f", i, (double)c[i]);
     a[n / 2] = -1.0f;
-    CHECK(cuCtxSetCurrent(c0));
-    CUmodule m0 = prog_module(module);
-    CUfunction f0;
-    CHECK(cuModuleGetFunction(&f0, m0, "vecadd"));
-    CHECK(cuLaunchKernel(f0, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
-    CHECK(cuCtxSynchronize());
+    CUmodule m0 = vecadd_in(c0, module, args, n);
     for (int i = 0; i < n; i++) {
         float want = i == n / 2 ? 2.0f * (float)i - 1.0f : 3.0f * (float)i;
         EXPECT(c[i] == want, "device 0's kernel after the host's write: c[%d] = %f", i, (double)c[i]);
@@ -205,9 +199,8 @@ static void managed_across(const char *module, CUcontext c0, CUcontext c1)
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuModuleUnload(m1));
     CHECK(cuCtxSetCurrent(c0));
-    CHECK(cuMemFree(da));
-    CHECK(cuMemFree(db));
-    CHECK(cuMemFree(dc));
+    for (int k = 0; k < 3; k++)
+        CHECK(cuMemFree(d[k]));
     printf("managed memory: a kernel of device 1 and one of device 0 on the same arrays, ok\n");
 }
 

@@ -76,6 +76,18 @@ void prog_fill(void *p, size_t n, uint32_t seed)
     }
 }
 
+void prog_managed_vecadd(int n, CUdeviceptr d[3])
+{
+    size_t bytes = (size_t)n * sizeof(float);
+    for (int k = 0; k < 3; k++)
+        CHECK(cuMemAllocManaged(&d[k], bytes, CU_MEM_ATTACH_GLOBAL));
+    float *a = (float *)(uintptr_t)d[0], *b = (float *)(uintptr_t)d[1];
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)i;
+        b[i] = 2.0f * (float)i;
+    }
+}
+
 uint64_t prog_checksum(const void *p, size_t n)
 {
     const uint8_t *b = p;

@@ -36,6 +36,9 @@ CUmodule prog_module(const char *path);
 CUDA_MEM_ALLOC_NODE_PARAMS prog_alloc_node(CUdevice dev, size_t bytes);
 /* Deterministic test data. */
 void prog_fill(void *p, size_t n, uint32_t seed);
+/* vecadd's operands and result in managed memory: three arrays of n floats, the first two written
+ * by the host (i and 2i), in d[0..2]. */
+void prog_managed_vecadd(int n, CUdeviceptr d[3]);
 /* Device memory holding a copy of n host bytes. */
 CUdeviceptr prog_on_device(const void *host, size_t n);
 uint64_t prog_checksum(const void *p, size_t n);
