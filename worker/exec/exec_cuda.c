@@ -630,7 +630,7 @@ static CUresult cuda_pool_export(struct vgpu_exec *x, void *pool, uint8_t blob[V
 /* The tenant sees an imported pool as its vGPU's, read-write. Where the pool is another GPU's (a
  * peer's, which vgpud allows), the importer's GPU is given access to it, as a native importer on
  * another GPU must do itself before its kernels can touch the memory (NVIDIA's
- * streamOrderedAllocationIPC with a process per GPU). */
+ * streamOrderedAllocationIPC with a process per GPU). Where the driver refuses, the import stands. */
 static CUresult cuda_pool_import(struct vgpu_exec *x, int dev, const uint8_t blob[VGPU_IPC_HANDLE_BYTES], int fd,
                                  void **pool)
 {
@@ -650,10 +650,8 @@ static CUresult cuda_pool_import(struct vgpu_exec *x, int dev, const uint8_t blo
         CUmemAccessDesc d = {.location = here, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
         r = API(x)->cuMemPoolSetAccess(p, &d, 1);
     }
-    if (r != CUDA_SUCCESS) {
-        API(x)->cuMemPoolDestroy(p);
-        return r;
-    }
+    if (r != CUDA_SUCCESS) /* the pool stays usable where its memory is reachable without */
+        LOG_DEBUG("an imported pool not given to device %d: %d", CX(x)->devices[dev], (int)r);
     *pool = p;
     return CUDA_SUCCESS;
 }
