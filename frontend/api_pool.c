@@ -318,6 +318,9 @@ CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_
         const CUmemAccessDesc *d = &map[i];
         if (d->location.id == p->device || p->peer_access[d->location.id] == (uint8_t)d->flags)
             continue;
+        struct fe_chan *peer; /* the worker gives a peer access through its channel: open it */
+        if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            FE_RETURN_IF(fe_channel(d->location.id, &peer));
         FE_REQ(q, MemPoolSetAccess);
         q.pool = fe_handle_id(p->handle);
         q.peer = (uint32_t)fe.devices[d->location.id].vgpu + 1;

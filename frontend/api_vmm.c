@@ -514,6 +514,9 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     FE_RETURN_IF(fe_channel(device, &ch));
     for (size_t i = 0; i < count; i++) {
         int id = desc[i].location.id;
+        struct fe_chan *peer; /* the worker gives a peer access through its channel: open it */
+        if (id != device && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            FE_RETURN_IF(fe_channel(id, &peer));
         FE_REQ(q, MemSetAccess);
         q.ptr = ptr;
         q.size = size;

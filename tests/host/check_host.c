@@ -1417,6 +1417,11 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
     ck_assert_msg(strstr(out, "managed: host and device share arrays"), "%s", out);
     free(out);
+    /* A peer vGPU nothing has used yet is given access to a pool (its channel opened for that). */
+    ck_assert_int_eq(run_prog("prog_pool", NULL, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "an unused peer given access to the default pool: 0\nand its access taken back: 0\n"),
+                  "%s", out);
+    free(out);
     /* Another tenant on device 1 opens device 0's memory by its IPC handle (the devices are peers). */
     expect_prog("prog_ipc", "1", "a handle opened in another process on another device, bytes seen both ways, ok");
     /* Its copies between the two vGPUs ran in its worker, device to device, none refused. */

@@ -2,8 +2,9 @@
  * allocation handed from one stream to another through an event, a created pool that keeps its
  * memory for reuse (release threshold) and gives it back when trimmed, the device's current pool,
  * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, a block
- * freed on a stream taken again by that stream's next allocation while the stream lags, and
- * what the driver refuses (printed, for check-gpu to compare with a GPU's answers). */
+ * freed on a stream taken again by that stream's next allocation while the stream lags, a peer
+ * device not used yet given access to the default pool, and what the driver refuses (printed, for
+ * check-gpu to compare with a GPU's answers). */
 #include <string.h>
 #include <unistd.h>
 
@@ -155,6 +156,19 @@ int main(void)
     printf("a reserved high-water mark set to 1: %d\n",
            (int)cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one));
     printf("cuMemPoolCreate without properties: %d\n", (int)cuMemPoolCreate(&pool, NULL));
+    /* Where a second device is this one's peer and nothing has used it yet: given access to the
+     * default pool, and taken back. */
+    int count = 0, can = 0;
+    CHECK(cuDeviceGetCount(&count));
+    if (count > 1)
+        CHECK(cuDeviceCanAccessPeer(&can, 1, dev));
+    if (can) {
+        CUmemAccessDesc give = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        printf("an unused peer given access to the default pool: %d\n", (int)cuMemPoolSetAccess(def, &give, 1));
+        give.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        printf("and its access taken back: %d\n", (int)cuMemPoolSetAccess(def, &give, 1));
+    }
     CHECK(cuStreamSynchronize(s1));
     CHECK(cuEventDestroy(ev));
     CHECK(cuStreamDestroy(s1));
