@@ -1,6 +1,7 @@
 /* Driver API: the cuMemcpy and cuMemset entry points. Each comes in a legacy-default-stream form
  * and a per-thread-default-stream form (_ptds for the synchronous calls, _ptsz for the *Async
  * ones); both share one body, copy.c does the work. */
+#include <stdint.h>
 #include <string.h>
 
 #include "fe.h"
@@ -10,8 +11,8 @@ static bool device_side(struct fe_chan *ch, uint64_t p, struct fe_ctx **oc, stru
 {
     uint64_t off;
     *other = false;
-    if (fe_classify(ch, p, &off) == FE_DEVICE)
-        return true;
+    if (fe_classify(ch, p, &off) == FE_DEVICE || fe_vmm_reaches(p, ch->device))
+        return true; /* the second: another vGPU's VMM mapping this one may read and write, as its own */
     return *other = fe_device_owner(p, oc, och);
 }
 
@@ -26,36 +27,31 @@ static CUresult host_and_other(struct fe_ctx *c, struct fe_chan *ch, uint32_t si
                      : fe_copy_dtoh(oc, och, 0, (void *)(uintptr_t)dst, src, n, false);
 }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async, bool pt)
+static CUresult htod_one(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dst, const void *src, size_t n,
+                         bool async)
 {
-    struct fe_ctx *c, *oc;
-    struct fe_chan *ch, *och;
-    uint32_t sid;
+    struct fe_ctx *oc;
+    struct fe_chan *och;
     bool other;
-    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     if (n && device_side(ch, dst, &oc, &och, &other) && other)
         return host_and_other(c, ch, sid, oc, och, dst, (uint64_t)(uintptr_t)src, n, true);
     return fe_copy_htod(c, ch, sid, dst, src, n, async);
 }
 
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+static CUresult dtoh_one(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, void *dst, CUdeviceptr src, size_t n,
+                         bool async)
 {
-    struct fe_ctx *c, *oc;
-    struct fe_chan *ch, *och;
-    uint32_t sid;
+    struct fe_ctx *oc;
+    struct fe_chan *och;
     bool other;
-    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     if (n && device_side(ch, src, &oc, &och, &other) && other)
         return host_and_other(c, ch, sid, oc, och, (uint64_t)(uintptr_t)dst, src, n, false);
     return fe_copy_dtoh(c, ch, sid, dst, src, n, async);
 }
 
-static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+static CUresult dtod_one(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dst, CUdeviceptr src, size_t n,
+                         bool async)
 {
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     /* Unified addressing: either side may be another vGPU's memory, as between two GPUs. */
     struct fe_ctx *dc = c, *sc = c;
     struct fe_chan *dch = ch, *sch = ch;
@@ -67,12 +63,9 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, boo
 }
 
 /* cuMemcpy: unified addressing tells the direction from the pointers themselves. */
-static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+static CUresult unified_one(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dst, CUdeviceptr src,
+                            size_t n, bool async)
 {
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
     /* Device memory of another of the tenant's vGPUs: a peer copy. */
     struct fe_ctx *dc = c, *sc = c;
     struct fe_chan *dch = ch, *sch = ch;
@@ -101,13 +94,66 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     return CUDA_SUCCESS;
 }
 
+/* Each copy or memset is made a vGPU's memory at a time where a reservation holds several vGPUs'
+ * (fe_vmm_span); that is the whole of it everywhere else. */
+enum copy_kind { HTOD, DTOH, DTOD, UNIFIED };
+
+static CUresult copy_any(enum copy_kind k, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
+    for (;;) {
+        size_t len = fe_vmm_span(dst, n), src_len = fe_vmm_span(src, n);
+        len = src_len < len ? src_len : len;
+        CUresult r = k == HTOD   ? htod_one(c, ch, sid, dst, (const void *)(uintptr_t)src, len, async)
+                     : k == DTOH ? dtoh_one(c, ch, sid, (void *)(uintptr_t)dst, src, len, async)
+                     : k == DTOD ? dtod_one(c, ch, sid, dst, src, len, async)
+                                 : unified_one(c, ch, sid, dst, src, len, async);
+        if (r != CUDA_SUCCESS || len == n)
+            return r;
+        dst += len;
+        src += len;
+        n -= len;
+    }
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async, bool pt)
+{
+    return copy_any(HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, s, async, pt);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    return copy_any(DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, s, async, pt);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    return copy_any(DTOD, dst, src, n, s, async, pt);
+}
+
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async, bool pt)
+{
+    return copy_any(UNIFIED, dst, src, n, s, async, pt);
+}
+
 static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned elem, size_t count, CUstream s, bool async, bool pt)
 {
     struct fe_ctx *c;
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
-    return fe_memset(c, ch, sid, dst, value, elem, count, async);
+    for (;;) {
+        size_t bytes = count > SIZE_MAX / elem ? SIZE_MAX : count * elem, span = fe_vmm_span(dst, bytes);
+        size_t len = span == bytes || span < elem ? count : span / elem; /* less than an element: as a whole */
+        CUresult r = fe_memset(c, ch, sid, dst, value, elem, len, async);
+        if (r != CUDA_SUCCESS || len == count)
+            return r;
+        dst += len * elem;
+        count -= len;
+    }
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,

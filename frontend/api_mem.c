@@ -48,7 +48,8 @@ bool fe_device_range(struct fe_chan *ch, uint32_t ctx, uint64_t p, uint64_t n)
         ok = r && (green_id(ctx) || green_id(r->ctx)) && vgpu_ranges_contain(&ch->ranges, r->ctx, p, n);
     }
     pthread_mutex_unlock(&ch->ranges_mu);
-    return ok;
+    /* Another vGPU's VMM mappings this one may read and write (a reservation striped over GPUs). */
+    return ok || fe_vmm_reaches_all(p, n, ch->device);
 }
 
 bool fe_host_mapped(struct fe_chan *ch, uint64_t p)

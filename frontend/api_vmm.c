@@ -3,8 +3,8 @@
  * what the queries need (each allocation's properties, each mapping and its access) and the
  * driver's rules of lifetime: an allocation's handle may be released while it is mapped, and its
  * memory goes when the last mapping does (it is released in the worker then). A mapping lies in a
- * reservation of the same vGPU; access can be given to that vGPU, and to another where peer access
- * is offered (cuDeviceCanAccessPeer). An allocation made exportable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) can be shared
+ * part of a reservation its vGPU holds (parts move between vGPUs that are peers); access can be
+ * given to that vGPU, and to another where peer access is offered (cuDeviceCanAccessPeer). An allocation made exportable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) can be shared
  * with another tenant of the node: the descriptor cuMemExportToShareableHandle gives is a sealed
  * memfd holding the token vgpud minted for it (a tenant never holds the driver's own descriptor),
  * and cuMemImportFromShareableHandle reads it and has the importer's worker open the memory. */
@@ -33,9 +33,17 @@ struct vmm_alloc {
     bool tile_pool; /* tiles of sparse arrays may map it */
 };
 
-struct vmm_reservation {
+/* A part of a reservation, held by one vGPU (its channel in the worker): the memory mapped there
+ * is that vGPU's. A reservation may hold the memory of several vGPUs, striped over GPUs. */
+struct vmm_part {
     uint64_t base, size;
     int device;
+};
+
+struct vmm_reservation {
+    uint64_t base, size;
+    struct vmm_part *parts; /* side by side, covering it; neighbours of one vGPU are one part */
+    size_t nparts;
 };
 
 struct vmm_mapping {
@@ -48,6 +56,8 @@ static struct {
     pthread_mutex_t mu;
     struct vmm_reservation *res;
     size_t nres, res_cap;
+    size_t striped; /* reservations of more than one part (read without the lock: copies ask) */
+    bool peer_access; /* a vGPU was given access to another's mapping, ever (read without the lock) */
     struct vmm_mapping *maps;
     size_t nmaps, maps_cap;
 } vmm = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -133,11 +143,16 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     q.align = alignment;
     q.addr = addr;
     FE_RETURN_IF(FE_CALL(ch, 0, MemReserve, &q, &a));
+    struct vmm_part *part = malloc(sizeof *part);
     pthread_mutex_lock(&vmm.mu);
-    bool ok = grow((void **)&vmm.res, &vmm.res_cap, vmm.nres, sizeof *vmm.res);
-    if (ok)
-        vmm.res[vmm.nres++] = (struct vmm_reservation){a.ptr, size, ch->device};
+    bool ok = part && grow((void **)&vmm.res, &vmm.res_cap, vmm.nres, sizeof *vmm.res);
+    if (ok) {
+        *part = (struct vmm_part){a.ptr, size, ch->device};
+        vmm.res[vmm.nres++] = (struct vmm_reservation){a.ptr, size, part, 1};
+    }
     pthread_mutex_unlock(&vmm.mu);
+    if (!ok)
+        free(part);
     if (!ok) {
         FE_REQ(f, MemAddressFree);
         f.ptr = a.ptr;
@@ -158,13 +173,96 @@ static struct vmm_reservation *reservation_of(uint64_t p, uint64_t n)
     return NULL;
 }
 
+/* [p, p+n) of reservation r becomes vGPU device's (vmm.mu held): its parts are split and merged.
+ * false: no memory for the parts (they stay as they were). */
+static bool parts_assign(struct vmm_reservation *r, uint64_t p, uint64_t n, int device)
+{
+    struct vmm_part *v = malloc((r->nparts + 2) * sizeof *v);
+    if (!v)
+        return false;
+    size_t k = 0;
+    for (size_t i = 0; i < r->nparts; i++) {
+        struct vmm_part a = r->parts[i];
+        uint64_t lo = a.base > p ? a.base : p, hi = a.base + a.size < p + n ? a.base + a.size : p + n;
+        if (lo >= hi) { /* outside [p, p+n) */
+            v[k++] = a;
+            continue;
+        }
+        if (lo > a.base)
+            v[k++] = (struct vmm_part){a.base, lo - a.base, a.device};
+        v[k++] = (struct vmm_part){lo, hi - lo, device};
+        if (hi < a.base + a.size)
+            v[k++] = (struct vmm_part){hi, a.base + a.size - hi, a.device};
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (m && v[m - 1].device == v[i].device)
+            v[m - 1].size += v[i].size;
+        else
+            v[m++] = v[i];
+    if ((r->nparts > 1) != (m > 1))
+        __atomic_store_n(&vmm.striped, vmm.striped + (m > 1 ? 1 : (size_t)-1), __ATOMIC_RELAXED);
+    free(r->parts);
+    r->parts = v;
+    r->nparts = m;
+    return true;
+}
+
+/* Copies of reservation r's parts (vmm.mu held), for calls made without the lock; NULL when there is
+ * no memory for them. */
+static struct vmm_part *parts_copy(const struct vmm_reservation *r, size_t *n)
+{
+    struct vmm_part *v = malloc(r->nparts * sizeof *v);
+    if (v)
+        memcpy(v, r->parts, r->nparts * sizeof *v);
+    *n = r->nparts;
+    return v;
+}
+
+/* The part [p, p+n) of the reservation at base, held by vGPU from, becomes vGPU to's in the worker
+ * (the driver's address space is the worker's, which serves both when they are peers: only the
+ * record moves), and in vmm. */
+static CUresult part_move(uint64_t base, uint64_t p, uint64_t n, int from, int to)
+{
+    struct fe_device *a, *b;
+    struct fe_chan *ch;
+    if (fe_device(from, &a) != CUDA_SUCCESS || fe_device(to, &b) != CUDA_SUCCESS ||
+        !vgpu_device_peer_capable(&a->info, &b->info) || fe_channel(to, &ch) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    FE_REQ(q, MemReserveMove);
+    q.ptr = p;
+    q.size = n;
+    q.from_vgpu = (uint32_t)a->vgpu;
+    FE_RETURN_IF(FE_CALL(ch, 0, MemReserveMove, &q, NULL));
+    pthread_mutex_lock(&vmm.mu);
+    struct vmm_reservation *r = reservation_of(p, n);
+    bool ok = r && r->base == base && parts_assign(r, p, n, to);
+    pthread_mutex_unlock(&vmm.mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     FE_RETURN_IF(fe_ready());
     pthread_mutex_lock(&vmm.mu);
     struct vmm_reservation *r = reservation_of(ptr, size);
-    int device = r && r->base == ptr && r->size == size ? r->device : -1;
+    size_t n = 0;
+    struct vmm_part *parts = r && r->base == ptr && r->size == size ? parts_copy(r, &n) : NULL;
+    bool whole = r && r->base == ptr && r->size == size;
     pthread_mutex_unlock(&vmm.mu);
+    if (!whole)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!parts)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Its parts come together at the vGPU of the first, which frees it whole. */
+    int device = parts[0].device;
+    CUresult e = CUDA_SUCCESS;
+    for (size_t i = 1; i < n && e == CUDA_SUCCESS; i++)
+        if (parts[i].device != device)
+            e = part_move(ptr, parts[i].base, parts[i].size, parts[i].device, device);
+    free(parts);
+    if (e != CUDA_SUCCESS)
+        return e == CUDA_ERROR_NOT_SUPPORTED ? CUDA_ERROR_INVALID_VALUE : e;
     struct fe_chan *ch;
     FE_RETURN_IF(device_channel(device, &ch));
     FE_REQ(q, MemAddressFree);
@@ -172,8 +270,12 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     q.size = size;
     FE_RETURN_IF(FE_CALL(ch, 0, MemAddressFree, &q, NULL));
     pthread_mutex_lock(&vmm.mu);
-    if ((r = reservation_of(ptr, size)) && r->base == ptr)
+    if ((r = reservation_of(ptr, size)) && r->base == ptr) {
+        if (r->nparts > 1)
+            __atomic_store_n(&vmm.striped, vmm.striped - 1, __ATOMIC_RELAXED);
+        free(r->parts);
         *r = vmm.res[--vmm.nres];
+    }
     pthread_mutex_unlock(&vmm.mu);
     return CUDA_SUCCESS;
 }
@@ -380,36 +482,47 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     return mp ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* A reservation is the process's, as the driver's address space is: an allocation of another vGPU
- * may be mapped into it (NCCL maps its peer's buffers so). The addresses are those of the worker,
- * which serves both vGPUs when they are peers: an empty reservation becomes the allocation's vGPU's
- * (MemReserveMove; only the record moves). Mixing vGPUs in one reservation, or vGPUs without peer
- * access, is not supported. */
-static CUresult rehome(uint64_t ptr, uint64_t size, int from, int to)
+/* Does anything map part of [p, p+n)? (vmm.mu held) */
+static bool any_mapping(uint64_t p, uint64_t n)
 {
-    struct fe_device *a, *b;
-    struct fe_chan *ch;
-    if (fe_device(from, &a) != CUDA_SUCCESS || fe_device(to, &b) != CUDA_SUCCESS ||
-        !vgpu_device_peer_capable(&a->info, &b->info) || fe_channel(to, &ch) != CUDA_SUCCESS)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < vmm.nmaps; i++)
+        if (vmm.maps[i].base < p + n && p < vmm.maps[i].base + vmm.maps[i].size)
+            return true;
+    return false;
+}
+
+/* A reservation is the process's, as the driver's address space is: the memory of any vGPU may be
+ * mapped into it (NCCL maps its peer's buffers, vectorAddMMAP stripes an array over GPUs). The
+ * addresses are those of the worker, which serves the vGPUs when they are peers; the part of the
+ * reservation where [p, p+n) is mapped becomes the vGPU device's (the whole reservation while
+ * nothing is mapped in it, as NCCL's). vGPUs without peer access: CUDA_ERROR_NOT_SUPPORTED. */
+static CUresult claim(uint64_t p, uint64_t n, int device)
+{
     pthread_mutex_lock(&vmm.mu);
-    struct vmm_reservation *r = reservation_of(ptr, size), whole = r ? *r : (struct vmm_reservation){0};
-    bool empty = r != NULL;
-    for (size_t i = 0; empty && i < vmm.nmaps; i++)
-        empty = vmm.maps[i].base < whole.base || vmm.maps[i].base - whole.base >= whole.size;
+    struct vmm_reservation *r = reservation_of(p, n);
+    if (r && any_mapping(p, n))
+        r = NULL; /* mapped already: refused, as the worker refuses it */
+    uint64_t base = r ? r->base : 0;
+    if (r && r->nparts == 1 && !any_mapping(r->base, r->size)) {
+        p = r->base;
+        n = r->size;
+    }
+    size_t count = 0;
+    struct vmm_part *parts = r ? parts_copy(r, &count) : NULL;
     pthread_mutex_unlock(&vmm.mu);
-    if (!empty)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    FE_REQ(q, MemReserveMove);
-    q.ptr = whole.base;
-    q.size = whole.size;
-    q.from_vgpu = (uint32_t)a->vgpu;
-    FE_RETURN_IF(FE_CALL(ch, 0, MemReserveMove, &q, NULL));
-    pthread_mutex_lock(&vmm.mu);
-    if ((r = reservation_of(ptr, size)) && r->base == whole.base)
-        r->device = to;
-    pthread_mutex_unlock(&vmm.mu);
-    return CUDA_SUCCESS;
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!parts)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult e = CUDA_SUCCESS;
+    for (size_t i = 0; i < count && e == CUDA_SUCCESS; i++) {
+        uint64_t lo = parts[i].base > p ? parts[i].base : p;
+        uint64_t hi = parts[i].base + parts[i].size < p + n ? parts[i].base + parts[i].size : p + n;
+        if (lo < hi && parts[i].device != device)
+            e = part_move(base, lo, hi - lo, parts[i].device, device);
+    }
+    free(parts);
+    return e;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
@@ -421,16 +534,14 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     pthread_mutex_lock(&vmm.mu);
     struct vmm_alloc *m = alloc_of(handle);
     struct vmm_reservation *r = reservation_of(ptr, size);
-    int device = r ? r->device : -1;
     bool room = grow((void **)&vmm.maps, &vmm.maps_cap, vmm.nmaps, sizeof *vmm.maps);
     pthread_mutex_unlock(&vmm.mu);
-    if (!m || device < 0)
+    if (!m || !r)
         return CUDA_ERROR_INVALID_VALUE;
-    if (device != m->device && rehome(ptr, size, device, m->device) != CUDA_SUCCESS)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    device = m->device;
     if (!room)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    int device = m->device;
+    FE_RETURN_IF(claim(ptr, size, device));
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(device, &ch));
     FE_REQ(q, MemMap);
@@ -447,69 +558,74 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     return CUDA_SUCCESS;
 }
 
-/* The device of the whole mappings that cover [p, p+n) exactly (vmm.mu held), or -1. */
-static int covered(uint64_t p, uint64_t n)
+/* Do whole mappings cover [p, p+n) exactly, with no gap? (vmm.mu held) */
+static bool covered(uint64_t p, uint64_t n)
 {
-    int device = -1;
-    for (uint64_t at = p; n && at < p + n;) {
+    if (n == 0 || p + n < p)
+        return false;
+    for (uint64_t at = p; at < p + n;) {
         struct vmm_mapping *mp = mapping_of(at);
-        if (!mp || mp->base != at || mp->size > p + n - at || (device >= 0 && mp->alloc->device != device))
-            return -1;
-        device = mp->alloc->device;
+        if (!mp || mp->base != at || mp->size > p + n - at)
+            return false;
         at += mp->size;
     }
-    return device;
+    return true;
+}
+
+/* How much of [p, p+n), which whole mappings cover, the mappings of one vGPU cover from p on, and
+ * which vGPU that is (vmm.mu held). */
+static uint64_t run_of(uint64_t p, uint64_t n, int *device)
+{
+    struct vmm_mapping *mp = mapping_of(p);
+    *device = mp->alloc->device;
+    uint64_t len = 0;
+    while (len < n && (mp = mapping_of(p + len)) && mp->alloc->device == *device)
+        len += mp->size;
+    return len;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     FE_RETURN_IF(fe_ready());
     pthread_mutex_lock(&vmm.mu);
-    int device = covered(ptr, size);
+    bool whole = covered(ptr, size);
     pthread_mutex_unlock(&vmm.mu);
-    struct fe_chan *ch;
-    FE_RETURN_IF(device_channel(device, &ch));
-    FE_REQ(q, MemUnmap);
-    q.ptr = ptr;
-    q.size = size;
-    FE_RETURN_IF(FE_CALL(ch, 0, MemUnmap, &q, NULL));
+    if (!whole)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The mappings of each vGPU in turn, by its worker channel. */
     CUresult r = CUDA_SUCCESS;
     for (uint64_t at = ptr; at < ptr + size;) {
+        int device;
         pthread_mutex_lock(&vmm.mu);
-        struct vmm_mapping *mp = mapping_of(at);
-        struct vmm_mapping gone = *mp;
-        *mp = vmm.maps[--vmm.nmaps];
-        gone.alloc->maps--;
+        uint64_t run = covered(at, ptr + size - at) ? run_of(at, ptr + size - at, &device) : 0;
         pthread_mutex_unlock(&vmm.mu);
-        fe_ranges_remove(ch, gone.base);
-        CUresult e = maybe_gone(gone.alloc);
-        r = r ? r : e;
-        at += gone.size;
+        struct fe_chan *ch;
+        if (!run)
+            return CUDA_ERROR_INVALID_VALUE; /* another thread unmapped some of it meanwhile */
+        FE_RETURN_IF(device_channel(device, &ch));
+        FE_REQ(q, MemUnmap);
+        q.ptr = at;
+        q.size = run;
+        FE_RETURN_IF(FE_CALL(ch, 0, MemUnmap, &q, NULL));
+        for (uint64_t end = at + run; at < end;) {
+            pthread_mutex_lock(&vmm.mu);
+            struct vmm_mapping *mp = mapping_of(at);
+            struct vmm_mapping gone = *mp;
+            *mp = vmm.maps[--vmm.nmaps];
+            gone.alloc->maps--;
+            pthread_mutex_unlock(&vmm.mu);
+            fe_ranges_remove(ch, gone.base);
+            CUresult e = maybe_gone(gone.alloc);
+            r = r ? r : e;
+            at += gone.size;
+        }
     }
     return r;
 }
 
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+/* cuMemSetAccess on [ptr, ptr+size), mappings of vGPU device only. */
+static CUresult set_access_run(CUdeviceptr ptr, size_t size, int device, const CUmemAccessDesc *desc, size_t count)
 {
-    FE_RETURN_IF(fe_ready());
-    if (!desc || count == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&vmm.mu);
-    int device = covered(ptr, size);
-    pthread_mutex_unlock(&vmm.mu);
-    if (device < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < count; i++) {
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            return CUDA_ERROR_INVALID_VALUE;
-        struct fe_device *d;
-        FE_RETURN_IF(fe_device((CUdevice)desc[i].location.id, &d));
-        /* Another vGPU's access: where peer access is offered (cuDeviceCanAccessPeer). */
-        int can = 0;
-        if (desc[i].location.id != device && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
-            (cuDeviceCanAccessPeer(&can, desc[i].location.id, device) != CUDA_SUCCESS || !can))
-            return CUDA_ERROR_NOT_SUPPORTED;
-    }
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(device, &ch));
     for (size_t i = 0; i < count; i++) {
@@ -533,7 +649,57 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
             mp->access[id] = desc[i].flags;
             at = mp->base + mp->size;
         }
+        if (id != device && desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            __atomic_store_n(&vmm.peer_access, true, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&vmm.mu);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    FE_RETURN_IF(fe_ready());
+    if (!desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Every descriptor, for the mappings of every vGPU in the range, before anything changes. */
+    int owners[VGPU_MAX_DEVICES];
+    size_t nowners = 0;
+    pthread_mutex_lock(&vmm.mu);
+    bool whole = covered(ptr, size);
+    for (uint64_t at = ptr; whole && at < ptr + size;) {
+        int d;
+        at += run_of(at, ptr + size - at, &d);
+        bool seen = false;
+        for (size_t k = 0; k < nowners; k++)
+            seen |= owners[k] == d;
+        if (!seen && nowners < VGPU_MAX_DEVICES)
+            owners[nowners++] = d;
+    }
+    pthread_mutex_unlock(&vmm.mu);
+    if (!whole)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+        struct fe_device *d;
+        FE_RETURN_IF(fe_device((CUdevice)desc[i].location.id, &d));
+        /* Another vGPU's access: where peer access is offered (cuDeviceCanAccessPeer). */
+        for (size_t k = 0; k < nowners; k++) {
+            int can = 0;
+            if (desc[i].location.id != owners[k] && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+                (cuDeviceCanAccessPeer(&can, desc[i].location.id, owners[k]) != CUDA_SUCCESS || !can))
+                return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    for (uint64_t at = ptr; at < ptr + size;) {
+        int device;
+        pthread_mutex_lock(&vmm.mu);
+        uint64_t run = covered(at, ptr + size - at) ? run_of(at, ptr + size - at, &device) : 0;
+        pthread_mutex_unlock(&vmm.mu);
+        if (!run)
+            return CUDA_ERROR_INVALID_VALUE; /* another thread unmapped some of it meanwhile */
+        FE_RETURN_IF(set_access_run(at, run, device, desc, count));
+        at += run;
     }
     return CUDA_SUCCESS;
 }
@@ -551,4 +717,51 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
         *flags = mp->access[location->id];
     pthread_mutex_unlock(&vmm.mu);
     return mp ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+size_t fe_vmm_span(uint64_t p, size_t n)
+{
+    if (!__atomic_load_n(&vmm.striped, __ATOMIC_RELAXED))
+        return n;
+    pthread_mutex_lock(&vmm.mu);
+    struct vmm_mapping *mp = mapping_of(p);
+    size_t len = n;
+    if (mp) {
+        int device = mp->alloc->device;
+        uint64_t at = mp->base + mp->size;
+        while (at - p < n && (mp = mapping_of(at)) && mp->alloc->device == device)
+            at = mp->base + mp->size;
+        if (at - p < n && mp)
+            len = at - p;
+    }
+    pthread_mutex_unlock(&vmm.mu);
+    return len;
+}
+
+/* Whether [p, p+n) lies in mappings side by side, of vGPUs other than device, that device may read
+ * and write (vmm.mu held). */
+static bool reached(uint64_t p, uint64_t n, int device)
+{
+    if (device < 0 || device >= (int)VGPU_MAX_DEVICES || p + n < p)
+        return false;
+    uint64_t at = p;
+    do {
+        struct vmm_mapping *mp = mapping_of(at);
+        if (!mp || mp->alloc->device == device || mp->access[device] != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return false;
+        at = mp->base + mp->size;
+    } while (at < p + n);
+    return true;
+}
+
+bool fe_vmm_reaches(uint64_t p, int device) { return fe_vmm_reaches_all(p, 1, device); }
+
+bool fe_vmm_reaches_all(uint64_t p, uint64_t n, int device)
+{
+    if (!__atomic_load_n(&vmm.peer_access, __ATOMIC_RELAXED))
+        return false;
+    pthread_mutex_lock(&vmm.mu);
+    bool ok = reached(p, n, device);
+    pthread_mutex_unlock(&vmm.mu);
+    return ok;
 }

@@ -531,6 +531,15 @@ CUresult fe_array_target(void *h, bool mipmap, struct fe_ctx **ctx, struct fe_ch
 /* The id of a tile pool of device's (cuMemCreate with CU_MEM_CREATE_USAGE_TILE_POOL) the
  * application holds (api_vmm.c). */
 CUresult fe_vmm_tile_pool(CUmemGenericAllocationHandle h, int device, uint32_t *id);
+/* How much of [p, p+n) from p on is one vGPU's memory, where a reservation holds several vGPUs'
+ * mappings side by side (striped over GPUs): copies and memsets are made a vGPU at a time. n where
+ * it is all one vGPU's, or not such memory. */
+size_t fe_vmm_span(uint64_t p, size_t n);
+/* Whether p, or all of [p, p+n), is memory of other vGPUs' VMM mappings that vGPU device was given
+ * access to read and write (cuMemSetAccess): its copies and memsets may name it, as the worker
+ * lets them. */
+bool fe_vmm_reaches(uint64_t p, int device);
+bool fe_vmm_reaches_all(uint64_t p, uint64_t n, int device);
 /* The id of a mipmapped array of ctx (0: none such). */
 uint32_t fe_mipmap_id(CUmipmappedArray m, struct fe_ctx *ctx);
 void fe_mipmap_forget(void *obj, uint64_t handle, void *ctx);

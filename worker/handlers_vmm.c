@@ -5,10 +5,12 @@
  * context's), which copies and memsets may name; one without access is not. An allocation is
  * released only once nothing maps it; a mapping must lie inside one reservation and may not overlap
  * another; an unmap or access change names whole mappings. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "quota.h"
 #include "vchannel.h"
 
@@ -47,17 +49,18 @@ static uint64_t granularity(struct vgpu_call *c)
     return OPS(c)->vmm_granularity(EXEC(c), c->ch->device, false, &g) == CUDA_SUCCESS && g ? g : 2u << 20;
 }
 
-/* The channel's reservations change under its shared lock: a peer channel takes one for a mapping
- * of its memory (MemReserveMove). */
+/* The channel's reservations, and its mappings, change under its shared lock: a peer channel takes
+ * part of a reservation for a mapping of its memory (MemReserveMove) where nothing of this
+ * channel's is mapped. */
 static int reserved_add(struct vchannel *ch, uint64_t base, uint64_t size)
 {
     pthread_mutex_lock(&ch->shared_mu);
-    int e = vgpu_ranges_add(&ch->reserved, &(struct vgpu_range){.base = base, .size = size});
+    int e = ch->reserved_closed ? -ECANCELED : vgpu_ranges_add(&ch->reserved, &(struct vgpu_range){.base = base, .size = size});
     pthread_mutex_unlock(&ch->shared_mu);
     return e;
 }
 
-/* Is anything mapped in [p, p+n)? */
+/* Is anything mapped in [p, p+n)? (the poller, or shared_mu held) */
 static bool any_mapped(const struct vchannel *ch, uint64_t p, uint64_t n)
 {
     for (size_t i = 0; i < ch->mapped.count; i++) {
@@ -68,15 +71,42 @@ static bool any_mapped(const struct vchannel *ch, uint64_t p, uint64_t n)
     return false;
 }
 
-/* Take the whole reservation [ptr, ptr+size) out of ch; unmapped: only when nothing of ch's is
- * mapped in it (the channel's own poller asks; a peer cannot look at ch's mappings). */
-static bool reserved_take(struct vchannel *ch, uint64_t ptr, uint64_t size, bool unmapped)
+/* Does [p, p+n) lie in parts of reservations ch holds, side by side? (shared_mu held) */
+static bool reserved_covers(const struct vchannel *ch, uint64_t p, uint64_t n)
+{
+    if (n == 0 || p + n < p)
+        return false;
+    for (uint64_t at = p; at < p + n;) {
+        const struct vgpu_range *r = vgpu_ranges_find(&ch->reserved, at);
+        if (!r)
+            return false;
+        at = r->base + r->size;
+    }
+    return true;
+}
+
+/* Take [p, p+n) out of the part of a reservation of ch that holds it, when nothing of ch's is
+ * mapped there; what is left of the part on either side stays ch's. */
+static bool reserved_cut(struct vchannel *ch, uint64_t p, uint64_t n)
 {
     pthread_mutex_lock(&ch->shared_mu);
-    struct vgpu_range *r = vgpu_ranges_at(&ch->reserved, ptr);
-    bool ok = r && r->size == size && !(unmapped && any_mapped(ch, ptr, size));
-    if (ok)
-        vgpu_ranges_remove_at(&ch->reserved, ptr);
+    const struct vgpu_range *r = vgpu_ranges_find(&ch->reserved, p);
+    struct vgpu_range whole = r ? *r : (struct vgpu_range){0};
+    bool ok = r && n && n <= whole.size - (p - whole.base) && !any_mapped(ch, p, n);
+    if (ok) {
+        vgpu_ranges_remove_at(&ch->reserved, whole.base);
+        struct vgpu_range left = {.base = whole.base, .size = p - whole.base};
+        struct vgpu_range right = {.base = p + n, .size = whole.base + whole.size - (p + n)};
+        /* The left part takes the slot the whole had; the right one may need room: without it the
+         * whole stays. */
+        if ((left.size && vgpu_ranges_add(&ch->reserved, &left) != 0) ||
+            (right.size && vgpu_ranges_add(&ch->reserved, &right) != 0)) {
+            if (left.size)
+                vgpu_ranges_remove_at(&ch->reserved, left.base);
+            (void)vgpu_ranges_add(&ch->reserved, &whole);
+            ok = false;
+        }
+    }
     pthread_mutex_unlock(&ch->shared_mu);
     return ok;
 }
@@ -102,12 +132,27 @@ CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_M
                                     struct vgpu_rsp_MemAddressFree *a)
 {
     (void)a;
-    /* Gone from the channel first: a peer cannot take it meanwhile. */
-    if (!reserved_take(c->ch, q->ptr, q->size, true))
+    struct vchannel *ch = c->ch;
+    /* Gone from the channel first (every part of it, which must be side by side here and hold
+     * nothing mapped): a peer cannot take it meanwhile. */
+    pthread_mutex_lock(&ch->shared_mu);
+    const struct vgpu_range *first = vgpu_ranges_find(&ch->reserved, q->ptr);
+    bool ok = first && first->base == q->ptr && reserved_covers(ch, q->ptr, q->size) && !any_mapped(ch, q->ptr, q->size);
+    if (ok) {
+        const struct vgpu_range *last = vgpu_ranges_find(&ch->reserved, q->ptr + q->size - 1);
+        ok = last->base + last->size == q->ptr + q->size;
+    }
+    for (uint64_t at = q->ptr; ok && at < q->ptr + q->size;) {
+        const struct vgpu_range *r = vgpu_ranges_find(&ch->reserved, at);
+        at = r->base + r->size;
+        vgpu_ranges_remove_at(&ch->reserved, r->base);
+    }
+    pthread_mutex_unlock(&ch->shared_mu);
+    if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
-    if (e != CUDA_SUCCESS)
-        (void)reserved_add(c->ch, q->ptr, q->size);
+    if (e != CUDA_SUCCESS) /* back as one part: the driver keeps it whole */
+        (void)reserved_add(ch, q->ptr, q->size);
     return e;
 }
 
@@ -118,12 +163,18 @@ struct reservation_move {
 static CUresult take_reservation(struct vchannel *peer, void *arg)
 {
     const struct reservation_move *m = arg;
-    return reserved_take(peer, m->ptr, m->size, false) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return reserved_cut(peer, m->ptr, m->size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* A reservation of another vGPU of the tenant's, served here, becomes this channel's: the driver's
- * address space is the worker's, so only the record moves (the frontend moves an empty reservation
- * to the vGPU whose memory is mapped into it). */
+static CUresult give_reservation(struct vchannel *peer, void *arg)
+{
+    const struct reservation_move *m = arg;
+    return reserved_add(peer, m->ptr, m->size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Part of a reservation of another vGPU of the tenant's, served here, becomes this channel's: the
+ * driver's address space is the worker's, so only the record moves (the frontend moves the part of
+ * a reservation where it maps memory of another vGPU to that vGPU). */
 CUresult vgpu_handle_MemReserveMove(struct vgpu_call *c, const struct vgpu_req_MemReserveMove *q,
                                     struct vgpu_rsp_MemReserveMove *a)
 {
@@ -132,8 +183,11 @@ CUresult vgpu_handle_MemReserveMove(struct vgpu_call *c, const struct vgpu_req_M
     CUresult r = vchannel_with_peer(c, q->from_vgpu, false, take_reservation, &m);
     if (r != CUDA_SUCCESS)
         return r;
-    if (reserved_add(c->ch, q->ptr, q->size) != 0) { /* kept nowhere: given back to the driver */
-        OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
+    if (reserved_add(c->ch, q->ptr, q->size) != 0) {
+        /* Kept nowhere: back to its vGPU, else lost to the tenant (the driver keeps the reservation
+         * whole, so it cannot be given back in part). */
+        if (vchannel_with_peer(c, q->from_vgpu, false, give_reservation, &m) != CUDA_SUCCESS)
+            LOG_WARN("channel %u: a part of a reservation at 0x%llx is lost", c->ch->id, (unsigned long long)q->ptr);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
@@ -299,21 +353,24 @@ CUresult vgpu_handle_MemMap(struct vgpu_call *c, const struct vgpu_req_MemMap *q
 {
     (void)a;
     struct vmm_phys *ph = phys_of(c->ch, q->handle);
-    pthread_mutex_lock(&c->ch->shared_mu);
-    const struct vgpu_range *found = vgpu_ranges_find(&c->ch->reserved, q->ptr);
-    struct vgpu_range res = found ? *found : (struct vgpu_range){0};
-    pthread_mutex_unlock(&c->ch->shared_mu);
     if (ph && q->offset % granularity(c)) /* what the driver answers for it */
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (!ph || !found || q->size == 0 || q->size > res.size - (q->ptr - res.base) || q->offset > ph->size ||
-        q->size > ph->size - q->offset || any_mapped(c->ch, q->ptr, q->size))
+    if (!ph || q->size == 0 || q->offset > ph->size || q->size > ph->size - q->offset)
         return CUDA_ERROR_INVALID_VALUE;
+    /* In reservations this channel holds, where nothing is mapped: checked and taken at once, so
+     * that a peer does not take that part of the reservation meanwhile. */
     struct vgpu_range m = {.base = q->ptr, .size = q->size, .ctx = 0, .module = q->handle, .kind = VGPU_RANGE_MAPPED};
-    if (vgpu_ranges_add(&c->ch->mapped, &m) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&c->ch->shared_mu);
+    int e = !reserved_covers(c->ch, q->ptr, q->size) || any_mapped(c->ch, q->ptr, q->size) ? -EINVAL
+                                                                                             : vgpu_ranges_add(&c->ch->mapped, &m);
+    pthread_mutex_unlock(&c->ch->shared_mu);
+    if (e != 0)
+        return e == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
     CUresult r = OPS(c)->vmm_map(EXEC(c), q->ptr, q->size, q->offset, ph->x);
     if (r != CUDA_SUCCESS) {
+        pthread_mutex_lock(&c->ch->shared_mu);
         vgpu_ranges_remove_at(&c->ch->mapped, q->ptr);
+        pthread_mutex_unlock(&c->ch->shared_mu);
         return r;
     }
     ph->maps++;
@@ -333,13 +390,53 @@ static bool whole_mappings(const struct vchannel *ch, uint64_t p, uint64_t n)
     return n > 0 && p + n > p;
 }
 
+struct peer_maps_change {
+    const struct vchannel *owner;
+    uint64_t ptr, size;
+    bool add;
+};
+
+/* The owner's mappings in [ptr, ptr+size) (whole ones: its thread looks them up) become memory the
+ * peer's device reaches, or stop being it. */
+static CUresult change_peer_maps(struct vchannel *peer, void *arg)
+{
+    const struct peer_maps_change *m = arg;
+    int e = 0;
+    pthread_mutex_lock(&peer->shared_mu);
+    for (uint64_t at = m->ptr; at < m->ptr + m->size;) {
+        const struct vgpu_range *r = vgpu_ranges_find(&m->owner->mapped, at);
+        if (!r)
+            break;
+        struct vgpu_range map = *r;
+        at = map.base + map.size;
+        if (vgpu_ranges_at(&peer->peer_maps, map.base))
+            vgpu_ranges_remove_at(&peer->peer_maps, map.base);
+        if (m->add && e == 0)
+            e = vgpu_ranges_add(&peer->peer_maps, &map);
+    }
+    pthread_mutex_unlock(&peer->shared_mu);
+    return e ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+/* The mappings of ch in [p, p+n) leave every peer's view before they go (a peer's copy may name
+ * them until then). */
+static void peers_forget(struct vchannel *ch, uint64_t p, uint64_t n)
+{
+    struct peer_maps_change m = {ch, p, n, false};
+    for (uint32_t v = 0; ch->host->with_peer && v < VGPU_MAX_DEVICES; v++)
+        if (v != ch->vgpu)
+            (void)ch->host->with_peer(ch, v, false, change_peer_maps, &m);
+}
+
 /* A mapping the executor no longer has: its allocation loses a mapping, the channel the range. */
 static void mapping_gone(struct vchannel *ch, struct vgpu_range m)
 {
     struct vmm_phys *ph = phys_of(ch, m.module);
     if (ph)
         ph->maps--;
+    pthread_mutex_lock(&ch->shared_mu);
     vgpu_ranges_remove_at(&ch->mapped, m.base);
+    pthread_mutex_unlock(&ch->shared_mu);
     vgpu_ranges_remove_at(&ch->ranges, m.base);
 }
 
@@ -348,6 +445,7 @@ CUresult vgpu_handle_MemUnmap(struct vgpu_call *c, const struct vgpu_req_MemUnma
     (void)a;
     if (!whole_mappings(c->ch, q->ptr, q->size))
         return CUDA_ERROR_INVALID_VALUE;
+    peers_forget(c->ch, q->ptr, q->size);
     CUresult r = OPS(c)->vmm_unmap(EXEC(c), q->ptr, q->size);
     if (r != CUDA_SUCCESS)
         return r;
@@ -370,7 +468,10 @@ CUresult vgpu_handle_MemSetAccess(struct vgpu_call *c, const struct vgpu_req_Mem
         if (vchannel_peer_device(c, q->peer - 1, &dev) != CUDA_SUCCESS || dev == c->ch->device ||
             !OPS(c)->vmm_set_peer_access)
             return CUDA_ERROR_NOT_SUPPORTED;
-        return OPS(c)->vmm_set_peer_access(EXEC(c), dev, q->ptr, q->size, q->flags);
+        CUresult r = OPS(c)->vmm_set_peer_access(EXEC(c), dev, q->ptr, q->size, q->flags);
+        /* The peer's copies and memsets may name what its device may read and write. */
+        struct peer_maps_change m = {c->ch, q->ptr, q->size, q->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        return r != CUDA_SUCCESS ? r : vchannel_with_peer(c, q->peer - 1, false, change_peer_maps, &m);
     }
     CUresult r = OPS(c)->vmm_set_access(EXEC(c), c->ch->device, q->ptr, q->size, q->flags);
     if (r != CUDA_SUCCESS)
@@ -390,6 +491,7 @@ void vchannel_vmm_teardown(struct vchannel *ch)
 {
     while (ch->mapped.count) {
         struct vgpu_range m = ch->mapped.v[ch->mapped.count - 1];
+        peers_forget(ch, m.base, m.size);
         ch->x->ops->vmm_unmap(ch->x, m.base, m.size);
         mapping_gone(ch, m);
     }
@@ -397,9 +499,33 @@ void vchannel_vmm_teardown(struct vchannel *ch)
     for (uint32_t id = 1; id < t->cap; id++)
         if (t->slots[id].live)
             phys_free(ch, id, t->slots[id].x);
+    /* Parts of reservations another vGPU of the tenant's holds the rest of go to a channel of one
+     * still open (the driver frees a reservation only whole); the last one frees them. */
     pthread_mutex_lock(&ch->shared_mu);
-    for (size_t i = 0; i < ch->reserved.count; i++)
-        ch->x->ops->vmm_address_free(ch->x, ch->reserved.v[i].base, ch->reserved.v[i].size);
-    ch->reserved.count = 0;
+    ch->reserved_closed = true;
+    struct vgpu_ranges mine = ch->reserved;
+    ch->reserved = (struct vgpu_ranges){0};
     pthread_mutex_unlock(&ch->shared_mu);
+    for (size_t i = 0; i < mine.count; i++) {
+        struct reservation_move m = {mine.v[i].base, mine.v[i].size};
+        CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+        for (uint32_t v = 0; r != CUDA_SUCCESS && ch->host->with_peer && v < VGPU_MAX_DEVICES; v++)
+            if (v != ch->vgpu)
+                r = ch->host->with_peer(ch, v, false, give_reservation, &m);
+        if (r == CUDA_SUCCESS)
+            mine.v[i].size = 0;
+    }
+    /* What is left is freed by runs of parts side by side (a reservation whole, where this
+     * channel held every part of it). */
+    for (size_t i = 0; i < mine.count;) {
+        if (!mine.v[i].size) {
+            i++;
+            continue;
+        }
+        uint64_t base = mine.v[i].base, end = base + mine.v[i].size;
+        for (i++; i < mine.count && mine.v[i].size && mine.v[i].base == end; i++)
+            end += mine.v[i].size;
+        ch->x->ops->vmm_address_free(ch->x, base, end - base);
+    }
+    vgpu_ranges_free(&mine);
 }

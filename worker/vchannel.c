@@ -414,11 +414,16 @@ bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n)
     /* A green context is one device context with the others of its device, as natively: each
      * reaches the other's memory. */
     const struct vgpu_range *g = vgpu_ranges_find(&c->ch->ranges, p);
-    if (!g)
-        return false;
-    const struct srv_obj *owner = srv_table_get(&c->ch->tables[SRV_CTX], g->ctx);
-    bool green = (c->ctx && c->ctx->green) || (owner && owner->green);
-    return green && vgpu_ranges_contain(&c->ch->ranges, g->ctx, p, n);
+    if (g) {
+        const struct srv_obj *owner = srv_table_get(&c->ch->tables[SRV_CTX], g->ctx);
+        bool green = (c->ctx && c->ctx->green) || (owner && owner->green);
+        return green && vgpu_ranges_contain(&c->ch->ranges, g->ctx, p, n);
+    }
+    /* Another vGPU's VMM mapping this device was given access to (a reservation striped over GPUs). */
+    pthread_mutex_lock(&c->ch->shared_mu);
+    bool reached = vgpu_ranges_contain(&c->ch->peer_maps, 0, p, n);
+    pthread_mutex_unlock(&c->ch->shared_mu);
+    return reached;
 }
 
 /* The registration (not the staging slots') that holds bytes bytes at offset, or NULL. */
@@ -987,6 +992,7 @@ void vchannel_free(struct vchannel *ch)
     pthread_mutex_destroy(&ch->shared_mu);
     vgpu_ranges_free(&ch->reserved);
     vgpu_ranges_free(&ch->mapped);
+    vgpu_ranges_free(&ch->peer_maps);
     vswap_fini(ch);
     free(ch->exports);
     free(ch->shm_made);

@@ -191,14 +191,20 @@ struct vchannel {
     /* What the tenant's other channels look at from their threads: ranges' changes, and contexts
      * made or destroyed (PeerAccess finds a context under it, so it is not destroyed meanwhile). */
     pthread_mutex_t shared_mu;
-    struct vgpu_ranges reserved; /* address reservations of the VMM API (under shared_mu: a peer
-                                  * channel takes one for its mapping, MemReserveMove) */
+    struct vgpu_ranges reserved; /* the parts of address reservations of the VMM API it holds
+                                  * (under shared_mu: a peer channel takes one for its mapping,
+                                  * MemReserveMove, and checks mapped) */
+    bool reserved_closed;        /* its reservations are being freed: no more parts come to it */
+    struct vgpu_ranges peer_maps; /* mappings of the tenant's other vGPUs that this channel's device
+                                   * may read and write (their channels change it, under shared_mu):
+                                   * its copies and memsets may name them */
     uint32_t default_pool;       /* the id naming the device's default memory pool (0: none yet) */
     struct ipc_export *exports;  /* its allocations shared through IPC handles */
     size_t export_count, export_cap;
     struct shm_made *shm_made;   /* Gdev's segments it made */
     size_t shm_made_count, shm_made_cap;
-    struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too) */
+    struct vgpu_ranges mapped;   /* its mappings (those with access are in ranges too); changed
+                                  * under shared_mu */
     struct host_reg *regs;
     size_t reg_count, reg_cap;
     struct host_file_reg *files;

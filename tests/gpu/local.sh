@@ -27,6 +27,7 @@ compare capture_deps "$PROGS/prog_capture_deps" "$K/basic.fatbin"
 compare register "$PROGS/prog_register"
 compare host_pointer "$PROGS/prog_host_pointer" "$K/basic.fatbin"
 compare vmm "$PROGS/prog_vmm"
+compare vmm_stripe "$PROGS/prog_vmm_stripe" "$K/basic.fatbin"
 compare tensor_map "$PROGS/prog_tensor_map"
 compare pool "$PROGS/prog_pool"
 # Two vGPUs of this node (of two GPUs where there are two): their copies run in the worker, and

@@ -1439,6 +1439,20 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_vmm", NULL, NULL, &out), 0);
     ck_assert_msg(strstr(out, "a reservation holding a peer's memory: written by one device, read by the other"), "%s", out);
     free(out);
+    /* One reservation striped over both vGPUs' memory (NVIDIA's vectorAddMMAP): its parts move to the
+     * vGPU whose memory is mapped there, copies and memsets cross the seams, a kernel of device 0
+     * reads and writes device 1's stripes, and everything is freed in one call each. */
+    ck_assert_int_eq(run_prog("prog_vmm_stripe", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "striped over 2 devices\n"
+                              "striped: copies, memsets and asynchronous copies across the seams\n"
+                              "stripe 0: device ordinal 0, its allocation's device 0, every device may read and write it\n"
+                              "stripe 1: device ordinal 1, its allocation's device 1, every device may read and write it\n"
+                              "striped: vecadd of device 0 over three striped vectors\n"
+                              "device 0's memory mapped over device 1's stripe: CUDA_ERROR_INVALID_VALUE\n"
+                              "an unmap of half a stripe: CUDA_ERROR_INVALID_VALUE\n"
+                              "striped: reservations over every device, ok\n"),
+                  "%s", out);
+    free(out);
     /* NVML lists the process's assembly (vgpu-run --vgpu), as CUDA does: one vGPU of the two. */
     setenv("VGPU_ASSEMBLY", "device=1", 1);
     ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, &out), 0);
