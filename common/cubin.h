@@ -50,6 +50,8 @@ const struct vgpu_kernel_desc *vgpu_module_find_kernel(const struct vgpu_module_
 const struct vgpu_global_desc *vgpu_module_find_global(const struct vgpu_module_desc *m, const char *name);
 
 void vgpu_module_desc_free(struct vgpu_module_desc *m);
+/* A deep copy of src in dst. Returns 0 or -ENOMEM (dst then empty). */
+int vgpu_module_desc_copy(const struct vgpu_module_desc *src, struct vgpu_module_desc *dst);
 
 /* Pack kernel arguments (cuLaunchKernel's kernelParams: one pointer per parameter) into buf
  * (param_bytes of it) following the kernel's layout. Returns 0 or -EINVAL (NULL argument pointer). */

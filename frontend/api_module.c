@@ -52,15 +52,16 @@ bool fe_image_by_hash(const struct fe_chan *ch, size_t size)
 /* Send an image to vgpud: inside the record when small. A larger one goes through a temporary
  * data-area block; a Xen guest's or a remote vGPU's is first named by its hash, in case vgpud has
  * it already: their data area is scarce or across the network. In a process of the host, copying
- * the image costs a tenth of hashing it, which the first use of every library's kernel waits for. */
+ * the image costs a tenth of hashing it, which the first use of every library's kernel waits for.
+ * meanwhile(arg) runs once, while the worker loads the image where it can. */
 static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module, const void *image, size_t size,
-                           const uint8_t *hash)
+                           const uint8_t *hash, void (*meanwhile)(void *), void *arg)
 {
     FE_REQ(q, ModuleLoad);
     FE_RSP(a, ModuleLoad);
     q.module = module;
     if (size <= VGPU_INLINE_MAX)
-        return fe_call(ch, c->id, &q, sizeof q, image, (uint32_t)size, true, &a, sizeof a, NULL, 0, NULL);
+        return fe_call_meanwhile(ch, c->id, &q, sizeof q, image, (uint32_t)size, &a, sizeof a, meanwhile, arg);
     if (fe_image_by_hash(ch, size)) {
         FE_REQ(cq, ModuleLoadCached);
         FE_RSP(ca, ModuleLoadCached);
@@ -69,18 +70,37 @@ static CUresult ship_image(struct fe_ctx *c, struct fe_chan *ch, uint32_t module
             memcpy(cq.hash, hash, sizeof cq.hash);
         else
             vgpu_sha256(image, size, cq.hash);
-        CUresult cached = FE_CALL(ch, c->id, ModuleLoadCached, &cq, &ca);
+        CUresult cached = fe_call_meanwhile(ch, c->id, &cq, sizeof cq, NULL, 0, &ca, sizeof ca, meanwhile, arg);
         if (cached != CUDA_ERROR_NOT_FOUND)
             return cached;
+        meanwhile = NULL; /* done */
     }
     uint64_t off;
     FE_RETURN_IF(fe_heap_alloc(ch, c->id, size, 0, FE_PIN_NONE, &off));
     memcpy(ch->map.data + off, image, size);
     q.offset = off;
     q.size = size;
-    CUresult r = FE_CALL(ch, c->id, ModuleLoad, &q, &a);
+    CUresult r = fe_call_meanwhile(ch, c->id, &q, sizeof q, NULL, 0, &a, sizeof a, meanwhile, arg);
     fe_heap_free(ch, c->id, off);
     return r;
+}
+
+struct describe_job {
+    struct fe_module *m;
+    const void *image;
+    size_t size;
+    uint32_t sm;
+    const struct vgpu_module_desc *known;
+};
+
+/* What the module's image declares: its kernels' parameter layouts, its variables. */
+static void describe(void *arg)
+{
+    struct describe_job *j = arg;
+    if (j->known)
+        j->m->described = vgpu_module_desc_copy(j->known, &j->m->desc) == 0;
+    else
+        j->m->described = vgpu_module_describe(j->image, j->size, j->sm, &j->m->desc) == 0;
 }
 
 CUresult fe_image_resolve(const void **image, size_t *size)
@@ -101,7 +121,7 @@ CUresult fe_image_resolve(const void **image, size_t *size)
 }
 
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
-                        struct fe_module **out)
+                        const struct vgpu_module_desc *known, struct fe_module **out)
 {
     struct fe_module *m = calloc(1, sizeof *m);
     if (!m)
@@ -116,13 +136,13 @@ CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image,
     }
     m->id = fe_handle_id(m->handle);
     enum vgpu_image_kind kind = vgpu_image_kind(image, size);
-    if (kind == VGPU_IMAGE_FATBIN || kind == VGPU_IMAGE_CUBIN) {
-        const int *attr = fe.devices[c->device].info.attr;
-        uint32_t sm = (uint32_t)(attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
-                                 attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]);
-        m->described = vgpu_module_describe(image, size, sm, &m->desc) == 0;
-    }
-    CUresult r = ship_image(c, ch, m->id, image, size, hash);
+    const int *attr = fe.devices[c->device].info.attr;
+    struct describe_job job = {m, image, size,
+                               (uint32_t)(attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+                                          attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]),
+                               known};
+    bool readable = kind == VGPU_IMAGE_FATBIN || kind == VGPU_IMAGE_CUBIN;
+    CUresult r = ship_image(c, ch, m->id, image, size, hash, readable ? describe : NULL, &job);
     if (r != CUDA_SUCCESS) {
         module_free(m);
         return r;
@@ -140,7 +160,7 @@ static CUresult load(CUmodule *out, const void *image, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_image_resolve(&image, &size));
     struct fe_module *m;
-    FE_RETURN_IF(fe_module_load(c, ch, image, size, NULL, &m));
+    FE_RETURN_IF(fe_module_load(c, ch, image, size, NULL, NULL, &m));
     *out = (CUmodule)(uintptr_t)m->handle;
     return CUDA_SUCCESS;
 }

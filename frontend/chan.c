@@ -276,9 +276,9 @@ static CUresult wait_response(struct fe_chan *ch, struct fe_wait *w)
     return w->result;
 }
 
-CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail, uint32_t tail_len,
-                 bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
-                 uint32_t *rsp_tail_len)
+static CUresult call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail, uint32_t tail_len,
+                     bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
+                     uint32_t *rsp_tail_len, void (*meanwhile)(void *), void *arg)
 {
     /* A vGPU whose worker has gone fails every call, asynchronous ones too (the sticky error): a
      * few loads per call, and a look at the link every 256 calls, which synchronous calls make
@@ -314,10 +314,26 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
         .tail_cap = rsp_tail_cap,
     };
     FE_RETURN_IF(post(ch, h, req_size, tail, tail_len, &w));
+    if (meanwhile)
+        meanwhile(arg);
     CUresult r = wait_response(ch, &w);
     if (rsp_tail_len)
         *rsp_tail_len = w.tail_len;
     return r;
+}
+
+CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail, uint32_t tail_len,
+                 bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail, uint32_t rsp_tail_cap,
+                 uint32_t *rsp_tail_len)
+{
+    return call(ch, ctx, req, req_size, tail, tail_len, want_reply, rsp, rsp_size, rsp_tail, rsp_tail_cap,
+                rsp_tail_len, NULL, NULL);
+}
+
+CUresult fe_call_meanwhile(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail,
+                           uint32_t tail_len, void *rsp, uint32_t rsp_size, void (*meanwhile)(void *), void *arg)
+{
+    return call(ch, ctx, req, req_size, tail, tail_len, true, rsp, rsp_size, NULL, 0, NULL, meanwhile, arg);
 }
 
 /* ---------------------------------------------------------------- completion words */

@@ -157,6 +157,11 @@ CUresult fe_call(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size,
                  uint32_t tail_len, bool want_reply, void *rsp, uint32_t rsp_size, void *rsp_tail,
                  uint32_t rsp_tail_cap, uint32_t *rsp_tail_len);
 
+/* The same with a reply, doing meanwhile(arg) while the worker serves it (once the request is in the
+ * ring; not at all when it cannot be posted). */
+CUresult fe_call_meanwhile(struct fe_chan *ch, uint32_t ctx, void *req, uint32_t req_size, const void *tail,
+                           uint32_t tail_len, void *rsp, uint32_t rsp_size, void (*meanwhile)(void *), void *arg);
+
 /* Typed shorthands: the request/response structs of calls.def by name. */
 #define FE_CALL(ch, ctx, Name, req, rsp)                                                               \
     fe_call((ch), (ctx), (struct vgpu_req_##Name *)(req), sizeof(struct vgpu_req_##Name), NULL, 0, true,     \
@@ -592,9 +597,11 @@ CUresult fe_image_resolve(const void **image, size_t *size);
 CUresult fe_read_image_file(const char *path, void **image, size_t *size);
 /* Whether an image of size bytes goes to ch's vGPU named by its hash first (fe_module_load's hash). */
 bool fe_image_by_hash(const struct fe_chan *ch, size_t size);
-/* Load an image into context c (a module of the client and of vgpud). */
+/* Load an image into context c (a module of the client and of vgpud). known: what the image
+ * declares, where the caller has it already (a library's), else NULL: the image is read while the
+ * worker loads it. */
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
-                        struct fe_module **out);
+                        const struct vgpu_module_desc *known, struct fe_module **out);
 /* A function of a module by name (looked up in vgpud once, then kept). */
 CUresult fe_module_function(struct fe_module *m, struct fe_chan *ch, const char *name, struct fe_function **out);
 /* A module variable (*managed, if given: a __managed__ one, mapped in this process). */

@@ -157,7 +157,9 @@ static CUresult library_module_in(struct fe_library *lib, struct fe_ctx *c, stru
         vgpu_sha256(lib->image, lib->size, lib->hash);
         lib->hashed = true;
     }
-    FE_RETURN_IF(fe_module_load(c, ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, m));
+    /* The library's description serves its modules (layouts and variables are the same for every
+     * architecture): the image is not read again. */
+    FE_RETURN_IF(fe_module_load(c, ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, library_desc(lib), m));
     /* Remember it; a context beyond the remembered few simply loads again the next time. */
     lib->loaded[lib->next_loaded++ % BINDINGS] = (struct binding){c->handle, (*m)->handle};
     return CUDA_SUCCESS;
