@@ -499,33 +499,28 @@ void vchannel_vmm_teardown(struct vchannel *ch)
     for (uint32_t id = 1; id < t->cap; id++)
         if (t->slots[id].live)
             phys_free(ch, id, t->slots[id].x);
-    /* Parts of reservations another vGPU of the tenant's holds the rest of go to a channel of one
-     * still open (the driver frees a reservation only whole); the last one frees them. */
     pthread_mutex_lock(&ch->shared_mu);
     ch->reserved_closed = true;
     struct vgpu_ranges mine = ch->reserved;
     ch->reserved = (struct vgpu_ranges){0};
     pthread_mutex_unlock(&ch->shared_mu);
-    for (size_t i = 0; i < mine.count; i++) {
-        struct reservation_move m = {mine.v[i].base, mine.v[i].size};
-        CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-        for (uint32_t v = 0; r != CUDA_SUCCESS && ch->host->with_peer && v < VGPU_MAX_DEVICES; v++)
-            if (v != ch->vgpu)
-                r = ch->host->with_peer(ch, v, false, give_reservation, &m);
-        if (r == CUDA_SUCCESS)
-            mine.v[i].size = 0;
-    }
-    /* What is left is freed by runs of parts side by side (a reservation whole, where this
-     * channel held every part of it). */
+    /* Each run of parts side by side is freed: a whole reservation. The driver frees a reservation
+     * only whole, so one whose other parts another channel of the tenant held stays: the host keeps
+     * such parts until the rest has come, then frees them. */
+    size_t kept = 0;
     for (size_t i = 0; i < mine.count;) {
-        if (!mine.v[i].size) {
-            i++;
+        size_t j = i + 1;
+        uint64_t base = mine.v[i].base, end = base + mine.v[i].size;
+        while (j < mine.count && mine.v[j].base == end)
+            end += mine.v[j++].size;
+        if (ch->x->ops->vmm_address_free(ch->x, base, end - base) == CUDA_SUCCESS) {
+            i = j;
             continue;
         }
-        uint64_t base = mine.v[i].base, end = base + mine.v[i].size;
-        for (i++; i < mine.count && mine.v[i].size && mine.v[i].base == end; i++)
-            end += mine.v[i].size;
-        ch->x->ops->vmm_address_free(ch->x, base, end - base);
+        while (i < j)
+            mine.v[kept++] = mine.v[i++];
     }
+    if (kept && ch->host->reservation_parts)
+        ch->host->reservation_parts(mine.v, kept);
     vgpu_ranges_free(&mine);
 }

@@ -141,6 +141,41 @@ static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
     return r;
 }
 
+/* Parts of reservations that closing channels could not free, until they make whole ones. */
+static struct {
+    pthread_mutex_t mu;
+    struct vgpu_ranges parts;
+} orphans = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void reservation_parts(const struct vgpu_range *v, size_t n)
+{
+    pthread_mutex_lock(&orphans.mu);
+    for (size_t i = 0; i < n; i++)
+        if (vgpu_ranges_add(&orphans.parts, &v[i]) != 0)
+            LOG_WARN("a part of a reservation at 0x%llx stays reserved", (unsigned long long)v[i].base);
+    /* A run of parts side by side that the driver frees was a whole reservation: from each part on,
+     * the shortest such run (reservations may lie side by side too). */
+    struct vgpu_range *p = orphans.parts.v;
+    for (size_t i = 0; i < orphans.parts.count;) {
+        size_t j = i;
+        uint64_t end = p[i].base;
+        bool freed = false;
+        while (!freed && j < orphans.parts.count && p[j].base == end) {
+            end += p[j++].size;
+            freed = w.x->ops->vmm_address_free(w.x, p[i].base, end - p[i].base) == CUDA_SUCCESS;
+        }
+        if (!freed) {
+            i++;
+            continue;
+        }
+        LOG_DEBUG("the reservation at 0x%llx, its %zu part(s) left by closed channels, freed",
+                  (unsigned long long)p[i].base, j - i);
+        for (size_t k = i; k < j; k++)
+            vgpu_ranges_remove_at(&orphans.parts, p[i].base);
+    }
+    pthread_mutex_unlock(&orphans.mu);
+}
+
 /* fn on the data area of the tenant's relayed vGPU at index vgpu (CopyPeerArea). */
 static CUresult peer_area(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,
                           CUresult (*fn)(void *arg, uint8_t *area), void *arg)
@@ -765,6 +800,7 @@ static int start(void)
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
             .with_peer = with_peer,
+            .reservation_parts = reservation_parts,
             .peer_area = peer_area,
             .ipc_publish = worker_ipc_publish,
             .ipc_find = worker_ipc_find,

@@ -57,6 +57,10 @@ struct vchannel_host {
      * out. Optional. */
     CUresult (*with_peer)(const struct vchannel *ch, uint32_t vgpu, bool memory,
                           CUresult (*fn)(struct vchannel *peer, void *arg), void *arg);
+    /* Parts of VMM reservations a closing channel could not free (the driver frees a reservation
+     * only whole, and another channel of the tenant held the rest): the host keeps them until they
+     * make a whole one, then frees it. Optional: without it they stay reserved. */
+    void (*reservation_parts)(const struct vgpu_range *parts, size_t count);
     /* fn on size bytes at offset of the data area of the vGPU at index vgpu when it is another node's, relayed
      * here (CopyPeerArea): fn's CUresult, or why it could not run. Optional. */
     CUresult (*peer_area)(const struct vchannel *ch, uint32_t vgpu, uint64_t offset, uint64_t size,

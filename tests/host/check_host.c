@@ -1453,6 +1453,11 @@ START_TEST(test_peer)
                               "striped: reservations over every device, ok\n"),
                   "%s", out);
     free(out);
+    /* A tenant that ends with striped reservations mapped: its worker frees them (the parts of
+     * each come together in the last channel to close). */
+    ck_assert_int_eq(run_prog("prog_vmm_stripe", emu_module, "exit-mapped", &out), 0);
+    ck_assert_msg(strstr(out, "striped: exiting with three striped reservations mapped"), "%s", out);
+    free(out);
     /* NVML lists the process's assembly (vgpu-run --vgpu), as CUDA does: one vGPU of the two. */
     setenv("VGPU_ASSEMBLY", "device=1", 1);
     ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, &out), 0);

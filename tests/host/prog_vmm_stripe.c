@@ -5,8 +5,9 @@
  * (its device, its access, its allocation's properties); with MODULE, vecadd on device 0 over three
  * striped vectors; what the driver answers for mapping over a stripe and for a partial unmap
  * (printed, for check-gpu to compare with a GPU's answers); everything unmapped and freed in one call
- * each. Checked against the data written. With one device it says so and stops.
- *   prog_vmm_stripe [MODULE] */
+ * each. Checked against the data written. With one device it says so and stops. With "exit-mapped"
+ * after MODULE, it ends leaving a striped reservation mapped (what the worker frees then).
+ *   prog_vmm_stripe [MODULE [exit-mapped]] */
 #include <string.h>
 
 #include "progutil.h"
@@ -166,6 +167,10 @@ int main(int argc, char **argv)
     }
     printf("striped over %d devices\n", nbacking);
     CUdeviceptr a = striped_alloc(), b = striped_alloc(), c = striped_alloc();
+    if (argc > 2 && strcmp(argv[2], "exit-mapped") == 0) {
+        printf("striped: exiting with three striped reservations mapped\n");
+        return 0;
+    }
     copies(a, stripe * (size_t)nbacking);
     queries(a);
     if (argc > 1)

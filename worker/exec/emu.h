@@ -27,6 +27,8 @@ struct emu_exec {
     struct emu_device *devices;
     pthread_mutex_t pools_mu;
     struct emu_pool *pools; /* every pool of every device, defaults too (emu_pool.c) */
+    /* Address reservations (emu_vmm.c): freed only whole, as the driver frees them (under pools_mu). */
+    struct vgpu_ranges reservations;
 };
 
 struct emu_stream;

@@ -34,9 +34,21 @@ static void *inaccessible(void *at, uint64_t size, bool fixed)
     return mmap(at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED : 0), -1, 0);
 }
 
+/* A reservation made: kept, so that it is freed only whole. */
+static CUresult reserved(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    pthread_mutex_lock(&e->pools_mu);
+    int rc = vgpu_ranges_add(&e->reservations, &(struct vgpu_range){.base = ptr, .size = size});
+    pthread_mutex_unlock(&e->pools_mu);
+    if (rc == 0)
+        return CUDA_SUCCESS;
+    munmap((void *)(uintptr_t)ptr, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr)
 {
-    (void)x;
     if (align < EMU_GRANULARITY)
         align = EMU_GRANULARITY;
     if (align > EMU_MAX_RESERVATION || size > EMU_MAX_RESERVATION)
@@ -47,7 +59,7 @@ CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uin
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
         if (p != MAP_FAILED && (uint64_t)(uintptr_t)p == addr) {
             *ptr = addr;
-            return CUDA_SUCCESS;
+            return reserved(x, addr, size);
         }
         if (p != MAP_FAILED)
             munmap(p, size);
@@ -62,12 +74,20 @@ CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uin
     if (align - lead)
         munmap((uint8_t *)(uintptr_t)start + size, align - lead);
     *ptr = start;
-    return CUDA_SUCCESS;
+    return reserved(x, start, size);
 }
 
 CUresult emu_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
 {
-    (void)x;
+    struct emu_exec *e = (struct emu_exec *)x;
+    pthread_mutex_lock(&e->pools_mu);
+    struct vgpu_range *r = vgpu_ranges_at(&e->reservations, ptr);
+    bool whole = r && r->size == size;
+    if (whole)
+        vgpu_ranges_remove_at(&e->reservations, ptr);
+    pthread_mutex_unlock(&e->pools_mu);
+    if (!whole)
+        return CUDA_ERROR_INVALID_VALUE;
     return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

@@ -1083,6 +1083,7 @@ static CUresult emu_event_elapsed(struct vgpu_exec *x, void *ctx, void *start, v
 static void emu_destroy(struct vgpu_exec *x)
 {
     emu_pools_free(EMU(x));
+    vgpu_ranges_free(&EMU(x)->reservations);
     pthread_mutex_destroy(&EMU(x)->pools_mu);
     free(EMU(x)->devices);
     free(x);
