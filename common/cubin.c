@@ -538,45 +538,40 @@ void vgpu_module_desc_free(struct vgpu_module_desc *m)
     memset(m, 0, sizeof *m);
 }
 
+static void *dup_bytes(const void *p, size_t n)
+{
+    void *d = p && n ? malloc(n) : NULL;
+    if (d)
+        memcpy(d, p, n);
+    return d;
+}
+
 int vgpu_module_desc_copy(const struct vgpu_module_desc *src, struct vgpu_module_desc *dst)
 {
     memset(dst, 0, sizeof *dst);
     dst->sm = src->sm;
     dst->kernels = calloc(src->kernel_count ? src->kernel_count : 1, sizeof *dst->kernels);
     dst->globals = calloc(src->global_count ? src->global_count : 1, sizeof *dst->globals);
-    if (!dst->kernels || !dst->globals)
-        goto fail;
-    for (size_t i = 0; i < src->kernel_count; i++, dst->kernel_count++) {
+    bool ok = dst->kernels && dst->globals;
+    for (size_t i = 0; ok && i < src->kernel_count; i++, dst->kernel_count++) {
         const struct vgpu_kernel_desc *k = &src->kernels[i];
         struct vgpu_kernel_desc *d = &dst->kernels[i];
         *d = *k;
-        d->params = NULL;
-        if (!(d->name = strdup(k->name)))
-            goto fail;
-        if (k->param_count && !(d->params = malloc(k->param_count * sizeof *d->params))) {
-            free(d->name);
-            goto fail;
-        }
-        if (k->param_count)
-            memcpy(d->params, k->params, k->param_count * sizeof *d->params);
+        d->name = strdup(k->name);
+        d->params = dup_bytes(k->params, k->param_count * sizeof *k->params);
+        ok = d->name && (d->params || !k->param_count);
     }
-    for (size_t i = 0; i < src->global_count; i++, dst->global_count++) {
+    for (size_t i = 0; ok && i < src->global_count; i++, dst->global_count++) {
         const struct vgpu_global_desc *g = &src->globals[i];
         struct vgpu_global_desc *d = &dst->globals[i];
         *d = *g;
-        d->init = NULL;
-        if (!(d->name = strdup(g->name)))
-            goto fail;
-        if (g->init && !(d->init = malloc(g->size))) {
-            free(d->name);
-            goto fail;
-        }
-        if (g->init)
-            memcpy(d->init, g->init, g->size);
+        d->name = strdup(g->name);
+        d->init = dup_bytes(g->init, g->size);
+        ok = d->name && (d->init || !g->init || !g->size);
     }
-    return 0;
-fail:
-    vgpu_module_desc_free(dst);
+    if (ok)
+        return 0;
+    vgpu_module_desc_free(dst); /* what was copied so far, the last one too (counted) */
     return -ENOMEM;
 }
 

@@ -455,6 +455,11 @@ START_TEST(test_variants_agree)
     ck_assert_int_eq(vgpu_module_describe(elf.data, elf.size, 90, &m), 0);
     assert_same_desc(&ref, &m);
     vgpu_module_desc_free(&m);
+    /* A copy (a library's description, given to its modules) is the same, and its own memory. */
+    ck_assert_int_eq(vgpu_module_desc_copy(&ref, &m), 0);
+    assert_same_desc(&ref, &m);
+    ck_assert_ptr_ne(m.kernels[0].name, ref.kernels[0].name);
+    vgpu_module_desc_free(&m);
     for (int v = 0; v < NVARIANTS; v++) {
         struct blob fb = load_kernel(variants[v].file);
         ck_assert_int_eq(vgpu_module_describe(fb.data, fb.size, 90, &m), 0);
