@@ -97,6 +97,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
     struct fe_chan *ch = __atomic_load_n(&fe.devices[c->device].chan, __ATOMIC_ACQUIRE);
     CUresult r = CUDA_SUCCESS;
     if (ch) {
+        fe_reuse_flush_ctx(ch, c->id);
         FE_REQ(q, CtxDestroy);
         FE_RSP(a, CtxDestroy);
         q.id = c->id;
@@ -273,6 +274,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 
 static CUresult synchronize(struct fe_ctx *c, struct fe_chan *ch)
 {
+    fe_reuse_flush(ch); /* the pools give memory back at a synchronisation */
     FE_REQ(q, CtxSynchronize);
     FE_RSP(a, CtxSynchronize);
     return FE_CALL(ch, c->id, CtxSynchronize, &q, &a);

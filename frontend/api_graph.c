@@ -233,6 +233,7 @@ static CUresult begin_capture_into(CUstream h, CUstreamCaptureMode mode, bool pt
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
+    fe_reuse_flush_stream(ch, c->id, sid); /* their frees must not become the graph's */
     FE_REQ(q, StreamBeginCapture);
     FE_RSP(a, StreamBeginCapture);
     q.stream = sid;

@@ -81,6 +81,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     struct fe_ctx *c;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_current(&c, &ch));
+    fe_reuse_flush(ch); /* what is kept is free memory to the application */
     FE_REQ(q, MemGetInfo);
     FE_RSP(a, MemGetInfo);
     FE_RETURN_IF(FE_CALL(ch, c->id, MemGetInfo, &q, &a));

@@ -226,6 +226,7 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(p->device, &ch));
+    fe_reuse_flush_pool(ch, fe_handle_id(p->handle));
     FE_REQ(q, MemPoolDestroy);
     FE_RSP(a, MemPoolDestroy);
     q.pool = fe_handle_id(p->handle);
@@ -248,6 +249,7 @@ static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(p->device, &ch));
+    fe_reuse_flush_pool(ch, fe_handle_id(p->handle)); /* its figures count what is kept as freed */
     FE_REQ(q, MemPoolAttribute);
     FE_RSP(a, MemPoolAttribute);
     q.pool = fe_handle_id(p->handle);
@@ -281,6 +283,7 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_chan *ch;
     FE_RETURN_IF(fe_channel(p->device, &ch));
+    fe_reuse_flush_pool(ch, fe_handle_id(p->handle));
     FE_REQ(q, MemPoolTrimTo);
     FE_RSP(a, MemPoolTrimTo);
     q.pool = fe_handle_id(p->handle);
@@ -346,6 +349,12 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUme
 
 uint64_t fe_pool_handle(uint32_t id) { return fe_handle_of_id(FE_MEMPOOL, id); }
 
+bool fe_pool_reusable(uint64_t handle)
+{
+    const struct fe_pool *p = fe_handle_get(FE_MEMPOOL, handle);
+    return p && !p->imported && p->props.handleTypes == CU_MEM_HANDLE_TYPE_NONE;
+}
+
 /* ---------------------------------------------------------------- allocating and freeing */
 
 static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle, struct fe_ctx *c, struct fe_chan *ch,
@@ -362,7 +371,14 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t size, uint64_t pool_handle,
     q.size = size;
     q.pool = fe_handle_id(p->handle);
     q.stream = sid;
-    FE_RETURN_IF(FE_CALL(ch, c->id, MemAllocAsync, &q, &a));
+    if (!fe_reuse_take(ch, c->id, sid, size, q.pool, &a.dptr)) {
+        CUresult r = FE_CALL(ch, c->id, MemAllocAsync, &q, &a);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && atomic_load(&ch->reuse_count)) { /* what is kept goes first */
+            fe_reuse_flush(ch);
+            r = FE_CALL(ch, c->id, MemAllocAsync, &q, &a);
+        }
+        FE_RETURN_IF(r);
+    }
     struct vgpu_range range = {.base = a.dptr, .size = size, .ctx = 0, .module = q.pool, .kind = VGPU_RANGE_POOL,
                                .graph = fe_capture_running(ch, sid) ? VGPU_GRAPH_MEM_CHARGED : 0};
     pthread_mutex_lock(&ch->ranges_mu);
@@ -425,6 +441,8 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
     pthread_mutex_unlock(&ch->ranges_mu);
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!wait && old.kind == VGPU_RANGE_POOL && !old.graph && fe_reuse_keep(ch, c->id, sid, dptr, old.size, old.module))
+        return CUDA_SUCCESS;
     FE_REQ(q, MemFreeAsync);
     q.dptr = dptr;
     q.stream = sid;

@@ -150,6 +150,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     struct fe_stream *s;
     struct fe_chan *ch;
     FE_RETURN_IF(stream_of(hStream, &s, &ch));
+    fe_reuse_flush_stream(ch, s->ctx->id, s->id);
     FE_REQ(q, StreamDestroy);
     q.stream = s->id;
     CUresult r = FE_POST(ch, s->ctx->id, StreamDestroy, &q, false);
@@ -185,6 +186,7 @@ static CUresult stream_sync(CUstream h, bool pt)
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    fe_reuse_flush(ch); /* the pools give memory back at a synchronisation */
     CUresult r = fe_stream_wait(c, ch, sid);
     if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) /* the driver gave up the stream's capture */
         (void)fe_capture_refuse(ch, sid);
@@ -240,6 +242,7 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     q.peer = (uint32_t)fe.devices[ech->device].vgpu;
     uint64_t capture = atomic_load(&ev->capture);
     if (ech == ch && capture) { /* answered: the stream joins the capture only if the driver agrees */
+        fe_reuse_flush_stream(ch, c->id, sid); /* its frees must not become the graph's */
         CUresult r = FE_POST(ch, c->id, StreamWaitEvent, &q, true);
         if (r == CUDA_SUCCESS)
             fe_capture_join(ch, sid, !h && pt ? CU_STREAM_PER_THREAD : h, capture, atomic_load(&ev->capture_origin));
@@ -577,6 +580,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
     struct fe_event *e;
     struct fe_chan *ch;
     FE_RETURN_IF(event_of(hEvent, &e, &ch));
+    fe_reuse_flush(ch);
     FE_REQ(q, EventSynchronize);
     FE_RSP(a, EventSynchronize);
     q.event = e->id;

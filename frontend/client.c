@@ -300,6 +300,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
     pthread_mutex_init(&ch->capture_mu, NULL);
     pthread_rwlock_init(&ch->capture_gate, NULL);
     pthread_mutex_init(&ch->hostfn_mu, NULL);
+    pthread_mutex_init(&ch->reuse_mu, NULL);
     LOG_DEBUG("channel %u for device %d: %llu MiB data area, %u staging slots of %u KiB", m.channel, device,
               (unsigned long long)(l.data_size >> 20), l.slot_count, l.slot_size >> 10);
     *out = ch;

@@ -52,6 +52,8 @@ struct fe_wait; /* a caller waiting for its response */
 /* The client side of one channel (one vGPU). */
 /* Streams of one vGPU that may capture at once. */
 #define FE_MAX_CAPTURES 64
+/* Stream-ordered allocations freed that a vGPU keeps for their streams (pool_reuse.c). */
+#define FE_REUSE_MAX 16
 
 struct fe_chan {
     int device;
@@ -122,6 +124,15 @@ struct fe_chan {
     uint32_t hostfn_ticket; /* the last one handed out */
     uint64_t *hostfn_words; /* data-area offsets of free handshake words */
     size_t hostfn_word_count, hostfn_word_cap;
+    /* Stream-ordered allocations freed, kept for the next allocation of their size on their stream
+     * (pool_reuse.c). */
+    pthread_mutex_t reuse_mu;
+    struct fe_reusable {
+        uint64_t dptr, size;
+        uint32_t pool, ctx, sid;
+    } reuse[FE_REUSE_MAX];
+    _Atomic unsigned reuse_count;
+    uint64_t reuse_bytes;
 };
 
 struct fe_extent {
@@ -452,7 +463,20 @@ CUresult fe_copy_across(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, stru
  * sid of memory of ch's vGPU (a stream-ordered allocation, or c's cuMemAlloc allocation); wait: for
  * the worker's answer (else an error comes with the next synchronous call). */
 uint64_t fe_pool_handle(uint32_t id);
+/* Whether a pool's freed blocks may be kept for reuse (pool_reuse.c): one of this process's own. */
+bool fe_pool_reusable(uint64_t handle);
 CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdeviceptr dptr, bool wait);
+/* pool_reuse.c: a stream-ordered allocation freed on stream sid of ch (context ctx) is kept for that
+ * stream's next allocation of its size from its pool (true), where nothing can tell (not in a
+ * capture, of a pool not shared); the worker frees what is kept (posted, in each stream's order)
+ * where the driver gives memory back or a query could tell: the flushes below. */
+bool fe_reuse_keep(struct fe_chan *ch, uint32_t ctx, uint32_t sid, uint64_t dptr, uint64_t size, uint32_t pool);
+bool fe_reuse_take(struct fe_chan *ch, uint32_t ctx, uint32_t sid, uint64_t size, uint32_t pool, uint64_t *dptr);
+/* Free what ch keeps: everything; of context ctx; of stream sid of ctx; of pool. */
+void fe_reuse_flush(struct fe_chan *ch);
+void fe_reuse_flush_ctx(struct fe_chan *ch, uint32_t ctx);
+void fe_reuse_flush_stream(struct fe_chan *ch, uint32_t ctx, uint32_t sid);
+void fe_reuse_flush_pool(struct fe_chan *ch, uint32_t pool);
 /* The synchronous copy between two vGPUs (after the source's default stream). */
 CUresult fe_copy_peer(struct fe_ctx *dc, struct fe_chan *dch, uint64_t dst, struct fe_ctx *sc, struct fe_chan *sch,
                       uint64_t src, size_t n);

@@ -2,7 +2,8 @@
  * allocation handed from one stream to another through an event, a created pool that keeps its
  * memory for reuse (release threshold) and gives it back when trimmed, the device's current pool,
  * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, a block
- * freed on a stream taken again by that stream's next allocation while the stream lags, a peer
+ * freed on a stream taken again by that stream's next allocation while the stream lags, pairs of
+ * allocations and frees on a stream checked block by block and in the pool's figures, a peer
  * device not used yet given access to the default pool, and what the driver refuses (printed, for
  * check-gpu to compare with a GPU's answers). */
 #include <string.h>
@@ -146,6 +147,32 @@ int main(void)
         CHECK(cuMemFreeAsync(d, s1));
     }
     CHECK(cuStreamSynchronize(s1));
+
+    /* Pairs on one stream, each block written, read and freed in stream order, with blocks of
+     * another size and another stream in between: every block holds what its turn wrote, and once
+     * the streams are synchronised the pool uses what it used before. */
+    uint64_t used_before = attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    uint32_t *firsts;
+    CHECK(cuMemAllocHost((void **)&firsts, 256 * sizeof *firsts));
+    for (int i = 0; i < 256; i++) {
+        CUdeviceptr e, f;
+        CHECK(cuMemAllocAsync(&e, 1u << 20, s1));
+        CHECK(cuMemsetD32Async(e, (unsigned)i, (1u << 20) / 4, s1));
+        if (i % 16 == 0) {
+            CHECK(cuMemAllocAsync(&f, 3u << 20, i % 32 ? s1 : s2));
+            CHECK(cuMemsetD8Async(f, 0xee, 3u << 20, i % 32 ? s1 : s2));
+            CHECK(cuMemFreeAsync(f, i % 32 ? s1 : s2));
+        }
+        CHECK(cuMemcpyDtoHAsync(&firsts[i], e + 4 * (size_t)i, sizeof *firsts, s1));
+        CHECK(cuMemFreeAsync(e, s1));
+    }
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuStreamSynchronize(s2));
+    for (int i = 0; i < 256; i++)
+        EXPECT(firsts[i] == (uint32_t)i, "block %d holds %u", i, firsts[i]);
+    EXPECT(attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == used_before, "the pool uses %llu bytes, %llu before",
+           (unsigned long long)attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), (unsigned long long)used_before);
+    CHECK(cuMemFreeHost(firsts));
 
     /* What the driver refuses. */
     CUdeviceptr x;
