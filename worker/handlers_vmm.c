@@ -120,8 +120,15 @@ CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemRe
     CUresult r = OPS(c)->vmm_reserve(EXEC(c), q->size, q->align, q->addr, &ptr);
     if (r != CUDA_SUCCESS)
         return r;
+    const struct vchannel_host *host = c->ch->host;
+    if (host->reservation_made && host->reservation_made(ptr, q->size) != 0) {
+        OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (reserved_add(c->ch, ptr, q->size) != 0) {
         OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
+        if (host->reservation_freed)
+            host->reservation_freed(ptr);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->ptr = ptr;
@@ -153,6 +160,8 @@ CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_M
     CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
     if (e != CUDA_SUCCESS) /* back as one part: the driver keeps it whole */
         (void)reserved_add(ch, q->ptr, q->size);
+    else if (ch->host->reservation_freed)
+        ch->host->reservation_freed(q->ptr);
     return e;
 }
 
@@ -504,23 +513,18 @@ void vchannel_vmm_teardown(struct vchannel *ch)
     struct vgpu_ranges mine = ch->reserved;
     ch->reserved = (struct vgpu_ranges){0};
     pthread_mutex_unlock(&ch->shared_mu);
-    /* Each run of parts side by side is freed: a whole reservation. The driver frees a reservation
-     * only whole, so one whose other parts another channel of the tenant held stays: the host keeps
-     * such parts until the rest has come, then frees them. */
-    size_t kept = 0;
-    for (size_t i = 0; i < mine.count;) {
+    /* The host frees each reservation once all its parts have been left (another channel of the
+     * tenant may hold some); without it, each run of parts side by side is freed, which the driver
+     * does where the run is a whole reservation. */
+    if (ch->host->reservation_parts)
+        ch->host->reservation_parts(mine.v, mine.count);
+    for (size_t i = 0; !ch->host->reservation_parts && i < mine.count;) {
         size_t j = i + 1;
-        uint64_t base = mine.v[i].base, end = base + mine.v[i].size;
+        uint64_t end = mine.v[i].base + mine.v[i].size;
         while (j < mine.count && mine.v[j].base == end)
             end += mine.v[j++].size;
-        if (ch->x->ops->vmm_address_free(ch->x, base, end - base) == CUDA_SUCCESS) {
-            i = j;
-            continue;
-        }
-        while (i < j)
-            mine.v[kept++] = mine.v[i++];
+        (void)ch->x->ops->vmm_address_free(ch->x, mine.v[i].base, end - mine.v[i].base);
+        i = j;
     }
-    if (kept && ch->host->reservation_parts)
-        ch->host->reservation_parts(mine.v, kept);
     vgpu_ranges_free(&mine);
 }

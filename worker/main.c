@@ -141,39 +141,63 @@ static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
     return r;
 }
 
-/* Parts of reservations that closing channels could not free, until they make whole ones. */
+/* The VMM reservations made in this worker, whole (the driver frees one only whole), and the parts
+ * of them that closing channels left: a reservation whose parts have all been left is freed. */
 static struct {
     pthread_mutex_t mu;
-    struct vgpu_ranges parts;
-} orphans = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct vgpu_ranges whole, left;
+} reservations = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int reservation_made(uint64_t base, uint64_t size)
+{
+    pthread_mutex_lock(&reservations.mu);
+    int rc = vgpu_ranges_add(&reservations.whole, &(struct vgpu_range){.base = base, .size = size});
+    pthread_mutex_unlock(&reservations.mu);
+    return rc;
+}
+
+static void reservation_freed(uint64_t base)
+{
+    pthread_mutex_lock(&reservations.mu);
+    vgpu_ranges_remove_at(&reservations.whole, base);
+    pthread_mutex_unlock(&reservations.mu);
+}
+
+/* Free reservation r if the parts left cover it (reservations.mu held). */
+static void free_if_whole(struct vgpu_range r)
+{
+    uint64_t covered = 0;
+    const struct vgpu_range *p = vgpu_ranges_find(&reservations.left, r.base);
+    if (!p || p->base != r.base)
+        return;
+    size_t i = (size_t)(p - reservations.left.v);
+    for (size_t j = i; j < reservations.left.count && covered < r.size && reservations.left.v[j].base == r.base + covered;
+         j++)
+        covered += reservations.left.v[j].size;
+    if (covered != r.size)
+        return;
+    CUresult e = w.x->ops->vmm_address_free(w.x, r.base, r.size);
+    if (e != CUDA_SUCCESS)
+        LOG_WARN("the reservation at 0x%llx left by closed channels not freed (%d)", (unsigned long long)r.base, e);
+    else
+        LOG_DEBUG("the reservation at 0x%llx, left by closed channels, freed", (unsigned long long)r.base);
+    while ((p = vgpu_ranges_find(&reservations.left, r.base)) && p->base < r.base + r.size)
+        vgpu_ranges_remove_at(&reservations.left, p->base);
+    vgpu_ranges_remove_at(&reservations.whole, r.base);
+}
 
 static void reservation_parts(const struct vgpu_range *v, size_t n)
 {
-    pthread_mutex_lock(&orphans.mu);
-    for (size_t i = 0; i < n; i++)
-        if (vgpu_ranges_add(&orphans.parts, &v[i]) != 0)
+    pthread_mutex_lock(&reservations.mu);
+    for (size_t i = 0; i < n; i++) {
+        const struct vgpu_range *r = vgpu_ranges_find(&reservations.whole, v[i].base);
+        if (!r || vgpu_ranges_add(&reservations.left, &v[i]) != 0) {
             LOG_WARN("a part of a reservation at 0x%llx stays reserved", (unsigned long long)v[i].base);
-    /* A run of parts side by side that the driver frees was a whole reservation: from each part on,
-     * the shortest such run (reservations may lie side by side too). */
-    struct vgpu_range *p = orphans.parts.v;
-    for (size_t i = 0; i < orphans.parts.count;) {
-        size_t j = i;
-        uint64_t end = p[i].base;
-        bool freed = false;
-        while (!freed && j < orphans.parts.count && p[j].base == end) {
-            end += p[j++].size;
-            freed = w.x->ops->vmm_address_free(w.x, p[i].base, end - p[i].base) == CUDA_SUCCESS;
-        }
-        if (!freed) {
-            i++;
             continue;
         }
-        LOG_DEBUG("the reservation at 0x%llx, its %zu part(s) left by closed channels, freed",
-                  (unsigned long long)p[i].base, j - i);
-        for (size_t k = i; k < j; k++)
-            vgpu_ranges_remove_at(&orphans.parts, p[i].base);
+        free_if_whole(*r);
     }
-    pthread_mutex_unlock(&orphans.mu);
+    pthread_mutex_unlock(&reservations.mu);
 }
 
 /* fn on the data area of the tenant's relayed vGPU at index vgpu (CopyPeerArea). */
@@ -800,6 +824,8 @@ static int start(void)
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
             .with_peer = with_peer,
+            .reservation_made = reservation_made,
+            .reservation_freed = reservation_freed,
             .reservation_parts = reservation_parts,
             .peer_area = peer_area,
             .ipc_publish = worker_ipc_publish,
