@@ -1458,6 +1458,10 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_vmm_stripe", emu_module, "exit-mapped", &out), 0);
     ck_assert_msg(strstr(out, "striped: exiting with three striped reservations mapped"), "%s", out);
     free(out);
+    /* The VMM records across the two vGPUs, as no frontend sends them: parts of reservations move
+     * only where nothing is mapped, reservations are freed only whole, peer access is checked. */
+    ck_assert_int_eq(run_hostile("vmm-peers", NULL), 0);
+    ck_assert(wait_idle(10));
     /* NVML lists the process's assembly (vgpu-run --vgpu), as CUDA does: one vGPU of the two. */
     setenv("VGPU_ASSEMBLY", "device=1", 1);
     ck_assert_int_eq(run_prog("prog_nvml", NULL, NULL, &out), 0);

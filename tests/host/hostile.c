@@ -6,6 +6,7 @@
  *   hostile SOCKET garbage        corrupt the ring itself: vgpud must drop the session
  *   hostile SOCKET handshake      malformed control messages
  *   hostile SOCKET truncate       keep the channel's memfd and try to shrink, grow or seal it
+ *   hostile SOCKET vmm-peers      the VMM API's records across two vGPUs (a vgpud of two devices)
  *   hostile SOCKET flood N S      open N connections that never say hello and hold them S seconds */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,13 +66,14 @@ static int hello(const char *path)
     return s;
 }
 
-/* Open a channel; its memfd is kept in *keep_fd when asked for. */
-static void open_channel_keep(struct conn *c, const char *path, int *keep_fd)
+/* Open a channel of device (of the session on sock); its memfd is kept in *keep_fd when asked for. */
+static void open_device_channel(struct conn *c, int sock, uint32_t device, int *keep_fd)
 {
-    c->sock = hello(path);
+    c->sock = sock;
     struct vgpu_msg_open_channel req;
     memset(&req, 0, sizeof req);
     vgpu_msg_init(&req.hdr, VGPU_MSG_OPEN_CHANNEL, sizeof req);
+    req.device = device;
     req.data_size = 64u << 20;
     struct vgpu_msg_channel m;
     int fd = -1;
@@ -92,6 +94,12 @@ static void open_channel_keep(struct conn *c, const char *path, int *keep_fd)
         exit(2);
     }
     c->t.ops = &vgpu_host_transport_ops;
+}
+
+/* A new session's channel of its first device. */
+static void open_channel_keep(struct conn *c, const char *path, int *keep_fd)
+{
+    open_device_channel(c, hello(path), 0, keep_fd);
 }
 
 static void open_channel(struct conn *c, const char *path) { open_channel_keep(c, path, NULL); }
@@ -409,6 +417,76 @@ static int mode_foreign(const char *path, uint64_t dptr)
     return failures ? 1 : 0;
 }
 
+/* The VMM API across two vGPUs of one tenant (a vgpud with two devices): parts of a reservation
+ * moved between their channels where nothing is mapped, and only those; a reservation freed only
+ * whole, where its channel holds all of it, nothing mapped; nonsense ranges refused. The session
+ * then ends with a reservation split between the channels and mapped: vgpud frees it. */
+static int mode_vmm_peers(const char *path)
+{
+    struct conn a = {0}, b = {0};
+    open_channel(&a, path);
+    open_device_channel(&b, a.sock, 1, NULL);
+    make_ctx(&a, 1);
+    make_ctx(&b, 1);
+    struct vgpu_req_MemGranularity gq = {{0}};
+    EXPECT(CALL(&a, MemGranularity, 0, gq) == CUDA_SUCCESS, "the granularity");
+    struct vgpu_rsp_MemGranularity gr;
+    memcpy(&gr, a.rsp, sizeof gr);
+    uint64_t g = gr.granularity;
+    struct vgpu_req_MemReserve rq = {.size = 4 * g};
+    EXPECT(CALL(&a, MemReserve, 0, rq) == CUDA_SUCCESS, "a reservation");
+    struct vgpu_rsp_MemReserve rr;
+    memcpy(&rr, a.rsp, sizeof rr);
+    uint64_t p = rr.ptr;
+    /* A part moves to the other vGPU, once. */
+    struct vgpu_req_MemReserveMove mv = {.ptr = p + g, .size = g, .from_vgpu = 0};
+    EXPECT(CALL(&b, MemReserveMove, 0, mv) == CUDA_SUCCESS, "a part of a peer's reservation taken");
+    EXPECT(CALL(&b, MemReserveMove, 0, mv) == CUDA_ERROR_INVALID_VALUE, "the same part taken twice");
+    struct vgpu_req_MemReserveMove past = {.ptr = p + 3 * g, .size = 2 * g, .from_vgpu = 0};
+    EXPECT(CALL(&b, MemReserveMove, 0, past) == CUDA_ERROR_INVALID_VALUE, "a part past the reservation's end");
+    struct vgpu_req_MemReserveMove wrap = {.ptr = UINT64_MAX - g + 1, .size = 2 * g, .from_vgpu = 0};
+    EXPECT(CALL(&b, MemReserveMove, 0, wrap) == CUDA_ERROR_INVALID_VALUE, "a part that wraps around");
+    struct vgpu_req_MemReserveMove none = {.ptr = p, .size = 0, .from_vgpu = 0};
+    EXPECT(CALL(&b, MemReserveMove, 0, none) == CUDA_ERROR_INVALID_VALUE, "an empty part");
+    struct vgpu_req_MemReserveMove self = {.ptr = p + 2 * g, .size = g, .from_vgpu = 1};
+    EXPECT(CALL(&b, MemReserveMove, 0, self) == CUDA_ERROR_NOT_SUPPORTED, "a part taken from itself");
+    struct vgpu_req_MemReserveMove nobody = {.ptr = p + 2 * g, .size = g, .from_vgpu = 9};
+    EXPECT(CALL(&b, MemReserveMove, 0, nobody) == CUDA_ERROR_NOT_SUPPORTED, "a part of a vGPU the tenant lacks");
+    /* Something mapped at the start of a's part: that stays a's. */
+    struct vgpu_req_MemCreate mc = {.handle = 1, .size = g};
+    EXPECT(CALL(&a, MemCreate, 0, mc) == CUDA_SUCCESS, "an allocation");
+    struct vgpu_req_MemMap mm = {.ptr = p, .size = g, .handle = 1};
+    EXPECT(CALL(&a, MemMap, 0, mm) == CUDA_SUCCESS, "mapped in its own part");
+    struct vgpu_req_MemMap there = {.ptr = p + g, .size = g, .handle = 1};
+    EXPECT(CALL(&a, MemMap, 0, there) == CUDA_ERROR_INVALID_VALUE, "mapped in the part the peer holds");
+    struct vgpu_req_MemReserveMove mapped = {.ptr = p, .size = g, .from_vgpu = 0};
+    EXPECT(CALL(&b, MemReserveMove, 0, mapped) == CUDA_ERROR_INVALID_VALUE, "a part where something is mapped");
+    /* Freed only whole, with nothing mapped, by a channel that holds all of it. */
+    struct vgpu_req_MemAddressFree fa = {.ptr = p, .size = 4 * g};
+    EXPECT(CALL(&a, MemAddressFree, 0, fa) == CUDA_ERROR_INVALID_VALUE, "freed while a peer holds a part");
+    struct vgpu_req_MemAddressFree fb = {.ptr = p + g, .size = g};
+    EXPECT(CALL(&b, MemAddressFree, 0, fb) == CUDA_ERROR_INVALID_VALUE, "a part freed alone");
+    struct vgpu_req_MemReserveMove back = {.ptr = p + g, .size = g, .from_vgpu = 1};
+    EXPECT(CALL(&a, MemReserveMove, 0, back) == CUDA_SUCCESS, "the part brought back");
+    EXPECT(CALL(&a, MemAddressFree, 0, fa) == CUDA_ERROR_INVALID_VALUE, "freed while mapped");
+    /* Peer access to a mapping: the peer's copies may name it, until it is unmapped. */
+    struct vgpu_req_MemSetAccess own = {.ptr = p, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    EXPECT(CALL(&a, MemSetAccess, 0, own) == CUDA_SUCCESS, "access for its own device");
+    struct vgpu_req_MemSetAccess peer = {.ptr = p, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE, .peer = 2};
+    EXPECT(CALL(&a, MemSetAccess, 0, peer) == CUDA_SUCCESS, "access for the peer's device");
+    struct vgpu_req_Memset ms = {.dst = p, .count = g, .value = 7, .elem_size = 1};
+    EXPECT(CALL(&b, Memset, 1, ms) == CUDA_SUCCESS, "the peer sets the mapping it may write");
+    struct vgpu_req_MemSetAccess revoke = {.ptr = p, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE, .peer = 2};
+    EXPECT(CALL(&a, MemSetAccess, 0, revoke) == CUDA_SUCCESS, "the peer's access taken back");
+    EXPECT(CALL(&b, Memset, 1, ms) == CUDA_ERROR_INVALID_VALUE, "the peer sets a mapping it may no longer write");
+    /* Split again and left so: the session's end frees it. */
+    EXPECT(CALL(&b, MemReserveMove, 0, mv) == CUDA_SUCCESS, "a part taken again");
+    alive(&a, "the VMM API across two vGPUs");
+    alive(&b, "the VMM API across two vGPUs");
+    printf("hostile vmm-peers: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
 static int dropped(struct conn *c)
 {
     for (int i = 0; i < 500; i++) {
@@ -633,7 +711,7 @@ static int mode_flood(const char *path, int count, int seconds)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: hostile SOCKET records|garbage|handshake|truncate|foreign DPTR|flood N S\n");
+        fprintf(stderr, "usage: hostile SOCKET records|garbage|handshake|truncate|vmm-peers|foreign DPTR|flood N S\n");
         return 2;
     }
     if (strcmp(argv[2], "records") == 0)
@@ -646,6 +724,8 @@ int main(int argc, char **argv)
         return mode_foreign(argv[1], strtoull(argv[3], NULL, 0));
     if (strcmp(argv[2], "truncate") == 0)
         return mode_truncate(argv[1]);
+    if (strcmp(argv[2], "vmm-peers") == 0)
+        return mode_vmm_peers(argv[1]);
     if (strcmp(argv[2], "flood") == 0 && argc > 4)
         return mode_flood(argv[1], atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "hostile: unknown mode\n");
