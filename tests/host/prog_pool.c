@@ -3,9 +3,12 @@
  * memory for reuse (release threshold) and gives it back when trimmed, the device's current pool,
  * pool attributes and access, cuMemFree and cuMemFreeAsync each freeing the other's memory, a block
  * freed on a stream taken again by that stream's next allocation while the stream lags, pairs of
- * allocations and frees on a stream checked block by block and in the pool's figures, a peer
+ * allocations and frees on a stream checked block by block and in the pool's figures (threads on
+ * streams of their own too, while another synchronises and asks for the device's memory), a peer
  * device not used yet given access to the default pool, and what the driver refuses (printed, for
  * check-gpu to compare with a GPU's answers). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +26,65 @@ static CUmemoryPool pool_of(CUdeviceptr p)
     CUmemoryPool pool = NULL;
     CHECK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p));
     return pool;
+}
+
+/* Threads allocating and freeing on streams of their own while another synchronises the context
+ * and asks for the device's memory: each block holds what its turn wrote. */
+#define POOL_THREADS 4
+#define POOL_ROUNDS 200
+
+static CUcontext pool_ctx;
+static uint32_t *pool_firsts; /* pinned: POOL_THREADS * POOL_ROUNDS */
+static _Atomic int pool_done;
+
+static void *pool_thread(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg;
+    CHECK(cuCtxSetCurrent(pool_ctx));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (unsigned r = 0; r < POOL_ROUNDS; r++) {
+        CUdeviceptr d;
+        size_t bytes = (size_t)(1 + r % 3) << 18;
+        CHECK(cuMemAllocAsync(&d, bytes, s));
+        CHECK(cuMemsetD32Async(d, t * 1000 + r, bytes / 4, s));
+        CHECK(cuMemcpyDtoHAsync(&pool_firsts[t * POOL_ROUNDS + r], d + bytes - 4, 4, s));
+        CHECK(cuMemFreeAsync(d, s));
+    }
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamDestroy(s));
+    return NULL;
+}
+
+static void *pool_watcher(void *arg)
+{
+    (void)arg;
+    CHECK(cuCtxSetCurrent(pool_ctx));
+    while (!atomic_load(&pool_done)) {
+        size_t free_bytes, total;
+        CHECK(cuMemGetInfo(&free_bytes, &total));
+        CHECK(cuCtxSynchronize());
+    }
+    return NULL;
+}
+
+static void pool_threads(void)
+{
+    CHECK(cuCtxGetCurrent(&pool_ctx));
+    CHECK(cuMemAllocHost((void **)&pool_firsts, POOL_THREADS * POOL_ROUNDS * sizeof *pool_firsts));
+    pthread_t th[POOL_THREADS], watcher;
+    EXPECT(pthread_create(&watcher, NULL, pool_watcher, NULL) == 0, "a thread");
+    for (unsigned t = 0; t < POOL_THREADS; t++)
+        EXPECT(pthread_create(&th[t], NULL, pool_thread, (void *)(uintptr_t)t) == 0, "a thread");
+    for (unsigned t = 0; t < POOL_THREADS; t++)
+        pthread_join(th[t], NULL);
+    atomic_store(&pool_done, 1);
+    pthread_join(watcher, NULL);
+    for (unsigned t = 0; t < POOL_THREADS; t++)
+        for (unsigned r = 0; r < POOL_ROUNDS; r++)
+            EXPECT(pool_firsts[t * POOL_ROUNDS + r] == t * 1000 + r, "thread %u's block %u holds %u", t, r,
+                   pool_firsts[t * POOL_ROUNDS + r]);
+    CHECK(cuMemFreeHost(pool_firsts));
 }
 
 static void CUDA_CB hold_stream(void *arg)
@@ -173,6 +235,9 @@ int main(void)
     EXPECT(attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == used_before, "the pool uses %llu bytes, %llu before",
            (unsigned long long)attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), (unsigned long long)used_before);
     CHECK(cuMemFreeHost(firsts));
+    pool_threads();
+    EXPECT(attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == used_before, "the pool uses %llu bytes after the threads",
+           (unsigned long long)attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
 
     /* What the driver refuses. */
     CUdeviceptr x;
