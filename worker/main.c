@@ -17,6 +17,7 @@
 #include "mailbox.h"
 #include "msg_socket.h"
 #include "remote.h"
+#include "reservations.h"
 #include "vgpu/remote.h"
 #include "sealed.h"
 #include "worker.h"
@@ -141,63 +142,15 @@ static CUresult with_peer(const struct vchannel *ch, uint32_t vgpu, bool memory,
     return r;
 }
 
-/* The VMM reservations made in this worker, whole (the driver frees one only whole), and the parts
- * of them that closing channels left: a reservation whose parts have all been left is freed. */
-static struct {
-    pthread_mutex_t mu;
-    struct vgpu_ranges whole, left;
-} reservations = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static struct vmm_reservations reservations = VMM_RESERVATIONS_INIT;
 
-static int reservation_made(uint64_t base, uint64_t size)
-{
-    pthread_mutex_lock(&reservations.mu);
-    int rc = vgpu_ranges_add(&reservations.whole, &(struct vgpu_range){.base = base, .size = size});
-    pthread_mutex_unlock(&reservations.mu);
-    return rc;
-}
+static int reservation_made(uint64_t base, uint64_t size) { return vmm_reservation_made(&reservations, base, size); }
 
-static void reservation_freed(uint64_t base)
-{
-    pthread_mutex_lock(&reservations.mu);
-    vgpu_ranges_remove_at(&reservations.whole, base);
-    pthread_mutex_unlock(&reservations.mu);
-}
-
-/* Free reservation r if the parts left cover it (reservations.mu held). */
-static void free_if_whole(struct vgpu_range r)
-{
-    uint64_t covered = 0;
-    const struct vgpu_range *p = vgpu_ranges_find(&reservations.left, r.base);
-    if (!p || p->base != r.base)
-        return;
-    size_t i = (size_t)(p - reservations.left.v);
-    for (size_t j = i; j < reservations.left.count && covered < r.size && reservations.left.v[j].base == r.base + covered;
-         j++)
-        covered += reservations.left.v[j].size;
-    if (covered != r.size)
-        return;
-    CUresult e = w.x->ops->vmm_address_free(w.x, r.base, r.size);
-    if (e != CUDA_SUCCESS)
-        LOG_WARN("the reservation at 0x%llx left by closed channels not freed (%d)", (unsigned long long)r.base, e);
-    else
-        LOG_DEBUG("the reservation at 0x%llx, left by closed channels, freed", (unsigned long long)r.base);
-    while ((p = vgpu_ranges_find(&reservations.left, r.base)) && p->base < r.base + r.size)
-        vgpu_ranges_remove_at(&reservations.left, p->base);
-    vgpu_ranges_remove_at(&reservations.whole, r.base);
-}
+static void reservation_freed(uint64_t base) { vmm_reservation_freed(&reservations, base); }
 
 static void reservation_parts(const struct vgpu_range *v, size_t n)
 {
-    pthread_mutex_lock(&reservations.mu);
-    for (size_t i = 0; i < n; i++) {
-        const struct vgpu_range *r = vgpu_ranges_find(&reservations.whole, v[i].base);
-        if (!r || vgpu_ranges_add(&reservations.left, &v[i]) != 0) {
-            LOG_WARN("a part of a reservation at 0x%llx stays reserved", (unsigned long long)v[i].base);
-            continue;
-        }
-        free_if_whole(*r);
-    }
-    pthread_mutex_unlock(&reservations.mu);
+    vmm_reservation_parts(&reservations, w.x, v, n);
 }
 
 /* fn on the data area of the tenant's relayed vGPU at index vgpu (CopyPeerArea). */

@@ -50,6 +50,7 @@ static void save(const char *dir, const char *sub, const char *name)
 static uint32_t seq;
 
 static bool no_reply; /* the records that follow want no response */
+static bool to_peer;  /* the records that follow go to the second vGPU's channel (fuzz_records) */
 
 static void record(uint16_t op, uint32_t ctx, void *rec, uint32_t size, const void *tail, uint32_t tail_len)
 {
@@ -65,7 +66,7 @@ static void record(uint16_t op, uint32_t ctx, void *rec, uint32_t size, const vo
     memcpy(buf, rec, size);
     if (tail_len)
         memcpy(buf + size, tail, tail_len);
-    uint16_t len = (uint16_t)padded;
+    uint16_t len = (uint16_t)(padded | (to_peer ? 0x4000u : 0));
     put(&len, 2);
     put(buf, padded);
 }
@@ -391,6 +392,41 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_MemAddressFree maf = {.ptr = va, .size = 2 * g};
     REC(MemAddressFree, 0, maf, NULL, 0);
     save(dir, "records", "vmm");
+
+    /* One reservation over both vGPUs: a part moved to the second, its memory mapped there and
+     * given to the first, which sets it; then unmapped, the part brought back and freed whole. */
+    REC(CtxCreate, 0, cc, NULL, 0);
+    to_peer = true;
+    REC(CtxCreate, 0, cc, NULL, 0);
+    to_peer = false;
+    struct vgpu_req_MemReserve pr = {.size = 4 * g, .addr = va};
+    REC(MemReserve, 0, pr, NULL, 0);
+    to_peer = true;
+    struct vgpu_req_MemReserveMove pm = {.ptr = va + g, .size = g, .from_vgpu = 0};
+    REC(MemReserveMove, 0, pm, NULL, 0);
+    struct vgpu_req_MemCreate pc = {.handle = 1, .size = g};
+    REC(MemCreate, 0, pc, NULL, 0);
+    struct vgpu_req_MemMap pmap = {.ptr = va + g, .size = g, .handle = 1};
+    REC(MemMap, 0, pmap, NULL, 0);
+    struct vgpu_req_MemSetAccess own = {.ptr = va + g, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    REC(MemSetAccess, 0, own, NULL, 0);
+    struct vgpu_req_MemSetAccess peer = {.ptr = va + g, .size = g, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                                         .peer = 1};
+    REC(MemSetAccess, 0, peer, NULL, 0);
+    to_peer = false;
+    struct vgpu_req_Memset pset = {.dst = va + g, .count = 64, .value = 3, .elem_size = 4};
+    REC(Memset, 1, pset, NULL, 0);
+    to_peer = true;
+    struct vgpu_req_MemUnmap pum = {.ptr = va + g, .size = g};
+    REC(MemUnmap, 0, pum, NULL, 0);
+    struct vgpu_req_MemRelease prl = {.handle = 1};
+    REC(MemRelease, 0, prl, NULL, 0);
+    to_peer = false;
+    struct vgpu_req_MemReserveMove back = {.ptr = va + g, .size = g, .from_vgpu = 1};
+    REC(MemReserveMove, 0, back, NULL, 0);
+    struct vgpu_req_MemAddressFree paf = {.ptr = va, .size = 4 * g};
+    REC(MemAddressFree, 0, paf, NULL, 0);
+    save(dir, "records", "vmm-peers");
 
     /* Sparse arrays: a sparse array and a tile pool, its properties, two tiles mapped (one past the
      * array: refused), the pool released while mapped, an unmap, the array destroyed (freeing the
