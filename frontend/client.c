@@ -53,6 +53,8 @@ __attribute__((constructor)) static void read_config(void)
     fe_cfg.driver_log = !(dl && strcmp(dl, "0") == 0);
     const char *bh = getenv("VGPU_IMAGE_BY_HASH");
     fe_cfg.image_by_hash = bh && strcmp(bh, "1") == 0;
+    const char *pr = getenv("VGPU_POOL_REUSE");
+    fe_cfg.pool_reuse = !(pr && strcmp(pr, "0") == 0);
     const char *lb = getenv("CUDA_LAUNCH_BLOCKING"), *ml = getenv("CUDA_MODULE_LOADING");
     fe_cfg.launch_blocking = lb && strcmp(lb, "1") == 0;
     fe_cfg.eager_loading = ml && strcmp(ml, "EAGER") == 0;

@@ -655,6 +655,8 @@ struct fe_config {
     bool driver_log;      /* VGPU_DRIVER_LOG (default 1): calls' errors are noted in the driver's log
                            * (cuLogs*); 0: they are not */
     bool image_by_hash;   /* VGPU_IMAGE_BY_HASH=1: large module images go by hash first everywhere */
+    bool pool_reuse;      /* VGPU_POOL_REUSE (default 1): blocks freed on a stream are kept for its next
+                           * allocation (pool_reuse.c); 0: every free goes to the worker at once */
     /* The driver's own variables, read by the frontend since the worker's driver never sees the
      * program's environment: CUDA_LAUNCH_BLOCKING=1 (a kernel launch returns once the kernel has
      * run, with its error) and CUDA_MODULE_LOADING=EAGER (the loading mode reported). */

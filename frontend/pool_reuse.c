@@ -11,7 +11,7 @@
  * memory or of the pool's, a trim, the pool's, stream's or context's end, a capture beginning on
  * the stream, and an allocation the worker refused for want of memory (tried again once). Beyond
  * FE_REUSE_MAX blocks or REUSE_BYTES the oldest is freed. Captures, pools shared with other
- * processes and frees that wait are left alone. */
+ * processes and frees that wait are left alone. VGPU_POOL_REUSE=0 turns it off (to compare). */
 #include "fe.h"
 
 #define REUSE_BYTES (64ull << 20)
@@ -42,7 +42,7 @@ static void flush_if(struct fe_chan *ch, bool (*match)(const struct fe_reusable 
 
 bool fe_reuse_keep(struct fe_chan *ch, uint32_t ctx, uint32_t sid, uint64_t dptr, uint64_t size, uint32_t pool)
 {
-    if (size > REUSE_BYTES || fe_graph_recording(ch, sid))
+    if (!fe_cfg.pool_reuse || size > REUSE_BYTES || fe_graph_recording(ch, sid))
         return false;
     uint64_t handle = fe_pool_handle(pool);
     if (!handle || !fe_pool_reusable(handle))
