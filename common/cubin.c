@@ -478,10 +478,13 @@ int vgpu_module_describe(const void *image, size_t size, uint32_t sm, struct vgp
         return -ENOMEM;
     rc = vgpu_fatbin_entries(image, size, ents, count, &count);
     const struct vgpu_fatbin_entry *pick = NULL;
+    /* The entry for sm, else the smallest (the layouts are the same in every cubin; a library's
+     * description, sm 0, is read before the first use of its kernels). */
     for (size_t i = 0; i < count && !rc; i++) {
         if (ents[i].kind != VGPU_FATBIN_ELF)
             continue;
-        if (!pick || (ents[i].sm == sm && pick->sm != sm))
+        if (!pick || (ents[i].sm == sm && pick->sm != sm) ||
+            (pick->sm != sm && ents[i].uncompressed_size < pick->uncompressed_size))
             pick = &ents[i];
     }
     if (!rc && !pick)

@@ -42,8 +42,8 @@ struct vgpu_module_desc {
 int vgpu_cubin_describe(const void *elf, size_t size, struct vgpu_module_desc *out);
 
 /* Describe any image (fatbin, wrapper, cubin): picks the ELF entry for architecture sm if there is
- * one, else any ELF entry (parameter layouts do not depend on the architecture), decompressing as
- * needed. Returns -ENOENT when the image holds no cubin at all (PTX only), -EINVAL when malformed. */
+ * one, else the smallest ELF entry (parameter layouts do not depend on the architecture),
+ * decompressing as needed. Returns -ENOENT when the image holds no cubin at all (PTX only), -EINVAL when malformed. */
 int vgpu_module_describe(const void *image, size_t size, uint32_t sm, struct vgpu_module_desc *out);
 
 const struct vgpu_kernel_desc *vgpu_module_find_kernel(const struct vgpu_module_desc *m, const char *name);
