@@ -151,9 +151,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         vmm.res[vmm.nres++] = (struct vmm_reservation){a.ptr, size, part, 1};
     }
     pthread_mutex_unlock(&vmm.mu);
-    if (!ok)
-        free(part);
     if (!ok) {
+        free(part);
         FE_REQ(f, MemAddressFree);
         f.ptr = a.ptr;
         f.size = size;
@@ -201,7 +200,7 @@ static bool parts_assign(struct vmm_reservation *r, uint64_t p, uint64_t n, int 
         else
             v[m++] = v[i];
     if ((r->nparts > 1) != (m > 1))
-        __atomic_store_n(&vmm.striped, vmm.striped + (m > 1 ? 1 : (size_t)-1), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&vmm.striped, m > 1 ? 1 : (size_t)-1, __ATOMIC_RELAXED);
     free(r->parts);
     r->parts = v;
     r->nparts = m;
@@ -246,9 +245,9 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     FE_RETURN_IF(fe_ready());
     pthread_mutex_lock(&vmm.mu);
     struct vmm_reservation *r = reservation_of(ptr, size);
-    size_t n = 0;
-    struct vmm_part *parts = r && r->base == ptr && r->size == size ? parts_copy(r, &n) : NULL;
     bool whole = r && r->base == ptr && r->size == size;
+    size_t n = 0;
+    struct vmm_part *parts = whole ? parts_copy(r, &n) : NULL;
     pthread_mutex_unlock(&vmm.mu);
     if (!whole)
         return CUDA_ERROR_INVALID_VALUE;
@@ -272,7 +271,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     pthread_mutex_lock(&vmm.mu);
     if ((r = reservation_of(ptr, size)) && r->base == ptr) {
         if (r->nparts > 1)
-            __atomic_store_n(&vmm.striped, vmm.striped - 1, __ATOMIC_RELAXED);
+            __atomic_fetch_sub(&vmm.striped, 1, __ATOMIC_RELAXED);
         free(r->parts);
         *r = vmm.res[--vmm.nres];
     }
@@ -574,14 +573,22 @@ static bool covered(uint64_t p, uint64_t n)
 
 /* How much of [p, p+n), which whole mappings cover, the mappings of one vGPU cover from p on, and
  * which vGPU that is (vmm.mu held). */
+/* Where the mappings of mp's vGPU that follow each other from mp on end, or where the first of
+ * them to reach limit ends (vmm.mu held). */
+static uint64_t run_end(const struct vmm_mapping *mp, uint64_t limit)
+{
+    int device = mp->alloc->device;
+    uint64_t end = mp->base + mp->size;
+    while (end < limit && (mp = mapping_of(end)) && mp->alloc->device == device)
+        end = mp->base + mp->size;
+    return end;
+}
+
 static uint64_t run_of(uint64_t p, uint64_t n, int *device)
 {
     struct vmm_mapping *mp = mapping_of(p);
     *device = mp->alloc->device;
-    uint64_t len = 0;
-    while (len < n && (mp = mapping_of(p + len)) && mp->alloc->device == *device)
-        len += mp->size;
-    return len;
+    return run_end(mp, p + n) - p;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
@@ -724,16 +731,11 @@ size_t fe_vmm_span(uint64_t p, size_t n)
     if (!__atomic_load_n(&vmm.striped, __ATOMIC_RELAXED))
         return n;
     pthread_mutex_lock(&vmm.mu);
-    struct vmm_mapping *mp = mapping_of(p);
-    size_t len = n;
-    if (mp) {
-        int device = mp->alloc->device;
-        uint64_t at = mp->base + mp->size;
-        while (at - p < n && (mp = mapping_of(at)) && mp->alloc->device == device)
-            at = mp->base + mp->size;
-        if (at - p < n && mp)
-            len = at - p;
-    }
+    const struct vmm_mapping *mp = mapping_of(p);
+    uint64_t end = mp ? run_end(mp, n > UINT64_MAX - p ? UINT64_MAX : p + n) : p;
+    /* Cut where another vGPU's mapping follows; a gap or the end of the mappings is the copy's to
+     * refuse. */
+    size_t len = end - p < n && mapping_of(end) ? end - p : n;
     pthread_mutex_unlock(&vmm.mu);
     return len;
 }
