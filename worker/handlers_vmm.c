@@ -121,14 +121,13 @@ CUresult vgpu_handle_MemReserve(struct vgpu_call *c, const struct vgpu_req_MemRe
     if (r != CUDA_SUCCESS)
         return r;
     const struct vchannel_host *host = c->ch->host;
-    if (host->reservation_made && host->reservation_made(ptr, q->size) != 0) {
+    if (host->reservation_made(ptr, q->size) != 0) {
         OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (reserved_add(c->ch, ptr, q->size) != 0) {
         OPS(c)->vmm_address_free(EXEC(c), ptr, q->size);
-        if (host->reservation_freed)
-            host->reservation_freed(ptr);
+        host->reservation_freed(ptr);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->ptr = ptr;
@@ -160,7 +159,7 @@ CUresult vgpu_handle_MemAddressFree(struct vgpu_call *c, const struct vgpu_req_M
     CUresult e = OPS(c)->vmm_address_free(EXEC(c), q->ptr, q->size);
     if (e != CUDA_SUCCESS) /* back as one part: the driver keeps it whole */
         (void)reserved_add(ch, q->ptr, q->size);
-    else if (ch->host->reservation_freed)
+    else
         ch->host->reservation_freed(q->ptr);
     return e;
 }
@@ -514,17 +513,7 @@ void vchannel_vmm_teardown(struct vchannel *ch)
     ch->reserved = (struct vgpu_ranges){0};
     pthread_mutex_unlock(&ch->shared_mu);
     /* The host frees each reservation once all its parts have been left (another channel of the
-     * tenant may hold some); without it, each run of parts side by side is freed, which the driver
-     * does where the run is a whole reservation. */
-    if (ch->host->reservation_parts)
-        ch->host->reservation_parts(mine.v, mine.count);
-    for (size_t i = 0; !ch->host->reservation_parts && i < mine.count;) {
-        size_t j = i + 1;
-        uint64_t end = mine.v[i].base + mine.v[i].size;
-        while (j < mine.count && mine.v[j].base == end)
-            end += mine.v[j++].size;
-        (void)ch->x->ops->vmm_address_free(ch->x, mine.v[i].base, end - mine.v[i].base);
-        i = j;
-    }
+     * tenant may hold some). */
+    ch->host->reservation_parts(mine.v, mine.count);
     vgpu_ranges_free(&mine);
 }

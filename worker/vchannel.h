@@ -57,11 +57,10 @@ struct vchannel_host {
      * out. Optional. */
     CUresult (*with_peer)(const struct vchannel *ch, uint32_t vgpu, bool memory,
                           CUresult (*fn)(struct vchannel *peer, void *arg), void *arg);
-    /* VMM reservations (optional, all three or none): one made (0, or -ENOMEM: it is given back),
-     * one freed, and the parts of them a closing channel held, which the host frees once every
-     * part of a reservation has been left (the driver frees a reservation only whole, and its
-     * parts may be held by several channels of a tenant). Without them a closing channel frees
-     * the runs of parts it holds, and a reservation it held only part of stays reserved. */
+    /* VMM reservations (required; reservations.h keeps them): one made (0, or -ENOMEM: it is given
+     * back), one freed, and the parts of them a closing channel held, which the host frees once
+     * every part of a reservation has been left (the driver frees a reservation only whole, and
+     * its parts may be held by several channels of a tenant). */
     int (*reservation_made)(uint64_t base, uint64_t size);
     void (*reservation_freed)(uint64_t base);
     void (*reservation_parts)(const struct vgpu_range *parts, size_t count);
