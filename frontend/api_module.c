@@ -90,15 +90,17 @@ struct describe_job {
     const void *image;
     size_t size;
     uint32_t sm;
-    const struct vgpu_module_desc *known;
+    const struct vgpu_module_desc *(*known)(void *arg); /* a description to copy, if it gives one */
+    void *known_arg;
 };
 
 /* What the module's image declares: its kernels' parameter layouts, its variables. */
 static void describe(void *arg)
 {
     struct describe_job *j = arg;
-    if (j->known)
-        j->m->described = vgpu_module_desc_copy(j->known, &j->m->desc) == 0;
+    const struct vgpu_module_desc *known = j->known ? j->known(j->known_arg) : NULL;
+    if (known)
+        j->m->described = vgpu_module_desc_copy(known, &j->m->desc) == 0;
     else
         j->m->described = vgpu_module_describe(j->image, j->size, j->sm, &j->m->desc) == 0;
 }
@@ -121,7 +123,7 @@ CUresult fe_image_resolve(const void **image, size_t *size)
 }
 
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
-                        const struct vgpu_module_desc *known, struct fe_module **out)
+                        const struct vgpu_module_desc *(*known)(void *arg), void *known_arg, struct fe_module **out)
 {
     struct fe_module *m = calloc(1, sizeof *m);
     if (!m)
@@ -140,7 +142,7 @@ CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image,
     struct describe_job job = {m, image, size,
                                (uint32_t)(attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
                                           attr[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]),
-                               known};
+                               known, known_arg};
     bool readable = kind == VGPU_IMAGE_FATBIN || kind == VGPU_IMAGE_CUBIN;
     CUresult r = ship_image(c, ch, m->id, image, size, hash, readable ? describe : NULL, &job);
     if (r != CUDA_SUCCESS) {
@@ -160,7 +162,7 @@ static CUresult load(CUmodule *out, const void *image, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_image_resolve(&image, &size));
     struct fe_module *m;
-    FE_RETURN_IF(fe_module_load(c, ch, image, size, NULL, NULL, &m));
+    FE_RETURN_IF(fe_module_load(c, ch, image, size, NULL, NULL, NULL, &m));
     *out = (CUmodule)(uintptr_t)m->handle;
     return CUDA_SUCCESS;
 }

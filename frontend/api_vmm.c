@@ -535,6 +535,12 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     struct vmm_reservation *r = reservation_of(ptr, size);
     bool room = grow((void **)&vmm.maps, &vmm.maps_cap, vmm.nmaps, sizeof *vmm.maps);
     pthread_mutex_unlock(&vmm.mu);
+    /* The driver looks at the offset before the address: one not a multiple of the granularity is
+     * NOT_SUPPORTED wherever it is mapped (asked only for an offset, 0 being always aligned). */
+    size_t g = 0;
+    if (m && offset && cuMemGetAllocationGranularity(&g, &m->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g &&
+        offset % g)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (!m || !r)
         return CUDA_ERROR_INVALID_VALUE;
     if (!room)

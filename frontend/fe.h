@@ -621,11 +621,11 @@ CUresult fe_image_resolve(const void **image, size_t *size);
 CUresult fe_read_image_file(const char *path, void **image, size_t *size);
 /* Whether an image of size bytes goes to ch's vGPU named by its hash first (fe_module_load's hash). */
 bool fe_image_by_hash(const struct fe_chan *ch, size_t size);
-/* Load an image into context c (a module of the client and of vgpud). known: what the image
- * declares, where the caller has it already (a library's), else NULL: the image is read while the
- * worker loads it. */
+/* Load an image into context c (a module of the client and of vgpud). known(known_arg): what the
+ * image declares where the caller keeps it (a library's), else NULL: the module reads the image.
+ * Either runs while the worker loads the image. */
 CUresult fe_module_load(struct fe_ctx *c, struct fe_chan *ch, const void *image, size_t size, const uint8_t *hash,
-                        const struct vgpu_module_desc *known, struct fe_module **out);
+                        const struct vgpu_module_desc *(*known)(void *arg), void *known_arg, struct fe_module **out);
 /* A function of a module by name (looked up in vgpud once, then kept). */
 CUresult fe_module_function(struct fe_module *m, struct fe_chan *ch, const char *name, struct fe_function **out);
 /* A module variable (*managed, if given: a __managed__ one, mapped in this process). */

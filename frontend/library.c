@@ -147,6 +147,8 @@ static const struct vgpu_module_desc *library_desc(struct fe_library *lib)
     return lib->described ? &lib->desc : NULL;
 }
 
+static const struct vgpu_module_desc *library_desc_of(void *lib) { return library_desc(lib); }
+
 /* The module of the library in context c, loading it on first use (lib->mu held). */
 static CUresult library_module_in(struct fe_library *lib, struct fe_ctx *c, struct fe_chan *ch, struct fe_module **m)
 {
@@ -158,8 +160,8 @@ static CUresult library_module_in(struct fe_library *lib, struct fe_ctx *c, stru
         lib->hashed = true;
     }
     /* The library's description serves its modules (layouts and variables are the same for every
-     * architecture): the image is not read again. */
-    FE_RETURN_IF(fe_module_load(c, ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, library_desc(lib), m));
+     * architecture): the image is read once, the first time while the worker loads it. */
+    FE_RETURN_IF(fe_module_load(c, ch, lib->image, lib->size, lib->hashed ? lib->hash : NULL, library_desc_of, lib, m));
     /* Remember it; a context beyond the remembered few simply loads again the next time. */
     lib->loaded[lib->next_loaded++ % BINDINGS] = (struct binding){c->handle, (*m)->handle};
     return CUDA_SUCCESS;
