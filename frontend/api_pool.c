@@ -9,6 +9,7 @@
 
 #include "device_info.h"
 #include "fe.h"
+#include "log.h"
 #include "shareable.h"
 
 struct fe_pool {
@@ -439,8 +440,12 @@ CUresult fe_free_async(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUdev
     if (ok && !old.graph) /* (a graph's allocation comes back at the graph's next launch) */
         vgpu_ranges_remove_at(&ch->ranges, dptr);
     pthread_mutex_unlock(&ch->ranges_mu);
-    if (!ok)
+    if (!ok) {
+        LOG_DEBUG("cuMemFreeAsync: 0x%llx is %s (kind %d, context %u; the stream's context %u)",
+                  (unsigned long long)dptr, !at ? "no allocation's start" : "not freed in stream order", (int)old.kind,
+                  old.ctx, c->id);
         return CUDA_ERROR_INVALID_VALUE;
+    }
     if (!wait && old.kind == VGPU_RANGE_POOL && !old.graph && fe_reuse_keep(ch, c->id, sid, dptr, old.size, old.module))
         return CUDA_SUCCESS;
     FE_REQ(q, MemFreeAsync);
@@ -467,8 +472,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return CUDA_SUCCESS;
     struct fe_ctx *oc;
     struct fe_chan *och;
-    if (!fe_device_owner(dptr, &oc, &och))
+    if (!fe_device_owner(dptr, &oc, &och)) {
+        LOG_DEBUG("cuMemFreeAsync: 0x%llx is no vGPU's memory", (unsigned long long)dptr);
         return CUDA_ERROR_INVALID_VALUE;
+    }
     if (och == ch)
         return fe_free_async(c, ch, sid, dptr, false);
     /* Memory of another vGPU than the stream's: freed there once the stream's work is done. */

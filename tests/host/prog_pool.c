@@ -244,6 +244,17 @@ int main(void)
     printf("cuMemAllocAsync of 0 bytes: %d\n", (int)cuMemAllocAsync(&x, 0, s1));
     printf("cuMemPoolDestroy of the default pool: %d\n", (int)cuMemPoolDestroy(def));
     printf("cuMemFreeAsync of a pointer never allocated: %d\n", (int)cuMemFreeAsync(0x1000, s1));
+    printf("cuMemFreeAsync of 0: %d\n", (int)cuMemFreeAsync(0, s1));
+    /* Memory of cuMemAlloc freed in stream order (what libraries that free all their buffers the
+     * same way do), and a pointer inside an allocation of the pool. */
+    CUdeviceptr plain, whole;
+    CHECK(cuMemAlloc(&plain, 4096));
+    printf("cuMemFreeAsync of cuMemAlloc's memory: %d\n", (int)cuMemFreeAsync(plain, s1));
+    CHECK(cuMemAllocAsync(&whole, 8192, s1));
+    printf("cuMemFreeAsync inside an allocation: %d\n", (int)cuMemFreeAsync(whole + 256, s1));
+    CHECK(cuMemFreeAsync(whole, s1));
+    CHECK(cuStreamSynchronize(s1));
+    printf("cuMemFree of the memory freed in stream order: %d\n", (int)cuMemFree(plain));
     cuuint64_t one = 1;
     printf("a reserved high-water mark set to 1: %d\n",
            (int)cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one));
