@@ -466,8 +466,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_resolve(h, pt, &c, &ch, &sid));
+    /* Nothing, as cuMemFree(0): what cuMemAllocAsync gives for 0 bytes, and what cudart passes on
+     * for cudaFreeAsync(NULL) (cuSPARSE frees its ILU info's buffers so, empty ones included). */
     if (dptr == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
     if (fe_graph_mem_freed(dptr, h, false)) /* a graph's allocation: the graph keeps it */
         return CUDA_SUCCESS;
     struct fe_ctx *oc;
