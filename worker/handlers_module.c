@@ -44,8 +44,21 @@ CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_Modul
         if (!src || size == 0)
             return CUDA_ERROR_INVALID_VALUE;
     }
-    /* Parsers (ours and the driver's) get a private copy the client cannot change under them. */
+    /* An image that a client named by its hash and vgpud lacked is worth keeping for the next one
+     * that names it, once this client has its answer (the offer copies the image). Clients that
+     * send the bytes at once (a process of the host) would only pay for it. */
     struct vchannel *ch = c->ch;
+    bool offer = size > VGPU_INLINE_MAX && ch->host->image_offer && ch->missed_module == q->module;
+    if (!offer && OPS(c)->module_load_shared) {
+        int64_t t0 = vgpu_now_ns();
+        r = load_module(c, q->module, src, size);
+        LOG_TRACE("channel %u: image of %zu bytes loaded in place in %lld ns", ch->id, size,
+                  (long long)(vgpu_now_ns() - t0));
+        ch->missed_module = 0;
+        return r;
+    }
+    /* Our parser, and an image offered after the answer, get a private copy the client cannot
+     * change under them. */
     if (size > ch->image_cap) {
         free(ch->image_buf);
         ch->image_cap = 0;
@@ -59,10 +72,7 @@ CUresult vgpu_handle_ModuleLoad(struct vgpu_call *c, const struct vgpu_req_Modul
     r = load_module(c, q->module, ch->image_buf, size);
     LOG_TRACE("channel %u: image of %zu bytes copied in %lld ns, loaded in %lld ns", ch->id, size,
               (long long)(t1 - t0), (long long)(vgpu_now_ns() - t1));
-    /* An image that a client named by its hash and vgpud lacked is worth keeping for the next one
-     * that names it, once this client has its answer (the offer copies the image). Clients that
-     * send the bytes at once (a process of the host) would only pay for it. */
-    if (r == CUDA_SUCCESS && size > VGPU_INLINE_MAX && ch->host->image_offer && ch->missed_module == q->module)
+    if (r == CUDA_SUCCESS && offer)
         ch->offer_size = size;
     ch->missed_module = 0;
     return r;

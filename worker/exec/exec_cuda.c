@@ -2185,6 +2185,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .stream_hold = cuda_stream_hold,
     .progress = cuda_progress,
     .module_load = cuda_module_load,
+    .module_load_shared = true,
     .module_unload = cuda_module_unload,
     .module_get_function = cuda_module_get_function,
     .module_function_names = cuda_module_function_names,

@@ -216,6 +216,11 @@ struct vgpu_exec_ops {
     /* ---- modules and functions. host_code: the image may be an emu module (host code). */
     CUresult (*module_load)(struct vgpu_exec *x, void *ctx, const void *image, size_t size, bool host_code,
                             void **mod);
+    /* module_load may read the image where the client can still change it (the data area): it
+     * never trusts what it read earlier, as the driver's own parser, which runs in the tenant's
+     * worker and can only harm that tenant. false: it needs a private copy (emu checks an image,
+     * then uses what it checked). */
+    bool module_load_shared;
     CUresult (*module_unload)(struct vgpu_exec *x, void *ctx, void *mod);
     CUresult (*module_get_function)(struct vgpu_exec *x, void *ctx, void *mod, const char *name, void **fn);
     /* The names of the module's functions, NUL-terminated one after the other in out (cap bytes):
