@@ -489,7 +489,13 @@ int vgpu_module_describe(const void *image, size_t size, uint32_t sm, struct vgp
     }
     if (!rc && !pick)
         rc = -ENOENT;
-    if (!rc) {
+    if (!rc && pick->compression == VGPU_FATBIN_RAW && pick->payload_size == pick->uncompressed_size) {
+        /* Read in place: the parser copies out what it keeps, and a copy of a library's cubin
+         * (hundreds of KiB of fresh pages) cost more than the parse. */
+        rc = vgpu_cubin_describe(pick->payload, pick->payload_size, out);
+        if (!rc)
+            out->sm = pick->sm;
+    } else if (!rc) {
         void *elf;
         size_t elf_size;
         rc = vgpu_fatbin_entry_data(pick, CUBIN_LIMIT, &elf, &elf_size);

@@ -43,7 +43,9 @@ int vgpu_cubin_describe(const void *elf, size_t size, struct vgpu_module_desc *o
 
 /* Describe any image (fatbin, wrapper, cubin): picks the ELF entry for architecture sm if there is
  * one, else the smallest ELF entry (parameter layouts do not depend on the architecture),
- * decompressing as needed. Returns -ENOENT when the image holds no cubin at all (PTX only), -EINVAL when malformed. */
+ * decompressing as needed; an uncompressed one is read in place, so the image must not change
+ * meanwhile (a worker describes a private copy). Returns -ENOENT when the image holds no cubin at
+ * all (PTX only), -EINVAL when malformed. */
 int vgpu_module_describe(const void *image, size_t size, uint32_t sm, struct vgpu_module_desc *out);
 
 const struct vgpu_kernel_desc *vgpu_module_find_kernel(const struct vgpu_module_desc *m, const char *name);
