@@ -52,6 +52,10 @@ struct conn {
     uint64_t *landing;
     size_t nlanding, landing_cap;
     struct remote_event *held, **held_tail;
+    /* Bulk transfers being pulled (at most cfg.pulls), and those waiting their turn, in order. */
+    unsigned pulling;
+    bool in_pull_next;
+    struct bulk_op *pulls, **pulls_tail;
     uint64_t bulk_bytes_in, bulk_bytes_out;
     uint64_t msg_bytes_in, msg_bytes_out; /* sessions' messages, bulk transfers apart */
     /* What UCX chose for it once up: the transports of its lanes ("sysv/memory tcp/lo"), and the one
@@ -66,6 +70,10 @@ struct bulk_op {
     uint64_t link, seq;
     bool in;
     void *token;                /* in: what bulk_done gets */
+    void *desc, *dst;           /* in, waiting its turn: UCX's descriptor of the bytes, where they go */
+    size_t len;
+    bool pulled;                /* in: asked of UCX (counted in its conn's pulling) */
+    struct bulk_op *next_pull;  /* in, waiting its turn */
     struct outgoing *hdr;       /* out: the request, header included */
     void (*sent)(void *arg);    /* out: told when the bytes have gone (or never will) */
     void *sent_arg;
@@ -402,6 +410,45 @@ static struct bulk_op *bulk_op_new(struct remote *r, uint64_t link, bool in)
     return op;
 }
 
+static void bulk_op_end(struct bulk_op *op, bool ok);
+static void bulk_received(void *request, ucs_status_t status, size_t length, void *user_data);
+
+/* Pull the bulk transfers waiting on c while fewer than the configured number are landing. */
+static void pull_next(struct remote *r, struct conn *c)
+{
+    if (c->in_pull_next) /* a pull that ended at once, inside the loop below: the loop goes on */
+        return;
+    c->in_pull_next = true;
+    while (c->pulls && c->pulling < r->cfg.pulls && !c->closing) {
+        struct bulk_op *op = c->pulls;
+        c->pulls = op->next_pull;
+        op->pulled = true;
+        c->pulling++;
+        ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .cb.recv_am = bulk_received,
+                                 .user_data = op};
+        ucs_status_ptr_t req = ucp_am_recv_data_nbx(r->worker, op->desc, op->dst, op->len, &p);
+        if (req == NULL)
+            bulk_op_end(op, true); /* (the loop pulls the next) */
+        else if (UCS_PTR_IS_ERR(req))
+            bulk_op_end(op, false);
+    }
+    c->in_pull_next = false;
+}
+
+/* c closes: the transfers still waiting their turn are given back to UCX, and their owners hear
+ * they failed. What waited for them goes with the link. */
+static void pulls_drop(struct remote *r, struct conn *c)
+{
+    while (c->pulls) {
+        struct bulk_op *op = c->pulls;
+        c->pulls = op->next_pull;
+        ucp_am_data_release(r->worker, op->desc);
+        op->seq = 0; /* nothing is delivered for it */
+        bulk_op_end(op, false);
+    }
+}
+
 /* UCX is done with it: its owner hears (ok: the bytes went, or landed), and what waited for it goes on. */
 static void bulk_op_end(struct bulk_op *op, bool ok)
 {
@@ -419,6 +466,10 @@ static void bulk_op_end(struct bulk_op *op, bool ok)
             c->closing = "bulk bytes did not arrive";
         if (c && op->seq)
             bulk_landed(r, c, op->seq);
+        if (c && op->pulled) {
+            c->pulling--;
+            pull_next(r, c);
+        }
     } else {
         op->sent(op->sent_arg);
         if (c && !ok && !c->closing)
@@ -509,15 +560,17 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
     op->token = token;
     op->seq = ++c->bulks_in;
     c->landing[c->nlanding++] = op->seq;
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                             .cb.recv_am = bulk_received,
-                             .user_data = op};
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(r->worker, data, dst, len, &p);
-    if (req == NULL)
-        bulk_op_end(op, true);
-    else if (UCS_PTR_IS_ERR(req))
-        bulk_op_end(op, false);
-    return UCS_OK;
+    op->desc = data;
+    op->dst = dst;
+    op->len = len;
+    bool now = !c->pulls && c->pulling < r->cfg.pulls;
+    if (!c->pulls)
+        c->pulls_tail = &c->pulls;
+    *c->pulls_tail = op;
+    c->pulls_tail = &op->next_pull;
+    pull_next(r, c);
+    /* One that waits its turn keeps UCX's descriptor until its bytes are asked for. */
+    return now ? UCS_OK : UCS_INPROGRESS;
 }
 
 /* The index of link's backlog counters, or -1 when the link is gone (any thread). */
@@ -625,6 +678,7 @@ static void conn_close(struct remote *r, struct conn *c, const char *why)
                                                              : MAX_BACKOFF_MS;
         p->next_dial = t + p->backoff_ms;
     }
+    pulls_drop(r, c);
     remote_events_free(c->held); /* the sessions they were for end with the link */
     c->held = NULL;
     free(c->landing);
@@ -1103,6 +1157,8 @@ struct remote *remote_start(const struct remote_config *cfg, const char **err)
     if (!r)
         return NULL;
     r->cfg = *cfg;
+    if (!r->cfg.pulls)
+        r->cfg.pulls = REMOTE_PULLS;
     r->efd = r->wake[0] = r->wake[1] = -1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->box_mu, NULL);
