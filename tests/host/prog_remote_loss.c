@@ -1,7 +1,8 @@
 /* A tenant whose second vGPU is another node's, while that node goes away: it copies to and from
  * both vGPUs until a call on the second fails, says "ready" after the first round (the test then
  * kills the other node's vgpud), reports how long after the last good round the error came and
- * which it was, and checks that the first vGPU still works. */
+ * which it was, and checks that the first vGPU still works. The copies are of several staging
+ * slots, so that the node most likely goes while the link still has bulk transfers to pull. */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +42,7 @@ int main(void)
     EXPECT(count == 2, "two vGPUs, not %d", count);
     CUcontext c[2];
     CUdeviceptr d[2];
-    const size_t n = 1 << 20;
+    const size_t n = 16 << 20;
     uint8_t *a = malloc(n), *b = malloc(n);
     EXPECT(a && b, "memory");
     for (int i = 0; i < 2; i++) {
