@@ -1422,6 +1422,16 @@ START_TEST(test_peer)
     ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
     ck_assert_msg(strstr(out, "managed: host and device share arrays"), "%s", out);
     free(out);
+    /* Two vGPUs of the same device (as on a one-GPU host, vgpu-run --vgpu device=0 --vgpu device=0):
+     * not peers, as on a GPU, yet copies between them and managed memory work. */
+    setenv("VGPU_ASSEMBLY", "device=0;device=0", 1);
+    ck_assert_int_eq(run_prog("prog_peer", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "peer access: not offered") && strstr(out, "peer: copies between two devices"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run_prog("prog_managed", emu_module, NULL, &out), 0);
+    ck_assert_msg(strstr(out, "managed: host and device share arrays"), "%s", out);
+    free(out);
+    unsetenv("VGPU_ASSEMBLY");
     /* A peer vGPU nothing has used yet is given access to a pool (its channel opened for that). */
     ck_assert_int_eq(run_prog("prog_pool", NULL, NULL, &out), 0);
     ck_assert_msg(strstr(out, "an unused peer given access to the default pool: 0\nand its access taken back: 0\n"),
