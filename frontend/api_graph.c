@@ -180,7 +180,7 @@ void fe_graph_free(struct fe_graph *g)
     if (!g)
         return;
     for (size_t i = 0; i < g->node_count; i++) {
-        free(fe_handle_get(FE_GRAPH_NODE, g->nodes[i]));
+        fe_graph_worker_node_free(fe_handle_get(FE_GRAPH_NODE, g->nodes[i]));
         fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
     }
     free(g->nodes);

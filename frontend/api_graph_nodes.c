@@ -968,9 +968,139 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
 
 /* ---------------------------------------------------------------- parameters of nodes */
 
+/* ---------------------------------------------------------------- kernel nodes of captured graphs */
+
+/* A node of a captured graph, ended (the worker's driver's, named by its index there); NULL when h
+ * is not one. */
+static struct fe_graph_node *worker_node(CUgraphNode h)
+{
+    struct fe_graph_node *n = node_arg(h);
+    return n && !n->graph->here && !n->graph->capturing && !n->captured ? n : NULL;
+}
+
+void fe_graph_worker_node_free(struct fe_graph_node *n)
+{
+    if (n && n->fetched)
+        kernel_clear(&n->u.kernel);
+    free(n);
+}
+
+/* The parameters the worker's driver has for kernel node n, kept in n (its function must be one
+ * the tenant named: a function of its modules or libraries). */
+static CUresult worker_kernel_fetch(struct fe_graph_node *n)
+{
+    struct fe_graph *g = n->graph;
+    FE_REQ(q, GraphKernelNode);
+    FE_RSP(a, GraphKernelNode);
+    q.graph = g->id;
+    q.node = n->index;
+    static _Thread_local uint8_t bytes[VGPU_MAX_PARAM_BYTES];
+    uint32_t len = 0;
+    FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, bytes, sizeof bytes, &len));
+    uint64_t fh = a.function ? fe_handle_of_id(FE_FUNCTION, a.function) : 0;
+    struct fe_function *f;
+    struct fe_chan *ch;
+    if (!fh || fe_function_of((CUfunction)(uintptr_t)fh, &f, &ch) != CUDA_SUCCESS) {
+        LOG_INFO("a captured kernel node whose function the program never named: its parameters are not given");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    FE_RETURN_IF(fe_function_layout(f, ch));
+    uint32_t argc = f->layout.param_count;
+    for (uint32_t i = 0; i < argc; i++)
+        if ((uint64_t)f->layout.params[i].offset + f->layout.params[i].size > len)
+            return CUDA_ERROR_INVALID_VALUE; /* not this function's parameters */
+    uint8_t *args = malloc(len ? len : 1);
+    void **argv = argc ? calloc(argc, sizeof *argv) : NULL;
+    if (!args || (argc && !argv)) {
+        free(args);
+        free(argv);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(args, bytes, len);
+    for (uint32_t i = 0; i < argc; i++)
+        argv[i] = args + f->layout.params[i].offset;
+    struct fe_kernel_node *k = &n->u.kernel;
+    if (n->fetched)
+        kernel_clear(k);
+    *k = (struct fe_kernel_node){.func = (CUfunction)(uintptr_t)fh, .ctx = (CUcontext)(uintptr_t)g->ctx->handle,
+                                 .shmem = a.shared_mem, .args = args, .size = len, .argv = argv};
+    memcpy(k->grid, a.grid, sizeof k->grid);
+    memcpy(k->block, a.block, sizeof k->block);
+    n->fetched = true;
+    return CUDA_SUCCESS;
+}
+
+/* New parameters for kernel node n of a captured graph, in the graph or (e) in an executable graph
+ * made from it. */
+static CUresult worker_kernel_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = n->graph;
+    if (e && e->ch != g->ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_function *f;
+    struct fe_chan *ch;
+    FE_RETURN_IF(fe_function_of(p->func ? p->func : (CUfunction)p->kern, &f, &ch));
+    if (ch != g->ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t small[256], *buf;
+    uint32_t size;
+    FE_RETURN_IF(fe_pack_args(f, ch, p->kernelParams, p->extra, small, sizeof small, &buf, &size));
+    FE_REQ(q, GraphKernelNode);
+    FE_RSP(a, GraphKernelNode);
+    q.graph = g->id;
+    q.node = n->index;
+    q.exec = e ? e->id : 0;
+    q.set = 1;
+    q.function = f->id;
+    q.shared_mem = p->sharedMemBytes;
+    const uint32_t grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+    memcpy(q.grid, grid, sizeof q.grid);
+    memcpy(q.block, block, sizeof q.block);
+    CUresult r = fe_call(g->ch, g->ctx->id, &q, sizeof q, buf, size, true, &a, sizeof a, NULL, 0, NULL);
+    if (buf != small)
+        free(buf);
+    if (r == CUDA_SUCCESS && !e && n->fetched) { /* what it keeps is stale */
+        kernel_clear(&n->u.kernel);
+        n->fetched = false;
+    }
+    return r;
+}
+
+CUresult fe_graph_exec_worker_kernel_set(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct fe_graph_node *n = worker_node(h);
+    return n ? worker_kernel_set(n, e, p) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUDA_KERNEL_NODE_PARAMS kernel_params_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    return (CUDA_KERNEL_NODE_PARAMS){.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
+                                     .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
+                                     .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
+                                     .kernelParams = p->kernelParams, .extra = p->extra};
+}
+
+CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS v2 = kernel_params_v2(p);
+    return fe_graph_exec_worker_kernel_set(e, h, &v2);
+}
+
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = worker_node(h);
+    if (n) {
+        if (!p)
+            return CUDA_ERROR_INVALID_VALUE;
+        FE_RETURN_IF(worker_kernel_fetch(n));
+        kernel_get(&n->u.kernel, p);
+        return CUDA_SUCCESS;
+    }
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, p, &n));
     kernel_get(&n->u.kernel, p);
     return CUDA_SUCCESS;
@@ -987,14 +1117,24 @@ CUresult cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS_v1 *p
 
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = worker_node(h);
+    if (n)
+        return worker_kernel_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
     return kernel_set_v2(&n->u.kernel, p);
 }
 
 CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = worker_node(h);
+    if (n) {
+        if (!p)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUDA_KERNEL_NODE_PARAMS v2 = kernel_params_v2(p);
+        return worker_kernel_set(n, NULL, &v2);
+    }
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
     return kernel_set_v1(&n->u.kernel, p);
 }
@@ -1139,9 +1279,39 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
     return CUDA_SUCCESS;
 }
 
+/* A generic node's kernel parameters, as the kernel node's own calls take them. */
+static CUDA_KERNEL_NODE_PARAMS kernel_params_of(const CUgraphNodeParams *p)
+{
+    const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+    return (CUDA_KERNEL_NODE_PARAMS){.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
+                                     .gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+                                     .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
+                                     .kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern,
+                                     .ctx = k->ctx};
+}
+
+CUresult fe_graph_exec_worker_node_set(struct fe_graph *e, CUgraphNode h, const CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type != CU_GRAPH_NODE_TYPE_KERNEL) /* (only a kernel node's parameters are asked of the worker) */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUDA_KERNEL_NODE_PARAMS k = kernel_params_of(p);
+    return fe_graph_exec_worker_kernel_set(e, h, &k);
+}
+
 CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = worker_node(h);
+    if (n) {
+        if (!p)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        CUDA_KERNEL_NODE_PARAMS k = kernel_params_of(p);
+        return worker_kernel_set(n, NULL, &k);
+    }
     FE_RETURN_IF(here_node(h, -1, &n));
     if (!p || p->type != n->type)
         return CUDA_ERROR_INVALID_VALUE;

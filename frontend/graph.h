@@ -39,6 +39,9 @@ struct fe_graph_node {
     /* a free node of memory a capture allocated (the driver's allocation node, in another graph):
      * freed when the graph is built, by its capture, as a stream-ordered free is */
     bool frees_captured;
+    /* a node of a graph the worker's driver made (a captured one) whose kernel parameters were
+     * asked for: u.kernel holds them, for the pointers cuGraphKernelNodeGetParams gives */
+    bool fetched;
     union {
         struct fe_kernel_node kernel;
         struct {
@@ -138,6 +141,13 @@ CUresult fe_graph_instantiate_as(struct fe_graph *g, uint32_t exec, uint64_t fla
 /* A node of g with a handle of its own, in no list yet. */
 struct fe_graph_node *fe_graph_node_alloc(struct fe_graph *g, CUgraphNodeType type, uint32_t index);
 void fe_graph_nodes_free(struct fe_graph *g);
+/* Free a node handle of a captured graph (what of its kernel parameters it kept too). */
+void fe_graph_worker_node_free(struct fe_graph_node *n);
+/* New parameters for a kernel node of a captured graph in e, an executable graph made from it
+ * (NOT_SUPPORTED when h is not such a node). */
+CUresult fe_graph_exec_worker_kernel_set(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p);
+CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult fe_graph_exec_worker_node_set(struct fe_graph *e, CUgraphNode h, const CUgraphNodeParams *p);
 /* A deep copy (child graphs too); each node's cloned_from names its original. */
 CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out);
 /* Node queries answered here (VGPU_GRAPH_NODES_*), the driver's way. */

@@ -598,12 +598,25 @@ static CUresult plan_node(CUgraphExec he, CUgraphNode h, int want, struct fe_gra
         return r_;                                                                                     \
     } while (0)
 
+/* An executable graph made from a captured graph: the worker's driver's, node by node. */
+static struct fe_graph *exec_of_captured(CUgraphExec he)
+{
+    struct fe_graph *e = fe_ready() == CUDA_SUCCESS ? fe_graph_of(FE_GRAPH_EXEC, (uint64_t)(uintptr_t)he) : NULL;
+    return e && !e->plan ? e : NULL;
+}
+
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_exec_worker_kernel_set(e, h, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams_v2(node_, p));
 }
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_exec_worker_kernel_set_v1(e, h, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams(node_, p));
 }
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
@@ -639,6 +652,9 @@ CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgra
 }
 CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodeParams *p)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_exec_worker_node_set(e, h, p);
     EXEC_SET(he, h, -1, cuGraphNodeSetParams(node_, p));
 }
 

@@ -156,6 +156,51 @@ CUresult vgpu_handle_GraphNodes(struct vgpu_call *c, const struct vgpu_req_Graph
     return r;
 }
 
+/* The channel's id of the executor's function fn (0: none names it). */
+static uint32_t function_id(struct vchannel *ch, void *fn)
+{
+    const struct srv_table *t = &ch->tables[SRV_FUNCTION];
+    for (uint32_t id = 1; fn && id < t->cap; id++)
+        if (t->slots[id].live && t->slots[id].x == fn)
+            return id;
+    return 0;
+}
+
+CUresult vgpu_handle_GraphKernelNode(struct vgpu_call *c, const struct vgpu_req_GraphKernelNode *q,
+                                     struct vgpu_rsp_GraphKernelNode *a)
+{
+    struct srv_obj *g, *e = NULL, *f = NULL;
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    if (r)
+        return r;
+    if (q->set > 1 || (q->exec && !q->set))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (q->exec && !(e = vchannel_obj(c, SRV_GRAPH_EXEC, q->exec)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_exec_kernel_node k = {0};
+    if (q->set) {
+        if (!(f = vchannel_obj(c, SRV_FUNCTION, q->function)))
+            return CUDA_ERROR_INVALID_HANDLE;
+        k = (struct vgpu_exec_kernel_node){.fn = f->x, .shared = q->shared_mem, .params = (uint8_t *)c->tail,
+                                           .size = c->tail_len, .cap = c->tail_len};
+        memcpy(k.grid, q->grid, sizeof k.grid);
+        memcpy(k.block, q->block, sizeof k.block);
+        return OPS(c)->graph_kernel_node(EXEC(c), c->ctx->x, g->x, e ? e->x : NULL, q->node, true, &k);
+    }
+    k.params = c->rsp_tail;
+    k.cap = c->rsp_tail_cap < VGPU_MAX_PARAM_BYTES ? c->rsp_tail_cap : VGPU_MAX_PARAM_BYTES;
+    r = OPS(c)->graph_kernel_node(EXEC(c), c->ctx->x, g->x, NULL, q->node, false, &k);
+    if (r != CUDA_SUCCESS)
+        return r;
+    a->function = function_id(c->ch, k.fn);
+    a->shared_mem = k.shared;
+    memcpy(a->grid, k.grid, sizeof a->grid);
+    memcpy(a->block, k.block, sizeof a->block);
+    a->param_bytes = k.size < k.cap ? k.size : k.cap;
+    c->rsp_tail_len = a->param_bytes;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
                                       struct vgpu_rsp_GraphExecDestroy *a)
 {

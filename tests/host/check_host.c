@@ -492,7 +492,17 @@ END_TEST
 
 START_TEST(test_graph)
 {
-    ck_assert_int_eq(run_prog("prog_graph", emu_module, NULL, NULL), 0);
+    char *out;
+    ck_assert_int_eq(run_prog("prog_graph", emu_module, NULL, &out), 0);
+    /* A captured graph's kernel nodes: their parameters as captured, set in an executable graph and
+     * in the graph (the program checks what the launches then compute). */
+    ck_assert_msg(strstr(out, "captured kernel node 0: grid 32 x 1 x 1, block 128 x 1 x 1, shared 0, its function: the "
+                              "one launched, arguments 2 and 4096\n"
+                              "captured kernel node 1: grid 32 x 1 x 1, block 128 x 1 x 1, shared 0, its function: the "
+                              "one launched, arguments 3 and 4096\n"
+                              "kernel node set: adds 5; the parameters of a memset node: 1\n"),
+                  "%s", out);
+    free(out);
 }
 END_TEST
 

@@ -122,6 +122,67 @@ int main(int argc, char **argv)
         check_all(h, (1 + 2) * 3 + 1, "device copy after a launch");
         check_all(pinned, (1 + 2) * 3 + 1, "pinned copy after a launch");
     }
+    /* The captured kernel nodes' parameters, as the driver keeps them (an argument's value at the
+     * launch), then new ones: in the executable graph, and in the graph for those made after. */
+    CUgraphNode kn[2];
+    int knodes = 0;
+    for (size_t i = 0; i < count && knodes < 2; i++)
+        if (types[i] == CU_GRAPH_NODE_TYPE_KERNEL)
+            kn[knodes++] = nodes[i];
+    EXPECT(knodes == 2, "%d kernel nodes captured", knodes);
+    for (int i = 0; i < 2; i++) {
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CHECK(cuGraphKernelNodeGetParams(kn[i], &kp));
+        printf("captured kernel node %d: grid %u x %u x %u, block %u x %u x %u, shared %u, its function: %s", i,
+               kp.gridDimX, kp.gridDimY, kp.gridDimZ, kp.blockDimX, kp.blockDimY, kp.blockDimZ, kp.sharedMemBytes,
+               kp.func == (i ? muladd : add) ? "the one launched" : "another");
+        if (kp.kernelParams)
+            printf(", arguments %u and %d\n", *(unsigned *)kp.kernelParams[1], *(int *)kp.kernelParams[i ? 3 : 2]);
+        else
+            printf(", arguments in extra\n");
+    }
+    CUDA_KERNEL_NODE_PARAMS mp;
+    CHECK(cuGraphKernelNodeGetParams(kn[1], &mp));
+    unsigned mul2 = 2, plus2 = 0;
+    void *muladd2_args[] = {&d, &mul2, &plus2, &n};
+    mp.kernelParams = muladd2_args;
+    mp.extra = NULL;
+    CHECK(cuGraphExecKernelNodeSetParams(e, kn[1], &mp));
+    CHECK(cuGraphLaunch(e, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+    check_all(h, (1 + 2) * 2 + 0, "a launch after the executable graph's kernel node changed");
+    unsigned v5 = 5;
+    void *add5_args[] = {&d, &v5, &n};
+    CUDA_KERNEL_NODE_PARAMS ap;
+    CHECK(cuGraphKernelNodeGetParams(kn[0], &ap));
+    ap.kernelParams = add5_args;
+    ap.extra = NULL;
+    CHECK(cuGraphKernelNodeSetParams(kn[0], &ap));
+    CHECK(cuGraphKernelNodeGetParams(kn[0], &ap));
+    CUgraphExec e2;
+    CHECK(cuGraphInstantiate(&e2, g, 0));
+    CHECK(cuGraphLaunch(e2, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+    check_all(h, (1 + 5) * 3 + 1, "a graph whose kernel node changed, instantiated again");
+    CUgraphNodeParams gp;
+    memset(&gp, 0, sizeof gp);
+    gp.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    gp.kernel.func = muladd;
+    gp.kernel.gridDimX = N / 128, gp.kernel.gridDimY = gp.kernel.gridDimZ = 1;
+    gp.kernel.blockDimX = 128, gp.kernel.blockDimY = gp.kernel.blockDimZ = 1;
+    gp.kernel.kernelParams = muladd2_args;
+    CHECK(cuGraphExecNodeSetParams(e2, kn[1], &gp));
+    CHECK(cuGraphLaunch(e2, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+    check_all(h, (1 + 5) * 2 + 0, "a launch after cuGraphExecNodeSetParams changed a kernel node");
+    CHECK(cuGraphExecDestroy(e2));
+    CUDA_KERNEL_NODE_PARAMS none;
+    printf("kernel node set: adds %u; the parameters of a memset node: %d\n",
+           ap.kernelParams ? *(unsigned *)ap.kernelParams[1] : 0u, (int)cuGraphKernelNodeGetParams(nodes[0], &none));
+
     CHECK(cuGraphUpload(e, s));
     CHECK(cuGraphExecDestroy(e));
 

@@ -353,6 +353,11 @@ CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, vo
 CUresult emu_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode);
 CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
 CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
+CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_kernel_node *k);
+/* Whether a launch of f with these dimensions and parameter bytes is one a GPU would take. */
+bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
+                   uint32_t param_size);
 CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
                          uint32_t cap, uint64_t *count);
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);

@@ -549,6 +549,45 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     return CUDA_SUCCESS;
 }
 
+CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_kernel_node *k)
+{
+    (void)x;
+    (void)ctx;
+    const struct emu_graph *g = graph, *in = exec ? exec : graph;
+    if (node >= g->n || node >= in->n || in->ops[node]->kind != EMU_OP_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op *op = in->ops[node];
+    if (!set) {
+        const struct emu_function *f = op->u.kernel.fn;
+        if (f->param_bytes > k->cap)
+            return CUDA_ERROR_INVALID_VALUE;
+        k->fn = (void *)(uintptr_t)f;
+        memcpy(k->grid, op->u.kernel.grid, sizeof k->grid);
+        memcpy(k->block, op->u.kernel.block, sizeof k->block);
+        k->shared = op->u.kernel.shared;
+        memcpy(k->params, op->u.kernel.params, f->param_bytes);
+        k->size = f->param_bytes;
+        return CUDA_SUCCESS;
+    }
+    const struct emu_function *f = k->fn;
+    if (!emu_launch_ok(f, k->grid, k->block, k->shared, k->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Parameters are read through their own types: a fresh aligned copy, as a launch makes. */
+    size_t cap = ((size_t)f->param_bytes + 63) & ~(size_t)63;
+    void *params = aligned_alloc(64, cap ? cap : 64);
+    if (!params)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(params, k->params, f->param_bytes);
+    free(op->u.kernel.params);
+    op->u.kernel.params = params;
+    op->u.kernel.fn = f;
+    memcpy(op->u.kernel.grid, k->grid, sizeof op->u.kernel.grid);
+    memcpy(op->u.kernel.block, k->block, sizeof op->u.kernel.block);
+    op->u.kernel.shared = k->shared;
+    return CUDA_SUCCESS;
+}
+
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     (void)x;

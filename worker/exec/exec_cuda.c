@@ -76,6 +76,10 @@
     X(cuMemsetD32Async)                                                                                \
     X(cuModuleLoadData)                                                                                \
     X(cuGraphNodeGetType)                                                                              \
+    X(cuGraphKernelNodeGetParams_v2)                                                                   \
+    X(cuGraphKernelNodeSetParams_v2)                                                                   \
+    X(cuGraphExecKernelNodeSetParams_v2)                                                               \
+    X(cuKernelGetParamInfo)                                                                            \
     X(cuGraphGetEdges_v2)                                                                              \
     X(cuMipmappedArrayCreate)                                                                          \
     X(cuMipmappedArrayGetLevel)                                                                        \
@@ -1522,6 +1526,81 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
     return r;
 }
 
+/* The parameters of kernel node p, packed where its function's layout places them (the driver gives
+ * pointers to each, or the buffer a launch passed in `extra`). */
+static CUresult pack_node_params(struct vgpu_exec *x, const CUDA_KERNEL_NODE_PARAMS *p, struct vgpu_exec_kernel_node *k)
+{
+    k->size = 0;
+    if (p->extra) {
+        const void *buf = NULL;
+        size_t n = 0;
+        for (size_t i = 0; p->extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2)
+            if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                buf = p->extra[i + 1];
+            else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && p->extra[i + 1])
+                n = *(const size_t *)p->extra[i + 1];
+        if (n > k->cap || (n && !buf))
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(k->params, buf, n);
+        k->size = (uint32_t)n;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; p->kernelParams && i < VGPU_MAX_KERNEL_PARAMS; i++) {
+        size_t off = 0, n = 0;
+        CUresult r = p->func ? API(x)->cuFuncGetParamInfo(p->func, i, &off, &n)
+                             : API(x)->cuKernelGetParamInfo(p->kern, i, &off, &n);
+        if (r != CUDA_SUCCESS)
+            break; /* past the last parameter */
+        if (off + n > k->cap || !p->kernelParams[i])
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(k->params + off, p->kernelParams[i], n);
+        if (off + n > k->size)
+            k->size = (uint32_t)(off + n);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                       struct vgpu_exec_kernel_node *k)
+{
+    BIND(x, ctx);
+    CUgraphNode *nodes;
+    size_t n;
+    CUresult r = all_nodes(x, graph, &nodes, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUgraphNode nd = node < n ? nodes[node] : NULL;
+    free(nodes);
+    CUgraphNodeType type;
+    if (!nd)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = API(x)->cuGraphNodeGetType(nd, &type)) != CUDA_SUCCESS)
+        return r;
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (set) {
+        size_t size = k->size;
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, k->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         CU_LAUNCH_PARAM_END};
+        CUDA_KERNEL_NODE_PARAMS p = {.func = k->fn,
+                                     .gridDimX = k->grid[0], .gridDimY = k->grid[1], .gridDimZ = k->grid[2],
+                                     .blockDimX = k->block[0], .blockDimY = k->block[1], .blockDimZ = k->block[2],
+                                     .sharedMemBytes = k->shared,
+                                     .extra = size ? extra : NULL};
+        return exec ? API(x)->cuGraphExecKernelNodeSetParams_v2(exec, nd, &p)
+                    : API(x)->cuGraphKernelNodeSetParams_v2(nd, &p);
+    }
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    if ((r = API(x)->cuGraphKernelNodeGetParams_v2(nd, &p)) != CUDA_SUCCESS)
+        return r;
+    k->fn = p.func;
+    k->grid[0] = p.gridDimX, k->grid[1] = p.gridDimY, k->grid[2] = p.gridDimZ;
+    k->block[0] = p.blockDimX, k->block[1] = p.blockDimY, k->block[2] = p.blockDimZ;
+    k->shared = p.sharedMemBytes;
+    return pack_node_params(x, &p, k);
+}
+
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
@@ -2219,6 +2298,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
     .graph_nodes = cuda_graph_nodes,
+    .graph_kernel_node = cuda_graph_kernel_node,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
     .graph_clone = cuda_graph_clone,

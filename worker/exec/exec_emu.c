@@ -745,6 +745,19 @@ static uint64_t emu_blocks_per_sm(uint64_t block_size, uint64_t smem)
     return blocks;
 }
 
+bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
+                   uint32_t param_size)
+{
+    if (param_size < f->param_bytes)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (grid[i] == 0 || block[i] == 0)
+            return false;
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    return threads <= 1024 && block[2] <= 64 && grid[1] <= 65535 && grid[2] <= 65535 && grid[0] <= 2147483647u &&
+           shared_mem <= 232448;
+}
+
 static bool wants_cooperation(const CUlaunchAttribute *attrs, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
@@ -761,16 +774,9 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
 {
     (void)x;
     const struct emu_function *f = fn;
-    if (param_size < f->param_bytes)
+    if (!emu_launch_ok(f, grid, block, shared_mem, param_size))
         return CUDA_ERROR_INVALID_VALUE;
-    for (int i = 0; i < 3; i++)
-        if (grid[i] == 0 || block[i] == 0)
-            return CUDA_ERROR_INVALID_VALUE;
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (threads > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > 2147483647u)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (shared_mem > 232448)
-        return CUDA_ERROR_INVALID_VALUE;
     if (wants_cooperation(attrs, nattrs) &&
         (uint64_t)grid[0] * grid[1] * grid[2] > EMU_SMS * emu_blocks_per_sm(threads, shared_mem))
         return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
@@ -1192,6 +1198,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_instantiate = emu_graph_instantiate,
     .graph_launch = emu_graph_launch,
     .graph_nodes = emu_graph_nodes,
+    .graph_kernel_node = emu_graph_kernel_node,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
     .graph_clone = emu_graph_clone,

@@ -26,6 +26,14 @@ struct vgpu_exec;
 
 typedef void (*vgpu_exec_callback)(void *arg, CUresult status);
 
+/* A kernel node's parameters (graph_kernel_node). */
+struct vgpu_exec_kernel_node {
+    void *fn;
+    uint32_t grid[3], block[3], shared;
+    uint8_t *params; /* packed as the function's layout places them */
+    uint32_t size, cap;
+};
+
 /* One side of a 2D or 3D copy: host memory the worker reaches (host != NULL: the data area) or
  * device memory (dev); rows are pitch bytes apart, slices rows x pitch. */
 struct vgpu_copy_side {
@@ -290,6 +298,11 @@ struct vgpu_exec_ops {
     CUresult (*exchange_capture_mode)(struct vgpu_exec *x, void *ctx, int *mode);
     CUresult (*graph_instantiate)(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec);
     CUresult (*graph_launch)(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
+    /* A kernel node of graph (GraphKernelNode): get its function, dimensions and parameters (packed
+     * where the function's layout places them, at most k->cap bytes into k->params; k->size: how
+     * many), or set them from k, in graph or, exec not NULL, in exec (made from graph). */
+    CUresult (*graph_kernel_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                  struct vgpu_exec_kernel_node *k);
     /* GraphNodes (calls.def): how many nodes (or edges) answer `what` (VGPU_GRAPH_NODES_*), and up to
      * cap indexes of theirs in out (edges: pairs); for TYPE, count is the node's type. */
     CUresult (*graph_nodes)(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
