@@ -294,6 +294,7 @@ static void kernel_get(const struct fe_kernel_node *k, CUDA_KERNEL_NODE_PARAMS *
         .blockDimX = k->block[0], .blockDimY = k->block[1], .blockDimZ = k->block[2],
         .sharedMemBytes = k->shmem,
         .kernelParams = k->argv,
+        .kern = k->kern,
         .ctx = k->ctx,
     };
 }
@@ -1022,7 +1023,8 @@ static CUresult worker_kernel_fetch(struct fe_graph_node *n)
     struct fe_kernel_node *k = &n->u.kernel;
     if (n->fetched)
         kernel_clear(k);
-    *k = (struct fe_kernel_node){.func = (CUfunction)(uintptr_t)fh, .ctx = (CUcontext)(uintptr_t)g->ctx->handle,
+    *k = (struct fe_kernel_node){.func = (CUfunction)(uintptr_t)fh, .kern = (CUkernel)(uintptr_t)f->kernel,
+                                 .ctx = (CUcontext)(uintptr_t)g->ctx->handle,
                                  .shmem = a.shared_mem, .args = args, .size = len, .argv = argv};
     memcpy(k->grid, a.grid, sizeof k->grid);
     memcpy(k->block, a.block, sizeof k->block);

@@ -613,6 +613,7 @@ struct fe_function {
     struct vgpu_kernel_desc layout; /* copied from the module, or asked from vgpud */
     bool have_layout;
     struct fe_legacy_launch *legacy; /* what cuFuncSetBlockShape and cuParamSet* set (api_launch_legacy.c) */
+    uint64_t kernel; /* the CUkernel it stands for in a context (library.c), or 0 */
 };
 
 /* Resolve what an application passes as an image: a wrapper's fatbin, and the size when unknown. */

@@ -15,6 +15,7 @@ struct fe_edge {
 
 struct fe_kernel_node {
     CUfunction func;
+    CUkernel kern; /* a captured node's: the kernel its function stands for, if any */
     CUcontext ctx;
     uint32_t grid[3], block[3], shmem;
     uint8_t *args; /* the packed parameters (malloc'd) */

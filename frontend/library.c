@@ -384,6 +384,8 @@ static CUresult bind_kernel(struct fe_kernel *k, struct fe_function **f, struct 
             return r;
     }
     k->bound[k->next_bound++ % BINDINGS] = (struct binding){c->handle, (*f)->handle};
+    if (!(*f)->kernel)
+        (*f)->kernel = k->handle;
     return CUDA_SUCCESS;
 }
 

@@ -153,7 +153,7 @@ check-host-build: $(HOST_TEST_DEPS)
 GPU_PROGS := $(PROG_BIN)
 check-gpu: all $(PROG_BIN) $(FATBINS) $(PTXS) $(APPS_BIN)
 	VGPU_BIN=$(abspath $(O)/bin) VGPU_PROGS=$(abspath $(TEST_O)/host) VGPU_KERNELS=$(abspath $(TEST_O)/kernels) \
-		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES) $(APPS_LIB_NAMES)" \
+		VGPU_APPS=$(abspath $(APPS_O)) VGPU_APP_NAMES="$(APPS_NAMES) $(APPS_LIB_NAMES) $(APPS_GPU_NAMES)" \
 		VGPU_APPS_EXPECTED=$(abspath tests/apps/expected) tests/gpu/run.sh
 
 # The gate (a worker's side) and the scheduler host (vgpud's) together, with a stand-in executor.

@@ -14,7 +14,9 @@ APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_
 ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
 APPS_LIB_NAMES += nccl_collectives nccl_ranks
 endif
-APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
+# Programs whose part A is too short to be worth an emu run (stdout's A lines), on the GPU only.
+APPS_GPU_NAMES := graph_update
+APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES) $(APPS_GPU_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
 APPS_FLAGS_multithread := -Xcompiler -pthread
