@@ -563,7 +563,7 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
     op->desc = data;
     op->dst = dst;
     op->len = len;
-    bool now = !c->pulls && c->pulling < r->cfg.pulls;
+    bool now = !c->pulls && c->pulling < r->cfg.pulls && !c->in_pull_next; /* pulled before this returns */
     if (!c->pulls)
         c->pulls_tail = &c->pulls;
     *c->pulls_tail = op;
