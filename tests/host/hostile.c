@@ -324,6 +324,34 @@ static int mode_records(const char *path)
     struct vgpu_req_StreamBeginCapture into = {.stream = 5, .mode = CU_STREAM_CAPTURE_MODE_RELAXED, .into = 40};
     EXPECT(CALL(&c, StreamBeginCapture, 1, into) == CUDA_ERROR_INVALID_HANDLE, "capture into a body gone");
 
+    /* A captured graph's kernel nodes asked for and set as no frontend would: of no graph, a node
+     * past the last, a node that is no kernel's, an unknown function, an executable graph only to
+     * read, an unknown mode. */
+    EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a second capture");
+    struct vgpu_req_Memset set16 = {.dst = d, .count = 16, .value = 7, .elem_size = 4, .stream = 5};
+    EXPECT(CALL(&c, Memset, 1, set16) == CUDA_SUCCESS, "a memset captured");
+    ec.graph = 42;
+    EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "the second capture ended");
+    struct vgpu_req_GraphKernelNode kq = {.graph = 43};
+    EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_HANDLE, "a kernel node of no graph");
+    kq.graph = 42;
+    kq.node = 5;
+    EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_VALUE, "a node past the last");
+    kq.node = 0;
+    EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_VALUE, "a memset node's kernel parameters");
+    kq.set = 1;
+    kq.function = 999;
+    EXPECT(call(&c, VGPU_OP_GraphKernelNode, 1, BODY(kq), zero, 8) == CUDA_ERROR_INVALID_HANDLE,
+           "kernel parameters set with an unknown function");
+    kq.set = 0;
+    kq.exec = 3;
+    EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_VALUE, "an executable graph's node read");
+    kq.exec = 0;
+    kq.set = 2;
+    EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    gd.graph = 42;
+    EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "the second graph destroyed");
+
     /* Sparse arrays: tiles mapped only onto the channel's own tile pools, into its own sparse arrays,
      * with a tail as long as the count says; an unmap names no pool. */
     struct vgpu_req_ArrayCreate sa = {.array = 60, .shape = {.width = 512, .height = 512, .format = CU_AD_FORMAT_FLOAT,
