@@ -337,6 +337,25 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     struct vgpu_req_LaunchKernel lk = {.function = 5, .grid = {1, 1, 1}, .block = {1, 1, 1}, .param_size = 8};
     uint64_t param = 0;
     REC(LaunchKernel, 1, lk, &param, 8);
+    /* The launch captured on stream 2, its kernel node read and set in the graph, then in an
+     * executable graph made from it, which is launched. */
+    REC(StreamBeginCapture, 1, bc, NULL, 0);
+    lk.stream = 2;
+    REC(LaunchKernel, 1, lk, &param, 8);
+    struct vgpu_req_StreamEndCapture ec3 = {.stream = 2, .graph = 16};
+    REC(StreamEndCapture, 1, ec3, NULL, 0);
+    struct vgpu_req_GraphKernelNode kn = {.graph = 16};
+    REC(GraphKernelNode, 1, kn, NULL, 0);
+    kn.set = 1;
+    kn.function = 5;
+    kn.grid[0] = kn.grid[1] = kn.grid[2] = kn.block[0] = kn.block[1] = kn.block[2] = 1;
+    REC(GraphKernelNode, 1, kn, &param, 8);
+    struct vgpu_req_GraphInstantiate gi16 = {.graph = 16, .exec = 17};
+    REC(GraphInstantiate, 1, gi16, NULL, 0);
+    kn.exec = 17;
+    REC(GraphKernelNode, 1, kn, &param, 8);
+    struct vgpu_req_GraphLaunch gl17 = {.exec = 17, .stream = 2};
+    REC(GraphLaunch, 1, gl17, NULL, 0);
     struct vgpu_req_ModuleUnload mu = {.module = 4};
     REC(ModuleUnload, 1, mu, NULL, 0);
     struct vgpu_req_CtxDestroy cd = {.id = 1};
