@@ -1021,8 +1021,6 @@ static CUresult worker_kernel_fetch(struct fe_graph_node *n)
     for (uint32_t i = 0; i < argc; i++)
         argv[i] = args + f->layout.params[i].offset;
     struct fe_kernel_node *k = &n->u.kernel;
-    if (n->fetched)
-        kernel_clear(k);
     *k = (struct fe_kernel_node){.func = (CUfunction)(uintptr_t)fh, .kern = (CUkernel)(uintptr_t)f->kernel,
                                  .ctx = (CUcontext)(uintptr_t)g->ctx->handle,
                                  .shmem = a.shared_mem, .args = args, .size = len, .argv = argv};
@@ -1099,7 +1097,9 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p
     if (n) {
         if (!p)
             return CUDA_ERROR_INVALID_VALUE;
-        FE_RETURN_IF(worker_kernel_fetch(n));
+        /* Fetched once: what it gave stays valid until the node's parameters change, as natively. */
+        if (!n->fetched)
+            FE_RETURN_IF(worker_kernel_fetch(n));
         kernel_get(&n->u.kernel, p);
         return CUDA_SUCCESS;
     }
