@@ -967,8 +967,6 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
     return CUDA_SUCCESS;
 }
 
-/* ---------------------------------------------------------------- parameters of nodes */
-
 /* ---------------------------------------------------------------- kernel nodes of captured graphs */
 
 /* A node of a captured graph, ended (the worker's driver's, named by its index there); NULL when h
@@ -1089,6 +1087,8 @@ CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, c
     CUDA_KERNEL_NODE_PARAMS v2 = kernel_params_v2(p);
     return fe_graph_exec_worker_kernel_set(e, h, &v2);
 }
+
+/* ---------------------------------------------------------------- parameters of nodes */
 
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
 {
