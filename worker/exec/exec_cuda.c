@@ -1534,7 +1534,7 @@ static CUresult pack_node_params(struct vgpu_exec *x, const CUDA_KERNEL_NODE_PAR
     if (p->extra) {
         const void *buf = NULL;
         size_t n = 0;
-        for (size_t i = 0; p->extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2)
+        for (size_t i = 0; i < 16 && p->extra[i] != CU_LAUNCH_PARAM_END; i += 2)
             if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
                 buf = p->extra[i + 1];
             else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && p->extra[i + 1])
