@@ -355,6 +355,9 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
 CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
 CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_kernel_node *k);
+/* A copy of f's packed parameters at their natural alignment (emu kernels read them through their
+ * own types), for a kernel op; NULL when out of memory. */
+void *emu_params_copy(const struct emu_function *f, const void *params);
 /* Whether a launch of f with these dimensions and parameter bytes is one a GPU would take. */
 bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
                    uint32_t param_size);

@@ -85,14 +85,10 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
         o->nspans = op->nspans;
     }
     switch (op->kind) {
-    case EMU_OP_KERNEL: {
-        size_t cap = ((size_t)op->u.kernel.fn->param_bytes + 63) & ~(size_t)63;
-        o->u.kernel.params = aligned_alloc(64, cap ? cap : 64);
-        if (!o->u.kernel.params)
+    case EMU_OP_KERNEL:
+        if (!(o->u.kernel.params = emu_params_copy(op->u.kernel.fn, op->u.kernel.params)))
             goto fail;
-        memcpy(o->u.kernel.params, op->u.kernel.params, op->u.kernel.fn->param_bytes);
         break;
-    }
     case EMU_OP_MEM_OPS:
         o->u.mem_ops.ops = malloc(op->u.mem_ops.n * sizeof *op->u.mem_ops.ops);
         if (!o->u.mem_ops.ops)
@@ -573,12 +569,9 @@ CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void
     const struct emu_function *f = k->fn;
     if (!emu_launch_ok(f, k->grid, k->block, k->shared, k->size))
         return CUDA_ERROR_INVALID_VALUE;
-    /* Parameters are read through their own types: a fresh aligned copy, as a launch makes. */
-    size_t cap = ((size_t)f->param_bytes + 63) & ~(size_t)63;
-    void *params = aligned_alloc(64, cap ? cap : 64);
+    void *params = emu_params_copy(f, k->params);
     if (!params)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(params, k->params, f->param_bytes);
     free(op->u.kernel.params);
     op->u.kernel.params = params;
     op->u.kernel.fn = f;

@@ -745,6 +745,15 @@ static uint64_t emu_blocks_per_sm(uint64_t block_size, uint64_t smem)
     return blocks;
 }
 
+void *emu_params_copy(const struct emu_function *f, const void *params)
+{
+    size_t cap = ((size_t)f->param_bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, cap ? cap : 64);
+    if (p)
+        memcpy(p, params, f->param_bytes);
+    return p;
+}
+
 bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
                    uint32_t param_size)
 {
@@ -783,14 +792,11 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
     struct emu_op *op = emu_op_new(EMU_OP_KERNEL);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Parameters are read through their own types, so keep them at their natural alignment. */
-    size_t cap = ((size_t)f->param_bytes + 63) & ~(size_t)63;
-    op->u.kernel.params = aligned_alloc(64, cap ? cap : 64);
+    op->u.kernel.params = emu_params_copy(f, params);
     if (!op->u.kernel.params) {
         free(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    memcpy(op->u.kernel.params, params, f->param_bytes);
     op->u.kernel.fn = f;
     memcpy(op->u.kernel.grid, grid, sizeof op->u.kernel.grid);
     memcpy(op->u.kernel.block, block, sizeof op->u.kernel.block);
