@@ -1072,20 +1072,23 @@ CUresult fe_graph_exec_worker_kernel_set(struct fe_graph *e, CUgraphNode h, cons
     return n ? worker_kernel_set(n, e, p) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUDA_KERNEL_NODE_PARAMS kernel_params_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+/* worker_kernel_set of the first kernel-node parameters (n NULL: not a captured graph's node). */
+static CUresult worker_kernel_set_v1(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
-    return (CUDA_KERNEL_NODE_PARAMS){.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
-                                     .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
-                                     .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
-                                     .kernelParams = p->kernelParams, .extra = p->extra};
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!n)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUDA_KERNEL_NODE_PARAMS v2 = {.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
+                                  .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
+                                  .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
+                                  .kernelParams = p->kernelParams, .extra = p->extra};
+    return worker_kernel_set(n, e, &v2);
 }
 
 CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS v2 = kernel_params_v2(p);
-    return fe_graph_exec_worker_kernel_set(e, h, &v2);
+    return worker_kernel_set_v1(worker_node(h), e, p);
 }
 
 /* ---------------------------------------------------------------- parameters of nodes */
@@ -1131,12 +1134,8 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph_node *n = worker_node(h);
-    if (n) {
-        if (!p)
-            return CUDA_ERROR_INVALID_VALUE;
-        CUDA_KERNEL_NODE_PARAMS v2 = kernel_params_v2(p);
-        return worker_kernel_set(n, NULL, &v2);
-    }
+    if (n)
+        return worker_kernel_set_v1(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
     return kernel_set_v1(&n->u.kernel, p);
 }
@@ -1281,39 +1280,33 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
     return CUDA_SUCCESS;
 }
 
-/* A generic node's kernel parameters, as the kernel node's own calls take them. */
-static CUDA_KERNEL_NODE_PARAMS kernel_params_of(const CUgraphNodeParams *p)
+/* worker_kernel_set of a generic node's parameters (n NULL: not a captured graph's node); only a
+ * kernel node's are asked of the worker. */
+static CUresult worker_node_set(struct fe_graph_node *n, struct fe_graph *e, const CUgraphNodeParams *p)
 {
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type != CU_GRAPH_NODE_TYPE_KERNEL || !n)
+        return CUDA_ERROR_NOT_SUPPORTED;
     const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-    return (CUDA_KERNEL_NODE_PARAMS){.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
-                                     .gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
-                                     .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
-                                     .kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern,
-                                     .ctx = k->ctx};
+    CUDA_KERNEL_NODE_PARAMS v2 = {.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
+                                  .gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+                                  .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
+                                  .kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern, .ctx = k->ctx};
+    return worker_kernel_set(n, e, &v2);
 }
 
 CUresult fe_graph_exec_worker_node_set(struct fe_graph *e, CUgraphNode h, const CUgraphNodeParams *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->type != CU_GRAPH_NODE_TYPE_KERNEL) /* (only a kernel node's parameters are asked of the worker) */
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUDA_KERNEL_NODE_PARAMS k = kernel_params_of(p);
-    return fe_graph_exec_worker_kernel_set(e, h, &k);
+    return worker_node_set(worker_node(h), e, p);
 }
 
 CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p)
 {
     FE_RETURN_IF(fe_ready());
     struct fe_graph_node *n = worker_node(h);
-    if (n) {
-        if (!p)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
-            return CUDA_ERROR_NOT_SUPPORTED;
-        CUDA_KERNEL_NODE_PARAMS k = kernel_params_of(p);
-        return worker_kernel_set(n, NULL, &k);
-    }
+    if (n)
+        return worker_node_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, -1, &n));
     if (!p || p->type != n->type)
         return CUDA_ERROR_INVALID_VALUE;
