@@ -15,6 +15,8 @@
 #   BENCH_LIBRARY library-sized fatbin holding the `first` kernel (default build/benchmarks/library.fatbin)
 #   BENCH_PARTS  which parts run (default "apps pytorch latency launch graph copy alloc first library switch tenant")
 #   BENCH_VGPUD_OPTS more vgpud options (to compare settings, e.g. "--sched none")
+#   BENCH_COPY_SIZES the copy part's largest and smallest sizes (default "268435456 4096"; e.g.
+#                "1048576 4096" for many rounds of the small copies only)
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
@@ -47,7 +49,8 @@ run_pair() { # name, program and arguments
 # that time their own kernel phase (APPS_VERBOSE), that phase too. The compute-heavy ones run at
 # their --bench sizes.
 APPS=${BENCH_APPS:-build/apps}
-APP_NAMES=${BENCH_APP_NAMES:-$(cd "$APPS" && ls *.static | sed 's/\.static$//')}
+APP_NAMES=
+if part apps; then APP_NAMES=${BENCH_APP_NAMES:-$(cd "$APPS" && ls *.static | sed 's/\.static$//')}; fi
 APP_BENCH_SIZES=" matrix_mul black_scholes binomial_options vector_add "
 app_once() { # results file, app name, command...
     local res=$1 name=$2; shift 2
@@ -63,7 +66,6 @@ app_once() { # results file, app name, command...
 }
 : >"$BENCH_OUT/apps.native"
 : >"$BENCH_OUT/apps.vgpu"
-part apps || APP_NAMES=
 for name in $APP_NAMES; do
     args=(); case $APP_BENCH_SIZES in *" $name "*) args=(--bench) ;; esac
     for round in $(seq "$BENCH_ROUNDS"); do
@@ -100,7 +102,11 @@ median() {
 
 for p in latency launch graph copy alloc; do
     if part $p; then
-        case $p in launch | graph) run_pair $p "$BENCH_BIN/bench_$p" "$BENCH_MODULE" ;; *) run_pair $p "$BENCH_BIN/bench_$p" ;; esac
+        case $p in
+        launch | graph) run_pair $p "$BENCH_BIN/bench_$p" "$BENCH_MODULE" ;;
+        # shellcheck disable=SC2086
+        copy) run_pair $p "$BENCH_BIN/bench_$p" ${BENCH_COPY_SIZES:-} ;;
+        *) run_pair $p "$BENCH_BIN/bench_$p" ;; esac
         summaries="$summaries $p"
     fi
 done
