@@ -6,8 +6,8 @@
  * reaches the worker when it is instantiated (graph_build.c). Nodes a graph may hold: kernel, copy,
  * memset, host, event record and wait, empty and child graph, memory allocation and free (their
  * memory: graph_mem.c). A copy of pageable memory is staged at each replay (copy.c).
- * Conditional nodes: graph_cond.c. Batch memory operation and external semaphore nodes answer
- * CUDA_ERROR_NOT_SUPPORTED too. */
+ * Conditional nodes: graph_cond.c. External semaphore nodes answer CUDA_ERROR_NOT_SUPPORTED. The
+ * same entry points serve a captured graph's nodes through graph_captured.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@
 
 /* ---------------------------------------------------------------- nodes */
 
-static void kernel_clear(struct fe_kernel_node *k)
+void fe_kernel_node_clear(struct fe_kernel_node *k)
 {
     free(k->args);
     free(k->argv);
@@ -38,7 +38,7 @@ static void alloc_clear(struct fe_graph_node *n)
 static void node_params_free(struct fe_graph_node *n)
 {
     if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
-        kernel_clear(&n->u.kernel);
+        fe_kernel_node_clear(&n->u.kernel);
     else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child)
         fe_graph_destroy(n->u.child);
     else if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
@@ -255,7 +255,7 @@ static CUresult kernel_set(struct fe_kernel_node *k, CUfunction func, CUcontext 
         free(buf);
     for (uint32_t i = 0; i < argc; i++)
         argv[i] = args + f->layout.params[i].offset;
-    kernel_clear(k);
+    fe_kernel_node_clear(k);
     k->func = func;
     k->ctx = ctx;
     memcpy(k->grid, grid, sizeof k->grid);
@@ -445,7 +445,7 @@ CUresult fe_graph_node_params_copy(struct fe_graph_node *dst, const struct fe_gr
         memcpy(c.args, k->args, k->size);
         for (size_t i = 0; i < argc; i++)
             c.argv[i] = c.args + ((uint8_t *)k->argv[i] - k->args);
-        kernel_clear(&dst->u.kernel);
+        fe_kernel_node_clear(&dst->u.kernel);
         dst->u.kernel = c;
         return CUDA_SUCCESS;
     }
@@ -967,142 +967,16 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
     return CUDA_SUCCESS;
 }
 
-/* ---------------------------------------------------------------- kernel nodes of captured graphs */
-
-/* A node of a captured graph, ended (the worker's driver's, named by its index there); NULL when h
- * is not one. */
-static struct fe_graph_node *worker_node(CUgraphNode h)
-{
-    struct fe_graph_node *n = node_arg(h);
-    return n && !n->graph->here && !n->graph->capturing && !n->captured ? n : NULL;
-}
-
-void fe_graph_worker_node_free(struct fe_graph_node *n)
-{
-    if (n && n->fetched)
-        kernel_clear(&n->u.kernel);
-    free(n);
-}
-
-/* The parameters the worker's driver has for kernel node n, kept in n (its function must be one
- * the tenant named: a function of its modules or libraries). */
-static CUresult worker_kernel_fetch(struct fe_graph_node *n)
-{
-    struct fe_graph *g = n->graph;
-    FE_REQ(q, GraphKernelNode);
-    FE_RSP(a, GraphKernelNode);
-    q.graph = g->id;
-    q.node = n->index;
-    static _Thread_local uint8_t bytes[VGPU_MAX_PARAM_BYTES];
-    uint32_t len = 0;
-    FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, bytes, sizeof bytes, &len));
-    uint64_t fh = a.function ? fe_handle_of_id(FE_FUNCTION, a.function) : 0;
-    struct fe_function *f;
-    struct fe_chan *ch;
-    if (!fh || fe_function_of((CUfunction)(uintptr_t)fh, &f, &ch) != CUDA_SUCCESS) {
-        LOG_INFO("a captured kernel node whose function the program never named: its parameters are not given");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    FE_RETURN_IF(fe_function_layout(f, ch));
-    uint32_t argc = f->layout.param_count;
-    for (uint32_t i = 0; i < argc; i++)
-        if ((uint64_t)f->layout.params[i].offset + f->layout.params[i].size > len)
-            return CUDA_ERROR_INVALID_VALUE; /* not this function's parameters */
-    uint8_t *args = malloc(len ? len : 1);
-    void **argv = argc ? calloc(argc, sizeof *argv) : NULL;
-    if (!args || (argc && !argv)) {
-        free(args);
-        free(argv);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    memcpy(args, bytes, len);
-    for (uint32_t i = 0; i < argc; i++)
-        argv[i] = args + f->layout.params[i].offset;
-    struct fe_kernel_node *k = &n->u.kernel;
-    *k = (struct fe_kernel_node){.func = (CUfunction)(uintptr_t)fh, .kern = (CUkernel)(uintptr_t)f->kernel,
-                                 .ctx = (CUcontext)(uintptr_t)g->ctx->handle,
-                                 .shmem = a.shared_mem, .args = args, .size = len, .argv = argv};
-    memcpy(k->grid, a.grid, sizeof k->grid);
-    memcpy(k->block, a.block, sizeof k->block);
-    n->fetched = true;
-    return CUDA_SUCCESS;
-}
-
-/* New parameters for kernel node n of a captured graph, in the graph or (e) in an executable graph
- * made from it. */
-static CUresult worker_kernel_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fe_graph *g = n->graph;
-    if (e && e->ch != g->ch)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fe_function *f;
-    struct fe_chan *ch;
-    FE_RETURN_IF(fe_function_of(p->func ? p->func : (CUfunction)p->kern, &f, &ch));
-    if (ch != g->ch)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint8_t small[256], *buf;
-    uint32_t size;
-    FE_RETURN_IF(fe_pack_args(f, ch, p->kernelParams, p->extra, small, sizeof small, &buf, &size));
-    FE_REQ(q, GraphKernelNode);
-    FE_RSP(a, GraphKernelNode);
-    q.graph = g->id;
-    q.node = n->index;
-    q.exec = e ? e->id : 0;
-    q.set = 1;
-    q.function = f->id;
-    q.shared_mem = p->sharedMemBytes;
-    const uint32_t grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-    memcpy(q.grid, grid, sizeof q.grid);
-    memcpy(q.block, block, sizeof q.block);
-    CUresult r = fe_call(g->ch, g->ctx->id, &q, sizeof q, buf, size, true, &a, sizeof a, NULL, 0, NULL);
-    if (buf != small)
-        free(buf);
-    if (r == CUDA_SUCCESS && !e && n->fetched) { /* what it keeps is stale */
-        kernel_clear(&n->u.kernel);
-        n->fetched = false;
-    }
-    return r;
-}
-
-CUresult fe_graph_exec_worker_kernel_set(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
-{
-    struct fe_graph_node *n = worker_node(h);
-    return n ? worker_kernel_set(n, e, p) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* worker_kernel_set of the first kernel-node parameters (n NULL: not a captured graph's node). */
-static CUresult worker_kernel_set_v1(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!n)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUDA_KERNEL_NODE_PARAMS v2 = {.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
-                                  .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
-                                  .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
-                                  .kernelParams = p->kernelParams, .extra = p->extra};
-    return worker_kernel_set(n, e, &v2);
-}
-
-CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
-{
-    return worker_kernel_set_v1(worker_node(h), e, p);
-}
-
 /* ---------------------------------------------------------------- parameters of nodes */
 
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph_node *n = worker_node(h);
+    struct fe_graph_node *n = fe_graph_worker_node(h);
     if (n) {
         if (!p)
             return CUDA_ERROR_INVALID_VALUE;
-        /* Fetched once: what it gave stays valid until the node's parameters change, as natively. */
-        if (!n->fetched)
-            FE_RETURN_IF(worker_kernel_fetch(n));
+        FE_RETURN_IF(fe_graph_worker_kernel(n));
         kernel_get(&n->u.kernel, p);
         return CUDA_SUCCESS;
     }
@@ -1123,9 +997,9 @@ CUresult cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS_v1 *p
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph_node *n = worker_node(h);
+    struct fe_graph_node *n = fe_graph_worker_node(h);
     if (n)
-        return worker_kernel_set(n, NULL, p);
+        return fe_graph_worker_kernel_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
     return kernel_set_v2(&n->u.kernel, p);
 }
@@ -1133,16 +1007,23 @@ CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PAR
 CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph_node *n = worker_node(h);
+    struct fe_graph_node *n = fe_graph_worker_node(h);
     if (n)
-        return worker_kernel_set_v1(n, NULL, p);
+        return fe_graph_worker_kernel_set_v1(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_KERNEL, &n));
     return kernel_set_v1(&n->u.kernel, p);
 }
 
 CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n) {
+        CUkernelNodeAttrValue v;
+        if (value)
+            v = *value;
+        return fe_graph_worker_attr(n, true, attr, value ? &v : NULL);
+    }
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, value, &n));
     struct fe_kernel_node *k = &n->u.kernel;
     for (unsigned i = 0; i < k->nattrs; i++)
@@ -1160,7 +1041,10 @@ CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, c
 
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_attr(n, false, attr, value);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_KERNEL, value, &n));
     memset(value, 0, sizeof *value); /* an attribute never set has its default */
     for (unsigned i = 0; i < n->u.kernel.nattrs; i++)
@@ -1169,8 +1053,32 @@ CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, C
     return CUDA_SUCCESS;
 }
 
+/* The attributes a node may hold, one by one, where either node is a captured graph's: those that
+ * differ are set in dst. Skipped: those that hold handles (no node here has them), and those the
+ * driver keeps for launches but not for kernel nodes (it refuses to give them). */
+static CUresult copy_attributes_each(CUgraphNode dst, CUgraphNode src)
+{
+    CUkernelNodeAttrValue probe; /* both kernel nodes (INVALID_VALUE otherwise) */
+    FE_RETURN_IF(cuGraphKernelNodeGetAttribute(src, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &probe));
+    FE_RETURN_IF(cuGraphKernelNodeGetAttribute(dst, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &probe));
+    for (uint32_t id = 1; id < 32; id++) {
+        if (vgpu_launch_attr_policy(id) == VGPU_ATTR_REFUSE)
+            continue;
+        CUkernelNodeAttrValue from, to;
+        if (cuGraphKernelNodeGetAttribute(src, (CUkernelNodeAttrID)id, &from) != CUDA_SUCCESS ||
+            cuGraphKernelNodeGetAttribute(dst, (CUkernelNodeAttrID)id, &to) != CUDA_SUCCESS)
+            continue;
+        if (memcmp(&from, &to, sizeof from) != 0)
+            FE_RETURN_IF(cuGraphKernelNodeSetAttribute(dst, (CUkernelNodeAttrID)id, &from));
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
+    FE_RETURN_IF(fe_ready());
+    if (fe_graph_worker_node(dst) || fe_graph_worker_node(src))
+        return copy_attributes_each(dst, src);
     struct fe_graph_node *d, *s;
     FE_RETURN_IF(here_node(dst, CU_GRAPH_NODE_TYPE_KERNEL, &d));
     FE_RETURN_IF(here_node(src, CU_GRAPH_NODE_TYPE_KERNEL, &s));
@@ -1196,7 +1104,10 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
 
 CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memset(n, p);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEMSET, p, &n));
     const CUDA_MEMSET_NODE_PARAMS_v2 *m = &n->u.memset;
     *p = (CUDA_MEMSET_NODE_PARAMS){m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
@@ -1205,7 +1116,10 @@ CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
 
 CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memset_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMSET, &n));
     return memset_set(n, p, n->u.memset.ctx);
 }
@@ -1280,33 +1194,12 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
     return CUDA_SUCCESS;
 }
 
-/* worker_kernel_set of a generic node's parameters (n NULL: not a captured graph's node); only a
- * kernel node's are asked of the worker. */
-static CUresult worker_node_set(struct fe_graph_node *n, struct fe_graph *e, const CUgraphNodeParams *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->type != CU_GRAPH_NODE_TYPE_KERNEL || !n)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-    CUDA_KERNEL_NODE_PARAMS v2 = {.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
-                                  .gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
-                                  .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
-                                  .kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern, .ctx = k->ctx};
-    return worker_kernel_set(n, e, &v2);
-}
-
-CUresult fe_graph_exec_worker_node_set(struct fe_graph *e, CUgraphNode h, const CUgraphNodeParams *p)
-{
-    return worker_node_set(worker_node(h), e, p);
-}
-
 CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p)
 {
     FE_RETURN_IF(fe_ready());
-    struct fe_graph_node *n = worker_node(h);
+    struct fe_graph_node *n = fe_graph_worker_node(h);
     if (n)
-        return worker_node_set(n, NULL, p);
+        return fe_graph_worker_node_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, -1, &n));
     if (!p || p->type != n->type)
         return CUDA_ERROR_INVALID_VALUE;

@@ -153,12 +153,7 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     return r;
 }
 
-/* Are the n bytes at p all inside pinned data-area memory (allocated there, or registered memory
- * whose pages are a block of it)? Then *off is where they start there (the executor DMAs straight
- * from or to them). A remote vGPU's pinned memory serves synchronous copies only (sync; FE_PIN_COPIES):
- * their bytes travel with their calls; an asynchronous copy, whose bytes nothing would bring back
- * when its stream gets to it, is staged as for pageable memory. */
-static bool pinned_range(struct fe_chan *ch, const void *p, uint64_t n, bool sync, uint64_t *off)
+bool fe_pinned_range(struct fe_chan *ch, const void *p, uint64_t n, bool sync, uint64_t *off)
 {
     struct fe_block b;
     uint64_t o;
@@ -305,7 +300,7 @@ CUresult fe_copy_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(dst, n, true));
     uint64_t off;
-    if (pinned_range(ch, src, n, !async, &off)) {
+    if (fe_pinned_range(ch, src, n, !async, &off)) {
         if (fe_chan_remote(ch))
             FE_RETURN_IF(remote_read_after_host_fns(c, ch, stream));
         return fe_copy_area(c, ch, stream, dst, off, n, true, !async);
@@ -344,7 +339,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         return CUDA_ERROR_INVALID_VALUE;
     FE_RETURN_IF(fe_managed_device_span(src, n, false));
     uint64_t off;
-    if (pinned_range(ch, dst, n, !async, &off))
+    if (fe_pinned_range(ch, dst, n, !async, &off))
         return fe_copy_area(c, ch, stream, src, off, n, false, !async);
     uint64_t mapped = fe_registered_file_address(ch, dst, n);
     if (mapped)
@@ -755,7 +750,7 @@ CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const
     bool gaps = host->pitch != k->width || (k->depth > 1 && host->rows != k->height);
     bool remote = fe_chan_remote(ch);
     if (!(remote && gaps && !k->dst.device) &&
-        pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, !async, &off)) {
+        fe_pinned_range(ch, (const void *)(uintptr_t)host->addr, k->dst.device ? src_span : dst_span, !async, &off)) {
         if (remote && k->dst.device)
             FE_RETURN_IF(remote_read_after_host_fns(c, ch, stream));
         host->addr = off;

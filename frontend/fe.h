@@ -196,7 +196,7 @@ enum fe_pin {
                     * client, a kernel reads mapped memory) */
     FE_PIN_COPIES, /* pinned memory of the application (cuMemAllocHost): on a remote vGPU pinned on
                     * the serving node, reached only by synchronous copies, whose bytes travel with
-                    * their calls (copy.c's pinned_range) */
+                    * their calls (fe_pinned_range) */
 };
 /* Allocate and free data-area heap memory (flags: the CU_MEMHOSTALLOC_* ones, and
  * VGPU_HOST_REGISTER_ANY_CAPTURE for the frontend's own staging). */
@@ -210,6 +210,13 @@ CUresult fe_heap_free(struct fe_chan *ch, uint32_t ctx, uint64_t off);
 /* Find the heap block containing p (a pointer into the data area): a copy in *block (if not NULL)
  * and p's data-area offset in *off. */
 bool fe_heap_find(struct fe_chan *ch, const void *p, struct fe_block *block, uint64_t *off);
+
+/* Are the n bytes at p all inside pinned data-area memory (allocated there, or registered memory
+ * whose pages are a block of it)? Then *off is where they start there (the executor DMAs straight
+ * from or to them). A remote vGPU's pinned memory serves synchronous copies only (sync; FE_PIN_COPIES):
+ * their bytes travel with their calls; an asynchronous copy, whose bytes nothing would bring back
+ * when its stream gets to it, is staged as for pageable memory. */
+bool fe_pinned_range(struct fe_chan *ch, const void *p, uint64_t n, bool sync, uint64_t *off);
 
 /* Pinned host memory beyond what a data area holds (host_spill.c): ordinary pages, staged like
  * pageable memory, with no device address. */
@@ -245,6 +252,9 @@ uint64_t fe_registered_file_address(const struct fe_chan *ch, const void *p, siz
 CUresult fe_registered_device_pointer(const struct fe_spill *reg, const void *p, CUdeviceptr *dptr);
 /* Registered memory of channel ch whose pages are a data-area block: p's data-area offset. */
 bool fe_spill_in_data(struct fe_chan *ch, const void *p, uint64_t *data_off);
+/* The reverse: the application's address of data-area offset off of channel ch when it lies in such
+ * registered memory, else NULL. */
+void *fe_spill_data_address(struct fe_chan *ch, uint64_t off);
 /* The spilled allocation containing p. */
 bool fe_spill_find(const void *p, struct fe_spill *out);
 /* Free the spilled allocation starting at p; false if there is none. */

@@ -43,6 +43,9 @@ struct fe_graph_node {
     /* a node of a graph the worker's driver made (a captured one) whose kernel parameters were
      * asked for: u.kernel holds them, for the pointers cuGraphKernelNodeGetParams gives */
     bool fetched;
+    /* such a node's access policy window, kept here as launches keep none (graph_captured.c) */
+    bool has_window;
+    CUkernelNodeAttrValue window;
     union {
         struct fe_kernel_node kernel;
         struct {
@@ -142,13 +145,29 @@ CUresult fe_graph_instantiate_as(struct fe_graph *g, uint32_t exec, uint64_t fla
 /* A node of g with a handle of its own, in no list yet. */
 struct fe_graph_node *fe_graph_node_alloc(struct fe_graph *g, CUgraphNodeType type, uint32_t index);
 void fe_graph_nodes_free(struct fe_graph *g);
+/* Free what a node holds of its own (kernel arguments). */
+void fe_kernel_node_clear(struct fe_kernel_node *k);
+
+/* graph_captured.c: the nodes of a captured graph, ended. */
+/* Node h if it is one (NULL otherwise). */
+struct fe_graph_node *fe_graph_worker_node(CUgraphNode h);
 /* Free a node handle of a captured graph (what of its kernel parameters it kept too). */
 void fe_graph_worker_node_free(struct fe_graph_node *n);
-/* New parameters for a kernel node of a captured graph in e, an executable graph made from it
- * (NOT_SUPPORTED when h is not such a node). */
-CUresult fe_graph_exec_worker_kernel_set(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p);
-CUresult fe_graph_exec_worker_kernel_set_v1(struct fe_graph *e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
-CUresult fe_graph_exec_worker_node_set(struct fe_graph *e, CUgraphNode h, const CUgraphNodeParams *p);
+/* Kernel node n's parameters, asked once and kept in n->u.kernel (n->fetched). */
+CUresult fe_graph_worker_kernel(struct fe_graph_node *n);
+/* New parameters for node n in its graph, or in e (not NULL), an executable graph made from it;
+ * INVALID_VALUE when n is NULL (not a node of a captured graph). */
+CUresult fe_graph_worker_kernel_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS *p);
+CUresult fe_graph_worker_kernel_set_v1(struct fe_graph_node *n, struct fe_graph *e, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult fe_graph_worker_memset_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_MEMSET_NODE_PARAMS *p);
+/* A generic node's: a kernel's or a memset's (NOT_SUPPORTED for others). */
+CUresult fe_graph_worker_node_set(struct fe_graph_node *n, struct fe_graph *e, const CUgraphNodeParams *p);
+/* Memset node n's parameters. */
+CUresult fe_graph_worker_memset(struct fe_graph_node *n, CUDA_MEMSET_NODE_PARAMS *p);
+/* Kernel node n's launch attribute attr: its value, or (set) a new one. */
+CUresult fe_graph_worker_attr(struct fe_graph_node *n, bool set, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *v);
+/* Whether node h runs in e, an executable graph made from its graph, or (set) whether it shall. */
+CUresult fe_graph_worker_enabled(struct fe_graph *e, CUgraphNode h, bool set, unsigned *enabled);
 /* A deep copy (child graphs too); each node's cloned_from names its original. */
 CUresult fe_graph_copy(const struct fe_graph *g, struct fe_graph **out);
 /* Node queries answered here (VGPU_GRAPH_NODES_*), the driver's way. */

@@ -609,14 +609,14 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec he, CUgraphNode h, const 
 {
     struct fe_graph *e = exec_of_captured(he);
     if (e)
-        return fe_graph_exec_worker_kernel_set(e, h, p);
+        return fe_graph_worker_kernel_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams_v2(node_, p));
 }
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     struct fe_graph *e = exec_of_captured(he);
     if (e)
-        return fe_graph_exec_worker_kernel_set_v1(e, h, p);
+        return fe_graph_worker_kernel_set_v1(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_KERNEL, cuGraphKernelNodeSetParams(node_, p));
 }
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
@@ -628,6 +628,9 @@ CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUD
                                         CUcontext ctx)
 {
     (void)ctx;
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_memset_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_MEMSET, cuGraphMemsetNodeSetParams(node_, p));
 }
 CUresult cuGraphExecHostNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
@@ -654,7 +657,7 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodePara
 {
     struct fe_graph *e = exec_of_captured(he);
     if (e)
-        return fe_graph_exec_worker_node_set(e, h, p);
+        return fe_graph_worker_node_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, -1, cuGraphNodeSetParams(node_, p));
 }
 
@@ -677,6 +680,9 @@ static CUresult reinstantiate(struct fe_graph *e)
 
 CUresult cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabled)
 {
+    struct fe_graph *captured = exec_of_captured(he);
+    if (captured)
+        return fe_graph_worker_enabled(captured, h, true, &enabled);
     struct fe_graph *e;
     struct fe_graph_node *n;
     FE_RETURN_IF(switchable_node(he, h, &e, &n));
@@ -693,6 +699,9 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabl
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec he, CUgraphNode h, unsigned int *enabled)
 {
+    struct fe_graph *captured = exec_of_captured(he);
+    if (captured)
+        return fe_graph_worker_enabled(captured, h, false, enabled);
     struct fe_graph *e;
     struct fe_graph_node *n;
     FE_RETURN_IF(switchable_node(he, h, &e, &n));

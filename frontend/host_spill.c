@@ -130,6 +130,19 @@ CUresult fe_spill_unregister(void *p, struct fe_spill *gone)
     return r;
 }
 
+void *fe_spill_data_address(struct fe_chan *ch, uint64_t off)
+{
+    if (atomic_load_explicit(&mapped_count, memory_order_relaxed) == 0)
+        return NULL;
+    void *at = NULL;
+    pthread_mutex_lock(&spill_mu);
+    for (size_t i = 0; i < spill_count && !at; i++)
+        if (spills[i].pages && spills[i].ch == ch && off >= spills[i].off && off - spills[i].off < spills[i].pages_len)
+            at = spills[i].pages + (off - spills[i].off);
+    pthread_mutex_unlock(&spill_mu);
+    return at;
+}
+
 bool fe_spill_in_data(struct fe_chan *ch, const void *p, uint64_t *data_off)
 {
     if (atomic_load_explicit(&mapped_count, memory_order_relaxed) == 0)

@@ -166,17 +166,28 @@ static uint32_t function_id(struct vchannel *ch, void *fn)
     return 0;
 }
 
+/* The captured graph a node record names and, exec != 0, the executable graph (only to set in). */
+static CUresult node_graphs(struct vgpu_call *c, uint32_t graph, uint32_t exec, uint32_t set, struct srv_obj **g,
+                            struct srv_obj **e)
+{
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, graph, g);
+    if (r)
+        return r;
+    *e = NULL;
+    if (set > 1 || (exec && !set))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (exec && !(*e = vchannel_obj(c, SRV_GRAPH_EXEC, exec)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_GraphKernelNode(struct vgpu_call *c, const struct vgpu_req_GraphKernelNode *q,
                                      struct vgpu_rsp_GraphKernelNode *a)
 {
-    struct srv_obj *g, *e = NULL, *f = NULL;
-    CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
+    struct srv_obj *g, *e, *f = NULL;
+    CUresult r = node_graphs(c, q->graph, q->exec, q->set, &g, &e);
     if (r)
         return r;
-    if (q->set > 1 || (q->exec && !q->set))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (q->exec && !(e = vchannel_obj(c, SRV_GRAPH_EXEC, q->exec)))
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_exec_kernel_node k = {0};
     if (q->set) {
         if (!(f = vchannel_obj(c, SRV_FUNCTION, q->function)))
@@ -199,6 +210,69 @@ CUresult vgpu_handle_GraphKernelNode(struct vgpu_call *c, const struct vgpu_req_
     a->param_bytes = k.size < k.cap ? k.size : k.cap;
     c->rsp_tail_len = a->param_bytes;
     return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphMemsetNode(struct vgpu_call *c, const struct vgpu_req_GraphMemsetNode *q,
+                                     struct vgpu_rsp_GraphMemsetNode *a)
+{
+    struct srv_obj *g, *e;
+    CUresult r = node_graphs(c, q->graph, q->exec, q->set, &g, &e);
+    if (r)
+        return r;
+    struct vgpu_exec_memset_node m = {.dst = q->dst, .pitch = q->pitch, .width = q->width, .height = q->height,
+                                      .value = q->value, .elem = q->elem};
+    if (q->set) {
+        uint64_t bytes;
+        if (q->in_area > 1 || (q->elem != 1 && q->elem != 2 && q->elem != 4) || !q->width || !q->height ||
+            !vchannel_memset_span(q->pitch, q->elem, q->width, q->height, &bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+        /* Memory of this vGPU's tenant only: pinned host memory of its channel, or its device memory. */
+        if (q->in_area ? !(m.dst = vchannel_pinned_address(c->ch, q->dst, bytes)) : !vchannel_device_range(c, q->dst, bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+        return OPS(c)->graph_memset_node(EXEC(c), c->ctx->x, g->x, e ? e->x : NULL, q->node, true, &m);
+    }
+    if ((r = OPS(c)->graph_memset_node(EXEC(c), c->ctx->x, g->x, NULL, q->node, false, &m)) != CUDA_SUCCESS)
+        return r;
+    uint64_t off;
+    a->in_area = vchannel_pinned_offset(c->ch, m.dst, 1, &off); /* the tenant's address for it differs */
+    a->dst = a->in_area ? off : m.dst;
+    a->pitch = m.pitch, a->width = m.width, a->height = m.height, a->value = m.value, a->elem = m.elem;
+    return CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphKernelAttr(struct vgpu_call *c, const struct vgpu_req_GraphKernelAttr *q,
+                                     struct vgpu_rsp_GraphKernelAttr *a)
+{
+    struct srv_obj *g, *e;
+    CUresult r = node_graphs(c, q->graph, 0, q->set, &g, &e);
+    if (r)
+        return r;
+    /* The others hold handles or addresses of the tenant's, or are hints the frontend keeps. */
+    if (vgpu_launch_attr_policy(q->attr) != VGPU_ATTR_FORWARD)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUlaunchAttributeValue v; /* aligned, as the driver writes it */
+    _Static_assert(sizeof v == sizeof q->value && sizeof v == sizeof a->value, "a launch attribute's value");
+    memcpy(&v, q->value, sizeof v);
+    r = OPS(c)->graph_kernel_attr(EXEC(c), c->ctx->x, g->x, q->node, q->set, q->attr, &v);
+    if (r == CUDA_SUCCESS && !q->set)
+        memcpy(a->value, &v, sizeof v);
+    return r;
+}
+
+CUresult vgpu_handle_GraphNodeEnabled(struct vgpu_call *c, const struct vgpu_req_GraphNodeEnabled *q,
+                                      struct vgpu_rsp_GraphNodeEnabled *a)
+{
+    struct srv_obj *g, *e;
+    CUresult r = node_graphs(c, q->graph, q->exec, 1, &g, &e);
+    if (r)
+        return r;
+    if (!e || q->set > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned enabled = q->enabled;
+    r = OPS(c)->graph_node_enabled(EXEC(c), c->ctx->x, g->x, e->x, q->node, q->set, &enabled);
+    if (r == CUDA_SUCCESS && !q->set)
+        a->enabled = enabled;
+    return r;
 }
 
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,

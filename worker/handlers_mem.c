@@ -482,9 +482,8 @@ static CUresult memset_target(struct vgpu_call *c, uint32_t stream_id, uint64_t 
     *none = width == 0 || height == 0;
     if (*none)
         return CUDA_SUCCESS;
-    if (width > UINT64_MAX / elem || height - 1 > UINT64_MAX / (pitch ? pitch : 1) ||
-        pitch * (height - 1) > UINT64_MAX - width * elem ||
-        !vchannel_device_range(c, dst, pitch * (height - 1) + width * elem))
+    uint64_t bytes;
+    if (!vchannel_memset_span(pitch, elem, width, height, &bytes) || !vchannel_device_range(c, dst, bytes))
         return CUDA_ERROR_INVALID_VALUE;
     return vchannel_admit(c, GATE_COPY, *stream);
 }

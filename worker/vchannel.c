@@ -646,6 +646,28 @@ uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t 
     return g->dptr ? g->dptr + (offset - g->offset) : (uint64_t)(uintptr_t)(ch->map.data + offset);
 }
 
+bool vchannel_memset_span(uint64_t pitch, uint32_t elem, uint64_t width, uint64_t height, uint64_t *bytes)
+{
+    if (!elem || width > UINT64_MAX / elem || height - 1 > UINT64_MAX / (pitch ? pitch : 1) ||
+        pitch * (height - 1) > UINT64_MAX - width * elem)
+        return false;
+    *bytes = pitch * (height - 1) + width * elem;
+    return true;
+}
+
+bool vchannel_pinned_offset(const struct vchannel *ch, uint64_t dptr, uint64_t bytes, uint64_t *offset)
+{
+    for (size_t i = 0; i < ch->reg_count; i++) {
+        const struct host_reg *g = &ch->regs[i];
+        uint64_t base = g->dptr ? g->dptr : (uint64_t)(uintptr_t)(ch->map.data + g->offset);
+        if (!g->staging && dptr >= base && dptr - base < g->size && bytes <= g->size - (dptr - base)) {
+            *offset = g->offset + (dptr - base);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* A registration undone, and its alias unmapped. */
 static CUresult host_unregister(struct vchannel *ch, const struct host_reg *g)
 {

@@ -437,5 +437,11 @@ CUresult vchannel_unregister(struct vchannel *ch, uint64_t offset);
  * its mapped address, else the worker's own, which unified addressing makes the device's); 0 if
  * the range is not pinned. */
 uint64_t vchannel_pinned_address(struct vchannel *ch, uint64_t offset, uint64_t bytes);
+/* The bytes from the first to the last a memset of height rows of width elements of elem bytes,
+ * pitch bytes apart, touches (height, width > 0); false when that overflows. */
+bool vchannel_memset_span(uint64_t pitch, uint32_t elem, uint64_t width, uint64_t height, uint64_t *bytes);
+/* The reverse: the data-area offset of bytes at device address dptr, when they are pinned host
+ * memory of the channel (false otherwise). */
+bool vchannel_pinned_offset(const struct vchannel *ch, uint64_t dptr, uint64_t bytes, uint64_t *offset);
 
 #endif

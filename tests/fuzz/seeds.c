@@ -195,6 +195,14 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphNodes, 1, gn, NULL, 0);
     gn.what = VGPU_GRAPH_NODES_EDGES;
     REC(GraphNodes, 1, gn, NULL, 0);
+    /* The memset node read, and set in the graph and in the executable graph. */
+    struct vgpu_req_GraphMemsetNode mn = {.graph = 6};
+    REC(GraphMemsetNode, 1, mn, NULL, 0);
+    mn = (struct vgpu_req_GraphMemsetNode){.graph = 6, .set = 1, .dst = msc.dst, .width = 16, .height = 1, .value = 2,
+                                           .elem = 4};
+    REC(GraphMemsetNode, 1, mn, NULL, 0);
+    mn.exec = 7;
+    REC(GraphMemsetNode, 1, mn, NULL, 0);
     gn.node = 99; /* no such node: refused */
     gn.what = VGPU_GRAPH_NODES_DEPENDENCIES;
     REC(GraphNodes, 1, gn, NULL, 0);
@@ -354,6 +362,16 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphInstantiate, 1, gi16, NULL, 0);
     kn.exec = 17;
     REC(GraphKernelNode, 1, kn, &param, 8);
+    /* Its launch attributes read and set, and the node disabled in the executable graph, then
+     * enabled again. */
+    struct vgpu_req_GraphKernelAttr ka = {.graph = 16, .attr = CU_LAUNCH_ATTRIBUTE_PRIORITY};
+    REC(GraphKernelAttr, 1, ka, NULL, 0);
+    ka.set = 1;
+    REC(GraphKernelAttr, 1, ka, NULL, 0);
+    struct vgpu_req_GraphNodeEnabled ne = {.exec = 17, .graph = 16, .set = 1, .enabled = 0};
+    REC(GraphNodeEnabled, 1, ne, NULL, 0);
+    ne.enabled = 1;
+    REC(GraphNodeEnabled, 1, ne, NULL, 0);
     struct vgpu_req_GraphLaunch gl17 = {.exec = 17, .stream = 2};
     REC(GraphLaunch, 1, gl17, NULL, 0);
     struct vgpu_req_ModuleUnload mu = {.module = 4};

@@ -499,8 +499,23 @@ START_TEST(test_graph)
     ck_assert_msg(strstr(out, "captured kernel node 0: grid 32 x 1 x 1, block 128 x 1 x 1, shared 0, its function: the "
                               "one launched, arguments 2 and 4096\n"
                               "captured kernel node 1: grid 32 x 1 x 1, block 128 x 1 x 1, shared 0, its function: the "
-                              "one launched, arguments 3 and 4096\n"
-                              "kernel node set: adds 5; the parameters of a memset node: 1\n"),
+                              "one launched, arguments 3 and 4096\n"),
+                  "%s", out);
+    /* Its memset node's parameters as captured, set in an executable graph and in the graph; its
+     * kernel nodes' launch attributes; a pinned memset node disabled and enabled again (the program
+     * checks what the launches then compute); the native errors for nodes of another type. */
+    ck_assert_msg(strstr(out, "captured memset node: its memory: the one set, value 1, element 4, width 4096, height 1, "
+                              "pitch 0\n"
+                              "memset node set: value 6; a kernel node's memset parameters: 1\n"
+                              "kernel node set: adds 5; the parameters of a memset node: 1\n"
+                              "kernel node priority: 0, then the greatest: yes\n"
+                              "kernel node access policy window: 4096 bytes, the memory set: yes\n"
+                              "attributes copied to another kernel node: priority the greatest: yes; a memset node's: 1\n"
+                              "a pinned memset node: its memory: the one set, value 9\n"
+                              "pinned memset node, enabled 1: the first half set to 11, the rest left\n"
+                              "pinned memset node, enabled 0: the first half set to 0, the rest left\n"
+                              "pinned memset node, enabled 1: the first half set to 11, the rest left\n"
+                              "a kernel node enabled in an executable graph of another graph: 1\n"),
                   "%s", out);
     free(out);
 }

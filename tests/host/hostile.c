@@ -349,6 +349,56 @@ static int mode_records(const char *path)
     kq.exec = 0;
     kq.set = 2;
     EXPECT(CALL(&c, GraphKernelNode, 1, kq) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    /* Its memset node set to memory that is not the tenant's, or as no frontend would; its kernel
+     * attributes and enabled nodes asked of nodes and graphs that are not there. */
+    struct vgpu_req_GraphMemsetNode mq = {.graph = 42};
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_SUCCESS &&
+               ((struct vgpu_rsp_GraphMemsetNode *)(void *)c.rsp)->dst == d,
+           "the memset node read");
+    mq = (struct vgpu_req_GraphMemsetNode){.graph = 42, .set = 1, .dst = d, .width = 16, .height = 1, .elem = 4};
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_SUCCESS, "the memset node set");
+    mq.dst = 0x1000;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "a memset node set to no device memory");
+    mq.dst = d + (64u << 20);
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "a memset node set past the allocation");
+    mq.dst = 1ull << 40, mq.in_area = 1;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "a memset node set past the data area");
+    mq.dst = 0;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "a memset node set to unpinned host memory");
+    mq.dst = d, mq.in_area = 2;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "an unknown place");
+    mq.in_area = 0, mq.elem = 3;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "elements of 3 bytes");
+    mq.elem = 4, mq.height = 1ull << 62, mq.pitch = 1ull << 62;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "rows past the address space");
+    mq.height = 1, mq.pitch = 0, mq.exec = 77;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "an unknown executable graph");
+    mq.exec = 0, mq.node = 9;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "a node past the last");
+    struct vgpu_req_GraphKernelAttr aq = {.graph = 42, .attr = CU_LAUNCH_ATTRIBUTE_PRIORITY};
+    EXPECT(CALL(&c, GraphKernelAttr, 1, aq) == CUDA_ERROR_INVALID_VALUE, "a memset node's launch attribute");
+    aq.attr = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+    EXPECT(CALL(&c, GraphKernelAttr, 1, aq) == CUDA_ERROR_NOT_SUPPORTED, "an attribute holding an event");
+    aq.attr = 0x7fffffff;
+    EXPECT(CALL(&c, GraphKernelAttr, 1, aq) == CUDA_ERROR_NOT_SUPPORTED, "an unknown attribute");
+    aq.attr = CU_LAUNCH_ATTRIBUTE_PRIORITY, aq.set = 2;
+    EXPECT(CALL(&c, GraphKernelAttr, 1, aq) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    aq.set = 0, aq.graph = 43;
+    EXPECT(CALL(&c, GraphKernelAttr, 1, aq) == CUDA_ERROR_INVALID_HANDLE, "a kernel attribute of no graph");
+    struct vgpu_req_GraphNodeEnabled nq = {.graph = 42};
+    EXPECT(CALL(&c, GraphNodeEnabled, 1, nq) == CUDA_ERROR_INVALID_VALUE, "a node enabled in no executable graph");
+    struct vgpu_req_GraphInstantiate gi = {.graph = 42, .exec = 44};
+    EXPECT(CALL(&c, GraphInstantiate, 1, gi) == CUDA_SUCCESS, "the graph instantiated");
+    nq.exec = 44;
+    EXPECT(CALL(&c, GraphNodeEnabled, 1, nq) == CUDA_SUCCESS &&
+               ((struct vgpu_rsp_GraphNodeEnabled *)(void *)c.rsp)->enabled == 1,
+           "its memset node enabled");
+    nq.node = 9;
+    EXPECT(CALL(&c, GraphNodeEnabled, 1, nq) == CUDA_ERROR_INVALID_VALUE, "a node past the last enabled");
+    nq.node = 0, nq.set = 3;
+    EXPECT(CALL(&c, GraphNodeEnabled, 1, nq) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    struct vgpu_req_GraphExecDestroy xd = {.exec = 44};
+    EXPECT(CALL(&c, GraphExecDestroy, 1, xd) == CUDA_SUCCESS, "the executable graph destroyed");
     gd.graph = 42;
     EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "the second graph destroyed");
 

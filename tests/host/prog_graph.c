@@ -178,13 +178,98 @@ int main(int argc, char **argv)
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
     check_all(h, (1 + 5) * 2 + 0, "a launch after cuGraphExecNodeSetParams changed a kernel node");
+    /* The captured memset node's parameters, then new ones: in the executable graph, and in the
+     * graph through the generic setter. */
+    CUcontext ctx;
+    CHECK(cuCtxGetCurrent(&ctx));
+    CUDA_MEMSET_NODE_PARAMS msp;
+    CHECK(cuGraphMemsetNodeGetParams(nodes[0], &msp));
+    printf("captured memset node: its memory: %s, value %u, element %u, width %zu, height %zu, pitch %zu\n",
+           msp.dst == d ? "the one set" : "another", msp.value, msp.elementSize, msp.width, msp.height, msp.pitch);
+    msp.value = 4;
+    CHECK(cuGraphExecMemsetNodeSetParams(e2, nodes[0], &msp, ctx));
+    CHECK(cuGraphLaunch(e2, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+    check_all(h, (4 + 5) * 2 + 0, "a launch after the executable graph's memset node changed");
+    CUgraphNodeParams mg;
+    memset(&mg, 0, sizeof mg);
+    mg.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    mg.memset = (CUDA_MEMSET_NODE_PARAMS_v2){d, msp.pitch, 6, 4, N, 1, ctx};
+    CHECK(cuGraphNodeSetParams(nodes[0], &mg));
+    CHECK(cuGraphMemsetNodeGetParams(nodes[0], &msp));
+    printf("memset node set: value %u; a kernel node's memset parameters: %d\n", msp.value,
+           (int)cuGraphMemsetNodeGetParams(kn[0], &msp));
     CHECK(cuGraphExecDestroy(e2));
     CUDA_KERNEL_NODE_PARAMS none;
     printf("kernel node set: adds %u; the parameters of a memset node: %d\n",
            ap.kernelParams ? *(unsigned *)ap.kernelParams[1] : 0u, (int)cuGraphKernelNodeGetParams(nodes[0], &none));
 
+    /* A captured kernel node's launch attributes: the driver's (a priority), the frontend's (an
+     * access policy window, a hint), and copied to another node. */
+    int least, greatest;
+    CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+    CUkernelNodeAttrValue av;
+    memset(&av, 0, sizeof av);
+    CHECK(cuGraphKernelNodeGetAttribute(kn[0], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av));
+    int before = av.priority;
+    av.priority = greatest;
+    CHECK(cuGraphKernelNodeSetAttribute(kn[0], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av));
+    memset(&av, 0, sizeof av);
+    CHECK(cuGraphKernelNodeGetAttribute(kn[0], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av));
+    printf("kernel node priority: %d, then the greatest: %s\n", before, av.priority == greatest ? "yes" : "no");
+    memset(&av, 0, sizeof av);
+    av.accessPolicyWindow = (CUaccessPolicyWindow){(void *)(uintptr_t)d, 4096, 0.5f, CU_ACCESS_PROPERTY_PERSISTING,
+                                                   CU_ACCESS_PROPERTY_STREAMING};
+    CHECK(cuGraphKernelNodeSetAttribute(kn[0], CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &av));
+    memset(&av, 0, sizeof av);
+    CHECK(cuGraphKernelNodeGetAttribute(kn[0], CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &av));
+    printf("kernel node access policy window: %zu bytes, the memory set: %s\n", av.accessPolicyWindow.num_bytes,
+           av.accessPolicyWindow.base_ptr == (void *)(uintptr_t)d ? "yes" : "no");
+    CHECK(cuGraphKernelNodeCopyAttributes(kn[1], kn[0]));
+    memset(&av, 0, sizeof av);
+    CHECK(cuGraphKernelNodeGetAttribute(kn[1], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av));
+    printf("attributes copied to another kernel node: priority the greatest: %s; a memset node's: %d\n",
+           av.priority == greatest ? "yes" : "no",
+           (int)cuGraphKernelNodeGetAttribute(nodes[0], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av));
     CHECK(cuGraphUpload(e, s));
     CHECK(cuGraphExecDestroy(e));
+
+    /* A captured memset of pinned host memory: its node names the application's pointer; it is
+     * set anew, disabled in an executable graph (it runs as an empty node), and enabled again. */
+    CUgraph pg;
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)pinned, 9, N, s));
+    CHECK(cuStreamEndCapture(s, &pg));
+    CUgraphNode pn;
+    size_t one = 1;
+    CHECK(cuGraphGetNodes(pg, &pn, &one));
+    CUDA_MEMSET_NODE_PARAMS pp;
+    CHECK(cuGraphMemsetNodeGetParams(pn, &pp));
+    printf("a pinned memset node: its memory: %s, value %u\n",
+           pp.dst == (CUdeviceptr)(uintptr_t)pinned ? "the one set" : "another", pp.value);
+    pp.value = 11;
+    pp.width = N / 2;
+    CHECK(cuGraphMemsetNodeSetParams(pn, &pp));
+    CUgraphExec pe;
+    CHECK(cuGraphInstantiate(&pe, pg, 0));
+    unsigned enabled = 2;
+    for (int round = 0; round < 3; round++) {
+        if (round > 0)
+            CHECK(cuGraphNodeSetEnabled(pe, pn, round == 2));
+        CHECK(cuGraphNodeGetEnabled(pe, pn, &enabled));
+        memset(pinned, 0, N * sizeof(unsigned));
+        CHECK(cuGraphLaunch(pe, s));
+        CHECK(cuStreamSynchronize(s));
+        unsigned want = enabled ? 11 : 0;
+        EXPECT(pinned[0] == want && pinned[N / 2 - 1] == want && pinned[N / 2] == 0,
+               "pinned memset node, round %d: %u %u %u", round, pinned[0], pinned[N / 2 - 1], pinned[N / 2]);
+        printf("pinned memset node, enabled %u: the first half set to %u, the rest left\n", enabled, pinned[0]);
+    }
+    printf("a kernel node enabled in an executable graph of another graph: %d\n",
+           (int)cuGraphNodeGetEnabled(pe, kn[0], &enabled));
+    CHECK(cuGraphExecDestroy(pe));
+    CHECK(cuGraphDestroy(pg));
 
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     memset(&ip, 0, sizeof ip);

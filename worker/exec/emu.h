@@ -122,6 +122,7 @@ struct emu_op {
     unsigned nspans;
     struct emu_dep *deps;
     size_t dep_count;
+    bool disabled; /* an executable graph's node disabled (cuGraphNodeSetEnabled): it runs as empty */
     union {
         struct {
             void *dst;
@@ -143,6 +144,8 @@ struct emu_op {
             const struct emu_function *fn;
             uint32_t grid[3], block[3], shared;
             void *params; /* aligned copy of the packed parameters */
+            CUlaunchAttribute *attrs; /* as launched or set in a graph, kept for a graph's node */
+            unsigned nattrs;
         } kernel;
         struct {
             struct emu_event *event;
@@ -355,6 +358,14 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
 CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload);
 CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_kernel_node *k);
+CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_memset_node *m);
+CUresult emu_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
+                               void *value);
+CUresult emu_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                unsigned *enabled);
+/* A kernel op's copy of launch attributes (false when out of memory). */
+bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, unsigned n);
 /* A copy of f's packed parameters at their natural alignment (emu kernels read them through their
  * own types), for a kernel op; NULL when out of memory. */
 void *emu_params_copy(const struct emu_function *f, const void *params);

@@ -76,6 +76,7 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
     if (!o)
         return NULL;
     o->u = op->u;
+    o->disabled = op->disabled;
     if (spans && op->nspans) {
         if (!(o->spans = malloc(op->nspans * sizeof *op->spans))) {
             free(o);
@@ -86,8 +87,13 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
     }
     switch (op->kind) {
     case EMU_OP_KERNEL:
+        o->u.kernel.attrs = NULL, o->u.kernel.nattrs = 0;
         if (!(o->u.kernel.params = emu_params_copy(op->u.kernel.fn, op->u.kernel.params)))
             goto fail;
+        if (!emu_kernel_attrs_set(o, op->u.kernel.attrs, op->u.kernel.nattrs)) {
+            free(o->u.kernel.params);
+            goto fail;
+        }
         break;
     case EMU_OP_MEM_OPS:
         o->u.mem_ops.ops = malloc(op->u.mem_ops.n * sizeof *op->u.mem_ops.ops);
@@ -483,8 +489,13 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     }
     if (reset)
         emu_enqueue(c, stream, reset);
-    for (size_t i = 0; i < copy->n; i++)
+    for (size_t i = 0; i < copy->n; i++) {
+        if (copy->ops[i]->disabled) { /* as an empty node */
+            emu_op_free(copy->ops[i]);
+            continue;
+        }
         emu_enqueue(c, stream, copy->ops[i]);
+    }
     pthread_mutex_unlock(&c->mu);
     free(copy->ops);
     conds_put(copy->conds);
@@ -578,6 +589,115 @@ CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void
     memcpy(op->u.kernel.grid, k->grid, sizeof op->u.kernel.grid);
     memcpy(op->u.kernel.block, k->block, sizeof op->u.kernel.block);
     op->u.kernel.shared = k->shared;
+    return CUDA_SUCCESS;
+}
+
+bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, unsigned n)
+{
+    CUlaunchAttribute *a = n ? malloc(n * sizeof *a) : NULL;
+    if (n && !a)
+        return false;
+    if (n)
+        memcpy(a, attrs, n * sizeof *a);
+    free(op->u.kernel.attrs);
+    op->u.kernel.attrs = a;
+    op->u.kernel.nattrs = n;
+    return true;
+}
+
+/* Node `node` of a captured graph g (or of exec, made from it) of kind `kind`, or NULL. */
+static struct emu_op *node_op(const struct emu_graph *g, const struct emu_graph *exec, uint32_t node,
+                              enum emu_op_kind kind)
+{
+    const struct emu_graph *in = exec ? exec : g;
+    return node < g->n && node < in->n && in->ops[node]->kind == kind ? in->ops[node] : NULL;
+}
+
+CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_memset_node *m)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_op *op = node_op(graph, exec, node, EMU_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!set) {
+        *m = (struct vgpu_exec_memset_node){.dst = (uint64_t)(uintptr_t)op->u.memset.dst, .pitch = op->u.memset.pitch,
+                                            .width = op->u.memset.count, .height = op->u.memset.rows,
+                                            .value = op->u.memset.value, .elem = op->u.memset.elem};
+        return CUDA_SUCCESS;
+    }
+    if ((m->elem != 1 && m->elem != 2 && m->elem != 4) || !m->width || !m->height ||
+        (m->height > 1 && m->pitch < m->width * m->elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op was = *op;
+    op->u.memset.dst = (void *)(uintptr_t)m->dst;
+    op->u.memset.value = m->value;
+    op->u.memset.elem = m->elem;
+    op->u.memset.count = m->width;
+    op->u.memset.rows = m->height;
+    op->u.memset.pitch = m->pitch;
+    op->spans = NULL, op->nspans = 0;
+    pthread_mutex_lock(&c->mu);
+    bool noted = note_spans(c, op); /* where a launch checks the memory is still there */
+    pthread_mutex_unlock(&c->mu);
+    if (!noted) {
+        free(op->spans);
+        *op = was;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    free(was.spans);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
+                               void *value)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_op *op = node_op(graph, NULL, node, EMU_OP_KERNEL);
+    if (!op)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUlaunchAttribute *a = NULL;
+    for (unsigned i = 0; i < op->u.kernel.nattrs; i++)
+        if (op->u.kernel.attrs[i].id == (CUlaunchAttributeID)attr)
+            a = &op->u.kernel.attrs[i];
+    if (!set) { /* one never set has its default */
+        memset(value, 0, sizeof a->value);
+        if (a)
+            memcpy(value, &a->value, sizeof a->value);
+        return CUDA_SUCCESS;
+    }
+    if (!a) {
+        if (op->u.kernel.nattrs == VGPU_MAX_LAUNCH_ATTRS)
+            return CUDA_ERROR_INVALID_VALUE;
+        a = realloc(op->u.kernel.attrs, (op->u.kernel.nattrs + 1) * sizeof *a);
+        if (!a)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        op->u.kernel.attrs = a;
+        a = &a[op->u.kernel.nattrs++];
+        memset(a, 0, sizeof *a);
+        a->id = (CUlaunchAttributeID)attr;
+    }
+    memcpy(&a->value, value, sizeof a->value);
+    return CUDA_SUCCESS;
+}
+
+CUresult emu_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                unsigned *enabled)
+{
+    (void)x;
+    (void)ctx;
+    const struct emu_graph *g = graph, *e = exec;
+    if (node >= g->n || node >= e->n)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op *op = e->ops[node];
+    if (op->kind != EMU_OP_KERNEL && op->kind != EMU_OP_MEMSET && op->kind != EMU_OP_COPY)
+        return CUDA_ERROR_INVALID_VALUE; /* as the driver: kernel, memset and copy nodes only */
+    if (set)
+        op->disabled = !*enabled;
+    else
+        *enabled = !op->disabled;
     return CUDA_SUCCESS;
 }
 

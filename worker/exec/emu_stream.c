@@ -44,8 +44,10 @@ void emu_op_free(struct emu_op *op)
     free(op->deps);
     if (op->kind == EMU_OP_COPY)
         free(op->u.copy.owned);
-    if (op->kind == EMU_OP_KERNEL)
+    if (op->kind == EMU_OP_KERNEL) {
         free(op->u.kernel.params);
+        free(op->u.kernel.attrs);
+    }
     if (op->kind == EMU_OP_MEM_OPS)
         free(op->u.mem_ops.ops);
     if (op->kind == EMU_OP_CONDITIONAL)

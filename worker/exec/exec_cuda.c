@@ -79,6 +79,13 @@
     X(cuGraphKernelNodeGetParams_v2)                                                                   \
     X(cuGraphKernelNodeSetParams_v2)                                                                   \
     X(cuGraphExecKernelNodeSetParams_v2)                                                               \
+    X(cuGraphMemsetNodeGetParams)                                                                      \
+    X(cuGraphMemsetNodeSetParams)                                                                      \
+    X(cuGraphExecMemsetNodeSetParams)                                                                  \
+    X(cuGraphKernelNodeGetAttribute)                                                                   \
+    X(cuGraphKernelNodeSetAttribute)                                                                   \
+    X(cuGraphNodeGetEnabled)                                                                           \
+    X(cuGraphNodeSetEnabled)                                                                           \
     X(cuKernelGetParamInfo)                                                                            \
     X(cuGraphGetEdges_v2)                                                                              \
     X(cuMipmappedArrayCreate)                                                                          \
@@ -1560,10 +1567,9 @@ static CUresult pack_node_params(struct vgpu_exec *x, const CUDA_KERNEL_NODE_PAR
     return CUDA_SUCCESS;
 }
 
-static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
-                                       struct vgpu_exec_kernel_node *k)
+/* Node `node` of graph (its index among cuGraphGetNodes'), of type want (-1: any). */
+static CUresult node_at(struct vgpu_exec *x, CUgraph graph, uint32_t node, int want, CUgraphNode *out)
 {
-    BIND(x, ctx);
     CUgraphNode *nodes;
     size_t n;
     CUresult r = all_nodes(x, graph, &nodes, &n);
@@ -1576,8 +1582,20 @@ static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *gra
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = API(x)->cuGraphNodeGetType(nd, &type)) != CUDA_SUCCESS)
         return r;
-    if (type != CU_GRAPH_NODE_TYPE_KERNEL)
+    if (want >= 0 && type != (CUgraphNodeType)want)
         return CUDA_ERROR_INVALID_VALUE;
+    *out = nd;
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                       struct vgpu_exec_kernel_node *k)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (set) {
         size_t size = k->size;
         void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, k->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
@@ -1599,6 +1617,49 @@ static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *gra
     k->block[0] = p.blockDimX, k->block[1] = p.blockDimY, k->block[2] = p.blockDimZ;
     k->shared = p.sharedMemBytes;
     return pack_node_params(x, &p, k);
+}
+
+static CUresult cuda_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                       struct vgpu_exec_memset_node *m)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_MEMSET, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUDA_MEMSET_NODE_PARAMS p = {.dst = m->dst, .pitch = m->pitch, .value = m->value, .elementSize = m->elem,
+                                 .width = m->width, .height = m->height};
+    if (set)
+        return exec ? API(x)->cuGraphExecMemsetNodeSetParams(exec, nd, &p, CC(ctx)->c)
+                    : API(x)->cuGraphMemsetNodeSetParams(nd, &p);
+    if ((r = API(x)->cuGraphMemsetNodeGetParams(nd, &p)) != CUDA_SUCCESS)
+        return r;
+    *m = (struct vgpu_exec_memset_node){.dst = p.dst, .pitch = p.pitch, .width = p.width, .height = p.height,
+                                        .value = p.value, .elem = p.elementSize};
+    return CUDA_SUCCESS;
+}
+
+static CUresult cuda_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set,
+                                       uint32_t attr, void *value)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return set ? API(x)->cuGraphKernelNodeSetAttribute(nd, (CUkernelNodeAttrID)attr, value)
+               : API(x)->cuGraphKernelNodeGetAttribute(nd, (CUkernelNodeAttrID)attr, value);
+}
+
+static CUresult cuda_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node,
+                                        bool set, unsigned *enabled)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, -1, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return set ? API(x)->cuGraphNodeSetEnabled(exec, nd, *enabled) : API(x)->cuGraphNodeGetEnabled(exec, nd, enabled);
 }
 
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
@@ -2299,6 +2360,9 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_nodes = cuda_graph_nodes,
     .graph_kernel_node = cuda_graph_kernel_node,
+    .graph_memset_node = cuda_graph_memset_node,
+    .graph_kernel_attr = cuda_graph_kernel_attr,
+    .graph_node_enabled = cuda_graph_node_enabled,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
     .graph_clone = cuda_graph_clone,

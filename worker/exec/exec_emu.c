@@ -801,6 +801,10 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
     memcpy(op->u.kernel.grid, grid, sizeof op->u.kernel.grid);
     memcpy(op->u.kernel.block, block, sizeof op->u.kernel.block);
     op->u.kernel.shared = shared_mem;
+    if (!emu_kernel_attrs_set(op, attrs, nattrs)) { /* a captured launch's node answers them */
+        emu_op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return submit(CTX(ctx), stream, op, 0);
 }
 
@@ -1205,6 +1209,9 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_launch = emu_graph_launch,
     .graph_nodes = emu_graph_nodes,
     .graph_kernel_node = emu_graph_kernel_node,
+    .graph_memset_node = emu_graph_memset_node,
+    .graph_kernel_attr = emu_graph_kernel_attr,
+    .graph_node_enabled = emu_graph_node_enabled,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
     .graph_clone = emu_graph_clone,

@@ -34,6 +34,13 @@ struct vgpu_exec_kernel_node {
     uint32_t size, cap;
 };
 
+/* A memset node's parameters (graph_memset_node): dst an executor address (device memory, or the
+ * device address of pinned host memory). */
+struct vgpu_exec_memset_node {
+    uint64_t dst, pitch, width, height;
+    uint32_t value, elem;
+};
+
 /* One side of a 2D or 3D copy: host memory the worker reaches (host != NULL: the data area) or
  * device memory (dev); rows are pitch bytes apart, slices rows x pitch. */
 struct vgpu_copy_side {
@@ -303,6 +310,15 @@ struct vgpu_exec_ops {
      * many), or set them from k, in graph or, exec not NULL, in exec (made from graph). */
     CUresult (*graph_kernel_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_kernel_node *k);
+    /* The same for a memset node (GraphMemsetNode), and for launch attribute attr of a kernel node
+     * (value: a CUlaunchAttributeValue; graph only, as the driver has it). */
+    CUresult (*graph_memset_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                  struct vgpu_exec_memset_node *m);
+    CUresult (*graph_kernel_attr)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
+                                  void *value);
+    /* Whether node `node` of graph runs in exec, made from it (GraphNodeEnabled). */
+    CUresult (*graph_node_enabled)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                   unsigned *enabled);
     /* GraphNodes (calls.def): how many nodes (or edges) answer `what` (VGPU_GRAPH_NODES_*), and up to
      * cap indexes of theirs in out (edges: pairs); for TYPE, count is the node's type. */
     CUresult (*graph_nodes)(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
