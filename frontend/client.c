@@ -233,6 +233,29 @@ static void chan_free(struct fe_chan *ch)
 }
 
 /* fe.mu held. */
+/* The channel's memory, where the worker can map its pages a second time at the same addresses
+ * (its map_alias), so that pinned memory's host pointer is its device pointer there too: in a part
+ * of the address space that neither process's own mappings use (the kernel places those near the
+ * stack, the heap near the program, the sanitizers' allocators and shadow below 0x3000'0000'0000 or
+ * above 0x6000'0000'0000), one channel after another. Anywhere when that part is taken. */
+static void *map_channel(int fd, size_t size)
+{
+    const uintptr_t first = (uintptr_t)0x300000000000u, last = (uintptr_t)0x500000000000u, gib = (uintptr_t)1 << 30;
+    const uintptr_t stride = ((uintptr_t)size + gib - 1) & ~(gib - 1);
+    for (uintptr_t at = first; stride && at <= last - stride; at += stride) {
+        void *p = mmap((void *)at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        if (p == (void *)at)
+            return p;
+        if (p != MAP_FAILED) { /* a kernel that takes the address as a hint only */
+            munmap(p, size);
+            break;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 static CUresult open_channel_locked(int device, struct fe_chan **out)
 {
     if (atomic_load(&fe.lost))
@@ -281,7 +304,7 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
             return r;
         }
     } else {
-        ch->base = mmap(NULL, l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ch->base = map_channel(fd, l.map_size);
         /* Kept: application memory registered later becomes pages of this memory. */
         ch->mem_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         ch->data_at = l.data_off;
