@@ -277,13 +277,29 @@ static CUresult kernel_set_v2(struct fe_kernel_node *k, const CUDA_KERNEL_NODE_P
     return kernel_set(k, f, p->ctx, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
 }
 
+CUDA_KERNEL_NODE_PARAMS fe_kernel_params_of_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    return (CUDA_KERNEL_NODE_PARAMS){.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
+                                     .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
+                                     .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
+                                     .kernelParams = p->kernelParams, .extra = p->extra};
+}
+
+CUDA_KERNEL_NODE_PARAMS fe_kernel_params_of_v3(const CUDA_KERNEL_NODE_PARAMS_v3 *p)
+{
+    return (CUDA_KERNEL_NODE_PARAMS){.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
+                                     .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
+                                     .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
+                                     .kernelParams = p->kernelParams, .extra = p->extra, .kern = p->kern,
+                                     .ctx = p->ctx};
+}
+
 static CUresult kernel_set_v1(struct fe_kernel_node *k, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-    const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-    return kernel_set(k, p->func, NULL, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+    const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v1(p);
+    return kernel_set_v2(k, &v2);
 }
 
 static void kernel_get(const struct fe_kernel_node *k, CUDA_KERNEL_NODE_PARAMS *p)
@@ -319,11 +335,20 @@ static CUresult memcpy_set(struct fe_graph_node *n, const CUDA_MEMCPY3D *p, CUco
     return CUDA_SUCCESS;
 }
 
+bool fe_memset_params_ok(const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    return p && (p->elementSize == 1 || p->elementSize == 2 || p->elementSize == 4) && p->width && p->height &&
+           (p->height == 1 || p->pitch >= p->width * p->elementSize);
+}
+
+CUDA_MEMSET_NODE_PARAMS fe_memset_params_of_v2(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
+{
+    return (CUDA_MEMSET_NODE_PARAMS){p->dst, p->pitch, p->value, p->elementSize, p->width, p->height};
+}
+
 static CUresult memset_set(struct fe_graph_node *n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
 {
-    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width || !p->height)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->height > 1 && p->pitch < p->width * p->elementSize)
+    if (!fe_memset_params_ok(p))
         return CUDA_ERROR_INVALID_VALUE;
     n->u.memset = (CUDA_MEMSET_NODE_PARAMS_v2){p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, ctx};
     return CUDA_SUCCESS;
@@ -849,20 +874,16 @@ static CUresult params_set(struct fe_graph_node *node, CUgraphNodeParams *p, con
 {
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
-        const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-        const unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
-        const unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
-        return kernel_set(&node->u.kernel, k->func ? k->func : (CUfunction)k->kern, k->ctx, grid, block,
-                          k->sharedMemBytes, k->kernelParams, k->extra);
+        const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v3(&p->kernel);
+        return kernel_set_v2(&node->u.kernel, &v2);
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY:
         if (p->memcpy.flags || p->memcpy.reserved)
             return CUDA_ERROR_INVALID_VALUE;
         return memcpy_set(node, &p->memcpy.copyParams, p->memcpy.copyCtx);
     case CU_GRAPH_NODE_TYPE_MEMSET: {
-        const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-        const CUDA_MEMSET_NODE_PARAMS v1 = {m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
-        return memset_set(node, &v1, m->ctx);
+        const CUDA_MEMSET_NODE_PARAMS v1 = fe_memset_params_of_v2(&p->memset);
+        return memset_set(node, &v1, p->memset.ctx);
     }
     case CU_GRAPH_NODE_TYPE_HOST: {
         const CUDA_HOST_NODE_PARAMS v1 = {p->host.fn, p->host.userData};

@@ -147,6 +147,13 @@ struct fe_graph_node *fe_graph_node_alloc(struct fe_graph *g, CUgraphNodeType ty
 void fe_graph_nodes_free(struct fe_graph *g);
 /* Free what a node holds of its own (kernel arguments). */
 void fe_kernel_node_clear(struct fe_kernel_node *k);
+/* The other versions of a kernel node's parameters as CUDA_KERNEL_NODE_PARAMS (v2), and a generic
+ * node's memset parameters as CUDA_MEMSET_NODE_PARAMS, for nodes kept here and captured alike. */
+CUDA_KERNEL_NODE_PARAMS fe_kernel_params_of_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUDA_KERNEL_NODE_PARAMS fe_kernel_params_of_v3(const CUDA_KERNEL_NODE_PARAMS_v3 *p);
+CUDA_MEMSET_NODE_PARAMS fe_memset_params_of_v2(const CUDA_MEMSET_NODE_PARAMS_v2 *p);
+/* Memset parameters the driver takes: elements of 1, 2 or 4 bytes, rows no longer than their pitch. */
+bool fe_memset_params_ok(const CUDA_MEMSET_NODE_PARAMS *p);
 
 /* graph_captured.c: the nodes of a captured graph, ended. */
 /* Node h if it is one (NULL otherwise). */

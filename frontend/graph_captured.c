@@ -115,10 +115,7 @@ CUresult fe_graph_worker_kernel_set_v1(struct fe_graph_node *n, struct fe_graph 
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS v2 = {.func = p->func, .gridDimX = p->gridDimX, .gridDimY = p->gridDimY,
-                                  .gridDimZ = p->gridDimZ, .blockDimX = p->blockDimX, .blockDimY = p->blockDimY,
-                                  .blockDimZ = p->blockDimZ, .sharedMemBytes = p->sharedMemBytes,
-                                  .kernelParams = p->kernelParams, .extra = p->extra};
+    const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v1(p);
     return fe_graph_worker_kernel_set(n, e, &v2);
 }
 
@@ -185,8 +182,7 @@ CUresult fe_graph_worker_memset(struct fe_graph_node *n, CUDA_MEMSET_NODE_PARAMS
 CUresult fe_graph_worker_memset_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_MEMSET_NODE_PARAMS *p)
 {
     FE_RETURN_IF(settable(n, e));
-    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width || !p->height ||
-        (p->height > 1 && p->pitch < p->width * p->elementSize))
+    if (!fe_memset_params_ok(p))
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_graph *g = n->graph;
     FE_REQ(q, GraphMemsetNode);
@@ -204,8 +200,7 @@ CUresult fe_graph_worker_memset_set(struct fe_graph_node *n, struct fe_graph *e,
     /* Pinned host memory goes as its data-area offset (a graph replays without the client: on a
      * remote vGPU it is not the device's); anything else as a device address, which the worker
      * checks. */
-    uint64_t off, bytes = p->height > 1 ? (p->height - 1) * p->pitch + p->width * p->elementSize
-                                        : p->width * p->elementSize;
+    uint64_t off, bytes = (p->height - 1) * p->pitch + p->width * p->elementSize; /* (the worker checks it) */
     if (fe_pinned_range(g->ch, (const void *)(uintptr_t)p->dst, bytes, false, &off))
         q.dst = off, q.in_area = 1;
     return FE_CALL(g->ch, g->ctx->id, GraphMemsetNode, &q, &a);
@@ -219,17 +214,12 @@ CUresult fe_graph_worker_node_set(struct fe_graph_node *n, struct fe_graph *e, c
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     if (p->type == CU_GRAPH_NODE_TYPE_MEMSET) {
-        const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-        CUDA_MEMSET_NODE_PARAMS v1 = {m->dst, m->pitch, m->value, m->elementSize, m->width, m->height};
+        const CUDA_MEMSET_NODE_PARAMS v1 = fe_memset_params_of_v2(&p->memset);
         return fe_graph_worker_memset_set(n, e, &v1);
     }
     if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-    CUDA_KERNEL_NODE_PARAMS v2 = {.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
-                                  .gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
-                                  .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
-                                  .kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern, .ctx = k->ctx};
+    const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v3(&p->kernel);
     return fe_graph_worker_kernel_set(n, e, &v2);
 }
 
