@@ -223,7 +223,9 @@ CUresult vgpu_handle_GraphMemsetNode(struct vgpu_call *c, const struct vgpu_req_
                                       .value = q->value, .elem = q->elem};
     if (q->set) {
         uint64_t bytes;
+        /* As the driver checks them (emu relies on it): rows no longer than their pitch. */
         if (q->in_area > 1 || (q->elem != 1 && q->elem != 2 && q->elem != 4) || !q->width || !q->height ||
+            (q->height > 1 && q->pitch < q->width * q->elem) ||
             !vchannel_memset_span(q->pitch, q->elem, q->width, q->height, &bytes))
             return CUDA_ERROR_INVALID_VALUE;
         /* Memory of this vGPU's tenant only: pinned host memory of its channel, or its device memory. */
@@ -263,7 +265,7 @@ CUresult vgpu_handle_GraphNodeEnabled(struct vgpu_call *c, const struct vgpu_req
                                       struct vgpu_rsp_GraphNodeEnabled *a)
 {
     struct srv_obj *g, *e;
-    CUresult r = node_graphs(c, q->graph, q->exec, 1, &g, &e);
+    CUresult r = node_graphs(c, q->graph, q->exec, 1, &g, &e); /* (1: the executable graph is asked too) */
     if (r)
         return r;
     if (!e || q->set > 1)

@@ -369,7 +369,9 @@ static int mode_records(const char *path)
     EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "an unknown place");
     mq.in_area = 0, mq.elem = 3;
     EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "elements of 3 bytes");
-    mq.elem = 4, mq.height = 1ull << 62, mq.pitch = 1ull << 62;
+    mq.elem = 4, mq.height = 2, mq.pitch = 8;
+    EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "rows longer than their pitch");
+    mq.height = 1ull << 62, mq.pitch = 1ull << 62;
     EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "rows past the address space");
     mq.height = 1, mq.pitch = 0, mq.exec = 77;
     EXPECT(CALL(&c, GraphMemsetNode, 1, mq) == CUDA_ERROR_INVALID_VALUE, "an unknown executable graph");

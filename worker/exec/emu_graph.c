@@ -556,15 +556,22 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     return CUDA_SUCCESS;
 }
 
+/* Node `node` of a captured graph g (or of exec, made from it) of kind `kind`, or NULL. */
+static struct emu_op *node_op(const struct emu_graph *g, const struct emu_graph *exec, uint32_t node,
+                              enum emu_op_kind kind)
+{
+    const struct emu_graph *in = exec ? exec : g;
+    return node < g->n && node < in->n && in->ops[node]->kind == kind ? in->ops[node] : NULL;
+}
+
 CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_kernel_node *k)
 {
     (void)x;
     (void)ctx;
-    const struct emu_graph *g = graph, *in = exec ? exec : graph;
-    if (node >= g->n || node >= in->n || in->ops[node]->kind != EMU_OP_KERNEL)
+    struct emu_op *op = node_op(graph, exec, node, EMU_OP_KERNEL);
+    if (!op)
         return CUDA_ERROR_INVALID_VALUE;
-    struct emu_op *op = in->ops[node];
     if (!set) {
         const struct emu_function *f = op->u.kernel.fn;
         if (f->param_bytes > k->cap)
@@ -605,14 +612,6 @@ bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, uns
     return true;
 }
 
-/* Node `node` of a captured graph g (or of exec, made from it) of kind `kind`, or NULL. */
-static struct emu_op *node_op(const struct emu_graph *g, const struct emu_graph *exec, uint32_t node,
-                              enum emu_op_kind kind)
-{
-    const struct emu_graph *in = exec ? exec : g;
-    return node < g->n && node < in->n && in->ops[node]->kind == kind ? in->ops[node] : NULL;
-}
-
 CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_memset_node *m)
 {
@@ -627,10 +626,7 @@ CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void
                                             .value = op->u.memset.value, .elem = op->u.memset.elem};
         return CUDA_SUCCESS;
     }
-    if ((m->elem != 1 && m->elem != 2 && m->elem != 4) || !m->width || !m->height ||
-        (m->height > 1 && m->pitch < m->width * m->elem))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct emu_op was = *op;
+    struct emu_op was = *op; /* (the handler checked the new parameters) */
     op->u.memset.dst = (void *)(uintptr_t)m->dst;
     op->u.memset.value = m->value;
     op->u.memset.elem = m->elem;

@@ -310,8 +310,9 @@ struct vgpu_exec_ops {
      * many), or set them from k, in graph or, exec not NULL, in exec (made from graph). */
     CUresult (*graph_kernel_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_kernel_node *k);
-    /* The same for a memset node (GraphMemsetNode), and for launch attribute attr of a kernel node
-     * (value: a CUlaunchAttributeValue; graph only, as the driver has it). */
+    /* The same for a memset node (GraphMemsetNode; new parameters checked as the driver checks
+     * them), and for launch attribute attr of a kernel node (value: a CUlaunchAttributeValue; graph
+     * only, as the driver has it). */
     CUresult (*graph_memset_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_memset_node *m);
     CUresult (*graph_kernel_attr)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
