@@ -303,14 +303,20 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, bool async, bool pt)
     struct fe_chan *ch;
     uint32_t sid;
     FE_RETURN_IF(fe_stream_begin(s, pt, &c, &ch, &sid));
+    struct fe_copy_3d k;
+    FE_RETURN_IF(fe_copy_3d_of(c, ch, p, &k));
+    return fe_copy_3d(c, ch, sid, &k, async);
+}
+
+CUresult fe_copy_3d_of(struct fe_ctx *c, struct fe_chan *ch, const CUDA_MEMCPY3D *p, struct fe_copy_3d *k)
+{
     if (p->reserved0 || p->reserved1)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fe_copy_3d k = {.width = p->WidthInBytes, .height = p->Height, .depth = p->Depth};
+    *k = (struct fe_copy_3d){.width = p->WidthInBytes, .height = p->Height, .depth = p->Depth};
     FE_RETURN_IF(copy_side(c, ch, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY,
-                           p->srcZ, p->srcPitch, p->srcHeight, &k.src));
-    FE_RETURN_IF(copy_side(c, ch, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY,
-                           p->dstZ, p->dstPitch, p->dstHeight, &k.dst));
-    return fe_copy_3d(c, ch, sid, &k, async);
+                           p->srcZ, p->srcPitch, p->srcHeight, &k->src));
+    return copy_side(c, ch, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ,
+                     p->dstPitch, p->dstHeight, &k->dst);
 }
 
 /* A 2D copy is a 3D copy of one slice. */

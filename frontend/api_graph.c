@@ -208,6 +208,13 @@ CUresult fe_graph_destroy(struct fe_graph *g)
 {
     CUresult r = CUDA_SUCCESS;
     if (g->kind == FE_GRAPH && !g->here) {
+        for (size_t i = 0; i < g->node_count; i++) { /* copies of child graphs its nodes gave */
+            struct fe_graph_node *n = fe_handle_get(FE_GRAPH_NODE, g->nodes[i]);
+            if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) {
+                (void)fe_graph_destroy(n->u.child);
+                n->u.child = NULL;
+            }
+        }
         FE_REQ(q, GraphDestroy);
         q.graph = g->id;
         r = FE_CALL(g->ch, g->ctx->id, GraphDestroy, &q, NULL);
@@ -548,7 +555,7 @@ void fe_capture_join(struct fe_chan *ch, uint32_t sid, CUstream handle, uint64_t
     pthread_mutex_unlock(&ch->capture_mu);
 }
 
-static CUresult hosts_append(struct fe_graph *g, struct fe_host_node *n)
+CUresult fe_graph_host_keep(struct fe_graph *g, struct fe_host_node *n)
 {
     struct fe_host_node **h = vgpu_array_grow(g->hosts, &g->hosts_cap, g->nhosts + 1, sizeof *h);
     if (!h)
@@ -561,13 +568,13 @@ static CUresult hosts_append(struct fe_graph *g, struct fe_host_node *n)
 CUresult fe_capture_keep_host(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, struct fe_host_node *n)
 {
     struct fe_graph *g = capture_graph(c, ch, sid);
-    return g ? hosts_append(g, n) : CUDA_ERROR_OUT_OF_MEMORY;
+    return g ? fe_graph_host_keep(g, n) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult fe_graph_hosts_share(struct fe_graph *to, const struct fe_graph *from)
 {
     for (size_t i = 0; i < from->nhosts; i++) {
-        FE_RETURN_IF(hosts_append(to, from->hosts[i]));
+        FE_RETURN_IF(fe_graph_host_keep(to, from->hosts[i]));
         fe_host_node_hold(to->ch, from->hosts[i]);
     }
     return CUDA_SUCCESS;

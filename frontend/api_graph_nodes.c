@@ -974,7 +974,10 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph h, const CUgraphNode *d
 
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_alloc(n, p);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, p, &n));
     *p = n->u.alloc.p; /* (its access descriptors are the node's, as the driver's are) */
     return CUDA_SUCCESS;
@@ -982,7 +985,10 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS 
 
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_free_ptr(n, dptr);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, &n));
     *dptr = n->u.free_dptr;
     return CUDA_SUCCESS;
@@ -1110,7 +1116,10 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 
 CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memcpy(n, p);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, &n));
     *p = n->u.memcpy.p;
     return CUDA_SUCCESS;
@@ -1118,7 +1127,10 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 
 CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memcpy_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_MEMCPY, &n));
     return memcpy_set(n, p, n->u.memcpy.ctx);
 }
@@ -1163,7 +1175,10 @@ CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode h, const CUDA_BATCH_MEM_OP_N
 
 CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_host(n, p);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_HOST, p, &n));
     *p = (CUDA_HOST_NODE_PARAMS){n->u.host.fn, n->u.host.userData};
     return CUDA_SUCCESS;
@@ -1171,14 +1186,20 @@ CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
 
 CUresult cuGraphHostNodeSetParams(CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_host_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_HOST, &n));
     return host_set(n, p);
 }
 
 static CUresult event_get(CUgraphNode h, CUgraphNodeType type, CUevent *e)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_event(n, type, e);
     FE_RETURN_IF(here_node(h, (int)type, &n));
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1188,7 +1209,10 @@ static CUresult event_get(CUgraphNode h, CUgraphNodeType type, CUevent *e)
 
 static CUresult event_node_set(CUgraphNode h, CUgraphNodeType type, CUevent e)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_event_set(n, NULL, type, e);
     FE_RETURN_IF(here_node(h, (int)type, &n));
     return event_set(n, e);
 }
@@ -1209,7 +1233,10 @@ CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent e)
 
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_child(n, out);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_GRAPH, out, &n));
     *out = (CUgraph)(uintptr_t)n->u.child->handle;
     return CUDA_SUCCESS;

@@ -303,8 +303,7 @@ CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *data, u
 
 /* ---------------------------------------------------------------- graphs' host nodes */
 
-CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
-                          struct fe_host_node **node)
+CUresult fe_host_node_make(struct fe_chan *ch, CUhostFn fn, void *data, struct fe_host_node **node, uint64_t *word)
 {
     struct fe_host_node *n = calloc(1, sizeof *n);
     if (!n)
@@ -326,17 +325,38 @@ CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CU
         free(n);
         return r;
     }
+    *node = n;
+    *word = off;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
+                          struct fe_host_node **node)
+{
+    struct fe_host_node *n;
     FE_REQ(q, HostFn);
-    q.word = off;
+    FE_RETURN_IF(fe_host_node_make(ch, fn, data, &n, &q.word));
     q.stream = sid;
     q.ticket = 0;
-    r = FE_POST(ch, c->id, HostFn, &q, false);
+    CUresult r = FE_POST(ch, c->id, HostFn, &q, false);
     if (r != CUDA_SUCCESS) {
         fe_host_node_drop(ch, n);
         return r;
     }
     *node = n;
     return CUDA_SUCCESS;
+}
+
+bool fe_host_node_at(struct fe_chan *ch, uint64_t word, CUhostFn *fn, void **data)
+{
+    pthread_mutex_lock(&ch->hostfn_mu);
+    struct fe_host_node *n = ch->hostfn_nodes;
+    while (n && (uint64_t)((uint8_t *)n->w - ch->map.data) != word)
+        n = n->next;
+    if (n)
+        *fn = n->fn, *data = n->data;
+    pthread_mutex_unlock(&ch->hostfn_mu);
+    return n != NULL;
 }
 
 void fe_host_node_hold(struct fe_chan *ch, struct fe_host_node *node)

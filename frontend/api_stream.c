@@ -224,6 +224,14 @@ static CUresult event_of(CUevent h, struct fe_event **e, struct fe_chan **ch)
     return fe_ctx_get((CUcontext)(uintptr_t)(*e)->ctx->handle, &c, ch);
 }
 
+CUresult fe_event_id(CUevent h, struct fe_chan **ch, uint32_t *id)
+{
+    struct fe_event *e;
+    FE_RETURN_IF(event_of(h, &e, ch));
+    *id = e->id;
+    return CUDA_SUCCESS;
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt)
 {
     struct fe_ctx *c;

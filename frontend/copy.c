@@ -716,6 +716,38 @@ static CUresult graph_staged_1d(struct fe_ctx *c, struct fe_chan *ch, uint32_t s
     return graph_staged_3d(c, ch, stream, &k, n);
 }
 
+CUresult fe_copy_3d_node(struct fe_ctx *c, struct fe_chan *ch, struct fe_copy_3d *k, uint32_t *host)
+{
+    uint64_t dst_span, src_span;
+    *host = 0;
+    if (!k->width || !k->height || !k->depth ||
+        !vgpu_copy3d_extent(k->dst.pitch, k->dst.rows, k->width, k->height, k->depth, &dst_span) ||
+        !vgpu_copy3d_extent(k->src.pitch, k->src.rows, k->width, k->height, k->depth, &src_span) ||
+        (!k->dst.addr && !k->dst.array) || (!k->src.addr && !k->src.array) || !inside_array(&k->dst, k) ||
+        !inside_array(&k->src, k))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_copy_side *sides[2] = {&k->dst, &k->src};
+    const uint64_t spans[2] = {dst_span, src_span};
+    for (int i = 0; i < 2; i++) {
+        struct fe_copy_side *s = sides[i];
+        uint64_t off;
+        if (s->array)
+            continue;
+        if (s->device && !fe_device_range(ch, c->id, s->addr, spans[i]))
+            return CUDA_ERROR_INVALID_VALUE; /* (another vGPU's memory included: the worker has none of it) */
+        if (s->device)
+            continue;
+        /* Pinned memory only: pageable memory would need a host node beside the copy, a node more. */
+        if (*host || !fe_pinned_range(ch, (const void *)(uintptr_t)s->addr, spans[i], false, &off)) {
+            LOG_INFO("a captured graph's copy node set to pageable host memory or host to host: not offered");
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        s->addr = off;
+        *host = i == 0 ? VGPU_COPY3D_DST_HOST : VGPU_COPY3D_SRC_HOST;
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async)
 {
     if (k->width == 0 || k->height == 0 || k->depth == 0)

@@ -333,6 +333,8 @@ CUresult fe_connect(void);
 CUresult fe_connect_locked(void);
 /* Forget what belonged to a context that went away (api_stream.c, api_module.c). */
 void fe_event_forget(void *obj, uint64_t handle, void *ctx);
+/* The id of event h and the channel of its vGPU. */
+CUresult fe_event_id(CUevent h, struct fe_chan **ch, uint32_t *id);
 void fe_module_forget(void *obj, uint64_t handle, void *ctx);
 void fe_link_forget(void *obj, uint64_t handle, void *ctx);
 void fe_graph_forget(void *obj, uint64_t handle, void *ctx);
@@ -418,6 +420,11 @@ struct fe_host_node;
 CUresult fe_host_node_add(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUhostFn fn, void *data,
                           struct fe_host_node **node);
 void fe_host_node_drop(struct fe_chan *ch, struct fe_host_node *node);
+/* A graph's host node whose word (*word, its data-area offset) no stream has yet: one the worker
+ * puts in a graph's node instead of the one there (GraphNodeParams). */
+CUresult fe_host_node_make(struct fe_chan *ch, CUhostFn fn, void *data, struct fe_host_node **node, uint64_t *word);
+/* The function and data of the graph host node whose word is at data-area offset word. */
+bool fe_host_node_at(struct fe_chan *ch, uint64_t word, CUhostFn *fn, void **data);
 /* What a node owns (data): free_data(data) runs once the node's last holder has dropped it
  * and its device is idle. */
 void fe_host_node_owns(struct fe_host_node *node, void (*free_data)(void *data));
@@ -589,6 +596,12 @@ struct fe_copy_3d {
     size_t width, height, depth;
 };
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async);
+/* A copy the driver's descriptor describes (api_copy.c), sides not checked yet. */
+CUresult fe_copy_3d_of(struct fe_ctx *c, struct fe_chan *ch, const CUDA_MEMCPY3D *p, struct fe_copy_3d *k);
+/* A copy a captured graph's node is given, as GraphNodeParams names it: this vGPU's device memory
+ * and arrays, pinned host memory as data-area offsets (*host: VGPU_COPY3D_* bits); NOT_SUPPORTED for
+ * pageable memory. */
+CUresult fe_copy_3d_node(struct fe_ctx *c, struct fe_chan *ch, struct fe_copy_3d *k, uint32_t *host);
 CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dst, size_t pitch, uint32_t value,
                       unsigned elem, size_t width, size_t height);
 

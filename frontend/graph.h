@@ -132,6 +132,8 @@ CUresult fe_graph_user_refs_copy(struct fe_graph *to, const struct fe_graph *fro
 struct fe_graph *fe_graph_new(enum fe_kind kind, struct fe_ctx *c, struct fe_chan *ch);
 /* to holds the host nodes from holds too (a copy of the worker's graph from, or one made from it). */
 CUresult fe_graph_hosts_share(struct fe_graph *to, const struct fe_graph *from);
+/* g holds host node n from now on (n's reference is g's). */
+CUresult fe_graph_host_keep(struct fe_graph *g, struct fe_host_node *n);
 /* Forget a graph here (and, for the worker's, ask the worker to destroy it). */
 void fe_graph_free(struct fe_graph *g);
 CUresult fe_graph_destroy(struct fe_graph *g);
@@ -169,6 +171,23 @@ CUresult fe_graph_worker_kernel_set_v1(struct fe_graph_node *n, struct fe_graph 
 CUresult fe_graph_worker_memset_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_MEMSET_NODE_PARAMS *p);
 /* A generic node's: a kernel's or a memset's (NOT_SUPPORTED for others). */
 CUresult fe_graph_worker_node_set(struct fe_graph_node *n, struct fe_graph *e, const CUgraphNodeParams *p);
+/* The other nodes' parameters (GraphNodeParams), each node's type checked by the worker. A copy
+ * node's (pinned host memory as the tenant's address of it; set: pinned host memory only). */
+CUresult fe_graph_worker_memcpy(struct fe_graph_node *n, CUDA_MEMCPY3D *p);
+CUresult fe_graph_worker_memcpy_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_MEMCPY3D *p);
+/* A host node's function and data; new ones (a host node of the graph's or e's own). */
+CUresult fe_graph_worker_host(struct fe_graph_node *n, CUDA_HOST_NODE_PARAMS *p);
+CUresult fe_graph_worker_host_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_HOST_NODE_PARAMS *p);
+/* An event record or wait node's event (type says which), or a new one. */
+CUresult fe_graph_worker_event(struct fe_graph_node *n, CUgraphNodeType type, CUevent *ev);
+CUresult fe_graph_worker_event_set(struct fe_graph_node *n, struct fe_graph *e, CUgraphNodeType type, CUevent ev);
+/* A child graph node's graph: a copy of the worker's, made once and kept with the node (changes to
+ * it stay in it); in executable graph e, graph h instead. */
+CUresult fe_graph_worker_child(struct fe_graph_node *n, CUgraph *out);
+CUresult fe_graph_worker_child_set(struct fe_graph_node *n, struct fe_graph *e, CUgraph h);
+/* A memory node's parameters (allocation, or with p NULL the address a free node frees). */
+CUresult fe_graph_worker_alloc(struct fe_graph_node *n, CUDA_MEM_ALLOC_NODE_PARAMS *p);
+CUresult fe_graph_worker_free_ptr(struct fe_graph_node *n, CUdeviceptr *dptr);
 /* Memset node n's parameters. */
 CUresult fe_graph_worker_memset(struct fe_graph_node *n, CUDA_MEMSET_NODE_PARAMS *p);
 /* Kernel node n's launch attribute attr: its value, or (set) a new one. */

@@ -622,6 +622,9 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode h, const CUD
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
     (void)ctx;
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_memcpy_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_MEMCPY, cuGraphMemcpyNodeSetParams(node_, p));
 }
 CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
@@ -635,14 +638,23 @@ CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUD
 }
 CUresult cuGraphExecHostNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_host_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_HOST, cuGraphHostNodeSetParams(node_, p));
 }
 CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_event_set(fe_graph_worker_node(h), e, CU_GRAPH_NODE_TYPE_EVENT_RECORD, ev);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, cuGraphEventRecordNodeSetEvent(node_, ev));
 }
 CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_event_set(fe_graph_worker_node(h), e, CU_GRAPH_NODE_TYPE_WAIT_EVENT, ev);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, cuGraphEventWaitNodeSetEvent(node_, ev));
 }
 CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
@@ -651,6 +663,9 @@ CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec he, CUgraphNode h, const
 }
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_child_set(fe_graph_worker_node(h), e, child);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_GRAPH, fe_graph_child_set(n_, child));
 }
 CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodeParams *p)

@@ -3,7 +3,9 @@
  * its index in the worker's order: a kernel node's parameters (GraphKernelNode) and launch
  * attributes (GraphKernelAttr), a memset node's parameters (GraphMemsetNode), in the graph or in
  * an executable graph made from it, and whether a node runs in such an executable graph
- * (GraphNodeEnabled). api_graph_nodes.c and graph_build.c's entry points come here for them. */
+ * (GraphNodeEnabled), and any other node's parameters (GraphNodeParams: copies, host functions,
+ * events, child graphs, memory nodes). api_graph_nodes.c and graph_build.c's entry points come here
+ * for them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +20,9 @@ struct fe_graph_node *fe_graph_worker_node(CUgraphNode h)
 
 void fe_graph_worker_node_free(struct fe_graph_node *n)
 {
-    if (n && n->fetched)
+    if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* (a copy asked for: the worker's went first) */
+        fe_graph_free(n->u.child);
+    else if (n && n->fetched)
         fe_kernel_node_clear(&n->u.kernel);
     free(n);
 }
@@ -213,14 +217,32 @@ CUresult fe_graph_worker_node_set(struct fe_graph_node *n, struct fe_graph *e, c
     FE_RETURN_IF(settable(n, e));
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (p->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
         const CUDA_MEMSET_NODE_PARAMS v1 = fe_memset_params_of_v2(&p->memset);
         return fe_graph_worker_memset_set(n, e, &v1);
     }
-    if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v3(&p->kernel);
-    return fe_graph_worker_kernel_set(n, e, &v2);
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const CUDA_KERNEL_NODE_PARAMS v2 = fe_kernel_params_of_v3(&p->kernel);
+        return fe_graph_worker_kernel_set(n, e, &v2);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return fe_graph_worker_memcpy_set(n, e, &p->memcpy.copyParams);
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        const CUDA_HOST_NODE_PARAMS h = {p->host.fn, p->host.userData};
+        return fe_graph_worker_host_set(n, e, &h);
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return fe_graph_worker_event_set(n, e, p->type, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return fe_graph_worker_event_set(n, e, p->type, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return fe_graph_worker_child_set(n, e, p->graph.graph);
+    default: /* batch memory operations and conditional nodes (memory nodes the worker refuses) */
+        return p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || p->type == CU_GRAPH_NODE_TYPE_MEM_FREE
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_ERROR_NOT_SUPPORTED;
+    }
 }
 
 CUresult fe_graph_worker_enabled(struct fe_graph *e, CUgraphNode h, bool set, unsigned *enabled)
@@ -239,5 +261,239 @@ CUresult fe_graph_worker_enabled(struct fe_graph *e, CUgraphNode h, bool set, un
     FE_RETURN_IF(FE_CALL(e->ch, e->ctx->id, GraphNodeEnabled, &q, &a));
     if (!set)
         *enabled = a.enabled;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the other nodes */
+
+/* GraphNodeParams for node n: its parameters into *a (set false), or p's in its graph or e. */
+static CUresult node_params(struct fe_graph_node *n, struct fe_graph *e, bool set, struct vgpu_graph_node_params *p,
+                            struct vgpu_graph_node_params *a)
+{
+    FE_RETURN_IF(settable(n, e));
+    struct fe_graph *g = n->graph;
+    FE_REQ(q, GraphNodeParams);
+    FE_RSP(r, GraphNodeParams);
+    q.graph = g->id;
+    q.node = n->index;
+    q.exec = e ? e->id : 0;
+    q.set = set;
+    q.p = *p;
+    FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphNodeParams, &q, &r));
+    if (a)
+        *a = r.p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_get(struct fe_graph_node *n, CUgraphNodeType type, struct vgpu_graph_node_params *a)
+{
+    struct vgpu_graph_node_params p = {.type = (uint32_t)type};
+    return node_params(n, NULL, false, &p, a);
+}
+
+/* A side of a copy as the application names it: an array, pinned host memory at the tenant's
+ * address, or device memory. */
+static CUresult side_in(struct fe_chan *ch, uint64_t where, uint32_t array, bool in_area, uint64_t pitch,
+                        uint64_t rows, CUmemorytype *type, const void **host, CUdeviceptr *dev, CUarray *arr,
+                        size_t *x, size_t *y, size_t *z, size_t *p, size_t *h)
+{
+    *x = *y = *z = 0;
+    *p = pitch, *h = rows;
+    if (array) {
+        uint64_t handle = fe_handle_of_id(FE_ARRAY, array);
+        if (!handle || !pitch || !rows)
+            return CUDA_ERROR_INVALID_VALUE;
+        *type = CU_MEMORYTYPE_ARRAY;
+        *arr = (CUarray)(uintptr_t)handle;
+        *z = where / (pitch * rows), *y = where % (pitch * rows) / pitch, *x = where % pitch;
+        *p = *h = 0;
+        return CUDA_SUCCESS;
+    }
+    if (in_area) {
+        if (where >= ch->map.layout.data_size)
+            return CUDA_ERROR_INVALID_VALUE;
+        void *at = fe_spill_data_address(ch, where);
+        *type = CU_MEMORYTYPE_HOST;
+        *host = at ? at : ch->map.data + where;
+        return CUDA_SUCCESS;
+    }
+    *type = CU_MEMORYTYPE_DEVICE;
+    *dev = where;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_memcpy(struct fe_graph_node *n, CUDA_MEMCPY3D *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_graph_node_params a;
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEMCPY, &a));
+    CUDA_MEMCPY3D m;
+    memset(&m, 0, sizeof m);
+    const void *dst_host = NULL;
+    struct fe_chan *ch = n->graph->ch;
+    FE_RETURN_IF(side_in(ch, a.src, a.src_array, a.host & VGPU_COPY3D_SRC_HOST, a.src_pitch, a.src_rows,
+                         &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcArray, &m.srcXInBytes, &m.srcY, &m.srcZ,
+                         &m.srcPitch, &m.srcHeight));
+    FE_RETURN_IF(side_in(ch, a.dst, a.dst_array, a.host & VGPU_COPY3D_DST_HOST, a.dst_pitch, a.dst_rows,
+                         &m.dstMemoryType, &dst_host, &m.dstDevice, &m.dstArray, &m.dstXInBytes, &m.dstY, &m.dstZ,
+                         &m.dstPitch, &m.dstHeight));
+    m.dstHost = (void *)(uintptr_t)dst_host;
+    m.WidthInBytes = a.width, m.Height = a.height, m.Depth = a.depth;
+    *p = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_memcpy_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_MEMCPY3D *p)
+{
+    FE_RETURN_IF(settable(n, e));
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = n->graph;
+    struct fe_copy_3d k;
+    uint32_t host;
+    FE_RETURN_IF(fe_copy_3d_of(g->ctx, g->ch, p, &k));
+    FE_RETURN_IF(fe_copy_3d_node(g->ctx, g->ch, &k, &host));
+    struct vgpu_graph_node_params q = {.type = CU_GRAPH_NODE_TYPE_MEMCPY, .host = host,
+                                       .dst = k.dst.addr, .src = k.src.addr,
+                                       .dst_pitch = k.dst.pitch, .src_pitch = k.src.pitch,
+                                       .dst_rows = k.dst.rows, .src_rows = k.src.rows,
+                                       .width = k.width, .height = k.height, .depth = k.depth,
+                                       .dst_array = k.dst.array, .src_array = k.src.array};
+    return node_params(n, e, true, &q, NULL);
+}
+
+CUresult fe_graph_worker_host(struct fe_graph_node *n, CUDA_HOST_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_graph_node_params a;
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_HOST, &a));
+    CUhostFn fn;
+    void *data;
+    if (!fe_host_node_at(n->graph->ch, a.word, &fn, &data))
+        return CUDA_ERROR_INVALID_VALUE; /* a word the worker should not have named */
+    *p = (CUDA_HOST_NODE_PARAMS){fn, data};
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_host_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_HOST_NODE_PARAMS *p)
+{
+    FE_RETURN_IF(settable(n, e));
+    if (!p || !p->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *holder = e ? e : n->graph;
+    struct fe_host_node *h;
+    struct vgpu_graph_node_params q = {.type = CU_GRAPH_NODE_TYPE_HOST};
+    FE_RETURN_IF(fe_host_node_make(holder->ch, p->fn, p->userData, &h, &q.word));
+    CUresult r = fe_graph_host_keep(holder, h);
+    if (r != CUDA_SUCCESS) {
+        fe_host_node_drop(holder->ch, h);
+        return r;
+    }
+    /* Kept by the holder even if the worker refuses it: it is dropped with the holder. */
+    return node_params(n, e, true, &q, NULL);
+}
+
+CUresult fe_graph_worker_event(struct fe_graph_node *n, CUgraphNodeType type, CUevent *ev)
+{
+    if (!ev)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_graph_node_params a;
+    FE_RETURN_IF(node_get(n, type, &a));
+    uint64_t h = fe_handle_of_id(FE_EVENT, a.object);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ev = (CUevent)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_event_set(struct fe_graph_node *n, struct fe_graph *e, CUgraphNodeType type, CUevent ev)
+{
+    FE_RETURN_IF(settable(n, e));
+    struct fe_chan *ch;
+    struct vgpu_graph_node_params q = {.type = (uint32_t)type};
+    if (fe_event_id(ev, &ch, &q.object) != CUDA_SUCCESS || ch != n->graph->ch)
+        return CUDA_ERROR_INVALID_VALUE;
+    return node_params(n, e, true, &q, NULL);
+}
+
+CUresult fe_graph_worker_child(struct fe_graph_node *n, CUgraph *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n->type != CU_GRAPH_NODE_TYPE_GRAPH || !n->u.child) {
+        struct fe_graph *g = n->graph, *c = fe_graph_new(FE_GRAPH, g->ctx, g->ch);
+        if (!c)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        struct vgpu_graph_node_params p = {.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = c->id};
+        CUresult r = node_params(n, NULL, false, &p, NULL);
+        if (r == CUDA_SUCCESS && (r = fe_graph_hosts_share(c, g)) != CUDA_SUCCESS) /* (its host functions) */
+            (void)fe_graph_destroy(c);
+        else if (r != CUDA_SUCCESS)
+            fe_graph_free(c);
+        if (r != CUDA_SUCCESS)
+            return r;
+        c->owned = true; /* the node's: destroyed with it */
+        n->type = CU_GRAPH_NODE_TYPE_GRAPH;
+        n->u.child = c;
+    }
+    *out = (CUgraph)(uintptr_t)n->u.child->handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_child_set(struct fe_graph_node *n, struct fe_graph *e, CUgraph h)
+{
+    FE_RETURN_IF(settable(n, e));
+    struct fe_graph *child = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
+    if (!e || !child || child->ch != n->graph->ch || child->capturing)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *built = child;
+    struct fe_host_node **hosts = NULL;
+    size_t nhosts = 0;
+    if (child->here) /* one kept here goes to the worker first */
+        FE_RETURN_IF(fe_graph_build(child, &built, &hosts, &nhosts));
+    struct vgpu_graph_node_params q = {.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = built->id};
+    CUresult r = node_params(n, e, true, &q, NULL);
+    /* e runs the child's host functions from now on */
+    const struct fe_graph *from = child->here ? NULL : child;
+    for (size_t i = 0; from && r == CUDA_SUCCESS && i < from->nhosts; i++)
+        if ((r = fe_graph_host_keep(e, from->hosts[i])) == CUDA_SUCCESS)
+            fe_host_node_hold(e->ch, from->hosts[i]);
+    size_t kept = 0; /* (the build's host nodes: their references become e's) */
+    while (r == CUDA_SUCCESS && kept < nhosts && (r = fe_graph_host_keep(e, hosts[kept])) == CUDA_SUCCESS)
+        kept++;
+    for (size_t i = kept; i < nhosts; i++)
+        fe_host_node_drop(e->ch, hosts[i]);
+    free(hosts);
+    if (child->here)
+        fe_graph_built_done(built);
+    return r;
+}
+
+CUresult fe_graph_worker_alloc(struct fe_graph_node *n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_graph_node_params a;
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &a));
+    /* A capture allocates from its device's pool, pinned memory of this vGPU, no other device given
+     * access. */
+    memset(p, 0, sizeof *p);
+    p->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->poolProps.location.id = n->graph->ch->device;
+    p->bytesize = a.width;
+    p->dptr = a.dst;
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_free_ptr(struct fe_graph_node *n, CUdeviceptr *dptr)
+{
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_graph_node_params a;
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_FREE, &a));
+    *dptr = a.dst;
     return CUDA_SUCCESS;
 }

@@ -249,6 +249,19 @@ CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, 
     return CUDA_SUCCESS;
 }
 
+bool vchannel_array_named(struct vgpu_call *c, const void *x, uint32_t *id, uint64_t *pitch, uint64_t *rows)
+{
+    const struct srv_table *arrays = &c->ch->tables[SRV_ARRAY];
+    for (uint32_t i = 1; x && i < arrays->cap; i++) {
+        const struct worker_array *wa = arrays->slots[i].live ? arrays->slots[i].x : NULL;
+        if (wa && wa->x == x) {
+            *id = i, *pitch = wa->pitch, *rows = wa->rows;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* ---------------------------------------------------------------- sparse arrays, deferred mapping */
 
 /* The array or mipmapped array a sparse call names, in any context of the vGPU (a stream of one

@@ -277,6 +277,145 @@ CUresult vgpu_handle_GraphNodeEnabled(struct vgpu_call *c, const struct vgpu_req
     return r;
 }
 
+/* A side of a captured copy as the wire names it (GraphNodeParams): an array by id, with the offset
+ * of the copy's first byte in its rows; a data-area range (pinned host memory, whose executor
+ * address is not the tenant's); or device memory. x, y, z: the driver's offsets into the side. */
+static CUresult side_out(struct vgpu_call *c, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
+                         size_t x, size_t y, size_t z, size_t pitch, size_t rows, bool dst,
+                         struct vgpu_graph_node_params *p)
+{
+    uint64_t *where = dst ? &p->dst : &p->src, *wpitch = dst ? &p->dst_pitch : &p->src_pitch;
+    uint64_t *wrows = dst ? &p->dst_rows : &p->src_rows;
+    if (rows < p->height)
+        rows = p->height;
+    if (type == CU_MEMORYTYPE_ARRAY) {
+        if (!vchannel_array_named(c, array, dst ? &p->dst_array : &p->src_array, wpitch, wrows))
+            return CUDA_ERROR_NOT_SUPPORTED;
+        *where = z * *wpitch * *wrows + y * *wpitch + x;
+        return CUDA_SUCCESS;
+    }
+    uint64_t at = (type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : dev) + z * pitch * rows + y * pitch + x, off;
+    *wpitch = pitch, *wrows = rows;
+    if (vchannel_pinned_offset(c->ch, at, 1, &off)) {
+        *where = off;
+        p->host |= dst ? VGPU_COPY3D_DST_HOST : VGPU_COPY3D_SRC_HOST;
+        return CUDA_SUCCESS;
+    }
+    *where = at;
+    return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS; /* (no memory of the tenant's) */
+}
+
+/* The channel's id of the executor's event x (0: none names it). */
+static uint32_t event_id(struct vchannel *ch, const void *x)
+{
+    const struct srv_table *t = &ch->tables[SRV_EVENT];
+    for (uint32_t id = 1; x && id < t->cap; id++)
+        if (t->slots[id].live && t->slots[id].x == x)
+            return id;
+    return 0;
+}
+
+/* What GraphNodeParams asks for in what the executor gave (p->type set). */
+static CUresult node_params_out(struct vgpu_call *c, const struct vgpu_exec_node *e, struct vgpu_graph_node_params *p)
+{
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        const CUDA_MEMCPY3D *m = &e->got;
+        p->width = m->WidthInBytes, p->height = m->Height ? m->Height : 1, p->depth = m->Depth ? m->Depth : 1;
+        CUresult r = side_out(c, m->dstMemoryType, m->dstHost, m->dstDevice, m->dstArray, m->dstXInBytes, m->dstY,
+                              m->dstZ, m->dstPitch, m->dstHeight, true, p);
+        return r ? r
+                 : side_out(c, m->srcMemoryType, m->srcHost, m->srcDevice, m->srcArray, m->srcXInBytes, m->srcY,
+                            m->srcZ, m->srcPitch, m->srcHeight, false, p);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return vchannel_host_node_word(c->ch, e->arg, &p->word) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return (p->object = event_id(c->ch, e->event)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    default: /* memory nodes (a child graph's copy is made in place) */
+        p->dst = e->dptr, p->width = e->bytes;
+        return CUDA_SUCCESS;
+    }
+}
+
+/* New parameters GraphNodeParams gives, checked and as the executor takes them. */
+static CUresult node_params_in(struct vgpu_call *c, const struct vgpu_graph_node_params *p, bool in_exec,
+                               struct vgpu_exec_node *e)
+{
+    struct srv_obj *o;
+    CUresult r;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        e->set = (struct vgpu_copy_3d){.dst = {.pitch = p->dst_pitch, .rows = p->dst_rows},
+                                       .src = {.pitch = p->src_pitch, .rows = p->src_rows},
+                                       .width = p->width, .height = p->height, .depth = p->depth};
+        if (!p->width || !p->height || !p->depth)
+            return CUDA_ERROR_INVALID_VALUE;
+        return vchannel_copy_sides(c, p->host, p->dst, p->dst_array, p->src, p->src_array, &e->set);
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        struct vgpu_host_fn_word *w = (p->word & 7u) ? NULL : vchannel_data(c, p->word, sizeof *w);
+        return w ? vchannel_host_node_new(c->ch, w, p->word, &e->fn, &e->arg) : CUDA_ERROR_INVALID_VALUE;
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        if ((r = vchannel_lookup(c, SRV_EVENT, p->object, &o)) != CUDA_SUCCESS)
+            return r;
+        e->event = o->x;
+        return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_GRAPH: /* (only an executable graph's child graph changes) */
+        if (!in_exec || (r = vchannel_lookup(c, SRV_GRAPH, p->object, &o)) != CUDA_SUCCESS)
+            return in_exec ? r : CUDA_ERROR_INVALID_VALUE;
+        e->graph = o->x;
+        return CUDA_SUCCESS;
+    default: /* memory nodes are never changed */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult vgpu_handle_GraphNodeParams(struct vgpu_call *c, const struct vgpu_req_GraphNodeParams *q,
+                                     struct vgpu_rsp_GraphNodeParams *a)
+{
+    struct srv_obj *g, *e;
+    CUresult r = node_graphs(c, q->graph, q->exec, q->set, &g, &e);
+    if (r)
+        return r;
+    switch (q->p.type) {
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+    case CU_GRAPH_NODE_TYPE_HOST:
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        break;
+    default: /* kernel and memset nodes have records of their own */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void *graph = g->x, *exec = e ? e->x : NULL; /* (adding to a table may move its entries) */
+    struct vgpu_exec_node x = {.type = q->p.type};
+    if (q->set) {
+        r = node_params_in(c, &q->p, exec != NULL, &x);
+        return r ? r : OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, exec, q->node, true, &x);
+    }
+    a->p = (struct vgpu_graph_node_params){.type = q->p.type};
+    if (q->p.type != CU_GRAPH_NODE_TYPE_GRAPH) {
+        r = OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, NULL, q->node, false, &x);
+        return r ? r : node_params_out(c, &x, &a->p);
+    }
+    /* A child graph: a copy of it, named as the client asks. */
+    struct srv_obj *copy = vchannel_add(c, SRV_GRAPH, q->p.object, &r);
+    if (!copy)
+        return r;
+    if ((r = OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, NULL, q->node, false, &x)) != CUDA_SUCCESS) {
+        vchannel_remove(c->ch, SRV_GRAPH, q->p.object);
+        return r;
+    }
+    copy->x = x.graph;
+    a->p.object = q->p.object;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
                                       struct vgpu_rsp_GraphExecDestroy *a)
 {

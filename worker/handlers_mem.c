@@ -435,6 +435,22 @@ static CUresult copy_side(struct vgpu_call *c, bool host, uint64_t where, struct
     return vchannel_device_range(c, where, extent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult vchannel_copy_sides(struct vgpu_call *c, uint32_t host, uint64_t dst, uint32_t dst_array, uint64_t src,
+                             uint32_t src_array, struct vgpu_copy_3d *d)
+{
+    const uint32_t both = VGPU_COPY3D_DST_HOST | VGPU_COPY3D_SRC_HOST;
+    if ((host & both) == both || (host & ~both))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((dst_array && (host & VGPU_COPY3D_DST_HOST)) || (src_array && (host & VGPU_COPY3D_SRC_HOST)))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = dst_array ? vchannel_array_side(c, dst_array, dst, &d->dst, d)
+                           : copy_side(c, host & VGPU_COPY3D_DST_HOST, dst, &d->dst, d);
+    if (r == CUDA_SUCCESS)
+        r = src_array ? vchannel_array_side(c, src_array, src, &d->src, d)
+                      : copy_side(c, host & VGPU_COPY3D_SRC_HOST, src, &d->src, d);
+    return r;
+}
+
 CUresult vgpu_handle_Copy3D(struct vgpu_call *c, const struct vgpu_req_Copy3D *q, struct vgpu_rsp_Copy3D *a)
 {
     (void)a;
@@ -449,17 +465,7 @@ CUresult vgpu_handle_Copy3D(struct vgpu_call *c, const struct vgpu_req_Copy3D *q
                                  .width = q->width,
                                  .height = q->height,
                                  .depth = q->depth};
-        const uint32_t both = VGPU_COPY3D_DST_HOST | VGPU_COPY3D_SRC_HOST;
-        if ((q->host & both) == both || (q->host & ~both))
-            r = CUDA_ERROR_INVALID_VALUE;
-        if ((q->dst_array && (q->host & VGPU_COPY3D_DST_HOST)) || (q->src_array && (q->host & VGPU_COPY3D_SRC_HOST)))
-            r = CUDA_ERROR_INVALID_VALUE;
-        if (r == CUDA_SUCCESS)
-            r = q->dst_array ? vchannel_array_side(c, q->dst_array, q->dst, &d.dst, &d)
-                             : copy_side(c, q->host & VGPU_COPY3D_DST_HOST, q->dst, &d.dst, &d);
-        if (r == CUDA_SUCCESS)
-            r = q->src_array ? vchannel_array_side(c, q->src_array, q->src, &d.src, &d)
-                             : copy_side(c, q->host & VGPU_COPY3D_SRC_HOST, q->src, &d.src, &d);
+        r = vchannel_copy_sides(c, q->host, q->dst, q->dst_array, q->src, q->src_array, &d);
         if (r == CUDA_SUCCESS)
             r = vchannel_admit(c, GATE_COPY, stream);
         if (r == CUDA_SUCCESS)

@@ -151,7 +151,7 @@ CUresult vgpu_handle_HostFn(struct vgpu_call *c, const struct vgpu_req_HostFn *q
     if (r)
         return r;
     struct vgpu_host_fn_word *w = (q->word & 7u) ? NULL : vchannel_data(c, q->word, sizeof *w);
-    return w ? vchannel_hold_stream(c, stream, w, q->ticket) : CUDA_ERROR_INVALID_VALUE;
+    return w ? vchannel_hold_stream(c, stream, w, q->word, q->ticket) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult vgpu_handle_EventCreate(struct vgpu_call *c, const struct vgpu_req_EventCreate *q, struct vgpu_rsp_EventCreate *a)

@@ -454,6 +454,7 @@ void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size)
 struct stream_hold {
     struct vchannel *ch;
     struct vgpu_host_fn_word *w;
+    uint64_t word;            /* w's data-area offset */
     uint32_t ticket;          /* one-shot: the client's; a graph's host node: its last run's */
     bool repeat;              /* a graph's host node: runs at every replay, kept until the channel ends */
     struct stream_hold *next; /* on the channel's list of those */
@@ -495,7 +496,26 @@ static void hold_run(void *arg, CUresult status)
     atomic_fetch_sub(&ch->holds_pending, 1);
 }
 
-CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint32_t ticket)
+static struct stream_hold *hold_new(struct vchannel *ch, struct vgpu_host_fn_word *w, uint64_t word, uint32_t ticket)
+{
+    if (atomic_load(&ch->holds_pending) + ch->repeat_hold_count >= MAX_HOLDS)
+        return NULL;
+    struct stream_hold *h = malloc(sizeof *h);
+    if (h)
+        *h = (struct stream_hold){.ch = ch, .w = w, .word = word, .ticket = ticket, .repeat = ticket == 0};
+    return h;
+}
+
+/* A graph's host node's hold lives as long as the channel (its graph may run until then). */
+static void hold_keep(struct vchannel *ch, struct stream_hold *h)
+{
+    h->next = ch->repeat_holds;
+    ch->repeat_holds = h;
+    ch->repeat_hold_count++;
+}
+
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint64_t word,
+                              uint32_t ticket)
 {
     struct vchannel *ch = c->ch;
     bool repeat = ticket == 0;
@@ -503,12 +523,9 @@ CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_hos
         return CUDA_ERROR_NOT_SUPPORTED;
     if (repeat && !vchannel_build_of(ch, stream)) /* a host node belongs in a graph */
         return CUDA_ERROR_INVALID_VALUE;
-    if (atomic_load(&ch->holds_pending) + ch->repeat_hold_count >= MAX_HOLDS)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct stream_hold *h = malloc(sizeof *h);
+    struct stream_hold *h = hold_new(ch, w, word, ticket);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *h = (struct stream_hold){.ch = ch, .w = w, .ticket = ticket, .repeat = repeat};
     if (!repeat)
         atomic_fetch_add(&ch->holds_pending, 1);
     CUresult r = ch->x->ops->stream_hold(ch->x, c->ctx->x, stream, hold_run, h, repeat);
@@ -517,11 +534,31 @@ CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_hos
         if (!repeat)
             atomic_fetch_sub(&ch->holds_pending, 1);
     } else if (repeat) {
-        h->next = ch->repeat_holds;
-        ch->repeat_holds = h;
-        ch->repeat_hold_count++;
+        hold_keep(ch, h);
     }
     return r;
+}
+
+CUresult vchannel_host_node_new(struct vchannel *ch, struct vgpu_host_fn_word *w, uint64_t word,
+                                vgpu_exec_callback *fn, void **arg)
+{
+    struct stream_hold *h = hold_new(ch, w, word, 0);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    hold_keep(ch, h); /* (kept even if the node never takes it: freed with the channel) */
+    *fn = hold_run;
+    *arg = h;
+    return CUDA_SUCCESS;
+}
+
+bool vchannel_host_node_word(const struct vchannel *ch, const void *arg, uint64_t *word)
+{
+    for (const struct stream_hold *h = ch->repeat_holds; h; h = h->next)
+        if (h == arg) {
+            *word = h->word;
+            return true;
+        }
+    return false;
 }
 
 /* The channel has ended (holds_released): no hold may outlive the memory it reads. */

@@ -334,11 +334,16 @@ CUresult vchannel_need_ctx(struct vgpu_call *c);
 /* Before dispatching to the executor an operation that uses a GPU resource (the scheduler's
  * admission; may wait for the resource). */
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream);
-/* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
- * (NULL). */
+/* A Copy3D's sides (d's pitches, rows and box set): the caller's data area (host's VGPU_COPY3D_*
+ * bits), arrays by id, or its device memory, each checked to hold the box. */
+CUresult vchannel_copy_sides(struct vgpu_call *c, uint32_t host, uint64_t dst, uint32_t dst_array, uint64_t src,
+                             uint32_t src_array, struct vgpu_copy_3d *d);
 /* An array side of a copy (handlers_array.c): the array's handle, its bytes checked. */
 CUresult vchannel_array_side(struct vgpu_call *c, uint32_t id, uint64_t offset, struct vgpu_copy_side *s,
                              const struct vgpu_copy_3d *d);
+/* The id of the caller's array whose executor handle is x, with its row bytes and rows per slice
+ * (false: none). */
+bool vchannel_array_named(struct vgpu_call *c, const void *x, uint32_t *id, uint64_t *pitch, uint64_t *rows);
 /* Free an array (the worker's record of it and the executor's). */
 void vchannel_array_destroy(struct vchannel *ch, void *ctx, void *array);
 /* Free a mipmapped array (its levels' records must be gone first). */
@@ -402,6 +407,8 @@ void vchannel_capture_join(struct vchannel *ch, void *stream, void *origin);
 void vchannel_forget_bodies(struct vchannel *ch, uint32_t id);
 /* Whether a capture adds to graph (or to the bodies of its conditional nodes). */
 bool vchannel_built_into(const struct vchannel *ch, const void *graph);
+/* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream
+ * (NULL). */
 CUresult vchannel_stream(struct vgpu_call *c, uint32_t id, void **stream);
 struct srv_obj *vchannel_obj(struct vgpu_call *c, enum srv_kind kind, uint32_t id);
 /* The same, with the errors a driver gives: INVALID_CONTEXT without a context, INVALID_HANDLE
@@ -415,8 +422,14 @@ bool vchannel_device_range(struct vgpu_call *c, uint64_t p, uint64_t n);
 /* A data-area range, as a server-side pointer; NULL if outside the data area. */
 void *vchannel_data(struct vgpu_call *c, uint64_t offset, uint64_t size);
 /* Hold stream, in order, while the client runs a host function: w is its handshake in the data
- * area (done = ticket, then wait for release to reach it). */
-CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint32_t ticket);
+ * area, at offset word (done = ticket, then wait for release to reach it). */
+CUresult vchannel_hold_stream(struct vgpu_call *c, void *stream, struct vgpu_host_fn_word *w, uint64_t word,
+                              uint32_t ticket);
+/* A graph's host node made anew (GraphNodeParams): what the executor runs for it, kept until the
+ * channel ends; and the data-area offset of the word of the node whose executor argument is arg. */
+CUresult vchannel_host_node_new(struct vchannel *ch, struct vgpu_host_fn_word *w, uint64_t word,
+                                vgpu_exec_callback *fn, void **arg);
+bool vchannel_host_node_word(const struct vchannel *ch, const void *arg, uint64_t *word);
 /* Mark a staging slot finished (from any thread). */
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status);
 /* Arrange for a staging slot to be marked done when the stream reaches this point. */

@@ -216,6 +216,24 @@ struct vgpu_array_shape {
 };
 _Static_assert(sizeof(struct vgpu_array_shape) == 40, "an array's shape travels as 40 bytes");
 
+/* The parameters of a captured graph's node other than a kernel or memset node (GraphNodeParams).
+ * type: its CUgraphNodeType. A copy (MEMCPY): its sides as Copy3D names them (host: VGPU_COPY3D_*
+ * bits, a side with an array id named by its offset in the array's rows), width bytes, height
+ * rows, depth slices. An event record or wait: the event's id (object). A host node: its word's
+ * data-area offset (word). A child graph (GRAPH): asked, a copy of the embedded graph made as graph
+ * `object` (an id the client picks); set in an executable graph, graph `object` replaces it. A
+ * memory allocation (MEM_ALLOC, asked only): its address (dst) and bytes (width); a free: dst. */
+struct vgpu_graph_node_params {
+    uint32_t type;
+    uint32_t host;
+    uint64_t dst, src, dst_pitch, src_pitch, dst_rows, src_rows, width, height, depth;
+    uint32_t dst_array, src_array;
+    uint32_t object;
+    uint32_t pad;
+    uint64_t word;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_params) % 8 == 0, "records are multiples of 8 bytes");
+
 /* A sparse array's or sparse mipmapped array's tiles and mip tail (CUDA_ARRAY_SPARSE_PROPERTIES). */
 struct vgpu_sparse_props {
     uint32_t tile_width, tile_height, tile_depth; /* elements */

@@ -203,6 +203,44 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphMemsetNode, 1, mn, NULL, 0);
     mn.exec = 7;
     REC(GraphMemsetNode, 1, mn, NULL, 0);
+    /* A copy and a host function captured: their nodes read and set (the copy elsewhere, the host
+     * node to another word), in the graph and in an executable graph; a copy of a child graph asked
+     * of a node that has none. */
+    REC(StreamBeginCapture, 1, bc, NULL, 0);
+    struct vgpu_req_Copy3D cn = {.dst = msc.dst + 64, .src = msc.dst, .dst_pitch = 16, .src_pitch = 16, .dst_rows = 1,
+                                 .src_rows = 1, .width = 16, .height = 1, .depth = 1, .stream = 2, .slot = VGPU_NO_SLOT};
+    REC(Copy3D, 1, cn, NULL, 0);
+    struct vgpu_req_HostFn hc = {.word = 64, .stream = 2, .ticket = 0};
+    REC(HostFn, 1, hc, NULL, 0);
+    struct vgpu_req_StreamEndCapture ec9 = {.stream = 2, .graph = 9};
+    REC(StreamEndCapture, 1, ec9, NULL, 0);
+    struct vgpu_req_GraphNodeParams np = {.graph = 9, .p = {.type = CU_GRAPH_NODE_TYPE_MEMCPY}};
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np.set = 1;
+    np.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = msc.dst + 128, .src = msc.dst,
+                                           .dst_pitch = 16, .src_pitch = 16, .dst_rows = 1, .src_rows = 1,
+                                           .width = 16, .height = 1, .depth = 1};
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np.p.host = VGPU_COPY3D_DST_HOST, np.p.dst = 4096;
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    struct vgpu_req_GraphInstantiate gi9 = {.graph = 9, .exec = 11};
+    REC(GraphInstantiate, 1, gi9, NULL, 0);
+    np.exec = 11;
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np = (struct vgpu_req_GraphNodeParams){.graph = 9, .node = 1, .p = {.type = CU_GRAPH_NODE_TYPE_HOST}};
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np.set = 1, np.p.word = 128;
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np.exec = 11, np.p.word = 192;
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    np = (struct vgpu_req_GraphNodeParams){.graph = 9, .node = 1, .p = {.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = 10}};
+    REC(GraphNodeParams, 1, np, NULL, 0);
+    struct vgpu_req_GraphLaunch glc = {.exec = 11, .stream = 2};
+    REC(GraphLaunch, 1, glc, NULL, 0);
+    struct vgpu_req_GraphExecDestroy ged11 = {.exec = 11};
+    REC(GraphExecDestroy, 1, ged11, NULL, 0);
+    struct vgpu_req_GraphDestroy gd9 = {.graph = 9};
+    REC(GraphDestroy, 1, gd9, NULL, 0);
     gn.node = 99; /* no such node: refused */
     gn.what = VGPU_GRAPH_NODES_DEPENDENCIES;
     REC(GraphNodes, 1, gn, NULL, 0);

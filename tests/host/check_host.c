@@ -517,6 +517,15 @@ START_TEST(test_graph)
                               "pinned memset node, enabled 1: the first half set to 11, the rest left\n"
                               "a kernel node enabled in an executable graph of another graph: 1\n"),
                   "%s", out);
+    /* Its copy and host nodes' parameters, set in the graph and in an executable graph (the
+     * program checks what the launches then copy and run). */
+    ck_assert_msg(strstr(out, "a captured copy node: to the memory named, from the memory named, 8192 bytes x 1 x 1\n"
+                              "the copy node set: to the memory named, from the memory named, 8192 bytes x 1 x 1\n"
+                              "a captured host node: its function: the one given, its data 0\n"
+                              "copy and host nodes set in the graph and in an executable graph: each launch as set "
+                              "(runs 0 1 1)\n"
+                              "a copy node's host parameters: 1; a host node's copy parameters: 1\n"),
+                  "%s", out);
     free(out);
 }
 END_TEST

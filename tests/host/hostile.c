@@ -404,6 +404,83 @@ static int mode_records(const char *path)
     gd.graph = 42;
     EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "the second graph destroyed");
 
+    /* A captured graph's copy and host nodes asked for and set as no frontend would: memory that is
+     * not the tenant's, both sides host, past the data area, unknown arrays and events, a word out
+     * of line, another node's type, memory nodes changed, a child graph set in no executable graph. */
+    EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a third capture");
+    struct vgpu_req_Copy3D c3 = {.dst = d + 1024, .src = d, .dst_pitch = 16, .src_pitch = 16, .dst_rows = 1,
+                                 .src_rows = 1, .width = 16, .height = 1, .depth = 1, .stream = 5,
+                                 .slot = VGPU_NO_SLOT};
+    EXPECT(CALL(&c, Copy3D, 1, c3) == CUDA_SUCCESS, "a copy captured");
+    struct vgpu_req_HostFn hf = {.word = 256, .stream = 5, .ticket = 0};
+    EXPECT(CALL(&c, HostFn, 1, hf) == CUDA_SUCCESS, "a host function captured");
+    ec.graph = 45;
+    EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "the third capture ended");
+    struct vgpu_req_GraphNodeParams pq = {.graph = 45, .p = {.type = CU_GRAPH_NODE_TYPE_MEMCPY}};
+    const struct vgpu_graph_node_params *pa = &((struct vgpu_rsp_GraphNodeParams *)(void *)c.rsp)->p;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS && pa->dst == d + 1024 && pa->src == d &&
+               pa->width == 16 && pa->host == 0,
+           "the copy node read");
+    pq.node = 1, pq.p.type = CU_GRAPH_NODE_TYPE_HOST;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS && pa->word == 256, "the host node read");
+    pq.node = 0;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy node's host function");
+    pq.p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a kernel node's parameters here");
+    pq.p.type = 0x7fff;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown type");
+    pq.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = d + 2048, .src = d,
+                                           .dst_pitch = 16, .src_pitch = 16, .dst_rows = 1, .src_rows = 1,
+                                           .width = 16, .height = 1, .depth = 1};
+    pq.set = 1;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS, "the copy node set");
+    pq.set = 0;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS && pa->dst == d + 2048, "the copy node read again");
+    pq.set = 1, pq.p.dst = 0x1000;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy node set to no device memory");
+    pq.p.dst = d + 4090;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy node set past the allocation");
+    pq.p.dst = c.map.layout.data_size - 8, pq.p.host = VGPU_COPY3D_DST_HOST;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy node set past the data area");
+    pq.p.dst = 0, pq.p.src = 0, pq.p.host = VGPU_COPY3D_DST_HOST | VGPU_COPY3D_SRC_HOST;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy node from host to host");
+    pq.p.host = 8;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown side");
+    pq.p.host = 0, pq.p.dst = d, pq.p.src = d, pq.p.dst_array = 999;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) != CUDA_SUCCESS, "a copy node set to an unknown array");
+    pq.p.dst_array = 0, pq.p.height = 1ull << 62, pq.p.dst_pitch = 1ull << 62;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "rows past the address space");
+    pq.p.height = 1, pq.p.dst_pitch = 16, pq.p.width = 0;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a copy of nothing");
+    pq.node = 1, pq.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_HOST, .word = 260};
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a host word out of line");
+    pq.p.word = c.map.layout.data_size;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a host word past the data area");
+    pq.p.word = 512;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS, "the host node set");
+    pq.set = 0;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_SUCCESS && pa->word == 512, "the host node read again");
+    pq.set = 1, pq.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD, .object = 999};
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_HANDLE, "an unknown event");
+    pq.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an allocation node changed");
+    pq.p = (struct vgpu_graph_node_params){.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = 45};
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a child graph set in no executable graph");
+    pq.set = 0, pq.p.object = 46;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a host node's child graph");
+    gd.graph = 46;
+    EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_ERROR_INVALID_HANDLE, "no copy of a child graph left behind");
+    pq.p.object = 45;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) != CUDA_SUCCESS, "a child graph copied as a graph there is");
+    pq.set = 2, pq.p.type = CU_GRAPH_NODE_TYPE_HOST;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    pq.set = 1, pq.exec = 77;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown executable graph");
+    pq.exec = 0, pq.set = 0, pq.node = 7;
+    EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a node past the last");
+    gd.graph = 45;
+    EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "the third graph destroyed");
+
     /* Sparse arrays: tiles mapped only onto the channel's own tile pools, into its own sparse arrays,
      * with a tail as long as the count says; an unmap names no pool. */
     struct vgpu_req_ArrayCreate sa = {.array = 60, .shape = {.width = 512, .height = 512, .format = CU_AD_FORMAT_FLOAT,

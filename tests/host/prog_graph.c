@@ -3,7 +3,8 @@
  * the instantiated graph replays it each time it is launched, with kernel arguments as captured;
  * copies of pageable memory captured (1D and 2D), each replay seeing the memory as it is then;
  * stream-ordered allocations captured, freed in the graph and by the application;
- * the graph's nodes and their dependencies; uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
+ * the graph's nodes and their dependencies; a captured graph's kernel, memset, copy, host, event and
+ * memory nodes' parameters, set anew in the graph and in executable graphs; uploading, instantiating with parameters, and what capture refuses (printed, for check-gpu to
  * compare with the driver's): capturing the legacy stream, capturing twice, ending a capture that
  * was not begun, synchronizing a capturing stream. Argument: the module holding add_u32 and
  * muladd_u32. */
@@ -18,6 +19,28 @@ static void check_all(const unsigned *h, unsigned want, const char *what)
 {
     for (int i = 0; i < N; i++)
         EXPECT(h[i] == want, "%s: element %d is %u, want %u", what, i, h[i], want);
+}
+
+/* Host functions captured: runs of each, by their data. */
+static int host_runs[3];
+static void CUDA_CB count_run(void *arg) { host_runs[(intptr_t)arg]++; }
+
+/* Where a copy node's side is, whatever kind of memory the driver calls it. */
+static uintptr_t side_at(CUmemorytype type, const void *host, CUdeviceptr dev)
+{
+    return type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev;
+}
+
+/* A copy node's parameters, as the driver gives them. */
+static void print_copy_node(const char *what, CUgraphNode node, uintptr_t want_dst, uintptr_t want_src)
+{
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    CHECK(cuGraphMemcpyNodeGetParams(node, &cp));
+    printf("%s: to %s, from %s, %zu bytes x %zu x %zu\n", what,
+           side_at(cp.dstMemoryType, cp.dstHost, cp.dstDevice) + cp.dstXInBytes == want_dst ? "the memory named" : "elsewhere",
+           side_at(cp.srcMemoryType, cp.srcHost, cp.srcDevice) + cp.srcXInBytes == want_src ? "the memory named" : "elsewhere",
+           cp.WidthInBytes, cp.Height, cp.Depth);
 }
 
 /* The per-thread default stream's synchronous copy (cuda.h names it only for programs built that way). */
@@ -271,6 +294,139 @@ int main(int argc, char **argv)
     CHECK(cuGraphExecDestroy(pe));
     CHECK(cuGraphDestroy(pg));
 
+    /* A captured copy to pinned memory and a host function: the copy node names the application's
+     * pointer and is pointed elsewhere, in the graph and in an executable graph; the host node's
+     * function and data, set anew likewise; an event record node (a GPU's: the emu device's
+     * captures keep none) and its event. */
+    CUevent ev, ev2;
+    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuMemsetD32(d2, 21, N));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemcpyDtoHAsync(pinned, d2, N / 2 * sizeof(unsigned), s));
+    CHECK(cuLaunchHostFunc(s, count_run, (void *)0));
+    CHECK(cuEventRecordWithFlags(ev, s, CU_EVENT_RECORD_EXTERNAL));
+    CHECK(cuStreamEndCapture(s, &pg));
+    CUgraphNode cn[4];
+    size_t ncn = 4;
+    CHECK(cuGraphGetNodes(pg, cn, &ncn));
+    EXPECT(ncn == 2 || ncn == 3, "%zu nodes captured", ncn);
+    print_copy_node("a captured copy node", cn[0], (uintptr_t)pinned, (uintptr_t)d2);
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE, cp.srcDevice = d2 + N / 2 * sizeof(unsigned);
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST, cp.dstHost = pinned + N / 2;
+    cp.WidthInBytes = N / 2 * sizeof(unsigned), cp.Height = 1, cp.Depth = 1;
+    CHECK(cuGraphMemcpyNodeSetParams(cn[0], &cp));
+    print_copy_node("the copy node set", cn[0], (uintptr_t)(pinned + N / 2), (uintptr_t)(d2 + N / 2 * sizeof(unsigned)));
+    CUDA_HOST_NODE_PARAMS hp;
+    CHECK(cuGraphHostNodeGetParams(cn[1], &hp));
+    printf("a captured host node: its function: %s, its data %d\n", hp.fn == count_run ? "the one given" : "another",
+           (int)(intptr_t)hp.userData);
+    hp.userData = (void *)1;
+    CHECK(cuGraphHostNodeSetParams(cn[1], &hp));
+    CUgraphNodeType et = CU_GRAPH_NODE_TYPE_EMPTY;
+    if (ncn == 3)
+        CHECK(cuGraphNodeGetType(cn[2], &et));
+    if (et == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
+        CUevent eg = NULL;
+        CHECK(cuGraphEventRecordNodeGetEvent(cn[2], &eg));
+        printf("an event record node: its event: %s\n", eg == ev ? "the one recorded" : "another");
+        CHECK(cuGraphEventRecordNodeSetEvent(cn[2], ev2));
+        CHECK(cuGraphEventRecordNodeGetEvent(cn[2], &eg));
+        printf("its event set: %s; the event of a host node: %d\n", eg == ev2 ? "the new one" : "another",
+               (int)cuGraphEventRecordNodeGetEvent(cn[1], &eg));
+    }
+    memset(pinned, 0, N * sizeof(unsigned));
+    CHECK(cuGraphInstantiate(&pe, pg, 0));
+    CHECK(cuGraphLaunch(pe, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(pinned[0] == 0 && pinned[N / 2] == 21 && pinned[N - 1] == 21 && host_runs[1] == 1 && host_runs[0] == 0,
+           "copy and host nodes set: %u %u %u, runs %d %d", pinned[0], pinned[N / 2], pinned[N - 1], host_runs[0],
+           host_runs[1]);
+    if (et == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+        EXPECT(cuEventQuery(ev2) == CUDA_SUCCESS, "the new event recorded");
+    cp.srcDevice = d2, cp.dstHost = pinned;
+    CHECK(cuGraphExecMemcpyNodeSetParams(pe, cn[0], &cp, ctx));
+    hp.userData = (void *)2;
+    CHECK(cuGraphExecHostNodeSetParams(pe, cn[1], &hp));
+    if (et == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+        CHECK(cuGraphExecEventRecordNodeSetEvent(pe, cn[2], ev));
+    memset(pinned, 0, N * sizeof(unsigned));
+    CHECK(cuGraphLaunch(pe, s));
+    CHECK(cuStreamSynchronize(s));
+    EXPECT(pinned[0] == 21 && pinned[N / 2 - 1] == 21 && pinned[N / 2] == 0 && host_runs[2] == 1 && host_runs[1] == 1,
+           "executable graph's copy and host nodes set: %u %u %u, runs %d %d", pinned[0], pinned[N / 2 - 1],
+           pinned[N / 2], host_runs[1], host_runs[2]);
+    printf("copy and host nodes set in the graph and in an executable graph: each launch as set (runs %d %d %d)\n",
+           host_runs[0], host_runs[1], host_runs[2]);
+    printf("a copy node's host parameters: %d; a host node's copy parameters: %d\n",
+           (int)cuGraphHostNodeGetParams(cn[0], &hp), (int)cuGraphMemcpyNodeGetParams(cn[1], &cp));
+    CHECK(cuGraphExecDestroy(pe));
+    CHECK(cuGraphDestroy(pg));
+    CHECK(cuEventDestroy(ev));
+    CHECK(cuEventDestroy(ev2));
+
+    /* A child graph node added to a capture (a GPU's driver keeps it as one; the emu device's
+     * capture takes the child's work in its place): its graph, a copy of the child's; in an
+     * executable graph, another graph instead. */
+    CUgraph sub, sub2;
+    CUgraphNode sn;
+    CUDA_MEMSET_NODE_PARAMS sp = {.dst = d2, .value = 33, .elementSize = 4, .width = N, .height = 1};
+    CHECK(cuGraphCreate(&sub, 0));
+    CHECK(cuGraphAddMemsetNode(&sn, sub, NULL, 0, &sp, ctx));
+    sp.value = 44;
+    CHECK(cuGraphCreate(&sub2, 0));
+    CHECK(cuGraphAddMemsetNode(&sn, sub2, NULL, 0, &sp, ctx));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemsetD32Async(d2, 0, N, s));
+    CUgraph capg;
+    const CUgraphNode *cdeps;
+    size_t ncdeps;
+    CHECK(cuStreamGetCaptureInfo(s, &status, NULL, &capg, &cdeps, NULL, &ncdeps));
+    CUgraphNode childn;
+    CHECK(cuGraphAddChildGraphNode(&childn, capg, cdeps, ncdeps, sub));
+    CHECK(cuStreamUpdateCaptureDependencies(s, &childn, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+    CHECK(cuStreamEndCapture(s, &pg));
+    ncn = 4;
+    CHECK(cuGraphGetNodes(pg, cn, &ncn));
+    CHECK(cuGraphInstantiate(&pe, pg, 0));
+    bool child_set = false;
+    for (size_t i = 0; i < ncn; i++) {
+        CHECK(cuGraphNodeGetType(cn[i], &et));
+        if (et != CU_GRAPH_NODE_TYPE_GRAPH)
+            continue;
+        CUgraph inner, again;
+        CHECK(cuGraphChildGraphNodeGetGraph(cn[i], &inner));
+        CHECK(cuGraphChildGraphNodeGetGraph(cn[i], &again));
+        size_t ni = 0;
+        CHECK(cuGraphGetNodes(inner, NULL, &ni));
+        CUgraphNode in1;
+        size_t one1 = 1;
+        CHECK(cuGraphGetNodes(inner, &in1, &one1));
+        CUgraphNodeType it;
+        CHECK(cuGraphNodeGetType(in1, &it));
+        CUDA_MEMSET_NODE_PARAMS ip1;
+        CHECK(cuGraphMemsetNodeGetParams(in1, &ip1));
+        printf("a captured child graph node: its graph: %zu node of type %d, value %u; asked again, the same: %s\n", ni,
+               (int)it, ip1.value, inner == again ? "yes" : "no");
+        CHECK(cuGraphLaunch(pe, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+        check_all(h, 33, "the captured child graph");
+        CHECK(cuGraphExecChildGraphNodeSetParams(pe, cn[i], sub2));
+        child_set = true;
+    }
+    CHECK(cuGraphLaunch(pe, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+    check_all(h, child_set ? 44u : 33u, "a launch after the child graph node was set (or not)");
+    printf("a captured child graph, set in an executable graph: %s\n", child_set ? "yes" : "no child graph node");
+    CHECK(cuGraphExecDestroy(pe));
+    CHECK(cuGraphDestroy(pg));
+    CHECK(cuGraphDestroy(sub));
+    CHECK(cuGraphDestroy(sub2));
+
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     memset(&ip, 0, sizeof ip);
     ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
@@ -337,6 +493,22 @@ int main(int argc, char **argv)
         CHECK(cuMemAllocAsync(&gb, 1 << 20, s));
         CHECK(cuMemsetD32Async(gb, 9, (1 << 20) / 4, s));
         CHECK(cuStreamEndCapture(s, &g));
+        size_t nm = 16;
+        CHECK(cuGraphGetNodes(g, nodes, &nm));
+        for (size_t i = 0; pass == 0 && i < nm && i < 16; i++) { /* a GPU's alloc and free nodes */
+            CUgraphNodeType mt;
+            CHECK(cuGraphNodeGetType(nodes[i], &mt));
+            CUDA_MEM_ALLOC_NODE_PARAMS ma;
+            CUdeviceptr fp = 0;
+            if (mt == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+                CHECK(cuGraphMemAllocNodeGetParams(nodes[i], &ma));
+                printf("an allocation node: %zu bytes, at the address captured: %s, on device %d\n", ma.bytesize,
+                       ma.dptr == ga || ma.dptr == gb ? "yes" : "no", ma.poolProps.location.id);
+            } else if (mt == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+                CHECK(cuGraphMemFreeNodeGetParams(nodes[i], &fp));
+                printf("a free node: of the first allocation: %s\n", fp == ga ? "yes" : "no");
+            }
+        }
         CHECK(cuGraphInstantiate(&e, g, 0));
         for (int round = 0; round < 2; round++) {
             memset(pinned, 0, N * sizeof(unsigned));

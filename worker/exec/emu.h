@@ -364,6 +364,10 @@ CUresult emu_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint
                                void *value);
 CUresult emu_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                 unsigned *enabled);
+CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_node *p);
+/* Where a copy's side starts (exec_emu.c). */
+void *emu_side_ptr(const struct vgpu_copy_side *s);
 /* A kernel op's copy of launch attributes (false when out of memory). */
 bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, unsigned n);
 /* A copy of f's packed parameters at their natural alignment (emu kernels read them through their

@@ -295,6 +295,22 @@ static bool note_spans(const struct emu_ctx *c, struct emu_op *op)
     }
 }
 
+/* An op of a graph has new parameters: note its spans again, or (out of memory) put back was. */
+static CUresult respan(struct emu_ctx *c, struct emu_op *op, struct emu_op *was)
+{
+    op->spans = NULL, op->nspans = 0;
+    pthread_mutex_lock(&c->mu);
+    bool noted = note_spans(c, op); /* where a launch checks the memory is still there */
+    pthread_mutex_unlock(&c->mu);
+    if (!noted) {
+        free(op->spans);
+        *op = *was;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    free(was->spans);
+    return CUDA_SUCCESS;
+}
+
 /* Is every span of a graph's ops still device memory of the context? (c->mu held) */
 static bool spans_live(const struct emu_ctx *c, const struct emu_graph *g)
 {
@@ -633,17 +649,59 @@ CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void
     op->u.memset.count = m->width;
     op->u.memset.rows = m->height;
     op->u.memset.pitch = m->pitch;
-    op->spans = NULL, op->nspans = 0;
-    pthread_mutex_lock(&c->mu);
-    bool noted = note_spans(c, op); /* where a launch checks the memory is still there */
-    pthread_mutex_unlock(&c->mu);
-    if (!noted) {
-        free(op->spans);
-        *op = was;
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    return respan(c, op, &was);
+}
+
+CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_exec_node *p)
+{
+    (void)x;
+    /* Emu keeps copies and host functions as nodes; its captures have no event, child graph or
+     * memory nodes. */
+    enum emu_op_kind kind = p->type == CU_GRAPH_NODE_TYPE_MEMCPY ? EMU_OP_COPY : EMU_OP_CALLBACK;
+    struct emu_op *op = p->type == CU_GRAPH_NODE_TYPE_MEMCPY || p->type == CU_GRAPH_NODE_TYPE_HOST
+                            ? node_op(graph, exec, node, kind)
+                            : NULL;
+    if (!op)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kind == EMU_OP_CALLBACK) {
+        if (!set)
+            p->arg = op->u.callback.arg;
+        else
+            op->u.callback.fn = p->fn, op->u.callback.arg = p->arg;
+        return CUDA_SUCCESS;
     }
-    free(was.spans);
-    return CUDA_SUCCESS;
+    if (!set) {
+        const uint64_t dst_rows = op->u.copy.dst_pitch ? op->u.copy.dst_slice / op->u.copy.dst_pitch : 1;
+        const uint64_t src_rows = op->u.copy.src_pitch ? op->u.copy.src_slice / op->u.copy.src_pitch : 1;
+        memset(&p->got, 0, sizeof p->got);
+        p->got = (CUDA_MEMCPY3D){.srcMemoryType = CU_MEMORYTYPE_UNIFIED,
+                                 .srcDevice = (CUdeviceptr)(uintptr_t)op->u.copy.src,
+                                 .srcPitch = op->u.copy.src_pitch,
+                                 .srcHeight = src_rows,
+                                 .dstMemoryType = CU_MEMORYTYPE_UNIFIED,
+                                 .dstDevice = (CUdeviceptr)(uintptr_t)op->u.copy.dst,
+                                 .dstPitch = op->u.copy.dst_pitch,
+                                 .dstHeight = dst_rows,
+                                 .WidthInBytes = op->u.copy.n,
+                                 .Height = op->u.copy.rows,
+                                 .Depth = op->u.copy.slices};
+        return CUDA_SUCCESS;
+    }
+    const struct vgpu_copy_3d *c = &p->set;
+    if (!c->width || !c->height || !c->depth)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op was = *op;
+    op->u.copy.dst = emu_side_ptr(&c->dst);
+    op->u.copy.src = emu_side_ptr(&c->src);
+    op->u.copy.n = c->width;
+    op->u.copy.rows = c->height;
+    op->u.copy.slices = c->depth;
+    op->u.copy.dst_pitch = c->dst.pitch;
+    op->u.copy.src_pitch = c->src.pitch;
+    op->u.copy.dst_slice = c->dst.pitch * c->dst.rows;
+    op->u.copy.src_slice = c->src.pitch * c->src.rows;
+    return respan(ctx, op, &was);
 }
 
 CUresult emu_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,

@@ -86,6 +86,22 @@
     X(cuGraphKernelNodeSetAttribute)                                                                   \
     X(cuGraphNodeGetEnabled)                                                                           \
     X(cuGraphNodeSetEnabled)                                                                           \
+    X(cuGraphMemcpyNodeGetParams)                                                                      \
+    X(cuGraphMemcpyNodeSetParams)                                                                      \
+    X(cuGraphExecMemcpyNodeSetParams)                                                                  \
+    X(cuGraphHostNodeGetParams)                                                                        \
+    X(cuGraphHostNodeSetParams)                                                                        \
+    X(cuGraphExecHostNodeSetParams)                                                                    \
+    X(cuGraphEventRecordNodeGetEvent)                                                                  \
+    X(cuGraphEventRecordNodeSetEvent)                                                                  \
+    X(cuGraphExecEventRecordNodeSetEvent)                                                              \
+    X(cuGraphEventWaitNodeGetEvent)                                                                    \
+    X(cuGraphEventWaitNodeSetEvent)                                                                    \
+    X(cuGraphExecEventWaitNodeSetEvent)                                                                \
+    X(cuGraphChildGraphNodeGetGraph)                                                                   \
+    X(cuGraphExecChildGraphNodeSetParams)                                                              \
+    X(cuGraphMemAllocNodeGetParams)                                                                    \
+    X(cuGraphMemFreeNodeGetParams)                                                                     \
     X(cuKernelGetParamInfo)                                                                            \
     X(cuGraphGetEdges_v2)                                                                              \
     X(cuMipmappedArrayCreate)                                                                          \
@@ -1662,6 +1678,107 @@ static CUresult cuda_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *gr
     return set ? API(x)->cuGraphNodeSetEnabled(exec, nd, *enabled) : API(x)->cuGraphNodeGetEnabled(exec, nd, enabled);
 }
 
+/* A host node's function is run_hold_again with a hold the executor keeps (cuda_stream_hold). */
+static CUresult host_node(struct vgpu_exec *x, CUgraphNode nd, void *exec, bool set, struct vgpu_exec_node *p)
+{
+    if (!set) {
+        CUDA_HOST_NODE_PARAMS h;
+        CUresult r = API(x)->cuGraphHostNodeGetParams(nd, &h);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (h.fn != run_hold_again)
+            return CUDA_ERROR_NOT_SUPPORTED; /* none the executor made */
+        p->arg = ((struct hold *)h.userData)->arg;
+        return CUDA_SUCCESS;
+    }
+    struct hold *hd = malloc(sizeof *hd);
+    if (!hd)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *hd = (struct hold){p->fn, p->arg, NULL};
+    CUDA_HOST_NODE_PARAMS h = {run_hold_again, hd};
+    CUresult r = exec ? API(x)->cuGraphExecHostNodeSetParams(exec, nd, &h) : API(x)->cuGraphHostNodeSetParams(nd, &h);
+    if (r != CUDA_SUCCESS) {
+        free(hd);
+        return r;
+    }
+    pthread_mutex_lock(&CX(x)->holds_mu); /* (the node may run until the executor ends) */
+    hd->next = CX(x)->holds;
+    CX(x)->holds = hd;
+    pthread_mutex_unlock(&CX(x)->holds_mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_node(struct vgpu_exec *x, CUgraphNode nd, void *exec, bool set, struct vgpu_exec_node *p)
+{
+    const struct cuda_api *a = API(x);
+    CUevent *e = (CUevent *)&p->event;
+    if (p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+        return !set ? a->cuGraphEventRecordNodeGetEvent(nd, e)
+               : exec ? a->cuGraphExecEventRecordNodeSetEvent(exec, nd, *e) : a->cuGraphEventRecordNodeSetEvent(nd, *e);
+    return !set ? a->cuGraphEventWaitNodeGetEvent(nd, e)
+           : exec ? a->cuGraphExecEventWaitNodeSetEvent(exec, nd, *e) : a->cuGraphEventWaitNodeSetEvent(nd, *e);
+}
+
+static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                       struct vgpu_exec_node *p)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, (int)p->type, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    const struct cuda_api *a = API(x);
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        if (!set) {
+            memset(&p->got, 0, sizeof p->got);
+            return a->cuGraphMemcpyNodeGetParams(nd, &p->got);
+        }
+        CUDA_MEMCPY3D m;
+        memset(&m, 0, sizeof m);
+        const void *host = NULL;
+        const struct vgpu_copy_3d *c = &p->set;
+        copy_side(&c->src, c->height, &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcPitch, &m.srcHeight,
+                  &m.srcArray, &m.srcXInBytes, &m.srcY, &m.srcZ);
+        copy_side(&c->dst, c->height, &m.dstMemoryType, &host, &m.dstDevice, &m.dstPitch, &m.dstHeight, &m.dstArray,
+                  &m.dstXInBytes, &m.dstY, &m.dstZ);
+        m.dstHost = (void *)(uintptr_t)host;
+        m.WidthInBytes = c->width, m.Height = c->height, m.Depth = c->depth;
+        return exec ? a->cuGraphExecMemcpyNodeSetParams(exec, nd, &m, CC(ctx)->c) : a->cuGraphMemcpyNodeSetParams(nd, &m);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return host_node(x, nd, exec, set, p);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return event_node(x, nd, exec, set, p);
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+        if (set)
+            return exec ? a->cuGraphExecChildGraphNodeSetParams(exec, nd, p->graph) : CUDA_ERROR_INVALID_VALUE;
+        CUgraph child, copy = NULL;
+        if ((r = a->cuGraphChildGraphNodeGetGraph(nd, &child)) == CUDA_SUCCESS && (r = a->cuGraphClone(&copy, child)) == 0)
+            p->graph = copy;
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        CUDA_MEM_ALLOC_NODE_PARAMS m;
+        memset(&m, 0, sizeof m);
+        if (set || (r = a->cuGraphMemAllocNodeGetParams(nd, &m)) != CUDA_SUCCESS)
+            return set ? CUDA_ERROR_INVALID_VALUE : r;
+        p->dptr = m.dptr, p->bytes = m.bytesize;
+        return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: {
+        CUdeviceptr d = 0;
+        if (set || (r = a->cuGraphMemFreeNodeGetParams(nd, &d)) != CUDA_SUCCESS)
+            return set ? CUDA_ERROR_INVALID_VALUE : r;
+        p->dptr = d;
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
@@ -2363,6 +2480,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_memset_node = cuda_graph_memset_node,
     .graph_kernel_attr = cuda_graph_kernel_attr,
     .graph_node_enabled = cuda_graph_node_enabled,
+    .graph_node_params = cuda_graph_node_params,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
     .graph_clone = cuda_graph_clone,

@@ -398,7 +398,7 @@ static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint
 
 /* An emu array is device memory whose rows lie end to end (emu_array_create), so its side is the
  * offset from its start. */
-static void *side_ptr(const struct vgpu_copy_side *s)
+void *emu_side_ptr(const struct vgpu_copy_side *s)
 {
     if (s->array)
         return (uint8_t *)s->array + s->dev;
@@ -518,8 +518,8 @@ static CUresult emu_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const 
     struct emu_op *op = emu_op_new(EMU_OP_COPY);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.copy.dst = side_ptr(&c->dst);
-    op->u.copy.src = side_ptr(&c->src);
+    op->u.copy.dst = emu_side_ptr(&c->dst);
+    op->u.copy.src = emu_side_ptr(&c->src);
     op->u.copy.n = c->width;
     op->u.copy.rows = c->height;
     op->u.copy.slices = c->depth;
@@ -1212,6 +1212,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_memset_node = emu_graph_memset_node,
     .graph_kernel_attr = emu_graph_kernel_attr,
     .graph_node_enabled = emu_graph_node_enabled,
+    .graph_node_params = emu_graph_node_params,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
     .graph_clone = emu_graph_clone,

@@ -57,6 +57,19 @@ struct vgpu_copy_3d {
     uint64_t width, height, depth; /* bytes, rows, slices */
 };
 
+/* A node of a captured graph other than a kernel or memset node (graph_node_params), of type
+ * `type` (a CUgraphNodeType; another node's is INVALID_VALUE). */
+struct vgpu_exec_node {
+    unsigned type;
+    CUDA_MEMCPY3D got;       /* MEMCPY, asked: as the executor holds it (sides by address) */
+    struct vgpu_copy_3d set; /* MEMCPY, set: checked by the caller */
+    void *event;             /* EVENT_RECORD, WAIT_EVENT: the executor's event */
+    vgpu_exec_callback fn;   /* HOST: set, what runs (as stream_hold runs it); asked, its arg */
+    void *arg;
+    void *graph;             /* GRAPH: asked, a copy of the child graph (the caller's); set, the new one */
+    uint64_t dptr, bytes;    /* MEM_ALLOC (asked): the allocation; MEM_FREE: dptr */
+};
+
 /* One entry of map_arrays: the executor's array or mipmapped array (its level 0's shape and
  * levels) and its tile pool (NULL for an unmap). */
 struct vgpu_exec_array_map {
@@ -317,6 +330,10 @@ struct vgpu_exec_ops {
                                   struct vgpu_exec_memset_node *m);
     CUresult (*graph_kernel_attr)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
                                   void *value);
+    /* Any other node's parameters (GraphNodeParams): asked of graph, or set in graph or, exec not
+     * NULL, in exec (a child graph and events in exec only where the driver allows no other). */
+    CUresult (*graph_node_params)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                  struct vgpu_exec_node *p);
     /* Whether node `node` of graph runs in exec, made from it (GraphNodeEnabled). */
     CUresult (*graph_node_enabled)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                    unsigned *enabled);
