@@ -180,6 +180,8 @@ void fe_graph_free(struct fe_graph *g)
     if (!g)
         return;
     for (size_t i = 0; i < g->node_count; i++) {
+        if (!g->nodes[i])
+            continue;
         fe_graph_worker_node_free(fe_handle_get(FE_GRAPH_NODE, g->nodes[i]));
         fe_handle_free(FE_GRAPH_NODE, g->nodes[i]);
     }
@@ -306,6 +308,27 @@ CUresult cuStreamBeginCapture_ptsz(CUstream h) { return begin_capture(h, CU_STRE
 CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, false); }
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, true); }
 
+/* A capture into a captured graph (sid, on stream h) begins after its nodes deps: the worker names
+ * them for the capture, which then depends on them; ended again if that fails. */
+static CUresult capture_after(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream h, const CUgraphNode *deps,
+                              size_t n)
+{
+    uint32_t *ids = malloc(n * sizeof *ids);
+    CUresult r = ids ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
+        r = fe_capture_map(c, ch, sid, true, VGPU_BUILD_NEXT, d->index, &ids[i]);
+    }
+    if (r == CUDA_SUCCESS)
+        r = fe_capture_set_deps(c, ch, sid, ids, n, false);
+    free(ids);
+    if (r != CUDA_SUCCESS) {
+        CUgraph unused;
+        (void)cuStreamEndCapture(h, &unused);
+    }
+    return r;
+}
+
 /* cuStreamBeginCaptureToGraph: into one of the worker's graphs the capture goes as it runs; for a
  * graph kept here, the capture makes a graph of its own, which its end adds to the graph as a child
  * graph node after the dependencies given (a graph that runs the same; its nodes are the child's). */
@@ -327,10 +350,9 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
         if (edges && memcmp(&edges[i], &plain, sizeof plain))
             return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (!g->here && n) {
-        LOG_INFO("a capture into a captured graph after some of its nodes is not supported");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
+    for (size_t i = 0; !g->here && i < n; i++) /* a captured graph's own nodes, ended */
+        if (!fe_graph_worker_node(deps[i]))
+            return CUDA_ERROR_INVALID_VALUE;
     if (g->here && !g->count && !g->root && !g->anchor && !g->owned) {
         /* An empty graph of the application's: the capture's own graph, as if the capture had made
          * it (nodes added to it meanwhile go to the capture, its end makes it the worker's). */
@@ -370,7 +392,7 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
         free(kept);
     }
     pthread_mutex_unlock(&ch->capture_mu);
-    return CUDA_SUCCESS;
+    return g->here || !n ? CUDA_SUCCESS : capture_after(c, ch, sid, h, deps, n);
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
@@ -389,7 +411,12 @@ static CUresult end_to_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
 {
     CUresult r;
     if (!t->here) {
+        uint32_t *idx = NULL;
+        (void)fe_capture_nodes_index(t, c, ch, sid, &idx);
         r = end_into(c, ch, sid);
+        if (r != CUDA_SUCCESS)
+            free(idx), idx = NULL;
+        fe_capture_nodes_settle(t, idx);
     } else {
         struct fe_graph *w = fe_graph_new(FE_GRAPH, c, ch);
         if (!w)
@@ -448,13 +475,17 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool pt)
     struct fe_graph *g = capture_graph(c, ch, sid);
     if (!g && !(g = fe_graph_new(FE_GRAPH, c, ch)))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    uint32_t *idx = NULL; /* where the nodes the application was given are in the graph */
+    (void)fe_capture_nodes_index(g, c, ch, sid, &idx);
     FE_REQ(q, StreamEndCapture);
     q.stream = sid;
     q.graph = g->id;
     CUresult r = FE_CALL(ch, c->id, StreamEndCapture, &q, NULL);
     bool refused = capture_remove(ch, sid, NULL); /* (its graph is g) */
     g->capturing = false;
-    fe_capture_nodes_free(g); /* (named by the capture's build ids, which the graph's nodes are not) */
+    if (r != CUDA_SUCCESS || refused)
+        free(idx), idx = NULL;
+    fe_capture_nodes_settle(g, idx);
     if (r == CUDA_SUCCESS && refused) { /* the worker's graph lacks what was refused during the capture */
         FE_REQ(d, GraphDestroy);
         d.graph = g->id;
@@ -894,25 +925,47 @@ CUresult cuGraphUpload_ptsz(CUgraphExec h, CUstream s) { return launch_on(h, s, 
 
 /* ---------------------------------------------------------------- nodes */
 
-/* Handles for the graph's first n nodes. */
-static CUresult node_handles(struct fe_graph *g, size_t n)
+/* Room for handles of the graph's first n nodes (0: none made yet). */
+static CUresult node_slots(struct fe_graph *g, size_t n)
 {
     if (n <= g->node_count)
         return CUDA_SUCCESS;
     uint64_t *all = realloc(g->nodes, n * sizeof *all);
     if (!all)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(all + g->node_count, 0, (n - g->node_count) * sizeof *all);
     g->nodes = all;
-    for (; g->node_count < n; g->node_count++) {
+    g->node_count = n;
+    return CUDA_SUCCESS;
+}
+
+/* Handles for the graph's first n nodes. */
+static CUresult node_handles(struct fe_graph *g, size_t n)
+{
+    FE_RETURN_IF(node_slots(g, n));
+    for (size_t i = 0; i < n; i++) {
+        if (g->nodes[i])
+            continue;
         struct fe_graph_node *node = calloc(1, sizeof *node);
         uint64_t h = node ? fe_handle_new(FE_GRAPH_NODE, node) : 0;
         if (!h) {
             free(node);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        *node = (struct fe_graph_node){.handle = h, .graph = g, .index = (uint32_t)g->node_count};
-        g->nodes[g->node_count] = h;
+        *node = (struct fe_graph_node){.handle = h, .graph = g, .index = (uint32_t)i};
+        g->nodes[i] = h;
     }
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_node_put(struct fe_graph *g, struct fe_graph_node *n, uint32_t index)
+{
+    FE_RETURN_IF(node_slots(g, (size_t)index + 1));
+    n->graph = g;
+    n->index = index;
+    n->captured = false;
+    if (!g->nodes[index])
+        g->nodes[index] = n->handle;
     return CUDA_SUCCESS;
 }
 

@@ -189,11 +189,10 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!*g)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!(*g)->here && !(*g)->capturing) /* a captured graph is the worker's driver's, whole */
-        return CUDA_ERROR_NOT_SUPPORTED;
+    bool ended = !(*g)->here && !(*g)->capturing; /* a captured graph: nodes go to the worker's */
     for (size_t i = 0; i < n; i++) {
         struct fe_graph_node *d = node_arg(deps[i]);
-        if (!d || d->graph != *g)
+        if (!d || d->graph != *g || (ended && !fe_graph_worker_node(deps[i])))
             return CUDA_ERROR_INVALID_VALUE;
         for (size_t j = 0; j < i; j++)
             if (deps[j] == deps[i])
@@ -208,8 +207,12 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
  * captured is added to the capture instead. */
 static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps, size_t count)
 {
-    if (!n->graph->here) {
-        CUresult r = fe_capture_add(n, deps, count, out);
+    if (!n->graph->here) { /* a capture's graph, or a captured one whose capture has ended */
+        uint32_t sid;
+        CUstream s;
+        bool captured_into = fe_capture_stream_of(n->graph, &sid, &s);
+        CUresult r = n->graph->capturing || captured_into ? fe_capture_add(n, deps, count, out)
+                                                         : fe_graph_worker_add(n, deps, count, out);
         node_undo(n);
         return r;
     }
@@ -1263,8 +1266,12 @@ static CUresult edges_change(CUgraph h, const CUgraphNode *from, const CUgraphNo
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!g || (n && (!from || !to)))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!g->here)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!g->here) {
+        for (size_t i = 0; data && i < n; i++)
+            if (!edge_default(&data[i]))
+                return CUDA_ERROR_NOT_SUPPORTED;
+        return g->capturing ? CUDA_ERROR_NOT_SUPPORTED : fe_graph_worker_edges(g, from, to, n, add);
+    }
     for (size_t i = 0; i < n; i++) { /* all or nothing: check first */
         struct fe_graph_node *a = node_arg(from[i]), *b = node_arg(to[i]);
         if (!a || !b || a->graph != g || b->graph != g || a == b)
@@ -1307,7 +1314,10 @@ CUresult cuGraphRemoveDependencies_v2(CUgraph h, const CUgraphNode *from, const 
 
 CUresult cuGraphDestroyNode(CUgraphNode h)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_destroy(n);
     FE_RETURN_IF(here_node(h, -1, &n));
     struct fe_graph *g = n->graph;
     for (size_t i = 0; i < g->count; i++)

@@ -7,8 +7,9 @@
  * application gets a node handle per name. A node added to the capture is issued on the capturing
  * stream the ordinary way after its dependencies, then the capture's dependencies are put back as
  * they were, as adding a node to the graph leaves them; a conditional node's bodies are the
- * worker's graphs, which the application fills by capturing into them. Such node handles stand for the capture's
- * nodes while it runs; ending it lets go of them (the graph's nodes are named otherwise). */
+ * worker's graphs, which the application fills by capturing into them. Such node handles stand for
+ * the capture's nodes while it runs; as it ends, the worker tells each one's index in the graph
+ * (where its driver can), and they become that graph's nodes, as natively. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,11 +43,48 @@ void fe_capture_nodes_free(struct fe_graph *g)
     for (size_t i = 0; i < g->ncnodes; i++)
         if (g->cnodes[i]) {
             fe_handle_free(FE_GRAPH_NODE, g->cnodes[i]->handle);
-            free(g->cnodes[i]);
+            fe_graph_worker_node_free(g->cnodes[i]); /* (an alias may have asked for parameters) */
         }
     free(g->cnodes);
     g->cnodes = NULL;
     g->ncnodes = 0;
+}
+
+CUresult fe_capture_nodes_index(struct fe_graph *g, struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **idx)
+{
+    *idx = NULL;
+    size_t named = 0;
+    for (size_t i = 0; i < g->ncnodes; i++)
+        named += g->cnodes[i] != NULL;
+    if (!named)
+        return CUDA_SUCCESS;
+    uint32_t *at = malloc(g->ncnodes * sizeof *at);
+    if (!at)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < g->ncnodes; i++)
+        if (!g->cnodes[i] || fe_capture_map(c, ch, sid, false, (uint32_t)i, 0, &at[i]) != CUDA_SUCCESS)
+            at[i] = UINT32_MAX; /* (an executor that cannot tell: the handle goes, as before) */
+    *idx = at;
+    return CUDA_SUCCESS;
+}
+
+void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx)
+{
+    for (size_t i = 0; idx && i < g->ncnodes; i++) {
+        struct fe_graph_node *n = g->cnodes[i];
+        if (!n || idx[i] == UINT32_MAX)
+            continue;
+        n->captured = false;
+        if (fe_graph_worker_node_put(g, n, idx[i]) == CUDA_SUCCESS && g->nodes[idx[i]] == n->handle)
+            g->cnodes[i] = NULL; /* the graph's now (an alias of a node it had stays here) */
+    }
+    free(idx);
+    for (size_t i = 0; i < g->ncnodes; i++)
+        if (g->cnodes[i] && g->cnodes[i]->captured) {
+            fe_handle_free(FE_GRAPH_NODE, g->cnodes[i]->handle);
+            free(g->cnodes[i]);
+            g->cnodes[i] = NULL;
+        }
 }
 
 CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n)

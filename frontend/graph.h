@@ -158,6 +158,14 @@ CUDA_MEMSET_NODE_PARAMS fe_memset_params_of_v2(const CUDA_MEMSET_NODE_PARAMS_v2 
 bool fe_memset_params_ok(const CUDA_MEMSET_NODE_PARAMS *p);
 
 /* graph_captured.c: the nodes of a captured graph, ended. */
+/* A node of the worker's graph g at index (a handle made for it before stays: n an alias then). */
+CUresult fe_graph_worker_node_put(struct fe_graph *g, struct fe_graph_node *n, uint32_t index);
+/* Add node (a scratch node of captured graph g, parameters set) after deps; *out its handle. */
+CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out);
+/* Destroy node n of a captured graph (the later nodes' indexes go down by one). */
+CUresult fe_graph_worker_destroy(struct fe_graph_node *n);
+/* Add (or remove) the edges from[i] -> to[i] of captured graph g. */
+CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to, size_t n, bool add);
 /* Node h if it is one (NULL otherwise). */
 struct fe_graph_node *fe_graph_worker_node(CUgraphNode h);
 /* Free a node handle of a captured graph (what of its kernel parameters it kept too). */
@@ -232,6 +240,11 @@ bool fe_capture_stream_of(const struct fe_graph *g, uint32_t *sid, CUstream *han
 /* The node of capture graph g named id (made on first use; NULL when out of memory). */
 struct fe_graph_node *fe_capture_node(struct fe_graph *g, uint32_t id);
 void fe_capture_nodes_free(struct fe_graph *g);
+/* The indexes of the nodes the capture on sid named in g (its capture's graph), asked before the
+ * capture ends (*idx: one per g->ncnodes, UINT32_MAX for those not known; NULL when none); then,
+ * ended, those nodes become nodes of the worker's graph g and the others go. */
+CUresult fe_capture_nodes_index(struct fe_graph *g, struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **idx);
+void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx);
 /* The capture's dependencies now, as build ids (*ids malloc'd). */
 CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n);
 /* Add node (a scratch node of capture graph g with its parameters set) to the capture after deps,
@@ -242,6 +255,11 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
  * the capture makes. */
 CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream s, struct fe_graph_node *node,
                              uint32_t *named);
+/* GraphBuild's NAME (name the node at index of the graph captured into `id`, VGPU_BUILD_NEXT: the
+ * worker picks; *out the name) or INDEX (*out: the index of the node named id) on capturing stream
+ * sid. */
+CUresult fe_capture_map(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, bool name, uint32_t id, uint32_t index,
+                        uint32_t *out);
 /* GraphBuild's DEPS (or DEPS_ADD) on a capturing stream. */
 CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
                              bool add);

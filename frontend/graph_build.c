@@ -290,6 +290,15 @@ CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
     return r;
 }
 
+CUresult fe_capture_map(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, bool name, uint32_t id, uint32_t index,
+                        uint32_t *out)
+{
+    struct build b = {.c = c, .ch = ch, .sid = sid};
+    CUresult r = build_op(&b, name ? VGPU_BUILD_NAME : VGPU_BUILD_INDEX, id, name ? index : 0, NULL, 0);
+    *out = b.named;
+    return r;
+}
+
 CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
                              bool add)
 {

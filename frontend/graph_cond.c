@@ -71,9 +71,16 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h
         return CUDA_ERROR_INVALID_VALUE;
     if (top->capturing)
         return capture_handle(top, default_value, flags, out);
-    if (!g->here) { /* a captured graph's nodes are the worker's driver's */
-        LOG_INFO("conditional handles of a captured graph are not supported (of one being captured, they are)");
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!g->here) { /* a captured graph, ended: a handle of the worker's graph */
+        FE_REQ(q, GraphConditional);
+        FE_RSP(rsp, GraphConditional);
+        q.graph = g->id;
+        q.default_value = default_value;
+        q.flags = flags;
+        FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphConditional, &q, &rsp));
+        FE_RETURN_IF(handle_keep(g, rsp.handle));
+        *out = rsp.handle;
+        return CUDA_SUCCESS;
     }
     bool create = !top->anchor;
     struct fe_graph *a = create ? fe_graph_new(FE_GRAPH, top->ctx, top->ch) : top->anchor;

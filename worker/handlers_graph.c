@@ -416,6 +416,46 @@ CUresult vgpu_handle_GraphNodeParams(struct vgpu_call *c, const struct vgpu_req_
     return CUDA_SUCCESS;
 }
 
+/* The worker's graph id whose shape a record changes: not while a capture adds to it. */
+static CUresult graph_to_shape(struct vgpu_call *c, uint32_t id, bool offered, struct srv_obj **g)
+{
+    CUresult r = vchannel_lookup(c, SRV_GRAPH, id, g);
+    if (r)
+        return r;
+    if (!offered) /* the executor's graphs are chains of their ops */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return vchannel_built_into(c->ch, (*g)->x) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+}
+
+CUresult vgpu_handle_GraphNodeDestroy(struct vgpu_call *c, const struct vgpu_req_GraphNodeDestroy *q,
+                                      struct vgpu_rsp_GraphNodeDestroy *a)
+{
+    (void)a;
+    struct srv_obj *g;
+    CUresult r = graph_to_shape(c, q->graph, OPS(c)->graph_node_destroy != NULL, &g);
+    return r ? r : OPS(c)->graph_node_destroy(EXEC(c), c->ctx->x, g->x, q->node);
+}
+
+CUresult vgpu_handle_GraphEdges(struct vgpu_call *c, const struct vgpu_req_GraphEdges *q, struct vgpu_rsp_GraphEdges *a)
+{
+    (void)a;
+    struct srv_obj *g;
+    if (q->remove > 1 || c->tail_len % 8)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = graph_to_shape(c, q->graph, OPS(c)->graph_edges != NULL, &g);
+    if (r)
+        return r;
+    size_t n = c->tail_len / 8;
+    uint32_t *pairs = n ? malloc(n * 8) : NULL; /* (aligned) */
+    if (n && !pairs)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (n)
+        memcpy(pairs, c->tail, n * 8);
+    r = OPS(c)->graph_edges(EXEC(c), c->ctx->x, g->x, pairs, n, q->remove == 1);
+    free(pairs);
+    return r;
+}
+
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
                                       struct vgpu_rsp_GraphExecDestroy *a)
 {
@@ -636,6 +676,27 @@ CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_Graph
         return r;
     }
     uint32_t id;
+    if (q->op == VGPU_BUILD_INDEX || q->op == VGPU_BUILD_NAME) {
+        if (c->tail_len)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!OPS(c)->capture_index)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        void *node = q->op == VGPU_BUILD_INDEX ? build_node(b, q->node) : NULL;
+        uint32_t index = q->object;
+        if (q->op == VGPU_BUILD_INDEX) {
+            if (!node || q->object)
+                return CUDA_ERROR_INVALID_VALUE;
+            r = OPS(c)->capture_index(EXEC(c), c->ctx->x, stream, true, &index, &node);
+            a->node = index;
+            return r;
+        }
+        if (!b->root) /* a node that was there before the capture: only in a capture into a graph */
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((r = build_pick(b, q->node, &id)) || (r = OPS(c)->capture_index(EXEC(c), c->ctx->x, stream, false, &index, &node)))
+            return r;
+        a->node = id;
+        return build_name(b, id, node);
+    }
     if ((r = build_pick(b, q->node, &id)))
         return r;
     a->node = id;

@@ -315,6 +315,10 @@ _Static_assert(sizeof(struct vgpu_sm_group) == 16, "an SM group travels as 16 by
 #define VGPU_BUILD_CHILD 5u
 #define VGPU_BUILD_CONDITIONAL 6u
 #define VGPU_BUILD_DEPS_ADD 7u
+/* NAME names `node` the node at index `object` of the capture's graph (one that existed before, in
+ * a capture into a graph); INDEX answers the index of the node named `node` in that graph. */
+#define VGPU_BUILD_NAME 8u
+#define VGPU_BUILD_INDEX 9u
 /* A GraphBuild `node` that asks the worker for a name. */
 #define VGPU_BUILD_NEXT 0xffffffffu
 /* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and

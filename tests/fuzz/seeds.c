@@ -235,6 +235,17 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphNodeParams, 1, np, NULL, 0);
     np = (struct vgpu_req_GraphNodeParams){.graph = 9, .node = 1, .p = {.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = 10}};
     REC(GraphNodeParams, 1, np, NULL, 0);
+    uint32_t edge[2] = {0, 1};
+    struct vgpu_req_GraphEdges ge = {.graph = 9};
+    REC(GraphEdges, 1, ge, edge, 8);
+    ge.remove = 1;
+    REC(GraphEdges, 1, ge, edge, 8);
+    struct vgpu_req_GraphNodeDestroy gnd = {.graph = 9, .node = 1};
+    REC(GraphNodeDestroy, 1, gnd, NULL, 0);
+    struct vgpu_req_GraphBuild gx = {.stream = 2, .op = VGPU_BUILD_INDEX};
+    REC(GraphBuild, 1, gx, NULL, 0);
+    gx = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_NAME, .node = VGPU_BUILD_NEXT, .object = 1};
+    REC(GraphBuild, 1, gx, NULL, 0);
     struct vgpu_req_GraphLaunch glc = {.exec = 11, .stream = 2};
     REC(GraphLaunch, 1, glc, NULL, 0);
     struct vgpu_req_GraphExecDestroy ged11 = {.exec = 11};

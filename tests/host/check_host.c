@@ -526,6 +526,11 @@ START_TEST(test_graph)
                               "(runs 0 1 1)\n"
                               "a copy node's host parameters: 1; a host node's copy parameters: 1\n"),
                   "%s", out);
+    /* Nodes added to a captured graph: the emu device's graphs are chains of their ops, and it
+     * refuses them, as it does a capture's node handles after its end. */
+    ck_assert_msg(strstr(out, "a capture's node handle after its end: the graph's first node: no, a node: 1\n"
+                              "a kernel node added to a captured graph: 801\n"),
+                  "%s", out);
     free(out);
 }
 END_TEST

@@ -478,6 +478,31 @@ static int mode_records(const char *path)
     EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown executable graph");
     pq.exec = 0, pq.set = 0, pq.node = 7;
     EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a node past the last");
+    /* Edges and build ids of a graph as no frontend would send them (the emu device refuses what
+     * is well formed: its graphs are chains). */
+    struct vgpu_req_GraphEdges gq = {.graph = 45};
+    uint32_t epairs[3] = {0, 1, 5};
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_NOT_SUPPORTED, "an edge on emu");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "half an edge");
+    gq.remove = 2;
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    gq.remove = 0, gq.graph = 99;
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_INVALID_HANDLE, "edges of no graph");
+    struct vgpu_req_GraphNodeDestroy nd = {.graph = 45};
+    EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_NOT_SUPPORTED, "a node destroyed on emu");
+    nd.graph = 99;
+    EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_INVALID_HANDLE, "a node of no graph destroyed");
+    struct vgpu_req_GraphBuild nb = {.stream = 5, .op = VGPU_BUILD_INDEX};
+    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_ILLEGAL_STATE, "an index asked of no capture");
+    EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a fourth capture");
+    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_NOT_SUPPORTED, "an index the emu device cannot tell");
+    EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 4) == CUDA_ERROR_INVALID_VALUE, "an index with a tail");
+    nb.op = 10;
+    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "an unknown build op");
+    ec.graph = 47;
+    EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "the fourth capture ended");
+    gd.graph = 47;
+    EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "its graph destroyed");
     gd.graph = 45;
     EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "the third graph destroyed");
 

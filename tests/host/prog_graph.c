@@ -427,6 +427,98 @@ int main(int argc, char **argv)
     CHECK(cuGraphDestroy(sub));
     CHECK(cuGraphDestroy(sub2));
 
+    /* A captured graph after its capture: a node handle the capture gave is the graph's; nodes and
+     * edges added to it, and a capture into it after one of its nodes (a GPU's driver; the emu
+     * device's graphs are chains of their ops and refuse them). */
+    unsigned seven = 7;
+    void *args7[] = {&d2, &seven, &n};
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemsetD32Async(d2, 1, N, s));
+    const CUgraphNode *during;
+    size_t nduring;
+    CHECK(cuStreamGetCaptureInfo(s, &status, NULL, NULL, &during, NULL, &nduring));
+    CUgraphNode first_during = nduring == 1 ? during[0] : NULL;
+    CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, args7, NULL));
+    CHECK(cuStreamEndCapture(s, &pg));
+    ncn = 4;
+    CHECK(cuGraphGetNodes(pg, cn, &ncn));
+    EXPECT(ncn == 2, "%zu nodes captured", ncn);
+    CUgraphNodeType ft;
+    printf("a capture's node handle after its end: the graph's first node: %s, a node: %d\n",
+           first_during == cn[0] ? "yes" : "no", first_during ? (int)cuGraphNodeGetType(first_during, &ft) : -1);
+    CUDA_KERNEL_NODE_PARAMS k7 = {.func = add, .gridDimX = N / 128, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                                  .blockDimY = 1, .blockDimZ = 1, .kernelParams = args7};
+    CUgraphNode added, empty;
+    CUresult ra = cuGraphAddKernelNode(&added, pg, &cn[1], 1, &k7);
+    printf("a kernel node added to a captured graph: %d\n", (int)ra);
+    if (ra == CUDA_SUCCESS) {
+        size_t nn = 0, ne = 0, ne2 = 0, ne3 = 0;
+        CHECK(cuGraphGetNodes(pg, NULL, &nn));
+        CUgraphNode after[4];
+        size_t na = 4;
+        CHECK(cuGraphGetNodes(pg, after, &na));
+        CHECK(cuGraphAddEmptyNode(&empty, pg, NULL, 0));
+        CHECK(cuGraphGetEdges(pg, NULL, NULL, NULL, &ne));
+        CHECK(cuGraphAddDependencies(pg, &added, &empty, NULL, 1));
+        CHECK(cuGraphGetEdges(pg, NULL, NULL, NULL, &ne2));
+        CHECK(cuGraphRemoveDependencies(pg, &added, &empty, NULL, 1));
+        CHECK(cuGraphGetEdges(pg, NULL, NULL, NULL, &ne3));
+        size_t nd = 4;
+        CHECK(cuGraphNodeGetDependencies(added, deps, NULL, &nd));
+        printf("nodes then: %zu, the last the one added: %s, after the node before: %s; edges %zu, one added %zu, "
+               "removed %zu\n",
+               nn, na == 3 && after[2] == added ? "yes" : "no", nd == 1 && deps[0] == cn[1] ? "yes" : "no", ne, ne2,
+               ne3);
+        CHECK(cuStreamBeginCaptureToGraph(s, pg, &added, NULL, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuMemcpyDtoHAsync(pinned, d2, N * sizeof(unsigned), s));
+        CUgraph same;
+        CHECK(cuStreamEndCapture(s, &same));
+        size_t nfinal = 0;
+        CHECK(cuGraphGetNodes(pg, NULL, &nfinal));
+        printf("a capture into it after the node added: the same graph: %s, nodes %zu\n", same == pg ? "yes" : "no",
+               nfinal);
+        memset(pinned, 0, N * sizeof(unsigned));
+        CHECK(cuGraphInstantiate(&pe, pg, 0));
+        CHECK(cuGraphLaunch(pe, s));
+        CHECK(cuStreamSynchronize(s));
+        check_all(pinned, 1 + 7 + 7, "the captured graph with a node added and a capture into it");
+        CHECK(cuGraphExecDestroy(pe));
+        /* A conditional node added after its last node, its handle made now (1 at each launch),
+         * whose body sets d2 to 5; the empty node destroyed. */
+        CUgraphConditionalHandle cond;
+        CHECK(cuGraphConditionalHandleCreate(&cond, pg, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+        CUgraphNode all[8];
+        size_t nall = 8;
+        CHECK(cuGraphGetNodes(pg, all, &nall));
+        CUgraphNodeParams cp2;
+        memset(&cp2, 0, sizeof cp2);
+        cp2.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        cp2.conditional.handle = cond;
+        cp2.conditional.type = CU_GRAPH_COND_TYPE_IF;
+        cp2.conditional.size = 1;
+        cp2.conditional.ctx = ctx;
+        CUgraphNode condn, bn;
+        CHECK(cuGraphAddNode(&condn, pg, &all[nall - 1], NULL, 1, &cp2));
+        CUDA_MEMSET_NODE_PARAMS five = {.dst = d2, .value = 5, .elementSize = 4, .width = N, .height = 1};
+        CHECK(cuGraphAddMemsetNode(&bn, cp2.conditional.phGraph_out[0], NULL, 0, &five, ctx));
+        CHECK(cuGraphDestroyNode(empty));
+        size_t nleft = 0;
+        CHECK(cuGraphGetNodes(pg, NULL, &nleft));
+        nd = 4;
+        CHECK(cuGraphNodeGetDependencies(condn, deps, NULL, &nd));
+        memset(pinned, 0, N * sizeof(unsigned));
+        CHECK(cuGraphInstantiate(&pe, pg, 0));
+        CHECK(cuGraphLaunch(pe, s));
+        CHECK(cuStreamSynchronize(s));
+        check_all(pinned, 1 + 7 + 7, "the graph after a conditional node was added and a node destroyed");
+        CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+        check_all(h, 5, "the conditional node's body");
+        printf("a conditional node added and the empty node destroyed: nodes %zu, after the last one: %s, its body ran\n",
+               nleft, nd == 1 && deps[0] == all[nall - 1] ? "yes" : "no");
+        CHECK(cuGraphExecDestroy(pe));
+    }
+    CHECK(cuGraphDestroy(pg));
+
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     memset(&ip, 0, sizeof ip);
     ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
@@ -443,6 +535,10 @@ int main(int argc, char **argv)
     unsigned *in = malloc(N * sizeof(unsigned)), *out = malloc(N * sizeof(unsigned));
     unsigned char *rows = malloc(64 * 16);
     EXPECT(in && out && rows, "memory");
+    /* (a copy of pageable memory still in flight on the stream as its global capture begins: the
+     * worker's own bookkeeping of it must not end the capture) */
+    memset(in, 0, N * sizeof(unsigned));
+    CHECK(cuMemcpyHtoDAsync(d, in, N * sizeof(unsigned), s));
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK(cuMemcpyHtoDAsync(d, in, N * sizeof(unsigned), s));
     CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, add_args, NULL));

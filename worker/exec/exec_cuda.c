@@ -134,6 +134,8 @@
     X(cuGraphClone)                                                                                    \
     X(cuGraphExecUpdate_v2)                                                                            \
     X(cuStreamUpdateCaptureDependencies_v2)                                                            \
+    X(cuGraphAddDependencies_v2)                                                                       \
+    X(cuGraphRemoveDependencies_v2)                                                                    \
     X(cuGraphAddEmptyNode)                                                                             \
     X(cuGraphAddEventRecordNode)                                                                       \
     X(cuGraphAddEventWaitNode)                                                                         \
@@ -1779,6 +1781,37 @@ static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *gra
     }
 }
 
+static CUresult cuda_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *pairs, size_t n,
+                                 bool remove)
+{
+    BIND(x, ctx);
+    CUgraphNode *nodes, *ends = NULL;
+    size_t count;
+    CUresult r = all_nodes(x, graph, &nodes, &count);
+    if (r == CUDA_SUCCESS && n && !(ends = malloc(2 * n * sizeof *ends)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        if (pairs[2 * i] >= count || pairs[2 * i + 1] >= count)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            ends[i] = nodes[pairs[2 * i]], ends[n + i] = nodes[pairs[2 * i + 1]];
+    }
+    if (r == CUDA_SUCCESS && n)
+        r = remove ? API(x)->cuGraphRemoveDependencies_v2(graph, ends, ends + n, NULL, n)
+                   : API(x)->cuGraphAddDependencies_v2(graph, ends, ends + n, NULL, n);
+    free(ends);
+    free(nodes);
+    return r;
+}
+
+static CUresult cuda_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, -1, &nd);
+    return r ? r : API(x)->cuGraphDestroyNode(nd);
+}
+
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
@@ -1876,6 +1909,30 @@ static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, 
     if (r == CUDA_SUCCESS)
         r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
     *node = made;
+    return r;
+}
+
+static CUresult cuda_capture_index(struct vgpu_exec *x, void *ctx, void *stream, bool find, uint32_t *index,
+                                   void **node)
+{
+    BIND(x, ctx);
+    CUgraph g = NULL;
+    size_t n = 0;
+    CUgraphNode *nodes;
+    CUresult r = active_capture(x, stream, &g, NULL, NULL, &n);
+    if (r != CUDA_SUCCESS || (r = all_nodes(x, g, &nodes, &n)) != CUDA_SUCCESS)
+        return r;
+    r = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; find && i < n; i++)
+        if (nodes[i] == *node) {
+            *index = (uint32_t)i;
+            r = CUDA_SUCCESS;
+        }
+    if (!find && *index < n) {
+        *node = nodes[*index];
+        r = CUDA_SUCCESS;
+    }
+    free(nodes);
     return r;
 }
 
@@ -2481,6 +2538,8 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_kernel_attr = cuda_graph_kernel_attr,
     .graph_node_enabled = cuda_graph_node_enabled,
     .graph_node_params = cuda_graph_node_params,
+    .graph_edges = cuda_graph_edges,
+    .graph_node_destroy = cuda_graph_node_destroy,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,
     .graph_clone = cuda_graph_clone,
@@ -2488,6 +2547,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .capture_deps = cuda_capture_deps,
     .capture_get_deps = cuda_capture_get_deps,
     .capture_node = cuda_capture_node,
+    .capture_index = cuda_capture_index,
     .graph_create = cuda_graph_create,
     .graph_conditional_handle = cuda_graph_conditional_handle,
     .capture_conditional = cuda_capture_conditional,

@@ -334,6 +334,11 @@ struct vgpu_exec_ops {
      * NULL, in exec (a child graph and events in exec only where the driver allows no other). */
     CUresult (*graph_node_params)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_node *p);
+    /* Add (or remove) the edges from pairs[2i] to pairs[2i+1], n of them, node indexes of graph (NULL
+     * where the executor's graphs are chains of their ops). */
+    CUresult (*graph_edges)(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *pairs, size_t n, bool remove);
+    /* Destroy node `node` of graph (NULL as graph_edges). */
+    CUresult (*graph_node_destroy)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node);
     /* Whether node `node` of graph runs in exec, made from it (GraphNodeEnabled). */
     CUresult (*graph_node_enabled)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                    unsigned *enabled);
@@ -354,6 +359,9 @@ struct vgpu_exec_ops {
     /* The capture's dependencies now: up to cap of them in out, how many in *n. */
     CUresult (*capture_get_deps)(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
     CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
+    /* The node at *index of the graph stream captures into (find false), or (find true) node's index
+     * there, in the order graph_nodes gives; NULL where the executor's captures cannot tell. */
+    CUresult (*capture_index)(struct vgpu_exec *x, void *ctx, void *stream, bool find, uint32_t *index, void **node);
     /* An empty graph; a conditional handle of graph (cuGraphConditionalHandleCreate). */
     CUresult (*graph_create)(struct vgpu_exec *x, void *ctx, void **graph);
     CUresult (*graph_conditional_handle)(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,
