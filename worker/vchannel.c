@@ -299,6 +299,33 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
     return *o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* The worker's own queries (completions, the scheduler's timing of a turn) are no capture's
+ * business, but a global or thread-local capture this thread began refuses them, as unsafe calls,
+ * and ends as invalid: while the channel captures, they are made in relaxed mode. Returns the mode
+ * to put back (-1: none changed). */
+static int relax_begin(struct vchannel *ch)
+{
+    if (!ch->capture_count || !ch->x->ops->exchange_capture_mode)
+        return -1;
+    struct srv_table *ctxs = &ch->tables[SRV_CTX];
+    for (uint32_t id = 1; id < ctxs->cap; id++)
+        if (ctxs->slots[id].live) {
+            int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            return ch->x->ops->exchange_capture_mode(ch->x, ctxs->slots[id].x, &mode) == CUDA_SUCCESS ? mode : -1;
+        }
+    return -1;
+}
+
+static void relax_end(struct vchannel *ch, int was)
+{
+    struct srv_table *ctxs = &ch->tables[SRV_CTX];
+    for (uint32_t id = 1; was >= 0 && id < ctxs->cap; id++)
+        if (ctxs->slots[id].live) {
+            (void)ch->x->ops->exchange_capture_mode(ch->x, ctxs->slots[id].x, &was);
+            return;
+        }
+}
+
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
 {
     struct vchannel *ch = c->ch;
@@ -309,7 +336,10 @@ CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
         if (back != CUDA_SUCCESS)
             return back;
     }
-    return gate_admit(&ch->gate, r, c->ctx->x, stream);
+    int was = relax_begin(ch); /* (the turn's timing of other streams) */
+    CUresult admitted = gate_admit(&ch->gate, r, c->ctx->x, stream);
+    relax_end(ch, was);
+    return admitted;
 }
 
 /* The capture of the stream at index i is over: its build goes (the last one takes its place). */
@@ -610,8 +640,18 @@ CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot)
     return r;
 }
 
+static bool progress_relaxed(struct vchannel *ch);
+
 /* Report the completions the executor has seen; returns true while some are still outstanding. */
 static bool progress(struct vchannel *ch)
+{
+    int was = relax_begin(ch);
+    bool pending = progress_relaxed(ch);
+    relax_end(ch, was);
+    return pending;
+}
+
+static bool progress_relaxed(struct vchannel *ch)
 {
     bool signals = vsignal_progress(ch);
     if (!atomic_load_explicit(&ch->callbacks_pending, memory_order_relaxed))
@@ -923,7 +963,9 @@ static void *poller_main(void *arg)
         }
         if (n < 0)
             break;
+        int was = relax_begin(ch);
         bool draining = gate_poll(&ch->gate);
+        relax_end(ch, was);
         gate_idle(&ch->gate, false);
         bool in_flight = progress(ch) || draining;
         if (gate_open(&ch->gate)) {

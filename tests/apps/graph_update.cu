@@ -31,7 +31,9 @@ int main() {
 
     // ---- Part B: kernels, captured
     std::vector<float> ones(n, 1.0f);
-    CHECK(cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    // On s: a non-blocking stream does not wait for a copy on the legacy stream, whose DMA from
+    // pageable memory may still run when cudaMemcpy returns.
+    CHECK(cudaMemcpyAsync(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     scale<<<n / 256, 256, 0, s>>>(x, 3.0f, n);
@@ -81,7 +83,7 @@ int main() {
     shift_p.kernelParams = shift_args;
     shift_p.extra = nullptr;
     CHECK(cudaGraphExecKernelNodeSetParams(e, shift_node, &shift_p));
-    CHECK(cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpyAsync(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
     CHECK(cudaGraphLaunch(e, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(x, n, 1.0f * 3 + 10, "the executable graph with shift's new arguments");
@@ -97,7 +99,7 @@ int main() {
     CHECK(cudaGraphKernelNodeGetParams(scale_node, &again));
     cudaGraphExec_t e2;
     CHECK(cudaGraphInstantiate(&e2, g, 0));
-    CHECK(cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpyAsync(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
     CHECK(cudaGraphLaunch(e2, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(x, n, 1.0f * 5 + 1, "the graph with scale's new arguments, instantiated again");
