@@ -286,10 +286,12 @@ static CUresult node_params(struct fe_graph_node *n, struct fe_graph *e, bool se
     return CUDA_SUCCESS;
 }
 
-static CUresult node_get(struct fe_graph_node *n, CUgraphNodeType type, struct vgpu_graph_node_params *a)
+/* Node n's parameters, of type `type`, for an answer to go to out (INVALID_VALUE when NULL). */
+static CUresult node_get(struct fe_graph_node *n, CUgraphNodeType type, const void *out,
+                         struct vgpu_graph_node_params *a)
 {
     struct vgpu_graph_node_params p = {.type = (uint32_t)type};
-    return node_params(n, NULL, false, &p, a);
+    return out ? node_params(n, NULL, false, &p, a) : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* A side of a copy as the application names it: an array, pinned host memory at the tenant's
@@ -325,10 +327,8 @@ static CUresult side_in(struct fe_chan *ch, uint64_t where, uint32_t array, bool
 
 CUresult fe_graph_worker_memcpy(struct fe_graph_node *n, CUDA_MEMCPY3D *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_graph_node_params a;
-    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEMCPY, &a));
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEMCPY, p, &a));
     CUDA_MEMCPY3D m;
     memset(&m, 0, sizeof m);
     const void *dst_host = NULL;
@@ -366,10 +366,8 @@ CUresult fe_graph_worker_memcpy_set(struct fe_graph_node *n, struct fe_graph *e,
 
 CUresult fe_graph_worker_host(struct fe_graph_node *n, CUDA_HOST_NODE_PARAMS *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_graph_node_params a;
-    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_HOST, &a));
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_HOST, p, &a));
     CUhostFn fn;
     void *data;
     if (!fe_host_node_at(n->graph->ch, a.word, &fn, &data))
@@ -398,10 +396,8 @@ CUresult fe_graph_worker_host_set(struct fe_graph_node *n, struct fe_graph *e, c
 
 CUresult fe_graph_worker_event(struct fe_graph_node *n, CUgraphNodeType type, CUevent *ev)
 {
-    if (!ev)
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_graph_node_params a;
-    FE_RETURN_IF(node_get(n, type, &a));
+    FE_RETURN_IF(node_get(n, type, ev, &a));
     uint64_t h = fe_handle_of_id(FE_EVENT, a.object);
     if (!h)
         return CUDA_ERROR_INVALID_VALUE;
@@ -474,10 +470,8 @@ CUresult fe_graph_worker_child_set(struct fe_graph_node *n, struct fe_graph *e, 
 
 CUresult fe_graph_worker_alloc(struct fe_graph_node *n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_graph_node_params a;
-    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &a));
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, p, &a));
     /* A capture allocates from its device's pool, pinned memory of this vGPU, no other device given
      * access. */
     memset(p, 0, sizeof *p);
@@ -491,10 +485,8 @@ CUresult fe_graph_worker_alloc(struct fe_graph_node *n, CUDA_MEM_ALLOC_NODE_PARA
 
 CUresult fe_graph_worker_free_ptr(struct fe_graph_node *n, CUdeviceptr *dptr)
 {
-    if (!dptr)
-        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_graph_node_params a;
-    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_FREE, &a));
+    FE_RETURN_IF(node_get(n, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, &a));
     *dptr = a.dst;
     return CUDA_SUCCESS;
 }

@@ -366,8 +366,8 @@ CUresult emu_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, voi
                                 unsigned *enabled);
 CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_node *p);
-/* Where a copy's side starts (exec_emu.c). */
-void *emu_side_ptr(const struct vgpu_copy_side *s);
+/* A copy op's places and shape as c gives them (exec_emu.c). */
+void emu_copy_op_set(struct emu_op *op, const struct vgpu_copy_3d *c);
 /* A kernel op's copy of launch attributes (false when out of memory). */
 bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, unsigned n);
 /* A copy of f's packed parameters at their natural alignment (emu kernels read them through their

@@ -692,15 +692,7 @@ CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void
     if (!c->width || !c->height || !c->depth)
         return CUDA_ERROR_INVALID_VALUE;
     struct emu_op was = *op;
-    op->u.copy.dst = emu_side_ptr(&c->dst);
-    op->u.copy.src = emu_side_ptr(&c->src);
-    op->u.copy.n = c->width;
-    op->u.copy.rows = c->height;
-    op->u.copy.slices = c->depth;
-    op->u.copy.dst_pitch = c->dst.pitch;
-    op->u.copy.src_pitch = c->src.pitch;
-    op->u.copy.dst_slice = c->dst.pitch * c->dst.rows;
-    op->u.copy.src_slice = c->src.pitch * c->src.rows;
+    emu_copy_op_set(op, c);
     return respan(ctx, op, &was);
 }
 

@@ -398,11 +398,24 @@ static CUresult emu_copy_dtod(struct vgpu_exec *x, void *ctx, void *stream, uint
 
 /* An emu array is device memory whose rows lie end to end (emu_array_create), so its side is the
  * offset from its start. */
-void *emu_side_ptr(const struct vgpu_copy_side *s)
+static void *side_ptr(const struct vgpu_copy_side *s)
 {
     if (s->array)
         return (uint8_t *)s->array + s->dev;
     return s->host ? s->host : (void *)(uintptr_t)s->dev;
+}
+
+void emu_copy_op_set(struct emu_op *op, const struct vgpu_copy_3d *c)
+{
+    op->u.copy.dst = side_ptr(&c->dst);
+    op->u.copy.src = side_ptr(&c->src);
+    op->u.copy.n = c->width;
+    op->u.copy.rows = c->height;
+    op->u.copy.slices = c->depth;
+    op->u.copy.dst_pitch = c->dst.pitch;
+    op->u.copy.src_pitch = c->src.pitch;
+    op->u.copy.dst_slice = c->dst.pitch * c->dst.rows;
+    op->u.copy.src_slice = c->src.pitch * c->src.rows;
 }
 
 /* Planar formats, as a Hopper GPU, are refused; block-compressed surfaces are not offered. */
@@ -518,15 +531,7 @@ static CUresult emu_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const 
     struct emu_op *op = emu_op_new(EMU_OP_COPY);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.copy.dst = emu_side_ptr(&c->dst);
-    op->u.copy.src = emu_side_ptr(&c->src);
-    op->u.copy.n = c->width;
-    op->u.copy.rows = c->height;
-    op->u.copy.slices = c->depth;
-    op->u.copy.dst_pitch = c->dst.pitch;
-    op->u.copy.src_pitch = c->src.pitch;
-    op->u.copy.dst_slice = c->dst.pitch * c->dst.rows;
-    op->u.copy.src_slice = c->src.pitch * c->src.rows;
+    emu_copy_op_set(op, c);
     return submit(CTX(ctx), stream, op, flags);
 }
 
