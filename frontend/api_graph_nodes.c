@@ -189,7 +189,10 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)h);
     if (!*g)
         return CUDA_ERROR_INVALID_VALUE;
-    bool ended = !(*g)->here && !(*g)->capturing; /* a captured graph: nodes go to the worker's */
+    /* A captured graph: its own nodes (and, while a capture goes into it, the capture's). */
+    uint32_t sid;
+    CUstream s;
+    bool ended = !(*g)->here && !(*g)->capturing && !fe_capture_stream_of(*g, &sid, &s);
     for (size_t i = 0; i < n; i++) {
         struct fe_graph_node *d = node_arg(deps[i]);
         if (!d || d->graph != *g || (ended && !fe_graph_worker_node(deps[i])))
@@ -1163,7 +1166,10 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS
 /* The node's own operations, as the driver gives them (valid while the node's parameters stay). */
 CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode h, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memop(n, p);
     FE_RETURN_IF(node_to_read(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, p, &n));
     *p = (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.memop.ctx, n->u.memop.count, n->u.memop.ops, n->u.memop.flags};
     return CUDA_SUCCESS;
@@ -1171,7 +1177,10 @@ CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode h, CUDA_BATCH_MEM_OP_NODE_PA
 
 CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode h, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
 {
-    struct fe_graph_node *n;
+    FE_RETURN_IF(fe_ready());
+    struct fe_graph_node *n = fe_graph_worker_node(h);
+    if (n)
+        return fe_graph_worker_memop_set(n, NULL, p);
     FE_RETURN_IF(here_node(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n));
     return memop_set(n, p);
 }

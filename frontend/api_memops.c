@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "vgpu/mem_ops.h"
 
 /* What the device must offer for m, as a device attribute (0: nothing). */
 static int needs(const struct vgpu_mem_op *m)
@@ -20,14 +21,8 @@ static int needs(const struct vgpu_mem_op *m)
     return wide ? CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS : 0;
 }
 
-static CUresult post_ops(CUstream hs, const struct vgpu_mem_op *ops, unsigned n, bool pt)
+CUresult fe_mem_ops_check(struct fe_ctx *c, struct fe_chan *ch, const struct vgpu_mem_op *ops, unsigned n)
 {
-    struct fe_ctx *c;
-    struct fe_chan *ch;
-    uint32_t sid;
-    FE_RETURN_IF(fe_stream_begin(hs, pt, &c, &ch, &sid));
-    if (n == 0) /* an empty batch: nothing to queue, as natively */
-        return CUDA_SUCCESS;
     if (n > VGPU_MAX_MEM_OPS)
         return CUDA_ERROR_INVALID_VALUE;
     const int32_t *attr = fe.devices[c->device].info.attr;
@@ -41,6 +36,18 @@ static CUresult post_ops(CUstream hs, const struct vgpu_mem_op *ops, unsigned n,
         if (width && !fe_device_range(ch, c->id, ops[i].address, (uint64_t)width))
             return CUDA_ERROR_INVALID_VALUE;
     }
+    return CUDA_SUCCESS;
+}
+
+static CUresult post_ops(CUstream hs, const struct vgpu_mem_op *ops, unsigned n, bool pt)
+{
+    struct fe_ctx *c;
+    struct fe_chan *ch;
+    uint32_t sid;
+    FE_RETURN_IF(fe_stream_begin(hs, pt, &c, &ch, &sid));
+    if (n == 0) /* an empty batch: nothing to queue, as natively */
+        return CUDA_SUCCESS;
+    FE_RETURN_IF(fe_mem_ops_check(c, ch, ops, n));
     FE_REQ(q, StreamMemOps);
     q.stream = sid;
     q.count = n;
@@ -59,34 +66,7 @@ static CUresult batch(CUstream hs, unsigned count, const CUstreamBatchMemOpParam
     if (flags != 0 || (count && !params) || count > VGPU_MAX_MEM_OPS)
         return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_mem_op ops[VGPU_MAX_MEM_OPS];
-    for (unsigned i = 0; i < count; i++) {
-        const CUstreamBatchMemOpParams *p = &params[i];
-        struct vgpu_mem_op *m = &ops[i];
-        memset(m, 0, sizeof *m);
-        m->op = (uint32_t)p->operation;
-        switch (p->operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-            m->address = p->waitValue.address;
-            m->value = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ? p->waitValue.value : p->waitValue.value64;
-            m->flags = p->waitValue.flags;
-            break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-            m->address = p->writeValue.address;
-            m->value = p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ? p->writeValue.value : p->writeValue.value64;
-            m->flags = p->writeValue.flags;
-            break;
-        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-            m->flags = p->flushRemoteWrites.flags;
-            break;
-        case CU_STREAM_MEM_OP_BARRIER:
-            m->flags = p->memoryBarrier.flags;
-            break;
-        default:
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
+    FE_RETURN_IF(vgpu_mem_ops_of(params, count, ops));
     return post_ops(hs, ops, count, pt);
 }
 

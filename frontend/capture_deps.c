@@ -120,16 +120,25 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
     struct fe_graph *g = node->graph;
     uint32_t sid;
     CUstream s;
-    if (!g->capturing || !fe_capture_stream_of(g, &sid, &s)) /* a captured graph, ended: the driver's */
+    if (!fe_capture_stream_of(g, &sid, &s)) /* no capture goes into it now */
         return CUDA_ERROR_NOT_SUPPORTED;
     uint32_t *want = malloc((n ? n : 1) * sizeof *want);
     if (!want)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < n; i++)
-        want[i] = ((struct fe_graph_node *)fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]))->index;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
+        want[i] = d->index; /* a node the capture named: its build id */
+        if (!d->captured) /* one the captured graph had before the capture into it: named now */
+            r = fe_capture_map(g->ctx, g->ch, sid, true, VGPU_BUILD_NEXT, d->index, &want[i]);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(want);
+        return r;
+    }
     uint32_t *saved;
     size_t nsaved;
-    CUresult r = fe_capture_deps_ids(g->ctx, g->ch, sid, &saved, &nsaved);
+    r = fe_capture_deps_ids(g->ctx, g->ch, sid, &saved, &nsaved);
     if (r != CUDA_SUCCESS) {
         free(want);
         return r;

@@ -596,6 +596,9 @@ struct fe_copy_3d {
     size_t width, height, depth;
 };
 CUresult fe_copy_3d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, const struct fe_copy_3d *k, bool async);
+/* Stream memory operations checked as the driver checks them (api_memops.c): known kinds and
+ * flags, aligned addresses of context c's memory, what its device offers. */
+CUresult fe_mem_ops_check(struct fe_ctx *c, struct fe_chan *ch, const struct vgpu_mem_op *ops, unsigned n);
 /* A copy the driver's descriptor describes (api_copy.c), sides not checked yet. */
 CUresult fe_copy_3d_of(struct fe_ctx *c, struct fe_chan *ch, const CUDA_MEMCPY3D *p, struct fe_copy_3d *k);
 /* A copy a captured graph's node is given, as GraphNodeParams names it: this vGPU's device memory

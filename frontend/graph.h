@@ -193,6 +193,10 @@ CUresult fe_graph_worker_event_set(struct fe_graph_node *n, struct fe_graph *e, 
  * it stay in it); in executable graph e, graph h instead. */
 CUresult fe_graph_worker_child(struct fe_graph_node *n, CUgraph *out);
 CUresult fe_graph_worker_child_set(struct fe_graph_node *n, struct fe_graph *e, CUgraph h);
+/* A batch memory operation node's operations (the array kept with the node until asked again), or
+ * new ones. */
+CUresult fe_graph_worker_memop(struct fe_graph_node *n, CUDA_BATCH_MEM_OP_NODE_PARAMS *p);
+CUresult fe_graph_worker_memop_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p);
 /* A memory node's parameters (allocation, or with p NULL the address a free node frees). */
 CUresult fe_graph_worker_alloc(struct fe_graph_node *n, CUDA_MEM_ALLOC_NODE_PARAMS *p);
 CUresult fe_graph_worker_free_ptr(struct fe_graph_node *n, CUdeviceptr *dptr);

@@ -668,6 +668,9 @@ CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent
 }
 CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
 {
+    struct fe_graph *e = exec_of_captured(he);
+    if (e)
+        return fe_graph_worker_memop_set(fe_graph_worker_node(h), e, p);
     EXEC_SET(he, h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, cuGraphBatchMemOpNodeSetParams(node_, p));
 }
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)

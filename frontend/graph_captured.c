@@ -12,6 +12,7 @@
 
 #include "graph.h"
 #include "log.h"
+#include "vgpu/mem_ops.h"
 
 struct fe_graph_node *fe_graph_worker_node(CUgraphNode h)
 {
@@ -23,6 +24,8 @@ void fe_graph_worker_node_free(struct fe_graph_node *n)
 {
     if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* (a copy asked for: the worker's went first) */
         fe_graph_free(n->u.child);
+    else if (n && n->fetched && n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+        free(n->u.memop.ops);
     else if (n && n->fetched)
         fe_kernel_node_clear(&n->u.kernel);
     free(n);
@@ -239,10 +242,12 @@ CUresult fe_graph_worker_node_set(struct fe_graph_node *n, struct fe_graph *e, c
         return fe_graph_worker_event_set(n, e, p->type, p->eventWait.event);
     case CU_GRAPH_NODE_TYPE_GRAPH:
         return fe_graph_worker_child_set(n, e, p->graph.graph);
-    default: /* batch memory operations and conditional nodes (memory nodes the worker refuses) */
-        return p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || p->type == CU_GRAPH_NODE_TYPE_MEM_FREE
-                   ? CUDA_ERROR_INVALID_VALUE
-                   : CUDA_ERROR_NOT_SUPPORTED;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        const CUDA_BATCH_MEM_OP_NODE_PARAMS b = {p->memOp.ctx, p->memOp.count, p->memOp.paramArray, p->memOp.flags};
+        return fe_graph_worker_memop_set(n, e, &b);
+    }
+    default: /* memory, empty and conditional nodes: the driver changes none of them */
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
@@ -612,4 +617,57 @@ CUresult fe_graph_worker_destroy(struct fe_graph_node *n)
     fe_handle_free(FE_GRAPH_NODE, n->handle);
     fe_graph_worker_node_free(n);
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- batch memory operation nodes */
+
+CUresult fe_graph_worker_memop(struct fe_graph_node *n, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = n->graph;
+    FE_REQ(q, GraphMemOpNode);
+    FE_RSP(a, GraphMemOpNode);
+    q.graph = g->id;
+    q.node = n->index;
+    static _Thread_local struct vgpu_mem_op ops[VGPU_MAX_MEM_OPS];
+    uint32_t len = 0;
+    FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, ops, sizeof ops, &len));
+    if (a.count > VGPU_MAX_MEM_OPS || len != a.count * sizeof *ops)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamBatchMemOpParams *params = malloc((a.count ? a.count : 1) * sizeof *params);
+    if (!params)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    vgpu_mem_ops_params(ops, a.count, params);
+    /* Kept with the node, valid until it is asked again or changed, as the driver's array is. */
+    if (n->fetched)
+        free(n->u.memop.ops);
+    n->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    n->fetched = true;
+    n->u.memop.ctx = (CUcontext)(uintptr_t)g->ctx->handle;
+    n->u.memop.count = a.count;
+    n->u.memop.flags = 0;
+    n->u.memop.ops = params;
+    *p = (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.memop.ctx, a.count, params, 0};
+    return CUDA_SUCCESS;
+}
+
+CUresult fe_graph_worker_memop_set(struct fe_graph_node *n, struct fe_graph *e, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    FE_RETURN_IF(settable(n, e));
+    if (!p || p->flags || (p->count && !p->paramArray) || p->count > VGPU_MAX_MEM_OPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fe_graph *g = n->graph;
+    static _Thread_local struct vgpu_mem_op ops[VGPU_MAX_MEM_OPS];
+    FE_RETURN_IF(vgpu_mem_ops_of(p->paramArray, p->count, ops));
+    FE_RETURN_IF(fe_mem_ops_check(g->ctx, g->ch, ops, p->count));
+    FE_REQ(q, GraphMemOpNode);
+    FE_RSP(a, GraphMemOpNode);
+    q.graph = g->id;
+    q.node = n->index;
+    q.exec = e ? e->id : 0;
+    q.set = 1;
+    q.count = p->count;
+    return fe_call(g->ch, g->ctx->id, &q, sizeof q, ops, (uint32_t)(p->count * sizeof *ops), true, &a, sizeof a, NULL,
+                   0, NULL);
 }

@@ -456,6 +456,36 @@ CUresult vgpu_handle_GraphEdges(struct vgpu_call *c, const struct vgpu_req_Graph
     return r;
 }
 
+CUresult vgpu_handle_GraphMemOpNode(struct vgpu_call *c, const struct vgpu_req_GraphMemOpNode *q,
+                                    struct vgpu_rsp_GraphMemOpNode *a)
+{
+    struct srv_obj *g, *e;
+    CUresult r = node_graphs(c, q->graph, q->exec, q->set, &g, &e);
+    if (r)
+        return r;
+    struct vgpu_mem_op ops[VGPU_MAX_MEM_OPS];
+    unsigned n = q->count;
+    if (q->set) { /* as StreamMemOps checks them: the tenant's own memory */
+        if (q->count > VGPU_MAX_MEM_OPS || (uint64_t)q->count * sizeof *ops != c->tail_len)
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(ops, c->tail, c->tail_len);
+        for (unsigned i = 0; i < n; i++) {
+            int width = vgpu_mem_op_width(&ops[i]);
+            if (width < 0 || (width > 0 && !vchannel_device_range(c, ops[i].address, (uint64_t)width)))
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        return OPS(c)->graph_mem_op_node(EXEC(c), c->ctx->x, g->x, e ? e->x : NULL, q->node, true, ops, &n);
+    }
+    if (q->count || c->tail_len)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = OPS(c)->graph_mem_op_node(EXEC(c), c->ctx->x, g->x, NULL, q->node, false, ops, &n)) != CUDA_SUCCESS)
+        return r;
+    a->count = n;
+    memcpy(c->rsp_tail, ops, n * sizeof *ops);
+    c->rsp_tail_len = n * (uint32_t)sizeof *ops;
+    return CUDA_SUCCESS;
+}
+
 CUresult vgpu_handle_GraphExecDestroy(struct vgpu_call *c, const struct vgpu_req_GraphExecDestroy *q,
                                       struct vgpu_rsp_GraphExecDestroy *a)
 {

@@ -240,6 +240,11 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphEdges, 1, ge, edge, 8);
     ge.remove = 1;
     REC(GraphEdges, 1, ge, edge, 8);
+    struct vgpu_req_GraphMemOpNode gmo = {.graph = 9};
+    REC(GraphMemOpNode, 1, gmo, NULL, 0);
+    struct vgpu_mem_op gw = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = msc.dst, .value = 3};
+    gmo.set = 1, gmo.count = 1;
+    REC(GraphMemOpNode, 1, gmo, &gw, sizeof gw);
     struct vgpu_req_GraphNodeDestroy gnd = {.graph = 9, .node = 1};
     REC(GraphNodeDestroy, 1, gnd, NULL, 0);
     struct vgpu_req_GraphBuild gx = {.stream = 2, .op = VGPU_BUILD_INDEX};

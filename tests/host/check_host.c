@@ -526,6 +526,12 @@ START_TEST(test_graph)
                               "(runs 0 1 1)\n"
                               "a copy node's host parameters: 1; a host node's copy parameters: 1\n"),
                   "%s", out);
+    /* Its memory operation node's operations, set in the graph and in an executable graph. */
+    ck_assert_msg(strstr(out, "a captured memory operation node: 1 operation(s), a 32-bit write: yes, of 77 to the "
+                              "memory named: yes\n"
+                              "memory operations set: 2 in the graph, each launch as set; fewer in the executable "
+                              "graph: 1\n"),
+                  "%s", out);
     /* Nodes added to a captured graph: the emu device's graphs are chains of their ops, and it
      * refuses them, as it does a capture's node handles after its end. */
     ck_assert_msg(strstr(out, "a capture's node handle after its end: the graph's first node: no, a node: 1\n"

@@ -499,8 +499,36 @@ static int mode_records(const char *path)
     EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 4) == CUDA_ERROR_INVALID_VALUE, "an index with a tail");
     nb.op = 10;
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "an unknown build op");
+    struct vgpu_mem_op wop = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = d, .value = 5};
+    struct vgpu_req_StreamMemOps smo = {.stream = 5, .count = 1};
+    EXPECT(call(&c, VGPU_OP_StreamMemOps, 1, BODY(smo), &wop, sizeof wop) == CUDA_SUCCESS, "a memory operation captured");
     ec.graph = 47;
     EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "the fourth capture ended");
+    /* Its memory operation node read, and set as no frontend would. */
+    struct vgpu_req_GraphMemOpNode mo = {.graph = 47};
+    const struct vgpu_rsp_GraphMemOpNode *moa = (void *)c.rsp;
+    EXPECT(CALL(&c, GraphMemOpNode, 1, mo) == CUDA_SUCCESS && moa->count == 1, "the memory operation node read");
+    mo.count = 1;
+    EXPECT(CALL(&c, GraphMemOpNode, 1, mo) == CUDA_ERROR_INVALID_VALUE, "a read with a count");
+    mo.set = 1;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, 12) == CUDA_ERROR_INVALID_VALUE, "half an operation");
+    wop.address = 0x1000;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_ERROR_INVALID_VALUE,
+           "a write to memory not the tenant's");
+    wop.address = d + 2;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_ERROR_INVALID_VALUE,
+           "a write out of line");
+    wop.address = d + 8, wop.op = 99;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_ERROR_INVALID_VALUE,
+           "an unknown operation");
+    wop.op = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_SUCCESS, "the node set");
+    mo.graph = 45, mo.node = 0;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_ERROR_INVALID_VALUE,
+           "a copy node's memory operations");
+    mo.count = VGPU_MAX_MEM_OPS + 1;
+    EXPECT(call(&c, VGPU_OP_GraphMemOpNode, 1, BODY(mo), &wop, sizeof wop) == CUDA_ERROR_INVALID_VALUE,
+           "too many operations");
     gd.graph = 47;
     EXPECT(CALL(&c, GraphDestroy, 1, gd) == CUDA_SUCCESS, "its graph destroyed");
     gd.graph = 45;

@@ -427,6 +427,45 @@ int main(int argc, char **argv)
     CHECK(cuGraphDestroy(sub));
     CHECK(cuGraphDestroy(sub2));
 
+    /* A captured stream memory operation: its node's operations, then new ones in the graph and in an
+     * executable graph. */
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuStreamWriteValue32(s, d2, 77, 0));
+    CHECK(cuStreamEndCapture(s, &pg));
+    ncn = 4;
+    CHECK(cuGraphGetNodes(pg, cn, &ncn));
+    CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
+    CHECK(cuGraphBatchMemOpNodeGetParams(cn[0], &bp));
+    printf("a captured memory operation node: %u operation(s), a 32-bit write: %s, of %u to the memory named: %s\n",
+           bp.count, bp.count && bp.paramArray[0].operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ? "yes" : "no",
+           bp.count ? bp.paramArray[0].writeValue.value : 0u,
+           bp.count && bp.paramArray[0].writeValue.address == d2 ? "yes" : "no");
+    CUstreamBatchMemOpParams wv[2];
+    memset(wv, 0, sizeof wv);
+    wv[0].operation = wv[1].operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    wv[0].writeValue.address = d2, wv[0].writeValue.value = 78;
+    wv[1].writeValue.address = d2 + 4, wv[1].writeValue.value = 79;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS nbp = {ctx, 2, wv, 0};
+    CHECK(cuGraphBatchMemOpNodeSetParams(cn[0], &nbp));
+    CHECK(cuGraphInstantiate(&pe, pg, 0));
+    CHECK(cuGraphLaunch(pe, s));
+    CHECK(cuStreamSynchronize(s));
+    unsigned two[2];
+    CHECK(cuMemcpyDtoH(two, d2, sizeof two));
+    EXPECT(two[0] == 78 && two[1] == 79, "the memory operations set: %u %u", two[0], two[1]);
+    wv[0].writeValue.value = 80, wv[1].writeValue.value = 81; /* (as many as before: an update changes no shape) */
+    CHECK(cuGraphExecBatchMemOpNodeSetParams(pe, cn[0], &nbp));
+    CHECK(cuGraphLaunch(pe, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(two, d2, sizeof two));
+    EXPECT(two[0] == 80 && two[1] == 81, "the executable graph's memory operations set: %u %u", two[0], two[1]);
+    CHECK(cuGraphBatchMemOpNodeGetParams(cn[0], &bp));
+    nbp.count = 1;
+    printf("memory operations set: %u in the graph, each launch as set; fewer in the executable graph: %d\n",
+           bp.count, (int)cuGraphExecBatchMemOpNodeSetParams(pe, cn[0], &nbp));
+    CHECK(cuGraphExecDestroy(pe));
+    CHECK(cuGraphDestroy(pg));
+
     /* A captured graph after its capture: a node handle the capture gave is the graph's; nodes and
      * edges added to it, and a capture into it after one of its nodes (a GPU's driver; the emu
      * device's graphs are chains of their ops and refuse them). */
@@ -470,13 +509,18 @@ int main(int argc, char **argv)
                nn, na == 3 && after[2] == added ? "yes" : "no", nd == 1 && deps[0] == cn[1] ? "yes" : "no", ne, ne2,
                ne3);
         CHECK(cuStreamBeginCaptureToGraph(s, pg, &added, NULL, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CUgraphNode during_into; /* (a node added to it while the capture goes into it) */
+        CHECK(cuGraphAddEmptyNode(&during_into, pg, &added, 1));
         CHECK(cuMemcpyDtoHAsync(pinned, d2, N * sizeof(unsigned), s));
         CUgraph same;
         CHECK(cuStreamEndCapture(s, &same));
         size_t nfinal = 0;
         CHECK(cuGraphGetNodes(pg, NULL, &nfinal));
-        printf("a capture into it after the node added: the same graph: %s, nodes %zu\n", same == pg ? "yes" : "no",
-               nfinal);
+        nd = 4;
+        CHECK(cuGraphNodeGetDependencies(during_into, deps, NULL, &nd));
+        printf("a capture into it after the node added: the same graph: %s, nodes %zu; a node added meanwhile "
+               "after it: %s\n",
+               same == pg ? "yes" : "no", nfinal, nd == 1 && deps[0] == added ? "yes" : "no");
         memset(pinned, 0, N * sizeof(unsigned));
         CHECK(cuGraphInstantiate(&pe, pg, 0));
         CHECK(cuGraphLaunch(pe, s));

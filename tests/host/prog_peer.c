@@ -39,6 +39,9 @@ static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemAlloc(&da, bytes));
     CHECK(cuMemcpyHtoD(da, a, bytes));
+    /* (a copy from pageable memory may still be on its way when it returns, as natively: device 0,
+     * whose legacy stream does not wait for device 1's, reads it next) */
+    CHECK(cuCtxSynchronize());
     CHECK(cuCtxSetCurrent(c0));
     CUmodule m = prog_module(module);
     CUfunction f;

@@ -364,6 +364,8 @@ CUresult emu_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint
                                void *value);
 CUresult emu_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                 unsigned *enabled);
+CUresult emu_graph_mem_op_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_mem_op *ops, unsigned *n);
 CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_node *p);
 /* A copy op's places and shape as c gives them (exec_emu.c). */

@@ -652,6 +652,33 @@ CUresult emu_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void
     return respan(c, op, &was);
 }
 
+CUresult emu_graph_mem_op_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                               struct vgpu_mem_op *ops, unsigned *n)
+{
+    (void)x;
+    struct emu_op *op = node_op(graph, exec, node, EMU_OP_MEM_OPS);
+    if (!op)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!set) {
+        *n = op->u.mem_ops.n;
+        memcpy(ops, op->u.mem_ops.ops, *n * sizeof *ops);
+        return CUDA_SUCCESS;
+    }
+    if (exec && *n != op->u.mem_ops.n) /* as the driver: an executable graph's node keeps its shape */
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vgpu_mem_op *mine = *n ? malloc(*n * sizeof *mine) : NULL; /* (the handler checked them) */
+    if (*n && !mine)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (*n)
+        memcpy(mine, ops, *n * sizeof *mine);
+    struct emu_op was = *op;
+    op->u.mem_ops.ops = mine;
+    op->u.mem_ops.n = *n;
+    CUresult r = respan(ctx, op, &was);
+    free(r == CUDA_SUCCESS ? was.u.mem_ops.ops : mine);
+    return r;
+}
+
 CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                struct vgpu_exec_node *p)
 {

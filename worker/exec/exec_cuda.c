@@ -19,6 +19,7 @@
 #include "executor.h"
 #include "log.h"
 #include "vgpu/calls.h"
+#include "vgpu/mem_ops.h"
 
 /* Every driver entry point vgpud uses, by its exported name. */
 #define CUDA_FUNCS(X)                                                                                  \
@@ -136,6 +137,9 @@
     X(cuStreamUpdateCaptureDependencies_v2)                                                            \
     X(cuGraphAddDependencies_v2)                                                                       \
     X(cuGraphRemoveDependencies_v2)                                                                    \
+    X(cuGraphBatchMemOpNodeGetParams)                                                                  \
+    X(cuGraphBatchMemOpNodeSetParams)                                                                  \
+    X(cuGraphExecBatchMemOpNodeSetParams)                                                              \
     X(cuGraphAddEmptyNode)                                                                             \
     X(cuGraphAddEventRecordNode)                                                                       \
     X(cuGraphAddEventWaitNode)                                                                         \
@@ -1812,6 +1816,31 @@ static CUresult cuda_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *gr
     return r ? r : API(x)->cuGraphDestroyNode(nd);
 }
 
+static CUresult cuda_graph_mem_op_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node,
+                                       bool set, struct vgpu_mem_op *ops, unsigned *n)
+{
+    BIND(x, ctx);
+    CUgraphNode nd;
+    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &nd);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUstreamBatchMemOpParams p[VGPU_MAX_MEM_OPS];
+    CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {.ctx = CC(ctx)->c, .count = *n, .paramArray = p};
+    if (set) {
+        if (*n > VGPU_MAX_MEM_OPS)
+            return CUDA_ERROR_INVALID_VALUE;
+        vgpu_mem_ops_params(ops, *n, p);
+        return exec ? API(x)->cuGraphExecBatchMemOpNodeSetParams(exec, nd, &bp)
+                    : API(x)->cuGraphBatchMemOpNodeSetParams(nd, &bp);
+    }
+    if ((r = API(x)->cuGraphBatchMemOpNodeGetParams(nd, &bp)) != CUDA_SUCCESS)
+        return r;
+    if (bp.count > VGPU_MAX_MEM_OPS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    *n = bp.count;
+    return vgpu_mem_ops_of(bp.paramArray, bp.count, ops);
+}
+
 static void cuda_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec)
 {
     if (bind(x, CC(ctx)->c) == CUDA_SUCCESS)
@@ -2286,17 +2315,6 @@ _Static_assert(CU_STREAM_MEM_OP_WAIT_VALUE_32 == 1 && CU_STREAM_MEM_OP_WRITE_VAL
                "memory operations travel as the driver numbers them");
 
 /* A wait's or a write's parameters, which the driver lays out alike for both. */
-static void mem_op_value(const struct vgpu_mem_op *m, bool narrow, CUdeviceptr *address, cuuint32_t *value,
-                         cuuint64_t *value64, unsigned int *flags)
-{
-    *address = m->address;
-    if (narrow)
-        *value = (cuuint32_t)m->value;
-    else
-        *value64 = m->value;
-    *flags = m->flags;
-}
-
 static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops,
                                     unsigned n)
 {
@@ -2304,29 +2322,7 @@ static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream
     CUstreamBatchMemOpParams p[VGPU_MAX_MEM_OPS];
     if (n > VGPU_MAX_MEM_OPS)
         return CUDA_ERROR_INVALID_VALUE;
-    memset(p, 0, n * sizeof p[0]);
-    for (unsigned i = 0; i < n; i++) {
-        CUstreamBatchMemOpType op = (CUstreamBatchMemOpType)ops[i].op;
-        p[i].operation = op;
-        switch (op) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-            mem_op_value(&ops[i], op == CU_STREAM_MEM_OP_WAIT_VALUE_32, &p[i].waitValue.address,
-                         &p[i].waitValue.value, &p[i].waitValue.value64, &p[i].waitValue.flags);
-            break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-            mem_op_value(&ops[i], op == CU_STREAM_MEM_OP_WRITE_VALUE_32, &p[i].writeValue.address,
-                         &p[i].writeValue.value, &p[i].writeValue.value64, &p[i].writeValue.flags);
-            break;
-        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-            p[i].flushRemoteWrites.flags = ops[i].flags;
-            break;
-        default:
-            p[i].memoryBarrier.flags = ops[i].flags;
-            break;
-        }
-    }
+    vgpu_mem_ops_params(ops, n, p);
     return API(x)->cuStreamBatchMemOp_v2(stream, n, p, 0);
 }
 
@@ -2539,6 +2535,7 @@ static const struct vgpu_exec_ops cuda_ops = {
     .graph_node_enabled = cuda_graph_node_enabled,
     .graph_node_params = cuda_graph_node_params,
     .graph_edges = cuda_graph_edges,
+    .graph_mem_op_node = cuda_graph_mem_op_node,
     .graph_node_destroy = cuda_graph_node_destroy,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_destroy = cuda_graph_destroy,

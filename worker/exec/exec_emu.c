@@ -1218,6 +1218,7 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_kernel_attr = emu_graph_kernel_attr,
     .graph_node_enabled = emu_graph_node_enabled,
     .graph_node_params = emu_graph_node_params,
+    .graph_mem_op_node = emu_graph_mem_op_node,
     .graph_exec_destroy = emu_graph_exec_destroy,
     .graph_destroy = emu_graph_destroy,
     .graph_clone = emu_graph_clone,

@@ -334,6 +334,10 @@ struct vgpu_exec_ops {
      * NULL, in exec (a child graph and events in exec only where the driver allows no other). */
     CUresult (*graph_node_params)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_node *p);
+    /* A batch memory operation node's operations (GraphMemOpNode): get up to VGPU_MAX_MEM_OPS (*n of
+     * them), or set *n of them (checked) in graph or, exec not NULL, in exec. */
+    CUresult (*graph_mem_op_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
+                                  struct vgpu_mem_op *ops, unsigned *n);
     /* Add (or remove) the edges from pairs[2i] to pairs[2i+1], n of them, node indexes of graph (NULL
      * where the executor's graphs are chains of their ops). */
     CUresult (*graph_edges)(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *pairs, size_t n, bool remove);
