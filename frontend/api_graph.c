@@ -13,6 +13,7 @@
 
 #include "array.h"
 #include "graph.h"
+#include "vgpu/graph_edges.h"
 #include "log.h"
 
 /* ---------------------------------------------------------------- which streams capture */
@@ -311,7 +312,7 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { re
 /* A capture into a captured graph (sid, on stream h) begins after its nodes deps: the worker names
  * them for the capture, which then depends on them; ended again if that fails. */
 static CUresult capture_after(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, CUstream h, const CUgraphNode *deps,
-                              size_t n)
+                              const CUgraphEdgeData *edges, size_t n)
 {
     uint32_t *ids = malloc(n * sizeof *ids);
     CUresult r = ids ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -320,7 +321,7 @@ static CUresult capture_after(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid
         r = fe_capture_map(c, ch, sid, true, VGPU_BUILD_NEXT, d->index, &ids[i]);
     }
     if (r == CUDA_SUCCESS)
-        r = fe_capture_set_deps(c, ch, sid, ids, n, false);
+        r = fe_capture_set_deps_data(c, ch, sid, ids, edges, n, false);
     free(ids);
     if (r != CUDA_SUCCESS) {
         CUgraph unused;
@@ -342,13 +343,10 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
     struct fe_graph *g = fe_graph_of(FE_GRAPH, (uint64_t)(uintptr_t)hg);
     if (!g || g->capturing || g->ch != ch || (n && !deps) || (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
-    static const CUgraphEdgeData plain;
     for (size_t i = 0; i < n; i++) {
         const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
-        if (!d || d->graph != g)
+        if (!d || d->graph != g || (edges && !fe_edge_data_ok(&edges[i], g->here ? (int)d->type : -1, -1)))
             return CUDA_ERROR_INVALID_VALUE;
-        if (edges && memcmp(&edges[i], &plain, sizeof plain))
-            return CUDA_ERROR_NOT_SUPPORTED;
     }
     for (size_t i = 0; !g->here && i < n; i++) /* a captured graph's own nodes, ended */
         if (!fe_graph_worker_node(deps[i]))
@@ -370,11 +368,15 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
         pthread_mutex_unlock(&ch->capture_mu);
         return CUDA_SUCCESS;
     }
-    CUgraphNode *kept = n ? malloc(n * sizeof *kept) : NULL;
+    /* The dependencies, then their edges' data (for a graph kept here: its end's child graph node). */
+    _Static_assert(sizeof(CUgraphNode) == sizeof(CUgraphEdgeData), "dependencies and their data side by side");
+    CUgraphNode *kept = n ? calloc(2 * n, sizeof *kept) : NULL;
     if (n && !kept)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (n)
         memcpy(kept, deps, n * sizeof *kept);
+    if (n && edges)
+        memcpy(kept + n, edges, n * sizeof *edges);
     CUresult r = begin_capture_into(h, mode, pt, g->here ? 0 : g->id, false);
     if (r != CUDA_SUCCESS) {
         free(kept);
@@ -392,7 +394,7 @@ static CUresult begin_to_graph(CUstream h, bool pt, CUgraph hg, const CUgraphNod
         free(kept);
     }
     pthread_mutex_unlock(&ch->capture_mu);
-    return g->here || !n ? CUDA_SUCCESS : capture_after(c, ch, sid, h, deps, n);
+    return g->here || !n ? CUDA_SUCCESS : capture_after(c, ch, sid, h, deps, edges, n);
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
@@ -439,8 +441,12 @@ static CUresult end_to_graph(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
             r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         if (r == CUDA_SUCCESS) {
             CUgraphNode node;
-            r = cuGraphAddChildGraphNode(&node, (CUgraph)(uintptr_t)t->handle, deps, n,
-                                         (CUgraph)(uintptr_t)w->handle);
+            CUgraphNodeParams p;
+            memset(&p, 0, sizeof p);
+            p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+            p.graph.graph = (CUgraph)(uintptr_t)w->handle;
+            r = cuGraphAddNode_v2(&node, (CUgraph)(uintptr_t)t->handle, deps, n ? (CUgraphEdgeData *)(deps + n) : NULL,
+                                  n, &p);
             fe_graph_destroy(w);
         } else {
             fe_graph_free(w);
@@ -642,22 +648,20 @@ static CUresult update_deps(CUstream h, bool pt, const CUgraphNode *nodes, const
     struct fe_graph *g = capture_graph(c, ch, sid);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    static const CUgraphEdgeData plain;
     uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
         struct fe_graph_node *node = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)nodes[i]);
-        if (!node || node->graph != g || !node->captured)
+        if (!node || node->graph != g || !node->captured || (edges && !fe_edge_data_ok(&edges[i], -1, -1)))
             r = CUDA_ERROR_INVALID_VALUE;
-        else if (edges && memcmp(&edges[i], &plain, sizeof plain))
-            r = CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges and ports are not offered */
         else
             ids[i] = node->index;
     }
     if (r == CUDA_SUCCESS)
-        r = fe_capture_set_deps(c, ch, sid, ids, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
+        r = edges ? fe_capture_set_deps_data(c, ch, sid, ids, edges, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+                  : fe_capture_set_deps(c, ch, sid, ids, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
     free(ids);
     return r;
 }
@@ -978,11 +982,13 @@ static CUresult nodes_of(struct fe_graph *g, unsigned what, uint32_t node, CUgra
         return CUDA_ERROR_INVALID_VALUE;
     static _Thread_local uint32_t idx[VGPU_MAX_GRAPH_NODES];
     uint32_t idx_len = 0;
+    /* (dependencies and dependents with their edges' data, when asked for) */
+    const uint32_t per = edges && out && (what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS) ? 2 : 1;
     FE_REQ(q, GraphNodes);
     FE_RSP(a, GraphNodes);
     q.graph = g->id;
     q.node = node;
-    q.what = what;
+    q.what = what | (per == 2 ? VGPU_GRAPH_NODES_DATA : 0);
     FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, idx, sizeof idx, &idx_len));
     if (!out) {
         *num = (size_t)a.count;
@@ -993,13 +999,15 @@ static CUresult nodes_of(struct fe_graph *g, unsigned what, uint32_t node, CUgra
     all.graph = g->id;
     FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphNodes, &all, &total));
     FE_RETURN_IF(node_handles(g, (size_t)total.count));
-    size_t have = what == VGPU_GRAPH_NODES_ALL ? (size_t)a.count : idx_len / 4;
+    size_t have = what == VGPU_GRAPH_NODES_ALL ? (size_t)a.count : idx_len / 4 / per;
     size_t n = have < *num ? have : *num;
     for (size_t i = 0; i < *num; i++) {
-        uint32_t at = what == VGPU_GRAPH_NODES_ALL ? (uint32_t)i : i < n ? idx[i] : UINT32_MAX;
+        uint32_t at = what == VGPU_GRAPH_NODES_ALL ? (uint32_t)i : i < n ? idx[per * i] : UINT32_MAX;
         out[i] = i < n && at < g->node_count ? (CUgraphNode)(uintptr_t)g->nodes[at] : NULL;
-        if (edges)
-            memset(&edges[i], 0, sizeof edges[i]); /* captured edges carry the default data */
+        if (edges && per == 2 && i < n)
+            edges[i] = vgpu_edge_unpack(idx[per * i + 1]);
+        else if (edges)
+            memset(&edges[i], 0, sizeof edges[i]); /* (roots and all nodes: no edge) */
     }
     *num = n;
     return CUDA_SUCCESS;
@@ -1091,7 +1099,8 @@ static CUresult graph_edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgra
     FE_REQ(q, GraphNodes);
     FE_RSP(a, GraphNodes);
     q.graph = g->id;
-    q.what = VGPU_GRAPH_NODES_EDGES;
+    const uint32_t per = data ? 3 : 2; /* (from, to and, asked for, the edge's data) */
+    q.what = VGPU_GRAPH_NODES_EDGES | (data ? VGPU_GRAPH_NODES_DATA : 0);
     FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, idx, sizeof idx, &idx_len));
     if (!from) {
         *num = (size_t)a.count;
@@ -1100,12 +1109,14 @@ static CUresult graph_edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgra
     size_t all = 0;
     FE_RETURN_IF(nodes_of(g, VGPU_GRAPH_NODES_ALL, 0, NULL, NULL, &all));
     FE_RETURN_IF(node_handles(g, all));
-    size_t have = idx_len / 8, n = have < *num ? have : *num;
+    size_t have = idx_len / 4 / per, n = have < *num ? have : *num;
     for (size_t i = 0; i < *num; i++) {
-        bool ok = i < n && idx[2 * i] < g->node_count && idx[2 * i + 1] < g->node_count;
-        from[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[2 * i]] : NULL;
-        to[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[2 * i + 1]] : NULL;
-        if (data)
+        bool ok = i < n && idx[per * i] < g->node_count && idx[per * i + 1] < g->node_count;
+        from[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[per * i]] : NULL;
+        to[i] = ok ? (CUgraphNode)(uintptr_t)g->nodes[idx[per * i + 1]] : NULL;
+        if (data && ok)
+            data[i] = vgpu_edge_unpack(idx[per * i + 2]);
+        else if (data)
             memset(&data[i], 0, sizeof data[i]);
     }
     *num = n;

@@ -150,7 +150,27 @@ static bool edge_default(const CUgraphEdgeData *d)
     return !d || memcmp(d, &zero, sizeof zero) == 0;
 }
 
-/* Make to depend on from (INVALID_VALUE if it does already, or on itself). */
+/* Edge data as the driver takes it: a default or programmatic edge, out of a kernel node's default,
+ * programmatic or launch-order port into the default one; anything but a default edge runs from a
+ * kernel node (its ports), and a programmatic one into a kernel node too. from_type/to_type: the
+ * nodes' types, -1 where not known here (a captured graph's: its driver checks). */
+bool fe_edge_data_ok(const CUgraphEdgeData *d, int from_type, int to_type)
+{
+    if (edge_default(d))
+        return true;
+    for (size_t i = 0; i < sizeof d->reserved; i++)
+        if (d->reserved[i])
+            return false;
+    if (d->type > CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC || d->to_port != 0 ||
+        d->from_port > CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)
+        return false;
+    bool kernels = from_type < 0 || from_type == CU_GRAPH_NODE_TYPE_KERNEL;
+    if (d->type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+        kernels = kernels && (to_type < 0 || to_type == CU_GRAPH_NODE_TYPE_KERNEL);
+    return kernels;
+}
+
+/* Make to depend on from (INVALID_VALUE if it does already, or on itself), with the edge's data. */
 static CUresult edge_add(struct fe_graph_node *to, struct fe_graph_node *from, const CUgraphEdgeData *data)
 {
     if (from == to || from->graph != to->graph)
@@ -158,13 +178,16 @@ static CUresult edge_add(struct fe_graph_node *to, struct fe_graph_node *from, c
     for (size_t i = 0; i < to->ndeps; i++)
         if (to->deps[i].from == from)
             return CUDA_ERROR_INVALID_VALUE;
-    if (!edge_default(data)) /* programmatic edges and ports are not offered */
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!fe_edge_data_ok(data, (int)from->type, (int)to->type))
+        return CUDA_ERROR_INVALID_VALUE;
     struct fe_edge *d = vgpu_array_grow(to->deps, &to->deps_cap, to->ndeps + 1, sizeof *d);
     if (!d)
         return CUDA_ERROR_OUT_OF_MEMORY;
     to->deps = d;
-    to->deps[to->ndeps++] = (struct fe_edge){.from = from};
+    to->deps[to->ndeps] = (struct fe_edge){.from = from};
+    if (data)
+        to->deps[to->ndeps].data = *data;
+    to->ndeps++;
     return CUDA_SUCCESS;
 }
 
@@ -200,27 +223,28 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
         for (size_t j = 0; j < i; j++)
             if (deps[j] == deps[i])
                 return CUDA_ERROR_INVALID_VALUE;
-        if (data && !edge_default(&data[i]))
-            return CUDA_ERROR_NOT_SUPPORTED;
+        if (data && !fe_edge_data_ok(&data[i], (*g)->here ? (int)d->type : -1, -1))
+            return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
 
 /* Make the node's edges, then hand it out; undone if out of memory. A node for a graph being
  * captured is added to the capture instead. */
-static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps, size_t count)
+static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps,
+                           const CUgraphEdgeData *data, size_t count)
 {
     if (!n->graph->here) { /* a capture's graph, or a captured one whose capture has ended */
         uint32_t sid;
         CUstream s;
         bool captured_into = fe_capture_stream_of(n->graph, &sid, &s);
-        CUresult r = n->graph->capturing || captured_into ? fe_capture_add(n, deps, count, out)
-                                                         : fe_graph_worker_add(n, deps, count, out);
+        CUresult r = n->graph->capturing || captured_into ? fe_capture_add(n, deps, data, count, out)
+                                                         : fe_graph_worker_add(n, deps, data, count, out);
         node_undo(n);
         return r;
     }
     for (size_t i = 0; i < count; i++) {
-        CUresult r = edge_add(n, node_arg(deps[i]), NULL);
+        CUresult r = edge_add(n, node_arg(deps[i]), data ? &data[i] : NULL);
         if (r != CUDA_SUCCESS) {
             n->graph->count--;
             node_free(n);
@@ -636,7 +660,7 @@ CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode orig, CUgraph clon
         node_undo(node);                                                                               \
         return r;                                                                                      \
     }                                                                                                  \
-    return add_finish(node, out, deps, n)
+    return add_finish(node, out, deps, NULL, n)
 
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n,
                                  const CUDA_KERNEL_NODE_PARAMS *p)
@@ -827,7 +851,7 @@ static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_
 static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out,
                                  CUdeviceptr *dptr)
 {
-    CUresult r = fe_capture_add(node, deps, n, out);
+    CUresult r = fe_capture_add(node, deps, NULL, n, out);
     if (r == CUDA_SUCCESS)
         *dptr = node->u.alloc.p.dptr;
     node_undo(node);
@@ -946,7 +970,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
         node_undo(node);
         return r;
     }
-    return add_finish(node, out, deps, n);
+    return add_finish(node, out, deps, data, n);
 }
 
 CUresult cuGraphAddNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
@@ -1277,25 +1301,28 @@ static CUresult edges_change(CUgraph h, const CUgraphNode *from, const CUgraphNo
         return CUDA_ERROR_INVALID_VALUE;
     if (!g->here) {
         for (size_t i = 0; data && i < n; i++)
-            if (!edge_default(&data[i]))
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return g->capturing ? CUDA_ERROR_NOT_SUPPORTED : fe_graph_worker_edges(g, from, to, n, add);
+            if (!fe_edge_data_ok(&data[i], -1, -1))
+                return CUDA_ERROR_INVALID_VALUE;
+        return g->capturing ? CUDA_ERROR_NOT_SUPPORTED : fe_graph_worker_edges(g, from, to, data, n, add);
     }
+    static const CUgraphEdgeData plain;
     for (size_t i = 0; i < n; i++) { /* all or nothing: check first */
         struct fe_graph_node *a = node_arg(from[i]), *b = node_arg(to[i]);
         if (!a || !b || a->graph != g || b->graph != g || a == b)
             return CUDA_ERROR_INVALID_VALUE;
-        if (data && !edge_default(&data[i]))
-            return CUDA_ERROR_NOT_SUPPORTED;
-        bool has = false;
+        const CUgraphEdgeData *d = data ? &data[i] : &plain;
+        if (add && !fe_edge_data_ok(d, (int)a->type, (int)b->type))
+            return CUDA_ERROR_INVALID_VALUE;
+        bool has = false, same = false; /* (an edge is removed by its data too) */
         for (size_t k = 0; k < b->ndeps; k++)
-            has |= b->deps[k].from == a;
-        if (has == add)
+            if (b->deps[k].from == a)
+                has = true, same = memcmp(&b->deps[k].data, d, sizeof *d) == 0;
+        if (has == add || (!add && !same))
             return CUDA_ERROR_INVALID_VALUE;
     }
     for (size_t i = 0; i < n; i++) {
         if (add)
-            FE_RETURN_IF(edge_add(node_arg(to[i]), node_arg(from[i]), NULL));
+            FE_RETURN_IF(edge_add(node_arg(to[i]), node_arg(from[i]), data ? &data[i] : NULL));
         else
             edge_remove(node_arg(to[i]), node_arg(from[i]));
     }
@@ -1339,10 +1366,10 @@ CUresult cuGraphDestroyNode(CUgraphNode h)
     return CUDA_SUCCESS;
 }
 
-/* Fill out (and edges) the driver's way: the count alone when out is NULL, else *num entries
- * (NULL past the last) and *num the count filled. */
-static CUresult hand_out(struct fe_graph_node **found, size_t have, CUgraphNode *out, CUgraphEdgeData *edges,
-                         size_t *num)
+/* Fill out (and edges, from data) the driver's way: the count alone when out is NULL, else *num
+ * entries (NULL past the last) and *num the count filled. */
+static CUresult hand_out(struct fe_graph_node **found, const CUgraphEdgeData *data, size_t have, CUgraphNode *out,
+                         CUgraphEdgeData *edges, size_t *num)
 {
     if (!out) {
         *num = have;
@@ -1351,7 +1378,9 @@ static CUresult hand_out(struct fe_graph_node **found, size_t have, CUgraphNode 
     size_t n = have < *num ? have : *num;
     for (size_t i = 0; i < *num; i++) {
         out[i] = i < n ? (CUgraphNode)(uintptr_t)found[i]->handle : NULL;
-        if (edges)
+        if (edges && i < n)
+            edges[i] = data[i];
+        else if (edges)
             memset(&edges[i], 0, sizeof edges[i]);
     }
     *num = n;
@@ -1364,23 +1393,28 @@ CUresult fe_graph_here_nodes(struct fe_graph *g, unsigned what, struct fe_graph_
     if (!num)
         return CUDA_ERROR_INVALID_VALUE;
     struct fe_graph_node **found = malloc((g->count ? g->count : 1) * sizeof *found);
-    if (!found)
+    CUgraphEdgeData *data = calloc(g->count ? g->count : 1, sizeof *data);
+    if (!found || !data) {
+        free(found);
+        free(data);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     size_t have = 0;
     for (size_t i = 0; i < g->count; i++) {
         struct fe_graph_node *n = g->list[i];
         bool take = what == VGPU_GRAPH_NODES_ALL || (what == VGPU_GRAPH_NODES_ROOTS && n->ndeps == 0);
-        if (what == VGPU_GRAPH_NODES_DEPENDENTS)
-            for (size_t k = 0; k < n->ndeps; k++)
-                take |= n->deps[k].from == node;
+        for (size_t k = 0; what == VGPU_GRAPH_NODES_DEPENDENTS && k < n->ndeps; k++)
+            if (n->deps[k].from == node)
+                take = true, data[have] = n->deps[k].data;
         if (take)
             found[have++] = n;
     }
     if (what == VGPU_GRAPH_NODES_DEPENDENCIES)
         for (have = 0; have < node->ndeps; have++)
-            found[have] = node->deps[have].from;
-    CUresult r = hand_out(found, have, out, edges, num);
+            found[have] = node->deps[have].from, data[have] = node->deps[have].data;
+    CUresult r = hand_out(found, data, have, out, edges, num);
     free(found);
+    free(data);
     return r;
 }
 
@@ -1401,7 +1435,7 @@ CUresult fe_graph_here_edges(struct fe_graph *g, CUgraphNode *from, CUgraphNode 
                 from[k] = (CUgraphNode)(uintptr_t)g->list[i]->deps[d].from->handle;
                 to[k] = (CUgraphNode)(uintptr_t)g->list[i]->handle;
                 if (data)
-                    memset(&data[k], 0, sizeof data[k]);
+                    data[k] = g->list[i]->deps[d].data;
             }
     for (; k < *num; k++) {
         from[k] = to[k] = NULL;

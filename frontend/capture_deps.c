@@ -115,7 +115,8 @@ CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
     }
 }
 
-CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out)
+CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+                        CUgraphNode *out)
 {
     struct fe_graph *g = node->graph;
     uint32_t sid;
@@ -144,7 +145,7 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, siz
         return r;
     }
     uint32_t named = 0;
-    r = fe_capture_set_deps(g->ctx, g->ch, sid, want, n, false);
+    r = fe_capture_set_deps_data(g->ctx, g->ch, sid, want, data, n, false);
     if (r == CUDA_SUCCESS) {
         node->build_id = VGPU_BUILD_NEXT;
         CUcontext was = NULL;

@@ -103,7 +103,8 @@ struct fe_chan {
         CUgraphEdgeData *edges; /* their edges' data: all default ones */
         size_t deps_cap;
         /* cuStreamBeginCaptureToGraph's graph: the worker's (captured into), or one kept here (what
-         * was captured becomes a child graph node of it, after target_deps) */
+         * was captured becomes a child graph node of it, after target_deps, whose edges' data follow
+         * them in the same allocation) */
         struct fe_graph *target;
         CUgraphNode *target_deps;
         size_t target_ndeps;

@@ -161,11 +161,13 @@ bool fe_memset_params_ok(const CUDA_MEMSET_NODE_PARAMS *p);
 /* A node of the worker's graph g at index (a handle made for it before stays: n an alias then). */
 CUresult fe_graph_worker_node_put(struct fe_graph *g, struct fe_graph_node *n, uint32_t index);
 /* Add node (a scratch node of captured graph g, parameters set) after deps; *out its handle. */
-CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out);
+CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+                             CUgraphNode *out);
 /* Destroy node n of a captured graph (the later nodes' indexes go down by one). */
 CUresult fe_graph_worker_destroy(struct fe_graph_node *n);
 /* Add (or remove) the edges from[i] -> to[i] of captured graph g. */
-CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to, size_t n, bool add);
+CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to,
+                               const CUgraphEdgeData *data, size_t n, bool add);
 /* Node h if it is one (NULL otherwise). */
 struct fe_graph_node *fe_graph_worker_node(CUgraphNode h);
 /* Free a node handle of a captured graph (what of its kernel parameters it kept too). */
@@ -253,7 +255,8 @@ void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx);
 CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n);
 /* Add node (a scratch node of capture graph g with its parameters set) to the capture after deps,
  * leaving the capture's dependencies as they were; *out its handle. */
-CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out);
+CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+                        CUgraphNode *out);
 /* graph_build.c: issue one node on a capturing stream (sid, s) of c; *named: the worker's name of it
  * (node->build_id VGPU_BUILD_NEXT: the worker picks one). Host nodes it makes stay with the graph
  * the capture makes. */
@@ -264,9 +267,14 @@ CUresult fe_graph_issue_node(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
  * sid. */
 CUresult fe_capture_map(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, bool name, uint32_t id, uint32_t index,
                         uint32_t *out);
-/* GraphBuild's DEPS (or DEPS_ADD) on a capturing stream. */
+/* GraphBuild's DEPS (or DEPS_ADD) on a capturing stream; with data (not NULL, not all default
+ * edges), DEPS_DATA. */
 CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
                              bool add);
+CUresult fe_capture_set_deps_data(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids,
+                                  const CUgraphEdgeData *data, size_t n, bool add);
+/* Whether d is edge data the driver takes between nodes of those types (-1: not known here). */
+bool fe_edge_data_ok(const CUgraphEdgeData *d, int from_type, int to_type);
 
 /* Captures the build makes (api_graph.c): on s into the worker's graph `graph`, emptied first; one
  * the worker began on s (a conditional node's body), noted here; the end of either. */

@@ -18,6 +18,7 @@
 
 #include "array.h"
 #include "graph.h"
+#include "vgpu/graph_edges.h"
 #include "log.h"
 
 struct build {
@@ -299,6 +300,33 @@ CUresult fe_capture_map(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, bool
     return r;
 }
 
+/* DEPS (add: DEPS_ADD) for ids with their edges' data: DEPS_DATA where an edge is not a default
+ * one (its object 1: added to the dependencies). */
+static CUresult deps_with_data(struct build *b, const uint32_t *ids, const CUgraphEdgeData *data, size_t n, bool add)
+{
+    static const CUgraphEdgeData plain;
+    bool plain_all = true;
+    for (size_t i = 0; data && i < n; i++)
+        plain_all = plain_all && memcmp(&data[i], &plain, sizeof plain) == 0;
+    if (plain_all)
+        return build_op(b, add ? VGPU_BUILD_DEPS_ADD : VGPU_BUILD_DEPS, 0, 0, ids, n);
+    uint32_t *pairs = malloc(2 * n * sizeof *pairs);
+    if (!pairs)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        pairs[2 * i] = ids[i], pairs[2 * i + 1] = vgpu_edge_pack(&data[i]);
+    CUresult r = build_op_tail(b, VGPU_BUILD_DEPS_DATA, 0, add, pairs, (uint32_t)(n * 8));
+    free(pairs);
+    return r;
+}
+
+CUresult fe_capture_set_deps_data(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids,
+                                  const CUgraphEdgeData *data, size_t n, bool add)
+{
+    struct build b = {.c = c, .ch = ch, .sid = sid};
+    return deps_with_data(&b, ids, data, n, add);
+}
+
 CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids, size_t n,
                              bool add)
 {
@@ -313,18 +341,20 @@ static CUresult build_nodes(struct build *b, struct fe_graph *g, CUstream s)
     struct fe_graph_node **order;
     FE_RETURN_IF(order_of(g, &order));
     uint32_t *deps = malloc((g->count ? g->count : 1) * sizeof *deps);
-    CUresult r = deps ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUgraphEdgeData *data = malloc((g->count ? g->count : 1) * sizeof *data);
+    CUresult r = deps && data ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < g->count; i++)
         order[i]->build_id = (uint32_t)i;
     for (size_t i = 0; i < g->count && r == CUDA_SUCCESS; i++) {
         struct fe_graph_node *node = order[i];
         for (size_t d = 0; d < node->ndeps; d++)
-            deps[d] = node->deps[d].from->build_id;
-        r = build_op(b, VGPU_BUILD_DEPS, 0, 0, deps, node->ndeps);
+            deps[d] = node->deps[d].from->build_id, data[d] = node->deps[d].data;
+        r = deps_with_data(b, deps, data, node->ndeps, false);
         if (r == CUDA_SUCCESS)
             r = build_node(b, node, s);
     }
     free(deps);
+    free(data);
     free(order);
     return r;
 }

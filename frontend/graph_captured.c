@@ -12,6 +12,7 @@
 
 #include "graph.h"
 #include "log.h"
+#include "vgpu/graph_edges.h"
 #include "vgpu/mem_ops.h"
 
 struct fe_graph_node *fe_graph_worker_node(CUgraphNode h)
@@ -498,7 +499,8 @@ CUresult fe_graph_worker_free_ptr(struct fe_graph_node *n, CUdeviceptr *dptr)
 
 /* ---------------------------------------------------------------- nodes and edges added */
 
-CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out)
+CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+                             CUgraphNode *out)
 {
     struct fe_graph *g = node->graph;
     CUcontext was = NULL;
@@ -512,7 +514,7 @@ CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps
     if (r == CUDA_SUCCESS)
         r = fe_stream_resolve(s, false, &c, &ch, &sid);
     if (r == CUDA_SUCCESS)
-        r = cuStreamBeginCaptureToGraph(s, (CUgraph)(uintptr_t)g->handle, deps, NULL, n, CU_STREAM_CAPTURE_MODE_RELAXED);
+        r = cuStreamBeginCaptureToGraph(s, (CUgraph)(uintptr_t)g->handle, deps, data, n, CU_STREAM_CAPTURE_MODE_RELAXED);
     bool capturing = r == CUDA_SUCCESS;
     /* The worker must be able to tell where the node goes before it is added: an executor that
      * cannot answers NOT_SUPPORTED even for a name never given. */
@@ -551,10 +553,11 @@ CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps
     return r;
 }
 
-CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to, size_t n, bool add)
+CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to,
+                               const CUgraphEdgeData *data, size_t n, bool add)
 {
-    enum { PER = VGPU_MAX_GRAPH_NODES / 2 }; /* pairs per record */
-    static _Thread_local uint32_t pairs[2 * PER];
+    enum { PER = VGPU_MAX_GRAPH_NODES / 3 }; /* edges per record */
+    static _Thread_local uint32_t triples[3 * PER];
     for (size_t i = 0; i < n; i++) { /* all checked first */
         const struct fe_graph_node *a = fe_graph_worker_node(from[i]), *b = fe_graph_worker_node(to[i]);
         if (!a || !b || a->graph != g || b->graph != g || a == b)
@@ -563,13 +566,14 @@ CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, cons
     for (size_t at = 0; at < n; at += PER) {
         size_t k = n - at < PER ? n - at : PER;
         for (size_t i = 0; i < k; i++) {
-            pairs[2 * i] = fe_graph_worker_node(from[at + i])->index;
-            pairs[2 * i + 1] = fe_graph_worker_node(to[at + i])->index;
+            triples[3 * i] = fe_graph_worker_node(from[at + i])->index;
+            triples[3 * i + 1] = fe_graph_worker_node(to[at + i])->index;
+            triples[3 * i + 2] = data ? vgpu_edge_pack(&data[at + i]) : 0;
         }
         FE_REQ(q, GraphEdges);
         q.graph = g->id;
         q.remove = !add;
-        FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, pairs, (uint32_t)(k * 8), true, NULL, 0, NULL, 0, NULL));
+        FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, triples, (uint32_t)(k * 12), true, NULL, 0, NULL, 0, NULL));
     }
     return CUDA_SUCCESS;
 }

@@ -6,6 +6,7 @@
 
 #include "array.h"
 #include "vchannel.h"
+#include "vgpu/graph_edges.h"
 
 /* The capturing stream of id, and its build (ILLEGAL_STATE when it does not capture). */
 static CUresult capturing_stream(struct vgpu_call *c, uint32_t id, void **stream, struct vchannel_build **b)
@@ -147,11 +148,15 @@ CUresult vgpu_handle_GraphNodes(struct vgpu_call *c, const struct vgpu_req_Graph
     CUresult r = vchannel_lookup(c, SRV_GRAPH, q->graph, &g);
     if (r)
         return r;
-    if (q->what > VGPU_GRAPH_NODES_EDGES)
+    unsigned what = q->what & ~VGPU_GRAPH_NODES_DATA;
+    bool data = q->what & VGPU_GRAPH_NODES_DATA;
+    if (what > VGPU_GRAPH_NODES_EDGES || (q->what & ~(VGPU_GRAPH_NODES_DATA | 0xffu)) ||
+        (data && what != VGPU_GRAPH_NODES_DEPENDENCIES && what != VGPU_GRAPH_NODES_DEPENDENTS &&
+         what != VGPU_GRAPH_NODES_EDGES))
         return CUDA_ERROR_INVALID_VALUE;
-    uint32_t cap = c->rsp_tail_cap / 4, per = q->what == VGPU_GRAPH_NODES_EDGES ? 2 : 1;
+    uint32_t cap = c->rsp_tail_cap / 4, per = (what == VGPU_GRAPH_NODES_EDGES ? 2 : 1) + data;
     r = OPS(c)->graph_nodes(EXEC(c), c->ctx->x, g->x, q->what, q->node, (uint32_t *)c->rsp_tail, cap, &a->count);
-    if (r == CUDA_SUCCESS && q->what != VGPU_GRAPH_NODES_ALL && q->what != VGPU_GRAPH_NODES_TYPE)
+    if (r == CUDA_SUCCESS && what != VGPU_GRAPH_NODES_ALL && what != VGPU_GRAPH_NODES_TYPE)
         c->rsp_tail_len = (uint32_t)(a->count < cap / per ? a->count : cap / per) * 4 * per;
     return r;
 }
@@ -440,19 +445,19 @@ CUresult vgpu_handle_GraphEdges(struct vgpu_call *c, const struct vgpu_req_Graph
 {
     (void)a;
     struct srv_obj *g;
-    if (q->remove > 1 || c->tail_len % 8)
+    if (q->remove > 1 || c->tail_len % 12)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = graph_to_shape(c, q->graph, OPS(c)->graph_edges != NULL, &g);
     if (r)
         return r;
-    size_t n = c->tail_len / 8;
-    uint32_t *pairs = n ? malloc(n * 8) : NULL; /* (aligned) */
-    if (n && !pairs)
+    size_t n = c->tail_len / 12;
+    uint32_t *triples = n ? malloc(n * 12) : NULL; /* (aligned) */
+    if (n && !triples)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (n)
-        memcpy(pairs, c->tail, n * 8);
-    r = OPS(c)->graph_edges(EXEC(c), c->ctx->x, g->x, pairs, n, q->remove == 1);
-    free(pairs);
+        memcpy(triples, c->tail, n * 12);
+    r = OPS(c)->graph_edges(EXEC(c), c->ctx->x, g->x, triples, n, q->remove == 1);
+    free(triples);
     return r;
 }
 
@@ -687,22 +692,31 @@ CUresult vgpu_handle_GraphBuild(struct vgpu_call *c, const struct vgpu_req_Graph
     CUresult r = capturing_stream(c, q->stream, &stream, &b);
     if (r)
         return r;
-    if (q->op == VGPU_BUILD_DEPS || q->op == VGPU_BUILD_DEPS_ADD) {
-        if (c->tail_len % 4 || q->node || q->object)
+    if (q->op == VGPU_BUILD_DEPS || q->op == VGPU_BUILD_DEPS_ADD || q->op == VGPU_BUILD_DEPS_DATA) {
+        const size_t per = q->op == VGPU_BUILD_DEPS_DATA ? 8 : 4; /* (an id, and its edge's data) */
+        /* (DEPS_DATA's object 1: added to the dependencies, as DEPS_ADD) */
+        bool add = q->op == VGPU_BUILD_DEPS_ADD || (q->op == VGPU_BUILD_DEPS_DATA && q->object == 1);
+        if (c->tail_len % per || q->node || q->object > (q->op == VGPU_BUILD_DEPS_DATA ? 1u : 0u))
             return CUDA_ERROR_INVALID_VALUE;
-        size_t n = c->tail_len / 4;
+        size_t n = c->tail_len / per;
         void **deps = n ? malloc(n * sizeof *deps) : NULL;
-        if (n && !deps)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        CUgraphEdgeData *data = n && per == 8 ? malloc(n * sizeof *data) : NULL;
+        if (n && (!deps || (per == 8 && !data)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-            uint32_t id;
-            memcpy(&id, c->tail + 4 * i, 4);
+            uint32_t id, packed;
+            memcpy(&id, c->tail + per * i, 4);
             if (!(deps[i] = build_node(b, id)))
                 r = CUDA_ERROR_INVALID_VALUE;
+            if (data) {
+                memcpy(&packed, c->tail + per * i + 4, 4);
+                data[i] = vgpu_edge_unpack(packed);
+            }
         }
         if (r == CUDA_SUCCESS)
-            r = OPS(c)->capture_deps(EXEC(c), c->ctx->x, stream, deps, n, q->op == VGPU_BUILD_DEPS_ADD);
+            r = OPS(c)->capture_deps(EXEC(c), c->ctx->x, stream, deps, data, n, add);
         free(deps);
+        free(data);
         return r;
     }
     uint32_t id;

@@ -297,6 +297,9 @@ _Static_assert(sizeof(struct vgpu_sm_group) == 16, "an SM group travels as 16 by
 #define VGPU_GRAPH_NODES_DEPENDENTS 3u
 #define VGPU_GRAPH_NODES_TYPE 4u
 #define VGPU_GRAPH_NODES_EDGES 5u
+/* With DEPENDENCIES, DEPENDENTS or EDGES: each entry followed by its edge's data, packed
+ * (vgpu/graph_edges.h). */
+#define VGPU_GRAPH_NODES_DATA 0x100u
 
 /* Most bytes of function names one ModuleFunctionNames answer carries. */
 #define VGPU_MODULE_NAMES_MAX 32768u
@@ -319,6 +322,9 @@ _Static_assert(sizeof(struct vgpu_sm_group) == 16, "an SM group travels as 16 by
  * a capture into a graph); INDEX answers the index of the node named `node` in that graph. */
 #define VGPU_BUILD_NAME 8u
 #define VGPU_BUILD_INDEX 9u
+/* DEPS with each dependency's edge data: the tail, pairs of (build id, packed edge data); object 1
+ * adds them, as DEPS_ADD. */
+#define VGPU_BUILD_DEPS_DATA 10u
 /* A GraphBuild `node` that asks the worker for a name. */
 #define VGPU_BUILD_NEXT 0xffffffffu
 /* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and

@@ -235,11 +235,15 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphNodeParams, 1, np, NULL, 0);
     np = (struct vgpu_req_GraphNodeParams){.graph = 9, .node = 1, .p = {.type = CU_GRAPH_NODE_TYPE_GRAPH, .object = 10}};
     REC(GraphNodeParams, 1, np, NULL, 0);
-    uint32_t edge[2] = {0, 1};
+    uint32_t edge[3] = {0, 1, 1u | 1u << 16}; /* (a programmatic edge out of the programmatic port) */
     struct vgpu_req_GraphEdges ge = {.graph = 9};
-    REC(GraphEdges, 1, ge, edge, 8);
+    REC(GraphEdges, 1, ge, edge, 12);
     ge.remove = 1;
-    REC(GraphEdges, 1, ge, edge, 8);
+    REC(GraphEdges, 1, ge, edge, 12);
+    struct vgpu_req_GraphNodes gnd9 = {.graph = 9, .what = VGPU_GRAPH_NODES_EDGES | VGPU_GRAPH_NODES_DATA};
+    REC(GraphNodes, 1, gnd9, NULL, 0);
+    gnd9 = (struct vgpu_req_GraphNodes){.graph = 9, .node = 1, .what = VGPU_GRAPH_NODES_DEPENDENCIES | VGPU_GRAPH_NODES_DATA};
+    REC(GraphNodes, 1, gnd9, NULL, 0);
     struct vgpu_req_GraphMemOpNode gmo = {.graph = 9};
     REC(GraphMemOpNode, 1, gmo, NULL, 0);
     struct vgpu_mem_op gw = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = msc.dst, .value = 3};
@@ -278,6 +282,11 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_TAKE, .node = 0};
     REC(GraphBuild, 1, gb, NULL, 0);
     uint32_t dep0 = 0, dep9 = 9;
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS};
+    REC(GraphBuild, 1, gb, &dep0, 4);
+    uint32_t dep0_data[2] = {0, 2}; /* (out of the launch-order port) */
+    gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS_DATA};
+    REC(GraphBuild, 1, gb, dep0_data, 8);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS};
     REC(GraphBuild, 1, gb, &dep0, 4);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = 1};

@@ -481,13 +481,20 @@ static int mode_records(const char *path)
     /* Edges and build ids of a graph as no frontend would send them (the emu device refuses what
      * is well formed: its graphs are chains). */
     struct vgpu_req_GraphEdges gq = {.graph = 45};
-    uint32_t epairs[3] = {0, 1, 5};
-    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_NOT_SUPPORTED, "an edge on emu");
-    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "half an edge");
+    uint32_t epairs[4] = {0, 1, 0, 5};
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_NOT_SUPPORTED, "an edge on emu");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 16) == CUDA_ERROR_INVALID_VALUE, "a third of an edge");
     gq.remove = 2;
-    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
     gq.remove = 0, gq.graph = 99;
-    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 8) == CUDA_ERROR_INVALID_HANDLE, "edges of no graph");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_HANDLE, "edges of no graph");
+    struct vgpu_req_GraphNodes wq = {.graph = 45, .what = VGPU_GRAPH_NODES_ALL | VGPU_GRAPH_NODES_DATA};
+    EXPECT(CALL(&c, GraphNodes, 1, wq) == CUDA_ERROR_INVALID_VALUE, "edge data of all nodes");
+    wq.what = VGPU_GRAPH_NODES_EDGES | 0x200;
+    EXPECT(CALL(&c, GraphNodes, 1, wq) == CUDA_ERROR_INVALID_VALUE, "an unknown flag");
+    wq.what = VGPU_GRAPH_NODES_EDGES | VGPU_GRAPH_NODES_DATA;
+    EXPECT(CALL(&c, GraphNodes, 1, wq) == CUDA_SUCCESS && ((struct vgpu_rsp_GraphNodes *)(void *)c.rsp)->count == 1,
+           "the edge with its data");
     struct vgpu_req_GraphNodeDestroy nd = {.graph = 45};
     EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_NOT_SUPPORTED, "a node destroyed on emu");
     nd.graph = 99;
@@ -497,8 +504,11 @@ static int mode_records(const char *path)
     EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a fourth capture");
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_NOT_SUPPORTED, "an index the emu device cannot tell");
     EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 4) == CUDA_ERROR_INVALID_VALUE, "an index with a tail");
-    nb.op = 10;
+    nb.op = 11;
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "an unknown build op");
+    nb.op = VGPU_BUILD_DEPS_DATA;
+    EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "half a dependency");
+    EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 8) == CUDA_ERROR_INVALID_VALUE, "a dependency never named");
     struct vgpu_mem_op wop = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = d, .value = 5};
     struct vgpu_req_StreamMemOps smo = {.stream = 5, .count = 1};
     EXPECT(call(&c, VGPU_OP_StreamMemOps, 1, BODY(smo), &wop, sizeof wop) == CUDA_SUCCESS, "a memory operation captured");

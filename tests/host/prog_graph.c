@@ -129,6 +129,14 @@ int main(int argc, char **argv)
         edges_chain = found;
     }
     printf("edges: %zu, the chain's: %s\n", nedges, edges_chain ? "yes" : "no");
+    CUgraphEdgeData edata[16];
+    memset(edata, 0xff, sizeof edata);
+    got_edges = 16;
+    CHECK(cuGraphGetEdges_v2(g, from, to, edata, &got_edges));
+    bool plain_edges = true;
+    for (size_t i = 0; i < got_edges; i++)
+        plain_edges = plain_edges && edata[i].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT && edata[i].from_port == 0;
+    printf("their data: %s\n", plain_edges ? "default edges" : "other");
 
     unsigned *h = malloc(N * sizeof(unsigned));
     CHECK(cuMemcpyDtoH(h, d, N * sizeof(unsigned)));

@@ -492,6 +492,66 @@ int main(int argc, char **argv)
         CHECK(cuMemFree(copy));
     }
 
+    /* Programmatic edges (dependent launches): a kernel node after another out of its programmatic
+     * port, each writing memory of its own so that any overlap computes the same; the edge's data
+     * read back, from the graph and from the dependency queries; removed by its data; what the
+     * driver refuses (printed). */
+    {
+        CUgraph pg;
+        CUgraphNode k1, k2, k3, mset;
+        CHECK(cuGraphCreate(&pg, 0));
+        unsigned v5 = 5, v6 = 6;
+        void *a5[] = {&d, &v5, &n}, *a6[] = {&d2, &v6, &n};
+        CHECK(cuMemsetD32(d, 0, N));
+        CHECK(cuMemsetD32(d2, 0, N));
+        kp = kernel_params(add, a5);
+        CHECK(cuGraphAddKernelNode(&k1, pg, NULL, 0, &kp));
+        CUgraphEdgeData pe;
+        memset(&pe, 0, sizeof pe);
+        pe.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+        pe.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof np);
+        np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+        np.kernel.func = add;
+        np.kernel.gridDimX = N / 128, np.kernel.gridDimY = np.kernel.gridDimZ = 1;
+        np.kernel.blockDimX = 128, np.kernel.blockDimY = np.kernel.blockDimZ = 1;
+        np.kernel.kernelParams = a6;
+        CHECK(cuGraphAddNode_v2(&k2, pg, &k1, &pe, 1, &np));
+        CUgraphNode from[4], to[4];
+        CUgraphEdgeData data[4];
+        size_t ne = 4;
+        CHECK(cuGraphGetEdges_v2(pg, from, to, data, &ne));
+        CUgraphEdgeData dd[2];
+        CUgraphNode dn[2];
+        size_t ndeps = 2;
+        CHECK(cuGraphNodeGetDependencies_v2(k2, dn, dd, &ndeps));
+        printf("a programmatic edge: %zu edge(s), port %u, type %u; as k2's dependency: port %u, type %u\n", ne,
+               ne ? data[0].from_port : 0u, ne ? data[0].type : 0u, ndeps ? dd[0].from_port : 0u, ndeps ? dd[0].type : 0u);
+        CUgraphExec px;
+        CHECK(cuGraphInstantiate(&px, pg, 0));
+        CHECK(cuGraphLaunch(px, s));
+        CHECK(cuStreamSynchronize(s));
+        unsigned pair[2];
+        CHECK(cuMemcpyDtoH(&pair[0], d + 4, 4));
+        CHECK(cuMemcpyDtoH(&pair[1], d2 + 4, 4));
+        EXPECT(pair[0] == 5 && pair[1] == 6, "the kernels of a programmatic edge: %u %u", pair[0], pair[1]);
+        CHECK(cuGraphExecDestroy(px));
+        CUgraphEdgeData plain;
+        memset(&plain, 0, sizeof plain);
+        printf("removing it as a default edge: %d; by its data: %d\n",
+               (int)cuGraphRemoveDependencies_v2(pg, &k1, &k2, &plain, 1),
+               (int)cuGraphRemoveDependencies_v2(pg, &k1, &k2, &pe, 1));
+        ms = memset_params(d2, 1);
+        CHECK(cuGraphAddMemsetNode(&mset, pg, NULL, 0, &ms, ctx));
+        kp = kernel_params(add, a6);
+        printf("a programmatic edge out of a memset node: %d\n", (int)cuGraphAddNode_v2(&k3, pg, &mset, &pe, 1, &np));
+        CUgraphEdgeData bad = pe;
+        bad.type = 7;
+        printf("an edge of an unknown type: %d\n", (int)cuGraphAddDependencies_v2(pg, &k1, &k2, &bad, 1));
+        CHECK(cuGraphDestroy(pg));
+    }
+
     CHECK(cuGraphExecDestroy(x2));
     CHECK(cuGraphExecDestroy(x));
     CHECK(cuGraphDestroy(clone));

@@ -384,7 +384,8 @@ void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
 void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
 CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone);
 CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
-CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add);
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
+                          const CUgraphEdgeData *data, size_t n, bool add);
 CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
 CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph);

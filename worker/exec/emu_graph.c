@@ -526,6 +526,8 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     (void)x;
     (void)ctx;
     const struct emu_graph *g = graph;
+    bool data = what & VGPU_GRAPH_NODES_DATA;
+    what &= ~VGPU_GRAPH_NODES_DATA;
     bool of_node = what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS ||
                    what == VGPU_GRAPH_NODES_TYPE;
     if (of_node && node >= g->n)
@@ -544,9 +546,12 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     }
     if (what == VGPU_GRAPH_NODES_EDGES) { /* the chain's links */
         *count = g->n ? g->n - 1 : 0;
-        for (size_t i = 0; i + 1 < g->n && 2 * i + 1 < cap; i++) {
-            out[2 * i] = (uint32_t)i;
-            out[2 * i + 1] = (uint32_t)i + 1;
+        const size_t per = data ? 3 : 2;
+        for (size_t i = 0; i + 1 < g->n && per * i + per - 1 < cap; i++) {
+            out[per * i] = (uint32_t)i;
+            out[per * i + 1] = (uint32_t)i + 1;
+            if (data)
+                out[per * i + 2] = 0; /* default edges */
         }
         return CUDA_SUCCESS;
     }
@@ -569,6 +574,8 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
     *count = has;
     if (has && cap)
         out[0] = one;
+    if (has && data && cap > 1)
+        out[1] = 0; /* a default edge */
     return CUDA_SUCCESS;
 }
 
@@ -829,8 +836,10 @@ CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void 
 
 /* Dependencies are kept as tokens, for the capture's queries; the ops still run in the order
  * captured, which respects them. */
-CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add)
+CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
+                          const CUgraphEdgeData *data, size_t n, bool add)
 {
+    (void)data; /* a programmatic edge runs as a whole dependency here: it only lets a GPU overlap */
     (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;

@@ -19,6 +19,7 @@
 #include "executor.h"
 #include "log.h"
 #include "vgpu/calls.h"
+#include "vgpu/graph_edges.h"
 #include "vgpu/mem_ops.h"
 
 /* Every driver entry point vgpud uses, by its exported name. */
@@ -1476,8 +1477,8 @@ static CUresult node_type(struct vgpu_exec *x, CUgraphNode node, uint64_t *type)
 }
 
 /* The graph's edges as pairs of node indexes. */
-static CUresult edges(struct vgpu_exec *x, CUgraph g, const CUgraphNode *nodes, size_t n, uint32_t *out, uint32_t cap,
-                      uint64_t *count)
+static CUresult edges(struct vgpu_exec *x, CUgraph g, const CUgraphNode *nodes, size_t n, bool with_data,
+                      uint32_t *out, uint32_t cap, uint64_t *count)
 {
     size_t k = 0;
     CUresult r = API(x)->cuGraphGetEdges_v2(g, NULL, NULL, NULL, &k);
@@ -1485,17 +1486,22 @@ static CUresult edges(struct vgpu_exec *x, CUgraph g, const CUgraphNode *nodes, 
     if (r != CUDA_SUCCESS || k == 0)
         return r;
     CUgraphNode *from = calloc(k, sizeof *from), *to = calloc(k, sizeof *to);
-    if (!from || !to)
+    CUgraphEdgeData *data = calloc(k, sizeof *data);
+    if (!from || !to || !data)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
-        r = API(x)->cuGraphGetEdges_v2(g, from, to, NULL, &k);
-    for (size_t i = 0; r == CUDA_SUCCESS && i < k && 2 * i + 1 < cap; i++) {
-        out[2 * i] = index_of(nodes, n, from[i]);
-        out[2 * i + 1] = index_of(nodes, n, to[i]);
+        r = API(x)->cuGraphGetEdges_v2(g, from, to, data, &k);
+    const size_t per = with_data ? 3 : 2;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < k && per * i + per - 1 < cap; i++) {
+        out[per * i] = index_of(nodes, n, from[i]);
+        out[per * i + 1] = index_of(nodes, n, to[i]);
+        if (with_data)
+            out[per * i + 2] = vgpu_edge_pack(&data[i]);
     }
     *count = k;
     free(from);
     free(to);
+    free(data);
     return r;
 }
 
@@ -1517,6 +1523,9 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
 {
     BIND(x, ctx);
     CUgraphNode *nodes, *some = NULL;
+    CUgraphEdgeData *data = NULL;
+    bool with_data = what & VGPU_GRAPH_NODES_DATA;
+    what &= ~VGPU_GRAPH_NODES_DATA;
     size_t n, k = 0;
     CUresult r = all_nodes(x, graph, &nodes, &n);
     bool of_node = what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS ||
@@ -1524,7 +1533,8 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
     if (r == CUDA_SUCCESS && of_node && node >= n)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && (what == VGPU_GRAPH_NODES_TYPE || what == VGPU_GRAPH_NODES_EDGES)) {
-        r = what == VGPU_GRAPH_NODES_TYPE ? node_type(x, nodes[node], count) : edges(x, graph, nodes, n, out, cap, count);
+        r = what == VGPU_GRAPH_NODES_TYPE ? node_type(x, nodes[node], count)
+                                          : edges(x, graph, nodes, n, with_data, out, cap, count);
         free(nodes);
         return r;
     }
@@ -1536,20 +1546,25 @@ static CUresult cuda_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, un
             r = API(x)->cuGraphNodeGetDependencies_v2(nodes[node], NULL, NULL, &k);
         else
             r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], NULL, NULL, &k);
-        if (r == CUDA_SUCCESS && k && !(some = calloc(k, sizeof *some)))
+        if (r == CUDA_SUCCESS && k && (!(some = calloc(k, sizeof *some)) || !(data = calloc(k, sizeof *data))))
             r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS && k) {
             if (what == VGPU_GRAPH_NODES_ROOTS)
                 r = API(x)->cuGraphGetRootNodes(graph, some, &k);
             else if (what == VGPU_GRAPH_NODES_DEPENDENCIES)
-                r = API(x)->cuGraphNodeGetDependencies_v2(nodes[node], some, NULL, &k);
+                r = API(x)->cuGraphNodeGetDependencies_v2(nodes[node], some, data, &k);
             else
-                r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], some, NULL, &k);
+                r = API(x)->cuGraphNodeGetDependentNodes_v2(nodes[node], some, data, &k);
         }
-        for (size_t i = 0; r == CUDA_SUCCESS && i < k && i < cap; i++)
-            out[i] = index_of(nodes, n, some[i]);
+        const size_t per = with_data ? 2 : 1;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < k && per * i + per - 1 < cap; i++) {
+            out[per * i] = index_of(nodes, n, some[i]);
+            if (with_data)
+                out[per * i + 1] = vgpu_edge_pack(&data[i]);
+        }
     }
     *count = what == VGPU_GRAPH_NODES_ALL ? n : k;
+    free(data);
     free(some);
     free(nodes);
     return r;
@@ -1785,24 +1800,27 @@ static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *gra
     }
 }
 
-static CUresult cuda_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *pairs, size_t n,
+static CUresult cuda_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *triples, size_t n,
                                  bool remove)
 {
     BIND(x, ctx);
     CUgraphNode *nodes, *ends = NULL;
+    CUgraphEdgeData *data = NULL;
     size_t count;
     CUresult r = all_nodes(x, graph, &nodes, &count);
-    if (r == CUDA_SUCCESS && n && !(ends = malloc(2 * n * sizeof *ends)))
+    if (r == CUDA_SUCCESS && n && (!(ends = malloc(2 * n * sizeof *ends)) || !(data = malloc(n * sizeof *data))))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
-        if (pairs[2 * i] >= count || pairs[2 * i + 1] >= count)
+        if (triples[3 * i] >= count || triples[3 * i + 1] >= count)
             r = CUDA_ERROR_INVALID_VALUE;
         else
-            ends[i] = nodes[pairs[2 * i]], ends[n + i] = nodes[pairs[2 * i + 1]];
+            ends[i] = nodes[triples[3 * i]], ends[n + i] = nodes[triples[3 * i + 1]];
+        data[i] = vgpu_edge_unpack(triples[3 * i + 2]);
     }
     if (r == CUDA_SUCCESS && n)
-        r = remove ? API(x)->cuGraphRemoveDependencies_v2(graph, ends, ends + n, NULL, n)
-                   : API(x)->cuGraphAddDependencies_v2(graph, ends, ends + n, NULL, n);
+        r = remove ? API(x)->cuGraphRemoveDependencies_v2(graph, ends, ends + n, data, n)
+                   : API(x)->cuGraphAddDependencies_v2(graph, ends, ends + n, data, n);
+    free(data);
     free(ends);
     free(nodes);
     return r;
@@ -1871,12 +1889,13 @@ static CUresult cuda_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exe
     return r;
 }
 
-static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n,
-                                  bool add)
+static CUresult cuda_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
+                                  const CUgraphEdgeData *data, size_t n, bool add)
 {
     BIND(x, ctx);
-    return API(x)->cuStreamUpdateCaptureDependencies_v2(
-        stream, (CUgraphNode *)nodes, NULL, n, add ? CU_STREAM_ADD_CAPTURE_DEPENDENCIES : CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    return API(x)->cuStreamUpdateCaptureDependencies_v2(stream, (CUgraphNode *)nodes, data, n,
+                                                        add ? CU_STREAM_ADD_CAPTURE_DEPENDENCIES
+                                                            : CU_STREAM_SET_CAPTURE_DEPENDENCIES);
 }
 
 /* What the capture on stream is making now: its graph, dependencies and their edge data (each

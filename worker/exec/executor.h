@@ -338,9 +338,11 @@ struct vgpu_exec_ops {
      * them), or set *n of them (checked) in graph or, exec not NULL, in exec. */
     CUresult (*graph_mem_op_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_mem_op *ops, unsigned *n);
-    /* Add (or remove) the edges from pairs[2i] to pairs[2i+1], n of them, node indexes of graph (NULL
-     * where the executor's graphs are chains of their ops). */
-    CUresult (*graph_edges)(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *pairs, size_t n, bool remove);
+    /* Add (or remove) the edges from triples[3i] to triples[3i+1] (node indexes of graph) with the
+     * packed data triples[3i+2], n of them (NULL where the executor's graphs are chains of their
+     * ops). */
+    CUresult (*graph_edges)(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *triples, size_t n,
+                            bool remove);
     /* Destroy node `node` of graph (NULL as graph_edges). */
     CUresult (*graph_node_destroy)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node);
     /* Whether node `node` of graph runs in exec, made from it (GraphNodeEnabled). */
@@ -359,7 +361,8 @@ struct vgpu_exec_ops {
      * captured next (add: add them to those); or name a node (kind VGPU_BUILD_TAKE: the one just captured, else a node of
      * that kind added after the dependencies, which then depend on it alone; obj: its event or
      * child graph). */
-    CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes, size_t n, bool add);
+    CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
+                             const CUgraphEdgeData *data, size_t n, bool add);
     /* The capture's dependencies now: up to cap of them in out, how many in *n. */
     CUresult (*capture_get_deps)(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
     CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
