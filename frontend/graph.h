@@ -157,17 +157,22 @@ CUDA_MEMSET_NODE_PARAMS fe_memset_params_of_v2(const CUDA_MEMSET_NODE_PARAMS_v2 
 /* Memset parameters the driver takes: elements of 1, 2 or 4 bytes, rows no longer than their pitch. */
 bool fe_memset_params_ok(const CUDA_MEMSET_NODE_PARAMS *p);
 
-/* graph_captured.c: the nodes of a captured graph, ended. */
-/* A node of the worker's graph g at index (a handle made for it before stays: n an alias then). */
+/* api_graph.c: a node of the worker's graph g at index (a handle made for it before stays: n an
+ * alias then). */
 CUresult fe_graph_worker_node_put(struct fe_graph *g, struct fe_graph_node *n, uint32_t index);
-/* Add node (a scratch node of captured graph g, parameters set) after deps; *out its handle. */
+
+/* graph_shape.c: a captured graph's nodes and edges, once its capture has ended. */
+/* Add node (a scratch node of captured graph g, parameters set) after deps (with their edges'
+ * data, NULL: default edges); *out its handle. */
 CUresult fe_graph_worker_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
                              CUgraphNode *out);
 /* Destroy node n of a captured graph (the later nodes' indexes go down by one). */
 CUresult fe_graph_worker_destroy(struct fe_graph_node *n);
-/* Add (or remove) the edges from[i] -> to[i] of captured graph g. */
+/* Add (or remove) the edges from[i] -> to[i] of captured graph g, with their data. */
 CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, const CUgraphNode *to,
                                const CUgraphEdgeData *data, size_t n, bool add);
+
+/* graph_captured.c: the nodes of a captured graph, ended. */
 /* Node h if it is one (NULL otherwise). */
 struct fe_graph_node *fe_graph_worker_node(CUgraphNode h);
 /* Free a node handle of a captured graph (what of its kernel parameters it kept too). */
