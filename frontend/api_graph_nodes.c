@@ -848,10 +848,13 @@ static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_
 
 /* An allocation node added to a capture: its address, known once the capture has made it, goes to
  * *dptr (the caller's parameters). */
-static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *deps, size_t n, CUgraphNode *out,
-                                 CUdeviceptr *dptr)
+static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                                 size_t n, CUgraphNode *out, CUdeviceptr *dptr)
 {
-    CUresult r = fe_capture_add(node, deps, NULL, n, out);
+    uint32_t sid;
+    CUstream s;
+    bool capture = node->graph->capturing || fe_capture_stream_of(node->graph, &sid, &s); /* (or a captured graph) */
+    CUresult r = capture ? fe_capture_add(node, deps, data, n, out) : fe_graph_worker_add(node, deps, data, n, out);
     if (r == CUDA_SUCCESS)
         *dptr = node->u.alloc.p.dptr;
     node_undo(node);
@@ -965,7 +968,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = params_set(node, p, deps, n);
     if (r == CUDA_SUCCESS && !g->here && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-        return alloc_to_capture(node, deps, n, out, &p->alloc.dptr);
+        return alloc_to_capture(node, deps, data, n, out, &p->alloc.dptr);
     if (r != CUDA_SUCCESS) {
         node_undo(node);
         return r;
@@ -989,7 +992,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph h, const CUgraphNode *
     ADD_PROLOGUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
     r = alloc_set(node, p, g->here ? freed_before(g, deps, n, p) : NULL);
     if (r == CUDA_SUCCESS && !g->here)
-        return alloc_to_capture(node, deps, n, out, &p->dptr);
+        return alloc_to_capture(node, deps, NULL, n, out, &p->dptr);
     if (r == CUDA_SUCCESS)
         p->dptr = fe_graph_mem_ptr(node->u.alloc.mem);
     ADD_EPILOGUE();
