@@ -19,7 +19,8 @@ CUresult vgpu_mem_ops_of(const CUstreamBatchMemOpParams *p, unsigned n, struct v
         case CU_STREAM_MEM_OP_WRITE_VALUE_32:
         case CU_STREAM_MEM_OP_WRITE_VALUE_64:
             m->address = p[i].writeValue.address;
-            m->value = p[i].operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ? p[i].writeValue.value : p[i].writeValue.value64;
+            m->value =
+                p[i].operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ? p[i].writeValue.value : p[i].writeValue.value64;
             m->flags = p[i].writeValue.flags;
             break;
         case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:

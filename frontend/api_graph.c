@@ -983,7 +983,8 @@ static CUresult nodes_of(struct fe_graph *g, unsigned what, uint32_t node, CUgra
     static _Thread_local uint32_t idx[VGPU_MAX_GRAPH_NODES];
     uint32_t idx_len = 0;
     /* (dependencies and dependents with their edges' data, when asked for) */
-    const uint32_t per = edges && out && (what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS) ? 2 : 1;
+    const bool of_node = what == VGPU_GRAPH_NODES_DEPENDENCIES || what == VGPU_GRAPH_NODES_DEPENDENTS;
+    const uint32_t per = edges && out && of_node ? 2 : 1;
     FE_REQ(q, GraphNodes);
     FE_RSP(a, GraphNodes);
     q.graph = g->id;

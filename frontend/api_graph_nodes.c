@@ -144,7 +144,7 @@ static CUresult node_to_read(CUgraphNode h, int want, const void *out, struct fe
     return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static bool edge_default(const CUgraphEdgeData *d)
+bool fe_edge_default(const CUgraphEdgeData *d)
 {
     static const CUgraphEdgeData zero;
     return !d || memcmp(d, &zero, sizeof zero) == 0;
@@ -156,7 +156,7 @@ static bool edge_default(const CUgraphEdgeData *d)
  * nodes' types, -1 where not known here (a captured graph's: its driver checks). */
 bool fe_edge_data_ok(const CUgraphEdgeData *d, int from_type, int to_type)
 {
-    if (edge_default(d))
+    if (fe_edge_default(d))
         return true;
     for (size_t i = 0; i < sizeof d->reserved; i++)
         if (d->reserved[i])

@@ -278,6 +278,8 @@ CUresult fe_capture_set_deps(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
                              bool add);
 CUresult fe_capture_set_deps_data(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const uint32_t *ids,
                                   const CUgraphEdgeData *data, size_t n, bool add);
+/* Whether d is a default edge's data (NULL: one). */
+bool fe_edge_default(const CUgraphEdgeData *d);
 /* Whether d is edge data the driver takes between nodes of those types (-1: not known here). */
 bool fe_edge_data_ok(const CUgraphEdgeData *d, int from_type, int to_type);
 

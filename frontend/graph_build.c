@@ -304,10 +304,9 @@ CUresult fe_capture_map(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, bool
  * one (its object 1: added to the dependencies). */
 static CUresult deps_with_data(struct build *b, const uint32_t *ids, const CUgraphEdgeData *data, size_t n, bool add)
 {
-    static const CUgraphEdgeData plain;
     bool plain_all = true;
     for (size_t i = 0; data && i < n; i++)
-        plain_all = plain_all && memcmp(&data[i], &plain, sizeof plain) == 0;
+        plain_all = plain_all && fe_edge_default(&data[i]);
     if (plain_all)
         return build_op(b, add ? VGPU_BUILD_DEPS_ADD : VGPU_BUILD_DEPS, 0, 0, ids, n);
     uint32_t *pairs = malloc(2 * n * sizeof *pairs);

@@ -32,6 +32,16 @@ void fe_graph_worker_node_free(struct fe_graph_node *n)
     free(n);
 }
 
+/* The tenant's address of data-area offset off, which the worker gave for pinned host memory in a
+ * node (NULL past the data area). */
+static void *area_address(struct fe_chan *ch, uint64_t off)
+{
+    if (off >= ch->map.layout.data_size)
+        return NULL;
+    void *at = fe_spill_data_address(ch, off);
+    return at ? at : ch->map.data + off;
+}
+
 /* Node n may be set in executable graph e (NULL: in its graph): a node of a captured graph, of e's
  * channel. */
 static CUresult settable(const struct fe_graph_node *n, const struct fe_graph *e)
@@ -178,10 +188,10 @@ CUresult fe_graph_worker_memset(struct fe_graph_node *n, CUDA_MEMSET_NODE_PARAMS
     FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphMemsetNode, &q, &a));
     CUdeviceptr dst = a.dst;
     if (a.in_area) { /* pinned host memory: the tenant's address of it */
-        if (a.dst >= g->ch->map.layout.data_size)
+        void *at = area_address(g->ch, a.dst);
+        if (!at)
             return CUDA_ERROR_INVALID_VALUE;
-        void *at = fe_spill_data_address(g->ch, a.dst);
-        dst = (CUdeviceptr)(uintptr_t)(at ? at : g->ch->map.data + a.dst);
+        dst = (CUdeviceptr)(uintptr_t)at;
     }
     *p = (CUDA_MEMSET_NODE_PARAMS){.dst = dst, .pitch = a.pitch, .value = a.value, .elementSize = a.elem,
                                    .width = a.width, .height = a.height};
@@ -319,12 +329,9 @@ static CUresult side_in(struct fe_chan *ch, uint64_t where, uint32_t array, bool
         return CUDA_SUCCESS;
     }
     if (in_area) {
-        if (where >= ch->map.layout.data_size)
-            return CUDA_ERROR_INVALID_VALUE;
-        void *at = fe_spill_data_address(ch, where);
         *type = CU_MEMORYTYPE_HOST;
-        *host = at ? at : ch->map.data + where;
-        return CUDA_SUCCESS;
+        *host = area_address(ch, where);
+        return *host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     }
     *type = CU_MEMORYTYPE_DEVICE;
     *dev = where;

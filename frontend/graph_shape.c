@@ -84,7 +84,8 @@ CUresult fe_graph_worker_edges(struct fe_graph *g, const CUgraphNode *from, cons
         FE_REQ(q, GraphEdges);
         q.graph = g->id;
         q.remove = !add;
-        FE_RETURN_IF(fe_call(g->ch, g->ctx->id, &q, sizeof q, triples, (uint32_t)(k * 12), true, NULL, 0, NULL, 0, NULL));
+        FE_RETURN_IF(
+            fe_call(g->ch, g->ctx->id, &q, sizeof q, triples, (uint32_t)(k * 12), true, NULL, 0, NULL, 0, NULL));
     }
     return CUDA_SUCCESS;
 }

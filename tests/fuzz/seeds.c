@@ -242,7 +242,8 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     REC(GraphEdges, 1, ge, edge, 12);
     struct vgpu_req_GraphNodes gnd9 = {.graph = 9, .what = VGPU_GRAPH_NODES_EDGES | VGPU_GRAPH_NODES_DATA};
     REC(GraphNodes, 1, gnd9, NULL, 0);
-    gnd9 = (struct vgpu_req_GraphNodes){.graph = 9, .node = 1, .what = VGPU_GRAPH_NODES_DEPENDENCIES | VGPU_GRAPH_NODES_DATA};
+    gnd9 = (struct vgpu_req_GraphNodes){.graph = 9, .node = 1,
+                                        .what = VGPU_GRAPH_NODES_DEPENDENCIES | VGPU_GRAPH_NODES_DATA};
     REC(GraphNodes, 1, gnd9, NULL, 0);
     struct vgpu_req_GraphMemOpNode gmo = {.graph = 9};
     REC(GraphMemOpNode, 1, gmo, NULL, 0);

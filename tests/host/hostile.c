@@ -511,7 +511,8 @@ static int mode_records(const char *path)
     EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 8) == CUDA_ERROR_INVALID_VALUE, "a dependency never named");
     struct vgpu_mem_op wop = {.op = CU_STREAM_MEM_OP_WRITE_VALUE_32, .address = d, .value = 5};
     struct vgpu_req_StreamMemOps smo = {.stream = 5, .count = 1};
-    EXPECT(call(&c, VGPU_OP_StreamMemOps, 1, BODY(smo), &wop, sizeof wop) == CUDA_SUCCESS, "a memory operation captured");
+    EXPECT(call(&c, VGPU_OP_StreamMemOps, 1, BODY(smo), &wop, sizeof wop) == CUDA_SUCCESS,
+           "a memory operation captured");
     ec.graph = 47;
     EXPECT(CALL(&c, StreamEndCapture, 1, ec) == CUDA_SUCCESS, "the fourth capture ended");
     /* Its memory operation node read, and set as no frontend would. */
