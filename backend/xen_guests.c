@@ -385,7 +385,10 @@ static void check_backend(struct xen_guests *g, struct guest *d)
 {
     char path[96];
     snprintf(path, sizeof path, "%s/state", d->back);
+    errno = 0;
     char *text = xs_get(g, path);
+    if (!text && errno != ENOENT)
+        return; /* xenstore did not answer: not a detach */
     long state = text ? strtol(text, NULL, 10) : -1;
     free(text);
     if (state >= 0 && state != VGPU_XB_CLOSING && state != VGPU_XB_CLOSED)
@@ -493,9 +496,12 @@ static void *guests_main(void *arg)
             on_watch(g, w[XS_WATCH_TOKEN]);
             free(w);
         }
-        /* Every second: configurations not there yet, sessions not served yet, sessions ended. */
+        /* Every second: configurations not there yet, sessions not served yet, sessions ended, and
+         * a detach whose watch event this loop has not seen (it costs one read per guest). */
         for (struct guest *d = g->guests; d; d = d->next) {
             consider(g, d);
+            if (d->state == GUEST_OFFERED)
+                check_backend(g, d);
             if (d->state == GUEST_OFFERED) {
                 connect_sessions(g, d);
                 prune_sessions(g, d);

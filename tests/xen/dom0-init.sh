@@ -13,17 +13,20 @@ up() { cut -d' ' -f1 /proc/uptime; }
 stage() { echo "XEN-STAGE $(up) $*"; }
 finish() {
     echo "--- vgpud log ---"; grep -v "cuGetProcAddress" /var/log/vgpud.log 2>/dev/null | tail -60
+    echo "--- vgpuctl ---"; vgpuctl list 2>&1 | head -20; vgpuctl --json 2>&1 | head -c 1500; echo
     echo "--- links ---"; grep -h "remote:" /var/log/vgpud.log /var/log/vgpud-peer.log 2>/dev/null | tail -20
     echo "--- xenstore ---"; xenstore-ls -f /local/domain/0/backend 2>/dev/null | head -20; ls /var/lib/xen
     echo "XEN-SMOKE: $*"
     sync; poweroff -f; sleep 60
 }
 fail() { sleep 3; finish "FAIL ($*)"; } # the pause: the guest's console drains
-# wait_for SECONDS WHAT COMMAND...: retry COMMAND every 0.2 s
+# wait_for SECONDS WHAT COMMAND...: retry COMMAND every 0.2 s for SECONDS of the clock (under
+# emulation a try may take longer than the pause), so that this script fails, with vgpud's log,
+# before run.py's deadline for the stage.
 wait_for() {
-    t=$1; what=$2; shift 2; n=$((t * 5))
+    t=$1; what=$2; shift 2; until=$(($(cut -d. -f1 /proc/uptime) + t))
     while ! "$@" >/dev/null 2>&1; do
-        n=$((n - 1)); [ $n -le 0 ] && fail "waited ${t} s for $what"
+        [ "$(cut -d. -f1 /proc/uptime)" -ge $until ] && fail "waited ${t} s for $what"
         sleep 0.2
     done
 }
