@@ -532,10 +532,19 @@ START_TEST(test_graph)
                               "memory operations set: 2 in the graph, each launch as set; fewer in the executable "
                               "graph: 1\n"),
                   "%s", out);
-    /* Nodes added to a captured graph: the emu device's graphs are chains of their ops, and it
-     * refuses them, as it does a capture's node handles after its end. */
-    ck_assert_msg(strstr(out, "a capture's node handle after its end: the graph's first node: no, a node: 1\n"
-                              "a kernel node added to a captured graph: 801\n"),
+    /* A fork and a join: the graph has the capture's edges (not a chain in the order of issue). */
+    ck_assert_msg(strstr(out, "a fork and a join captured: nodes 4, roots 1, edges 4, the copy after 2; it ran: yes\n"),
+                  "%s", out);
+    /* A captured graph after its capture: the capture's node handles are its nodes; nodes and
+     * edges added and removed, a capture into it after a node, a node destroyed. */
+    ck_assert_msg(strstr(out, "a capture's node handle after its end: the graph's first node: yes, a node: 0\n"
+                              "a kernel node added to a captured graph: 0\n"
+                              "nodes then: 3, the last the one added: yes, after the node before: yes; edges 2, one "
+                              "added 3, removed 2\n"
+                              "a capture into it after the node added: the same graph: yes, nodes 6; a node added "
+                              "meanwhile after it: yes\n"
+                              "a conditional node added and the empty node destroyed: nodes 6, after the last one: "
+                              "yes, its body ran\n"),
                   "%s", out);
     free(out);
 }

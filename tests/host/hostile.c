@@ -478,11 +478,20 @@ static int mode_records(const char *path)
     EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "an unknown executable graph");
     pq.exec = 0, pq.set = 0, pq.node = 7;
     EXPECT(CALL(&c, GraphNodeParams, 1, pq) == CUDA_ERROR_INVALID_VALUE, "a node past the last");
-    /* Edges and build ids of a graph as no frontend would send them (the emu device refuses what
-     * is well formed: its graphs are chains). */
+    /* Edges and build ids of a graph (two nodes, an edge between them) as no frontend would send
+     * them: each refused whole, the graph as it was. */
     struct vgpu_req_GraphEdges gq = {.graph = 45};
     uint32_t epairs[4] = {0, 1, 0, 5};
-    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_NOT_SUPPORTED, "an edge on emu");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "an edge there already");
+    uint32_t ebad[][6] = {{0, 2, 0}, {1, 1, 0}, {1, 0, 0, 1, 0, 0}, {1, 0, 0, 7, 0, 0}};
+    for (unsigned i = 0; i < 4; i++)
+        EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), ebad[i], i < 2 ? 12 : 24) == CUDA_ERROR_INVALID_VALUE,
+               "edges %u: past the last node, to itself, twice in one call, half of them past the last", i);
+    gq.remove = 1;
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), ebad[2], 12) == CUDA_ERROR_INVALID_VALUE, "an edge never made removed");
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_SUCCESS, "the edge removed");
+    gq.remove = 0;
+    EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_SUCCESS, "the edge made again");
     EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 16) == CUDA_ERROR_INVALID_VALUE, "a third of an edge");
     gq.remove = 2;
     EXPECT(call(&c, VGPU_OP_GraphEdges, 1, BODY(gq), epairs, 12) == CUDA_ERROR_INVALID_VALUE, "an unknown mode");
@@ -495,14 +504,17 @@ static int mode_records(const char *path)
     wq.what = VGPU_GRAPH_NODES_EDGES | VGPU_GRAPH_NODES_DATA;
     EXPECT(CALL(&c, GraphNodes, 1, wq) == CUDA_SUCCESS && ((struct vgpu_rsp_GraphNodes *)(void *)c.rsp)->count == 1,
            "the edge with its data");
-    struct vgpu_req_GraphNodeDestroy nd = {.graph = 45};
-    EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_NOT_SUPPORTED, "a node destroyed on emu");
+    struct vgpu_req_GraphNodeDestroy nd = {.graph = 45, .node = 2};
+    EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_INVALID_VALUE, "a node past the last destroyed");
     nd.graph = 99;
     EXPECT(CALL(&c, GraphNodeDestroy, 1, nd) == CUDA_ERROR_INVALID_HANDLE, "a node of no graph destroyed");
     struct vgpu_req_GraphBuild nb = {.stream = 5, .op = VGPU_BUILD_INDEX};
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_ILLEGAL_STATE, "an index asked of no capture");
     EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a fourth capture");
-    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_NOT_SUPPORTED, "an index the emu device cannot tell");
+    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "the index of a node never named");
+    nb.op = VGPU_BUILD_NAME, nb.object = 9;
+    EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "a name for a node before a capture of its own");
+    nb.op = VGPU_BUILD_INDEX, nb.object = 0;
     EXPECT(call(&c, VGPU_OP_GraphBuild, 1, BODY(nb), epairs, 4) == CUDA_ERROR_INVALID_VALUE, "an index with a tail");
     nb.op = 11;
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "an unknown build op");

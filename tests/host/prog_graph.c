@@ -142,6 +142,55 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyDtoH(h, d, N * sizeof(unsigned)));
     check_all(h, 0, "captured work ran during the capture");
 
+    /* A fork and a join through events: a memset on s, one on a second stream after it and one on
+     * s, then a copy on s after both. The graph has the capture's edges, not the order of issue. */
+    {
+        CUstream s2;
+        CUevent fork, join;
+        CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CHECK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+        CHECK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+        CUgraph fj;
+        CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuMemsetD32Async(d, 4, N, s));
+        CHECK(cuEventRecord(fork, s));
+        CHECK(cuStreamWaitEvent(s2, fork, 0));
+        CHECK(cuMemsetD32Async(d2, 5, N / 2, s2));
+        CHECK(cuMemsetD32Async(d2 + N / 2 * sizeof(unsigned), 6, N / 2, s));
+        CHECK(cuEventRecord(join, s2));
+        CHECK(cuStreamWaitEvent(s, join, 0));
+        CHECK(cuMemcpyDtoDAsync(d, d2, N * sizeof(unsigned), s));
+        CHECK(cuStreamEndCapture(s, &fj));
+        CUgraphNode fn[8], fr[8], last_deps[4];
+        size_t nfn = 8, nfr = 8, nfe = 0, nld = 4;
+        CHECK(cuGraphGetNodes(fj, fn, &nfn));
+        CHECK(cuGraphGetRootNodes(fj, fr, &nfr));
+        CHECK(cuGraphGetEdges(fj, NULL, NULL, NULL, &nfe));
+        CUgraphNodeType lt = CU_GRAPH_NODE_TYPE_EMPTY;
+        for (size_t i = 0; i < nfn; i++) { /* the copy: after both memsets */
+            CHECK(cuGraphNodeGetType(fn[i], &lt));
+            if (lt == CU_GRAPH_NODE_TYPE_MEMCPY)
+                CHECK(cuGraphNodeGetDependencies(fn[i], last_deps, NULL, &nld));
+        }
+        CUgraphExec fje;
+        CHECK(cuGraphInstantiate(&fje, fj, 0));
+        CHECK(cuGraphLaunch(fje, s));
+        CHECK(cuStreamSynchronize(s));
+        unsigned *fh = malloc(N * sizeof(unsigned));
+        CHECK(cuMemcpyDtoH(fh, d, N * sizeof(unsigned)));
+        bool halves = true;
+        for (unsigned i = 0; i < N; i++)
+            halves = halves && fh[i] == (i < N / 2 ? 5u : 6u);
+        printf("a fork and a join captured: nodes %zu, roots %zu, edges %zu, the copy after %zu; it ran: %s\n", nfn,
+               nfr, nfe, nld, halves ? "yes" : "no");
+        free(fh);
+        CHECK(cuGraphExecDestroy(fje));
+        CHECK(cuGraphDestroy(fj));
+        CHECK(cuEventDestroy_v2(fork));
+        CHECK(cuEventDestroy_v2(join));
+        CHECK(cuStreamDestroy_v2(s2));
+    }
+
     CUgraphExec e;
     CHECK(cuGraphInstantiate(&e, g, 0));
     for (int round = 0; round < 3; round++) {
@@ -475,8 +524,7 @@ int main(int argc, char **argv)
     CHECK(cuGraphDestroy(pg));
 
     /* A captured graph after its capture: a node handle the capture gave is the graph's; nodes and
-     * edges added to it, and a capture into it after one of its nodes (a GPU's driver; the emu
-     * device's graphs are chains of their ops and refuse them). */
+     * edges added to it, and a capture into it after one of its nodes. */
     unsigned seven = 7;
     void *args7[] = {&d2, &seven, &n};
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));

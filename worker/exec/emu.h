@@ -88,6 +88,7 @@ struct emu_conds {
 };
 /* The kind of a conditional op that sets a launch's handles to their defaults. */
 #define EMU_COND_RESET 0xffu
+#define EMU_COND_CHILD 0xfeu /* a child graph node: body 0 runs, once */
 
 /* Something an op must wait for before it runs. */
 struct emu_dep {
@@ -95,6 +96,13 @@ struct emu_dep {
     uint64_t seq;
     struct emu_event *event;   /* or until event->done_gen >= gen */
     uint64_t gen;
+};
+
+/* An edge of a captured graph into a node: the node it comes from, by token, and its data
+ * (vgpu_edge_pack). */
+struct emu_edge {
+    uintptr_t from;
+    uint32_t data;
 };
 
 struct emu_function;
@@ -123,6 +131,12 @@ struct emu_op {
     struct emu_dep *deps;
     size_t dep_count;
     bool disabled; /* an executable graph's node disabled (cuGraphNodeSetEnabled): it runs as empty */
+    /* A graph's node: its name (tokens rise in the order nodes are made, so a graph's nodes are in
+     * the order of theirs) and the edges into it. */
+    uintptr_t token;
+    struct emu_edge *in;
+    unsigned nin;
+    unsigned as_type; /* a graph's node of another type than its kind's (an event node, kept empty); 0: none */
     union {
         struct {
             void *dst;
@@ -192,7 +206,7 @@ struct emu_stream {
     struct emu_stream *capture_joined;
     /* The capture's dependencies, by token (emu_graph.c: every node captured or added gets one),
      * and the token of the node captured last. */
-    uintptr_t *capture_deps;
+    struct emu_edge *capture_deps;
     size_t capture_ndeps, capture_deps_cap;
     uintptr_t capture_last;
     /* A joined stream: the last of its nodes a stream of the capture has waited for (an event
@@ -238,6 +252,8 @@ struct emu_event {
     int64_t time_ns;     /* when the last completed record ran */
     uint64_t capture_id; /* the capture its last record was made in (0: none): waiting joins it */
     uintptr_t capture_token; /* the recording stream's last node then (0: none) */
+    struct emu_edge *capture_deps; /* its capture dependencies then: a stream that waits takes them */
+    unsigned capture_ndeps;
 };
 
 /* Interprocess events (emu_event_ipc.c): give e a shared page (at creation); an event of ctx over a
@@ -349,7 +365,7 @@ void emu_capture_drop(struct emu_stream *s);
 /* s waits for an event recorded in capture id: while that capture runs, s joins it (*joined) and the
  * wait is a matter of order in its graph. CUDA_ERROR_STREAM_CAPTURE_ISOLATION when s captures
  * something else, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream. */
-CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, uintptr_t token, bool *joined);
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, const struct emu_event *e, bool *joined);
 CUresult emu_stream_begin_capture(struct vgpu_exec *x, void *ctx, void *stream, int mode, void *into, bool clear,
                                   uint64_t *id);
 CUresult emu_stream_end_capture(struct vgpu_exec *x, void *ctx, void *stream, void **graph);
@@ -384,6 +400,9 @@ void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);
 void emu_graph_destroy(struct vgpu_exec *x, void *ctx, void *graph);
 CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clone);
 CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result);
+CUresult emu_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *triples, size_t n, bool remove);
+CUresult emu_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node);
+CUresult emu_capture_index(struct vgpu_exec *x, void *ctx, void *stream, bool find, uint32_t *index, void **node);
 CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
                           const CUgraphEdgeData *data, size_t n, bool add);
 CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);

@@ -36,6 +36,7 @@ void emu_event_free(struct emu_event *e)
         munmap(e->state, PAGE);
         close(e->shared_fd);
     }
+    free(e->capture_deps);
     free(e);
 }
 

@@ -1,29 +1,32 @@
 /* The emu executor's stream capture and graphs. A capturing stream keeps the ops queued on it
- * instead of running them; a graph is that list, an executable graph a copy of it, and a launch
- * queues a fresh copy of each op on the launch stream. A stream that waits for an event recorded
- * in a capture joins it: its ops go into the same graph in the order they come, which respects the
- * order the events give. A joined stream must have joined back when the capture ends (a stream of
- * the capture waited for its last node), else the end is refused, CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
- * a stream that waited for it is taken to join back itself (the driver asks that the capturing
- * stream depend on it, through any number of them). What this does not model: the event
- * nodes of a graph built node by node (an event recorded during capture counts as complete), and
- * one-shot host functions (the frontend makes a host function on a capturing stream a host node,
- * which is kept). Dependencies are kept as tokens for the capture's queries, but a graph runs its
- * ops in the order captured, which respects them. A replay whose device memory was
- * freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU
- * would fault. */
+ * instead of running them; a graph is that list of nodes, each with the edges into it (from the
+ * capture's dependencies when it was captured, as the driver makes them), an executable graph a
+ * copy of it with an order its edges allow, and a launch queues a fresh copy of each op on the
+ * launch stream in that order. A stream that waits for an event recorded in a capture joins it,
+ * its next node after what the recording stream's came after. A joined stream must have joined
+ * back when the capture ends (a stream of the capture waited for its last node), else the end is
+ * refused, CUDA_ERROR_STREAM_CAPTURE_UNJOINED; a stream that waited for it is taken to join back
+ * itself (the driver asks that the capturing stream depend on it, through any number of them).
+ * A captured graph's shape may change after the capture (edges added and removed, nodes added and
+ * destroyed), as the driver's. What this does not model: the event nodes of a graph built node by
+ * node (an event recorded during capture counts as complete), and one-shot host functions (the
+ * frontend makes a host function on a capturing stream a host node, which is kept). A replay whose
+ * device memory was freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of
+ * touching it, where a GPU would fault. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "array.h"
 #include "emu.h"
 #include "vgpu/calls.h"
+#include "vgpu/graph_edges.h"
 
 struct emu_graph {
     struct emu_op **ops;
     size_t n, cap;
     struct emu_conds *conds; /* the conditional handles of the graph (or of the graph it is a body of) */
     bool exec;               /* an executable graph (counted in conds->execs) */
+    uint32_t *order;         /* an executable graph's (and its bodies'): its nodes in an order the edges allow */
 };
 
 static _Thread_local int capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -52,6 +55,8 @@ static void graph_ops_free(struct emu_graph *g)
     for (size_t i = 0; i < g->n; i++)
         emu_op_free(g->ops[i]);
     g->n = 0;
+    free(g->order);
+    g->order = NULL;
 }
 
 static void graph_free(struct emu_graph *g)
@@ -77,8 +82,19 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
         return NULL;
     o->u = op->u;
     o->disabled = op->disabled;
+    o->token = op->token;
+    o->as_type = op->as_type;
+    if (spans && op->nin) { /* a graph's node keeps its edges */
+        if (!(o->in = malloc(op->nin * sizeof *op->in))) {
+            free(o);
+            return NULL;
+        }
+        memcpy(o->in, op->in, op->nin * sizeof *op->in);
+        o->nin = op->nin;
+    }
     if (spans && op->nspans) {
         if (!(o->spans = malloc(op->nspans * sizeof *op->spans))) {
+            free(o->in);
             free(o);
             return NULL;
         }
@@ -121,6 +137,7 @@ static struct emu_op *clone_op(const struct emu_op *op, bool spans)
     return o;
 fail:
     free(o->spans);
+    free(o->in);
     free(o);
     return NULL;
 }
@@ -142,21 +159,92 @@ static struct emu_graph *clone_graph(const struct emu_graph *g, bool spans)
             return NULL;
         }
     }
+    if (g->order && g->n) {
+        if (!(c->order = malloc(g->n * sizeof *c->order))) {
+            graph_free(c);
+            return NULL;
+        }
+        memcpy(c->order, g->order, g->n * sizeof *c->order);
+    }
     return c;
+}
+
+/* The index of the node named token in g, or -1 (tokens rise with the index). */
+static long node_index(const struct emu_graph *g, uintptr_t token)
+{
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->ops[mid]->token < token)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->n && g->ops[lo]->token == token ? (long)lo : -1;
+}
+
+/* Add edges to s's capture dependencies, each node once (false when out of memory). */
+static bool deps_add(struct emu_stream *s, const struct emu_edge *e, size_t n)
+{
+    struct emu_edge *d = vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, s->capture_ndeps + n, sizeof *d);
+    if (!d && s->capture_ndeps + n)
+        return false;
+    s->capture_deps = d;
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < s->capture_ndeps && !dup; j++)
+            dup = d[j].from == e[i].from;
+        if (!dup)
+            d[s->capture_ndeps++] = e[i];
+    }
+    return true;
 }
 
 /* A new node of s's capture: a token of its own, the capture's only dependency from now on
  * (false when out of memory). */
 static bool capture_named_locked(struct emu_stream *s, uintptr_t *token)
 {
-    uintptr_t *d = vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, 1, sizeof *d);
+    struct emu_edge *d = vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, 1, sizeof *d);
     if (!d)
         return false;
     s->capture_deps = d;
-    d[0] = s->capture_last = next_token++;
+    d[0] = (struct emu_edge){s->capture_last = next_token++, 0};
     s->capture_ndeps = 1;
     if (token)
         *token = s->capture_last;
+    return true;
+}
+
+/* Append op to s's capture as a node after the capture's dependencies, which it then replaces
+ * (c->mu held; false when out of memory, op not taken). */
+static bool capture_append_locked(struct emu_stream *s, struct emu_op *op, uintptr_t *token)
+{
+    struct emu_graph *g = s->capture;
+    struct emu_op **ops = vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops);
+    if (!ops)
+        return false;
+    g->ops = ops;
+    struct emu_edge *in = s->capture_ndeps ? malloc(s->capture_ndeps * sizeof *in) : NULL;
+    if (s->capture_ndeps && !in)
+        return false;
+    unsigned k = 0;
+    for (size_t i = 0; i < s->capture_ndeps; i++)
+        if (node_index(g, s->capture_deps[i].from) >= 0) /* (a node destroyed since is no edge) */
+            in[k++] = s->capture_deps[i];
+    uintptr_t t;
+    if (!capture_named_locked(s, &t)) {
+        free(in);
+        return false;
+    }
+    free(op->in);
+    op->in = in;
+    op->nin = k;
+    op->token = t;
+    g->ops[g->n++] = op;
+    free(g->order);
+    g->order = NULL;
+    if (token)
+        *token = t;
     return true;
 }
 
@@ -229,21 +317,24 @@ static bool unjoined_locked(struct emu_stream *s)
     return false;
 }
 
-CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64_t id, uintptr_t token, bool *joined)
+CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, const struct emu_event *e, bool *joined)
 {
-    struct emu_stream *o = capture_began_locked(c, id);
+    struct emu_stream *o = capture_began_locked(c, e->capture_id);
     *joined = o != NULL;
     if (!o)
         return CUDA_SUCCESS; /* over: the event counts as complete */
     if (s->capture) { /* in that capture already, or in another one (which may not wait for it) */
         if (emu_capture_owner(s) != o)
             return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
-        waited_for_locked(c, o, token);
+        waited_for_locked(c, o, e->capture_token);
+        /* What comes next on s comes after what the event's stream had come to as well. */
+        if (!deps_add(s, e->capture_deps, e->capture_ndeps))
+            emu_capture_owner(s)->capture_invalid = true;
         return CUDA_SUCCESS;
     }
     if (s->is_null) /* the legacy stream cannot take part in a capture */
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    waited_for_locked(c, o, token);
+    waited_for_locked(c, o, e->capture_token);
     s->capture = o->capture;
     s->capture_into = true; /* (the graph is the capture's, not this stream's) */
     s->capture_joined = o;
@@ -252,6 +343,8 @@ CUresult emu_capture_join_locked(struct emu_ctx *c, struct emu_stream *s, uint64
     s->capture_id = o->capture_id;
     s->capture_ndeps = 0;
     s->capture_last = s->capture_waited = 0;
+    if (!deps_add(s, e->capture_deps, e->capture_ndeps))
+        o->capture_invalid = true;
     return CUDA_SUCCESS;
 }
 
@@ -336,6 +429,16 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
         struct emu_event *e = op->u.record.event;
         e->capture_id = s->capture_id; /* a stream that waits for it joins this capture */
         e->capture_token = s->capture_last;
+        struct emu_edge *d = s->capture_ndeps ? realloc(e->capture_deps, s->capture_ndeps * sizeof *d) : e->capture_deps;
+        if (d || !s->capture_ndeps) {
+            e->capture_deps = d;
+            e->capture_ndeps = (unsigned)s->capture_ndeps;
+            if (s->capture_ndeps)
+                memcpy(d, s->capture_deps, s->capture_ndeps * sizeof *d);
+        } else {
+            e->capture_ndeps = 0;
+            emu_capture_owner(s)->capture_invalid = true;
+        }
         emu_event_complete(e, op->u.record.gen);
     }
     /* What came before the capture is not the graph's to wait for (this lets go of the event). */
@@ -347,20 +450,13 @@ void emu_capture_locked(struct emu_stream *s, struct emu_op *op)
                 (op->kind == EMU_OP_CALLBACK && op->u.callback.repeat);
     if (keep && !note_spans(s->ctx, op))
         keep = false, emu_capture_owner(s)->capture_invalid = true;
-    struct emu_graph *g = s->capture;
-    struct emu_op **ops = keep ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
-    if (!ops) {
+    if (!keep || !capture_append_locked(s, op, NULL)) {
         if (keep || op->kind != EMU_OP_NOTHING)
             emu_capture_owner(s)->capture_invalid = true;
         if (op->kind == EMU_OP_CALLBACK) /* whoever waits for it learns it will never run */
             op->u.callback.fn(op->u.callback.arg, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         emu_op_free(op);
-        return;
     }
-    g->ops = ops;
-    g->ops[g->n++] = op;
-    if (!capture_named_locked(s, NULL))
-        emu_capture_owner(s)->capture_invalid = true;
 }
 
 /* Begin a capture on s into g (c->mu held). */
@@ -459,6 +555,73 @@ CUresult emu_exchange_capture_mode(struct vgpu_exec *x, void *ctx, int *mode)
     return CUDA_SUCCESS;
 }
 
+/* Whether a and b (of as many nodes) have the same edges between the same indexes. */
+static bool same_edges(const struct emu_graph *a, const struct emu_graph *b)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->ops[i]->nin != b->ops[i]->nin)
+            return false;
+        for (unsigned k = 0; k < a->ops[i]->nin; k++) {
+            long from = node_index(a, a->ops[i]->in[k].from);
+            bool found = false;
+            for (unsigned j = 0; j < b->ops[i]->nin && !found; j++)
+                found = node_index(b, b->ops[i]->in[j].from) == from;
+            if (!found)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* g's nodes in an order its edges allow, the lowest index first among those ready, so that a
+ * graph as captured runs in the order captured (CUDA_ERROR_INVALID_VALUE for a cycle); and the
+ * same for its bodies. */
+static CUresult graph_order(struct emu_graph *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        for (unsigned b = 0; g->ops[i]->kind == EMU_OP_CONDITIONAL && b < g->ops[i]->u.cond.size; b++) {
+            CUresult r = graph_order(g->ops[i]->u.cond.bodies[b]);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+    free(g->order);
+    g->order = NULL;
+    bool forward = true; /* every edge from an earlier node to a later one: the order as it is */
+    for (size_t i = 0; i < g->n && forward; i++)
+        for (unsigned k = 0; k < g->ops[i]->nin && forward; k++)
+            forward = g->ops[i]->in[k].from < g->ops[i]->token;
+    if (forward || !g->n)
+        return CUDA_SUCCESS;
+    uint32_t *order = malloc(g->n * sizeof *order);
+    unsigned *waiting = calloc(g->n, sizeof *waiting); /* edges into each node from nodes not placed */
+    bool *placed = calloc(g->n, sizeof *placed);
+    CUresult r = order && waiting && placed ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < g->n; i++)
+        for (unsigned k = 0; k < g->ops[i]->nin; k++)
+            waiting[i] += node_index(g, g->ops[i]->in[k].from) >= 0;
+    for (size_t n = 0; r == CUDA_SUCCESS && n < g->n; n++) {
+        size_t next = 0;
+        while (next < g->n && (placed[next] || waiting[next]))
+            next++;
+        if (next == g->n) {
+            r = CUDA_ERROR_INVALID_VALUE; /* a cycle */
+            break;
+        }
+        placed[next] = true;
+        order[n] = (uint32_t)next;
+        for (size_t i = 0; i < g->n; i++) /* its dependents wait for one node less */
+            for (unsigned k = 0; !placed[i] && k < g->ops[i]->nin; k++)
+                waiting[i] -= g->ops[i]->in[k].from == g->ops[next]->token;
+    }
+    free(waiting);
+    free(placed);
+    if (r == CUDA_SUCCESS)
+        g->order = order;
+    else
+        free(order);
+    return r;
+}
+
 CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint64_t flags, void **exec)
 {
     (void)x;
@@ -470,6 +633,11 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
     struct emu_graph *e = clone_graph(g, true);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = graph_order(e);
+    if (r != CUDA_SUCCESS) {
+        graph_free(e);
+        return r;
+    }
     if ((e->exec = e->conds != NULL))
         __atomic_fetch_add(&e->conds->execs, 1, __ATOMIC_RELAXED);
     *exec = e;
@@ -505,7 +673,8 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     }
     if (reset)
         emu_enqueue(c, stream, reset);
-    for (size_t i = 0; i < copy->n; i++) {
+    for (size_t k = 0; k < copy->n; k++) {
+        size_t i = e->order ? e->order[k] : k;
         if (copy->ops[i]->disabled) { /* as an empty node */
             emu_op_free(copy->ops[i]);
             continue;
@@ -515,11 +684,21 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
     pthread_mutex_unlock(&c->mu);
     free(copy->ops);
     conds_put(copy->conds);
+    free(copy->order);
     free(copy);
     return CUDA_SUCCESS;
 }
 
-/* A captured graph is a chain: node i depends on node i - 1. */
+/* out[k] and, with data, the edge's data after it: per entries each, up to cap numbers. */
+static void put_node(uint32_t *out, uint32_t cap, uint64_t k, uint32_t per, uint32_t index, uint32_t data)
+{
+    if (per * k + per <= cap) {
+        out[per * k] = index;
+        if (per == 2)
+            out[per * k + 1] = data;
+    }
+}
+
 CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
                          uint32_t cap, uint64_t *count)
 {
@@ -541,41 +720,47 @@ CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned w
                                                 [EMU_OP_CALLBACK] = CU_GRAPH_NODE_TYPE_HOST,
                                                 [EMU_OP_NOTHING] = CU_GRAPH_NODE_TYPE_EMPTY,
                                                 [EMU_OP_CONDITIONAL] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
-        *count = (uint64_t)types[g->ops[node]->kind];
+        const struct emu_op *op = g->ops[node];
+        *count = op->as_type                                                           ? op->as_type
+                 : op->kind == EMU_OP_CONDITIONAL && op->u.cond.type == EMU_COND_CHILD ? CU_GRAPH_NODE_TYPE_GRAPH
+                                                                                       : (uint64_t)types[op->kind];
         return CUDA_SUCCESS;
     }
-    if (what == VGPU_GRAPH_NODES_EDGES) { /* the chain's links */
-        *count = g->n ? g->n - 1 : 0;
-        const size_t per = data ? 3 : 2;
-        for (size_t i = 0; i + 1 < g->n && per * i + per - 1 < cap; i++) {
-            out[per * i] = (uint32_t)i;
-            out[per * i + 1] = (uint32_t)i + 1;
-            if (data)
-                out[per * i + 2] = 0; /* default edges */
-        }
-        return CUDA_SUCCESS;
-    }
-    uint32_t one;
-    bool has = false;
+    uint64_t k = 0;
     switch (what) {
     case VGPU_GRAPH_NODES_ALL:
         *count = g->n;
         return CUDA_SUCCESS;
+    case VGPU_GRAPH_NODES_EDGES: /* (from, to[, data]) */
+        for (size_t i = 0; i < g->n; i++)
+            for (unsigned e = 0; e < g->ops[i]->nin; e++, k++) {
+                const uint32_t per = data ? 3 : 2;
+                if (per * k + per <= cap) {
+                    out[per * k] = (uint32_t)node_index(g, g->ops[i]->in[e].from);
+                    out[per * k + 1] = (uint32_t)i;
+                    if (data)
+                        out[per * k + 2] = g->ops[i]->in[e].data;
+                }
+            }
+        break;
     case VGPU_GRAPH_NODES_ROOTS:
-        has = g->n > 0, one = 0;
+        for (size_t i = 0; i < g->n; i++)
+            if (!g->ops[i]->nin)
+                put_node(out, cap, k++, 1, (uint32_t)i, 0);
         break;
     case VGPU_GRAPH_NODES_DEPENDENCIES:
-        has = node > 0, one = node - 1;
+        for (unsigned e = 0; e < g->ops[node]->nin; e++)
+            put_node(out, cap, k++, data ? 2 : 1, (uint32_t)node_index(g, g->ops[node]->in[e].from),
+                     g->ops[node]->in[e].data);
         break;
-    default:
-        has = node + 1 < g->n, one = node + 1;
+    default: /* dependents */
+        for (size_t i = 0; i < g->n; i++)
+            for (unsigned e = 0; e < g->ops[i]->nin; e++)
+                if (g->ops[i]->in[e].from == g->ops[node]->token)
+                    put_node(out, cap, k++, data ? 2 : 1, (uint32_t)i, g->ops[i]->in[e].data);
         break;
     }
-    *count = has;
-    if (has && cap)
-        out[0] = one;
-    if (has && data && cap > 1)
-        out[1] = 0; /* a default edge */
+    *count = k;
     return CUDA_SUCCESS;
 }
 
@@ -690,7 +875,32 @@ CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void
                                struct vgpu_exec_node *p)
 {
     (void)x;
-    /* Emu keeps copies and host functions as nodes; its captures have no event, child graph or
+    if (p->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+        struct emu_op *op = node_op(graph, exec, node, EMU_OP_CONDITIONAL);
+        if (!op || op->u.cond.type != EMU_COND_CHILD || (set && !exec))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!set) { /* a copy, as the cuda executor gives */
+            p->graph = clone_graph(op->u.cond.bodies[0], true);
+            return p->graph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        struct emu_graph *now = op->u.cond.bodies[0], *fresh = p->graph;
+        bool same = fresh->n == now->n && same_edges(fresh, now);
+        for (size_t i = 0; same && i < now->n; i++)
+            same = fresh->ops[i]->kind == now->ops[i]->kind;
+        if (!same)
+            return CUDA_ERROR_INVALID_VALUE; /* the driver asks for the same shape */
+        if (!(fresh = clone_graph(fresh, true)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = graph_order(fresh);
+        if (r != CUDA_SUCCESS) {
+            graph_free(fresh);
+            return r;
+        }
+        op->u.cond.bodies[0] = fresh; /* (launches run copies: the old one is no launch's) */
+        graph_free(now);
+        return CUDA_SUCCESS;
+    }
+    /* Emu keeps copies, host functions and child graphs as nodes; its captures have no event or
      * memory nodes. */
     enum emu_op_kind kind = p->type == CU_GRAPH_NODE_TYPE_MEMCPY ? EMU_OP_COPY : EMU_OP_CALLBACK;
     struct emu_op *op = p->type == CU_GRAPH_NODE_TYPE_MEMCPY || p->type == CU_GRAPH_NODE_TYPE_HOST
@@ -804,6 +1014,73 @@ CUresult emu_graph_clone(struct vgpu_exec *x, void *ctx, void *graph, void **clo
     return c ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Add or remove edges (from, to, data) of a captured graph: all checked, then all made. */
+CUresult emu_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *triples, size_t n, bool remove)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_graph *g = graph;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t from = triples[3 * i], to = triples[3 * i + 1];
+        if (from >= g->n || to >= g->n || from == to)
+            return CUDA_ERROR_INVALID_VALUE;
+        bool there = false;
+        for (unsigned k = 0; k < g->ops[to]->nin && !there; k++)
+            there = g->ops[to]->in[k].from == g->ops[from]->token;
+        for (size_t j = 0; j < i && !there; j++) /* (the same edge twice in one call) */
+            there = triples[3 * j] == from && triples[3 * j + 1] == to;
+        if (there != remove) /* an edge added twice, or removed where there is none */
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < n; i++) { /* room first, so that nothing is left half done */
+        struct emu_op *to = g->ops[triples[3 * i + 1]];
+        struct emu_edge *in = remove ? to->in : realloc(to->in, (to->nin + n) * sizeof *in);
+        if (!in)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        to->in = in;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct emu_op *to = g->ops[triples[3 * i + 1]];
+        uintptr_t from = g->ops[triples[3 * i]]->token;
+        if (!remove) {
+            to->in[to->nin++] = (struct emu_edge){from, triples[3 * i + 2]};
+            continue;
+        }
+        for (unsigned k = 0; k < to->nin; k++)
+            if (to->in[k].from == from) {
+                to->in[k] = to->in[--to->nin];
+                break;
+            }
+    }
+    free(g->order);
+    g->order = NULL;
+    return CUDA_SUCCESS;
+}
+
+/* Destroy a node of a captured graph, with its edges; the nodes after it move one place. */
+CUresult emu_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node)
+{
+    (void)x;
+    (void)ctx;
+    struct emu_graph *g = graph;
+    if (node >= g->n)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct emu_op *op = g->ops[node];
+    memmove(&g->ops[node], &g->ops[node + 1], (g->n - node - 1) * sizeof *g->ops);
+    g->n--;
+    for (size_t i = 0; i < g->n; i++)
+        for (unsigned k = 0; k < g->ops[i]->nin;) {
+            if (g->ops[i]->in[k].from == op->token)
+                g->ops[i]->in[k] = g->ops[i]->in[--g->ops[i]->nin];
+            else
+                k++;
+        }
+    emu_op_free(op);
+    free(g->order);
+    g->order = NULL;
+    return CUDA_SUCCESS;
+}
+
 CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void *graph, int *result)
 {
     (void)x;
@@ -813,6 +1090,8 @@ CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void 
     *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
     if (e->n != g->n)
         return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    if (!same_edges(e, g))
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
     for (size_t i = 0; i < g->n; i++)
         if (e->ops[i]->kind != g->ops[i]->kind)
@@ -821,52 +1100,54 @@ CUresult emu_graph_exec_update(struct vgpu_exec *x, void *ctx, void *exec, void 
     *result = CU_GRAPH_EXEC_UPDATE_ERROR;
     if (!fresh)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = graph_order(fresh);
+    if (r != CUDA_SUCCESS) {
+        graph_free(fresh);
+        return r;
+    }
     /* Launches queued copies of the ops, so the exec's own may be replaced at once (the exec keeps
      * its handles). */
     struct emu_graph old = *e;
     e->ops = fresh->ops;
     e->n = fresh->n;
     e->cap = fresh->cap;
+    e->order = fresh->order;
     fresh->ops = old.ops;
     fresh->n = old.n;
+    fresh->order = old.order;
     graph_free(fresh);
     *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     return CUDA_SUCCESS;
 }
 
-/* Dependencies are kept as tokens, for the capture's queries; the ops still run in the order
- * captured, which respects them. */
+/* The capture's dependencies become (or take in) nodes, with their edges' data: a programmatic
+ * edge runs as a whole dependency here (it only lets a GPU overlap), but is answered as given. */
 CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
                           const CUgraphEdgeData *data, size_t n, bool add)
 {
-    (void)data; /* a programmatic edge runs as a whole dependency here: it only lets a GPU overlap */
     (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;
+    struct emu_edge *e = n ? malloc(n * sizeof *e) : NULL;
+    if (n && !e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        e[i] = (struct emu_edge){(uintptr_t)nodes[i], data ? vgpu_edge_pack(&data[i]) : 0};
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&c->mu);
     if (!s || !s->capture) {
         r = CUDA_ERROR_ILLEGAL_STATE;
     } else {
-        size_t keep = add ? s->capture_ndeps : 0;
-        uintptr_t *d = keep + n ? vgpu_array_grow(s->capture_deps, &s->capture_deps_cap, keep + n, sizeof *d)
-                                : s->capture_deps;
-        if (!d && keep + n) {
+        size_t keep = s->capture_ndeps;
+        if (!add)
+            s->capture_ndeps = 0;
+        if (!deps_add(s, e, n)) {
+            s->capture_ndeps = keep;
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            s->capture_deps = d;
-            size_t k = keep;
-            for (size_t i = 0; i < n; i++) {
-                bool dup = false;
-                for (size_t j = 0; j < k && !dup; j++)
-                    dup = d[j] == (uintptr_t)nodes[i];
-                if (!dup)
-                    d[k++] = (uintptr_t)nodes[i];
-            }
-            s->capture_ndeps = k;
         }
     }
     pthread_mutex_unlock(&c->mu);
+    free(e);
     return r;
 }
 
@@ -879,59 +1160,76 @@ CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void
     bool capturing = s && s->capture;
     size_t count = capturing ? s->capture_ndeps : 0;
     for (size_t i = 0; i < count && i < cap; i++)
-        out[i] = (void *)s->capture_deps[i];
+        out[i] = (void *)s->capture_deps[i].from;
     pthread_mutex_unlock(&c->mu);
     *n = count;
     return capturing ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
 }
 
-/* A node is named by a token (TAKE: the node captured last's). A child graph's ops join the
- * capture; an empty node is an op that does nothing, event nodes are not kept. */
+/* A node is named by a token (TAKE: the node captured last's). A child graph is a node that runs a
+ * copy of it; an empty node is an op that does nothing, and so is an event node here (its place
+ * and type kept, its event neither recorded nor waited for). */
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
 {
     (void)x;
     struct emu_ctx *c = ctx;
     struct emu_stream *s = stream;
+    struct emu_op *op = NULL;
+    if (kind != VGPU_BUILD_TAKE) {
+        op = emu_op_new(kind == VGPU_BUILD_CHILD ? EMU_OP_CONDITIONAL : EMU_OP_NOTHING);
+        if (!op)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        op->as_type = kind == VGPU_BUILD_EVENT_RECORD ? CU_GRAPH_NODE_TYPE_EVENT_RECORD
+                      : kind == VGPU_BUILD_EVENT_WAIT ? CU_GRAPH_NODE_TYPE_WAIT_EVENT
+                                                      : 0;
+        if (kind == VGPU_BUILD_CHILD) {
+            op->u.cond.type = EMU_COND_CHILD;
+            op->u.cond.size = 1;
+            op->u.cond.bodies = calloc(1, sizeof *op->u.cond.bodies);
+            if (!op->u.cond.bodies || !(op->u.cond.bodies[0] = clone_graph(obj, true))) {
+                emu_op_free(op);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+    }
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&c->mu);
-    struct emu_graph *g = s ? s->capture : NULL;
-    if (!g)
-        r = CUDA_ERROR_ILLEGAL_STATE;
-    if (r == CUDA_SUCCESS && kind == VGPU_BUILD_CHILD) {
-        const struct emu_graph *child = obj;
-        struct emu_op **ops = vgpu_array_grow(g->ops, &g->cap, g->n + child->n, sizeof *ops);
-        if (!ops)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        else
-            g->ops = ops;
-        for (size_t i = 0; r == CUDA_SUCCESS && i < child->n; i++) {
-            struct emu_op *op = clone_op(child->ops[i], true);
-            if (!op)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            else
-                g->ops[g->n++] = op;
-        }
-        if (r != CUDA_SUCCESS)
-            emu_capture_owner(s)->capture_invalid = true;
-    }
-    if (r == CUDA_SUCCESS && kind == VGPU_BUILD_EMPTY) { /* a node of the graph, as the driver's is */
-        struct emu_op *op = emu_op_new(EMU_OP_NOTHING);
-        struct emu_op **ops = op ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
-        if (!ops) {
-            free(op);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            g->ops = ops;
-            g->ops[g->n++] = op;
-        }
-    }
     uintptr_t token = s ? s->capture_last : 0;
-    if (r == CUDA_SUCCESS && kind != VGPU_BUILD_TAKE && !capture_named_locked(s, &token))
+    if (!s || !s->capture)
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    else if (op && !capture_append_locked(s, op, &token))
         r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        op = NULL; /* taken */
     if (r == CUDA_SUCCESS && !token) /* TAKE with nothing captured yet */
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         *node = (void *)token;
+    pthread_mutex_unlock(&c->mu);
+    if (op)
+        emu_op_free(op);
+    return r;
+}
+
+/* The node at *index of the graph s captures into, or (find) the index there of *node. */
+CUresult emu_capture_index(struct vgpu_exec *x, void *ctx, void *stream, bool find, uint32_t *index, void **node)
+{
+    (void)x;
+    struct emu_ctx *c = ctx;
+    struct emu_stream *s = stream;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->mu);
+    const struct emu_graph *g = s ? s->capture : NULL;
+    if (!g) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (find) {
+        long i = node_index(g, (uintptr_t)*node);
+        if (i >= 0)
+            *index = (uint32_t)i, r = CUDA_SUCCESS;
+    } else if (*index < g->n) {
+        *node = (void *)g->ops[*index]->token;
+        r = CUDA_SUCCESS;
+    }
     pthread_mutex_unlock(&c->mu);
     return r;
 }
@@ -1035,9 +1333,8 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
             if (bodies[j] == b)
                 r = CUDA_ERROR_INVALID_VALUE;
     }
-    struct emu_op **ops = r == CUDA_SUCCESS ? vgpu_array_grow(g->ops, &g->cap, g->n + 1, sizeof *ops) : NULL;
     uintptr_t token = 0;
-    if (r == CUDA_SUCCESS && (!ops || !capture_named_locked(s, &token)))
+    if (r == CUDA_SUCCESS && !capture_append_locked(s, op, &token))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         op->u.cond.conds = conds_hold(g->conds);
@@ -1052,8 +1349,6 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
             else
                 graphs[i] = made[i];
         }
-        g->ops = ops;
-        g->ops[g->n++] = op;
         *node = (void *)token;
     }
     pthread_mutex_unlock(&c->mu);
@@ -1069,7 +1364,7 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
 static void body_run(struct emu_stream *s, const struct emu_graph *g)
 {
     for (size_t i = 0; i < g->n && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); i++)
-        emu_op_run(s, g->ops[i]);
+        emu_op_run(s, g->ops[g->order ? g->order[i] : i]);
 }
 
 void emu_conditional_run(struct emu_stream *s, struct emu_op *op)
@@ -1079,6 +1374,10 @@ void emu_conditional_run(struct emu_stream *s, struct emu_op *op)
         for (size_t i = 0; i < k->n; i++)
             if (k->cells[i]->assign)
                 __atomic_store_n(&k->cells[i]->value, k->cells[i]->default_value, __ATOMIC_RELEASE);
+        return;
+    }
+    if (op->u.cond.type == EMU_COND_CHILD) {
+        body_run(s, op->u.cond.bodies[0]);
         return;
     }
     uint32_t *cell = op->u.cond.cell;

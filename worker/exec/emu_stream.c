@@ -42,6 +42,7 @@ void emu_op_free(struct emu_op *op)
 {
     free(op->spans);
     free(op->deps);
+    free(op->in);
     if (op->kind == EMU_OP_COPY)
         free(op->u.copy.owned);
     if (op->kind == EMU_OP_KERNEL) {

@@ -964,8 +964,7 @@ static CUresult emu_stream_wait_event(struct vgpu_exec *x, void *ctx, void *stre
     pthread_mutex_lock(&c->mu);
     if (e->capture_id) { /* recorded in a capture: the stream joins it, if it still runs */
         bool joined;
-        CUresult r = emu_capture_join_locked(c, stream ? stream : c->null_stream, e->capture_id, e->capture_token,
-                                             &joined);
+        CUresult r = emu_capture_join_locked(c, stream ? stream : c->null_stream, e, &joined);
         if (joined || r != CUDA_SUCCESS) {
             pthread_mutex_unlock(&c->mu);
             free(op);
@@ -1224,6 +1223,9 @@ static const struct vgpu_exec_ops emu_ops = {
     .graph_clone = emu_graph_clone,
     .graph_exec_update = emu_graph_exec_update,
     .capture_deps = emu_capture_deps,
+    .capture_index = emu_capture_index,
+    .graph_edges = emu_graph_edges,
+    .graph_node_destroy = emu_graph_node_destroy,
     .capture_get_deps = emu_capture_get_deps,
     .capture_node = emu_capture_node,
     .graph_create = emu_graph_create,
