@@ -526,8 +526,9 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint32_t *ids;
+    CUgraphEdgeData *data = NULL;
     size_t n;
-    FE_RETURN_IF(fe_capture_deps_ids(c, ch, sid, &ids, &n));
+    FE_RETURN_IF(fe_capture_deps_ids(c, ch, sid, &ids, edges ? &data : NULL, &n));
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, sid);
@@ -535,17 +536,19 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (r == CUDA_SUCCESS && n > k->deps_cap) {
         CUgraphNode *grown = realloc(k->deps, n * sizeof *grown);
-        CUgraphEdgeData *zeros = grown ? calloc(n, sizeof *zeros) : NULL; /* every captured edge a default one */
+        CUgraphEdgeData *more = grown ? realloc(k->edges, n * sizeof *more) : NULL;
         if (grown)
             k->deps = grown;
-        if (zeros) {
-            free(k->edges);
-            k->edges = zeros;
+        if (more) {
+            k->edges = more;
             k->deps_cap = n;
         } else {
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    if (r == CUDA_SUCCESS && n) /* (the driver's array lives as long as the capture's dependencies do) */
+        for (size_t i = 0; i < n; i++)
+            k->edges[i] = data ? data[i] : (CUgraphEdgeData){0};
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
         struct fe_graph_node *node = fe_capture_node(g, ids[i]);
         if (!node)
@@ -561,6 +564,7 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
         *count = n;
     pthread_mutex_unlock(&ch->capture_mu);
     free(ids);
+    free(data);
     return r;
 }
 

@@ -16,6 +16,7 @@
 #include "array.h"
 #include "graph.h"
 #include "log.h"
+#include "vgpu/graph_edges.h"
 
 struct fe_graph_node *fe_capture_node(struct fe_graph *g, uint32_t id)
 {
@@ -87,31 +88,46 @@ void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx)
         }
 }
 
-CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n)
+CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids,
+                             CUgraphEdgeData **edges, size_t *n)
 {
     FE_REQ(q, CaptureDeps);
     FE_RSP(a, CaptureDeps);
     q.stream = sid;
+    q.flags = edges ? VGPU_CAPTURE_DEPS_DATA : 0;
+    const size_t per = edges ? 2 : 1, most = VGPU_MAX_GRAPH_NODES / per; /* (ids, with their data) */
     size_t cap = 64;
     for (;;) {
-        uint32_t *buf = malloc(cap * sizeof *buf);
+        uint32_t *buf = malloc(cap * per * sizeof *buf);
         if (!buf)
             return CUDA_ERROR_OUT_OF_MEMORY;
         uint32_t len = 0;
-        CUresult r = fe_call(ch, c->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, buf, (uint32_t)(cap * 4), &len);
+        CUresult r =
+            fe_call(ch, c->id, &q, sizeof q, NULL, 0, true, &a, sizeof a, buf, (uint32_t)(cap * per * 4), &len);
         if (r != CUDA_SUCCESS) {
             free(buf);
             return r;
         }
         if (a.count <= cap) {
+            CUgraphEdgeData *e = edges ? calloc(a.count ? a.count : 1, sizeof *e) : NULL;
+            if (edges && !e) {
+                free(buf);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            for (size_t i = 0; edges && i < a.count; i++) { /* the pairs apart: ids first */
+                e[i] = vgpu_edge_unpack(buf[2 * i + 1]);
+                buf[i] = buf[2 * i];
+            }
+            if (edges)
+                *edges = e;
             *ids = buf;
             *n = a.count;
             return CUDA_SUCCESS;
         }
         free(buf); /* more than fit: again, with room for all */
-        if (cap >= VGPU_MAX_GRAPH_NODES)
+        if (cap >= most)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        cap = a.count < VGPU_MAX_GRAPH_NODES ? a.count : VGPU_MAX_GRAPH_NODES;
+        cap = a.count < most ? a.count : most;
     }
 }
 
@@ -138,8 +154,9 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, con
         return r;
     }
     uint32_t *saved;
+    CUgraphEdgeData *saved_edges;
     size_t nsaved;
-    r = fe_capture_deps_ids(g->ctx, g->ch, sid, &saved, &nsaved);
+    r = fe_capture_deps_ids(g->ctx, g->ch, sid, &saved, &saved_edges, &nsaved);
     if (r != CUDA_SUCCESS) {
         free(want);
         return r;
@@ -154,11 +171,12 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, con
             r = fe_graph_issue_node(g->ctx, g->ch, sid, s, node, &named);
             (void)cuCtxPopCurrent_v2(&was);
         }
-        CUresult back = fe_capture_set_deps(g->ctx, g->ch, sid, saved, nsaved, false);
+        CUresult back = fe_capture_set_deps_data(g->ctx, g->ch, sid, saved, saved_edges, nsaved, false);
         if (r == CUDA_SUCCESS)
             r = back;
     }
     free(saved);
+    free(saved_edges);
     free(want);
     if (r == CUDA_SUCCESS && node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
         r = fe_graph_cond_keep(node); /* (its bodies live as long as the graph) */

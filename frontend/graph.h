@@ -256,8 +256,10 @@ void fe_capture_nodes_free(struct fe_graph *g);
  * ended, those nodes become nodes of the worker's graph g and the others go. */
 CUresult fe_capture_nodes_index(struct fe_graph *g, struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **idx);
 void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx);
-/* The capture's dependencies now, as build ids (*ids malloc'd). */
-CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids, size_t *n);
+/* The capture's dependencies now, as build ids (*ids malloc'd), and (edges not NULL) their edges'
+ * data (*edges malloc'd, as many). */
+CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids,
+                             CUgraphEdgeData **edges, size_t *n);
 /* Add node (a scratch node of capture graph g with its parameters set) to the capture after deps,
  * leaving the capture's dependencies as they were; *out its handle. */
 CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,

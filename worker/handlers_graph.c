@@ -427,7 +427,7 @@ static CUresult graph_to_shape(struct vgpu_call *c, uint32_t id, bool offered, s
     CUresult r = vchannel_lookup(c, SRV_GRAPH, id, g);
     if (r)
         return r;
-    if (!offered) /* the executor's graphs are chains of their ops */
+    if (!offered) /* the executor cannot change its graphs' shape */
         return CUDA_ERROR_NOT_SUPPORTED;
     return vchannel_built_into(c->ch, (*g)->x) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
 }
@@ -770,11 +770,18 @@ CUresult vgpu_handle_CaptureDeps(struct vgpu_call *c, const struct vgpu_req_Capt
     CUresult r = capturing_stream(c, q->stream, &stream, &b);
     if (r)
         return r;
-    size_t cap = c->rsp_tail_cap / 4, n = 0;
+    if (q->flags & ~VGPU_CAPTURE_DEPS_DATA)
+        return CUDA_ERROR_INVALID_VALUE;
+    const size_t per = q->flags ? 8 : 4; /* (an id, and its edge's data) */
+    size_t cap = c->rsp_tail_cap / per, n = 0;
     void **deps = malloc((cap ? cap : 1) * sizeof *deps);
-    if (!deps)
+    uint32_t *data = q->flags ? malloc((cap ? cap : 1) * sizeof *data) : NULL;
+    if (!deps || (q->flags && !data)) {
+        free(deps);
+        free(data);
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = OPS(c)->capture_get_deps(EXEC(c), c->ctx->x, stream, deps, cap, &n);
+    }
+    r = OPS(c)->capture_get_deps(EXEC(c), c->ctx->x, stream, deps, data, cap, &n);
     size_t given = n < cap ? n : cap;
     for (size_t i = 0; i < given && r == CUDA_SUCCESS; i++) {
         uint32_t id = VGPU_BUILD_NEXT;
@@ -783,12 +790,15 @@ CUresult vgpu_handle_CaptureDeps(struct vgpu_call *c, const struct vgpu_req_Capt
                 id = k;
         if (id == VGPU_BUILD_NEXT && (r = build_pick(b, VGPU_BUILD_NEXT, &id)) == CUDA_SUCCESS)
             r = build_name(b, id, deps[i]);
-        memcpy(c->rsp_tail + 4 * i, &id, 4);
+        memcpy(c->rsp_tail + per * i, &id, 4);
+        if (data)
+            memcpy(c->rsp_tail + per * i + 4, &data[i], 4);
     }
     free(deps);
+    free(data);
     if (r == CUDA_SUCCESS) {
         a->count = (uint32_t)n;
-        c->rsp_tail_len = (uint32_t)given * 4;
+        c->rsp_tail_len = (uint32_t)(given * per);
     }
     return r;
 }

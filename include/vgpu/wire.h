@@ -325,6 +325,8 @@ _Static_assert(sizeof(struct vgpu_sm_group) == 16, "an SM group travels as 16 by
 /* DEPS with each dependency's edge data: the tail, pairs of (build id, packed edge data); object 1
  * adds them, as DEPS_ADD. */
 #define VGPU_BUILD_DEPS_DATA 10u
+/* CaptureDeps' flag: each dependency with its edge's data, pairs of (build id, packed data). */
+#define VGPU_CAPTURE_DEPS_DATA 1u
 /* A GraphBuild `node` that asks the worker for a name. */
 #define VGPU_BUILD_NEXT 0xffffffffu
 /* A conditional node's parameters (GraphBuild's tail): its handle, CUgraphConditionalNodeType and

@@ -306,6 +306,9 @@ static void records(const char *dir, const uint8_t *image, size_t image_len)
     /* The capture's dependencies asked for, added to, and a node named by the worker. */
     struct vgpu_req_CaptureDeps cdeps = {.stream = 2};
     REC(CaptureDeps, 1, cdeps, NULL, 0);
+    cdeps.flags = VGPU_CAPTURE_DEPS_DATA; /* with their edges' data */
+    REC(CaptureDeps, 1, cdeps, NULL, 0);
+    cdeps.flags = 0;
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_DEPS_ADD};
     REC(GraphBuild, 1, gb, &dep0, 4);
     gb = (struct vgpu_req_GraphBuild){.stream = 2, .op = VGPU_BUILD_EMPTY, .node = VGPU_BUILD_NEXT};

@@ -559,7 +559,9 @@ START_TEST(test_graph_build)
     ck_assert_msg(strstr(out, "a programmatic edge: 1 edge(s), port 1, type 1; as k2's dependency: port 1, type 1\n"
                               "removing it as a default edge: 1; by its data: 0\n"
                               "a programmatic edge out of a memset node: 1\n"
-                              "an edge of an unknown type: 1\n"),
+                              "an edge of an unknown type: 1\n"
+                              "a capture's dependency made programmatic: 0; its information: 1, port 1, type 1\n"
+                              "the captured edge: 1, port 1, type 1\n"),
                   "%s", out);
     free(out);
 }

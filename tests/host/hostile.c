@@ -511,6 +511,10 @@ static int mode_records(const char *path)
     struct vgpu_req_GraphBuild nb = {.stream = 5, .op = VGPU_BUILD_INDEX};
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_ILLEGAL_STATE, "an index asked of no capture");
     EXPECT(CALL(&c, StreamBeginCapture, 1, bc) == CUDA_SUCCESS, "a fourth capture");
+    struct vgpu_req_CaptureDeps cd = {.stream = 5, .flags = 2};
+    EXPECT(CALL(&c, CaptureDeps, 1, cd) == CUDA_ERROR_INVALID_VALUE, "dependencies asked with an unknown flag");
+    cd.flags = VGPU_CAPTURE_DEPS_DATA;
+    EXPECT(CALL(&c, CaptureDeps, 1, cd) == CUDA_SUCCESS, "dependencies asked with their data");
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "the index of a node never named");
     nb.op = VGPU_BUILD_NAME, nb.object = 9;
     EXPECT(CALL(&c, GraphBuild, 1, nb) == CUDA_ERROR_INVALID_VALUE, "a name for a node before a capture of its own");

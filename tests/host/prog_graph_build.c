@@ -550,6 +550,28 @@ int main(int argc, char **argv)
         bad.type = 7;
         printf("an edge of an unknown type: %d\n", (int)cuGraphAddDependencies_v2(pg, &k1, &k2, &bad, 1));
         CHECK(cuGraphDestroy(pg));
+
+        /* A capture's dependency given a programmatic edge: the capture's information answers it,
+         * and the next node captured gets the edge with it. */
+        CUgraph cg;
+        CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, a5, NULL));
+        CUstreamCaptureStatus cst;
+        const CUgraphNode *cdeps = NULL;
+        const CUgraphEdgeData *cedges = NULL;
+        size_t ncd = 0;
+        CHECK(cuStreamGetCaptureInfo_v3(s, &cst, NULL, NULL, &cdeps, &cedges, &ncd));
+        CUgraphNode launched = ncd == 1 ? cdeps[0] : NULL;
+        CUresult ru = cuStreamUpdateCaptureDependencies_v2(s, &launched, &pe, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+        CHECK(cuStreamGetCaptureInfo_v3(s, &cst, NULL, NULL, &cdeps, &cedges, &ncd));
+        printf("a capture's dependency made programmatic: %d; its information: %zu, port %u, type %u\n", (int)ru, ncd,
+               ncd && cedges ? cedges[0].from_port : 0u, ncd && cedges ? cedges[0].type : 0u);
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, a6, NULL));
+        CHECK(cuStreamEndCapture(s, &cg));
+        size_t nce = 4;
+        CHECK(cuGraphGetEdges_v2(cg, from, to, data, &nce));
+        printf("the captured edge: %zu, port %u, type %u\n", nce, nce ? data[0].from_port : 0u, nce ? data[0].type : 0u);
+        CHECK(cuGraphDestroy(cg));
     }
 
     CHECK(cuGraphExecDestroy(x2));

@@ -405,7 +405,8 @@ CUresult emu_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *graph, uin
 CUresult emu_capture_index(struct vgpu_exec *x, void *ctx, void *stream, bool find, uint32_t *index, void **node);
 CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
                           const CUgraphEdgeData *data, size_t n, bool add);
-CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
+CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, uint32_t *data, size_t cap,
+                              size_t *n);
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
 CUresult emu_graph_create(struct vgpu_exec *x, void *ctx, void **graph);
 CUresult emu_graph_conditional_handle(struct vgpu_exec *x, void *ctx, void *graph, unsigned default_value,

@@ -1151,7 +1151,8 @@ CUresult emu_capture_deps(struct vgpu_exec *x, void *ctx, void *stream, void *co
     return r;
 }
 
-CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n)
+CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, uint32_t *data, size_t cap,
+                              size_t *n)
 {
     (void)x;
     struct emu_ctx *c = ctx;
@@ -1159,8 +1160,11 @@ CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void
     pthread_mutex_lock(&c->mu);
     bool capturing = s && s->capture;
     size_t count = capturing ? s->capture_ndeps : 0;
-    for (size_t i = 0; i < count && i < cap; i++)
+    for (size_t i = 0; i < count && i < cap; i++) {
         out[i] = (void *)s->capture_deps[i].from;
+        if (data)
+            data[i] = s->capture_deps[i].data;
+    }
     pthread_mutex_unlock(&c->mu);
     *n = count;
     return capturing ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;

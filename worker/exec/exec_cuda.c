@@ -1908,16 +1908,21 @@ static CUresult active_capture(struct vgpu_exec *x, void *stream, CUgraph *g, co
     return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
 }
 
-static CUresult cuda_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n)
+static CUresult cuda_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void **out, uint32_t *data,
+                                      size_t cap, size_t *n)
 {
     BIND(x, ctx);
     const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
     size_t count = 0;
-    CUresult r = active_capture(x, stream, NULL, &deps, NULL, &count);
+    CUresult r = active_capture(x, stream, NULL, &deps, data ? &edges : NULL, &count);
     if (r != CUDA_SUCCESS)
         return r;
-    for (size_t i = 0; i < count && i < cap; i++)
+    for (size_t i = 0; i < count && i < cap; i++) {
         out[i] = deps[i];
+        if (data) /* (no array from the driver: every edge a default one) */
+            data[i] = edges ? vgpu_edge_pack(&edges[i]) : 0;
+    }
     *n = count;
     return CUDA_SUCCESS;
 }

@@ -339,8 +339,8 @@ struct vgpu_exec_ops {
     CUresult (*graph_mem_op_node)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_mem_op *ops, unsigned *n);
     /* Add (or remove) the edges from triples[3i] to triples[3i+1] (node indexes of graph) with the
-     * packed data triples[3i+2], n of them (NULL where the executor's graphs are chains of their
-     * ops). */
+     * packed data triples[3i+2], n of them (NULL where the executor cannot change a captured
+     * graph's shape). */
     CUresult (*graph_edges)(struct vgpu_exec *x, void *ctx, void *graph, const uint32_t *triples, size_t n,
                             bool remove);
     /* Destroy node `node` of graph (NULL as graph_edges). */
@@ -363,8 +363,10 @@ struct vgpu_exec_ops {
      * child graph). */
     CUresult (*capture_deps)(struct vgpu_exec *x, void *ctx, void *stream, void *const *nodes,
                              const CUgraphEdgeData *data, size_t n, bool add);
-    /* The capture's dependencies now: up to cap of them in out, how many in *n. */
-    CUresult (*capture_get_deps)(struct vgpu_exec *x, void *ctx, void *stream, void **out, size_t cap, size_t *n);
+    /* The capture's dependencies now: up to cap of them in out (and, data not NULL, their edges'
+     * data, packed, in data), how many in *n. */
+    CUresult (*capture_get_deps)(struct vgpu_exec *x, void *ctx, void *stream, void **out, uint32_t *data, size_t cap,
+                                 size_t *n);
     CUresult (*capture_node)(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node);
     /* The node at *index of the graph stream captures into (find false), or (find true) node's index
      * there, in the order graph_nodes gives; NULL where the executor's captures cannot tell. */
