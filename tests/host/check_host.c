@@ -533,7 +533,9 @@ START_TEST(test_graph)
                               "graph: 1\n"),
                   "%s", out);
     /* A fork and a join: the graph has the capture's edges (not a chain in the order of issue). */
-    ck_assert_msg(strstr(out, "a fork and a join captured: nodes 4, roots 1, edges 4, the copy after 2; it ran: yes\n"),
+    ck_assert_msg(strstr(out, "a fork and a join captured: nodes 4, roots 1, edges 4, the copy after 2; it ran: yes\n"
+                              "an edge removed: the executable graph updated: 910 (2)\n"
+                              "an edge back to the root: 0; instantiated: 1\n"),
                   "%s", out);
     /* A captured graph after its capture: the capture's node handles are its nodes; nodes and
      * edges added and removed, a capture into it after a node, a node destroyed. */

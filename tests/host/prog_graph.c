@@ -184,6 +184,27 @@ int main(int argc, char **argv)
         printf("a fork and a join captured: nodes %zu, roots %zu, edges %zu, the copy after %zu; it ran: %s\n", nfn,
                nfr, nfe, nld, halves ? "yes" : "no");
         free(fh);
+        /* Its shape changed: an executable graph made from it cannot take it; an edge back to its
+         * root makes a cycle, which instantiation refuses. */
+        CUgraphNode copy_node = NULL, root = nfr ? fr[0] : NULL;
+        for (size_t i = 0; i < nfn; i++)
+            if (cuGraphNodeGetType(fn[i], &lt) == CUDA_SUCCESS && lt == CU_GRAPH_NODE_TYPE_MEMCPY)
+                copy_node = fn[i];
+        CUgraphNode side = NULL;
+        for (size_t i = 0; i < nfn; i++) /* one of the two memsets after the root */
+            if (fn[i] != root && fn[i] != copy_node && !side)
+                side = fn[i];
+        CHECK(cuGraphRemoveDependencies(fj, &side, &copy_node, NULL, 1));
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        CUresult ru = cuGraphExecUpdate_v2(fje, fj, &info);
+        printf("an edge removed: the executable graph updated: %d (%d)\n", (int)ru, (int)info.result);
+        CUresult rc = cuGraphAddDependencies(fj, &copy_node, &root, NULL, 1);
+        CUgraphExec cyc = NULL;
+        CUresult ri = rc == CUDA_SUCCESS ? cuGraphInstantiate(&cyc, fj, 0) : rc;
+        printf("an edge back to the root: %d; instantiated: %d\n", (int)rc, (int)ri);
+        if (ri == CUDA_SUCCESS)
+            CHECK(cuGraphExecDestroy(cyc));
         CHECK(cuGraphExecDestroy(fje));
         CHECK(cuGraphDestroy(fj));
         CHECK(cuEventDestroy_v2(fork));
