@@ -27,6 +27,13 @@ static void CUDA_CB host_node(void *arg)
     h->first = h->pinned[0];
 }
 
+/* A host node that holds its stream until the program lets it go. */
+static void CUDA_CB held_node(void *arg)
+{
+    while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+        ;
+}
+
 static void expect_all(CUdeviceptr d, unsigned want, const char *what)
 {
     static unsigned h[N];
@@ -181,6 +188,45 @@ int main(int argc, char **argv)
     }
     CHECK(cuEventSynchronize(ev));
     printf("three replays: ok, host node ran %u times\n", seen.runs);
+
+    /* An event record node records its event at each launch, in its place: behind a host node
+     * that holds the stream, the event is not reached yet; a stream that waits for it waits. */
+    {
+        int go = 0;
+        CUgraph hg;
+        CUgraphNode held, rec, wait_node, set_node;
+        CHECK(cuGraphCreate(&hg, 0));
+        CUDA_HOST_NODE_PARAMS hold = {held_node, &go};
+        CHECK(cuGraphAddHostNode(&held, hg, NULL, 0, &hold));
+        CHECK(cuGraphAddEventRecordNode(&rec, hg, &held, 1, ev));
+        CUgraph wg; /* on another stream: a wait for the event, then a memset */
+        CHECK(cuGraphCreate(&wg, 0));
+        CHECK(cuGraphAddEventWaitNode(&wait_node, wg, NULL, 0, ev));
+        CUDA_MEMSET_NODE_PARAMS nine = memset_params(d2, 9);
+        CHECK(cuGraphAddMemsetNode(&set_node, wg, &wait_node, 1, &nine, ctx));
+        CUgraphExec hx, wx;
+        CHECK(cuGraphInstantiate(&hx, hg, 0));
+        CHECK(cuGraphInstantiate(&wx, wg, 0));
+        CUstream s3;
+        CHECK(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+        CHECK(cuMemsetD32(d2, 1, N));
+        CHECK(cuGraphLaunch(hx, s));
+        CHECK(cuGraphLaunch(wx, s3));
+        CUresult before = cuEventQuery(ev), waiting = cuStreamQuery(s3);
+        unsigned first = 0;
+        CHECK(cuMemcpyDtoH(&first, d2, 4)); /* (the legacy stream: not s3's memset's) */
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        CHECK(cuStreamSynchronize(s3));
+        CHECK(cuStreamSynchronize(s));
+        printf("an event record node behind a held stream: %d, a stream waiting for it: %d, d2 then %u; after: %d\n",
+               (int)before, (int)waiting, first, (int)cuEventQuery(ev));
+        expect_all(d2, 9, "d2 after the event wait node's memset");
+        CHECK(cuGraphExecDestroy(hx));
+        CHECK(cuGraphExecDestroy(wx));
+        CHECK(cuGraphDestroy(hg));
+        CHECK(cuGraphDestroy(wg));
+        CHECK(cuStreamDestroy(s3));
+    }
 
     /* Per-node update of the executable graph: b adds 7 instead; the graph itself is unchanged. */
     unsigned seven = 7;

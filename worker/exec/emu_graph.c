@@ -8,9 +8,10 @@
  * refused, CUDA_ERROR_STREAM_CAPTURE_UNJOINED; a stream that waited for it is taken to join back
  * itself (the driver asks that the capturing stream depend on it, through any number of them).
  * A captured graph's shape may change after the capture (edges added and removed, nodes added and
- * destroyed), as the driver's. What this does not model: the event nodes of a graph built node by
- * node (an event recorded during capture counts as complete), and one-shot host functions (the
- * frontend makes a host function on a capturing stream a host node, which is kept). A replay whose
+ * destroyed), as the driver's; its event nodes record and wait for their events at each launch.
+ * What this does not model: an event recorded during capture counts as complete (it is no node),
+ * event nodes inside conditional and child graphs' bodies do nothing, and one-shot host functions
+ * are not kept (the frontend makes a host function on a capturing stream a host node, which is). A replay whose
  * device memory was freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of
  * touching it, where a GPU would fault. */
 #include <stdlib.h>
@@ -644,6 +645,35 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
     return CUDA_SUCCESS;
 }
 
+/* An event node's copy about to be queued (c->mu held): a record of its event, or a wait for the
+ * event's last record, as the stream calls make them. An event destroyed since (natively, what the
+ * node then does is undefined) leaves an op that does nothing. */
+static void event_node_locked(struct emu_ctx *c, struct emu_op *op)
+{
+    if (!op->as_type)
+        return;
+    struct emu_event *e = c->events;
+    while (e && e != op->u.record.event)
+        e = e->next;
+    op->u.record.event = NULL;
+    if (!e)
+        return;
+    if (op->as_type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
+        op->kind = EMU_OP_RECORD;
+        op->u.record.event = e;
+        op->u.record.gen = atomic_fetch_add(&e->state->rec_gen, 1) + 1;
+        e->refs++;
+        e->capture_id = 0;
+        return;
+    }
+    uint64_t rec = e->state->rec_gen;
+    if (rec > e->state->done_gen && (op->deps = malloc(sizeof *op->deps)) != NULL) {
+        op->deps[0] = (struct emu_dep){NULL, 0, e, rec};
+        op->dep_count = 1;
+        e->refs++;
+    }
+}
+
 CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stream, bool upload)
 {
     (void)x;
@@ -679,6 +709,7 @@ CUresult emu_graph_launch(struct vgpu_exec *x, void *ctx, void *exec, void *stre
             emu_op_free(copy->ops[i]);
             continue;
         }
+        event_node_locked(c, copy->ops[i]);
         emu_enqueue(c, stream, copy->ops[i]);
     }
     pthread_mutex_unlock(&c->mu);
@@ -900,7 +931,17 @@ CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void
         graph_free(now);
         return CUDA_SUCCESS;
     }
-    /* Emu keeps copies, host functions and child graphs as nodes; its captures have no event or
+    if (p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || p->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT) {
+        struct emu_op *op = node_op(graph, exec, node, EMU_OP_NOTHING);
+        if (!op || op->as_type != p->type)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (set)
+            op->u.record.event = p->event; /* (the caller's checked event of this context) */
+        else
+            p->event = op->u.record.event;
+        return CUDA_SUCCESS;
+    }
+    /* Emu keeps copies, host functions, child graphs and event nodes as nodes; its captures have no
      * memory nodes. */
     enum emu_op_kind kind = p->type == CU_GRAPH_NODE_TYPE_MEMCPY ? EMU_OP_COPY : EMU_OP_CALLBACK;
     struct emu_op *op = p->type == CU_GRAPH_NODE_TYPE_MEMCPY || p->type == CU_GRAPH_NODE_TYPE_HOST
@@ -1171,8 +1212,8 @@ CUresult emu_capture_get_deps(struct vgpu_exec *x, void *ctx, void *stream, void
 }
 
 /* A node is named by a token (TAKE: the node captured last's). A child graph is a node that runs a
- * copy of it; an empty node is an op that does nothing, and so is an event node here (its place
- * and type kept, its event neither recorded nor waited for). */
+ * copy of it; an empty node is an op that does nothing; an event node names its event, which a
+ * launch records or waits for (event_node_locked). */
 CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned kind, void *obj, void **node)
 {
     (void)x;
@@ -1186,6 +1227,8 @@ CUresult emu_capture_node(struct vgpu_exec *x, void *ctx, void *stream, unsigned
         op->as_type = kind == VGPU_BUILD_EVENT_RECORD ? CU_GRAPH_NODE_TYPE_EVENT_RECORD
                       : kind == VGPU_BUILD_EVENT_WAIT ? CU_GRAPH_NODE_TYPE_WAIT_EVENT
                                                       : 0;
+        if (op->as_type) /* its event, looked for among the context's at each launch */
+            op->u.record.event = obj;
         if (kind == VGPU_BUILD_CHILD) {
             op->u.cond.type = EMU_COND_CHILD;
             op->u.cond.size = 1;
