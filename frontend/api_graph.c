@@ -526,10 +526,15 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint32_t *ids;
-    CUgraphEdgeData *data = NULL;
+    CUgraphEdgeData *data = NULL; /* (always asked: the worker's driver refuses a lossy query) */
     size_t n;
-    FE_RETURN_IF(fe_capture_deps_ids(c, ch, sid, &ids, edges ? &data : NULL, &n));
+    FE_RETURN_IF(fe_capture_deps_ids(c, ch, sid, &ids, &data, &n));
     CUresult r = CUDA_SUCCESS;
+    /* The dependencies without their edges' data, some of which is not a default edge's: the
+     * driver refuses to lose it. */
+    for (size_t i = 0; deps && !edges && i < n && r == CUDA_SUCCESS; i++)
+        if (!fe_edge_default(&data[i]))
+            r = CUDA_ERROR_LOSSY_QUERY;
     pthread_mutex_lock(&ch->capture_mu);
     struct fe_capture *k = capture_of_locked(ch, sid);
     if (!k)
@@ -546,9 +551,9 @@ static CUresult capture_deps_give(struct fe_ctx *c, struct fe_chan *ch, uint32_t
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (r == CUDA_SUCCESS && n) /* (the driver's array lives as long as the capture's dependencies do) */
+    if (r == CUDA_SUCCESS) /* (the driver's array lives as long as the capture's dependencies do) */
         for (size_t i = 0; i < n; i++)
-            k->edges[i] = data ? data[i] : (CUgraphEdgeData){0};
+            k->edges[i] = data[i];
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
         struct fe_graph_node *node = fe_capture_node(g, ids[i]);
         if (!node)

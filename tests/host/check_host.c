@@ -566,7 +566,9 @@ START_TEST(test_graph_build)
                               "removing it as a default edge: 1; by its data: 0\n"
                               "a programmatic edge out of a memset node: 1\n"
                               "an edge of an unknown type: 1\n"
+                              "an empty node after a launch-order port: 0, launched: 0\n"
                               "a capture's dependency made programmatic: 0; its information: 1, port 1, type 1\n"
+                              "asked without its edge's data: 402; for the count alone: 0 (1)\n"
                               "the captured edge: 1, port 1, type 1\n"),
                   "%s", out);
     free(out);

@@ -595,6 +595,22 @@ int main(int argc, char **argv)
         CUgraphEdgeData bad = pe;
         bad.type = 7;
         printf("an edge of an unknown type: %d\n", (int)cuGraphAddDependencies_v2(pg, &k1, &k2, &bad, 1));
+        /* An empty node after a kernel's launch-order port: the graph as the worker builds it. */
+        CUgraphEdgeData lo;
+        memset(&lo, 0, sizeof lo);
+        lo.from_port = CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER;
+        CUgraphNode after_lo;
+        CUresult ra = cuGraphAddEmptyNode(&after_lo, pg, NULL, 0);
+        if (ra == CUDA_SUCCESS)
+            ra = cuGraphAddDependencies_v2(pg, &k1, &after_lo, &lo, 1);
+        CUgraphExec lx = NULL;
+        CUresult rl = ra == CUDA_SUCCESS ? cuGraphInstantiate(&lx, pg, 0) : ra;
+        if (rl == CUDA_SUCCESS) {
+            rl = cuGraphLaunch(lx, s);
+            CHECK(cuStreamSynchronize(s));
+            CHECK(cuGraphExecDestroy(lx));
+        }
+        printf("an empty node after a launch-order port: %d, launched: %d\n", (int)ra, (int)rl);
         CHECK(cuGraphDestroy(pg));
 
         /* A capture's dependency given a programmatic edge: the capture's information answers it,
@@ -612,6 +628,11 @@ int main(int argc, char **argv)
         CHECK(cuStreamGetCaptureInfo_v3(s, &cst, NULL, NULL, &cdeps, &cedges, &ncd));
         printf("a capture's dependency made programmatic: %d; its information: %zu, port %u, type %u\n", (int)ru, ncd,
                ncd && cedges ? cedges[0].from_port : 0u, ncd && cedges ? cedges[0].type : 0u);
+        size_t only_count = 0;
+        CUresult lossy = cuStreamGetCaptureInfo_v3(s, &cst, NULL, NULL, &cdeps, NULL, &ncd);
+        CUresult counted = cuStreamGetCaptureInfo_v3(s, &cst, NULL, NULL, NULL, NULL, &only_count);
+        printf("asked without its edge's data: %d; for the count alone: %d (%zu)\n", (int)lossy, (int)counted,
+               only_count);
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, s, a6, NULL));
         CHECK(cuStreamEndCapture(s, &cg));
         size_t nce = 4;

@@ -1932,8 +1932,9 @@ static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, 
     BIND(x, ctx);
     CUgraph g = NULL;
     const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL; /* (asked: the driver refuses to leave them out) */
     size_t n = 0;
-    CUresult r = active_capture(x, stream, &g, &deps, NULL, &n);
+    CUresult r = active_capture(x, stream, &g, &deps, &edges, &n);
     if (r != CUDA_SUCCESS)
         return r;
     if (kind == VGPU_BUILD_TAKE) { /* the node just captured is the capture's only dependency */
@@ -1942,22 +1943,37 @@ static CUresult cuda_capture_node(struct vgpu_exec *x, void *ctx, void *stream, 
         *node = deps[0];
         return CUDA_SUCCESS;
     }
+    /* Edges with data (a kernel node's ports) go in after the node: the calls that add one take none. */
+    bool data = false;
+    for (size_t i = 0; edges && i < n; i++)
+        data = data || vgpu_edge_pack(&edges[i]) != 0;
+    const CUgraphNode *after = data ? NULL : deps;
+    const size_t nafter = data ? 0 : n;
     CUgraphNode made = NULL;
     switch (kind) {
     case VGPU_BUILD_EMPTY:
-        r = API(x)->cuGraphAddEmptyNode(&made, g, deps, n);
+        r = API(x)->cuGraphAddEmptyNode(&made, g, after, nafter);
         break;
     case VGPU_BUILD_EVENT_RECORD:
-        r = API(x)->cuGraphAddEventRecordNode(&made, g, deps, n, obj);
+        r = API(x)->cuGraphAddEventRecordNode(&made, g, after, nafter, obj);
         break;
     case VGPU_BUILD_EVENT_WAIT:
-        r = API(x)->cuGraphAddEventWaitNode(&made, g, deps, n, obj);
+        r = API(x)->cuGraphAddEventWaitNode(&made, g, after, nafter, obj);
         break;
     case VGPU_BUILD_CHILD:
-        r = API(x)->cuGraphAddChildGraphNode(&made, g, deps, n, obj);
+        r = API(x)->cuGraphAddChildGraphNode(&made, g, after, nafter, obj);
         break;
     default:
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS && data) {
+        CUgraphNode *to = malloc(n * sizeof *to);
+        for (size_t i = 0; to && i < n; i++)
+            to[i] = made;
+        r = to ? API(x)->cuGraphAddDependencies_v2(g, deps, to, edges, n) : CUDA_ERROR_OUT_OF_MEMORY;
+        free(to);
+        if (r != CUDA_SUCCESS)
+            (void)API(x)->cuGraphDestroyNode(made);
     }
     if (r == CUDA_SUCCESS)
         r = API(x)->cuStreamUpdateCaptureDependencies_v2(stream, &made, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
