@@ -558,7 +558,9 @@ START_TEST(test_graph_build)
     ck_assert_int_eq(run_prog("prog_graph_build", emu_module, NULL, &out), 0);
     /* Event nodes record and wait for their events at each launch, in their place. */
     ck_assert_msg(strstr(out, "an event record node behind a held stream: 600, a stream waiting for it: 600, d2 then 1; "
-                              "after: 0\n"),
+                              "after: 0\n"
+                              "an event record node in a child graph behind a held stream: a stream waiting for it: "
+                              "600\n"),
                   "%s", out);
     /* Programmatic edges kept with their data (run as whole dependencies on emu) and removed by it;
      * the driver's errors for what it refuses. */

@@ -221,6 +221,33 @@ int main(int argc, char **argv)
         printf("an event record node behind a held stream: %d, a stream waiting for it: %d, d2 then %u; after: %d\n",
                (int)before, (int)waiting, first, (int)cuEventQuery(ev));
         expect_all(d2, 9, "d2 after the event wait node's memset");
+        /* The same with the event record node inside a child graph. */
+        CUevent ev2;
+        CHECK(cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING));
+        CUgraph cg2, pg2;
+        CUgraphNode crec, held2, child_node;
+        CHECK(cuGraphCreate(&cg2, 0));
+        CHECK(cuGraphAddEventRecordNode(&crec, cg2, NULL, 0, ev2));
+        CHECK(cuGraphCreate(&pg2, 0));
+        go = 0;
+        CHECK(cuGraphAddHostNode(&held2, pg2, NULL, 0, &hold));
+        CHECK(cuGraphAddChildGraphNode(&child_node, pg2, &held2, 1, cg2));
+        CUgraphExec px2;
+        CHECK(cuGraphInstantiate(&px2, pg2, 0));
+        CHECK(cuGraphLaunch(px2, s));
+        CHECK(cuStreamWaitEvent(s3, ev2, 0));
+        CHECK(cuMemsetD32Async(d2, 11, N, s3));
+        CUresult child_waiting = cuStreamQuery(s3);
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        CHECK(cuStreamSynchronize(s3));
+        CHECK(cuStreamSynchronize(s));
+        printf("an event record node in a child graph behind a held stream: a stream waiting for it: %d\n",
+               (int)child_waiting);
+        expect_all(d2, 11, "d2 after the memset that waited for the child's event");
+        CHECK(cuGraphExecDestroy(px2));
+        CHECK(cuGraphDestroy(pg2));
+        CHECK(cuGraphDestroy(cg2));
+        CHECK(cuEventDestroy(ev2));
         CHECK(cuGraphExecDestroy(hx));
         CHECK(cuGraphExecDestroy(wx));
         CHECK(cuGraphDestroy(hg));

@@ -10,14 +10,15 @@
  * A captured graph's shape may change after the capture (edges added and removed, nodes added and
  * destroyed), as the driver's; its event nodes record and wait for their events at each launch.
  * What this does not model: an event recorded during capture counts as complete (it is no node),
- * event nodes inside conditional and child graphs' bodies do nothing, and one-shot host functions
- * are not kept (the frontend makes a host function on a capturing stream a host node, which is). A replay whose
+ * and one-shot host functions are not kept (the frontend makes a host function on a capturing
+ * stream a host node, which is). A replay whose
  * device memory was freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of
  * touching it, where a GPU would fault. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "array.h"
+#include "bell.h"
 #include "emu.h"
 #include "vgpu/calls.h"
 #include "vgpu/graph_edges.h"
@@ -645,16 +646,42 @@ CUresult emu_graph_instantiate(struct vgpu_exec *x, void *ctx, void *graph, uint
     return CUDA_SUCCESS;
 }
 
+/* The context's live event that an event node names, or NULL (c->mu held). */
+static struct emu_event *node_event_locked(struct emu_ctx *c, const struct emu_op *op)
+{
+    struct emu_event *e = c->events;
+    while (e && e != op->u.record.event)
+        e = e->next;
+    return e;
+}
+
+/* The event nodes of a child graph's copy about to be queued (c->mu held): their records and
+ * waits are the launch's, as the queued event nodes' are (u.record.gen: the record's
+ * generation, or 1 + the generation the wait waits for). Conditional bodies decide as they run. */
+static void child_events_locked(struct emu_ctx *c, struct emu_graph *g)
+{
+    for (size_t k = 0; k < g->n; k++) {
+        struct emu_op *op = g->ops[g->order ? g->order[k] : k];
+        if (op->kind == EMU_OP_CONDITIONAL && op->u.cond.type == EMU_COND_CHILD)
+            child_events_locked(c, op->u.cond.bodies[0]);
+        struct emu_event *e = op->as_type ? node_event_locked(c, op) : NULL;
+        if (e)
+            op->u.record.gen = op->as_type == CU_GRAPH_NODE_TYPE_EVENT_RECORD
+                                   ? atomic_fetch_add(&e->state->rec_gen, 1) + 1
+                                   : e->state->rec_gen + 1;
+    }
+}
+
 /* An event node's copy about to be queued (c->mu held): a record of its event, or a wait for the
  * event's last record, as the stream calls make them. An event destroyed since (natively, what the
  * node then does is undefined) leaves an op that does nothing. */
 static void event_node_locked(struct emu_ctx *c, struct emu_op *op)
 {
+    if (op->kind == EMU_OP_CONDITIONAL && op->u.cond.type == EMU_COND_CHILD)
+        child_events_locked(c, op->u.cond.bodies[0]);
     if (!op->as_type)
         return;
-    struct emu_event *e = c->events;
-    while (e && e != op->u.record.event)
-        e = e->next;
+    struct emu_event *e = node_event_locked(c, op);
     op->u.record.event = NULL;
     if (!e)
         return;
@@ -1408,10 +1435,38 @@ CUresult emu_capture_conditional(struct vgpu_exec *x, void *ctx, void *stream, u
     return r;
 }
 
+/* An event node of a body, run on s's thread where the body's parent node runs: the record
+ * completes (what came before it on s has run), the wait waits for the event's record. */
+static void body_event_node(struct emu_stream *s, const struct emu_op *op)
+{
+    struct emu_ctx *c = s->ctx;
+    pthread_mutex_lock(&c->mu);
+    struct emu_event *e = node_event_locked(c, op);
+    uint64_t gen = op->u.record.gen; /* 0: a conditional body's, decided now */
+    if (e && op->as_type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
+        if (emu_event_complete(e, gen ? gen : atomic_fetch_add(&e->state->rec_gen, 1) + 1))
+            e->time_ns = vgpu_now_ns();
+        e->capture_id = 0;
+        pthread_cond_broadcast(&c->cv);
+    } else if (e) {
+        e->refs++; /* (kept while this waits: it may be destroyed meanwhile) */
+        uint64_t target = gen ? gen - 1 : e->state->rec_gen;
+        while (e->state->done_gen < target && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+            emu_cond_wait(c, e->shared_fd >= 0);
+        emu_event_put_locked(e);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void body_run(struct emu_stream *s, const struct emu_graph *g)
 {
-    for (size_t i = 0; i < g->n && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); i++)
-        emu_op_run(s, g->ops[g->order ? g->order[i] : i]);
+    for (size_t i = 0; i < g->n && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE); i++) {
+        struct emu_op *op = g->ops[g->order ? g->order[i] : i];
+        if (op->as_type)
+            body_event_node(s, op);
+        else
+            emu_op_run(s, op);
+    }
 }
 
 void emu_conditional_run(struct emu_stream *s, struct emu_op *op)
