@@ -1093,9 +1093,9 @@ static void copy_side(const struct vgpu_copy_side *s, uint64_t height, CUmemoryt
     *rows = s->rows > height ? s->rows : height;
 }
 
-static CUresult cuda_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
+/* The driver's descriptor of a checked copy (a copy, or a captured graph's copy node set anew). */
+static CUDA_MEMCPY3D memcpy3d_of(const struct vgpu_copy_3d *c)
 {
-    BIND(x, ctx);
     CUDA_MEMCPY3D m;
     memset(&m, 0, sizeof m);
     const void *host = NULL;
@@ -1107,6 +1107,13 @@ static CUresult cuda_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const
     m.WidthInBytes = c->width;
     m.Height = c->height;
     m.Depth = c->depth;
+    return m;
+}
+
+static CUresult cuda_copy_3d(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_copy_3d *c, unsigned flags)
+{
+    BIND(x, ctx);
+    CUDA_MEMCPY3D m = memcpy3d_of(c);
     return finish(x, stream, flags, API(x)->cuMemcpy3DAsync_v2(&m, stream));
 }
 
@@ -1755,16 +1762,7 @@ static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *gra
             memset(&p->got, 0, sizeof p->got);
             return a->cuGraphMemcpyNodeGetParams(nd, &p->got);
         }
-        CUDA_MEMCPY3D m;
-        memset(&m, 0, sizeof m);
-        const void *host = NULL;
-        const struct vgpu_copy_3d *c = &p->set;
-        copy_side(&c->src, c->height, &m.srcMemoryType, &m.srcHost, &m.srcDevice, &m.srcPitch, &m.srcHeight,
-                  &m.srcArray, &m.srcXInBytes, &m.srcY, &m.srcZ);
-        copy_side(&c->dst, c->height, &m.dstMemoryType, &host, &m.dstDevice, &m.dstPitch, &m.dstHeight, &m.dstArray,
-                  &m.dstXInBytes, &m.dstY, &m.dstZ);
-        m.dstHost = (void *)(uintptr_t)host;
-        m.WidthInBytes = c->width, m.Height = c->height, m.Depth = c->depth;
+        CUDA_MEMCPY3D m = memcpy3d_of(&p->set);
         return exec ? a->cuGraphExecMemcpyNodeSetParams(exec, nd, &m, CC(ctx)->c) : a->cuGraphMemcpyNodeSetParams(nd, &m);
     }
     case CU_GRAPH_NODE_TYPE_HOST:
@@ -2354,7 +2352,6 @@ _Static_assert(CU_STREAM_MEM_OP_WAIT_VALUE_32 == 1 && CU_STREAM_MEM_OP_WRITE_VAL
                    CU_STREAM_MEM_OP_WRITE_VALUE_64 == 5 && CU_STREAM_MEM_OP_BARRIER == 6,
                "memory operations travel as the driver numbers them");
 
-/* A wait's or a write's parameters, which the driver lays out alike for both. */
 static CUresult cuda_stream_mem_ops(struct vgpu_exec *x, void *ctx, void *stream, const struct vgpu_mem_op *ops,
                                     unsigned n)
 {
