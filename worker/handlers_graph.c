@@ -161,12 +161,12 @@ CUresult vgpu_handle_GraphNodes(struct vgpu_call *c, const struct vgpu_req_Graph
     return r;
 }
 
-/* The channel's id of the executor's function fn (0: none names it). */
-static uint32_t function_id(struct vchannel *ch, void *fn)
+/* The channel's id of the executor's object x of that kind (0: none names it). */
+static uint32_t object_id(struct vchannel *ch, enum srv_kind kind, const void *x)
 {
-    const struct srv_table *t = &ch->tables[SRV_FUNCTION];
-    for (uint32_t id = 1; fn && id < t->cap; id++)
-        if (t->slots[id].live && t->slots[id].x == fn)
+    const struct srv_table *t = &ch->tables[kind];
+    for (uint32_t id = 1; x && id < t->cap; id++)
+        if (t->slots[id].live && t->slots[id].x == x)
             return id;
     return 0;
 }
@@ -208,7 +208,7 @@ CUresult vgpu_handle_GraphKernelNode(struct vgpu_call *c, const struct vgpu_req_
     r = OPS(c)->graph_kernel_node(EXEC(c), c->ctx->x, g->x, NULL, q->node, false, &k);
     if (r != CUDA_SUCCESS)
         return r;
-    a->function = function_id(c->ch, k.fn);
+    a->function = object_id(c->ch, SRV_FUNCTION, k.fn);
     a->shared_mem = k.shared;
     memcpy(a->grid, k.grid, sizeof a->grid);
     memcpy(a->block, k.block, sizeof a->block);
@@ -310,16 +310,6 @@ static CUresult side_out(struct vgpu_call *c, CUmemorytype type, const void *hos
     return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS; /* (no memory of the tenant's) */
 }
 
-/* The channel's id of the executor's event x (0: none names it). */
-static uint32_t event_id(struct vchannel *ch, const void *x)
-{
-    const struct srv_table *t = &ch->tables[SRV_EVENT];
-    for (uint32_t id = 1; x && id < t->cap; id++)
-        if (t->slots[id].live && t->slots[id].x == x)
-            return id;
-    return 0;
-}
-
 /* What GraphNodeParams asks for in what the executor gave (p->type set). */
 static CUresult node_params_out(struct vgpu_call *c, const struct vgpu_exec_node *e, struct vgpu_graph_node_params *p)
 {
@@ -337,7 +327,7 @@ static CUresult node_params_out(struct vgpu_call *c, const struct vgpu_exec_node
         return vchannel_host_node_word(c->ch, e->arg, &p->word) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-        return (p->object = event_id(c->ch, e->event)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+        return (p->object = object_id(c->ch, SRV_EVENT, e->event)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
     default: /* memory nodes (a child graph's copy is made in place) */
         p->dst = e->dptr, p->width = e->bytes;
         return CUDA_SUCCESS;
