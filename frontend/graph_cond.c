@@ -41,16 +41,15 @@ static CUresult handle_keep(struct fe_graph *g, uint64_t h)
     return CUDA_SUCCESS;
 }
 
-/* A handle of the graph a capture is making: the worker's driver's, kept with the graph. */
-static CUresult capture_handle(struct fe_graph *g, unsigned default_value, unsigned flags, uint64_t *out)
+/* A handle of a graph of the worker's, made by its driver and kept with the graph: of the graph a
+ * capture is making (its stream sid), or of a captured graph whose capture has ended (its id). */
+static CUresult worker_handle(struct fe_graph *g, uint32_t sid, uint32_t graph, unsigned default_value,
+                              unsigned flags, uint64_t *out)
 {
-    uint32_t sid;
-    CUstream s;
-    if (!fe_capture_stream_of(g, &sid, &s))
-        return CUDA_ERROR_INVALID_VALUE;
     FE_REQ(q, GraphConditional);
     FE_RSP(rsp, GraphConditional);
     q.stream = sid;
+    q.graph = graph;
     q.default_value = default_value;
     q.flags = flags;
     FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphConditional, &q, &rsp));
@@ -69,19 +68,15 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h
     struct fe_graph *top = top_of(g);
     if (!ctx || (uint64_t)(uintptr_t)ctx != top->ctx->handle)
         return CUDA_ERROR_INVALID_VALUE;
-    if (top->capturing)
-        return capture_handle(top, default_value, flags, out);
-    if (!g->here) { /* a captured graph, ended: a handle of the worker's graph */
-        FE_REQ(q, GraphConditional);
-        FE_RSP(rsp, GraphConditional);
-        q.graph = g->id;
-        q.default_value = default_value;
-        q.flags = flags;
-        FE_RETURN_IF(FE_CALL(g->ch, g->ctx->id, GraphConditional, &q, &rsp));
-        FE_RETURN_IF(handle_keep(g, rsp.handle));
-        *out = rsp.handle;
-        return CUDA_SUCCESS;
+    if (top->capturing) {
+        uint32_t sid;
+        CUstream s;
+        if (!fe_capture_stream_of(top, &sid, &s))
+            return CUDA_ERROR_INVALID_VALUE;
+        return worker_handle(top, sid, 0, default_value, flags, out);
     }
+    if (!g->here) /* a captured graph, ended */
+        return worker_handle(g, 0, g->id, default_value, flags, out);
     bool create = !top->anchor;
     struct fe_graph *a = create ? fe_graph_new(FE_GRAPH, top->ctx, top->ch) : top->anchor;
     if (!a)
