@@ -229,17 +229,24 @@ static CUresult add_args(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, c
     return CUDA_SUCCESS;
 }
 
+/* A node of a worker's graph (not kept here) added after deps: to the capture that makes the graph
+ * or goes into it, else to the captured graph itself. */
+static CUresult add_to_worker(struct fe_graph_node *n, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                              size_t count, CUgraphNode *out)
+{
+    uint32_t sid;
+    CUstream s;
+    bool capture = n->graph->capturing || fe_capture_stream_of(n->graph, &sid, &s);
+    return capture ? fe_capture_add(n, deps, data, count, out) : fe_graph_worker_add(n, deps, data, count, out);
+}
+
 /* Make the node's edges, then hand it out; undone if out of memory. A node for a graph being
  * captured is added to the capture instead. */
 static CUresult add_finish(struct fe_graph_node *n, CUgraphNode *out, const CUgraphNode *deps,
                            const CUgraphEdgeData *data, size_t count)
 {
     if (!n->graph->here) { /* a capture's graph, or a captured one whose capture has ended */
-        uint32_t sid;
-        CUstream s;
-        bool captured_into = fe_capture_stream_of(n->graph, &sid, &s);
-        CUresult r = n->graph->capturing || captured_into ? fe_capture_add(n, deps, data, count, out)
-                                                         : fe_graph_worker_add(n, deps, data, count, out);
+        CUresult r = add_to_worker(n, deps, data, count, out);
         node_undo(n);
         return r;
     }
@@ -851,10 +858,7 @@ static CUresult alloc_set(struct fe_graph_node *node, const CUDA_MEM_ALLOC_NODE_
 static CUresult alloc_to_capture(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data,
                                  size_t n, CUgraphNode *out, CUdeviceptr *dptr)
 {
-    uint32_t sid;
-    CUstream s;
-    bool capture = node->graph->capturing || fe_capture_stream_of(node->graph, &sid, &s); /* (or a captured graph) */
-    CUresult r = capture ? fe_capture_add(node, deps, data, n, out) : fe_graph_worker_add(node, deps, data, n, out);
+    CUresult r = add_to_worker(node, deps, data, n, out);
     if (r == CUDA_SUCCESS)
         *dptr = node->u.alloc.p.dptr;
     node_undo(node);
