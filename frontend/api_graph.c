@@ -315,11 +315,7 @@ static CUresult capture_after(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid
                               const CUgraphEdgeData *edges, size_t n)
 {
     uint32_t *ids = malloc(n * sizeof *ids);
-    CUresult r = ids ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
-        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
-        r = fe_capture_map(c, ch, sid, true, VGPU_BUILD_NEXT, d->index, &ids[i]);
-    }
+    CUresult r = ids ? fe_capture_dep_ids(c, ch, sid, deps, n, ids) : CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
         r = fe_capture_set_deps_data(c, ch, sid, ids, edges, n, false);
     free(ids);

@@ -131,6 +131,18 @@ CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid,
     }
 }
 
+CUresult fe_capture_dep_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const CUgraphNode *deps, size_t n,
+                            uint32_t *ids)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
+        ids[i] = d->index; /* a node the capture named: its build id */
+        if (!d->captured) /* one the captured graph had before the capture into it: named now */
+            FE_RETURN_IF(fe_capture_map(c, ch, sid, true, VGPU_BUILD_NEXT, d->index, &ids[i]));
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
                         CUgraphNode *out)
 {
@@ -142,13 +154,7 @@ CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, con
     uint32_t *want = malloc((n ? n : 1) * sizeof *want);
     if (!want)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = CUDA_SUCCESS;
-    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-        const struct fe_graph_node *d = fe_handle_get(FE_GRAPH_NODE, (uint64_t)(uintptr_t)deps[i]);
-        want[i] = d->index; /* a node the capture named: its build id */
-        if (!d->captured) /* one the captured graph had before the capture into it: named now */
-            r = fe_capture_map(g->ctx, g->ch, sid, true, VGPU_BUILD_NEXT, d->index, &want[i]);
-    }
+    CUresult r = fe_capture_dep_ids(g->ctx, g->ch, sid, deps, n, want);
     if (r != CUDA_SUCCESS) {
         free(want);
         return r;

@@ -260,6 +260,10 @@ void fe_capture_nodes_settle(struct fe_graph *g, uint32_t *idx);
  * data (*edges malloc'd, as many). */
 CUresult fe_capture_deps_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, uint32_t **ids,
                              CUgraphEdgeData **edges, size_t *n);
+/* The build ids of deps (nodes of the graph the capture on sid goes into) for that capture: a node
+ * the capture made has one, the worker names one the graph had before it. */
+CUresult fe_capture_dep_ids(struct fe_ctx *c, struct fe_chan *ch, uint32_t sid, const CUgraphNode *deps, size_t n,
+                            uint32_t *ids);
 /* Add node (a scratch node of capture graph g with its parameters set) to the capture after deps,
  * leaving the capture's dependencies as they were; *out its handle. */
 CUresult fe_capture_add(struct fe_graph_node *node, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
