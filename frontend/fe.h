@@ -100,7 +100,7 @@ struct fe_chan {
         uint64_t id;
         struct fe_graph *graph; /* the graph being captured, once asked for: what ending it gives */
         CUgraphNode *deps;      /* its dependencies, as last asked for (valid until asked again) */
-        CUgraphEdgeData *edges; /* their edges' data: all default ones */
+        CUgraphEdgeData *edges; /* their edges' data */
         size_t deps_cap;
         /* cuStreamBeginCaptureToGraph's graph: the worker's (captured into), or one kept here (what
          * was captured becomes a child graph node of it, after target_deps, whose edges' data follow

@@ -303,27 +303,30 @@ CUresult vchannel_lookup(struct vgpu_call *c, enum srv_kind kind, uint32_t id, s
  * business, but a global or thread-local capture this thread began refuses them, as unsafe calls,
  * and ends as invalid: while the channel captures, they are made in relaxed mode. Returns the mode
  * to put back (-1: none changed). */
+/* A live context of the channel (the mode is the thread's, any context sets it), or NULL. */
+static void *any_ctx(struct vchannel *ch)
+{
+    struct srv_table *ctxs = &ch->tables[SRV_CTX];
+    for (uint32_t id = 1; id < ctxs->cap; id++)
+        if (ctxs->slots[id].live)
+            return ctxs->slots[id].x;
+    return NULL;
+}
+
 static int relax_begin(struct vchannel *ch)
 {
     if (!ch->capture_count || !ch->x->ops->exchange_capture_mode)
         return -1;
-    struct srv_table *ctxs = &ch->tables[SRV_CTX];
-    for (uint32_t id = 1; id < ctxs->cap; id++)
-        if (ctxs->slots[id].live) {
-            int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-            return ch->x->ops->exchange_capture_mode(ch->x, ctxs->slots[id].x, &mode) == CUDA_SUCCESS ? mode : -1;
-        }
-    return -1;
+    void *ctx = any_ctx(ch);
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return ctx && ch->x->ops->exchange_capture_mode(ch->x, ctx, &mode) == CUDA_SUCCESS ? mode : -1;
 }
 
 static void relax_end(struct vchannel *ch, int was)
 {
-    struct srv_table *ctxs = &ch->tables[SRV_CTX];
-    for (uint32_t id = 1; was >= 0 && id < ctxs->cap; id++)
-        if (ctxs->slots[id].live) {
-            (void)ch->x->ops->exchange_capture_mode(ch->x, ctxs->slots[id].x, &was);
-            return;
-        }
+    void *ctx = was >= 0 ? any_ctx(ch) : NULL;
+    if (ctx)
+        (void)ch->x->ops->exchange_capture_mode(ch->x, ctx, &was);
 }
 
 CUresult vchannel_admit(struct vgpu_call *c, enum gate_resource r, void *stream)
