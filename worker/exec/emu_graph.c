@@ -11,9 +11,8 @@
  * destroyed), as the driver's; its event nodes record and wait for their events at each launch.
  * What this does not model: an event recorded during capture counts as complete (it is no node),
  * and one-shot host functions are not kept (the frontend makes a host function on a capturing
- * stream a host node, which is). A replay whose
- * device memory was freed since the capture fails with CUDA_ERROR_ILLEGAL_ADDRESS instead of
- * touching it, where a GPU would fault. */
+ * stream a host node, which is). A replay whose device memory was freed since the capture fails
+ * with CUDA_ERROR_ILLEGAL_ADDRESS instead of touching it, where a GPU would fault. */
 #include <stdlib.h>
 #include <string.h>
 
