@@ -185,11 +185,40 @@ int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_le
     return 0;
 }
 
-void bulk_table_done(void *table, void *token, bool ok)
+/* len bytes landed at p: the granules of a staging slot they fill are marked in the channel's
+ * control page, the one holding their end too (where a transfer ends), for the client to copy out
+ * while the rest is on its way (wire.h). Bytes outside the slots mark nothing. */
+static void mark_landed(struct bulk_region *b, const uint8_t *p, size_t len)
+{
+    const uint64_t slot_size = b->layout.slot_size, g = vgpu_slot_granule(slot_size);
+    uint64_t off = (uint64_t)(p - b->data);
+    if (len == 0 || off >= (uint64_t)b->layout.slot_count * slot_size)
+        return;
+    uint64_t slot = off / slot_size, from = off % slot_size;
+    uint64_t to = from + len < slot_size ? from + len : slot_size;
+    uint64_t first = (from + g - 1) / g, end = (to + g - 1) / g;
+    if (end > VGPU_SLOT_GRANULES)
+        end = VGPU_SLOT_GRANULES;
+    if (first >= end)
+        return;
+    uint64_t bits = (end - first == 64 ? ~0ull : ((1ull << (end - first)) - 1)) << first;
+    struct vgpu_channel_ctl *ctl = b->map;
+    atomic_fetch_or_explicit((_Atomic uint64_t *)&ctl->slot_landed[slot], bits, memory_order_release);
+}
+
+void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)
 {
     (void)table;
-    (void)ok; /* the link closes when bytes fail to land, and its sessions with it */
-    drop(token);
+    struct bulk_region *b = token;
+    if (ok) /* (the link closes when bytes fail to land, and its sessions with it) */
+        mark_landed(b, dst, len);
+    drop(b);
+}
+
+uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t piece)
+{
+    uint64_t g = vgpu_slot_granule(b->layout.slot_size);
+    return piece ? (piece + g - 1) / g * g : 0;
 }
 
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size)

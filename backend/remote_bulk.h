@@ -38,11 +38,14 @@ void bulk_table_remove(struct bulk_table *t, const struct bulk_region *b);
 /* The links' bulk_target and bulk_done (remote_config), with the table as their argument. */
 int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_len, size_t len, void **dst,
                       void **token);
-void bulk_table_done(void *table, void *token, bool ok);
+void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok);
 
 /* The size bytes at offset of b's data area, held for a transfer that sends them (release it with
  * bulk_region_release once sent); NULL when they are not all in it. */
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size);
+/* The pieces a transfer of b's bytes toward the tenant goes in: piece bytes (0: whole) rounded up
+ * to whole granules of b's staging slots, so that each piece that lands marks its own (wire.h). */
+uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t piece);
 /* Bytes bulk transfers have brought into b (NULL: 0). */
 uint64_t bulk_region_landed(const struct bulk_region *b);
 /* Whether [p, p+size) lies in b's data area. */

@@ -385,12 +385,21 @@ static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bo
         if (e.kind != SESS_BULK || session_bulk_entry(&e, bytes, &size) != 0 ||
             !(p = bulk_region_hold(b, e.offset, size)))
             continue;
-        struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = to_server,
-                                 .offset = e.offset, .len = size};
-        if (remote_send_bulk(rs->links, link, &h, sizeof h, p, (size_t)size, bulk_sent, b) != 0)
-            bulk_region_release(b);
-        else
-            sent += size;
+        /* Toward the tenant, in pieces that its client copies out as each lands (wire.h). */
+        uint64_t piece = to_server ? 0 : bulk_region_piece(b, rs->srv->opt.remote_piece);
+        for (uint64_t at_piece = 0; at_piece < size;) {
+            uint64_t n = piece && size - at_piece > piece ? piece : size - at_piece;
+            struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = to_server,
+                                     .offset = e.offset + at_piece, .len = n};
+            if (at_piece && !bulk_region_hold(b, e.offset + at_piece, n)) /* (the first piece's is held) */
+                break;
+            if (remote_send_bulk(rs->links, link, &h, sizeof h, p + at_piece, (size_t)n, bulk_sent, b) != 0) {
+                bulk_region_release(b);
+                break;
+            }
+            sent += n;
+            at_piece += n;
+        }
     }
     return sent;
 }

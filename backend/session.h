@@ -98,6 +98,7 @@ struct server_options {
     uint64_t remote_batch_wait_ns;
     uint64_t remote_backlog; /* a link's unsent bytes at which the workers feeding it wait */
     int64_t remote_spin_ns;  /* how long each hand-over of remote traffic looks on before it sleeps */
+    uint64_t remote_piece;   /* bytes toward a tenant go in pieces of this many (0: whole), --remote-piece */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONITOR, SESSION_CLOSING };

@@ -117,6 +117,9 @@ static void usage(FILE *f)
             "                         (default 64M)\n"
             "  --remote-pulls N       bulk transfers (copies' bytes) a link pulls at once (default 2: the\n"
             "                         first land while others wait, and what waited for them goes on)\n"
+"  --remote-piece SIZE    a copy's bytes toward its tenant's node go in pieces of this many, each\n"
+            "                         copied out by the tenant as it lands while the next comes (default\n"
+            "                         512K; 0: whole)\n"
             "  --remote-spin-us US    each hand-over of a remote vGPU's calls and answers (the workers'\n"
             "                         relay and feed, vgpud's loop with its links) looks on for more\n"
             "                         this long before it sleeps (default 1000 with 8 processors or more,\n"
@@ -189,7 +192,7 @@ enum { O_SOCKET = 256, O_EXEC, O_FG, O_LOG, O_DRIVER, O_EMU_DEV, O_EMU_MEM, O_SP
        O_USER_SESSIONS, O_USER_WORKERS, O_USER_MEMORY, O_SCHED_SPIN, O_CALIBRATE, O_MAX_TURN, O_HOST_SPIN,
        O_TURN_IDLE, O_SWAP_HOST, O_SWAP_DEVICE, O_SWAP_RESERVE, O_SWAP_SLICE, O_SWAP_CAPACITY, O_NODE,
        O_REMOTE_LISTEN, O_PEER, O_CLUSTER_KEY, O_CLUSTER, O_CLUSTER_TTL, O_PROFILE, O_REMOTE_BATCH, O_REMOTE_TIMEOUT,
-       O_REMOTE_BACKLOG, O_SWAP_QUANTUM, O_REMOTE_SPIN, O_REMOTE_PULLS };
+       O_REMOTE_BACKLOG, O_SWAP_QUANTUM, O_REMOTE_SPIN, O_REMOTE_PULLS, O_REMOTE_PIECE };
 static const struct option longopts[] = {
     {"config", required_argument, 0, O_CONFIG},
     {"socket", required_argument, 0, O_SOCKET},       {"executor", required_argument, 0, O_EXEC},
@@ -236,6 +239,7 @@ static const struct option longopts[] = {
     {"remote-backlog", required_argument, 0, O_REMOTE_BACKLOG},
     {"remote-spin-us", required_argument, 0, O_REMOTE_SPIN},
     {"remote-pulls", required_argument, 0, O_REMOTE_PULLS},
+    {"remote-piece", required_argument, 0, O_REMOTE_PIECE},
     {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
 };
 
@@ -462,6 +466,10 @@ static int apply(struct settings *st, int c, const char *arg)
         if (parse_number("--remote-pulls", arg, 1, 1024, "", &v))
             return 2;
         st->remote.pulls = (unsigned)v;
+        break;
+    case O_REMOTE_PIECE:
+        if (parse_size_opt("--remote-piece", arg, &st->opt.remote_piece))
+            return 2;
         break;
     case O_REMOTE_BATCH: {
         char copy[96], *save = NULL;
@@ -934,6 +942,7 @@ int main(int argc, char **argv)
                 .remote_batch_wait_ns = 20000,
                 .remote_backlog = 64ull << 20,
                 .remote_spin_ns = spare_cpus ? 1000000 : 0,
+                .remote_piece = 512u << 10,
             },
         .level = VGPU_LOG_INFO,
         .etcd = {.ttl_s = 10},

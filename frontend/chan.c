@@ -441,29 +441,78 @@ CUresult fe_signal_wait(struct fe_chan *ch, uint64_t off, uint32_t seq)
 struct slot_wait {
     struct fe_chan *ch;
     uint32_t slot;
+    uint64_t landed; /* bytes of the slot already copied out: more landed also ends the wait */
+    uint64_t len;    /* of its copy */
 };
+
+static uint32_t slot_state(const struct fe_chan *ch, uint32_t slot)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->slot_state[slot], memory_order_acquire);
+}
+
+/* How many of the slot's first len bytes have landed (wire.h: the granules marked from the first on). */
+static uint64_t slot_landed(const struct fe_chan *ch, uint32_t slot, uint64_t len)
+{
+    uint64_t m = atomic_load_explicit((_Atomic uint64_t *)&ch->map.ctl->slot_landed[slot], memory_order_acquire);
+    uint64_t granules = ~m ? (uint64_t)__builtin_ctzll(~m) : 64;
+    uint64_t bytes = granules * vgpu_slot_granule(ch->map.layout.slot_size);
+    return bytes < len ? bytes : len;
+}
 
 static bool slot_ready(void *arg)
 {
     struct slot_wait *s = arg;
-    uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&s->ch->map.ctl->slot_state[s->slot], memory_order_acquire);
-    return v != VGPU_SLOT_INFLIGHT || atomic_load(&s->ch->dead);
+    return slot_state(s->ch, s->slot) != VGPU_SLOT_INFLIGHT || atomic_load(&s->ch->dead) ||
+           (s->len && slot_landed(s->ch, s->slot, s->len) > s->landed);
 }
 
 static int slot_check(void *arg) { return chan_check(((struct slot_wait *)arg)->ch); }
 
-uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot)
+static void slot_wait(struct slot_wait *sw)
 {
-    struct slot_wait sw = {ch, slot};
-    if (!slot_ready(&sw)) {
-        struct vgpu_wait w = {.ready = slot_ready, .check = slot_check, .arg = &sw, .spin_ns = fe_wait_spin_ns(),
+    if (!slot_ready(sw)) {
+        struct vgpu_wait w = {.ready = slot_ready, .check = slot_check, .arg = sw, .spin_ns = fe_wait_spin_ns(),
                               .slice_ns = 20000000, .timeout_ns = -1};
-        vgpu_bell_wait(&ch->transport, &ch->map.ctl->to_client, &w);
+        vgpu_bell_wait(&sw->ch->transport, &sw->ch->map.ctl->to_client, &w);
     }
-    uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&ch->map.ctl->slot_state[slot], memory_order_acquire);
+}
+
+static uint32_t slot_end(struct fe_chan *ch, uint32_t slot)
+{
+    uint32_t v = slot_state(ch, slot);
     if (v == VGPU_SLOT_INFLIGHT) /* the channel died under us */
         v = VGPU_SLOT_ERROR | (uint32_t)(atomic_load(&ch->dead) ? atomic_load(&ch->dead) : CUDA_ERROR_UNKNOWN);
     return v;
+}
+
+uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot)
+{
+    struct slot_wait sw = {ch, slot, 0, 0};
+    slot_wait(&sw);
+    return slot_end(ch, slot);
+}
+
+void fe_slot_expect(struct fe_chan *ch, uint32_t slot)
+{
+    atomic_store_explicit((_Atomic uint64_t *)&ch->map.ctl->slot_landed[slot], 0, memory_order_relaxed);
+}
+
+uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t len, uint64_t *copied)
+{
+    const uint8_t *src = ch->map.data + (uint64_t)slot * ch->map.layout.slot_size;
+    struct slot_wait sw = {ch, slot, 0, len};
+    for (;;) {
+        slot_wait(&sw);
+        if (slot_state(ch, slot) != VGPU_SLOT_INFLIGHT || atomic_load(&ch->dead))
+            break;
+        uint64_t landed = slot_landed(ch, slot, len);
+        if (landed > sw.landed) {
+            fe_bulk_copy(dst + sw.landed, src + sw.landed, landed - sw.landed, false);
+            sw.landed = landed;
+        }
+    }
+    *copied = sw.landed;
+    return slot_end(ch, slot);
 }
 
 /* ---------------------------------------------------------------- the data area's heap */

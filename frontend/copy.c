@@ -18,6 +18,9 @@
 #include "fe.h"
 #include "log.h"
 
+/* A remote vGPU's copies to pageable memory this large or larger are copied out as they land. */
+#define REMOTE_DRAIN_MIN (256u << 10)
+
 static CUresult slot_result(uint32_t state)
 {
     return (state & VGPU_SLOT_ERROR) ? (CUresult)(state & ~VGPU_SLOT_ERROR) : CUDA_SUCCESS;
@@ -88,6 +91,7 @@ static CUresult staged_htod(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
 static CUresult post_dtoh_chunk(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t src, size_t len,
                                 uint32_t slot)
 {
+    fe_slot_expect(ch, slot);
     slot_set(ch, slot, VGPU_SLOT_INFLIGHT);
     FE_REQ(q, CopyDtoH);
     q.src = src;
@@ -117,10 +121,13 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
     for (size_t k = 0; k < chunks && r == CUDA_SUCCESS; k++) {
         uint32_t slot = (uint32_t)((first + k) % count);
         size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
-        r = claim_slot(ch, slot);
+        uint64_t copied; /* while it was on its way */
+        r = slot_result(fe_slot_drain(ch, slot, dst + k * slot_size, len, &copied));
+        slot_set(ch, slot, VGPU_SLOT_IDLE);
         if (r != CUDA_SUCCESS)
             break;
-        fe_bulk_copy(dst + k * slot_size, ch->map.data + (uint64_t)slot * slot_size, len, false);
+        fe_bulk_copy(dst + k * slot_size + copied, ch->map.data + (uint64_t)slot * slot_size + copied, len - copied,
+                     false);
         size_t next = k + window;
         if (next < chunks) {
             size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
@@ -347,7 +354,9 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     if (async && fe_graph_recording(ch, stream))
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
-    if (n <= ch->map.layout.slot_size)
+    /* A remote vGPU's larger copies take the staged path even in one slot: their bytes come in pieces
+     * (vgpud --remote-piece), copied out as each lands. */
+    if (n <= ch->map.layout.slot_size && !(fe_chan_remote(ch) && n >= REMOTE_DRAIN_MIN))
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }

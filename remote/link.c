@@ -461,7 +461,7 @@ static void bulk_op_end(struct bulk_op *op, bool ok)
         op->next->prev = op->prev;
     struct conn *c = conn_of_link(r, op->link);
     if (op->in) {
-        r->cfg.bulk_done(r->cfg.bulk_arg, op->token, ok);
+        r->cfg.bulk_done(r->cfg.bulk_arg, op->token, op->dst, op->len, ok);
         if (c && !ok && !c->closing)
             c->closing = "bulk bytes did not arrive";
         if (c && op->seq)
@@ -543,7 +543,7 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
     c->bulk_bytes_in += len;
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) { /* small enough to come with its header */
         memcpy(dst, data, len);
-        r->cfg.bulk_done(r->cfg.bulk_arg, token, true);
+        r->cfg.bulk_done(r->cfg.bulk_arg, token, dst, len, true);
         return UCS_OK;
     }
     struct bulk_op *op = bulk_op_new(r, link_id(r, c), true);
@@ -552,7 +552,7 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
         if (op)
             bulk_op_end(op, false);
         else
-            r->cfg.bulk_done(r->cfg.bulk_arg, token, false);
+            r->cfg.bulk_done(r->cfg.bulk_arg, token, dst, len, false);
         c->closing = "out of memory";
         return UCS_OK;
     }

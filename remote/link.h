@@ -66,7 +66,7 @@ struct remote_config {
      * bulk_done(token, ok) once they have landed, or failed to. Both on the links' thread. */
     int (*bulk_target)(void *arg, uint64_t link, const void *hdr, size_t hdr_len, size_t len, void **dst,
                        void **token);
-    void (*bulk_done)(void *arg, void *token, bool ok);
+    void (*bulk_done)(void *arg, void *token, void *dst, size_t len, bool ok);
     void *bulk_arg;
 };
 

@@ -111,6 +111,16 @@ struct vgpu_ring_idx {
 #define VGPU_SLOT_ERROR 0x80000000u
 #define VGPU_MAX_SLOTS 64u
 #define VGPU_NO_SLOT 0xffffffffu
+/* A remote vGPU's bytes for a slot land piece by piece (vgpud sets a bit of slot_landed for each
+ * granule of the slot that has landed, the granule holding a transfer's end included), so that the
+ * client copies out what has landed while the rest is on its way. The client clears a slot's bits
+ * before it posts the copy that uses it. */
+#define VGPU_SLOT_GRANULES 64u
+static inline uint64_t vgpu_slot_granule(uint64_t slot_size)
+{
+    uint64_t g = (slot_size + VGPU_SLOT_GRANULES - 1) / VGPU_SLOT_GRANULES;
+    return (g + 4095) & ~(uint64_t)4095;
+}
 /* CopyHtoD/CopyHtoDInline flags: the last part of a synchronous copy of pageable memory, which the
  * client does not wait for but which lands before the worker serves its next record, as the
  * driver's has practically landed when the call returns (a non-blocking stream's kernel next
@@ -364,6 +374,7 @@ struct vgpu_channel_ctl {
     _Alignas(64) struct vgpu_bell to_server; /* rung by the client: requests posted */
     _Alignas(64) struct vgpu_bell to_client; /* rung by the server: responses, slot completions */
     _Alignas(64) uint32_t slot_state[VGPU_MAX_SLOTS];
+    _Alignas(64) uint64_t slot_landed[VGPU_MAX_SLOTS]; /* granules landed (VGPU_SLOT_GRANULES) */
 };
 
 #define VGPU_CHAN_RUNNING 1u

@@ -411,7 +411,7 @@ START_TEST(bulk_transfers)
     ck_assert(pread(fd, seen, sizeof seen, (off_t)(l.data_off + 4096)) == (ssize_t)sizeof seen);
     ck_assert(seen[0] == 0x5a && seen[999] == 0x5a);
     bulk_region_release(r); /* the channel goes; the table and the transfer still hold it */
-    bulk_table_done(t, token, true);
+    bulk_table_done(t, token, dst, 1000, true);
     bad = h;
     bad.to_server = 0; /* toward the tenant: no channel of that name here */
     ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), 1);
@@ -423,6 +423,60 @@ START_TEST(bulk_transfers)
     ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), -1);
     bulk_table_remove(t, r); /* the last hold: unmapped */
     ck_assert_int_eq(bulk_table_target(t, 7, &h, sizeof h, 1000, &dst, &token), 1);
+    bulk_table_free(t);
+    close(fd);
+}
+END_TEST
+
+/* Bytes landing in a tenant's staging slot mark the slot's granules in its control page, the one
+ * holding a transfer's end too, for the client to copy out while the rest comes; bytes elsewhere
+ * in the data area mark nothing. */
+START_TEST(landed_granules)
+{
+    struct vgpu_channel_layout l; /* 4 slots of 1 MiB: granules of 16 KiB */
+    ck_assert_int_eq(vgpu_channel_layout_make(&l, 1u << 16, 1u << 16, 8u << 20, 4, 1u << 20), 0);
+    ck_assert_uint_eq(vgpu_slot_granule(l.slot_size), 16384);
+    ck_assert_uint_eq(vgpu_slot_granule(4096), 4096);
+    int fd = memfd_create("check-landed", MFD_CLOEXEC);
+    ck_assert(fd >= 0 && ftruncate(fd, (off_t)l.map_size) == 0);
+    struct bulk_region *r = bulk_region_map(fd, &l);
+    struct bulk_table *t = bulk_table_new();
+    ck_assert(r && t);
+    ck_assert_uint_eq(bulk_region_piece(r, 0), 0);
+    ck_assert_uint_eq(bulk_region_piece(r, 1), 16384);
+    ck_assert_uint_eq(bulk_region_piece(r, 500000), 507904); /* 31 granules */
+    ck_assert_int_eq(bulk_table_add(t, 7, 2, false, r), 0);
+    struct vgpu_channel_ctl ctl;
+    struct {
+        uint64_t offset, len;
+    } lands[] = {
+        {(1u << 20) + 19 * 16384, 5 * 16384}, /* slot 1, granules 19-23, before those ahead of it */
+        {1u << 20, 300000},                   /* slot 1 from its start: granules 0-18, the 19th partly */
+        {3u << 20, 1u << 20},                 /* all of slot 3 */
+        {4u << 20, 1u << 20},                 /* a pinned block's bytes, past the slots */
+    };
+    for (size_t i = 0; i < sizeof lands / sizeof lands[0]; i++) {
+        struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 0, .offset = lands[i].offset,
+                                 .len = lands[i].len};
+        void *dst, *token;
+        ck_assert_int_eq(bulk_table_target(t, 7, &h, sizeof h, h.len, &dst, &token), 0);
+        bulk_table_done(t, token, dst, h.len, true);
+    }
+    ck_assert(pread(fd, &ctl, sizeof ctl, 0) == (ssize_t)sizeof ctl);
+    ck_assert_uint_eq(ctl.slot_landed[0], 0);
+    ck_assert_uint_eq(ctl.slot_landed[1], (1ull << 24) - 1);
+    ck_assert_uint_eq(ctl.slot_landed[2], 0);
+    ck_assert_uint_eq(ctl.slot_landed[3], ~0ull);
+    for (unsigned s = 4; s < VGPU_MAX_SLOTS; s++)
+        ck_assert_uint_eq(ctl.slot_landed[s], 0);
+    /* A transfer that failed to land marks nothing. */
+    struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 0, .offset = 0, .len = 65536};
+    void *dst, *token;
+    ck_assert_int_eq(bulk_table_target(t, 7, &h, sizeof h, h.len, &dst, &token), 0);
+    bulk_table_done(t, token, dst, h.len, false);
+    ck_assert(pread(fd, &ctl, sizeof ctl, 0) == (ssize_t)sizeof ctl);
+    ck_assert_uint_eq(ctl.slot_landed[0], 0);
+    bulk_region_release(r);
     bulk_table_free(t);
     close(fd);
 }
@@ -475,7 +529,7 @@ START_TEST(pushes)
     uint8_t seen[1000];
     ck_assert(pread(fd, seen, sizeof seen, (off_t)(l.data_off + 4096)) == (ssize_t)sizeof seen);
     ck_assert(seen[0] == 0x77 && seen[999] == 0x77);
-    bulk_table_done(t, token, true);
+    bulk_table_done(t, token, dst, 1000, true);
     struct session_push_bulk bad = p;
     bad.key[0] ^= 1; /* not its key */
     ck_assert_int_eq(bulk_table_target(t, 5, &bad, sizeof bad, 1000, &dst, &token), 1);
@@ -758,6 +812,7 @@ int main(void)
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
     tcase_add_test(t, bulk_transfers);
+    tcase_add_test(t, landed_granules);
     tcase_add_test(t, pushes);
     tcase_add_test(t, links_that_look_on);
     suite_add_tcase(s, t);
