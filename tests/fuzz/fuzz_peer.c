@@ -53,7 +53,7 @@ static void bulk(const struct vgpu_channel_layout *l, const uint8_t *p, size_t l
     if (!bulk_region_has(token, dst, announced))
         __builtin_trap(); /* bytes would land outside the data area */
     memset(dst, 0xa5, announced < 4096 ? (size_t)announced : 4096);
-    bulk_table_done(bulk_table(l), token, true);
+    bulk_table_done(bulk_table(l), token, dst, (size_t)announced, true);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
