@@ -215,9 +215,11 @@ void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)
     drop(b);
 }
 
-uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t piece)
+uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t offset, uint64_t piece)
 {
     uint64_t g = vgpu_slot_granule(b->layout.slot_size);
+    if (offset >= (uint64_t)b->layout.slot_count * b->layout.slot_size)
+        return 0;
     return piece ? (piece + g - 1) / g * g : 0;
 }
 

@@ -43,9 +43,10 @@ void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok);
 /* The size bytes at offset of b's data area, held for a transfer that sends them (release it with
  * bulk_region_release once sent); NULL when they are not all in it. */
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size);
-/* The pieces a transfer of b's bytes toward the tenant goes in: piece bytes (0: whole) rounded up
- * to whole granules of b's staging slots, so that each piece that lands marks its own (wire.h). */
-uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t piece);
+/* The pieces a transfer of b's bytes at offset toward the tenant goes in: piece bytes rounded up to
+ * whole granules of b's staging slots, so that each piece that lands marks its own (wire.h); 0
+ * (whole) for piece 0 and for bytes outside the slots, which the tenant does not copy out. */
+uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t offset, uint64_t piece);
 /* Bytes bulk transfers have brought into b (NULL: 0). */
 uint64_t bulk_region_landed(const struct bulk_region *b);
 /* Whether [p, p+size) lies in b's data area. */

@@ -385,8 +385,8 @@ static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bo
         if (e.kind != SESS_BULK || session_bulk_entry(&e, bytes, &size) != 0 ||
             !(p = bulk_region_hold(b, e.offset, size)))
             continue;
-        /* Toward the tenant, in pieces that its client copies out as each lands (wire.h). */
-        uint64_t piece = to_server ? 0 : bulk_region_piece(b, rs->srv->opt.remote_piece);
+        /* A staging slot's bytes toward the tenant, in pieces its client copies out as each lands. */
+        uint64_t piece = to_server ? 0 : bulk_region_piece(b, e.offset, rs->srv->opt.remote_piece);
         for (uint64_t at_piece = 0; at_piece < size;) {
             uint64_t n = piece && size - at_piece > piece ? piece : size - at_piece;
             struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = to_server,

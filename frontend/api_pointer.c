@@ -40,9 +40,16 @@ static struct pointer_info lookup(CUdeviceptr p)
         }
     }
     struct fe_spill spill;
-    if (fe_spill_find((const void *)(uintptr_t)p, &spill))
-        return (struct pointer_info){true, false, spill.device, 0, 0, false, (uint64_t)(uintptr_t)spill.base, spill.size, 0,
-                                     (void *)(uintptr_t)p};
+    if (fe_spill_find((const void *)(uintptr_t)p, &spill)) {
+        /* Registered memory has the device address its block or file mapping gives it (its host
+         * address where the worker could map it there, found among the ranges above). */
+        CUdeviceptr dptr = 0;
+        if (spill.registered && (spill.pages || spill.file_ch) &&
+            fe_registered_device_pointer(&spill, (const void *)(uintptr_t)p, &dptr) != CUDA_SUCCESS)
+            dptr = 0;
+        return (struct pointer_info){true, false, spill.device, 0, 0, false, (uint64_t)(uintptr_t)spill.base, spill.size,
+                                     dptr, (void *)(uintptr_t)p};
+    }
     return info;
 }
 

@@ -18,9 +18,6 @@
 #include "fe.h"
 #include "log.h"
 
-/* A remote vGPU's copies to pageable memory this large or larger are copied out as they land. */
-#define REMOTE_DRAIN_MIN (256u << 10)
-
 static CUresult slot_result(uint32_t state)
 {
     return (state & VGPU_SLOT_ERROR) ? (CUresult)(state & ~VGPU_SLOT_ERROR) : CUDA_SUCCESS;
@@ -354,9 +351,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     if (async && fe_graph_recording(ch, stream))
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
-    /* A remote vGPU's larger copies take the staged path even in one slot: their bytes come in pieces
-     * (vgpud --remote-piece), copied out as each lands. */
-    if (n <= ch->map.layout.slot_size && !(fe_chan_remote(ch) && n >= REMOTE_DRAIN_MIN))
+    if (n <= ch->map.layout.slot_size)
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }

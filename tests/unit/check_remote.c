@@ -442,9 +442,10 @@ START_TEST(landed_granules)
     struct bulk_region *r = bulk_region_map(fd, &l);
     struct bulk_table *t = bulk_table_new();
     ck_assert(r && t);
-    ck_assert_uint_eq(bulk_region_piece(r, 0), 0);
-    ck_assert_uint_eq(bulk_region_piece(r, 1), 16384);
-    ck_assert_uint_eq(bulk_region_piece(r, 500000), 507904); /* 31 granules */
+    ck_assert_uint_eq(bulk_region_piece(r, 0, 0), 0);
+    ck_assert_uint_eq(bulk_region_piece(r, 0, 1), 16384);
+    ck_assert_uint_eq(bulk_region_piece(r, 3u << 20, 500000), 507904); /* 31 granules */
+    ck_assert_uint_eq(bulk_region_piece(r, 4u << 20, 500000), 0);      /* past the slots: whole */
     ck_assert_int_eq(bulk_table_add(t, 7, 2, false, r), 0);
     struct vgpu_channel_ctl ctl;
     struct {
