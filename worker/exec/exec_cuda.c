@@ -1632,12 +1632,18 @@ static CUresult node_at(struct vgpu_exec *x, CUgraph graph, uint32_t node, int w
     return CUDA_SUCCESS;
 }
 
+/* node_at with ctx bound. */
+static CUresult bound_node(struct vgpu_exec *x, void *ctx, CUgraph graph, uint32_t node, int want, CUgraphNode *out)
+{
+    CUresult r = bind(x, CC(ctx)->c);
+    return r != CUDA_SUCCESS ? r : node_at(x, graph, node, want, out);
+}
+
 static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                        struct vgpu_exec_kernel_node *k)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     if (set) {
@@ -1666,9 +1672,8 @@ static CUresult cuda_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *gra
 static CUresult cuda_graph_memset_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                        struct vgpu_exec_memset_node *m)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_MEMSET, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, CU_GRAPH_NODE_TYPE_MEMSET, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     CUDA_MEMSET_NODE_PARAMS p = {.dst = m->dst, .pitch = m->pitch, .value = m->value, .elementSize = m->elem,
@@ -1686,9 +1691,8 @@ static CUresult cuda_graph_memset_node(struct vgpu_exec *x, void *ctx, void *gra
 static CUresult cuda_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set,
                                        uint32_t attr, void *value)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, CU_GRAPH_NODE_TYPE_KERNEL, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     return set ? API(x)->cuGraphKernelNodeSetAttribute(nd, (CUkernelNodeAttrID)attr, value)
@@ -1698,9 +1702,8 @@ static CUresult cuda_graph_kernel_attr(struct vgpu_exec *x, void *ctx, void *gra
 static CUresult cuda_graph_node_enabled(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node,
                                         bool set, unsigned *enabled)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, -1, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, -1, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     return set ? API(x)->cuGraphNodeSetEnabled(exec, nd, *enabled) : API(x)->cuGraphNodeGetEnabled(exec, nd, enabled);
@@ -1750,9 +1753,8 @@ static CUresult event_node(struct vgpu_exec *x, CUgraphNode nd, void *exec, bool
 static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                        struct vgpu_exec_node *p)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, (int)p->type, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, (int)p->type, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     const struct cuda_api *a = API(x);
@@ -1826,18 +1828,16 @@ static CUresult cuda_graph_edges(struct vgpu_exec *x, void *ctx, void *graph, co
 
 static CUresult cuda_graph_node_destroy(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, -1, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, -1, &nd);
     return r ? r : API(x)->cuGraphDestroyNode(nd);
 }
 
 static CUresult cuda_graph_mem_op_node(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node,
                                        bool set, struct vgpu_mem_op *ops, unsigned *n)
 {
-    BIND(x, ctx);
     CUgraphNode nd;
-    CUresult r = node_at(x, graph, node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &nd);
+    CUresult r = bound_node(x, ctx, graph, node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &nd);
     if (r != CUDA_SUCCESS)
         return r;
     CUstreamBatchMemOpParams p[VGPU_MAX_MEM_OPS];
