@@ -160,12 +160,14 @@ static void relay_one(struct relay *r, uint32_t len)
     /* A host function's word goes first as the client has it: the serving node's copy of the data
      * area may hold anything there (bytes of earlier copies), and its hold would end at once on a
      * release that looks newer than the ticket. Then its input bytes, then itself; when its caller
-     * waits, the batch goes now, with everything before it. */
+     * waits, the batch goes now, with everything before it: for a response, or for the bytes a copy
+     * brings into a staging slot (the client copies them out as soon as they come). */
+    bool waited = io.reply || (io.slot != VGPU_NO_SLOT && io.out_size);
     if (!lost && ((io.word != UINT64_MAX && batch_data(&r->batch, false, io.word, r->map.data,
                                                        sizeof(struct vgpu_host_fn_word)) != 0) ||
                   batch_data(&r->batch, r->bulk, io.in_off, r->map.data, io.in_size) != 0 ||
                   batch_add(&r->batch, SESS_RECORD, 0, r->req, len) != 0 ||
-                  (io.reply && batch_flush(&r->batch) != 0))) {
+                  (waited && batch_flush(&r->batch) != 0))) {
         pthread_mutex_lock(&r->mu);
         lose(r, CUDA_ERROR_DEVICE_UNAVAILABLE);
         pthread_mutex_unlock(&r->mu);
