@@ -57,7 +57,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    vgpu_log_init("fuzz", VGPU_LOG_ERROR, false);
+    vgpu_log_init("fuzz", getenv("FUZZ_TRACE") ? VGPU_LOG_TRACE : VGPU_LOG_ERROR, false);
     struct vgpu_exec_config cfg = {.kind = "emu", .emu_devices = 2, .emu_memory = 32ull << 20,
                                    .emu_wait_limit_ns = 1000000};
     x = vgpu_exec_create(&cfg);

@@ -29,6 +29,9 @@ struct emu_exec {
     struct emu_pool *pools; /* every pool of every device, defaults too (emu_pool.c) */
     /* Address reservations (emu_vmm.c): freed only whole, as the driver frees them (under pools_mu). */
     struct vgpu_ranges reservations;
+    /* VMM mappings with each device's access to them (emu_vmm.c; under pools_mu). */
+    struct emu_mapping *mappings;
+    size_t nmappings, mappings_cap;
 };
 
 struct emu_stream;
@@ -450,6 +453,8 @@ void emu_pools_free(struct emu_exec *x);
 
 /* emu_vmm.c: the virtual memory management API (executor.h's vmm_*). */
 CUresult emu_vmm_granularity(struct vgpu_exec *x, int dev, bool recommended, uint64_t *granularity);
+/* Free what the mappings' records hold (the executor ends). */
+void emu_vmm_forget(struct emu_exec *e);
 CUresult emu_vmm_reserve(struct vgpu_exec *x, uint64_t size, uint64_t align, uint64_t addr, uint64_t *ptr);
 CUresult emu_vmm_address_free(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
 CUresult emu_vmm_create(struct vgpu_exec *x, int dev, uint64_t size, void **phys);

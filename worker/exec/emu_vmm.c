@@ -1,7 +1,10 @@
 /* The emu executor's virtual memory management: emu device memory is the worker's own memory, so a
  * reservation is an inaccessible anonymous mapping, a physical allocation is a memfd, mapping it
  * maps the memfd over the reservation (two mappings of one allocation show the same bytes, as on a
- * GPU), access is the mapping's protection, and unmapping puts the inaccessible reservation back. */
+ * GPU), access is the mapping's protection, and unmapping puts the inaccessible reservation back.
+ * Every emu device reaches this process's memory through the same pages, so a mapping's protection
+ * is the most access any device has to it: a peer given access while the mapping's own device has
+ * none reaches it (where the pages' own device's protection alone would fault the worker). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,9 +12,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "emu.h"
 
 #define EMU_MAX_RESERVATION (1ull << 44) /* 16 TiB: far less than a process's address space */
+
+/* A mapping and each device's CU_MEM_ACCESS_FLAGS to it. */
+struct emu_mapping {
+    uint64_t base, size;
+    uint8_t *access; /* [device_count] */
+};
 
 struct emu_phys {
     int fd;
@@ -165,39 +175,106 @@ CUresult emu_vmm_release(struct vgpu_exec *x, void *phys)
     return CUDA_SUCCESS;
 }
 
+static int prot_of(unsigned flags)
+{
+    return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+           : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                       : PROT_NONE;
+}
+
 CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys)
 {
-    (void)x;
+    struct emu_exec *e = (struct emu_exec *)x;
     struct emu_phys *ph = phys;
     if (ptr % EMU_GRANULARITY || size % EMU_GRANULARITY || offset % EMU_GRANULARITY || offset > ph->size ||
         size > ph->size - offset)
         return CUDA_ERROR_INVALID_VALUE;
+    uint8_t *access = calloc((size_t)e->device_count, 1);
+    if (!access)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
-    return p == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (p == MAP_FAILED) {
+        free(access);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&e->pools_mu);
+    struct emu_mapping *m = vgpu_array_grow(e->mappings, &e->mappings_cap, e->nmappings + 1, sizeof *m);
+    if (m) {
+        e->mappings = m;
+        e->mappings[e->nmappings++] = (struct emu_mapping){ptr, size, access};
+    }
+    pthread_mutex_unlock(&e->pools_mu);
+    if (!m) {
+        free(access);
+        inaccessible((void *)(uintptr_t)ptr, size, true); /* the reservation as it was */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Forget the mappings inside [ptr, ptr+size) (pools_mu held). */
+static void mappings_gone(struct emu_exec *e, uint64_t ptr, uint64_t size)
+{
+    for (size_t i = 0; i < e->nmappings;) {
+        struct emu_mapping *m = &e->mappings[i];
+        if (m->base >= ptr && m->base - ptr < size) {
+            free(m->access);
+            *m = e->mappings[--e->nmappings];
+        } else {
+            i++;
+        }
+    }
 }
 
 CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size)
 {
-    (void)x;
+    struct emu_exec *e = (struct emu_exec *)x;
+    pthread_mutex_lock(&e->pools_mu);
+    mappings_gone(e, ptr, size);
+    pthread_mutex_unlock(&e->pools_mu);
     return inaccessible((void *)(uintptr_t)ptr, size, true) == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-/* Every emu device reaches this process's memory: another device's access is given already (the
- * protection of the pages is their own device's). */
+void emu_vmm_forget(struct emu_exec *e)
+{
+    mappings_gone(e, 0, UINT64_MAX);
+    free(e->mappings);
+    e->mappings = NULL;
+    e->mappings_cap = 0;
+}
+
+/* Device dev's access to the mappings in [ptr, ptr+size) is flags now: each gets the protection of
+ * the most any device has. */
+static CUresult set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
+{
+    struct emu_exec *e = (struct emu_exec *)x;
+    if (dev < 0 || dev >= e->device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&e->pools_mu);
+    for (size_t i = 0; i < e->nmappings; i++) {
+        struct emu_mapping *m = &e->mappings[i];
+        if (m->base < ptr || m->base - ptr >= size)
+            continue;
+        m->access[dev] = (uint8_t)flags;
+        unsigned most = 0;
+        for (int d = 0; d < e->device_count; d++)
+            most = m->access[d] > most ? m->access[d] : most;
+        if (mprotect((void *)(uintptr_t)m->base, m->size, prot_of(most)) != 0)
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&e->pools_mu);
+    return r;
+}
+
 CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
 {
-    (void)ptr, (void)size;
-    if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)
-        return CUDA_ERROR_INVALID_DEVICE;
-    return flags <= CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return set_access(x, dev, ptr, size, flags);
 }
 
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
 {
-    if (dev < 0 || dev >= ((struct emu_exec *)x)->device_count)
-        return CUDA_ERROR_INVALID_DEVICE;
-    int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
-               : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
-                                                           : PROT_NONE;
-    return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return set_access(x, dev, ptr, size, flags);
 }

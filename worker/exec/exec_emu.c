@@ -1104,6 +1104,7 @@ static void emu_destroy(struct vgpu_exec *x)
 {
     emu_pools_free(EMU(x));
     vgpu_ranges_free(&EMU(x)->reservations);
+    emu_vmm_forget(EMU(x));
     pthread_mutex_destroy(&EMU(x)->pools_mu);
     free(EMU(x)->devices);
     free(x);
