@@ -463,8 +463,8 @@ CUresult emu_vmm_export(struct vgpu_exec *x, void *phys, int *fd);
 CUresult emu_vmm_import(struct vgpu_exec *x, int dev, int fd, uint64_t size, void **phys);
 CUresult emu_vmm_map(struct vgpu_exec *x, uint64_t ptr, uint64_t size, uint64_t offset, void *phys);
 CUresult emu_vmm_unmap(struct vgpu_exec *x, uint64_t ptr, uint64_t size);
+/* Its own device's access and a peer's (vmm_set_access and vmm_set_peer_access) alike. */
 CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
-CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags);
 CUresult emu_vmm_create_with(struct vgpu_exec *x, int dev, uint64_t size, unsigned flags, void **phys);
 /* A physical allocation's size. */
 uint64_t emu_vmm_size(const void *phys);

@@ -243,9 +243,9 @@ void emu_vmm_forget(struct emu_exec *e)
     e->mappings_cap = 0;
 }
 
-/* Device dev's access to the mappings in [ptr, ptr+size) is flags now: each gets the protection of
- * the most any device has. */
-static CUresult set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
+/* Device dev's access to the mappings in [ptr, ptr+size) is flags now, its own device's or a peer's
+ * alike: each mapping gets the protection of the most any device has. */
+CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
 {
     struct emu_exec *e = (struct emu_exec *)x;
     if (dev < 0 || dev >= e->device_count)
@@ -267,14 +267,4 @@ static CUresult set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t 
     }
     pthread_mutex_unlock(&e->pools_mu);
     return r;
-}
-
-CUresult emu_vmm_set_peer_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
-{
-    return set_access(x, dev, ptr, size, flags);
-}
-
-CUresult emu_vmm_set_access(struct vgpu_exec *x, int dev, uint64_t ptr, uint64_t size, unsigned flags)
-{
-    return set_access(x, dev, ptr, size, flags);
 }
