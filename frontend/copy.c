@@ -18,9 +18,6 @@
 #include "fe.h"
 #include "log.h"
 
-/* vgpud's --remote-piece by default. */
-#define REMOTE_PIECE (1u << 20)
-
 static CUresult slot_result(uint32_t state)
 {
     return (state & VGPU_SLOT_ERROR) ? (CUresult)(state & ~VGPU_SLOT_ERROR) : CUDA_SUCCESS;
@@ -354,9 +351,8 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
     if (async && fe_graph_recording(ch, stream))
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
-    /* A remote vGPU's copy of more than a piece (vgpud --remote-piece, 1M by default) takes the
-     * staged path even in one slot, to copy out each piece as it lands. */
-    if (n <= ch->map.layout.slot_size && !(fe_chan_remote(ch) && n > REMOTE_PIECE))
+    /* A remote vGPU's copy of more than a piece takes the staged path even in one slot. */
+    if (n <= ch->map.layout.slot_size && !(fe_chan_remote(ch) && n > VGPU_REMOTE_PIECE))
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }

@@ -116,6 +116,9 @@ struct vgpu_ring_idx {
  * client copies out what has landed while the rest is on its way. The client clears a slot's bits
  * before it posts the copy that uses it. */
 #define VGPU_SLOT_GRANULES 64u
+/* The pieces' size by default (vgpud --remote-piece); a client sends copies of more than that down
+ * the staged path, to copy out each piece as it lands. */
+#define VGPU_REMOTE_PIECE (1u << 20)
 static inline uint64_t vgpu_slot_granule(uint64_t slot_size)
 {
     uint64_t g = (slot_size + VGPU_SLOT_GRANULES - 1) / VGPU_SLOT_GRANULES;
