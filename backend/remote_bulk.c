@@ -185,6 +185,12 @@ int bulk_table_target(void *table, uint64_t link, const void *hdr, size_t hdr_le
     return 0;
 }
 
+/* Whether data-area offset off lies in b's staging slots. */
+static bool in_slots(const struct bulk_region *b, uint64_t off)
+{
+    return off < (uint64_t)b->layout.slot_count * b->layout.slot_size;
+}
+
 /* len bytes landed at p: the granules of a staging slot they fill are marked in the channel's
  * control page, the one holding their end too (where a transfer ends), for the client to copy out
  * while the rest is on its way (wire.h). Bytes outside the slots mark nothing. */
@@ -192,7 +198,7 @@ static void mark_landed(struct bulk_region *b, const uint8_t *p, size_t len)
 {
     const uint64_t slot_size = b->layout.slot_size, g = vgpu_slot_granule(slot_size);
     uint64_t off = (uint64_t)(p - b->data);
-    if (len == 0 || off >= (uint64_t)b->layout.slot_count * slot_size)
+    if (len == 0 || !in_slots(b, off))
         return;
     uint64_t slot = off / slot_size, from = off % slot_size;
     uint64_t to = from + len < slot_size ? from + len : slot_size;
@@ -218,9 +224,7 @@ void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)
 uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t offset, uint64_t piece)
 {
     uint64_t g = vgpu_slot_granule(b->layout.slot_size);
-    if (offset >= (uint64_t)b->layout.slot_count * b->layout.slot_size)
-        return 0;
-    return piece ? (piece + g - 1) / g * g : 0;
+    return piece && in_slots(b, offset) ? (piece + g - 1) / g * g : 0;
 }
 
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size)
