@@ -1046,8 +1046,11 @@ static CUresult cuda_copy_htod(struct vgpu_exec *x, void *ctx, void *stream, uin
                                unsigned flags)
 {
     BIND(x, ctx);
-    /* On the legacy stream the synchronous call is the same thing, and cheaper for small copies. */
-    if (!stream && (flags & VGPU_XFER_SYNC))
+    /* On the legacy stream the synchronous call is the same thing, and cheaper for small copies, from
+     * pinned memory. From pageable memory (a transient source: the ring's) it returns once the
+     * driver has staged the bytes, maybe before they land, and a kernel on a non-blocking stream
+     * served next read the old bytes (seen on an H100 under load): that copy is waited for. */
+    if (!stream && (flags & VGPU_XFER_SYNC) && !(flags & VGPU_XFER_TRANSIENT))
         return API(x)->cuMemcpyHtoD_v2(dst, src, n);
     return finish(x, stream, flags, API(x)->cuMemcpyHtoDAsync_v2(dst, src, n, stream));
 }
