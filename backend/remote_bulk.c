@@ -68,6 +68,8 @@ struct bulk_region *bulk_region_map(int memfd, const struct vgpu_channel_layout 
     return b;
 }
 
+uint8_t *bulk_region_base(const struct bulk_region *b) { return b->map; }
+
 void bulk_region_release(struct bulk_region *b)
 {
     if (b)

@@ -47,6 +47,9 @@ const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t
  * whole granules of b's staging slots, so that each piece that lands marks its own (wire.h); 0
  * (whole) for piece 0 and for bytes outside the slots, which the tenant does not copy out. */
 uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t offset, uint64_t piece);
+/* The start of b's mapping (the channel's control page, its rings, its data area), for as long as
+ * its owner holds b. */
+uint8_t *bulk_region_base(const struct bulk_region *b);
 /* Bytes bulk transfers have brought into b (NULL: 0). */
 uint64_t bulk_region_landed(const struct bulk_region *b);
 /* Whether [p, p+size) lies in b's data area. */

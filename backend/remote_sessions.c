@@ -14,6 +14,7 @@
 #include "log.h"
 #include "msg_socket.h"
 #include "remote_push.h"
+#include "served_ring.h"
 #include "session_msg.h"
 #include "vgpu/remote.h"
 
@@ -55,6 +56,7 @@ struct rsess {
     /* Remote traffic went through the loop lately: until hot_until the loop looks on for more
      * rather than sleep (--remote-spin-us). */
     int64_t hot_until;
+    bool rings_waiting; /* some served channel's records wait for room in its ring */
 };
 
 static void sess_send(struct rsess *rs, uint64_t link, uint32_t kind, uint32_t channel, uint64_t offset,
@@ -243,7 +245,19 @@ static void end_served(struct served *sv)
     served_wake(sv);
 }
 
-/* Records and data for a served session's worker. */
+/* A served channel's ring broke, or its worker stopped reading it: the session ends (its tenant's
+ * node hears so), as one whose worker stopped taking its mailbox would. */
+static void ring_failed(struct served *sv, struct schan *c)
+{
+    if (sv->eof)
+        return; /* (said once) */
+    LOG_WARN("remote: channel %u served for %s takes no more records (%s); ending its session", c->id, sv->node,
+             served_ring_failure(c->ring));
+    end_served(sv);
+}
+
+/* Records and data for a served session's channel: into its ring (vgpud maps it), or through its
+ * worker where it cannot be mapped. */
 static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64_t offset, const uint8_t *tail,
                       uint32_t len)
 {
@@ -251,7 +265,14 @@ static void to_served(struct rsess *rs, struct served *sv, uint32_t kind, uint64
     struct schan *c = s ? s->chans[0] : NULL;
     if (!c || !s->worker || c->state != SCHAN_OPEN)
         return; /* not open yet or any more: the tenant's node hears so */
-    worker_send_remote(s->worker, c->id, kind, offset, tail, len);
+    if (!c->ring) {
+        worker_send_remote(s->worker, c->id, kind, offset, tail, len);
+        return;
+    }
+    if (served_ring_put(c->ring, kind, offset, tail, len) != 0)
+        ring_failed(sv, c);
+    else if (served_ring_waiting(c->ring))
+        rs->rings_waiting = true;
 }
 
 /* The channel of a served session (open, with its worker). */
@@ -336,6 +357,9 @@ void remote_sessions_map(struct server *srv, struct session *s, struct schan *c,
         if (!c->area)
             LOG_WARN("session %llu: channel %u cannot be mapped: peer copies with it go through its tenant",
                      (unsigned long long)s->id, c->id);
+        else if (!(c->ring = served_ring_new(bulk_region_base(c->area), &c->layout)))
+            LOG_WARN("session %llu: channel %u's records go through its worker (its ring cannot be used here)",
+                     (unsigned long long)s->id, c->id);
     }
     if (!rs || (!c->relayed && !(sv && sv->tenant_maps)))
         return;
@@ -360,6 +384,8 @@ void remote_sessions_close(struct server *srv, struct schan *c)
         bulk_region_release(c->bulk);
         c->bulk = NULL;
     }
+    served_ring_free(c->ring); /* (before the mapping it writes to goes) */
+    c->ring = NULL;
     if (c->area) {
         if (srv->rsess)
             bulk_table_remove(srv->rsess->bulk, c->area);
@@ -570,6 +596,22 @@ void remote_sessions_events(struct server *srv)
     remote_events_free(list);
 }
 
+/* Records that waited for room in their served channels' rings go as the pollers make it. */
+static void flush_rings(struct rsess *rs)
+{
+    bool waiting = false;
+    for (struct served *sv = rs->served; sv; sv = sv->next_served) {
+        struct schan *c = chan_of(rs, sv);
+        if (!c || !c->ring || !served_ring_waiting(c->ring))
+            continue;
+        if (served_ring_flush(c->ring) != 0)
+            ring_failed(sv, c);
+        else
+            waiting |= served_ring_waiting(c->ring);
+    }
+    rs->rings_waiting = waiting;
+}
+
 bool remote_sessions_poll(struct server *srv)
 {
     struct rsess *rs = srv->rsess;
@@ -578,8 +620,12 @@ bool remote_sessions_poll(struct server *srv)
     if (remote_turn(rs->links))
         hot(srv);
     remote_sessions_events(srv); /* (without its lock when the inbox is empty) */
+    if (rs->rings_waiting)
+        flush_rings(rs);
     return rs->hot_until && vgpu_now_ns() < rs->hot_until;
 }
+
+bool remote_sessions_waiting(struct server *srv) { return srv->rsess && srv->rsess->rings_waiting; }
 
 bool remote_sessions_may_sleep(struct server *srv)
 {

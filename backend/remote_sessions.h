@@ -29,6 +29,8 @@ void remote_sessions_events(struct server *srv);
 /* Each turn of the loop: a turn of the links (what the loop gave them goes, what came is taken), and
  * whether remote traffic is recent (--remote-spin-us: true, the loop should not sleep). */
 bool remote_sessions_poll(struct server *srv);
+/* Whether records of a served channel wait for room in its ring: the loop comes back within 1 ms. */
+bool remote_sessions_waiting(struct server *srv);
 /* The loop is about to sleep: whether the links let it (false: they have work already). */
 bool remote_sessions_may_sleep(struct server *srv);
 

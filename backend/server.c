@@ -1203,7 +1203,7 @@ int server_run(struct server *srv)
         } else {
             wait_ms = 0;
         }
-        if (unsent && wait_ms > 1)
+        if ((unsent || remote_sessions_waiting(srv)) && wait_ms > 1)
             wait_ms = 1;
     }
     LOG_INFO("vgpud stopping");

@@ -126,6 +126,7 @@ struct schan {
     uint64_t remote_link; /* the link to that node (0: none, or none any more) */
     struct bulk_region *bulk; /* a relayed or served channel's data area, mapped for bulk transfers */
     struct bulk_region *area; /* a served channel's data area, mapped for pushes (remote_push.c) */
+    struct served_ring *ring; /* a served channel's request ring, which vgpud posts to (served_ring.h) */
     uint8_t remote_key[SESSION_KEY_BYTES]; /* a relayed channel: its session's key there (remote_push.c) */
     bool remote_key_known;
     /* A relayed channel: what its serving node last said of it (SESS_STATS), and what went over

@@ -73,9 +73,10 @@ $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
 
-# The links between vgpuds (remote/), and where vgpud puts their bulk bytes.
+# The links between vgpuds (remote/), where vgpud puts their bulk bytes, and the served rings it posts to.
 $(O)/obj/tests/unit/check_remote.o: EXTRA_CFLAGS := -Iremote -Ibackend
-$(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(O)/obj/backend/remote_bulk.o $(LIBREMOTE) $(LIBCOMMON)
+$(TEST_O)/unit/check_remote: $(O)/obj/tests/unit/check_remote.o $(O)/obj/backend/remote_bulk.o \
+		$(O)/obj/backend/served_ring.o $(LIBREMOTE) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(REMOTE_LIBS)
 

@@ -178,16 +178,18 @@ void feed_stop(struct vchannel *ch)
     ch->feed = NULL;
 }
 
-/* Post a record for the channel's poller, remembering what it will write (main thread). */
-static void post(struct feed *f, const uint8_t *rec, size_t len)
+/* What a record the poller is about to serve will write, for the feed to send back after it (the
+ * poller's thread, as its host's fed_record): its staging slot, its output bytes, its host
+ * function's word. Noted here rather than where records are posted: vgpud posts them itself
+ * (backend/served_ring.h), and the feed never sees them. */
+void feed_note(struct vchannel *ch, const uint8_t *rec, size_t len)
 {
+    struct feed *f = ch->feed;
     struct record_io io;
-    if (len > VGPU_MAX_RECORD || len % 8 || record_io_of(rec, (uint32_t)len, &f->map.layout, &io) != 0)
-        return; /* the relay sends only records of the table */
+    if (!f || len > VGPU_MAX_RECORD || len % 8 || record_io_of(rec, (uint32_t)len, &f->map.layout, &io) != 0)
+        return; /* not a record of the table: the poller refuses it, and nothing comes of it */
     struct vgpu_req_hdr h;
     memcpy(&h, rec, sizeof h);
-    if (h.size != len)
-        return;
     pthread_mutex_lock(&f->mu);
     if (io.slot != VGPU_NO_SLOT) {
         f->slots[io.slot].active = true;
@@ -211,6 +213,12 @@ static void post(struct feed *f, const uint8_t *rec, size_t len)
         }
     }
     pthread_mutex_unlock(&f->mu);
+}
+
+/* Post a record for the channel's poller (main thread), where vgpud hands records over rather than
+ * posting them itself. */
+static void post(struct feed *f, const uint8_t *rec, size_t len)
+{
     for (;;) {
         int err;
         void *dst = vgpu_ring_reserve(&f->map.req, (uint32_t)len, &err);

@@ -776,6 +776,7 @@ static int start(void)
             .image_release = worker_image_release,
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
+            .fed_record = feed_note,
             .with_peer = with_peer,
             .reservation_made = reservation_made,
             .reservation_freed = reservation_freed,

@@ -58,5 +58,7 @@ int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool
 /* Stop and free its feed (before the channel is freed; nothing if it has none). */
 void feed_stop(struct vchannel *ch);
 void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
+/* The poller is about to serve rec (len bytes) of a fed channel: what it writes is noted for the feed. */
+void feed_note(struct vchannel *ch, const uint8_t *rec, size_t len);
 
 #endif

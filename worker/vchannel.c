@@ -902,6 +902,8 @@ static int serve_one(struct vchannel *ch)
     if (n > 0) {
         /* The record is ours now: let the client go on writing while it runs. */
         vgpu_ring_release(&ch->map.req);
+        if (ch->feed && ch->host->fed_record)
+            ch->host->fed_record(ch, ch->req_buf, (size_t)n);
         vchannel_dispatch(ch, ch->req_buf, (uint32_t)n);
         return 1;
     }

@@ -51,6 +51,8 @@ struct vchannel_host {
     void (*image_offer)(const void *bytes, size_t size);
     /* The channel's device memory may have changed (optional): for the host's accounting. */
     void (*memory_changed)(struct vchannel *ch);
+    /* The poller is about to serve rec (len bytes) of a channel with a feed (optional): feed_note. */
+    void (*fed_record)(struct vchannel *ch, const uint8_t *rec, size_t len);
     /* fn(peer, arg) on the channel of the vGPU at index vgpu of ch's tenant, when this worker
      * serves it too (it stays while fn runs): fn's CUresult, or CUDA_ERROR_NOT_SUPPORTED when it is
      * not served here, or when memory (fn touches that vGPU's memory) and its memory may be swapped

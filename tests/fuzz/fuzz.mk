@@ -23,7 +23,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -fno-omit-frame-pointer -pth
 # remote sessions' messages).
 FUZZ_SRC := $(COMMON_SRC) $(SHM_SRC) $(filter-out worker/main.c worker/images.c worker/xen_channel.c,$(WORKER_SRC)) \
 	backend/client_msg.c xen/vchan_link.c remote/handshake.c remote/hmac_sha256.c remote/link_msg.c \
-	remote/etcd_entry.c remote/session_msg.c backend/remote_bulk.c
+	remote/etcd_entry.c remote/session_msg.c backend/remote_bulk.c backend/served_ring.c
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_O)/obj/%.o)
 FUZZ_BIN := $(FUZZERS:%=$(FUZZ_O)/fuzz_%)
 

@@ -3,7 +3,9 @@
  * records in them, as the serving worker's feed and the tenant's relay read them
  * (remote/session_msg.c, common/record_io.c), and what other nodes write in etcd
  * (remote/etcd_entry.c, after base64), and the headers of bulk transfers as the receiving node's
- * links resolve them into a channel's data area (backend/remote_bulk.c).
+ * links resolve them into a channel's data area (backend/remote_bulk.c); the session messages go
+ * into a served channel's ring as vgpud posts them (backend/served_ring.c), its poller reading
+ * every other one.
  * Input: [u8 what: 0 to a listener, 1 to a dialer that sent HELLO, 2 link messages, 3 etcd entries
  * (base64 text), 4 session messages, 5 bulk transfers ([u64 bytes announced][header])] then records
  * [u16 length][bytes], each one message. */
@@ -18,6 +20,7 @@
 #include "link_msg.h"
 #include "record_io.h"
 #include "remote_bulk.h"
+#include "served_ring.h"
 #include "session_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -38,6 +41,40 @@ static struct bulk_table *bulk_table(const struct vgpu_channel_layout *l)
         __builtin_trap();
     bulk_region_release(b); /* the table holds it */
     return t;
+}
+
+/* A served channel (layout l) and its poller's end of the request ring, made once. */
+static struct served_ring *served(const struct vgpu_channel_layout *l, struct vgpu_ring **poller)
+{
+    static struct served_ring *r;
+    static struct vgpu_ring cons;
+    if (!r) {
+        uint8_t *base = mmap(NULL, (size_t)l->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        struct vgpu_channel_ctl *ctl = (struct vgpu_channel_ctl *)(void *)base;
+        if (base == MAP_FAILED || vgpu_ring_attach(&cons, &ctl->req, base + l->req_off, l->req_size, true) != 0 ||
+            !(r = served_ring_new(base, l)))
+            __builtin_trap();
+    }
+    *poller = &cons;
+    return r;
+}
+
+/* A session message as vgpud hands it to a served channel; the poller reads what is there after
+ * every other one (nth). */
+static void post_served(const struct vgpu_channel_layout *l, const struct session_hdr *sh, const uint8_t *tail,
+                        unsigned nth)
+{
+    struct vgpu_ring *poller;
+    struct served_ring *r = served(l, &poller);
+    if (served_ring_put(r, sh->kind, sh->offset, tail, sh->len) != 0 || served_ring_flush(r) != 0)
+        __builtin_trap(); /* its poller is well-behaved: the ring never breaks */
+    static uint8_t rec[VGPU_MAX_RECORD];
+    int got;
+    while (nth % 2 == 0 && (got = vgpu_ring_read(poller, rec, sizeof rec)) != 0) {
+        if (got < 0)
+            __builtin_trap(); /* vgpud wrote what is not a record */
+        vgpu_ring_release(poller);
+    }
 }
 
 static void bulk(const struct vgpu_channel_layout *l, const uint8_t *p, size_t len)
@@ -71,6 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else if (what == 1)
         hs_dial(&h, key, sizeof key - 1, "dialer", &out);
     size_t at = 1;
+    unsigned nth = 0;
     while (at + 2 <= size) {
         size_t len = (size_t)data[at] | (size_t)data[at + 1] << 8;
         at += 2;
@@ -85,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (session_msg_decode(data + at, len, &sh, &tail) == 0) {
                 if (sh.len != len - sizeof sh || sh.kind >= SESS_KINDS)
                     __builtin_trap();
+                post_served(&layout, &sh, tail, nth++);
                 if (sh.kind == SESS_RECORD && record_io_of(tail, sh.len, &layout, &io) == 0 &&
                     ((io.in_size && !vgpu_data_range_ok(&layout, io.in_off, io.in_size)) ||
                      (io.out_size && !vgpu_data_range_ok(&layout, io.out_off, io.out_size)) ||

@@ -21,6 +21,8 @@
 #include "link_msg.h"
 #include "record_io.h"
 #include "remote_bulk.h"
+#include "ring.h"
+#include "served_ring.h"
 #include "session_msg.h"
 #include "vgpu/calls.h"
 #include "../check_run.h"
@@ -483,6 +485,107 @@ START_TEST(landed_granules)
 }
 END_TEST
 
+/* A served channel's ring, written by vgpud: records and data-area bytes go in as they come, in
+ * order; what does not fit waits, behind it whatever comes later (data bytes too: a record before
+ * them may read what they replace), until the poller has read enough; a ring whose consumer index
+ * the worker broke takes nothing more. */
+static size_t ring_record(uint8_t *buf, uint32_t seq, uint32_t size)
+{
+    memset(buf, 0, size);
+    struct vgpu_req_hdr h = {.size = size, .op = 1, .seq = seq};
+    memcpy(buf, &h, sizeof h);
+    buf[size - 1] = (uint8_t)seq;
+    return size;
+}
+
+static size_t batch_entry(uint8_t *batch, size_t at, uint32_t kind, uint64_t offset, const void *bytes, uint32_t len)
+{
+    struct session_entry e = {.kind = kind, .len = len, .offset = offset};
+    memcpy(batch + at, &e, sizeof e);
+    memcpy(batch + at + sizeof e, bytes, len);
+    return at + sizeof e + ((len + 7u) & ~7u);
+}
+
+/* The next record the poller reads: its seq, or -1 when there is none. */
+static int read_seq(struct vgpu_ring *cons)
+{
+    uint8_t rec[VGPU_MAX_RECORD];
+    int n = vgpu_ring_read(cons, rec, sizeof rec);
+    ck_assert_int_ge(n, 0);
+    if (n == 0)
+        return -1;
+    vgpu_ring_release(cons);
+    struct vgpu_req_hdr h;
+    memcpy(&h, rec, sizeof h);
+    ck_assert_uint_eq(h.size, (uint32_t)n);
+    ck_assert_uint_eq(rec[n - 1], (uint8_t)h.seq);
+    return (int)h.seq;
+}
+
+START_TEST(served_rings)
+{
+    struct vgpu_channel_layout l;
+    ck_assert_int_eq(vgpu_channel_layout_make(&l, 8192, 8192, 1u << 20, 4, 64u << 10), 0);
+    uint8_t *base = mmap(NULL, (size_t)l.map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(base != MAP_FAILED);
+    struct vgpu_channel_ctl *ctl = (struct vgpu_channel_ctl *)(void *)base;
+    struct vgpu_ring cons;
+    ck_assert_int_eq(vgpu_ring_attach(&cons, &ctl->req, base + l.req_off, l.req_size, true), 0);
+    struct served_ring *r = served_ring_new(base, &l);
+    ck_assert_ptr_nonnull(r);
+    uint8_t rec[1024], batch[16384];
+    /* Eighteen records of 512 bytes: the ring holds sixteen. */
+    for (uint32_t i = 0; i < 18; i++)
+        ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, rec, ring_record(rec, i, 512)), 0);
+    ck_assert(served_ring_waiting(r));
+    /* Bytes for the data area wait behind them, and so does a batch of two records. */
+    uint8_t *data = base + l.data_off;
+    ck_assert_int_eq(served_ring_put(r, SESS_DATA, 4096, (const uint8_t *)"later", 5), 0);
+    size_t at = batch_entry(batch, 0, SESS_RECORD, 0, rec, (uint32_t)ring_record(rec, 18, 512));
+    at = batch_entry(batch, at, SESS_BULK, 0, &(uint64_t){4096}, 8); /* landed already: nothing to post */
+    at = batch_entry(batch, at, SESS_RECORD, 0, rec, (uint32_t)ring_record(rec, 19, 512));
+    ck_assert_int_eq(served_ring_put(r, SESS_BATCH, 0, batch, at), 0);
+    ck_assert_int_eq(memcmp(data + 4096, "\0\0\0\0\0", 5), 0);
+    /* The poller reads three: two records go, then the bytes, then one of the batch's. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(read_seq(&cons), i);
+    ck_assert_int_eq(served_ring_flush(r), 0);
+    ck_assert_int_eq(memcmp(data + 4096, "later", 5), 0);
+    ck_assert(served_ring_waiting(r));
+    for (int i = 3; i < 19; i++)
+        ck_assert_int_eq(read_seq(&cons), i);
+    ck_assert_int_eq(read_seq(&cons), -1);
+    ck_assert_int_eq(served_ring_flush(r), 0);
+    ck_assert(!served_ring_waiting(r));
+    ck_assert_int_eq(read_seq(&cons), 19);
+    /* Nothing waits: a record goes at once. What a ring cannot carry, and bytes outside the data
+     * area, are dropped; other kinds are nothing to post. */
+    ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, rec, ring_record(rec, 20, 64)), 0);
+    ck_assert_int_eq(read_seq(&cons), 20);
+    ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, rec, 12), 0);   /* not a multiple of 8 */
+    ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, batch, 8192), 0); /* more than half the ring */
+    ck_assert_int_eq(served_ring_put(r, SESS_DATA, l.data_size - 2, (const uint8_t *)"abc", 3), 0);
+    ck_assert_int_eq(served_ring_put(r, SESS_SLOT, 0, (const uint8_t *)"abcd", 4), 0);
+    ck_assert_int_eq(read_seq(&cons), -1);
+    ck_assert_ptr_null(served_ring_failure(r));
+    /* The worker breaks the consumer index: the next record that needs room finds it. */
+    for (uint32_t i = 30; !served_ring_waiting(r); i++) {
+        ck_assert_uint_lt(i, 50);
+        ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, rec, ring_record(rec, i, 512)), 0);
+    }
+    __atomic_store_n(&ctl->req.cons, 0x80000000u, __ATOMIC_RELEASE);
+    ck_assert_int_eq(served_ring_flush(r), -1);
+    ck_assert_ptr_nonnull(served_ring_failure(r));
+    ck_assert_int_eq(served_ring_put(r, SESS_RECORD, 0, rec, ring_record(rec, 60, 64)), -1);
+    ck_assert_int_eq(served_ring_flush(r), -1);
+    served_ring_free(r);
+    /* Indexes that are not a ring's from the start: no ring. */
+    __atomic_store_n(&ctl->req.cons, 12345u, __ATOMIC_RELEASE);
+    ck_assert_ptr_null(served_ring_new(base, &l));
+    munmap(base, (size_t)l.map_size);
+}
+END_TEST
+
 /* Pushes between two serving nodes: their messages, and their bytes landing in the session whose
  * key they show, on any link, and nowhere else. */
 START_TEST(pushes)
@@ -814,6 +917,7 @@ int main(void)
     tcase_add_test(t, record_data_ranges);
     tcase_add_test(t, bulk_transfers);
     tcase_add_test(t, landed_granules);
+    tcase_add_test(t, served_rings);
     tcase_add_test(t, pushes);
     tcase_add_test(t, links_that_look_on);
     suite_add_tcase(s, t);
