@@ -2,8 +2,9 @@
  * another node's: it reads the records the tenant posts and hands them, with the data-area bytes
  * they read, to vgpud, which carries them over the link; responses, data and slot completions come
  * back the same way and land in the channel as a local worker would have put them. A feed is the
- * other end: it plays the client of a channel served here for a tenant of another node, posting the
- * records that arrive and sending back responses with the bytes they wrote. */
+ * other end: it plays the client of a channel served here for a tenant of another node, sending
+ * back responses with the bytes they wrote; the records that arrive vgpud posts itself
+ * (backend/served_ring.h), or, where it cannot map the channel, hands to the feed to post. */
 #ifndef VGPU_WORKER_REMOTE_H
 #define VGPU_WORKER_REMOTE_H
 
