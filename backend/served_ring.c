@@ -65,8 +65,8 @@ bool served_ring_waiting(const struct served_ring *r) { return r->head != NULL; 
 
 const char *served_ring_failure(const struct served_ring *r) { return r->failure; }
 
-/* One record or the bytes of one: 0 when it went (or was nothing to post), 1 when the ring has no
- * room for it yet, -1 when the ring is broken. */
+/* A record (SESS_RECORD) or data-area bytes (SESS_DATA): 0 when it went (or was dropped), 1 when
+ * the ring has no room for it yet, -1 when the ring is broken. */
 static int post(struct served_ring *r, uint32_t kind, uint64_t offset, const uint8_t *bytes, size_t len)
 {
     if (kind == SESS_DATA) {
@@ -76,8 +76,6 @@ static int post(struct served_ring *r, uint32_t kind, uint64_t offset, const uin
             memcpy(r->data + offset, bytes, len);
         return 0;
     }
-    if (kind != SESS_RECORD)
-        return 0;
     int err;
     /* The record's first word is its size: the ring writes it, from len. A record the ring cannot
      * carry is dropped, as the relay sends none. */
@@ -114,6 +112,8 @@ static int keep(struct served_ring *r, uint32_t kind, uint64_t offset, const uin
 /* Post one, or keep it when something waits already or there is no room. */
 static int put_one(struct served_ring *r, uint32_t kind, uint64_t offset, const uint8_t *bytes, size_t len)
 {
+    if (kind != SESS_RECORD && kind != SESS_DATA)
+        return 0; /* nothing to the channel: not kept either */
     int rc = r->head ? 1 : post(r, kind, offset, bytes, len);
     if (rc < 0)
         r->failure = BROKEN;
