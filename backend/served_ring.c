@@ -7,6 +7,7 @@
 #include "bell.h"
 #include "ring.h"
 #include "transport.h"
+#include "untaken.h"
 #include "vgpu/remote.h"
 
 #define BROKEN "its ring's indexes are broken"
@@ -91,7 +92,7 @@ static int post(struct served_ring *r, uint32_t kind, uint64_t offset, const uin
 /* Keep one for later, after everything that waits already. */
 static int keep(struct served_ring *r, uint32_t kind, uint64_t offset, const uint8_t *bytes, size_t len)
 {
-    struct waiting *w = r->waiting_bytes + len <= SERVED_RING_WAIT_MAX ? malloc(sizeof *w + len) : NULL;
+    struct waiting *w = r->waiting_bytes + len <= UNTAKEN_MAX ? malloc(sizeof *w + len) : NULL;
     if (!w) {
         r->failure = "too much waits for it";
         return -1;
@@ -172,7 +173,7 @@ int served_ring_flush(struct served_ring *r)
     int64_t now = vgpu_now_ns();
     if (went)
         r->progress_ns = now;
-    if (r->head && now - r->progress_ns > SERVED_RING_STUCK_NS)
+    if (r->head && now - r->progress_ns > UNTAKEN_STUCK_NS)
         r->failure = "its worker has read none of them for a long while";
     return r->failure ? -1 : 0;
 }

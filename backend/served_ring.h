@@ -23,19 +23,15 @@ void served_ring_free(struct served_ring *r);
 
 /* A link message for the channel, kind SESS_RECORD, SESS_DATA or SESS_BATCH of them (SESS_BULK
  * entries are bytes that have landed already; other kinds are nothing to the channel). 0, or -1
- * once the channel takes nothing more: its ring is broken, or more than SERVED_RING_WAIT_MAX bytes
- * wait. */
+ * once the channel takes nothing more: its ring is broken, or more than UNTAKEN_MAX bytes wait
+ * (untaken.h). */
 int served_ring_put(struct served_ring *r, uint32_t kind, uint64_t offset, const uint8_t *bytes, size_t len);
 /* Post what waits, as far as there is room now. 0, or -1 as above, or when nothing that waits could
- * go for SERVED_RING_STUCK_NS (a worker that stopped reading its channel). */
+ * go for UNTAKEN_STUCK_NS (a worker that stopped reading its channel). */
 int served_ring_flush(struct served_ring *r);
 /* Whether something waits for room. */
 bool served_ring_waiting(const struct served_ring *r);
 /* Why the ring takes nothing more, after -1 (NULL before). */
 const char *served_ring_failure(const struct served_ring *r);
-
-/* As a worker's mailbox (workers.c): what waits for a channel that does not read it. */
-#define SERVED_RING_WAIT_MAX (1ull << 30)
-#define SERVED_RING_STUCK_NS (30ll * 1000000000ll)
 
 #endif

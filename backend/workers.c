@@ -24,6 +24,7 @@
 #include "segments.h"
 #include "log.h"
 #include "remote_sessions.h"
+#include "untaken.h"
 #include "memory.h"
 #include "msg_socket.h"
 #include "sealed.h"
@@ -156,12 +157,6 @@ void workers_resume(struct server *srv, struct worker *w)
     if (w->ctl >= 0)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, w->ctl, &ev);
 }
-
-/* A worker whose mailbox stays full while its remote sessions' traffic waits: after this long
- * without taking any of it (a worker busy with a long kernel still takes some, as its channels
- * drain), or once this much waits, it is ended rather than let vgpud's memory grow. */
-#define WORKER_UNSENT_STUCK_NS (30ll * 1000000000ll)
-#define WORKER_UNSENT_MAX (1ull << 30)
 
 /* A message for a worker's mailbox that did not fit yet. */
 struct worker_mail {
@@ -985,7 +980,7 @@ int worker_send_remote(struct worker *w, uint32_t channel, uint32_t kind, uint64
         if (e != -EAGAIN)
             return e == 0 ? 0 : -1;
         /* Full for now: it goes when there is room, before anything later. */
-        if (w->unsent_bytes > WORKER_UNSENT_MAX)
+        if (w->unsent_bytes > UNTAKEN_MAX)
             return -1; /* (the loop ends the worker: workers_mail) */
     }
     /* The whole message in one piece: kept for the mailbox, or sent on the socket. */
@@ -1018,8 +1013,8 @@ void workers_mail(struct server *srv)
             continue;
         if (w->unsent)
             mail_unsent(w);
-        if (w->unsent && (w->unsent_bytes > WORKER_UNSENT_MAX ||
-                          vgpu_now_ns() - w->unsent_stuck_ns > WORKER_UNSENT_STUCK_NS)) {
+        if (w->unsent && (w->unsent_bytes > UNTAKEN_MAX ||
+                          vgpu_now_ns() - w->unsent_stuck_ns > UNTAKEN_STUCK_NS)) {
             kill_worker(srv, w, "it takes none of its remote sessions' traffic");
             continue;
         }
