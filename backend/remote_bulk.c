@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "array.h"
+#include "bell.h"
 #include "log.h"
 #include "session_msg.h"
 
@@ -18,6 +19,7 @@ struct bulk_region {
     uint8_t *data;
     struct vgpu_channel_layout layout;
     _Atomic uint64_t landed; /* bytes transfers brought into it */
+    _Atomic bool client_waits; /* the tenant's side: its client copies out what lands as it lands */
 };
 
 struct bulk_entry {
@@ -102,6 +104,8 @@ int bulk_table_add(struct bulk_table *t, uint64_t link, uint32_t channel, bool s
     if (v) {
         t->v = v;
         t->v[t->n++] = (struct bulk_entry){.link = link, .channel = channel, .served = served, .region = hold(b)};
+        if (!served)
+            atomic_store(&b->client_waits, true);
     }
     pthread_mutex_unlock(&t->mu);
     return v ? 0 : -1;
@@ -212,6 +216,11 @@ static void mark_landed(struct bulk_region *b, const uint8_t *p, size_t len)
     uint64_t bits = (end - first == 64 ? ~0ull : ((1ull << (end - first)) - 1)) << first;
     struct vgpu_channel_ctl *ctl = b->map;
     atomic_fetch_or_explicit((_Atomic uint64_t *)&ctl->slot_landed[slot], bits, memory_order_release);
+    /* A client that stopped looking sleeps on its bell (a host tenant's futex, as the relay rings it). */
+    if (atomic_load_explicit(&b->client_waits, memory_order_relaxed)) {
+        struct vgpu_transport host = {.ops = &vgpu_host_transport_ops};
+        vgpu_bell_ring(&host, &ctl->to_client);
+    }
 }
 
 void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)

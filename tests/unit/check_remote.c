@@ -414,6 +414,9 @@ START_TEST(bulk_transfers)
     ck_assert(seen[0] == 0x5a && seen[999] == 0x5a);
     bulk_region_release(r); /* the channel goes; the table and the transfer still hold it */
     bulk_table_done(t, token, dst, 1000, true);
+    struct vgpu_channel_ctl ctl; /* toward the serving node: no client to wake there */
+    ck_assert(pread(fd, &ctl, sizeof ctl, 0) == (ssize_t)sizeof ctl);
+    ck_assert_uint_eq(ctl.to_client.seq, 0);
     bad = h;
     bad.to_server = 0; /* toward the tenant: no channel of that name here */
     ck_assert_int_eq(bulk_table_target(t, 7, &bad, sizeof bad, 1000, &dst, &token), 1);
@@ -472,6 +475,8 @@ START_TEST(landed_granules)
     ck_assert_uint_eq(ctl.slot_landed[3], ~0ull);
     for (unsigned s = 4; s < VGPU_MAX_SLOTS; s++)
         ck_assert_uint_eq(ctl.slot_landed[s], 0);
+    /* Each landing that marked granules rang the client's bell (it may have stopped looking). */
+    ck_assert_uint_eq(ctl.to_client.seq, 3);
     /* A transfer that failed to land marks nothing. */
     struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = 2, .to_server = 0, .offset = 0, .len = 65536};
     void *dst, *token;
@@ -479,6 +484,7 @@ START_TEST(landed_granules)
     bulk_table_done(t, token, dst, h.len, false);
     ck_assert(pread(fd, &ctl, sizeof ctl, 0) == (ssize_t)sizeof ctl);
     ck_assert_uint_eq(ctl.slot_landed[0], 0);
+    ck_assert_uint_eq(ctl.to_client.seq, 3);
     bulk_region_release(r);
     bulk_table_free(t);
     close(fd);
