@@ -497,7 +497,8 @@ void fe_slot_expect(struct fe_chan *ch, uint32_t slot)
     atomic_store_explicit((_Atomic uint64_t *)&ch->map.ctl->slot_landed[slot], 0, memory_order_relaxed);
 }
 
-uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t len, uint64_t *copied)
+uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t len, bool until_landed,
+                       uint64_t *copied)
 {
     const uint8_t *src = ch->map.data + (uint64_t)slot * ch->map.layout.slot_size;
     struct slot_wait sw = {ch, slot, 0, len};
@@ -509,6 +510,10 @@ uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t
         if (landed > sw.landed) {
             fe_bulk_copy(dst + sw.landed, src + sw.landed, landed - sw.landed, false);
             sw.landed = landed;
+        }
+        if (until_landed && sw.landed == len) {
+            *copied = len;
+            return VGPU_SLOT_INFLIGHT;
         }
     }
     *copied = sw.landed;

@@ -115,22 +115,38 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         if (r == CUDA_SUCCESS)
             r = post_dtoh_chunk(c, ch, stream, src + k * slot_size, len, slot);
     }
+    /* Slots whose bytes have all landed (a remote vGPU's come piece by piece) and are copied out,
+     * their state still to come: it comes behind later slots' bytes, which are copied out meanwhile. */
+    uint64_t later = 0;
     for (size_t k = 0; k < chunks && r == CUDA_SUCCESS; k++) {
         uint32_t slot = (uint32_t)((first + k) % count);
         size_t len = n - k * slot_size < slot_size ? n - k * slot_size : slot_size;
+        size_t next = k + window;
         uint64_t copied; /* while it was on its way */
-        r = slot_result(fe_slot_drain(ch, slot, dst + k * slot_size, len, &copied));
+        uint32_t state = fe_slot_drain(ch, slot, dst + k * slot_size, len, next >= chunks, &copied);
+        if (state == VGPU_SLOT_INFLIGHT) {
+            later |= 1ull << slot;
+            continue;
+        }
+        r = slot_result(state);
         slot_set(ch, slot, VGPU_SLOT_IDLE);
         if (r != CUDA_SUCCESS)
             break;
         fe_bulk_copy(dst + k * slot_size + copied, ch->map.data + (uint64_t)slot * slot_size + copied, len - copied,
                      false);
-        size_t next = k + window;
         if (next < chunks) {
             size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
             r = post_dtoh_chunk(c, ch, stream, src + next * slot_size, nlen, slot);
         }
     }
+    for (uint32_t slot = 0; later; slot++)
+        if (later & (1ull << slot)) {
+            later &= ~(1ull << slot);
+            CUresult e = slot_result(fe_slot_wait(ch, slot));
+            slot_set(ch, slot, VGPU_SLOT_IDLE);
+            if (r == CUDA_SUCCESS)
+                r = e;
+        }
     pthread_mutex_unlock(&ch->staging_mu);
     return r;
 }

@@ -190,8 +190,10 @@ uint32_t fe_slot_wait(struct fe_chan *ch, uint32_t slot);
 void fe_slot_expect(struct fe_chan *ch, uint32_t slot);
 /* fe_slot_wait for a copy out of slot of len bytes to dst, copying out meanwhile what has landed of
  * them (a remote vGPU's bytes land piece by piece): *copied says how many were; the rest are the
- * caller's to copy once the slot is done. */
-uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t len, uint64_t *copied);
+ * caller's to copy once the slot is done. until_landed: return VGPU_SLOT_INFLIGHT as soon as all
+ * len bytes have landed and been copied, the slot's state still to come (fe_slot_wait). */
+uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t len, bool until_landed,
+                       uint64_t *copied);
 /* The devices CUDA_VISIBLE_DEVICES (spec; NULL: unset) leaves, as indexes into devs, in its order:
  * how many (0..count). */
 int fe_visible_devices(const char *spec, const struct vgpu_device_info *devs, int count, int *order);
