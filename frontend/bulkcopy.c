@@ -4,7 +4,10 @@
  * the caller. Copies into staging memory use non-temporal stores: the CPU never reads that
  * memory again (the GPU does), so there is no point pulling it into the cache first.
  *
- * Helpers are created on the first large copy (VGPU_COPY_THREADS sets how many; 0: none). */
+ * Helpers are created on the first large copy (VGPU_COPY_THREADS sets how many; 0: none). They
+ * look on for the next copy as long as a waiting call spins (VGPU_SPIN_US), then sleep; a copy out
+ * of staging memory whose bytes are still to come wakes them beforehand (fe_bulk_expect): woken
+ * only once the bytes are there, they came after the caller had copied most of them alone. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,7 +23,7 @@
 #define PART (256u << 10)
 #define PARALLEL_MIN (1u << 20)
 #define MAX_HELPERS 8
-#define HELPER_SPIN_NS 200000
+#define HELPER_SPIN_MIN_NS 200000
 
 struct job {
     uint64_t seq;
@@ -40,6 +43,7 @@ static struct {
     pthread_cond_t cv;
     struct job *current;    /* guarded by mu */
     _Atomic uint64_t seq;   /* of the current job, for helpers that spin */
+    uint64_t warm;          /* guarded by mu: bumped when a copy is coming (fe_bulk_expect) */
     int helpers;
 } pool = {
     .once = PTHREAD_ONCE_INIT,
@@ -105,15 +109,21 @@ static void put(struct job *j)
 static void *helper(void *arg)
 {
     (void)arg;
-    uint64_t seen = 0;
+    uint64_t seen = 0, warm = 0;
+    const int64_t spin = fe_cfg.spin_ns > HELPER_SPIN_MIN_NS ? fe_cfg.spin_ns : HELPER_SPIN_MIN_NS;
     for (;;) {
-        /* Spin a little for the next part of a pipelined copy, then sleep. */
-        int64_t until = vgpu_now_ns() + HELPER_SPIN_NS;
+        /* Look on for the next copy (a pipelined copy's next part, or one announced), then sleep. */
+        int64_t until = vgpu_now_ns() + spin;
         while (atomic_load_explicit(&pool.seq, memory_order_acquire) == seen && vgpu_now_ns() < until)
             vgpu_cpu_relax();
         pthread_mutex_lock(&pool.mu);
-        while (!pool.current || pool.current->seq == seen)
+        while ((!pool.current || pool.current->seq == seen) && pool.warm == warm)
             pthread_cond_wait(&pool.cv, &pool.mu);
+        warm = pool.warm;
+        if (!pool.current || pool.current->seq == seen) { /* announced: look on from now */
+            pthread_mutex_unlock(&pool.mu);
+            continue;
+        }
         struct job *j = pool.current;
         seen = j->seq;
         atomic_fetch_add(&j->refs, 1);
@@ -154,6 +164,19 @@ static void start_helpers(void)
         }
         pthread_attr_destroy(&attr);
     }
+}
+
+void fe_bulk_expect(size_t n)
+{
+    if (n < PARALLEL_MIN)
+        return;
+    pthread_once(&pool.once, start_helpers);
+    if (pool.helpers == 0)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    pool.warm++;
+    pthread_cond_broadcast(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
 }
 
 void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming)

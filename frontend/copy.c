@@ -106,6 +106,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
     const uint32_t count = ch->map.layout.slot_count;
     size_t chunks = (n + slot_size - 1) / slot_size, window;
     CUresult r = CUDA_SUCCESS;
+    fe_bulk_expect(n < slot_size ? n : slot_size);
     pthread_mutex_lock(&ch->staging_mu);
     uint32_t first = take_window(ch, chunks, &window);
     for (size_t k = 0; k < window && r == CUDA_SUCCESS; k++) {
@@ -155,6 +156,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
  * is there, and the bytes are copied out; one round trip. */
 static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint8_t *dst, uint64_t src, size_t n)
 {
+    fe_bulk_expect(n);
     pthread_mutex_lock(&ch->staging_mu);
     uint32_t slot = next_slot(ch);
     CUresult r = claim_slot(ch, slot);

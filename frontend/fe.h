@@ -620,6 +620,9 @@ CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
 /* Copy n bytes, with helper threads when it is large (bulkcopy.c); streaming: the destination is
  * staging memory the CPU will not read again. */
 void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming);
+/* A copy of n bytes out of staging memory is coming once they land: the helpers it takes are woken
+ * now, to be looking on by then. */
+void fe_bulk_expect(size_t n);
 
 /* ---------------------------------------------------------------- modules */
 
