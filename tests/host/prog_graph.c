@@ -379,7 +379,7 @@ int main(int argc, char **argv)
     CUevent ev, ev2;
     CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     CHECK(cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING));
-    CHECK(cuMemsetD32(d2, 21, N));
+    CHECK(cuMemsetD32Async(d2, 21, N, s)); /* on s: the graph launched on it reads d2 */
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK(cuMemcpyDtoHAsync(pinned, d2, N / 2 * sizeof(unsigned), s));
     CHECK(cuLaunchHostFunc(s, count_run, (void *)0));

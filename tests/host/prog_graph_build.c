@@ -350,7 +350,7 @@ int main(int argc, char **argv)
     ms = memset_params(d, 7);
     CHECK(cuGraphNodeSetEnabled(x2, a, 0));
     CHECK(cuGraphExecMemsetNodeSetParams(x2, a, &ms, ctx));
-    CHECK(cuMemsetD32(d, 40, N));
+    CHECK(cuMemsetD32Async(d, 40, N, s)); /* (a legacy-stream memset could land after the graph) */
     CHECK(cuGraphLaunch(x2, s));
     CHECK(cuStreamSynchronize(s));
     expect_all(d, 40, "d with its memset and kernel nodes disabled");
@@ -502,7 +502,9 @@ int main(int argc, char **argv)
         CUdeviceptr word, copy;
         CHECK(cuMemAlloc(&word, 8));
         CHECK(cuMemAlloc(&copy, 8));
-        CHECK(cuMemsetD32(word, 0, 2));
+        /* On s: a memset on the legacy stream is not ordered with the graph launched on s (a
+         * non-blocking stream), and landed after its batch node once under load. */
+        CHECK(cuMemsetD32Async(word, 0, 2, s));
         CUstreamBatchMemOpParams op;
         memset(&op, 0, sizeof op);
         op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
@@ -575,8 +577,8 @@ int main(int argc, char **argv)
         CHECK(cuGraphCreate(&pg, 0));
         unsigned v5 = 5, v6 = 6;
         void *a5[] = {&d, &v5, &n}, *a6[] = {&d2, &v6, &n};
-        CHECK(cuMemsetD32(d, 0, N));
-        CHECK(cuMemsetD32(d2, 0, N));
+        CHECK(cuMemsetD32Async(d, 0, N, s));
+        CHECK(cuMemsetD32Async(d2, 0, N, s));
         kp = kernel_params(add, a5);
         CHECK(cuGraphAddKernelNode(&k1, pg, NULL, 0, &kp));
         CUgraphEdgeData pe;

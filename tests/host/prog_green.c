@@ -219,6 +219,7 @@ int main(int argc, char **argv)
     CHECK(cuMemAlloc(&dst, 4096));
     CHECK(cuMemsetD32(src, 0, 1024));
     CHECK(cuMemsetD32(dst, 0, 1024));
+    CHECK(cuCtxSynchronize()); /* the streams below do not wait for the legacy stream */
     CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, ps, spin_args, NULL));
     CHECK(cuMemsetD32Async(src, 7, 1024, ps));
     CHECK(cuEventRecord(ev, ps));

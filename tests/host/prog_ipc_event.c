@@ -101,6 +101,7 @@ int main(void)
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, N));
     CHECK(cuMemsetD8(d, 0, N));
+    CHECK(cuCtxSynchronize()); /* s, non-blocking, does not wait for the legacy stream */
     CHECK(cuIpcGetMemHandle(&h.mem, d));
     EXPECT(write(to_child, &h, sizeof h) == (ssize_t)sizeof h, "handing the handles over");
     CUstream s;

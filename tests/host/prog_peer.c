@@ -75,6 +75,7 @@ static void peer_kernel(const char *module, CUcontext c0, CUcontext c1)
     CUdeviceptr dd;
     CHECK(cuMemAlloc(&dd, bytes));
     CHECK(cuMemsetD8(dd, 0, bytes));
+    CHECK(cuCtxSynchronize()); /* c1's: s1 is non-blocking, and c0's synchronize does not cover it */
     int none = 0;
     void *args1[] = {&da, &da, &dd, &count}, *args0[] = {&da, &da, &dd, &none};
     CHECK(cuCtxSetCurrent(c0));

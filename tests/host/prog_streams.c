@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     /* An event orders two streams: s2 may only add after s1 multiplied. */
     CUevent e1, t0, t1;
     CHECK(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
-    CHECK(cuMemsetD32(d, 1, n));
+    CHECK(cuMemsetD32Async(d, 1, n, nb)); /* on nb: a non-blocking stream does not wait for the legacy one */
     busy(30000000, nb);
     muladd(d, 2, 0, n, nb);
     CHECK(cuEventRecord(e1, nb));
