@@ -227,6 +227,7 @@ void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)
 {
     (void)table;
     struct bulk_region *b = token;
+    LOG_TIMELINE("vgpud.bulk_landed", len);
     if (ok) /* (the link closes when bytes fail to land, and its sessions with it) */
         mark_landed(b, dst, len);
     drop(b);

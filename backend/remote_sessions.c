@@ -443,6 +443,7 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
     hot(srv);
     struct vgpu_wmsg_RemoteOut m;
     memcpy(&m, buf, sizeof m);
+    LOG_TIMELINE("vgpud.from_worker", len);
     struct session *s = NULL;
     struct schan *c = rs ? server_schan(srv, w, m.channel, &s) : NULL;
     if (!c)
@@ -561,6 +562,7 @@ static void on_message(struct rsess *rs, const struct remote_event *e)
     case SESS_RECORD:
     case SESS_DATA:
     case SESS_BATCH:
+        LOG_TIMELINE(sv ? "vgpud.to_served" : "vgpud.to_tenant", h.len);
         if (sv)
             to_served(rs, sv, h.kind, h.offset, tail, h.len);
         else /* the tenant's node's relay: a response, or the bytes before one */

@@ -28,6 +28,10 @@ bench-remote: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
 		BENCH_OUT=$(O)/benchmarks/results benchmarks/remote.sh
 
+# Where a remote vGPU's time goes, point by point through every process (benchmarks/timeline.sh).
+bench-timeline: all $(BENCH_BIN)
+	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks TIMELINE_OUT=$(O)/benchmarks/results/timeline benchmarks/timeline.sh
+
 # The spin kernel of the GPU-sharing benchmark.
 $(O)/benchmarks/spin.fatbin: benchmarks/kernels/spin.cu
 	@mkdir -p $(@D)

@@ -45,6 +45,13 @@ void vgpu_log_set_level(int level) { atomic_store(&log_level, level); }
 
 int vgpu_log_get_level(void) { return atomic_load_explicit(&log_level, memory_order_relaxed); }
 
+void vgpu_log_timeline(const char *point, unsigned long long value)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    vgpu_log(VGPU_LOG_TRACE, "timeline %lld %s %llu", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, point, value);
+}
+
 void vgpu_log(int level, const char *fmt, ...)
 {
     if (level > vgpu_log_get_level())

@@ -22,7 +22,17 @@ int vgpu_log_get_level(void);
 
 void vgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A point on a call's way through the processes (tenant, workers, vgpuds), at trace level: the
+ * line carries the monotonic clock, the same in every process of a host, so that the lines of all
+ * of them can be put in one order (benchmarks/timeline.sh). */
+void vgpu_log_timeline(const char *point, unsigned long long value);
+
 #define vgpu_log_enabled(lvl) ((lvl) <= vgpu_log_get_level())
+#define LOG_TIMELINE(point, value)                                                                     \
+    do {                                                                                               \
+        if (vgpu_log_enabled(VGPU_LOG_TRACE))                                                          \
+            vgpu_log_timeline((point), (unsigned long long)(value));                                   \
+    } while (0)
 #define LOG_ERROR(...) vgpu_log(VGPU_LOG_ERROR, __VA_ARGS__)
 #define LOG_WARN(...) vgpu_log(VGPU_LOG_WARN, __VA_ARGS__)
 #define LOG_INFO(...) vgpu_log(VGPU_LOG_INFO, __VA_ARGS__)

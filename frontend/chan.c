@@ -508,6 +508,7 @@ uint32_t fe_slot_drain(struct fe_chan *ch, uint32_t slot, uint8_t *dst, uint64_t
             break;
         uint64_t landed = slot_landed(ch, slot, len);
         if (landed > sw.landed) {
+            LOG_TIMELINE("fe.copy_out_landed", landed);
             fe_bulk_copy(dst + sw.landed, src + sw.landed, landed - sw.landed, false);
             sw.landed = landed;
         }

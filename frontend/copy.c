@@ -106,6 +106,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
     const uint32_t count = ch->map.layout.slot_count;
     size_t chunks = (n + slot_size - 1) / slot_size, window;
     CUresult r = CUDA_SUCCESS;
+    LOG_TIMELINE("fe.copy_out", n);
     fe_bulk_expect(n < slot_size ? n : slot_size);
     pthread_mutex_lock(&ch->staging_mu);
     uint32_t first = take_window(ch, chunks, &window);
@@ -149,6 +150,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
                 r = e;
         }
     pthread_mutex_unlock(&ch->staging_mu);
+    LOG_TIMELINE("fe.copy_out_done", n);
     return r;
 }
 
@@ -156,6 +158,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
  * is there, and the bytes are copied out; one round trip. */
 static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint8_t *dst, uint64_t src, size_t n)
 {
+    LOG_TIMELINE("fe.copy_out", n);
     fe_bulk_expect(n);
     pthread_mutex_lock(&ch->staging_mu);
     uint32_t slot = next_slot(ch);
@@ -168,10 +171,12 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
         q.stream = stream;
         q.slot = VGPU_NO_SLOT;
         r = FE_POST(ch, c->id, CopyDtoH, &q, true);
+        LOG_TIMELINE("fe.copy_out_answered", n);
     }
     if (r == CUDA_SUCCESS)
         fe_bulk_copy(dst, ch->map.data + (uint64_t)slot * ch->map.layout.slot_size, n, false);
     pthread_mutex_unlock(&ch->staging_mu);
+    LOG_TIMELINE("fe.copy_out_done", n);
     return r;
 }
 

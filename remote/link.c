@@ -481,6 +481,7 @@ static void bulk_op_end(struct bulk_op *op, bool ok)
 
 static void bulk_sent(void *request, ucs_status_t status, void *user_data)
 {
+    LOG_TIMELINE("link.bulk_sent", 0);
     bulk_op_end(user_data, status == UCS_OK);
     ucp_request_free(request);
 }
@@ -495,6 +496,7 @@ static void bulk_received(void *request, ucs_status_t status, size_t length, voi
 /* Send a bulk transfer by rendezvous: the peer pulls the bytes straight from where they are. */
 static void send_bulk(struct remote *r, struct conn *c, struct outgoing *o)
 {
+    LOG_TIMELINE("link.bulk_send", o->bulk_len);
     struct bulk_op *op = bulk_op_new(r, o->link, false);
     if (!op) {
         o->sent(o->sent_arg);

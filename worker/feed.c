@@ -118,6 +118,7 @@ static void *feed_main(void *arg)
         bool outstanding = completions(f); /* before a response, what completed before it */
         if (n > 0) {
             vgpu_ring_release(&f->map.rsp);
+            LOG_TIMELINE("feed.response", n);
             struct vgpu_rsp_hdr h;
             memcpy(&h, f->rsp, sizeof h);
             for (size_t i = 0; i < f->nouts && h.op != VGPU_RSP_PRINT; i++)

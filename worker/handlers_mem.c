@@ -3,6 +3,7 @@
  * its data area before the executor sees it. */
 #include <string.h>
 
+#include "log.h"
 #include "quota.h"
 #include "signals.h"
 #include "vchannel.h"
@@ -298,6 +299,7 @@ CUresult vgpu_handle_CopyHtoD(struct vgpu_call *c, const struct vgpu_req_CopyHto
 
 CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDtoH *q, struct vgpu_rsp_CopyDtoH *a)
 {
+    LOG_TIMELINE("worker.copy_dtoh", q->size);
     (void)a;
     void *stream = NULL;
     CUresult r = check_slot(c, q->slot);
@@ -318,6 +320,7 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
         return copy_signalled(c, stream, &(struct pinned_copy){false, q->src, dst, q->size}, q->signal, r);
     if (r == CUDA_SUCCESS && q->size)
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
+    LOG_TIMELINE("worker.copy_dtoh_made", q->size);
     return finish_staged(c, stream, q->slot, r, xfer_flags(c));
 }
 

@@ -233,6 +233,7 @@ static void *relay_main(void *arg)
         }
         if (n > 0) {
             vgpu_ring_release(&r->map.req);
+            LOG_TIMELINE("relay.request", n);
             relay_one(r, (uint32_t)n);
             continue;
         }
@@ -350,6 +351,7 @@ void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *da
         /* Deferred errors come back on SYNC responses of any call: pass them all on as they are. */
         if (h.size == len)
             answer(r, data, (uint32_t)len);
+        LOG_TIMELINE("relay.answered", len);
         break;
     }
     case SESS_LOST:

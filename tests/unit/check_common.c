@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bell.h"
+#include "log.h"
 #include "ranges.h"
 #include "strbuf.h"
 #include "transport.h"
@@ -703,6 +705,57 @@ START_TEST(bell_ring_without_sleepers)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------------ the logger */
+
+/* What the logger writes on stderr while fn runs, into buf (NUL-terminated). */
+static void logged(void (*fn)(void), char *buf, size_t cap)
+{
+    FILE *f = tmpfile();
+    ck_assert(f);
+    int saved = dup(STDERR_FILENO);
+    ck_assert(saved >= 0 && dup2(fileno(f), STDERR_FILENO) >= 0);
+    fn();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static void two_points(void)
+{
+    LOG_TIMELINE("check.first", 7);
+    LOG_TIMELINE("check.second", 1ull << 40);
+}
+
+/* Timeline points are trace lines carrying the monotonic clock, in order; below trace level the
+ * macro writes nothing. */
+START_TEST(log_timeline_points)
+{
+    vgpu_log_init("check", VGPU_LOG_TRACE, false);
+    char out[1024];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long before = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    logged(two_points, out, sizeof out);
+    const char *a = strstr(out, "timeline "), *b = a ? strstr(a + 1, "timeline ") : NULL;
+    ck_assert_msg(a && b, "two timeline lines, not: %s", out);
+    long long t1, t2;
+    char p1[32], p2[32];
+    unsigned long long v1, v2;
+    ck_assert_int_eq(sscanf(a, "timeline %lld %31s %llu", &t1, p1, &v1), 3);
+    ck_assert_int_eq(sscanf(b, "timeline %lld %31s %llu", &t2, p2, &v2), 3);
+    ck_assert_str_eq(p1, "check.first");
+    ck_assert_str_eq(p2, "check.second");
+    ck_assert(v1 == 7 && v2 == 1ull << 40);
+    ck_assert(before <= t1 && t1 <= t2);
+    vgpu_log_set_level(VGPU_LOG_DEBUG);
+    logged(two_points, out, sizeof out);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------ suite */
 
 static Suite *common_suite(void)
@@ -740,6 +793,10 @@ static Suite *common_suite(void)
     tcase_add_test(tc, bell_check_error_spinning);
     tcase_add_test(tc, bell_ring_wakes_sleeper);
     tcase_add_test(tc, bell_ring_without_sleepers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("log");
+    tcase_add_test(tc, log_timeline_points);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("regressions");
