@@ -107,7 +107,6 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
     size_t chunks = (n + slot_size - 1) / slot_size, window;
     CUresult r = CUDA_SUCCESS;
     LOG_TIMELINE("fe.copy_out", n);
-    fe_bulk_expect(n < slot_size ? n : slot_size);
     pthread_mutex_lock(&ch->staging_mu);
     uint32_t first = take_window(ch, chunks, &window);
     for (size_t k = 0; k < window && r == CUDA_SUCCESS; k++) {
@@ -117,6 +116,7 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         if (r == CUDA_SUCCESS)
             r = post_dtoh_chunk(c, ch, stream, src + k * slot_size, len, slot);
     }
+    fe_bulk_expect(n < slot_size ? n : slot_size); /* (once the copies are on their way) */
     /* Slots whose bytes have all landed (a remote vGPU's come piece by piece) and are copied out,
      * their state still to come: it comes behind later slots' bytes, which are copied out meanwhile. */
     uint64_t later = 0;
