@@ -1069,7 +1069,8 @@ static bool drain_outbox(struct remote *r)
 /* UCX's progress calls in one turn at most, and the time they may take: a peer that never stops
  * sending, or a large transfer whose bytes the progress calls move, does not keep the turn's caller
  * (vgpud's loop, for driven links) from its other work (a worker's next batch, other tenants'
- * messages: a 1 MiB transfer held them 250-350 us on an H100's host); the next turn goes on. */
+ * messages: traced on an H100's host, a serving worker's next batch was taken only once a 1 MiB
+ * transfer before it had gone, 250-350 us later); the next turn goes on. */
 #define TURN_PROGRESS_MAX 256
 #define TURN_PROGRESS_NS 30000
 
