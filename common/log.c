@@ -1,4 +1,5 @@
 #include "log.h"
+#include "bell.h" /* (the monotonic clock, vgpu_now_ns) */
 
 #include <errno.h>
 #include <stdarg.h>
@@ -47,9 +48,7 @@ int vgpu_log_get_level(void) { return atomic_load_explicit(&log_level, memory_or
 
 void vgpu_log_timeline(const char *point, unsigned long long value)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    vgpu_log(VGPU_LOG_TRACE, "timeline %lld %s %llu", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, point, value);
+    vgpu_log(VGPU_LOG_TRACE, "timeline %lld %s %llu", (long long)vgpu_now_ns(), point, value);
 }
 
 void vgpu_log(int level, const char *fmt, ...)

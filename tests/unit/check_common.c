@@ -735,9 +735,7 @@ START_TEST(log_timeline_points)
 {
     vgpu_log_init("check", VGPU_LOG_TRACE, false);
     char out[1024];
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long before = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    long long before = (long long)vgpu_now_ns();
     logged(two_points, out, sizeof out);
     const char *a = strstr(out, "timeline "), *b = a ? strstr(a + 1, "timeline ") : NULL;
     ck_assert_msg(a && b, "two timeline lines, not: %s", out);
