@@ -3,8 +3,10 @@
 of several processes' logs in one order, cut them into spans from a start point to an end point,
 and print, for the most common sequence of points in a span, the median time of each point from
 the span's start and from the point before it (timeline.sh runs it).
-  timeline.py --start POINT [--value V] --end POINT LABEL=LOG ...
-A log labelled "mark" holds one point: everything before it is left out."""
+  timeline.py --start POINT [--value V] --end POINT [--show N] LABEL=LOG ...
+A log labelled "mark" holds one point: everything before it is left out. --show N also prints N
+spans whole (those whose length is nearest the median): where sequences differ from span to span
+(a copy of several slots, whose points interleave), the medians of the most common one say little."""
 import argparse
 import collections
 import statistics
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--start", required=True)
     ap.add_argument("--value")
     ap.add_argument("--end", required=True)
+    ap.add_argument("--show", type=int, default=0)
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
     events, since = [], 0
@@ -55,6 +58,13 @@ def main():
         at = statistics.median(r[i][0] - r[0][0] for r in rows) / 1e3
         step = statistics.median(r[i][0] - r[i - 1][0] for r in rows) / 1e3 if i else 0.0
         print("  %-28s %-10s at %9.1f us   step %8.1f us" % (point, rows[0][i][2], at, step))
+    if a.show:
+        length = statistics.median(s[-1][0] - s[0][0] for s in spans)
+        for s in sorted(spans, key=lambda s: abs(s[-1][0] - s[0][0] - length))[:a.show]:
+            print("a span of %.1f us (the median: %.1f us), whole:" % ((s[-1][0] - s[0][0]) / 1e3, length / 1e3))
+            for i, (t, point, value) in enumerate(s):
+                print("  %-28s %-10s at %9.1f us   step %8.1f us" %
+                      (point, value, (t - s[0][0]) / 1e3, (t - s[i - 1][0]) / 1e3 if i else 0.0))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 # Trace logging costs each point a microsecond or two: read the steps, not the totals.
 #   VGPU_BIN, BENCH_BIN as for run.sh; TIMELINE_SIZES (default "1048576 4194304");
 #   TIMELINE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); TIMELINE_OUT (default
-#   build/benchmarks/results/timeline); TIMELINE_EXECUTOR (cuda, or emu where there is no GPU)
+#   build/benchmarks/results/timeline); TIMELINE_EXECUTOR (cuda, or emu where there is no GPU);
+#   TIMELINE_SHOW (how many copies to print whole, those of about the median's length; default 1)
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
@@ -53,7 +54,7 @@ for t in ${TIMELINE_TRANSPORTS:-tcp=tcp shm=posix,sysv,self,tcp}; do
     unset UCX_TLS
     for s in ${TIMELINE_SIZES:-1048576 4194304}; do
         echo "== $name: a $s-byte copy to pageable memory on b's vGPU (bench_copy), from the frontend's first point"
-        python3 "$HERE/timeline.py" --start fe.copy_out --value "$s" --end fe.copy_out_done \
+        python3 "$HERE/timeline.py" --start fe.copy_out --value "$s" --end fe.copy_out_done --show "${TIMELINE_SHOW:-1}" \
             mark="$OUT/$name-copy$s-mark.log" tenant="$OUT/$name-copy$s-tenant.log" \
             a="$OUT/$name-vgpud-a.log" b="$OUT/$name-vgpud-b.log"
         grep -h "RESULT dtoh_pageable" "$OUT/$name-copy$s.res" || true
