@@ -8,7 +8,10 @@
  *   - a copy's bandwidth: SIZE bytes by rendezvous (as vgpud's bulk path sends them), then an
  *     8-byte answer once they have landed, one after the other;
  *   - the same the other way (raw_copy_back): the listener sends SIZE bytes when the parent asks
- *     (a device-to-host copy's bytes come back that way).
+ *     (a device-to-host copy's bytes come back that way);
+ *   - the longest single progress call of a sender's transfer (raw_copy_..._longest_call, the
+ *     median over the transfers): UCX moves a rendezvous transfer's bytes inside one call, which
+ *     holds whatever loop makes it (vgpud's, where its links are driven) for that long.
  * Prints `RESULT name value unit` lines, as the other benchmark programs.
  *   link_raw [ROUND_TRIPS [MAX_SIZE]]   (default 20000, 64 MiB) */
 #include <errno.h>
@@ -44,6 +47,7 @@ struct node {
     void *buf;
     size_t cap;
     volatile bool landed;
+    double longest; /* the longest progress call while the last send was waited for */
 };
 
 static void die(const char *what, ucs_status_t s)
@@ -58,8 +62,13 @@ static void wait_req(struct node *n, ucs_status_ptr_t req)
         return;
     if (UCS_PTR_IS_ERR(req))
         die("send", UCS_PTR_STATUS(req));
-    while (ucp_request_check_status(req) == UCS_INPROGRESS)
+    while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+        double t0 = bench_now();
         ucp_worker_progress(n->worker);
+        double t = bench_now() - t0;
+        if (t > n->longest)
+            n->longest = t;
+    }
     ucp_request_free(req);
 }
 
@@ -257,10 +266,20 @@ static void round_trips(struct node *n, int mode, const char *name, int count)
 
 /* SIZE bytes to the peer and its answer (back: the peer sends them when asked), one after the
  * other; the best of 3 rounds. */
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void bandwidth(struct node *n, size_t size, bool back)
 {
     int rounds = size >= (16u << 20) ? 20 : size >= (1u << 20) ? 100 : 1000;
     double best = 0;
+    double *longest = calloc((size_t)rounds * 3, sizeof *longest);
+    int sends = 0;
+    if (!longest)
+        die("memory", UCS_ERR_NO_MEMORY);
     for (int r = -1; r < 3; r++) { /* best of 3 rounds, after one to warm up */
         double t0 = bench_now();
         for (int i = 0; i < rounds; i++) {
@@ -272,7 +291,10 @@ static void bandwidth(struct node *n, size_t size, bool back)
                 continue;
             }
             unsigned want = n->answers + 1;
+            n->longest = 0;
             send_am(n, AM_BULK, NULL, 0, n->buf, size, true);
+            if (r >= 0)
+                longest[sends++] = n->longest;
             wait_answer(n, want);
         }
         double gbps = (double)size * rounds / (bench_now() - t0) / 1e9;
@@ -286,6 +308,11 @@ static void bandwidth(struct node *n, size_t size, bool back)
     else
         snprintf(name, sizeof name, "raw_copy%s_%zuKiB", dir, size >> 10);
     printf("RESULT %s %.3f GB/s\n", name, best);
+    if (sends) { /* (the sender is this process: forward copies only) */
+        qsort(longest, (size_t)sends, sizeof *longest, by_value);
+        printf("RESULT %s_longest_call %.1f us\n", name, longest[sends / 2] * 1e6);
+    }
+    free(longest);
 }
 
 int main(int argc, char **argv)

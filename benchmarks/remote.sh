@@ -112,6 +112,10 @@ for t in transports:
     if raw:
         print("raw link: round trip %.2f us polling, %.2f us sleeping on UCX's descriptor (medians)" %
               (raw["raw_rtt_poll_median"][0], raw["raw_rtt_sleep_median"][0]))
+        held = ["%s %.0f us" % (k.split("_")[2], raw[k][0]) for k in sorted(raw, key=lambda k: raw[k][0])
+                if k.endswith("_longest_call")]
+        if held:
+            print("raw link: the sender's longest progress call in one transfer (medians): " + ", ".join(held))
         for k in ("ctx_synchronize_median", "read_4_bytes_median"):
             if k in remote:
                 print("  remote %-22s %8.2f us: %+8.2f us over the raw round trip (sleeping), %+8.2f (polling)" %

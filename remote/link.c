@@ -1067,10 +1067,11 @@ static bool drain_outbox(struct remote *r)
 #define SPIN_TICK_NS 200000
 
 /* UCX's progress calls in one turn at most, and the time they may take: a peer that never stops
- * sending, or a large transfer whose bytes the progress calls move, does not keep the turn's caller
- * (vgpud's loop, for driven links) from its other work (a worker's next batch, other tenants'
- * messages: traced on an H100's host, a serving worker's next batch was taken only once a 1 MiB
- * transfer before it had gone, 250-350 us later); the next turn goes on. */
+ * sending does not keep the turn's caller (vgpud's loop, for driven links) from its other work;
+ * the next turn goes on. A rendezvous transfer's bytes, though, move inside one progress call
+ * (link_raw's raw_copy_*_longest_call: ~180 us of a 1 MiB transfer's ~220 over TCP or shared
+ * memory), which holds the loop that long whatever the bound (traced on an H100's host: a serving
+ * worker's next batch was taken only once the 2 MiB before it had gone, ~400 us later). */
 #define TURN_PROGRESS_MAX 256
 #define TURN_PROGRESS_NS 30000
 
