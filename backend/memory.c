@@ -1,8 +1,8 @@
 #include "memory.h"
 
 #include <string.h>
-#include <time.h>
 
+#include "bell.h"
 #include "log.h"
 #include "server.h"
 
@@ -14,12 +14,7 @@
 /* A request not granted in this time fails (the worker stops waiting a little later). */
 #define REQUEST_TIMEOUT_NS 120000000000ull
 
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t mono_ns(void) { return (uint64_t)vgpu_now_ns(); }
 
 static void send_grant(void *owner, uint32_t channel, uint32_t request, int32_t status, uint64_t allowance)
 {

@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "base64.h"
+#include "bell.h"
 #include "json.h"
 #include "log.h"
 
@@ -275,9 +275,7 @@ static void *etcd_main(void *arg)
     bool was_reachable = true;
     uint64_t next_renew = 0;
     while (!atomic_load(&e->stop)) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        uint64_t now = (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+        uint64_t now = (uint64_t)vgpu_now_ns() / 1000000;
         bool renew = now >= next_renew;
         atomic_store(&e->changed, false);
         bool ok = true;

@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <ucp/api/ucp.h>
 
 #include "array.h"
+#include "bell.h"
 #include "link_msg.h"
 #include "log.h"
 #include "session_msg.h"
@@ -148,19 +148,8 @@ struct remote {
     _Atomic uint64_t backlog_watch[MAX_CONNS]; /* nonzero: say when the backlog is down to it */
 };
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t now_ns(void) { return (uint64_t)vgpu_now_ns(); }
+static uint64_t now_ms(void) { return now_ns() / 1000000; }
 
 /* ---------------------------------------------------------------- parsing */
 

@@ -5,19 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "bell.h"
 #include "bulk_copy.h"
 #include "log.h"
 #include "quota.h"
 #include "vchannel.h"
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t now_ns(void) { return (uint64_t)vgpu_now_ns(); }
 
 void vswap_init(struct vchannel *ch, bool on)
 {
