@@ -5,7 +5,8 @@
 # default), and on b's vGPU with each call sent alone (--remote-batch 1,0,0). With two GPUs, a
 # serves the first and b the second. Prints every figure and its ratio to native. Needs a GPU.
 #   VGPU_BIN, BENCH_BIN, BENCH_MODULE, BENCH_OUT as for run.sh; REMOTE_PARTS (default "latency launch copy
-#   batches"); REMOTE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); REMOTE_BATCHES;
+#   batches neighbour"; neighbour: the latency part on b's vGPU while another tenant copies through
+#   the same link); REMOTE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); REMOTE_BATCHES;
 #   REMOTE_COPY_MAX (largest copy, default 64 MiB); REMOTE_COPY_MIN (smallest, default 4 KiB);
 #   REMOTE_UNBATCHED (0: no run with each call sent alone);
 #   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw)
@@ -17,7 +18,7 @@ VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
 BENCH_MODULE=${BENCH_MODULE:-build/tests/kernels/basic.fatbin}
 BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}/remote
-REMOTE_PARTS=" ${REMOTE_PARTS:-latency launch copy batches} "
+REMOTE_PARTS=" ${REMOTE_PARTS:-latency launch copy batches neighbour} "
 mkdir -p "$BENCH_OUT"
 rm -f "$BENCH_OUT"/*.res
 key=$BENCH_OUT/cluster.key
@@ -74,6 +75,18 @@ for t in $TRANSPORTS; do
         start_pair --remote-batch 1,0,0
         run_all "remote-unbatched-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
     fi
+    if part neighbour; then
+        # Another tenant of a copies 4 MiB to and from b's vGPU without pause (the same vgpuds, the
+        # same link) while the round trip is measured: what one tenant's bulk bytes cost another's calls.
+        remote=("$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --)
+        (while "${remote[@]}" "$BENCH_BIN/bench_copy" 4194304 4194304 >/dev/null 2>&1; do :; done) &
+        neighbour=$!
+        sleep 1
+        "${remote[@]}" "$BENCH_BIN/bench_latency" 20000 | sed 's/^RESULT /RESULT neighbour_/' >>"$BENCH_OUT/remote-$name.res"
+        pkill -P $neighbour 2>/dev/null || true
+        kill $neighbour 2>/dev/null || true
+        wait $neighbour 2>/dev/null || true
+    fi
     if part batches; then
         for lim in $BATCHES; do
             start_pair --remote-batch "$lim,256K,20"
@@ -109,6 +122,11 @@ for t in transports:
         row = [c.get(k, (float("nan"), unit))[0] for c in (native, local, remote, unbatched)]
         ratios = " ".join("%.3f" % (x / v) if v else "-" for x in row[1:])
         print("%-28s %12.3f %12.3f %12.3f %12.3f   %s (%s)" % (k, *row, ratios, unit))
+    for k in ("ctx_synchronize", "read_4_bytes"):
+        if "neighbour_%s_median" % k in remote and k + "_median" in remote:
+            print("remote %s: median %.2f us, p99 %.2f us; with another tenant copying 4 MiB on the link: %.2f, %.2f" %
+                  (k, remote[k + "_median"][0], remote[k + "_p99"][0], remote["neighbour_%s_median" % k][0],
+                   remote["neighbour_%s_p99" % k][0]))
     if raw:
         print("raw link: round trip %.2f us polling, %.2f us sleeping on UCX's descriptor (medians)" %
               (raw["raw_rtt_poll_median"][0], raw["raw_rtt_sleep_median"][0]))
