@@ -139,8 +139,10 @@ static CUresult staged_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t strea
         if (next < chunks) {
             size_t nlen = n - next * slot_size < slot_size ? n - next * slot_size : slot_size;
             r = post_dtoh_chunk(c, ch, stream, src + next * slot_size, nlen, slot);
+            fe_bulk_expect(nlen);
         }
     }
+    fe_bulk_expected();
     for (uint32_t slot = 0; later; slot++)
         if (later & (1ull << slot)) {
             later &= ~(1ull << slot);
@@ -175,6 +177,7 @@ static CUresult slot_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream,
     }
     if (r == CUDA_SUCCESS)
         fe_bulk_copy(dst, ch->map.data + (uint64_t)slot * ch->map.layout.slot_size, n, false);
+    fe_bulk_expected();
     pthread_mutex_unlock(&ch->staging_mu);
     LOG_TIMELINE("fe.copy_out_done", n);
     return r;

@@ -621,8 +621,9 @@ CUresult fe_memset_2d(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uin
  * staging memory the CPU will not read again. */
 void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming);
 /* A copy of n bytes out of staging memory is coming once they land: the helpers it takes are woken
- * now, to be looking on by then. */
+ * now, to be looking on by then (for a while at most); fe_bulk_expected: what was announced came. */
 void fe_bulk_expect(size_t n);
+void fe_bulk_expected(void);
 
 /* ---------------------------------------------------------------- modules */
 
