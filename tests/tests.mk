@@ -67,6 +67,12 @@ $(TEST_O)/unit/check_emu_memory: $(O)/obj/tests/unit/check_emu_memory.o $(LIBWOR
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS) $(PKG_LIBS) -ldl -lm
 
+# The frontend's copy pool.
+$(O)/obj/tests/unit/check_bulkcopy.o: EXTRA_CFLAGS := -Ifrontend -D__CUDA_API_VERSION_INTERNAL
+$(TEST_O)/unit/check_bulkcopy: $(O)/obj/tests/unit/check_bulkcopy.o $(O)/obj/frontend/bulkcopy.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL) $(CHECK_LIBS)
+
 # vgpud's memory manager.
 $(O)/obj/tests/unit/check_shm.o: EXTRA_CFLAGS := -Ishm
 $(TEST_O)/unit/check_shm: $(O)/obj/tests/unit/check_shm.o $(LIBSHM) $(LIBCOMMON)
