@@ -7,11 +7,11 @@
  * Helpers are created on the first large copy (VGPU_COPY_THREADS sets how many; 0: none). They
  * look on for the next copy as long as a waiting call spins (VGPU_SPIN_US), then sleep; a copy out
  * of staging memory whose bytes are still to come wakes them beforehand (fe_bulk_expect) and keeps
- * them looking on until it has come (fe_bulk_expected): woken only once the bytes are there, they
- * came after the caller had copied most of them alone, and made the copy slower than alone; gone
- * back to sleep before a remote vGPU's bytes land (300-400 us), the same (benchmarks/copy_pool,
- * a MiB announced 500 us ahead with one helper: 36 us, 13 with them looking on, 23 alone, on a
- * 2-processor machine). */
+ * them looking on until it has come (fe_bulk_expected). Helpers woken only once the bytes are
+ * there join after the caller has copied most of them alone and make the copy slower than alone;
+ * so did helpers that had gone back to sleep before a remote vGPU's bytes landed, 300-400 us on
+ * (benchmarks/copy_pool, a MiB announced 500 us ahead, one helper: 36 us; 13 with it looking on;
+ * 23 alone; on a 2-processor machine). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
