@@ -266,12 +266,6 @@ static void round_trips(struct node *n, int mode, const char *name, int count)
 
 /* SIZE bytes to the peer and its answer (back: the peer sends them when asked), one after the
  * other; the best of 3 rounds. */
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void bandwidth(struct node *n, size_t size, bool back)
 {
     int rounds = size >= (16u << 20) ? 20 : size >= (1u << 20) ? 100 : 1000;
@@ -309,7 +303,7 @@ static void bandwidth(struct node *n, size_t size, bool back)
         snprintf(name, sizeof name, "raw_copy%s_%zuKiB", dir, size >> 10);
     printf("RESULT %s %.3f GB/s\n", name, best);
     if (sends) { /* (the sender is this process: forward copies only) */
-        qsort(longest, (size_t)sends, sizeof *longest, by_value);
+        qsort(longest, (size_t)sends, sizeof *longest, bench_cmp_double);
         printf("RESULT %s_longest_call %.1f us\n", name, longest[sends / 2] * 1e6);
     }
     free(longest);
