@@ -32,7 +32,6 @@ bench-remote: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin
 bench-timeline: all $(BENCH_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks TIMELINE_OUT=$(O)/benchmarks/results/timeline benchmarks/timeline.sh
 
-# The spin kernel of the GPU-sharing benchmark.
 # The frontend's copy pool alone, as a tenant's copies out of staging memory use it.
 COPY_POOL := $(O)/benchmarks/copy_pool
 $(COPY_POOL): benchmarks/copy_pool.c frontend/bulkcopy.c frontend/fe.h $(LIBCOMMON)
@@ -40,6 +39,7 @@ $(COPY_POOL): benchmarks/copy_pool.c frontend/bulkcopy.c frontend/fe.h $(LIBCOMM
 	$(CC) $(CFLAGS_ALL) -D__CUDA_API_VERSION_INTERNAL -Ifrontend -o $@ benchmarks/copy_pool.c frontend/bulkcopy.c \
 		$(LIBCOMMON) $(LDFLAGS_ALL)
 
+# The spin kernel of the GPU-sharing benchmark.
 $(O)/benchmarks/spin.fatbin: benchmarks/kernels/spin.cu
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) $< -o $@
