@@ -21,33 +21,11 @@ BENCH_OUT=${BENCH_OUT:-build/benchmarks/results}/remote
 REMOTE_PARTS=" ${REMOTE_PARTS:-latency launch copy batches neighbour} "
 mkdir -p "$BENCH_OUT"
 rm -f "$BENCH_OUT"/*.res
-key=$BENCH_OUT/cluster.key
-head -c 32 /dev/urandom >"$key"
 EXECUTOR=${REMOTE_EXECUTOR:-cuda}
 gpus=$([ "$EXECUTOR" = cuda ] && nvidia-smi -L | wc -l || echo 1)
-port=$((20000 + $$ % 20000))
-pids=()
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; pids=(); }
-trap stop_all EXIT
-start_pair() { # more vgpud options for both
-    stop_all
-    local n
-    for n in a b; do
-        local me=$n other=$([ $n = a ] && echo b || echo a) mine=$port theirs=$((port + 1))
-        [ $n = b ] && mine=$((port + 1)) theirs=$port
-        local visible=0
-        [ "$gpus" -ge 2 ] && [ $n = b ] && visible=1
-        CUDA_VISIBLE_DEVICES=$visible "$VGPU_BIN/vgpud" --foreground --executor "$EXECUTOR" --log-level warn \
-            --socket "$BENCH_OUT/$n.sock" --node $me --remote-listen 127.0.0.1:$mine --peer $other=127.0.0.1:$theirs \
-            --cluster-key "$key" ${REMOTE_OPTS:-} "$@" >"$BENCH_OUT/vgpud-$n.log" 2>&1 &
-        pids+=($!)
-    done
-    for _ in $(seq 200); do
-        "$VGPU_BIN/vgpuctl" --socket "$BENCH_OUT/a.sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && return 0
-        sleep 0.1
-    done
-    echo "the vgpuds did not link:" >&2; cat "$BENCH_OUT"/vgpud-*.log >&2; return 1
-}
+PAIR_DIR=$BENCH_OUT PAIR_LOGS=$BENCH_OUT/vgpud PAIR_EXECUTOR=$EXECUTOR PAIR_LEVEL=warn PAIR_GPUS=$gpus
+. "$(dirname "$0")/vgpud_pair.sh"
+start_pair() { pair_start ${REMOTE_OPTS:-} "$@"; } # more vgpud options for both
 part() { case $REMOTE_PARTS in *" $1 "*) return 0 ;; esac; return 1; }
 run_all() { # config name, vgpu-run arguments (none: native)
     local cfg=$1; shift
@@ -97,7 +75,7 @@ for t in $TRANSPORTS; do
     fi
     unset UCX_TLS
 done
-stop_all
+pair_stop
 echo "device: $([ "$EXECUTOR" = cuda ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo emu) x $gpus; links: UCX on one host, by transport: $TRANSPORTS"
 python3 - "$BENCH_OUT" "$TRANSPORTS" <<'PY'
 import sys, os

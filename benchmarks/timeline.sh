@@ -17,27 +17,12 @@ OUT=${TIMELINE_OUT:-build/benchmarks/results/timeline}
 HERE=$(dirname "$0")
 mkdir -p "$OUT"
 rm -f "$OUT"/*.log "$OUT"/*.res
-key=$OUT/cluster.key
-head -c 32 /dev/urandom >"$key"
-port=$((20000 + $$ % 20000))
-pids=()
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; pids=(); }
-trap stop_all EXIT
+PAIR_DIR=$OUT PAIR_EXECUTOR=${TIMELINE_EXECUTOR:-cuda} PAIR_LEVEL=trace PAIR_GPUS=1
+. "$HERE/vgpud_pair.sh"
 for t in ${TIMELINE_TRANSPORTS:-tcp=tcp shm=posix,sysv,self,tcp}; do
     name=${t%%=*}
     export UCX_TLS=${t#*=}
-    for n in a b; do
-        mine=$port theirs=$((port + 1)) other=b
-        [ $n = b ] && mine=$((port + 1)) theirs=$port other=a
-        "$VGPU_BIN/vgpud" --foreground --executor "${TIMELINE_EXECUTOR:-cuda}" --log-level trace \
-            --socket "$OUT/$n.sock" --node $n --remote-listen 127.0.0.1:$mine --peer $other=127.0.0.1:$theirs \
-            --cluster-key "$key" >"$OUT/$name-vgpud-$n.log" 2>&1 &
-        pids+=($!)
-    done
-    for _ in $(seq 200); do
-        "$VGPU_BIN/vgpuctl" --socket "$OUT/a.sock" --json cluster 2>/dev/null | grep -q '"state":"up"' && break
-        sleep 0.1
-    done
+    PAIR_LOGS=$OUT/$name-vgpud pair_start
     run() { # label, program and arguments
         local label=$1; shift
         VGPU_LOG_LEVEL=trace "$VGPU_BIN/vgpu-run" --socket "$OUT/a.sock" --vgpu node=b,device=0 -- "$@" \
@@ -50,7 +35,7 @@ for t in ${TIMELINE_TRANSPORTS:-tcp=tcp shm=posix,sysv,self,tcp}; do
     done
     echo "timeline $(python3 -c "import time; print(time.monotonic_ns())") mark.start 0" >"$OUT/$name-latency-mark.log"
     run latency "$BENCH_BIN/bench_latency" 5000
-    stop_all
+    pair_stop
     unset UCX_TLS
     for s in ${TIMELINE_SIZES:-1048576 4194304}; do
         echo "== $name: a $s-byte copy to pageable memory on b's vGPU (bench_copy), from the frontend's first point"
