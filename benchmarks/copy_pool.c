@@ -4,12 +4,21 @@
  * as the gap begins, as a copy out of a staging slot is once its records are posted), with as many
  * helper threads as VGPU_COPY_THREADS says (the pool's default where unset). Run with 0 and with
  * the default to see what the helpers give, and what waking them costs, on a host.
+ * Where the bytes come from, as a staging slot's do: `shared`, a memfd mapped shared (the channel's
+ * data area: page-aligned, where the malloc'd destination starts 16 bytes into its page, the
+ * distance at which some processors' memcpy crawls, common/memcopy.h) rather than malloc'd memory; `landed`, written anew by another thread during each gap
+ * (as the link's bytes land, written by vgpud on another processor, before the tenant copies them
+ * out), so that the copy reads lines another processor's cache holds.
  * Prints `RESULT name value unit` lines, as the other benchmark programs.
- *   copy_pool [SIZE [GAP_US [COPIES [announced]]]]   (default 1 MiB, 0, 2000)
+ *   copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed]]]]   (default 1 MiB, 0, 2000)
  * Built by `make build/benchmarks/copy_pool`. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bell.h"
 #include "fe.h"
@@ -24,24 +33,68 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The other processor that writes the source anew when asked (landed). */
+struct lander {
+    uint8_t *src;
+    size_t n;
+    atomic_int round; /* asked: the round to write; written: its negative */
+    atomic_bool stop;
+};
+
+static void *land(void *arg)
+{
+    struct lander *l = arg;
+    while (!atomic_load(&l->stop)) {
+        int k = atomic_load(&l->round);
+        if (k <= 0) {
+            vgpu_cpu_relax();
+            continue;
+        }
+        memset(l->src, k & 0xff, l->n);
+        atomic_store(&l->round, -k);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : (1u << 20);
     long gap_ns = (argc > 2 ? atol(argv[2]) : 0) * 1000;
     int copies = argc > 3 ? atoi(argv[3]) : 2000;
-    bool announced = argc > 4 && strcmp(argv[4], "announced") == 0;
-    uint8_t *src = malloc(n), *dst = malloc(n);
+    const char *how = argc > 4 ? argv[4] : "";
+    bool announced = strstr(how, "announced") != NULL, shared = strstr(how, "shared") != NULL,
+         landed = strstr(how, "landed") != NULL;
+    uint8_t *src = NULL, *dst = malloc(n);
+    if (shared) {
+        int fd = memfd_create("copy_pool", MFD_CLOEXEC);
+        void *m = fd >= 0 && ftruncate(fd, (off_t)n) == 0 ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                                           : MAP_FAILED;
+        src = m == MAP_FAILED ? NULL : m;
+        if (fd >= 0)
+            close(fd);
+    } else {
+        src = malloc(n);
+    }
     double *t = malloc(sizeof *t * (size_t)(copies > 0 ? copies : 1));
     if (n == 0 || gap_ns < 0 || copies < 10 || !src || !dst || !t) {
-        fprintf(stderr, "usage: copy_pool [SIZE [GAP_US [COPIES]]]\n");
+        fprintf(stderr, "usage: copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed]]]]\n");
         return 2;
     }
     memset(src, 1, n);
     memset(dst, 2, n);
+    struct lander lander = {.src = src, .n = n};
+    pthread_t lt;
+    if (landed && pthread_create(&lt, NULL, land, &lander) != 0)
+        return 2;
     for (int i = -copies / 10; i < copies; i++) { /* the first tenth warms up (and starts the helpers) */
+        int round = i + copies / 10 + 1;
         if (announced)
             fe_bulk_expect(n);
+        if (landed)
+            atomic_store(&lander.round, round);
         for (int64_t until = vgpu_now_ns() + gap_ns; vgpu_now_ns() < until;)
+            vgpu_cpu_relax();
+        while (landed && atomic_load(&lander.round) != -round)
             vgpu_cpu_relax();
         int64_t t0 = vgpu_now_ns();
         fe_bulk_copy(dst, src, n, false);
@@ -50,6 +103,10 @@ int main(int argc, char **argv)
         if (announced)
             fe_bulk_expected();
     }
+    if (landed) {
+        atomic_store(&lander.stop, true);
+        pthread_join(lt, NULL);
+    }
     if (memcmp(dst, src, n) != 0) {
         fprintf(stderr, "copy_pool: the copy differs from its source\n");
         return 1;
@@ -57,13 +114,17 @@ int main(int argc, char **argv)
     qsort(t, (size_t)copies, sizeof *t, by_value);
     const char *threads = getenv("VGPU_COPY_THREADS");
     char name[96];
-    snprintf(name, sizeof name, "copy_pool_%zuKiB_gap%ldus%s_helpers%s", n >> 10, gap_ns / 1000,
-             announced ? "_announced" : "", threads ? threads : "default");
+    snprintf(name, sizeof name, "copy_pool_%zuKiB_gap%ldus%s%s%s_helpers%s", n >> 10, gap_ns / 1000,
+             announced ? "_announced" : "", shared ? "_shared" : "", landed ? "_landed" : "",
+             threads ? threads : "default");
     printf("RESULT %s_median %.2f us\n", name, t[copies / 2]);
     printf("RESULT %s_p90 %.2f us\n", name, t[copies * 9 / 10]);
     printf("RESULT %s_p99 %.2f us\n", name, t[copies * 99 / 100]);
     free(t);
-    free(src);
+    if (shared)
+        munmap(src, n);
+    else
+        free(src);
     free(dst);
     return 0;
 }
