@@ -2,7 +2,9 @@
  * threads: one CPU core copies about 8 GB/s, less than a GPU moves and less than the driver's own
  * pageable path reaches, so big copies are cut into parts that a few helper threads share with
  * the caller. Copies into staging memory use non-temporal stores: the CPU never reads that
- * memory again (the GPU does), so there is no point pulling it into the cache first.
+ * memory again (the GPU does), so there is no point pulling it into the cache first. Copies out
+ * of it use vgpu_memcpy (memcopy.h: memcpy's `rep movsb` crawls between a page-aligned slot and a
+ * malloc'd buffer).
  *
  * Helpers are created on the first large copy (VGPU_COPY_THREADS sets how many; 0: none). They
  * look on for the next copy as long as a waiting call spins (VGPU_SPIN_US), then sleep; a copy out
@@ -13,15 +15,11 @@
  * (benchmarks/copy_pool, a MiB announced 500 us ahead, one helper: 36 us; 13 with it looking on;
  * 23 alone; on a 2-processor machine). */
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 #include "bell.h"
 #include "fe.h"
+#include "memcopy.h"
 #include "units.h"
 
 #define PART (256u << 10)
@@ -60,40 +58,12 @@ static struct {
     .cv = PTHREAD_COND_INITIALIZER,
 };
 
-static void copy_streaming(uint8_t *d, const uint8_t *s, size_t n)
-{
-#if defined(__x86_64__)
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    if (head > n)
-        head = n;
-    memcpy(d, s, head);
-    d += head;
-    s += head;
-    n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(d + 48), e);
-    }
-    memcpy(d, s, n);
-    /* Streaming stores are weakly ordered: make them visible before anyone is told. */
-    _mm_sfence();
-#else
-    memcpy(d, s, n);
-#endif
-}
-
 static void copy_part(const struct job *j, size_t off, size_t len)
 {
     if (j->streaming)
-        copy_streaming(j->dst + off, j->src + off, len);
+        vgpu_memcpy_streaming(j->dst + off, j->src + off, len);
     else
-        memcpy(j->dst + off, j->src + off, len);
+        vgpu_memcpy(j->dst + off, j->src + off, len);
 }
 
 static void work(struct job *j)

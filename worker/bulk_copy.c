@@ -1,7 +1,7 @@
 #include "bulk_copy.h"
 
 #include <sched.h>
-#include <string.h>
+#include "memcopy.h"
 
 /* Parts smaller than this are not worth a thread. */
 #define MIN_PART (4ull << 20)
@@ -9,7 +9,7 @@
 static void *copy_part(void *arg)
 {
     struct bulk_part *p = arg;
-    memcpy(p->dst, p->src, p->n);
+    vgpu_memcpy(p->dst, p->src, p->n);
     return NULL;
 }
 

@@ -12,6 +12,7 @@
 
 #include "bell.h"
 #include "log.h"
+#include "memcopy.h"
 #include "ranges.h"
 #include "strbuf.h"
 #include "transport.h"
@@ -754,6 +755,44 @@ START_TEST(log_timeline_points)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------------ memcopy */
+
+/* Every byte of src at dst, and not one byte around it touched: for sizes about the vector loop's
+ * 64-byte turns and its 16-byte head, at every distance where the loop takes over from memcpy and
+ * some where it does not, both kinds of store. */
+START_TEST(memcopy_every_byte_at_every_distance)
+{
+    enum { PAGE = 4096, MAXN = 3 * PAGE + 77 };
+    uint8_t *src = aligned_alloc(PAGE, 4 * PAGE), *buf = aligned_alloc(PAGE, 8 * PAGE);
+    ck_assert(src && buf);
+    for (size_t i = 0; i < 4 * PAGE; i++)
+        src[i] = (uint8_t)(i * 131 + 7);
+    const size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 1023, 1024, 1025, 4096, MAXN};
+    const size_t src_offs[] = {0, 3, 16, 100};
+    for (int streaming = 0; streaming < 2; streaming++)
+        for (size_t so = 0; so < sizeof src_offs / sizeof src_offs[0]; so++)
+            for (size_t dist = 0; dist < 80; dist += (dist < 70 ? 1 : 5))
+                for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+                    size_t n = sizes[k], at = 2 * PAGE + src_offs[so] + dist; /* (dst - src) % PAGE == dist */
+                    memset(buf, 0xA5, 8 * PAGE);
+                    if (streaming)
+                        vgpu_memcpy_streaming(buf + at, src + src_offs[so], n);
+                    else
+                        vgpu_memcpy(buf + at, src + src_offs[so], n);
+                    ck_assert_msg(memcmp(buf + at, src + src_offs[so], n) == 0, "n %zu distance %zu streaming %d", n,
+                                  dist, streaming);
+                    size_t stray = SIZE_MAX;
+                    for (size_t i = 0; i < 8 * PAGE && stray == SIZE_MAX; i++)
+                        if ((i < at || i >= at + n) && buf[i] != 0xA5)
+                            stray = i;
+                    ck_assert_msg(stray == SIZE_MAX, "byte %zu outside the copy written (n %zu distance %zu)", stray, n,
+                                  dist);
+                }
+    free(src);
+    free(buf);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------ suite */
 
 static Suite *common_suite(void)
@@ -791,6 +830,10 @@ static Suite *common_suite(void)
     tcase_add_test(tc, bell_check_error_spinning);
     tcase_add_test(tc, bell_ring_wakes_sleeper);
     tcase_add_test(tc, bell_ring_without_sleepers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memcopy");
+    tcase_add_test(tc, memcopy_every_byte_at_every_distance);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("log");
