@@ -17,6 +17,7 @@
 #include "bell.h"
 #include "client_msg.h"
 #include "log.h"
+#include "memcopy.h"
 #include "msg_socket.h"
 #include "remote_sessions.h"
 #include "vgpu/remote.h"
@@ -122,7 +123,7 @@ static void on_push(struct server *srv, uint64_t link, const struct session_hdr 
     if (here) { /* both sessions served here */
         uint8_t *dst = here->area ? (uint8_t *)bulk_region_hold(here->area, q->target_offset, q->size) : NULL;
         if (dst) {
-            memcpy(dst, bytes, (size_t)q->size);
+            vgpu_memcpy(dst, bytes, (size_t)q->size);
             bulk_region_release(here->area);
         }
         status = dst ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

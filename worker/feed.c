@@ -12,6 +12,7 @@
 #include "batch.h"
 #include "bell.h"
 #include "log.h"
+#include "memcopy.h"
 #include "record_io.h"
 #include "remote.h"
 #include "vgpu/remote.h"
@@ -250,7 +251,7 @@ void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t 
         return;
     }
     if (kind == SESS_DATA && vgpu_data_range_ok(&f->map.layout, offset, len))
-        memcpy(f->map.data + offset, data, len);
+        vgpu_memcpy(f->map.data + offset, data, len);
     else if (kind == SESS_RECORD)
         post(f, data, len);
 }

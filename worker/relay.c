@@ -11,6 +11,7 @@
 #include "batch.h"
 #include "bell.h"
 #include "log.h"
+#include "memcopy.h"
 #include "record_io.h"
 #include "remote.h"
 #include "vgpu/remote.h"
@@ -327,7 +328,7 @@ void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *da
     switch (kind) {
     case SESS_DATA:
         if (vgpu_data_range_ok(&r->map.layout, offset, len)) {
-            memcpy(r->map.data + offset, data, len);
+            vgpu_memcpy(r->map.data + offset, data, len);
             vgpu_bell_ring(&r->mem.transport, &r->map.ctl->to_client); /* a host function's word */
         }
         break;
