@@ -6,11 +6,14 @@
  * the default to see what the helpers give, and what waking them costs, on a host.
  * Where the bytes come from, as a staging slot's do: `shared`, a memfd mapped shared (the channel's
  * data area: page-aligned, where the malloc'd destination starts 16 bytes into its page, the
- * distance at which some processors' memcpy crawls, common/memcopy.h) rather than malloc'd memory; `landed`, written anew by another thread during each gap
- * (as the link's bytes land, written by vgpud on another processor, before the tenant copies them
- * out), so that the copy reads lines another processor's cache holds.
+ * distance at which some processors' memcpy crawls, common/memcopy.h) rather than malloc'd
+ * memory; `landed`, written anew by another thread during each gap (as the link's bytes land,
+ * written by vgpud on another processor, before the tenant copies them out), so that the copy
+ * reads lines another processor's cache holds. `spinN`: N more threads spin all along, as a remote
+ * vGPU's pollers do on the same host (vgpuds' loops, relays, feeds), taking processors, or their
+ * siblings, that the helpers would copy on.
  * Prints `RESULT name value unit` lines, as the other benchmark programs.
- *   copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed]]]]   (default 1 MiB, 0, 2000)
+ *   copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed,spinN]]]]   (default 1 MiB, 0, 2000)
  * Built by `make build/benchmarks/copy_pool`. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,6 +59,18 @@ static void *land(void *arg)
     return NULL;
 }
 
+static atomic_bool spinning = true;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    while (atomic_load_explicit(&spinning, memory_order_relaxed))
+        vgpu_cpu_relax();
+    return NULL;
+}
+
+#define MAX_SPINNERS 64
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : (1u << 20);
@@ -64,6 +79,8 @@ int main(int argc, char **argv)
     const char *how = argc > 4 ? argv[4] : "";
     bool announced = strstr(how, "announced") != NULL, shared = strstr(how, "shared") != NULL,
          landed = strstr(how, "landed") != NULL;
+    const char *sp = strstr(how, "spin");
+    int spinners = sp ? atoi(sp + 4) : 0;
     uint8_t *src = NULL, *dst = malloc(n);
     if (shared) {
         int fd = memfd_create("copy_pool", MFD_CLOEXEC);
@@ -76,8 +93,8 @@ int main(int argc, char **argv)
         src = malloc(n);
     }
     double *t = malloc(sizeof *t * (size_t)(copies > 0 ? copies : 1));
-    if (n == 0 || gap_ns < 0 || copies < 10 || !src || !dst || !t) {
-        fprintf(stderr, "usage: copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed]]]]\n");
+    if (n == 0 || gap_ns < 0 || copies < 10 || !src || !dst || !t || spinners < 0 || spinners > MAX_SPINNERS) {
+        fprintf(stderr, "usage: copy_pool [SIZE [GAP_US [COPIES [announced,shared,landed,spinN]]]]\n");
         return 2;
     }
     memset(src, 1, n);
@@ -86,6 +103,10 @@ int main(int argc, char **argv)
     pthread_t lt;
     if (landed && pthread_create(&lt, NULL, land, &lander) != 0)
         return 2;
+    pthread_t spinner[MAX_SPINNERS];
+    for (int k = 0; k < spinners; k++)
+        if (pthread_create(&spinner[k], NULL, spin, NULL) != 0)
+            return 2;
     for (int i = -copies / 10; i < copies; i++) { /* the first tenth warms up (and starts the helpers) */
         int round = i + copies / 10 + 1;
         if (announced)
@@ -107,15 +128,20 @@ int main(int argc, char **argv)
         atomic_store(&lander.stop, true);
         pthread_join(lt, NULL);
     }
+    atomic_store(&spinning, false);
+    for (int k = 0; k < spinners; k++)
+        pthread_join(spinner[k], NULL);
     if (memcmp(dst, src, n) != 0) {
         fprintf(stderr, "copy_pool: the copy differs from its source\n");
         return 1;
     }
     qsort(t, (size_t)copies, sizeof *t, by_value);
     const char *threads = getenv("VGPU_COPY_THREADS");
-    char name[96];
-    snprintf(name, sizeof name, "copy_pool_%zuKiB_gap%ldus%s%s%s_helpers%s", n >> 10, gap_ns / 1000,
-             announced ? "_announced" : "", shared ? "_shared" : "", landed ? "_landed" : "",
+    char name[128], spun[24] = "";
+    if (spinners)
+        snprintf(spun, sizeof spun, "_spin%d", spinners);
+    snprintf(name, sizeof name, "copy_pool_%zuKiB_gap%ldus%s%s%s%s_helpers%s", n >> 10, gap_ns / 1000,
+             announced ? "_announced" : "", shared ? "_shared" : "", landed ? "_landed" : "", spun,
              threads ? threads : "default");
     printf("RESULT %s_median %.2f us\n", name, t[copies / 2]);
     printf("RESULT %s_p90 %.2f us\n", name, t[copies * 9 / 10]);
