@@ -138,7 +138,8 @@ check-host: check-host-build
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
 # run the whole suite built with ASan and UBSan, a bounded run of each fuzzer, then the Xen smoke
 # test on the plain build.
-# The builds use every processor (CHECK_JOBS); the tests run one after another, as they were written.
+# The builds use every processor (CHECK_JOBS), and so do the fuzzers' bounded runs (each one
+# thread); the tests run one after another, as they were written.
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check:
 	@$(MAKE) --no-print-directory deps
@@ -146,7 +147,7 @@ check:
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) SAN=1 check-unit-build check-host-build
 	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-fuzz-build
-	@$(MAKE) --no-print-directory check-fuzz
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) -Otarget check-fuzz
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-xen-build
 	@$(MAKE) --no-print-directory check-xen XEN_SAN_BUILD=build/san
 

@@ -1,5 +1,6 @@
 # Fuzzers (libFuzzer, clang): everything a tenant or a peer sends that vgpud or a worker decodes.
 #   make check-fuzz    each fuzzer for FUZZ_SECONDS (default 20) from the committed seed corpus
+#                      (-jN: N at once)
 #   make fuzz          each for FUZZ_LONG_SECONDS (default 3600), corpora kept under $(O)/fuzz/work
 #   make fuzz-seeds    rewrite the seed corpora (tests/fuzz/corpus) from well-formed inputs
 # They are built apart from the rest with clang's sanitizers (ASan, UBSan and the fuzzer's own
@@ -49,19 +50,19 @@ $(FUZZ_O)/seeds: tests/fuzz/seeds.c | $(GEN)
 	$(CC) $(CFLAGS_ALL) -Iremote -MMD -MP -o $@ $<
 -include $(FUZZ_O)/seeds.d
 
-# A bounded run of each, from the committed seeds (new inputs go to a scratch corpus).
+# A bounded run of each, from the committed seeds (new inputs go to a scratch corpus); each is a
+# target of its own, so that `make -jN check-fuzz` runs N at once (make check does).
+FUZZ_RUNS := $(FUZZERS:%=check-fuzz-%)
 check-fuzz-build: $(FUZZ_BIN)
-check-fuzz: check-fuzz-build
-	@set -e; for f in $(FUZZERS); do \
-		rm -rf $(FUZZ_O)/scratch/$$f; mkdir -p $(FUZZ_O)/scratch/$$f; \
-		echo "== fuzz_$$f for $(FUZZ_SECONDS) s"; \
-		case $$f in records) len=$(FUZZ_MAX_LEN_records) ;; images) len=$(FUZZ_MAX_LEN_images) ;; *) len=8192 ;; esac; \
-		rc=0; $(FUZZ_O)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=$$len -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-			-artifact_prefix=$(FUZZ_O)/crash-$$f- $(FUZZ_O)/scratch/$$f tests/fuzz/corpus/$$f \
-			>$(FUZZ_O)/fuzz_$$f.log 2>&1 || rc=$$?; \
-		grep -E "^(stat::number_of_executed_units|stat::new_units_added)" $(FUZZ_O)/fuzz_$$f.log || true; \
-		if [ $$rc -ne 0 ]; then tail -60 $(FUZZ_O)/fuzz_$$f.log; exit 1; fi; \
-	done
+check-fuzz: $(FUZZ_RUNS)
+$(FUZZ_RUNS): check-fuzz-%: $(FUZZ_O)/fuzz_%
+	@rm -rf $(FUZZ_O)/scratch/$*; mkdir -p $(FUZZ_O)/scratch/$*; \
+	rc=0; $(FUZZ_O)/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -max_len=$(or $(FUZZ_MAX_LEN_$*),8192) -timeout=20 \
+		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_O)/crash-$*- $(FUZZ_O)/scratch/$* \
+		tests/fuzz/corpus/$* >$(FUZZ_O)/fuzz_$*.log 2>&1 || rc=$$?; \
+	echo "== fuzz_$* for $(FUZZ_SECONDS) s"; \
+	grep -E "^(stat::number_of_executed_units|stat::new_units_added)" $(FUZZ_O)/fuzz_$*.log || true; \
+	if [ $$rc -ne 0 ]; then tail -60 $(FUZZ_O)/fuzz_$*.log; exit 1; fi
 
 # Long runs; what they find goes in FUZZING.md. The corpora grow under $(FUZZ_O)/work.
 fuzz: $(FUZZ_BIN)
@@ -76,4 +77,4 @@ fuzz-seeds: $(FUZZ_O)/seeds $(TEST_O)/kernels/basic.zstd.fatbin $(TEST_O)/kernel
 		$(TEST_O)/kernels/basic.none.fatbin $(TEST_O)/kernels/params.zstd.fatbin
 	$(FUZZ_O)/seeds tests/fuzz/corpus $(filter %.fatbin,$^)
 
-.PHONY: check-fuzz check-fuzz-build fuzz fuzz-seeds
+.PHONY: check-fuzz check-fuzz-build $(FUZZ_RUNS) fuzz fuzz-seeds
