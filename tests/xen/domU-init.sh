@@ -52,7 +52,7 @@ hold_quota() {
 hold_quota_end() { kill -TERM $qhold; wait $qhold || fail "prog_quota hold: $(tail -2 /tmp/$1.out)"; }
 if $remote_only; then
     # Device 1 is node peer's: copies into and out of it, and between the two devices.
-    run remote-peer env PROG_PEER_MAX_MIB=6 prog_peer
+    run remote-peer prog_peer
     # Its quota (memory=256M) is the guest's there too, whatever processes use it.
     hold_quota remote-hold 32 CUDA_VISIBLE_DEVICES=1
     run remote-quota-shared env CUDA_VISIBLE_DEVICES=1 prog_quota 256 32
