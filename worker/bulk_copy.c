@@ -1,6 +1,7 @@
 #include "bulk_copy.h"
 
 #include <sched.h>
+
 #include "memcopy.h"
 
 /* Parts smaller than this are not worth a thread. */
