@@ -13,7 +13,13 @@
  * there join after the caller has copied most of them alone and make the copy slower than alone;
  * so did helpers that had gone back to sleep before a remote vGPU's bytes landed, 300-400 us on
  * (benchmarks/copy_pool, a MiB announced 500 us ahead, one helper: 36 us; 13 with it looking on;
- * 23 alone; on a 2-processor machine). */
+ * 23 alone; on a 2-processor machine).
+ *
+ * A process may fork while the helpers work, and its child must not find the allocator locked by
+ * a thread it does not have (AddressSanitizer's allocator has no fork handlers in GCC 12: the
+ * child's first malloc waited forever). So helpers never allocate, and the first large copy
+ * returns only once they have all started (a thread's start allocates: glibc's
+ * pthread_getattr_np, which AddressSanitizer calls for each new thread). */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -38,7 +44,7 @@ struct job {
     bool streaming;
     _Atomic size_t next;
     _Atomic size_t done;
-    _Atomic int refs; /* the caller and every helper that joined */
+    _Atomic int helpers; /* that joined and have not yet left */
 };
 
 static struct {
@@ -51,6 +57,7 @@ static struct {
     _Atomic int64_t expect_until; /* a copy was announced: helpers look on until then (0: none) */
     uint64_t warm;          /* guarded by mu: bumped when a copy is coming (fe_bulk_expect) */
     int helpers;
+    int started;            /* guarded by mu */
 } pool = {
     .once = PTHREAD_ONCE_INIT,
     .job_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -78,16 +85,14 @@ static void work(struct job *j)
     }
 }
 
-static void put(struct job *j)
-{
-    if (atomic_fetch_sub(&j->refs, 1) == 1)
-        free(j);
-}
-
 static void *helper(void *arg)
 {
     (void)arg;
     uint64_t seen = 0, warm = 0;
+    pthread_mutex_lock(&pool.mu);
+    pool.started++;
+    pthread_cond_broadcast(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
     const int64_t spin = fe_cfg.spin_ns > HELPER_SPIN_MIN_NS ? fe_cfg.spin_ns : HELPER_SPIN_MIN_NS;
     for (;;) {
         /* Look on for the next copy (a pipelined copy's next part, or one announced), then sleep. */
@@ -108,24 +113,31 @@ static void *helper(void *arg)
         }
         struct job *j = pool.current;
         seen = j->seq;
-        atomic_fetch_add(&j->refs, 1);
+        atomic_fetch_add(&j->helpers, 1);
         pthread_mutex_unlock(&pool.mu);
         work(j);
-        put(j);
+        atomic_fetch_sub_explicit(&j->helpers, 1, memory_order_release); /* j is the caller's again */
     }
     return NULL;
 }
 
-/* After fork the helpers are gone; the child copies alone. */
+/* After fork the helpers are gone; the child copies alone. Its locks start afresh: a helper (or a
+ * thread copying) may have held them at the fork. A fork while another thread was starting the
+ * helpers makes the child start them again (pthread_once), from this state. */
 static void forget_helpers(void)
 {
-    pool.helpers = 0;
+    pthread_mutex_init(&pool.job_mu, NULL);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.cv, NULL);
     pool.current = NULL;
+    pool.helpers = 0;
+    pool.started = 0;
+    atomic_store(&pool.expect_until, 0);
 }
 
 static void start_helpers(void)
 {
-    pthread_atfork(NULL, NULL, forget_helpers);
+    pthread_atfork(NULL, NULL, forget_helpers); /* first: a fork before it finds the pool untouched */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t want = cpus > 1 ? (uint64_t)(cpus - 1) : 0;
     if (want > 3)
@@ -146,6 +158,10 @@ static void start_helpers(void)
         }
         pthread_attr_destroy(&attr);
     }
+    pthread_mutex_lock(&pool.mu);
+    while (pool.started < pool.helpers)
+        pthread_cond_wait(&pool.cv, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
 }
 
 void fe_bulk_expect(size_t n)
@@ -170,38 +186,29 @@ void fe_bulk_expected(void)
 
 void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming)
 {
+    struct job j = {.dst = dst, .src = src, .n = n, .streaming = streaming};
     if (n >= PARALLEL_MIN)
         pthread_once(&pool.once, start_helpers);
     if (n < PARALLEL_MIN || pool.helpers == 0) {
-        struct job solo = {.dst = dst, .src = src, .n = n, .streaming = streaming};
-        copy_part(&solo, 0, n);
+        copy_part(&j, 0, n);
         return;
     }
-    struct job *j = calloc(1, sizeof *j);
-    if (!j) {
-        struct job solo = {.dst = dst, .src = src, .n = n, .streaming = streaming};
-        copy_part(&solo, 0, n);
-        return;
-    }
-    j->dst = dst;
-    j->src = src;
-    j->n = n;
-    j->streaming = streaming;
-    atomic_init(&j->refs, 1);
     pthread_mutex_lock(&pool.job_mu);
     pthread_mutex_lock(&pool.mu);
-    j->seq = atomic_load(&pool.seq) + 1;
-    pool.current = j;
-    atomic_store_explicit(&pool.seq, j->seq, memory_order_release);
+    j.seq = atomic_load(&pool.seq) + 1;
+    pool.current = &j;
+    atomic_store_explicit(&pool.seq, j.seq, memory_order_release);
     pthread_cond_broadcast(&pool.cv);
     pthread_mutex_unlock(&pool.mu);
-    work(j);
-    while (atomic_load_explicit(&j->done, memory_order_acquire) < n)
+    work(&j);
+    while (atomic_load_explicit(&j.done, memory_order_acquire) < n)
         vgpu_cpu_relax();
     pthread_mutex_lock(&pool.mu);
-    if (pool.current == j)
-        pool.current = NULL;
+    pool.current = NULL;
     pthread_mutex_unlock(&pool.mu);
+    /* The job lives on this stack: wait for the helpers that joined to leave it (they have
+     * nothing left to copy, so at once). */
+    while (atomic_load_explicit(&j.helpers, memory_order_acquire) > 0)
+        vgpu_cpu_relax();
     pthread_mutex_unlock(&pool.job_mu);
-    put(j);
 }

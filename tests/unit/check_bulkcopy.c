@@ -2,6 +2,7 @@
  * threads share with the caller. Whatever the helpers do (none, looking on, asleep, held for an
  * announced copy, gone with a fork), every byte arrives where it belongs and nothing beyond. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,58 @@ START_TEST(copies_in_a_forked_child)
 }
 END_TEST
 
+/* Children forked while the helpers are busy with the parent's copies (another thread copies all
+ * along): a child finds no lock held by a helper it does not have, and copies alone. The copying
+ * thread allocates nothing while it runs, so that the locks the children might find held could
+ * only be the pool's or the helpers' (AddressSanitizer's allocator has no fork handlers: a lock of
+ * it held by any thread at the fork stays held in the child). */
+struct busy {
+    uint8_t *dst, *src;
+    _Atomic bool stop;
+};
+
+static void *copy_all_along(void *arg)
+{
+    struct busy *b = arg;
+    for (unsigned i = 0; !atomic_load(&b->stop); i++) {
+        size_t n = (2u << 20) - (i & 7) * 4099u;
+        if (i & 1)
+            fe_bulk_expect(n);
+        fe_bulk_copy(b->dst + (i & 63), b->src, n, i & 2);
+        fe_bulk_expected();
+    }
+    return NULL;
+}
+
+START_TEST(copies_in_children_forked_mid_copy)
+{
+    setenv("VGPU_COPY_THREADS", "3", 1);
+    struct busy b = {.dst = malloc(3u << 20), .src = malloc(3u << 20)};
+    ck_assert_ptr_nonnull(b.dst);
+    ck_assert_ptr_nonnull(b.src);
+    memset(b.src, 7, 3u << 20);
+    fe_bulk_copy(b.dst, b.src, 2u << 20, false); /* the helpers start here, before any fork */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, copy_all_along, &b), 0);
+    for (int k = 0; k < 24; k++) {
+        usleep(1000 + 577 * (unsigned)k);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            copy_checked((2u << 20) + 3, 1, 5, false, true);
+            _exit(0);
+        }
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&b.stop, true);
+    pthread_join(t, NULL);
+    free(b.dst);
+    free(b.src);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bulkcopy");
@@ -133,6 +186,7 @@ int main(void)
     tcase_add_test(tc, copies_after_the_helpers_slept);
     tcase_add_test(tc, copies_from_several_threads);
     tcase_add_test(tc, copies_in_a_forked_child);
+    tcase_add_test(tc, copies_in_children_forked_mid_copy);
     suite_add_tcase(s, tc);
     return vgpu_check_run(s);
 }
