@@ -26,6 +26,8 @@
 #define AM_BULK 2 /* a bulk transfer: a header, then bytes by rendezvous */
 #define MAX_CONNS (2 * REMOTE_MAX_PEERS + 16)
 #define HANDSHAKE_MS 5000
+/* How long a stopping vgpud waits for its links without UCX's error handling to flush. */
+#define STOP_FLUSH_NS 300000000ull
 #define FIRST_BACKOFF_MS 500
 #define MAX_BACKOFF_MS 30000
 #define LOOKUP_POLL_MS 20 /* how often a peer's name lookup is asked whether it is done */
@@ -37,6 +39,7 @@ struct conn {
     bool used;
     const char *closing; /* why it is to be closed (NULL: it is not) */
     ucp_ep_h ep;
+    bool peer_errors; /* UCX reports its peer's failure (UCP_ERR_HANDLING_MODE_PEER) */
     int peer; /* the configured peer it dials, or -1: one that dialed us */
     struct hs hs;
     enum link_state state;
@@ -146,6 +149,11 @@ struct remote {
     _Atomic uint64_t backlog[MAX_CONNS];
     _Atomic uint32_t backlog_gen[MAX_CONNS];
     _Atomic uint64_t backlog_watch[MAX_CONNS]; /* nonzero: say when the backlog is down to it */
+    /* A link without UCX's error handling (a peer of this host, err_mode_for) was closed, or could
+     * not be flushed, because its peer went silent (stalled, not dead): UCX 1.13 may have left
+     * requests queued on it, and destroying the worker would then abort the process ("pending
+     * request ... should have been flushed"; seen with peers stopped by SIGSTOP). */
+    bool worker_unsafe;
 };
 
 static uint64_t now_ns(void) { return (uint64_t)vgpu_now_ns(); }
@@ -684,6 +692,14 @@ static void conn_close(struct remote *r, struct conn *c, const char *why)
     c->used = false;
 }
 
+/* Close a connection whose peer went silent (no transport error came). */
+static void conn_close_silent(struct remote *r, struct conn *c, const char *why)
+{
+    if (c->ep && !c->peer_errors)
+        r->worker_unsafe = true;
+    conn_close(r, c, why);
+}
+
 static void on_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     struct remote *r = arg;
@@ -897,6 +913,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
                          .conn_request = req,
                          .err_mode = known ? err_mode_for(&at.client_address) : UCP_ERR_HANDLING_MODE_PEER,
                          .err_handler = {.cb = on_error, .arg = r}};
+    c->peer_errors = p.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (hs_listen(&c->hs, r->cfg.key, r->cfg.key_len, r->cfg.node) != 0 || ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
         c->used = false;
         pthread_mutex_unlock(&r->mu);
@@ -982,6 +999,7 @@ static void dial(struct remote *r, int peer)
                          .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
                          .err_mode = err_mode_for(&ss),
                          .err_handler = {.cb = on_error, .arg = r}};
+    c->peer_errors = p.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (ucp_ep_create(r->worker, &p, &c->ep) != UCS_OK) {
         c->ep = NULL;
         conn_close(r, c, "cannot dial");
@@ -1003,9 +1021,9 @@ static void tick(struct remote *r)
         if (c->closing)
             conn_close(r, c, c->closing);
         else if (c->state == L_HANDSHAKE && t - c->opened > HANDSHAKE_MS)
-            conn_close(r, c, "no handshake");
+            conn_close_silent(r, c, "no handshake");
         else if (c->state == L_UP && t - c->last_rx > (r->cfg.dead_ms ? r->cfg.dead_ms : REMOTE_DEAD_MS))
-            conn_close(r, c, "nothing heard from it");
+            conn_close_silent(r, c, "nothing heard from it");
         else if (c->state == L_UP && t - c->ping_sent >= REMOTE_PING_MS) {
             struct link_msg m;
             link_msg_fill(r, &m, LINK_PING);
@@ -1271,6 +1289,44 @@ fail:
     return NULL;
 }
 
+/* Before a stop: the links without UCX's error handling are flushed, a while. One that cannot be
+ * (its peer is silent, or was when it dialed) leaves requests that make destroying the worker
+ * abort (worker_unsafe). */
+static void flush_unhandled(struct remote *r)
+{
+    void *flushes[MAX_CONNS];
+    int n = 0;
+    ucp_request_param_t fp = {.op_attr_mask = 0};
+    for (int i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = &r->conns[i];
+        if (!c->used || !c->ep || c->peer_errors)
+            continue;
+        ucs_status_ptr_t req = ucp_ep_flush_nbx(c->ep, &fp);
+        if (UCS_PTR_IS_ERR(req))
+            r->worker_unsafe = true;
+        else if (req)
+            flushes[n++] = req;
+    }
+    for (uint64_t until = now_ns() + STOP_FLUSH_NS; n > 0 && now_ns() < until;) {
+        if (ucp_worker_progress(r->worker))
+            continue;
+        bool left = false;
+        for (int i = 0; i < n && !left; i++)
+            left = ucp_request_check_status(flushes[i]) == UCS_INPROGRESS;
+        if (!left)
+            break;
+        usleep(1000);
+    }
+    for (int i = 0; i < n; i++) {
+        if (ucp_request_check_status(flushes[i]) == UCS_INPROGRESS)
+            r->worker_unsafe = true;
+        ucp_request_free(flushes[i]);
+    }
+}
+
+/* UCX's worker and context of a stop that could not destroy them (remote_stop), reachable. */
+static void *volatile kept_ucx[2];
+
 void remote_stop(struct remote *r)
 {
     if (!r)
@@ -1282,6 +1338,7 @@ void remote_stop(struct remote *r)
         }
         pthread_join(r->thread, NULL);
     }
+    flush_unhandled(r);
     for (int i = 0; i < MAX_CONNS; i++)
         if (r->conns[i].used)
             conn_close(r, &r->conns[i], "vgpud stops");
@@ -1291,8 +1348,16 @@ void remote_stop(struct remote *r)
         lookup_end(&r->peers[i].lookup);
     if (r->listener)
         ucp_listener_destroy(r->listener);
-    ucp_worker_destroy(r->worker);
-    ucp_cleanup(r->ctx);
+    if (r->worker_unsafe) {
+        /* (above) The worker stays to the end of the process, which is near (a sanitizer build
+         * reports what of UCX's memory it no longer reaches: ~2 KB). */
+        kept_ucx[0] = r->worker;
+        kept_ucx[1] = r->ctx;
+        LOG_INFO("remote: UCX's worker kept to the end: a link of this host had a silent peer");
+    } else {
+        ucp_worker_destroy(r->worker);
+        ucp_cleanup(r->ctx);
+    }
     while (r->bulk_ops) /* what UCX never finished: its owners hear it failed */
         bulk_op_end(r->bulk_ops, false);
     close(r->wake[0]);
