@@ -44,7 +44,7 @@ struct job {
     bool streaming;
     _Atomic size_t next;
     _Atomic size_t done;
-    _Atomic int helpers; /* that joined and have not yet left */
+    _Atomic int joined; /* helpers that joined and have not yet left */
 };
 
 static struct {
@@ -113,10 +113,10 @@ static void *helper(void *arg)
         }
         struct job *j = pool.current;
         seen = j->seq;
-        atomic_fetch_add(&j->helpers, 1);
+        atomic_fetch_add(&j->joined, 1);
         pthread_mutex_unlock(&pool.mu);
         work(j);
-        atomic_fetch_sub_explicit(&j->helpers, 1, memory_order_release); /* j is the caller's again */
+        atomic_fetch_sub_explicit(&j->joined, 1, memory_order_release); /* j is the caller's again */
     }
     return NULL;
 }
@@ -208,7 +208,7 @@ void fe_bulk_copy(void *dst, const void *src, size_t n, bool streaming)
     pthread_mutex_unlock(&pool.mu);
     /* The job lives on this stack: wait for the helpers that joined to leave it (they have
      * nothing left to copy, so at once). */
-    while (atomic_load_explicit(&j.helpers, memory_order_acquire) > 0)
+    while (atomic_load_explicit(&j.joined, memory_order_acquire) > 0)
         vgpu_cpu_relax();
     pthread_mutex_unlock(&pool.job_mu);
 }
