@@ -60,6 +60,23 @@ static bool make_netns(void)
     return true;
 }
 
+/* argv (argv[0] a path, or a program on PATH) run with its output in the file log, opened with mode
+ * ("w", or "a" to add to it); its pid. */
+static pid_t spawn_logged(const char *log, const char *mode, char *const argv[])
+{
+    pid_t p = fork();
+    if (p == 0) {
+        FILE *f = fopen(log, mode);
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return p;
+}
+
 /* vgpud number i: node a (0), b (1), c (2: node c with another key, dialing a), or d (3: dialing a
  * and b, beside b). */
 static void start(int i)
@@ -69,31 +86,18 @@ static void start(int i)
     snprintf(log, sizeof log, "%s/cluster-%c.log", tmp, 'a' + i);
     snprintf(peer, sizeof peer, "%s=%s", i == 0 ? "b" : "a", i == 0 ? addr[1] : addr[0]);
     snprintf(peer_b, sizeof peer_b, "b=%s", addr[1]);
-    pid_t p = fork();
-    if (p == 0) {
-        FILE *f = fopen(log, i == 1 ? "a" : "w");
-        if (f) {
-            dup2(fileno(f), 1);
-            dup2(fileno(f), 2);
-        }
-        const char *node = i == 0 ? "a" : i == 1 ? "b" : i == 2 ? "c" : "d";
-        const char *k = i == 2 ? bad_key : key;
-        bool listens = i != 2;
-        char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
-                        "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--remote-backlog", "2M",
-                        /* Short looks on (not the 2 CPUs' default, none): every hand-over of the
-                         * links' traffic goes from polling to sleeping and back again and again. */
-                        "--remote-spin-us", "20",
-                        "--socket", sock[i], "--node", (char *)node,
-                        "--cluster-key", (char *)k, "--peer", peer, listens ? "--remote-listen" : NULL,
-                        listens ? addr[i < 2 ? i : 2] : NULL, i == 3 ? "--peer" : NULL, i == 3 ? peer_b : NULL, NULL};
-        if (netns)
-            execvp("ip", args);
-        else
-            execv(exe, args + 4);
-        _exit(127);
-    }
-    vgpud[i] = p;
+    const char *node = i == 0 ? "a" : i == 1 ? "b" : i == 2 ? "c" : "d";
+    const char *k = i == 2 ? bad_key : key;
+    bool listens = i != 2;
+    char *args[] = {"ip", "netns", "exec", ns[i == 0 ? 0 : 1], exe, "--foreground", "--executor", "emu",
+                    "--emu-memory", "1G", "--worker-pool", "0", "--any-user-host-code", "--remote-backlog", "2M",
+                    /* Short looks on (not the 2 CPUs' default, none): every hand-over of the
+                     * links' traffic goes from polling to sleeping and back again and again. */
+                    "--remote-spin-us", "20",
+                    "--socket", sock[i], "--node", (char *)node,
+                    "--cluster-key", (char *)k, "--peer", peer, listens ? "--remote-listen" : NULL,
+                    listens ? addr[i < 2 ? i : 2] : NULL, i == 3 ? "--peer" : NULL, i == 3 ? peer_b : NULL, NULL};
+    vgpud[i] = spawn_logged(log, i == 1 ? "a" : "w", netns ? args : args + 4);
 }
 
 static void stop(int i, bool kill9)
@@ -345,22 +349,6 @@ START_TEST(test_silent_peer)
 }
 END_TEST
 
-/* argv (argv[0] a path) run with its output in the file log; its pid. */
-static pid_t spawn_logged(const char *log, char *const argv[])
-{
-    pid_t p = fork();
-    if (p == 0) {
-        FILE *f = fopen(log, "w");
-        if (f) {
-            dup2(fileno(f), 1);
-            dup2(fileno(f), 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return p;
-}
-
 /* vgpud node name on 127.0.0.1:port, its peer node peer on peer_port, with socket path (its log in
  * tmp); its pid. */
 static pid_t start_on_loopback(const char *name, int port, const char *peer, int peer_port, const char *socket_path)
@@ -373,7 +361,7 @@ static pid_t start_on_loopback(const char *name, int port, const char *peer, int
     char *argv[] = {exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0", "--socket",
                     (char *)socket_path, "--node", (char *)name, "--cluster-key", key, "--peer", peer_arg,
                     "--remote-listen", listen, NULL};
-    return spawn_logged(log, argv);
+    return spawn_logged(log, "w", argv);
 }
 
 /* Two vgpuds of one host (loopback): their link has no error handling in UCX (shared memory carries
@@ -676,7 +664,7 @@ static pid_t start_member(int i, char *socket_path, size_t n)
                           "--remote-listen", listen, "--cluster-key", key, NULL};
     char *without[] = {exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0", "--socket",
                        socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2", NULL};
-    return spawn_logged(log, i <= 2 ? with_links : without);
+    return spawn_logged(log, "w", i <= 2 ? with_links : without);
 }
 
 /* The nodes vgpud at socket_path has from etcd (its state in state), as "e1,e2,..." in order. */
