@@ -629,9 +629,9 @@ bool remote_sessions_poll(struct server *srv)
 
 bool remote_sessions_waiting(struct server *srv) { return srv->rsess && srv->rsess->rings_waiting; }
 
-bool remote_sessions_may_sleep(struct server *srv)
+int remote_sessions_wait_ms(struct server *srv, int want_ms)
 {
-    return !srv->rsess || remote_may_sleep(srv->rsess->links);
+    return srv->rsess ? remote_wait_ms(srv->rsess->links, want_ms) : want_ms;
 }
 
 void remote_sessions_tick(struct server *srv)
@@ -717,7 +717,7 @@ int remote_sessions_start(struct server *srv, struct remote *links, struct bulk_
      * descriptors wake it for their turn. */
     int fds[2], n = remote_fds(links, fds);
     for (int i = 0; i < n; i++) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rs->watch};
+        struct epoll_event ev = {.events = EPOLLIN | (i == 0 ? EPOLLET : 0), .data.ptr = &rs->watch};
         if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
             while (i-- > 0)
                 epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fds[i], NULL);

@@ -31,8 +31,8 @@ void remote_sessions_events(struct server *srv);
 bool remote_sessions_poll(struct server *srv);
 /* Whether records of a served channel wait for room in its ring: the loop comes back within 1 ms. */
 bool remote_sessions_waiting(struct server *srv);
-/* The loop is about to sleep: whether the links let it (false: they have work already). */
-bool remote_sessions_may_sleep(struct server *srv);
+/* The loop is about to sleep up to want_ms: how long the links let it (0: they have work already). */
+int remote_sessions_wait_ms(struct server *srv, int want_ms);
 
 /* Device `device` of node, as it described it when its link came up, as a tenant of this node sees
  * it (it maps no host memory of this node). 0, or -1 if it did not. */

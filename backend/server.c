@@ -1196,12 +1196,12 @@ int server_run(struct server *srv)
         bury(srv);
         /* To sleep: the workers' mailboxes are told (they kick the loop), then looked at once more. */
         bool unsent = false;
-        if (wait_ms > 0 && remote_sessions_may_sleep(srv)) {
+        if (wait_ms > 0)
+            wait_ms = remote_sessions_wait_ms(srv, wait_ms);
+        if (wait_ms > 0) {
             told = true;
             if (workers_mail_sleep(srv, true, &unsent))
                 wait_ms = 0; /* (and they are told it is awake after all, at once) */
-        } else {
-            wait_ms = 0;
         }
         if ((unsent || remote_sessions_waiting(srv)) && wait_ms > 1)
             wait_ms = 1;

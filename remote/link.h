@@ -83,13 +83,15 @@ struct remote;
 /* Start listening and dialing (a thread). NULL with *err set (what failed, for the log). */
 struct remote *remote_start(const struct remote_config *cfg, const char **err);
 void remote_stop(struct remote *r);
-/* Driven links (cfg.driven). The descriptors to wait on (fds[0..1]; returns how many); one turn,
- * true when something happened (keep turning a while: cfg.spin_ns); before waiting on the
- * descriptors, whether it may (false: there is work already, turn again). One thread. For links
- * on their own thread: the inbox's descriptor, no turn, always. Their events: remote_inbox_take. */
+/* Driven links (cfg.driven). The descriptors to wait on (fds[0..1]; returns how many; fds[0]
+ * edge-triggered, as it may stay readable through a nap); one turn, true when something happened
+ * (keep turning a while: cfg.spin_ns); before waiting on the descriptors, how long it may (at most
+ * want_ms; 0: there is work already, turn again; a nap of a few ms while UCX waits for a peer of
+ * this host to run). One thread. For links on their own thread: the inbox's descriptor, no turn,
+ * want_ms. Their events: remote_inbox_take. */
 int remote_fds(struct remote *r, int fds[2]);
 bool remote_turn(struct remote *r);
-bool remote_may_sleep(struct remote *r);
+int remote_wait_ms(struct remote *r, int want_ms);
 /* A peer found later (in etcd): dialed like those given at the start, unless it is one already
  * (by name) or there are REMOTE_MAX_PEERS. 0, 1 when it was known, or -1. Any thread. */
 int remote_add_peer(struct remote *r, const char *name, const char *addr);

@@ -7,10 +7,12 @@
 #include <check.h>
 #include <ifaddrs.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base64.h"
@@ -777,10 +779,11 @@ static uint64_t turn_until(struct remote *r, enum remote_event_kind kind, uint64
         uint64_t link = take_event(r, kind, offset);
         if (link)
             return link;
-        if (remote_may_sleep(r)) {
+        int ms = remote_wait_ms(r, 1);
+        if (ms > 0) {
             int fds[2], n = remote_fds(r, fds);
             struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
-            (void)poll(p, (nfds_t)n, 1);
+            (void)poll(p, (nfds_t)n, ms);
         }
     }
     return 0;
@@ -801,7 +804,7 @@ START_TEST(driven_links)
         ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, i, NULL, 0)), 0);
         ck_assert(turn_until(a, REMOTE_LINK_MSG, &got) == ab && got == i);
         ck_assert_int_eq(remote_send(a, ab, msg, session_message(msg, SESS_RECORD, i + 1000, NULL, 0)), 0);
-        ck_assert_msg(!remote_may_sleep(a), "the links let their caller sleep with a message to send");
+        ck_assert_msg(remote_wait_ms(a, 1000) == 0, "the links let their caller sleep with a message to send");
         remote_turn(a);
         ck_assert(wait_event(b, REMOTE_LINK_MSG, true, &got) == ba && got == i + 1000);
     }
@@ -830,7 +833,7 @@ START_TEST(driven_links)
     for (int i = 0; i < 100; i++) /* what is left of the exchange above */
         remote_turn(a);
     remote_events_free(remote_inbox_take(a));
-    while (!remote_may_sleep(a))
+    while (remote_wait_ms(a, 10000) < 10000)
         remote_turn(a);
     ck_assert_int_eq(remote_send(b, ba, msg, session_message(msg, SESS_RECORD, 77, NULL, 0)), 0);
     int fds[2], n = remote_fds(a, fds);
@@ -839,6 +842,62 @@ START_TEST(driven_links)
     uint64_t got = 0;
     ck_assert(turn_until(a, REMOTE_LINK_MSG, &got) == ab && got == 77);
     remote_stop(b);
+    remote_stop(a);
+}
+END_TEST
+
+/* Driven node a and node b of this host, b in a child process that the test stops (SIGSTOP) once
+ * their link is up: a's messages fill b's shared memory and wait in UCX, which then will not arm.
+ * a's turns find nothing to do; after a moment they nap rather than spin (where processors are
+ * scarce, b needs the one they would take), and never sleep long (the messages wait to go). */
+START_TEST(stalled_host_peer_naps)
+{
+    int port = 30000 + (int)(getpid() % 20000);
+    struct remote_config ca = {.key_len = sizeof KEY - 1, .driven = true}, cb;
+    memcpy(ca.key, KEY, ca.key_len);
+    cb = ca;
+    cb.driven = false;
+    strcpy(ca.node, "a");
+    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
+    strcpy(cb.node, "b");
+    char spec[64];
+    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
+    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
+    cb.npeers = 1;
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        const char *err = NULL;
+        struct remote *b = remote_start(&cb, &err);
+        if (!b)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    const char *err = NULL;
+    struct remote *a = remote_start(&ca, &err);
+    ck_assert_msg(a, "node a: %s", err ? err : "?");
+    uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL);
+    ck_assert_msg(ab, "no link from the child's node");
+    for (int i = 0; i < 100; i++) /* (the link's first exchanges settle) */
+        remote_turn(a);
+    ck_assert_int_eq(kill(child, SIGSTOP), 0);
+    static uint8_t msg[4096], data[4000];
+    for (uint64_t i = 0; i < 400; i++)
+        ck_assert_int_eq(remote_send(a, ab, msg, session_message(msg, SESS_DATA, i, data, sizeof data)), 0);
+    int naps = 0, sleeps = 0, turns = 0;
+    for (; turns < 100000 && naps < 50; turns++) {
+        remote_turn(a);
+        int ms = remote_wait_ms(a, 100);
+        naps += ms > 0 && ms < 100;
+        sleeps += ms == 100;
+        if (ms > 0 && ms < 100)
+            usleep((useconds_t)ms * 1000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    ck_assert_msg(sleeps == 0, "the links let their caller sleep with messages waiting in UCX");
+    ck_assert_msg(naps == 50, "the links spun on a stalled peer of this host (%d naps in %d turns)", naps, turns);
     remote_stop(a);
 }
 END_TEST
@@ -918,6 +977,7 @@ int main(void)
     tcase_add_test(t, base64_rfc4648);
     tcase_add_test(t, driven_links);
     tcase_add_test(t, peer_by_name);
+    tcase_add_test(t, stalled_host_peer_naps);
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
