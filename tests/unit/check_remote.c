@@ -852,6 +852,7 @@ END_TEST
  * scarce, b needs the one they would take), and never sleep long (the messages wait to go). */
 START_TEST(stalled_host_peer_naps)
 {
+    setenv("UCX_TLS", "posix,sysv,self,tcp", 1); /* shared memory (as for two vgpuds of one host) */
     int port = 30000 + (int)(getpid() % 20000);
     struct remote_config ca = {.key_len = sizeof KEY - 1, .driven = true}, cb;
     memcpy(ca.key, KEY, ca.key_len);
