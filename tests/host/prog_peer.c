@@ -632,8 +632,8 @@ static void across(CUdevice d0, CUcontext c0, CUcontext c1)
 int main(int argc, char **argv)
 {
     const char *cap = getenv("PROG_PEER_LARGEST");
-    if (cap && (largest = strtoull(cap, NULL, 0)) < (64u << 10))
-        largest = 64u << 10; /* (the odd sizes below stay below it) */
+    if (cap && (largest = strtoull(cap, NULL, 0)) < (1u << 20))
+        largest = 1u << 20; /* (the odd sizes and the 2D ones of 256 KiB stay below it) */
     CHECK(cuInit(0));
     int count = 0;
     CHECK(cuDeviceGetCount(&count));
