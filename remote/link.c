@@ -1129,20 +1129,6 @@ static bool turn(struct remote *r)
     return did;
 }
 
-/* Before the links' turns wait on their descriptors: false when there is work already. Senders are
- * told to wake them from now on (spinning), then the wake-ups already sent are read. */
-static bool may_sleep(struct remote *r)
-{
-    atomic_store(&r->spinning, false);
-    char drain[16];
-    while (read(r->wake[0], drain, sizeof drain) > 0)
-        ;
-    atomic_store(&r->wake_pending, false);
-    if (atomic_load(&r->outbox_full) || atomic_load(&r->stop))
-        return false;
-    return ucp_worker_arm(r->worker) != UCS_ERR_BUSY;
-}
-
 /* UCX will not arm while the other vgpud of this host has a message half written into our shared
  * memory, or while our sends wait for room in its: both wait for that process to run, and UCX's
  * descriptor may stay readable all the while. Turning on takes the processor it needs where they
@@ -1153,14 +1139,22 @@ static bool may_sleep(struct remote *r)
 #define FUTILE_NS 200000
 #define FUTILE_NAP_MS 1
 
-/* How long the turns may wait on their descriptors (at most want_ms): 0 while there is work. */
+/* Before the turns wait on their descriptors: how long they may (at most want_ms; 0 while there is
+ * work). Senders are told to wake them from now on (spinning), then the wake-ups already sent are
+ * read. */
 static int wait_ms(struct remote *r, int want_ms)
 {
-    if (may_sleep(r)) {
+    atomic_store(&r->spinning, false);
+    char drain[16];
+    while (read(r->wake[0], drain, sizeof drain) > 0)
+        ;
+    atomic_store(&r->wake_pending, false);
+    bool work = atomic_load(&r->outbox_full) || atomic_load(&r->stop);
+    if (!work && ucp_worker_arm(r->worker) != UCS_ERR_BUSY) {
         r->futile_since = 0;
         return want_ms;
     }
-    if (r->turn_did || atomic_load(&r->outbox_full) || atomic_load(&r->stop)) {
+    if (work || r->turn_did) {
         r->futile_since = 0;
         return 0;
     }
@@ -1169,7 +1163,7 @@ static int wait_ms(struct remote *r, int want_ms)
         r->futile_since = now;
     if (now - r->futile_since < FUTILE_NS)
         return 0;
-    /* (a nap still wakes on what is given to send: may_sleep told senders to wake the turns) */
+    /* (a nap still wakes on what is given to send: senders were told to wake the turns) */
     return want_ms < FUTILE_NAP_MS ? want_ms : FUTILE_NAP_MS;
 }
 
@@ -1183,11 +1177,12 @@ static void *link_main(void *arg)
         turn(r);
         if (r->cfg.spin_ns > 0 && (int64_t)now_ns() < r->hot_until)
             continue;
-        int ms = wait_ms(r, 100);
+        const int sleep_ms = 100;
+        int ms = wait_ms(r, sleep_ms);
         if (ms == 0)
             continue;
         struct pollfd fds[2] = {{.fd = r->wake[0], .events = POLLIN}, {.fd = r->efd, .events = POLLIN}};
-        (void)poll(fds, ms < 100 ? 1 : 2, ms); /* (a nap: not UCX's descriptor, see FUTILE_NS) */
+        (void)poll(fds, ms < sleep_ms ? 1 : 2, ms); /* (a nap: not UCX's descriptor, see FUTILE_NS) */
     }
     return NULL;
 }
