@@ -659,12 +659,10 @@ static pid_t start_member(int i, char *socket_path, size_t n)
     snprintf(node, sizeof node, "e%d", i);
     snprintf(url, sizeof url, "etcd://127.0.0.1:%d", etcd_port);
     snprintf(listen, sizeof listen, "127.0.0.1:%d", etcd_port + 10 + i);
-    char *with_links[] = {exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0",
-                          "--socket", socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2",
-                          "--remote-listen", listen, "--cluster-key", key, NULL};
-    char *without[] = {exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0", "--socket",
-                       socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2", NULL};
-    return spawn_logged(log, "w", i <= 2 ? with_links : without);
+    char *argv[] = {exe, "--foreground", "--executor", "emu", "--emu-memory", "1G", "--worker-pool", "0",
+                    "--socket", socket_path, "--node", node, "--cluster", url, "--cluster-ttl", "2",
+                    i <= 2 ? "--remote-listen" : NULL, listen, "--cluster-key", key, NULL};
+    return spawn_logged(log, "w", argv);
 }
 
 /* The nodes vgpud at socket_path has from etcd (its state in state), as "e1,e2,..." in order. */

@@ -699,22 +699,30 @@ static uint64_t wait_event(struct remote *r, enum remote_event_kind kind, bool b
     return 0;
 }
 
-/* Nodes a (listening on host, loopback; its links driven, or on their thread) and b (dialing a
- * there), whose links look on spin_ns after traffic. */
-static void start_pair_at(const char *host, bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
+/* The configurations of nodes a (listening on host, loopback; its links driven, or on their
+ * thread) and b (dialing a there), whose links look on spin_ns after traffic. */
+static void pair_configs(const char *host, bool a_driven, int64_t spin_ns, struct remote_config *ca,
+                         struct remote_config *cb)
 {
-    struct remote_config ca = {.key_len = sizeof KEY - 1, .spin_ns = spin_ns}, cb;
-    memcpy(ca.key, KEY, ca.key_len);
-    cb = ca;
-    ca.driven = a_driven;
+    *ca = (struct remote_config){.key_len = sizeof KEY - 1, .spin_ns = spin_ns};
+    memcpy(ca->key, KEY, ca->key_len);
+    *cb = *ca;
+    ca->driven = a_driven;
     int port = 30000 + (int)(getpid() % 20000);
-    strcpy(ca.node, "a");
-    snprintf(ca.listen, sizeof ca.listen, "%s:%d", host, port);
-    strcpy(cb.node, "b");
+    strcpy(ca->node, "a");
+    snprintf(ca->listen, sizeof ca->listen, "%s:%d", host, port);
+    strcpy(cb->node, "b");
     char spec[64];
     snprintf(spec, sizeof spec, "a=%s:%d", host, port);
-    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
-    cb.npeers = 1;
+    ck_assert_int_eq(remote_peer_parse(spec, &cb->peers[0]), 0);
+    cb->npeers = 1;
+}
+
+/* Nodes a and b of pair_configs, started. */
+static void start_pair_at(const char *host, bool a_driven, int64_t spin_ns, struct remote **a, struct remote **b)
+{
+    struct remote_config ca, cb;
+    pair_configs(host, a_driven, spin_ns, &ca, &cb);
     const char *err = NULL;
     *a = remote_start(&ca, &err);
     ck_assert_msg(*a, "node a: %s", err ? err : "?");
@@ -853,18 +861,8 @@ END_TEST
 START_TEST(stalled_host_peer_naps)
 {
     setenv("UCX_TLS", "posix,sysv,self,tcp", 1); /* shared memory (as for two vgpuds of one host) */
-    int port = 30000 + (int)(getpid() % 20000);
-    struct remote_config ca = {.key_len = sizeof KEY - 1, .driven = true}, cb;
-    memcpy(ca.key, KEY, ca.key_len);
-    cb = ca;
-    cb.driven = false;
-    strcpy(ca.node, "a");
-    snprintf(ca.listen, sizeof ca.listen, "127.0.0.1:%d", port);
-    strcpy(cb.node, "b");
-    char spec[64];
-    snprintf(spec, sizeof spec, "a=127.0.0.1:%d", port);
-    ck_assert_int_eq(remote_peer_parse(spec, &cb.peers[0]), 0);
-    cb.npeers = 1;
+    struct remote_config ca, cb;
+    pair_configs("127.0.0.1", true, 0, &ca, &cb);
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
