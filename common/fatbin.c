@@ -211,7 +211,11 @@ size_t vgpu_image_size(const void *image)
         return fb ? fatbin_size(fb) : 0;
     }
     if (has_magic(p, (const uint8_t *)ELFMAG, SELFMAG)) {
-        /* The real length is unknown; an ELF image holds at least its header. */
+        /* The real length is unknown; an ELF image holds at least its header, but a 64-bit
+         * little-endian one only: the class and byte order are read first, a byte at a time, so
+         * that a short string that starts like ELF is not read past its end. */
+        if (p[EI_CLASS] != ELFCLASS64 || p[EI_DATA] != ELFDATA2LSB)
+            return 0;
         enum vgpu_image_kind k = vgpu_image_kind(image, sizeof(Elf64_Ehdr));
         return k == VGPU_IMAGE_CUBIN || k == VGPU_IMAGE_HOST_SO ? elf_size(p) : 0;
     }
