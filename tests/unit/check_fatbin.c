@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cubin.h"
 #include "fatbin.h"
@@ -226,6 +228,36 @@ START_TEST(test_image_size)
     struct blob elf = raw_entry(VGPU_FATBIN_ELF);
     ck_assert_uint_eq(vgpu_image_size(elf.data), elf.size);
     free(elf.data);
+}
+END_TEST
+
+/* An image given without its length (cuModuleLoadData) is read no further than what it starts as
+ * needs: each string here ends a page whose next page cannot be read, so a read past it faults
+ * whatever the compiler made of the comparisons. */
+START_TEST(test_image_size_in_bounds)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    ck_assert_int_eq(mprotect(m + page, (size_t)page, PROT_NONE), 0);
+    static const struct {
+        const char *text;
+        size_t size;
+    } cases[] = {
+        {"\x7f" "ELF", 0},           /* ELF's magic alone */
+        {"\x7f" "ELF\x01\x01", 0},   /* a 32-bit ELF */
+        {"\x7f" "ELF\x02\x02", 0},   /* a big-endian one */
+        {"hello", 0},
+        {".version 9.0", 13},
+        {" .target", 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].text) + 1;
+        uint8_t *at = m + page - n;
+        memcpy(at, cases[i].text, n);
+        ck_assert_uint_eq(vgpu_image_size(at), cases[i].size);
+    }
+    munmap(m, (size_t)page * 2);
 }
 END_TEST
 
@@ -630,6 +662,7 @@ static Suite *fatbin_suite(void)
     tcase_add_test(tc, test_kind_host_so);
     tcase_add_test(tc, test_kind_garbage);
     tcase_add_test(tc, test_image_size);
+    tcase_add_test(tc, test_image_size_in_bounds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("entries");
