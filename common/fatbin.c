@@ -52,10 +52,26 @@ static uint64_t rd64(const uint8_t *p)
 
 /* ------------------------------------------------------------------------------ classification */
 
+/* Compare a magic byte by byte, stopping at the first difference: none of the magics holds a NUL,
+ * so a short string (PTX) is never read past its terminator. */
+static int has_magic(const uint8_t *p, const uint8_t *magic, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != magic[i])
+            return 0;
+    return 1;
+}
+
+/* ELF's identification of a 64-bit little-endian file, read a byte at a time (so an image of
+ * unknown length that is a short string is not read past its end). */
+static int elf64_le_ident(const uint8_t *p)
+{
+    return has_magic(p, (const uint8_t *)ELFMAG, SELFMAG) && p[EI_CLASS] == ELFCLASS64 && p[EI_DATA] == ELFDATA2LSB;
+}
+
 static int is_elf64_le(const uint8_t *p, size_t avail)
 {
-    return avail >= sizeof(Elf64_Ehdr) && memcmp(p, ELFMAG, SELFMAG) == 0 && p[EI_CLASS] == ELFCLASS64 &&
-           p[EI_DATA] == ELFDATA2LSB;
+    return avail >= sizeof(Elf64_Ehdr) && elf64_le_ident(p);
 }
 
 /* PTX is text; after blanks and comments the first thing is a directive such as .version. */
@@ -187,16 +203,6 @@ static size_t elf_size(const uint8_t *p)
     return end > IMAGE_SIZE_SANE ? 0 : (size_t)end;
 }
 
-/* Compare a magic byte by byte, stopping at the first difference: none of the magics holds a NUL,
- * so a short string (PTX) is never read past its terminator. */
-static int has_magic(const uint8_t *p, const uint8_t *magic, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != magic[i])
-            return 0;
-    return 1;
-}
-
 size_t vgpu_image_size(const void *image)
 {
     static const uint8_t fatbin_magic[4] = {0x50, 0xed, 0x55, 0xba};
@@ -210,12 +216,9 @@ size_t vgpu_image_size(const void *image)
         const void *fb = vgpu_wrapper_fatbin(image);
         return fb ? fatbin_size(fb) : 0;
     }
-    if (has_magic(p, (const uint8_t *)ELFMAG, SELFMAG)) {
-        /* The real length is unknown; an ELF image holds at least its header, but a 64-bit
-         * little-endian one only: the class and byte order are read first, a byte at a time, so
-         * that a short string that starts like ELF is not read past its end. */
-        if (p[EI_CLASS] != ELFCLASS64 || p[EI_DATA] != ELFDATA2LSB)
-            return 0;
+    if (elf64_le_ident(p)) {
+        /* The real length is unknown; an ELF image holds at least its header. (Another ELF is
+         * read as text below: no image, and no further than its first NUL.) */
         enum vgpu_image_kind k = vgpu_image_kind(image, sizeof(Elf64_Ehdr));
         return k == VGPU_IMAGE_CUBIN || k == VGPU_IMAGE_HOST_SO ? elf_size(p) : 0;
     }
