@@ -12,6 +12,9 @@
  *   - the longest single progress call of a sender's transfer (raw_copy_..._longest_call, the
  *     median over the transfers): UCX moves a rendezvous transfer's bytes inside one call, which
  *     holds whatever loop makes it (vgpud's, where its links are driven) for that long.
+ * With LINK_RAW_COLD_MIB=N the copies' bytes come from, and land in, a different place of an N MiB
+ * buffer each time (names end in _cold): out of the processors' caches, as a copy's bytes are that
+ * a GPU has just written, or that land for another process to read. Without it one warm buffer.
  * Prints `RESULT name value unit` lines, as the other benchmark programs.
  *   link_raw [ROUND_TRIPS [MAX_SIZE]]   (default 20000, 64 MiB) */
 #include <errno.h>
@@ -46,6 +49,7 @@ struct node {
     volatile int mode;
     void *buf;
     size_t cap;
+    size_t span, next; /* cold: the buffer's length and where the next copy's bytes go (0: warm) */
     volatile bool landed;
     double longest; /* the longest progress call while the last send was waited for */
 };
@@ -54,6 +58,18 @@ static void die(const char *what, ucs_status_t s)
 {
     fprintf(stderr, "link_raw: %s: %s\n", what, ucs_status_string(s));
     exit(1);
+}
+
+/* Where the next copy of len bytes comes from or lands: the one buffer, or the next place of it. */
+static void *place(struct node *n, size_t len)
+{
+    if (!n->span)
+        return n->buf;
+    if (n->next + len > n->span)
+        n->next = 0;
+    void *at = (char *)n->buf + n->next;
+    n->next += (len + 4095) & ~(size_t)4095;
+    return at;
 }
 
 static void wait_req(struct node *n, ucs_status_ptr_t req)
@@ -139,14 +155,14 @@ static ucs_status_t on_bulk(void *arg, const void *header, size_t header_len, vo
     if (len > n->cap)
         return UCS_ERR_NO_MEMORY;
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        memcpy(n->buf, data, len);
+        memcpy(place(n, len), data, len);
         n->landed = true;
         return UCS_OK;
     }
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                              .cb.recv_am = bulk_landed,
                              .user_data = n};
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(n->worker, data, n->buf, len, &p);
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(n->worker, data, place(n, len), len, &p);
     if (req == NULL)
         n->landed = true;
     else if (UCS_PTR_IS_ERR(req))
@@ -182,12 +198,15 @@ static void node_up(struct node *n, size_t cap)
     handler(n, AM_ANSWER, on_answer);
     handler(n, AM_PULL, on_pull);
     n->cap = cap;
-    n->buf = malloc(cap);
+    const char *cold = getenv("LINK_RAW_COLD_MIB");
+    size_t span = cold ? strtoull(cold, NULL, 0) << 20 : 0;
+    n->span = span > cap ? span : 0;
+    n->buf = malloc(n->span ? n->span : cap);
     if (!n->buf) {
         fprintf(stderr, "link_raw: out of memory\n");
         exit(1);
     }
-    memset(n->buf, 1, cap);
+    memset(n->buf, 1, n->span ? n->span : cap);
 }
 
 static void on_connect(ucp_conn_request_h req, void *arg)
@@ -231,7 +250,7 @@ static void serve(struct node *n, int port, int ready_fd)
         }
         while (pulled < n->pulls) {
             pulled++;
-            send_am(n, AM_BULK, NULL, 0, n->buf, n->pull, true);
+            send_am(n, AM_BULK, NULL, 0, place(n, n->pull), n->pull, true);
         }
     }
     for (int i = 0; i < 1000; i++)
@@ -286,7 +305,7 @@ static void bandwidth(struct node *n, size_t size, bool back)
             }
             unsigned want = n->answers + 1;
             n->longest = 0;
-            send_am(n, AM_BULK, NULL, 0, n->buf, size, true);
+            send_am(n, AM_BULK, NULL, 0, place(n, size), size, true);
             if (r >= 0)
                 longest[sends++] = n->longest;
             wait_answer(n, want);
@@ -296,11 +315,11 @@ static void bandwidth(struct node *n, size_t size, bool back)
             best = gbps;
     }
     char name[64];
-    const char *dir = back ? "_back" : "";
+    const char *dir = back ? "_back" : "", *cold = n->span ? "_cold" : "";
     if (size >= (1u << 20))
-        snprintf(name, sizeof name, "raw_copy%s_%zuMiB", dir, size >> 20);
+        snprintf(name, sizeof name, "raw_copy%s%s_%zuMiB", dir, cold, size >> 20);
     else
-        snprintf(name, sizeof name, "raw_copy%s_%zuKiB", dir, size >> 10);
+        snprintf(name, sizeof name, "raw_copy%s%s_%zuKiB", dir, cold, size >> 10);
     printf("RESULT %s %.3f GB/s\n", name, best);
     if (sends) { /* (the sender is this process: forward copies only) */
         qsort(longest, (size_t)sends, sizeof *longest, bench_cmp_double);
@@ -347,10 +366,12 @@ int main(int argc, char **argv)
     ucs_status_t s = ucp_ep_create(n.worker, &ep, &n.ep);
     if (s != UCS_OK)
         die("connect", s);
-    round_trips(&n, MODE_POLL, "raw_rtt_poll", count);
-    n.sleep = true;
-    round_trips(&n, MODE_SLEEP, "raw_rtt_sleep", count);
-    n.sleep = false;
+    if (!n.span) { /* (cold: the copies alone; a round trip moves no bytes) */
+        round_trips(&n, MODE_POLL, "raw_rtt_poll", count);
+        n.sleep = true;
+        round_trips(&n, MODE_SLEEP, "raw_rtt_sleep", count);
+        n.sleep = false;
+    }
     int m = MODE_POLL;
     send_am(&n, AM_PING, NULL, 0, &m, sizeof m, false);
     wait_answer(&n, n.answers + 1);

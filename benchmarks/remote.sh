@@ -9,7 +9,7 @@
 #   the same link); REMOTE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); REMOTE_BATCHES;
 #   REMOTE_COPY_MAX (largest copy, default 64 MiB); REMOTE_COPY_MIN (smallest, default 4 KiB);
 #   REMOTE_UNBATCHED (0: no run with each call sent alone);
-#   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw)
+#   LINK_RAW (the raw link's program, default BENCH_BIN/link_raw); RAW_COLD_MIB (its cold copies' buffer, default 1024)
 #   REMOTE_BATCH  the batched configuration's --remote-batch (default vgpud's)
 #   REMOTE_OPTS   more vgpud options for every pair (e.g. --remote-spin-us 0)
 #   REMOTE_EXECUTOR cuda (default), or emu to try the script where there is no GPU
@@ -45,7 +45,11 @@ if [ "$EXECUTOR" = cuda ]; then run_all native env; fi
 for t in $TRANSPORTS; do
     name=${t%%=*}
     export UCX_TLS=${t#*=}
-    [ -x "$LINK_RAW" ] && "$LINK_RAW" 20000 $((64 << 20)) >"$BENCH_OUT/raw-$name.res"
+    if [ -x "$LINK_RAW" ]; then
+        "$LINK_RAW" 20000 $((64 << 20)) >"$BENCH_OUT/raw-$name.res"
+        # Again with bytes out of the caches, as a copy's are (RAW_COLD_MIB: the buffer they rotate through)
+        LINK_RAW_COLD_MIB=${RAW_COLD_MIB:-1024} "$LINK_RAW" 20000 $((64 << 20)) >>"$BENCH_OUT/raw-$name.res"
+    fi
     start_pair ${REMOTE_BATCH:+--remote-batch "$REMOTE_BATCH"}
     [ "$name" = "${TRANSPORTS%%=*}" ] && run_all local "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu device=0 --
     run_all "remote-$name" "$VGPU_BIN/vgpu-run" --socket "$BENCH_OUT/a.sock" --vgpu node=b,device=0 --
@@ -108,8 +112,8 @@ for t in transports:
     if raw:
         print("raw link: round trip %.2f us polling, %.2f us sleeping on UCX's descriptor (medians)" %
               (raw["raw_rtt_poll_median"][0], raw["raw_rtt_sleep_median"][0]))
-        held = ["%s %.0f us" % (k.split("_")[2], raw[k][0]) for k in sorted(raw, key=lambda k: raw[k][0])
-                if k.endswith("_longest_call")]
+        held = ["%s %.0f us" % (k[len("raw_copy_"):-len("_longest_call")].replace("_", " "), raw[k][0])
+                for k in sorted(raw, key=lambda k: raw[k][0]) if k.endswith("_longest_call")]
         if held:
             print("raw link: the sender's longest progress call in one transfer (medians): " + ", ".join(held))
         for k in ("ctx_synchronize_median", "read_4_bytes_median"):
@@ -123,9 +127,13 @@ for t in transports:
             for k in ("htod_pageable_%d" % size, "dtoh_pageable_%d" % size, "htod_pinned_%d" % size, "dtoh_pinned_%d" % size):
                 # A device-to-host copy's bytes come back: against the raw link's copies that way.
                 rkk = "raw_copy_back_%dMiB" % mib if k.startswith("dtoh") and "raw_copy_back_%dMiB" % mib in raw else rk
+                cold = rkk.replace("_%dMiB" % mib, "_cold_%dMiB" % mib)
+                cold_text = ("; %.2f of its %.2f GB/s with cold bytes" % (remote[k][0] / raw[cold][0], raw[cold][0])
+                             if cold in raw and k in remote else "")
                 if k in remote:
-                    print("  remote %-22s %8.2f GB/s: %.2f of the raw link's %.2f GB/s%s" %
-                          (k, remote[k][0], remote[k][0] / raw[rkk][0], raw[rkk][0], " (back)" if rkk != rk else ""))
+                    print("  remote %-22s %8.2f GB/s: %.2f of the raw link's %.2f GB/s%s%s" %
+                          (k, remote[k][0], remote[k][0] / raw[rkk][0], raw[rkk][0], " (back)" if rkk != rk else "",
+                           cold_text))
     bpath = os.path.join(d, "batches-%s.res" % t)
     if os.path.exists(bpath):
         lr = local.get("launch_rate", (0, ""))[0]
