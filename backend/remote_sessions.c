@@ -26,6 +26,16 @@ struct node_devices {
     struct vgpu_device_info dev[VGPU_MAX_DEVICES];
 };
 
+/* A staging slot's bytes toward a tenant come back in pieces that its client copies out as each
+ * lands, each piece a rendezvous of its own; the tenant's node chooses them (--remote-piece, else by
+ * its link) and tells both its client (vgpu_device_info) and the serving node (session_open).
+ * Through shared memory a rendezvous costs a few microseconds, and 256 KiB pieces leave less of a
+ * slot to copy out once the last has landed; over TCP each costs a round trip, and the staged path
+ * below 1 MiB costs the copies more than the overlap gains (H100 host, RESULTS.md's twenty-fourth
+ * session). */
+#define PIECE_THROUGH_MEMORY (256u << 10)
+#define PIECE_OVER_NETWORK (1u << 20)
+
 /* A session served here for a tenant of another node: its control link. */
 struct served {
     struct rsess *rs;
@@ -38,6 +48,7 @@ struct served {
     char node[VGPU_SPEC_NAME]; /* the tenant's node, its Xen domain there (-1: none) and vGPU */
     int domain;
     uint32_t vgpu;
+    uint64_t piece;   /* its staging slots' bytes go back in pieces of this many (0: whole) */
     uint8_t key[SESSION_KEY_BYTES]; /* what a push into its data area must show (remote_push.c) */
     uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
     size_t pending_len[2];
@@ -213,6 +224,7 @@ static void on_open(struct rsess *rs, uint64_t link, const char *peer, uint32_t 
     open->data_size = o->data_size;
     *sv = (struct served){.rs = rs, .link = link, .channel = channel, .efd = efd,
                           .tenant_maps = (o->flags & SESSION_OPEN_BULK) != 0, .domain = o->domain, .vgpu = o->vgpu,
+                          .piece = o->piece,
                           .pending = {(uint8_t *)hello, (uint8_t *)open},
                           .pending_len = {sizeof *hello, sizeof *open}};
     snprintf(sv->node, sizeof sv->node, "%s", peer);
@@ -325,6 +337,15 @@ struct served *remote_sessions_served(const struct session *s)
 
 /* ---------------------------------------------------------------- the tenant's side */
 
+/* The pieces for this node's tenants of link's vGPUs (0: whole). */
+static uint32_t piece_for(struct rsess *rs, uint64_t link)
+{
+    uint64_t piece = rs->srv->opt.remote_piece;
+    if (piece == REMOTE_PIECE_BY_LINK)
+        piece = remote_link_through_memory(rs->links, link) ? PIECE_THROUGH_MEMORY : PIECE_OVER_NETWORK;
+    return piece < UINT32_MAX ? (uint32_t)piece : UINT32_MAX;
+}
+
 int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
 {
     struct rsess *rs = srv->rsess;
@@ -335,7 +356,8 @@ int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
                              .domain = s->domid, .vgpu = (uint32_t)c->vgpu,
                              .memory = s->vgpu_memory[c->vgpu], .req_size = c->layout.req_size,
                              .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
-                             .slot_size = c->layout.slot_size, .data_size = c->layout.data_size};
+                             .slot_size = c->layout.slot_size, .data_size = c->layout.data_size,
+                             .piece = piece_for(rs, link)};
     snprintf(o.program, sizeof o.program, "%s", s->program);
     if (c->bulk && bulk_table_add(rs->bulk, link, c->id, false, c->bulk) == 0)
         o.flags |= SESSION_OPEN_BULK;
@@ -397,10 +419,11 @@ void remote_sessions_close(struct server *srv, struct schan *c)
 static void bulk_sent(void *region) { bulk_region_release(region); }
 
 /* Before a worker's batch (len bytes of entries) goes on link: the bytes of its SESS_BULK entries,
- * from b, for channel on the other side (toward the serving node: to_server). Entries that name
- * bytes outside the data area are not sent (their records find what is there). */
-static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool to_server, struct bulk_region *b,
-                           const uint8_t *entries, size_t len)
+ * from b, for channel on the other side (toward the serving node: to_server; toward the tenant's, in
+ * pieces of piece bytes). Entries that name bytes outside the data area are not sent (their records
+ * find what is there). */
+static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bool to_server, uint64_t piece_size,
+                           struct bulk_region *b, const uint8_t *entries, size_t len)
 {
     uint64_t sent = 0;
     struct session_entry e;
@@ -412,7 +435,7 @@ static uint64_t send_bulks(struct rsess *rs, uint64_t link, uint32_t channel, bo
             !(p = bulk_region_hold(b, e.offset, size)))
             continue;
         /* A staging slot's bytes toward the tenant, in pieces its client copies out as each lands. */
-        uint64_t piece = to_server ? 0 : bulk_region_piece(b, e.offset, rs->srv->opt.remote_piece);
+        uint64_t piece = to_server ? 0 : bulk_region_piece(b, e.offset, piece_size);
         for (uint64_t at_piece = 0; at_piece < size;) {
             uint64_t n = piece && size - at_piece > piece ? piece : size - at_piece;
             struct session_bulk h = {.magic = REMOTE_MAGIC, .channel = channel, .to_server = to_server,
@@ -454,7 +477,8 @@ void remote_sessions_from_worker(struct server *srv, struct worker *w, const uin
     if (!link || !session_kind_from_worker(m.kind, !c->remote_link))
         return;
     if (c->bulk && m.kind == SESS_BATCH) /* its bulk bytes go first */
-        c->link_bytes_out += send_bulks(rs, link, channel, c->remote_link != 0, c->bulk, buf + sizeof m, len - sizeof m);
+        c->link_bytes_out += send_bulks(rs, link, channel, c->remote_link != 0, sv ? sv->piece : 0, c->bulk,
+                                        buf + sizeof m, len - sizeof m);
     c->link_bytes_out += len - sizeof m;
     sess_send(rs, link, m.kind, channel, m.offset, buf + sizeof m, len - sizeof m);
     /* A node that takes less than its tenants send: they wait, rather than vgpud's memory growing,
@@ -664,8 +688,10 @@ void remote_sessions_tick(struct server *srv)
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out)
 {
     struct rsess *rs = srv->rsess;
-    if (!rs || remote_link_to(rs->links, node) == 0)
+    uint64_t link = rs ? remote_link_to(rs->links, node) : 0;
+    if (!link)
         return -1;
+    uint32_t piece = piece_for(rs, link); /* (as remote_sessions_open tells the serving node) */
     pthread_mutex_lock(&rs->nodes_mu);
     struct node_devices *nd = node_of(rs, node, false);
     int rc = nd && device >= 0 && (unsigned)device < nd->count ? 0 : -1;
@@ -674,6 +700,7 @@ int remote_sessions_device(struct server *srv, const char *node, int device, str
         /* Its device cannot reach this node's host memory: programs that ask take their other path. */
         out->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 0;
         out->attr[CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM] = 0;
+        out->remote_piece = piece;
     }
     pthread_mutex_unlock(&rs->nodes_mu);
     return rc;

@@ -44,6 +44,9 @@ struct exec_options {
 
 enum isolation { ISOLATION_SESSION, ISOLATION_DOMAIN };
 
+/* --remote-piece's default: pieces as the link's transport suits (remote_sessions.c). */
+#define REMOTE_PIECE_BY_LINK UINT64_MAX
+
 /* A guest's shm group (its xl configuration's vgpu_shm_group): guests of one group share the keys of
  * Gdev's segments and their group permission bits (empty: none). */
 #define VGPU_SHM_GROUP_MAX 32
@@ -98,7 +101,7 @@ struct server_options {
     uint64_t remote_batch_wait_ns;
     uint64_t remote_backlog; /* a link's unsent bytes at which the workers feeding it wait */
     int64_t remote_spin_ns;  /* how long each hand-over of remote traffic looks on before it sleeps */
-    uint64_t remote_piece;   /* bytes toward a tenant go in pieces of this many (0: whole), --remote-piece */
+    uint64_t remote_piece;   /* bytes toward a tenant go in pieces of this many (0: whole; REMOTE_PIECE_BY_LINK) */
 };
 
 enum session_state { SESSION_NEW, SESSION_CLIENT, SESSION_CONTROL, SESSION_MONITOR, SESSION_CLOSING };

@@ -117,9 +117,10 @@ static void usage(FILE *f)
             "                         (default 64M)\n"
             "  --remote-pulls N       bulk transfers (copies' bytes) a link pulls at once (default 2: the\n"
             "                         first land while others wait, and what waited for them goes on)\n"
-            "  --remote-piece SIZE    a staging slot's bytes toward its tenant's node go in pieces of this\n"
-            "                         many, each copied out by the tenant as it lands while the next comes\n"
-            "                         (default 1M; 0: whole)\n"
+            "  --remote-piece SIZE    this node's tenants' staging slots come back from remote vGPUs in\n"
+            "                         pieces of this many bytes, each copied out as it lands while the next\n"
+            "                         comes (default by the link: 256K through shared memory, 1M over a\n"
+            "                         network; 0: whole)\n"
             "  --remote-spin-us US    each hand-over of a remote vGPU's calls and answers (the workers'\n"
             "                         relay and feed, vgpud's loop with its links) looks on for more\n"
             "                         this long before it sleeps (default 1000 with 8 processors or more,\n"
@@ -942,7 +943,7 @@ int main(int argc, char **argv)
                 .remote_batch_wait_ns = 20000,
                 .remote_backlog = 64ull << 20,
                 .remote_spin_ns = spare_cpus ? 1000000 : 0,
-                .remote_piece = VGPU_REMOTE_PIECE,
+                .remote_piece = REMOTE_PIECE_BY_LINK,
             },
         .level = VGPU_LOG_INFO,
         .etcd = {.ttl_s = 10},

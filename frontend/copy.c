@@ -378,7 +378,8 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     /* A remote vGPU's copy of more than a piece takes the staged path even in one slot. */
-    if (n <= ch->map.layout.slot_size && !(fe_chan_remote(ch) && n > VGPU_REMOTE_PIECE))
+    uint64_t piece = fe_chan_remote(ch) ? fe.devices[ch->device].info.remote_piece : 0;
+    if (n <= ch->map.layout.slot_size && !(piece && n > piece))
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
 }

@@ -1538,6 +1538,15 @@ uint64_t remote_link_to(struct remote *r, const char *node)
     return link;
 }
 
+bool remote_link_through_memory(struct remote *r, uint64_t link)
+{
+    pthread_mutex_lock(&r->mu);
+    const struct conn *c = conn_of_link(r, link);
+    bool memory = c && c->state == L_UP && strstr(c->messages_by, "/memory"); /* ("sysv/memory", "posix/memory") */
+    pthread_mutex_unlock(&r->mu);
+    return memory;
+}
+
 int remote_add_peer(struct remote *r, const char *name, const char *addr)
 {
     struct remote_peer_config p;

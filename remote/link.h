@@ -143,6 +143,9 @@ void remote_close_link(struct remote *r, uint64_t link, const char *why);
 unsigned remote_node_gpus(struct remote *r, const char *node, struct remote_gpu *out, unsigned max);
 /* A link that is up to node, or 0. */
 uint64_t remote_link_to(struct remote *r, const char *node);
+/* Whether link's messages go through this host's memory (UCX's shared-memory transports, between
+ * two vgpuds of one host) rather than a network: a rendezvous costs little there (any thread). */
+bool remote_link_through_memory(struct remote *r, uint64_t link);
 
 /* {"node":...,"listen":...,"links":[{"peer","address","direction","state","rtt_us","since_ms",
  * "refusals","last_refusal","gpus":[...]}]} */

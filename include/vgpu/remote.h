@@ -165,7 +165,7 @@ struct session_open {
      * a guest's processes hold one quota here too (shm/quota_groups.h). */
     int32_t domain;
     uint32_t vgpu;
-    uint32_t pad;
+    uint32_t piece; /* a staging slot's bytes go back in pieces of this many (0: whole), as its client expects */
     char program[64];
 };
 

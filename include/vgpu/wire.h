@@ -116,9 +116,6 @@ struct vgpu_ring_idx {
  * client copies out what has landed while the rest is on its way. The client clears a slot's bits
  * before it posts the copy that uses it. */
 #define VGPU_SLOT_GRANULES 64u
-/* The pieces' size by default (vgpud --remote-piece); a client sends copies of more than that down
- * the staged path, to copy out each piece as it lands. */
-#define VGPU_REMOTE_PIECE (1u << 20)
 static inline uint64_t vgpu_slot_granule(uint64_t slot_size)
 {
     uint64_t g = (slot_size + VGPU_SLOT_GRANULES - 1) / VGPU_SLOT_GRANULES;
@@ -484,6 +481,10 @@ struct vgpu_device_info {
     uint32_t peers; /* the devices of its node it can access as peers (bit per index) */
     uint32_t peer_atomics; /* those with native atomics over the link (bit per index) */
     uint32_t peer_arrays;  /* those whose arrays its kernels can access (bit per index) */
+    /* A remote vGPU: the pieces in which a staging slot's bytes come back (0: whole), each marked in
+     * slot_landed as it lands; a client sends copies of more than a piece down the staged path, to
+     * copy out each piece while the next comes. */
+    uint32_t remote_piece;
     uint8_t peer_rank[32]; /* the link's performance rank to each (by index; 0 best) */
     uint32_t nvlink_count; /* links the host's NVML knows of (0: none, or no NVML) */
     struct vgpu_nvlink nvlink[VGPU_NVLINK_MAX];

@@ -94,6 +94,9 @@ static void start(int i)
                     /* Short looks on (not the 2 CPUs' default, none): every hand-over of the
                      * links' traffic goes from polling to sleeping and back again and again. */
                     "--remote-spin-us", "20",
+                    /* The pieces of a link through shared memory (over TCP 1M by default): a
+                     * tenant's copies from 256K up come back piece by piece, told by its node. */
+                    "--remote-piece", "256K",
                     "--socket", sock[i], "--node", (char *)node,
                     "--cluster-key", (char *)k, "--peer", peer, listens ? "--remote-listen" : NULL,
                     listens ? addr[i < 2 ? i : 2] : NULL, i == 3 ? "--peer" : NULL, i == 3 ? peer_b : NULL, NULL};
