@@ -878,6 +878,7 @@ START_TEST(stalled_host_peer_naps)
     ck_assert_msg(a, "node a: %s", err ? err : "?");
     uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL);
     ck_assert_msg(ab, "no link from the child's node");
+    ck_assert_msg(remote_link_through_memory(a, ab), "a link through shared memory is not known as one");
     for (int i = 0; i < 100; i++) /* (the link's first exchanges settle) */
         remote_turn(a);
     ck_assert_int_eq(kill(child, SIGSTOP), 0);
@@ -897,6 +898,23 @@ START_TEST(stalled_host_peer_naps)
     waitpid(child, NULL, 0);
     ck_assert_msg(sleeps == 0, "the links let their caller sleep with messages waiting in UCX");
     ck_assert_msg(naps == 50, "the links spun on a stalled peer of this host (%d naps in %d turns)", naps, turns);
+    remote_stop(a);
+}
+END_TEST
+
+/* The same two nodes of one host linked over TCP only: their link is a network's (a staging slot's
+ * bytes go back in larger pieces), and a link that does not exist is neither. */
+START_TEST(link_by_network)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    struct remote *a, *b;
+    start_pair(false, 0, &a, &b);
+    uint64_t ab = wait_event(a, REMOTE_LINK_UP, true, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
+    ck_assert(ab && ba);
+    ck_assert_msg(!remote_link_through_memory(a, ab) && !remote_link_through_memory(b, ba),
+                  "a link over TCP is taken for one through shared memory");
+    ck_assert(!remote_link_through_memory(a, ab + 1) && !remote_link_through_memory(a, 0));
+    remote_stop(b);
     remote_stop(a);
 }
 END_TEST
@@ -977,6 +995,7 @@ int main(void)
     tcase_add_test(t, driven_links);
     tcase_add_test(t, peer_by_name);
     tcase_add_test(t, stalled_host_peer_naps);
+    tcase_add_test(t, link_by_network);
     tcase_add_test(t, etcd_entries);
     tcase_add_test(t, session_messages);
     tcase_add_test(t, record_data_ranges);
