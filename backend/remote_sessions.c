@@ -28,7 +28,8 @@ struct node_devices {
 
 /* A staging slot's bytes toward a tenant come back in pieces that its client copies out as each
  * lands, each piece a rendezvous of its own; the tenant's node chooses them (--remote-piece, else by
- * its link) and tells both its client (vgpu_device_info) and the serving node (session_open).
+ * its link) and tells both its client (vgpu_device_info) and the serving node (session_open); a
+ * channel that vgpud does not map (a Xen guest's) has its bytes come in the batches, in no pieces.
  * Through shared memory a rendezvous costs a few microseconds, and 256 KiB pieces leave less of a
  * slot to copy out once the last has landed; over TCP each costs a round trip, and the staged path
  * below 1 MiB costs the copies more than the overlap gains (H100 host, RESULTS.md's twenty-fourth
@@ -357,7 +358,7 @@ int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
                              .memory = s->vgpu_memory[c->vgpu], .req_size = c->layout.req_size,
                              .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
                              .slot_size = c->layout.slot_size, .data_size = c->layout.data_size,
-                             .piece = piece_for(rs, link)};
+                             .piece = c->bulk ? piece_for(rs, link) : 0}; /* (no bulk: bytes in the batches) */
     snprintf(o.program, sizeof o.program, "%s", s->program);
     if (c->bulk && bulk_table_add(rs->bulk, link, c->id, false, c->bulk) == 0)
         o.flags |= SESSION_OPEN_BULK;
