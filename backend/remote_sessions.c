@@ -28,8 +28,8 @@ struct node_devices {
 
 /* A staging slot's bytes toward a tenant come back in pieces that its client copies out as each
  * lands, each piece a rendezvous of its own; the tenant's node chooses them (--remote-piece, else by
- * its link) and tells both its client (vgpu_device_info) and the serving node (session_open); a
- * channel that vgpud does not map (a Xen guest's) has its bytes come in the batches, in no pieces.
+ * its link: piece_for) and tells both its client (vgpu_device_info) and the serving node
+ * (session_open).
  * Through shared memory a rendezvous costs a few microseconds, and 256 KiB pieces leave less of a
  * slot to copy out once the last has landed; over TCP each costs a round trip, and the staged path
  * below 1 MiB costs the copies more than the overlap gains (H100 host, RESULTS.md's twenty-fourth
@@ -338,9 +338,12 @@ struct served *remote_sessions_served(const struct session *s)
 
 /* ---------------------------------------------------------------- the tenant's side */
 
-/* The pieces for this node's tenants of link's vGPUs (0: whole). */
-static uint32_t piece_for(struct rsess *rs, uint64_t link)
+/* The pieces for tenant s's vGPUs of link (0: whole). A Xen guest's channels are not mapped here:
+ * its bytes come in the batches, in no pieces. */
+static uint32_t piece_for(struct rsess *rs, const struct session *s, uint64_t link)
 {
+    if (s->domid >= 0)
+        return 0;
     uint64_t piece = rs->srv->opt.remote_piece;
     if (piece == REMOTE_PIECE_BY_LINK)
         piece = remote_link_through_memory(rs->links, link) ? PIECE_THROUGH_MEMORY : PIECE_OVER_NETWORK;
@@ -358,7 +361,7 @@ int remote_sessions_open(struct server *srv, struct session *s, struct schan *c)
                              .memory = s->vgpu_memory[c->vgpu], .req_size = c->layout.req_size,
                              .rsp_size = c->layout.rsp_size, .slot_count = c->layout.slot_count,
                              .slot_size = c->layout.slot_size, .data_size = c->layout.data_size,
-                             .piece = c->bulk ? piece_for(rs, link) : 0}; /* (no bulk: bytes in the batches) */
+                             .piece = piece_for(rs, s, link)};
     snprintf(o.program, sizeof o.program, "%s", s->program);
     if (c->bulk && bulk_table_add(rs->bulk, link, c->id, false, c->bulk) == 0)
         o.flags |= SESSION_OPEN_BULK;
@@ -689,10 +692,8 @@ void remote_sessions_tick(struct server *srv)
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out)
 {
     struct rsess *rs = srv->rsess;
-    uint64_t link = rs ? remote_link_to(rs->links, node) : 0;
-    if (!link)
+    if (!rs || remote_link_to(rs->links, node) == 0)
         return -1;
-    uint32_t piece = piece_for(rs, link); /* (as remote_sessions_open tells the serving node) */
     pthread_mutex_lock(&rs->nodes_mu);
     struct node_devices *nd = node_of(rs, node, false);
     int rc = nd && device >= 0 && (unsigned)device < nd->count ? 0 : -1;
@@ -701,10 +702,16 @@ int remote_sessions_device(struct server *srv, const char *node, int device, str
         /* Its device cannot reach this node's host memory: programs that ask take their other path. */
         out->attr[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 0;
         out->attr[CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM] = 0;
-        out->remote_piece = piece;
     }
     pthread_mutex_unlock(&rs->nodes_mu);
     return rc;
+}
+
+uint32_t remote_sessions_piece(struct server *srv, const struct session *s, const char *node)
+{
+    struct rsess *rs = srv->rsess;
+    uint64_t link = rs ? remote_link_to(rs->links, node) : 0;
+    return link ? piece_for(rs, s, link) : 0;
 }
 
 unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max)

@@ -37,6 +37,9 @@ int remote_sessions_wait_ms(struct server *srv, int want_ms);
 /* Device `device` of node, as it described it when its link came up, as a tenant of this node sees
  * it (it maps no host memory of this node). 0, or -1 if it did not. */
 int remote_sessions_device(struct server *srv, const char *node, int device, struct vgpu_device_info *out);
+/* The pieces in which staging slots of tenant s's vGPU of node come back (vgpu_device_info's
+ * remote_piece; 0: whole), as remote_sessions_open tells that node. */
+uint32_t remote_sessions_piece(struct server *srv, const struct session *s, const char *node);
 /* The GPUs of linked nodes, for placement (free memory as their links last said). */
 unsigned remote_sessions_gpus(struct server *srv, struct place_gpu *out, unsigned max);
 

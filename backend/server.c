@@ -305,8 +305,7 @@ static int on_hello(struct server *srv, struct session *s, const void *buf, size
             memcpy(d, &srv->devices[s->vgpu_device[i]], sizeof *d);
         else if (remote_sessions_device(srv, s->vgpu_node[i], s->vgpu_device[i], d) == 0) {
             d->flags |= VGPU_DEVICE_REMOTE;
-            if (s->domid >= 0) /* a guest's channels are not mapped here: its bytes come in the batches */
-                d->remote_piece = 0;
+            d->remote_piece = remote_sessions_piece(srv, s, s->vgpu_node[i]);
         }
         d->total_mem = s->vgpu_memory[i]; /* the tenant's device is as large as its quota */
     }
