@@ -235,8 +235,7 @@ void bulk_table_done(void *table, void *token, void *dst, size_t len, bool ok)
 
 uint64_t bulk_region_piece(const struct bulk_region *b, uint64_t offset, uint64_t piece)
 {
-    uint64_t g = vgpu_slot_granule(b->layout.slot_size);
-    return piece && in_slots(b, offset) ? (piece + g - 1) / g * g : 0;
+    return in_slots(b, offset) ? vgpu_slot_piece(b->layout.slot_size, piece) : 0;
 }
 
 const uint8_t *bulk_region_hold(struct bulk_region *b, uint64_t offset, uint64_t size)

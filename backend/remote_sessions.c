@@ -49,7 +49,7 @@ struct served {
     char node[VGPU_SPEC_NAME]; /* the tenant's node, its Xen domain there (-1: none) and vGPU */
     int domain;
     uint32_t vgpu;
-    uint64_t piece;   /* its staging slots' bytes go back in pieces of this many (0: whole) */
+    uint32_t piece;   /* its staging slots' bytes go back in pieces of this many (0: whole) */
     uint8_t key[SESSION_KEY_BYTES]; /* what a push into its data area must show (remote_push.c) */
     uint8_t *pending[2]; /* the hello and the channel request, handed over in turn */
     size_t pending_len[2];
@@ -328,6 +328,12 @@ bool remote_sessions_origin(const struct session *s, const char **node, int *dom
     *domain = sv->domain;
     *vgpu = sv->vgpu;
     return true;
+}
+
+uint32_t remote_sessions_served_piece(const struct session *s)
+{
+    const struct served *sv = remote_sessions_served(s);
+    return sv ? sv->piece : 0;
 }
 
 struct served *remote_sessions_served(const struct session *s)

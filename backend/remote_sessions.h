@@ -54,6 +54,8 @@ void remote_sessions_close(struct server *srv, struct schan *c);
 struct served *remote_sessions_served(const struct session *s);
 /* For such a session: its tenant's node, Xen domain there (-1: a host process) and vGPU index. */
 bool remote_sessions_origin(const struct session *s, const char **node, int *domain, uint32_t *vgpu);
+/* For such a session: the pieces its staging slots go back in (0: whole; session_open.piece). */
+uint32_t remote_sessions_served_piece(const struct session *s);
 /* The loop's tick: each session served here for another node's tenant says how its vGPU is used. */
 void remote_sessions_tick(struct server *srv);
 /* For pushes (remote_push.h): a message on link; the channel served here for a tenant of link's

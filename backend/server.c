@@ -350,8 +350,10 @@ static void send_add_channel(struct server *srv, struct session *s, struct schan
         m->quota_group = c->quota_group != NULL;
         m->vgpu = (uint32_t)c->vgpu;
         m->remote = c->relayed ? VGPU_REMOTE_RELAY : remote_sessions_served(s) ? VGPU_REMOTE_SERVED : 0;
-        if (c->bulk) /* vgpud moves its bulk bytes (remote_bulk.h) */
+        if (c->bulk) { /* vgpud moves its bulk bytes (remote_bulk.h), in the tenant's pieces */
             m->remote |= VGPU_REMOTE_BULK;
+            m->piece = remote_sessions_served_piece(s);
+        }
         m->port = c->port;
         m->pages = c->pages;
         if (tail)

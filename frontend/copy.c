@@ -280,10 +280,19 @@ static CUresult remote_area_copy(struct fe_ctx *c, struct fe_chan *ch, uint32_t 
     return r;
 }
 
+/* The size above which a remote vGPU's synchronous copy of a pinned block goes in chunks:
+ * FE_REMOTE_CHUNK, and a piece for a copy back, whose chunk the serving worker sends back piece by
+ * piece as its device writes them (a copy with a response goes back whole, after it). */
+static uint64_t remote_chunked_above(const struct fe_chan *ch, bool to_device)
+{
+    uint64_t piece = to_device ? 0 : fe.devices[ch->device].info.remote_piece;
+    return piece && piece < FE_REMOTE_CHUNK ? piece : FE_REMOTE_CHUNK;
+}
+
 CUresult fe_copy_area(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, uint64_t dptr, uint64_t off, size_t n,
                       bool to_device, bool reply)
 {
-    if (reply && n > FE_REMOTE_CHUNK && fe_chan_remote(ch))
+    if (reply && fe_chan_remote(ch) && n > remote_chunked_above(ch, to_device))
         return remote_area_copy(c, ch, stream, dptr, off, n, to_device);
     if (to_device) {
         FE_REQ(q, CopyHtoD);

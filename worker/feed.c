@@ -34,6 +34,9 @@ struct feed {
     struct {
         bool active;
         uint64_t off, size; /* what its copy writes (size 0: nothing) */
+        uint32_t use;       /* which copy into it this is: a piece of an earlier one is not this one's */
+        uint64_t landed;    /* bytes of it the device has written (feed_copy_dtoh's pieces) */
+        uint64_t sent;      /* bytes of it sent */
     } slots[VGPU_MAX_SLOTS];
     struct {
         uint64_t word;
@@ -42,6 +45,7 @@ struct feed {
     size_t nfns, fns_cap;
     struct batch batch; /* the feed thread's */
     bool bulk;
+    uint64_t piece; /* a slot's bytes go as pieces of this many land (0: once the slot is done) */
     int64_t spin_ns; /* how long the thread looks on for an answer before it sleeps */
     uint8_t rsp[VGPU_MAX_RECORD];
 };
@@ -61,11 +65,15 @@ static bool completions(struct feed *f)
             continue;
         uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[s], memory_order_acquire);
         if (v == VGPU_SLOT_INFLIGHT) {
+            if (f->slots[s].landed > f->slots[s].sent) { /* pieces landed: they go now */
+                send_data(f, f->slots[s].off + f->slots[s].sent, f->slots[s].landed - f->slots[s].sent);
+                f->slots[s].sent = f->slots[s].landed;
+            }
             outstanding = true;
             continue;
         }
-        if (v == VGPU_SLOT_DONE)
-            send_data(f, f->slots[s].off, f->slots[s].size);
+        if (v == VGPU_SLOT_DONE && f->slots[s].size > f->slots[s].sent)
+            send_data(f, f->slots[s].off + f->slots[s].sent, f->slots[s].size - f->slots[s].sent);
         batch_add(&f->batch, SESS_SLOT, s, &v, sizeof v);
         f->slots[s].active = false;
     }
@@ -92,8 +100,9 @@ static bool feed_ready(void *arg)
     pthread_mutex_lock(&f->mu);
     for (uint32_t s = 0; s < VGPU_MAX_SLOTS && !ready; s++)
         ready = f->slots[s].active &&
-                atomic_load_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[s], memory_order_acquire) !=
-                    VGPU_SLOT_INFLIGHT;
+                (f->slots[s].landed > f->slots[s].sent ||
+                 atomic_load_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[s], memory_order_acquire) !=
+                     VGPU_SLOT_INFLIGHT);
     for (size_t i = 0; i < f->nfns && !ready; i++)
         ready = atomic_load_explicit((_Atomic uint32_t *)(f->map.data + f->fns[i].word), memory_order_acquire) ==
                 f->fns[i].ticket;
@@ -140,7 +149,7 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk)
+int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk, uint32_t piece)
 {
     struct feed *f = calloc(1, sizeof *f);
     if (!f || vgpu_channel_map_attach(&f->map, ch->base, &ch->map.layout, false) != 0 ||
@@ -152,6 +161,8 @@ int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool
     }
     f->ch = ch;
     f->bulk = bulk;
+    /* Pieces only where vgpud moves the bytes by themselves (SESS_BULK), as the tenant's node expects them. */
+    f->piece = bulk ? vgpu_slot_piece(ch->map.layout.slot_size, piece) : 0;
     f->spin_ns = remote_look_on_ns(batching);
     pthread_mutex_init(&f->mu, NULL);
     if (pthread_create(&f->thread, NULL, feed_main, f) != 0) {
@@ -197,6 +208,8 @@ void feed_note(struct vchannel *ch, const uint8_t *rec, size_t len)
         f->slots[io.slot].active = true;
         f->slots[io.slot].off = io.out_off;
         f->slots[io.slot].size = io.out_size;
+        f->slots[io.slot].use++;
+        f->slots[io.slot].landed = f->slots[io.slot].sent = 0;
         atomic_store_explicit((_Atomic uint32_t *)&f->map.ctl->slot_state[io.slot], VGPU_SLOT_INFLIGHT,
                               memory_order_release);
     } else if (io.out_size && io.reply) {
@@ -215,6 +228,66 @@ void feed_note(struct vchannel *ch, const uint8_t *rec, size_t len)
         }
     }
     pthread_mutex_unlock(&f->mu);
+}
+
+/* A piece of a slot's copy has landed (the executor's callback, on any thread). */
+struct piece {
+    struct vchannel *ch;
+    uint32_t slot, use;
+    uint64_t end; /* the copy's bytes up to here */
+};
+
+static void piece_landed(void *arg, CUresult status)
+{
+    struct piece *p = arg;
+    struct feed *f = p->ch->feed;
+    if (status == CUDA_SUCCESS && f) { /* (a failed one: the slot says so when the copy is over) */
+        pthread_mutex_lock(&f->mu);
+        if (f->slots[p->slot].use == p->use && p->end > f->slots[p->slot].landed)
+            f->slots[p->slot].landed = p->end;
+        pthread_mutex_unlock(&f->mu);
+        vgpu_bell_ring(&p->ch->transport, &p->ch->map.ctl->to_client);
+    }
+    vchannel_after_done(p->ch);
+    free(p);
+}
+
+bool feed_copy_dtoh(struct vgpu_call *c, void *stream, uint64_t src, uint64_t offset, uint64_t size, uint32_t slot,
+                    CUresult *r)
+{
+    struct vchannel *ch = c->ch;
+    struct feed *f = ch->feed;
+    const struct vgpu_channel_layout *l = &ch->map.layout;
+    if (!f || !f->piece || size <= f->piece || slot >= l->slot_count)
+        return false;
+    /* Bytes into the slots are the slot's own, cut where the tenant's node marks them landed. */
+    if (offset < (uint64_t)l->slot_count * l->slot_size && offset != (uint64_t)slot * l->slot_size)
+        return false;
+    pthread_mutex_lock(&f->mu);
+    bool back = f->slots[slot].active && f->slots[slot].off == offset && f->slots[slot].size == size;
+    uint32_t use = f->slots[slot].use;
+    pthread_mutex_unlock(&f->mu);
+    if (!back) /* its bytes stay on this node (VGPU_COPY_STAYS) */
+        return false;
+    uint8_t *dst = ch->map.data + offset;
+    for (uint64_t at = 0; at < size;) {
+        uint64_t n = size - at < f->piece ? size - at : f->piece;
+        *r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst + at, src + at, n, 0);
+        if (*r != CUDA_SUCCESS) {
+            /* A slot whose copy fails is handed back at once: the pieces on their way land first. */
+            if (at)
+                (void)OPS(c)->stream_synchronize(EXEC(c), c->ctx->x, stream);
+            return true;
+        }
+        at += n;
+        struct piece *p = at < size ? malloc(sizeof *p) : NULL; /* (the last: the slot's own callback) */
+        if (p) {
+            *p = (struct piece){ch, slot, use, at};
+            if (vchannel_after(c, stream, piece_landed, p) != CUDA_SUCCESS)
+                free(p); /* its bytes go with a later piece's, or the slot's */
+        }
+    }
+    return true;
 }
 
 /* Post a record for the channel's poller (main thread), where vgpud hands records over rather than

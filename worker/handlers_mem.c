@@ -5,6 +5,7 @@
 
 #include "log.h"
 #include "quota.h"
+#include "remote.h"
 #include "signals.h"
 #include "vchannel.h"
 
@@ -318,7 +319,9 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
         r = vchannel_admit(c, GATE_COPY, stream);
     if (signal)
         return copy_signalled(c, stream, &(struct pinned_copy){false, q->src, dst, q->size}, q->signal, r);
-    if (r == CUDA_SUCCESS && q->size)
+    /* A remote tenant's slot goes back piece by piece as the device writes it (feed.c). */
+    if (r == CUDA_SUCCESS && q->size &&
+        (c->reply || !feed_copy_dtoh(c, stream, q->src, q->offset, q->size, q->slot, &r)))
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
     LOG_TIMELINE("worker.copy_dtoh_made", q->size);
     return finish_staged(c, stream, q->slot, r, xfer_flags(c));

@@ -381,7 +381,7 @@ static void on_add_channel(const uint8_t *buf, size_t len, int *fds, unsigned *n
     }
     /* A served channel's feed starts first: the poller may end, and free the channel, at once. */
     if ((m.remote & VGPU_REMOTE_KIND) == VGPU_REMOTE_SERVED &&
-        feed_start(ch, &w.batching, (m.remote & VGPU_REMOTE_BULK) != 0) != 0)
+        feed_start(ch, &w.batching, (m.remote & VGPU_REMOTE_BULK) != 0, m.piece) != 0)
         vchannel_close(ch);
     vchannel_start(ch);
 }

@@ -54,12 +54,21 @@ void relay_close(struct relay *r);
 /* What vgpud passes on from the link (RemoteIn). Main thread. */
 void relay_in(struct relay *r, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
 
-/* Start feeding the served channel ch (before vchannel_start). 0 or -1. */
-int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk);
+/* Start feeding the served channel ch (before vchannel_start). bulk: vgpud moves its bulk bytes
+ * (SESS_BULK), and then a staging slot's go back in pieces of piece bytes (0: whole). 0 or -1. */
+int feed_start(struct vchannel *ch, const struct remote_batching *batching, bool bulk, uint32_t piece);
 /* Stop and free its feed (before the channel is freed; nothing if it has none). */
 void feed_stop(struct vchannel *ch);
 void feed_in(struct vchannel *ch, uint32_t kind, uint64_t offset, const uint8_t *data, size_t len);
 /* The poller is about to serve rec (len bytes) of a fed channel: what it writes is noted for the feed. */
 void feed_note(struct vchannel *ch, const uint8_t *rec, size_t len);
+/* The asynchronous copy of size bytes from device memory src to data-area offset `offset` of a fed
+ * channel, whose completion staging slot `slot` carries (its bytes are the slot's, from its start,
+ * or a pinned block's), made in pieces whose bytes go back as each lands while the device copies
+ * the next; the slot's callback after them (vchannel_slot_after) marks it done. True when made so
+ * (*r: how), false when the copy is not for pieces (no feed, no pieces, not more than one, its
+ * bytes stay here): the caller makes it whole. */
+bool feed_copy_dtoh(struct vgpu_call *c, void *stream, uint64_t src, uint64_t offset, uint64_t size, uint32_t slot,
+                    CUresult *r);
 
 #endif

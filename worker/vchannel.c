@@ -618,11 +618,22 @@ struct slot_cb {
     uint32_t slot;
 };
 
+void vchannel_after_done(struct vchannel *ch) { atomic_fetch_sub(&ch->callbacks_pending, 1); }
+
+CUresult vchannel_after(struct vgpu_call *c, void *stream, vgpu_exec_callback fn, void *arg)
+{
+    atomic_fetch_add(&c->ch->callbacks_pending, 1);
+    CUresult r = c->ch->x->ops->stream_callback(c->ch->x, c->ctx->x, stream, fn, arg);
+    if (r != CUDA_SUCCESS)
+        vchannel_after_done(c->ch);
+    return r;
+}
+
 static void slot_callback(void *arg, CUresult status)
 {
     struct slot_cb *cb = arg;
     vchannel_slot_done(cb->ch, cb->slot, status);
-    atomic_fetch_sub(&cb->ch->callbacks_pending, 1);
+    vchannel_after_done(cb->ch);
 }
 
 /* One callback record per slot, so that marking a slot costs no allocation. */
@@ -635,12 +646,7 @@ CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot)
 {
     if (slot == VGPU_NO_SLOT)
         return CUDA_SUCCESS;
-    struct slot_cb *cb = &slot_cbs(c->ch)[slot];
-    atomic_fetch_add(&c->ch->callbacks_pending, 1);
-    CUresult r = c->ch->x->ops->stream_callback(c->ch->x, c->ctx->x, stream, slot_callback, cb);
-    if (r != CUDA_SUCCESS)
-        atomic_fetch_sub(&c->ch->callbacks_pending, 1);
-    return r;
+    return vchannel_after(c, stream, slot_callback, &slot_cbs(c->ch)[slot]);
 }
 
 static bool progress_relaxed(struct vchannel *ch);
@@ -940,9 +946,11 @@ static void *poller_main(void *arg)
         .slice_ns = 100000000,
         .timeout_ns = -1,
     };
-    /* While copies are in flight the poller checks on them often, but never sleeps for long. */
+    /* While copies are in flight the poller checks on them often, but never sleeps for long; a
+     * fed channel's more often: each piece of a slot going back waits for it (feed_copy_dtoh's of
+     * 256 KiB take the device about 10 us). */
     struct vgpu_wait busy = w;
-    busy.timeout_ns = 20000;
+    busy.timeout_ns = ch->feed ? 5000 : 20000;
     if (busy.spin_ns > busy.timeout_ns)
         busy.spin_ns = busy.timeout_ns;
     /* While it holds a GPU resource the poller only spins: when that ends with no request, the

@@ -436,6 +436,10 @@ bool vchannel_host_node_word(const struct vchannel *ch, const void *arg, uint64_
 void vchannel_slot_done(struct vchannel *ch, uint32_t slot, CUresult status);
 /* Arrange for a staging slot to be marked done when the stream reaches this point. */
 CUresult vchannel_slot_after(struct vgpu_call *c, void *stream, uint32_t slot);
+/* fn(arg, status) when the stream reaches this point (or its context ends), counted among the
+ * channel's pending callbacks: fn calls vchannel_after_done(ch) last. */
+CUresult vchannel_after(struct vgpu_call *c, void *stream, vgpu_exec_callback fn, void *arg);
+void vchannel_after_done(struct vchannel *ch);
 /* Send what the driver printed for the tenant (console.c), in records of their own, ahead of
  * the response or completion word they came before. */
 void vchannel_send_console(struct vchannel *ch);

@@ -121,6 +121,14 @@ static inline uint64_t vgpu_slot_granule(uint64_t slot_size)
     uint64_t g = (slot_size + VGPU_SLOT_GRANULES - 1) / VGPU_SLOT_GRANULES;
     return (g + 4095) & ~(uint64_t)4095;
 }
+/* Pieces of piece bytes (0: whole) for a slot of slot_size: whole granules, so that each piece's
+ * landing marks its own granules and no other's. Both nodes split a slot's bytes at the same
+ * multiples of it from the slot's start. */
+static inline uint64_t vgpu_slot_piece(uint64_t slot_size, uint64_t piece)
+{
+    uint64_t g = vgpu_slot_granule(slot_size);
+    return piece ? (piece + g - 1) / g * g : 0;
+}
 /* CopyHtoD/CopyHtoDInline flags: the last part of a synchronous copy of pageable memory, which the
  * client does not wait for but which lands before the worker serves its next record, as the
  * driver's has practically landed when the call returns (a non-blocking stream's kernel next
