@@ -5,7 +5,6 @@
 
 #include "log.h"
 #include "quota.h"
-#include "remote.h"
 #include "signals.h"
 #include "vchannel.h"
 
@@ -320,8 +319,10 @@ CUresult vgpu_handle_CopyDtoH(struct vgpu_call *c, const struct vgpu_req_CopyDto
     if (signal)
         return copy_signalled(c, stream, &(struct pinned_copy){false, q->src, dst, q->size}, q->signal, r);
     /* A remote tenant's slot goes back piece by piece as the device writes it (feed.c). */
+    const struct vchannel_host *h = c->ch->host;
     if (r == CUDA_SUCCESS && q->size &&
-        (c->reply || !feed_copy_dtoh(c, stream, q->src, q->offset, q->size, q->slot, &r)))
+        (c->reply || !c->ch->feed || !h->fed_copy_dtoh ||
+         !h->fed_copy_dtoh(c, stream, q->src, q->offset, q->size, q->slot, &r)))
         r = OPS(c)->copy_dtoh(EXEC(c), c->ctx->x, stream, dst, q->src, q->size, xfer_flags(c));
     LOG_TIMELINE("worker.copy_dtoh_made", q->size);
     return finish_staged(c, stream, q->slot, r, xfer_flags(c));

@@ -777,6 +777,7 @@ static int start(void)
             .image_offer = worker_image_offer,
             .memory_changed = memory_changed,
             .fed_record = feed_note,
+            .fed_copy_dtoh = feed_copy_dtoh,
             .with_peer = with_peer,
             .reservation_made = reservation_made,
             .reservation_freed = reservation_freed,

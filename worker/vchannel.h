@@ -53,6 +53,10 @@ struct vchannel_host {
     void (*memory_changed)(struct vchannel *ch);
     /* The poller is about to serve rec (len bytes) of a channel with a feed (optional): feed_note. */
     void (*fed_record)(struct vchannel *ch, const uint8_t *rec, size_t len);
+    /* An asynchronous copy out of device memory into a fed channel's data area, whose completion a
+     * staging slot carries (optional): feed_copy_dtoh. */
+    bool (*fed_copy_dtoh)(struct vgpu_call *c, void *stream, uint64_t src, uint64_t offset, uint64_t size,
+                          uint32_t slot, CUresult *r);
     /* fn(peer, arg) on the channel of the vGPU at index vgpu of ch's tenant, when this worker
      * serves it too (it stays while fn runs): fn's CUresult, or CUDA_ERROR_NOT_SUPPORTED when it is
      * not served here, or when memory (fn touches that vGPU's memory) and its memory may be swapped
