@@ -946,11 +946,9 @@ static void *poller_main(void *arg)
         .slice_ns = 100000000,
         .timeout_ns = -1,
     };
-    /* While copies are in flight the poller checks on them often, but never sleeps for long; a
-     * fed channel's more often: each piece of a slot going back waits for it (feed_copy_dtoh's of
-     * 256 KiB take the device about 10 us). */
+    /* While copies are in flight the poller checks on them often, but never sleeps for long. */
     struct vgpu_wait busy = w;
-    busy.timeout_ns = ch->feed ? 5000 : 20000;
+    busy.timeout_ns = 20000;
     if (busy.spin_ns > busy.timeout_ns)
         busy.spin_ns = busy.timeout_ns;
     /* While it holds a GPU resource the poller only spins: when that ends with no request, the
