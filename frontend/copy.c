@@ -280,12 +280,19 @@ static CUresult remote_area_copy(struct fe_ctx *c, struct fe_chan *ch, uint32_t 
     return r;
 }
 
+/* The pieces in which a remote vGPU's staging slots come back (vgpu_device_info; 0: whole, and
+ * for a local vGPU). */
+static uint64_t remote_piece(const struct fe_chan *ch)
+{
+    return fe_chan_remote(ch) ? fe.devices[ch->device].info.remote_piece : 0;
+}
+
 /* The size above which a remote vGPU's synchronous copy of a pinned block goes in chunks:
  * FE_REMOTE_CHUNK, and a piece for a copy back, whose chunk the serving worker sends back piece by
  * piece as its device writes them (a copy with a response goes back whole, after it). */
 static uint64_t remote_chunked_above(const struct fe_chan *ch, bool to_device)
 {
-    uint64_t piece = to_device ? 0 : fe.devices[ch->device].info.remote_piece;
+    uint64_t piece = to_device ? 0 : remote_piece(ch);
     return piece && piece < FE_REMOTE_CHUNK ? piece : FE_REMOTE_CHUNK;
 }
 
@@ -387,7 +394,7 @@ CUresult fe_copy_dtoh(struct fe_ctx *c, struct fe_chan *ch, uint32_t stream, voi
         return graph_staged_1d(c, ch, stream, src, (uint64_t)(uintptr_t)dst, n, false);
     FE_RETURN_IF(fe_capture_refuse(ch, stream));
     /* A remote vGPU's copy of more than a piece takes the staged path even in one slot. */
-    uint64_t piece = fe_chan_remote(ch) ? fe.devices[ch->device].info.remote_piece : 0;
+    uint64_t piece = remote_piece(ch);
     if (n <= ch->map.layout.slot_size && !(piece && n > piece))
         return slot_dtoh(c, ch, stream, dst, src, n);
     return staged_dtoh(c, ch, stream, dst, src, n);
