@@ -398,15 +398,19 @@ CUresult vgpu_handle_GraphNodeParams(struct vgpu_call *c, const struct vgpu_req_
         r = OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, NULL, q->node, false, &x);
         return r ? r : node_params_out(c, &x, &a->p);
     }
-    /* A child graph: a copy of it, named as the client asks. */
-    struct srv_obj *copy = vchannel_add(c, SRV_GRAPH, q->p.object, &r);
-    if (!copy)
+    /* A child graph: the node's own, named as the client asks; borrowed, as a conditional node's
+     * bodies are (it goes with its node, or with the graph the node's graph belongs to). */
+    uint32_t root = g->borrowed ? g->parent : q->graph;
+    struct srv_obj *child = vchannel_add(c, SRV_GRAPH, q->p.object, &r);
+    if (!child)
         return r;
     if ((r = OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, NULL, q->node, false, &x)) != CUDA_SUCCESS) {
         vchannel_remove(c->ch, SRV_GRAPH, q->p.object);
         return r;
     }
-    copy->x = x.graph;
+    child->x = x.graph;
+    child->borrowed = true;
+    child->parent = root;
     a->p.object = q->p.object;
     return CUDA_SUCCESS;
 }
@@ -428,7 +432,17 @@ CUresult vgpu_handle_GraphNodeDestroy(struct vgpu_call *c, const struct vgpu_req
     (void)a;
     struct srv_obj *g;
     CUresult r = graph_to_shape(c, q->graph, OPS(c)->graph_node_destroy != NULL, &g);
-    return r ? r : OPS(c)->graph_node_destroy(EXEC(c), c->ctx->x, g->x, q->node);
+    if (r)
+        return r;
+    /* A child graph node takes its graph with it: the names given to that graph go first. */
+    struct vgpu_exec_node child = {.type = CU_GRAPH_NODE_TYPE_GRAPH};
+    void *graph = g->x;
+    if (OPS(c)->graph_node_params(EXEC(c), c->ctx->x, graph, NULL, q->node, false, &child) == CUDA_SUCCESS) {
+        if (vchannel_built_into(c->ch, child.graph)) /* a capture adds to it */
+            return CUDA_ERROR_ILLEGAL_STATE;
+        vchannel_forget_borrowed(c->ch, child.graph);
+    }
+    return OPS(c)->graph_node_destroy(EXEC(c), c->ctx->x, graph, q->node);
 }
 
 CUresult vgpu_handle_GraphEdges(struct vgpu_call *c, const struct vgpu_req_GraphEdges *q, struct vgpu_rsp_GraphEdges *a)

@@ -417,6 +417,14 @@ void vchannel_forget_bodies(struct vchannel *ch, uint32_t id)
             vchannel_remove(ch, SRV_GRAPH, k);
 }
 
+void vchannel_forget_borrowed(struct vchannel *ch, const void *graph)
+{
+    struct srv_table *t = &ch->tables[SRV_GRAPH];
+    for (uint32_t k = 1; graph && k < t->cap; k++)
+        if (t->slots[k].live && t->slots[k].borrowed && t->slots[k].x == graph)
+            vchannel_remove(ch, SRV_GRAPH, k);
+}
+
 bool vchannel_built_into(const struct vchannel *ch, const void *graph)
 {
     for (unsigned i = 0; i < ch->capture_count; i++)

@@ -411,6 +411,9 @@ void vchannel_capture_join(struct vchannel *ch, void *stream, void *origin);
 /* The bodies named (borrowed graphs) that go with graph id: forgotten, for it is destroyed or
  * emptied. */
 void vchannel_forget_bodies(struct vchannel *ch, uint32_t id);
+/* The names given to graph, a graph the executor owns as part of another (borrowed): forgotten,
+ * for the node it is part of is destroyed. */
+void vchannel_forget_borrowed(struct vchannel *ch, const void *graph);
 /* Whether a capture adds to graph (or to the bodies of its conditional nodes). */
 bool vchannel_built_into(const struct vchannel *ch, const void *graph);
 /* Resolve a stream id of the call's context (which must exist): 0 is the legacy default stream

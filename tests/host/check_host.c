@@ -494,6 +494,14 @@ START_TEST(test_graph)
 {
     char *out;
     ck_assert_int_eq(run_prog("prog_graph", emu_module, NULL, &out), 0);
+    /* A captured child graph node's graph is the node's own, the same each time it is asked for; a
+     * change to it reaches the graphs instantiated after (the program checks what they compute). */
+    ck_assert_msg(strstr(out, "a captured child graph node: its graph: 1 node of type 2, value 33; asked again, the "
+                              "same: yes\n"
+                              "the child graph changed through the graph asked for: value 55 asked again\n"
+                              "a captured child graph, set in an executable graph: yes\n"
+                              "a captured child graph node destroyed after its graph was asked for: 1 node(s) left\n"),
+                  "%s", out);
     /* A captured graph's kernel nodes: their parameters as captured, set in an executable graph and
      * in the graph (the program checks what the launches then compute). */
     ck_assert_msg(strstr(out, "captured kernel node 0: grid 32 x 1 x 1, block 128 x 1 x 1, shared 0, its function: the "

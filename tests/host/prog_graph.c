@@ -492,6 +492,37 @@ int main(int argc, char **argv)
         CHECK(cuStreamSynchronize(s));
         CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
         check_all(h, 33, "the captured child graph");
+        /* The graph asked for is the node's own: a change to it is the node's, which a graph
+         * instantiated after it runs (and the one instantiated before does not). */
+        ip1.value = 55;
+        CHECK(cuGraphMemsetNodeSetParams(in1, &ip1));
+        CUgraph inner3;
+        CHECK(cuGraphChildGraphNodeGetGraph(cn[i], &inner3));
+        CUgraphNode in3;
+        size_t one3 = 1;
+        CHECK(cuGraphGetNodes(inner3, &in3, &one3));
+        CUDA_MEMSET_NODE_PARAMS ip3;
+        CHECK(cuGraphMemsetNodeGetParams(in3, &ip3));
+        /* and a node added to it, after its first: it sets the first half again */
+        CUDA_MEMSET_NODE_PARAMS half = ip1;
+        half.value = 66;
+        half.width = N / 2;
+        CUgraphNode in4;
+        CHECK(cuGraphAddMemsetNode(&in4, inner3, &in3, 1, &half, ctx));
+        CUgraphExec pe2;
+        CHECK(cuGraphInstantiate(&pe2, pg, 0));
+        CHECK(cuGraphLaunch(pe2, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+        for (int k = 0; k < N; k++)
+            EXPECT(h[k] == (k < N / 2 ? 66u : 55u), "a graph instantiated after its child graph was changed: "
+                   "element %d is %u", k, h[k]);
+        CHECK(cuGraphLaunch(pe, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(h, d2, N * sizeof(unsigned)));
+        check_all(h, 33, "a graph instantiated before its child graph was changed");
+        CHECK(cuGraphExecDestroy(pe2));
+        printf("the child graph changed through the graph asked for: value %u asked again\n", ip3.value);
         CHECK(cuGraphExecChildGraphNodeSetParams(pe, cn[i], sub2));
         child_set = true;
     }
@@ -501,6 +532,16 @@ int main(int argc, char **argv)
     check_all(h, child_set ? 44u : 33u, "a launch after the child graph node was set (or not)");
     printf("a captured child graph, set in an executable graph: %s\n", child_set ? "yes" : "no child graph node");
     CHECK(cuGraphExecDestroy(pe));
+    for (size_t i = 0; i < ncn; i++) { /* the node destroyed, and its graph, which was asked for, with it */
+        CHECK(cuGraphNodeGetType(cn[i], &et));
+        if (et != CU_GRAPH_NODE_TYPE_GRAPH)
+            continue;
+        CHECK(cuGraphDestroyNode(cn[i]));
+        size_t left = 0;
+        CHECK(cuGraphGetNodes(pg, NULL, &left));
+        printf("a captured child graph node destroyed after its graph was asked for: %zu node(s) left\n", left);
+        break;
+    }
     CHECK(cuGraphDestroy(pg));
     CHECK(cuGraphDestroy(sub));
     CHECK(cuGraphDestroy(sub2));

@@ -936,9 +936,9 @@ CUresult emu_graph_node_params(struct vgpu_exec *x, void *ctx, void *graph, void
         struct emu_op *op = node_op(graph, exec, node, EMU_OP_CONDITIONAL);
         if (!op || op->u.cond.type != EMU_COND_CHILD || (set && !exec))
             return CUDA_ERROR_INVALID_VALUE;
-        if (!set) { /* a copy, as the cuda executor gives */
-            p->graph = clone_graph(op->u.cond.bodies[0], true);
-            return p->graph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        if (!set) { /* the node's own graph, as a conditional node's bodies are */
+            p->graph = op->u.cond.bodies[0];
+            return CUDA_SUCCESS;
         }
         struct emu_graph *now = op->u.cond.bodies[0], *fresh = p->graph;
         bool same = fresh->n == now->n && same_edges(fresh, now);

@@ -1778,9 +1778,9 @@ static CUresult cuda_graph_node_params(struct vgpu_exec *x, void *ctx, void *gra
     case CU_GRAPH_NODE_TYPE_GRAPH: {
         if (set)
             return exec ? a->cuGraphExecChildGraphNodeSetParams(exec, nd, p->graph) : CUDA_ERROR_INVALID_VALUE;
-        CUgraph child, copy = NULL;
-        if ((r = a->cuGraphChildGraphNodeGetGraph(nd, &child)) == CUDA_SUCCESS && (r = a->cuGraphClone(&copy, child)) == 0)
-            p->graph = copy;
+        CUgraph child; /* the node's own, as the driver gives it: changes to it are the node's */
+        if ((r = a->cuGraphChildGraphNodeGetGraph(nd, &child)) == CUDA_SUCCESS)
+            p->graph = child;
         return r;
     }
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {

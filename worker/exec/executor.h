@@ -331,7 +331,8 @@ struct vgpu_exec_ops {
     CUresult (*graph_kernel_attr)(struct vgpu_exec *x, void *ctx, void *graph, uint32_t node, bool set, uint32_t attr,
                                   void *value);
     /* Any other node's parameters (GraphNodeParams): asked of graph, or set in graph or, exec not
-     * NULL, in exec (a child graph and events in exec only where the driver allows no other). */
+     * NULL, in exec (a child graph and events in exec only where the driver allows no other). A
+     * child graph asked of graph is the node's own (not a copy), which the node destroys. */
     CUresult (*graph_node_params)(struct vgpu_exec *x, void *ctx, void *graph, void *exec, uint32_t node, bool set,
                                   struct vgpu_exec_node *p);
     /* A batch memory operation node's operations (GraphMemOpNode): get up to VGPU_MAX_MEM_OPS (*n of
