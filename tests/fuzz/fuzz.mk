@@ -1,5 +1,5 @@
 # Fuzzers (libFuzzer, clang): everything a tenant or a peer sends that vgpud or a worker decodes.
-#   make check-fuzz    each fuzzer for FUZZ_SECONDS (default 20) from the committed seed corpus
+#   make check-fuzz    each fuzzer for FUZZ_SECONDS (default 10) from the committed seed corpus
 #                      (-jN: N at once)
 #   make fuzz          each for FUZZ_LONG_SECONDS (default 3600), corpora kept under $(O)/fuzz/work
 #   make fuzz-seeds    rewrite the seed corpora (tests/fuzz/corpus) from well-formed inputs
@@ -7,7 +7,7 @@
 # coverage), from the project's own sources.
 
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 10
 FUZZ_LONG_SECONDS ?= 3600
 FUZZERS := records images control vchan peer
 # The longest input of each: records a few dozen records (each input sets a channel up afresh),

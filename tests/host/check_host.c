@@ -1383,28 +1383,28 @@ static const struct json *channel_of_pid(const struct json *j, pid_t pid)
     return NULL;
 }
 
-/* A prog_swap that sets 300 MiB up and sleeps (to be swapped out); returns once it is ready. */
+/* A prog_swap that sets 150 MiB up and sleeps (to be swapped out); returns once it is ready. */
 static pid_t start_swap_holder(void)
 {
     char none[8];
-    return start_ready("prog_swap", "300:hold", none, sizeof none);
+    return start_ready("prog_swap", "150:hold", none, sizeof none);
 }
 
-/* Swapping (Gdev's, through vgpud's memory manager): three tenants of 300 MiB each on a 512 MiB
+/* Swapping (Gdev's, through vgpud's memory manager): three tenants of 150 MiB each on a 256 MiB
  * device take turns holding it and all finish with their data intact; a tenant that sleeps is
  * swapped out for another (vgpuctl shows where its memory is), and killed while swapped out it
  * leaves no host swap behind. With too little host swap, an allocation that cannot be made room
  * for fails with CUDA_ERROR_OUT_OF_MEMORY. */
 START_TEST(test_swap)
 {
-    pid_t d = start_other_vgpud("swap", "--emu-memory", "512M", "--swap-host", "2G");
+    pid_t d = start_other_vgpud("swap", "--emu-memory", "256M", "--swap-host", "2G");
     pid_t kids[3];
     for (int i = 0; i < 3; i++) {
         kids[i] = fork();
         if (kids[i] == 0) {
             char *out = NULL;
-            int rc = run_prog("prog_swap", emu_module, "300:3", &out);
-            _exit(rc == 0 && out && strstr(out, "swap: 300 MiB in 6 blocks, 3 rounds, data intact") ? 0 : 1);
+            int rc = run_prog("prog_swap", emu_module, "150:3", &out);
+            _exit(rc == 0 && out && strstr(out, "swap: 150 MiB in 6 blocks, 3 rounds, data intact") ? 0 : 1);
         }
     }
     for (int i = 0; i < 3; i++) {
@@ -1416,20 +1416,20 @@ START_TEST(test_swap)
 
     pid_t holder = start_swap_holder();
     char *out;
-    ck_assert_int_eq(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    ck_assert_int_eq(run_prog("prog_swap", emu_module, "150:1", &out), 0);
     free(out);
     struct json *j = status();
     const struct json *c = channel_of_pid(j, holder);
-    ck_assert_int_eq(num(c, "mem_bytes"), 300 << 20);
-    ck_assert_int_eq(num(c, "swapped_host"), 300 << 20); /* the holder made room for the other */
+    ck_assert_int_eq(num(c, "mem_bytes"), 150 << 20);
+    ck_assert_int_eq(num(c, "swapped_host"), 150 << 20); /* the holder made room for the other */
     ck_assert_int_eq(num(c, "mem_resident"), 0);
-    ck_assert_int_ge(num(c, "swap.out_bytes"), 300 << 20);
+    ck_assert_int_ge(num(c, "swap.out_bytes"), 150 << 20);
     json_free(j);
     j = control("gpus");
     const struct json *dev = json_get(j, "devices")->child;
-    ck_assert_int_eq(num(dev, "swapped_host"), 300 << 20);
-    ck_assert_int_eq(num(dev, "swap.host_swap_used"), 300 << 20);
-    ck_assert_int_eq(num(dev, "swap.capacity"), 512 << 20);
+    ck_assert_int_eq(num(dev, "swapped_host"), 150 << 20);
+    ck_assert_int_eq(num(dev, "swap.host_swap_used"), 150 << 20);
+    ck_assert_int_eq(num(dev, "swap.capacity"), 256 << 20);
     json_free(j);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
@@ -1441,34 +1441,34 @@ START_TEST(test_swap)
     json_free(j);
     stop_other_vgpud(d);
 
-    /* A device swap area of 100 MiB (Gdev's): it fills first, host swap takes the rest. */
-    d = start_other_vgpud6("swap-device", "--emu-memory", "512M", "--swap-host", "2G", "--swap-device", "100M");
+    /* A device swap area of 50 MiB (Gdev's): it fills first, host swap takes the rest. */
+    d = start_other_vgpud6("swap-device", "--emu-memory", "256M", "--swap-host", "2G", "--swap-device", "50M");
     holder = start_swap_holder();
-    ck_assert_int_eq(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    ck_assert_int_eq(run_prog("prog_swap", emu_module, "150:1", &out), 0);
     free(out);
     j = status();
     c = channel_of_pid(j, holder);
-    ck_assert_int_eq(num(c, "swapped_device"), 100 << 20);
-    ck_assert_int_eq(num(c, "swapped_host"), 200 << 20);
+    ck_assert_int_eq(num(c, "swapped_device"), 50 << 20);
+    ck_assert_int_eq(num(c, "swapped_host"), 100 << 20);
     json_free(j);
     j = control("gpus");
-    ck_assert_int_eq(num(json_get(j, "devices")->child, "swap.capacity"), 412 << 20);
+    ck_assert_int_eq(num(json_get(j, "devices")->child, "swap.capacity"), 206 << 20);
     json_free(j);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     ck_assert(wait_idle(10));
     stop_other_vgpud(d);
 
-    /* Host swap for 50 MiB: the holder moves out what fits there (one block), and the rest is not
+    /* Host swap for 25 MiB: the holder moves out what fits there (one block), and the rest is not
      * to be had. */
-    d = start_other_vgpud("swap-small", "--emu-memory", "512M", "--swap-host", "50M");
+    d = start_other_vgpud("swap-small", "--emu-memory", "256M", "--swap-host", "25M");
     holder = start_swap_holder();
-    ck_assert_int_ne(run_prog("prog_swap", emu_module, "300:1", &out), 0);
+    ck_assert_int_ne(run_prog("prog_swap", emu_module, "150:1", &out), 0);
     ck_assert_msg(strstr(out, "cuMemAlloc") && strstr(out, "(2)"), "%s", out);
     free(out);
     j = status();
     c = channel_of_pid(j, holder);
-    ck_assert_int_eq(num(c, "swapped_host"), 50 << 20);
+    ck_assert_int_eq(num(c, "swapped_host"), 25 << 20);
     json_free(j);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);

@@ -1,6 +1,6 @@
 /* Device memory under oversubscription: run several at once on a device with less memory than
  * they hold together, and each must finish with its data intact. A working set of MiB is held in
- * blocks of 50 MiB, each filled with a pattern of its own; then rounds of add_u32 on the first
+ * blocks of 25 MiB, each filled with a pattern of its own; then rounds of add_u32 on the first
  * words of every block, a copy between two blocks and a memset, with a pause between rounds in
  * which the others run. At the end every word is what it must be, and cuMemGetInfo never says
  * more is free than the quota. Arguments: the module holding add_u32, and MiB:ROUNDS, or MiB:hold
@@ -12,7 +12,7 @@
 #include "progutil.h"
 
 #define MiB ((size_t)1 << 20)
-#define BLOCK (50 * MiB)
+#define BLOCK (25 * MiB)
 #define WORDS (BLOCK / 4)
 #define TOUCHED (1u << 18) /* words each kernel adds to */
 #define MAX_BLOCKS 64
@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     const char *after = strchr(argv[2], ':') + 1;
     bool hold = strcmp(after, "hold") == 0;
     int blocks = (int)(strtoull(argv[2], NULL, 10) * MiB / BLOCK), rounds = hold ? 1 : atoi(after);
-    EXPECT(blocks >= 2 && blocks <= MAX_BLOCKS && rounds >= 1, "MiB is 100 to 3200, ROUNDS at least 1");
+    EXPECT(blocks >= 2 && blocks <= MAX_BLOCKS && rounds >= 1, "MiB is 50 to 1600, ROUNDS at least 1");
     CUdevice dev;
     prog_init(&dev);
     CUmodule m = prog_module(argv[1]);
@@ -81,6 +81,6 @@ int main(int argc, char **argv)
     for (int i = 0; i < blocks; i++)
         CHECK(cuMemFree(b[i]));
     free(host);
-    printf("swap: %d MiB in %d blocks, %d rounds, data intact\n", blocks * 50, blocks, rounds);
+    printf("swap: %d MiB in %d blocks, %d rounds, data intact\n", blocks * 25, blocks, rounds);
     return 0;
 }

@@ -103,9 +103,10 @@ grep -q "synchronize CUDA_ERROR_ILLEGAL_ADDRESS, then alloc CUDA_ERROR_ILLEGAL_A
 wait $busy || fail "the guest's other program failed when a worker crashed: $(tail -2 /tmp/busy.out)"
 say "busy: $(tail -1 /tmp/busy.out)"
 run after-fault prog_vecadd /opt/vgpu/basic.emu.so
-# With the driver's default grant limit (1,024 pages), channels shrink to fit half of it.
+# With the driver's default grant limit (1,024 pages), channels shrink to fit half of it (2 MiB,
+# ring and data area together: copies of 2 MiB do not fit its data area).
 echo 1024 >/sys/module/xen_gntalloc/parameters/limit || fail "cannot set gntalloc's limit"
-VGPU_LOG_LEVEL=info run small-grant-limit prog_copies 4194304
+VGPU_LOG_LEVEL=info run small-grant-limit prog_copies 2097152
 grep -q "gntalloc lets this guest grant 1024 pages" /tmp/small-grant-limit.out ||
     fail "the channel did not shrink to gntalloc's limit"
 echo 65536 >/sys/module/xen_gntalloc/parameters/limit
