@@ -211,7 +211,7 @@ CUresult fe_graph_destroy(struct fe_graph *g)
 {
     CUresult r = CUDA_SUCCESS;
     if (g->kind == FE_GRAPH && !g->here) {
-        for (size_t i = 0; i < g->node_count; i++) { /* copies of child graphs its nodes gave */
+        for (size_t i = 0; i < g->node_count; i++) { /* the names of child graphs its nodes gave */
             struct fe_graph_node *n = fe_handle_get(FE_GRAPH_NODE, g->nodes[i]);
             if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) {
                 (void)fe_graph_destroy(n->u.child);

@@ -23,7 +23,7 @@ struct fe_graph_node *fe_graph_worker_node(CUgraphNode h)
 
 void fe_graph_worker_node_free(struct fe_graph_node *n)
 {
-    if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* (a copy asked for: the worker's went first) */
+    if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* (a child's name asked for: the worker's went first) */
         fe_graph_free(n->u.child);
     else if (n && n->fetched && n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
         free(n->u.memop.ops);

@@ -111,7 +111,7 @@ CUresult fe_graph_worker_destroy(struct fe_graph_node *n)
             fe_graph_worker_node_free(c);
         }
     }
-    if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* the worker's copy of its child */
+    if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child) /* the name given to its child graph */
         (void)fe_graph_destroy(n->u.child), n->u.child = NULL;
     for (size_t i = at; i < g->node_count; i++) {
         struct fe_graph_node *later = g->nodes[i] ? fe_handle_get(FE_GRAPH_NODE, g->nodes[i]) : NULL;

@@ -445,9 +445,8 @@ int main(int argc, char **argv)
     CHECK(cuEventDestroy(ev));
     CHECK(cuEventDestroy(ev2));
 
-    /* A child graph node added to a capture (a GPU's driver keeps it as one; the emu device's
-     * capture takes the child's work in its place): its graph, a copy of the child's; in an
-     * executable graph, another graph instead. */
+    /* A child graph node added to a capture: its graph, the node's own (the same each time it is
+     * asked for); in an executable graph, another graph instead. */
     CUgraph sub, sub2;
     CUgraphNode sn;
     CUDA_MEMSET_NODE_PARAMS sp = {.dst = d2, .value = 33, .elementSize = 4, .width = N, .height = 1};
