@@ -18,18 +18,9 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s, 0));
     uint8_t *src = malloc(max), *dst = malloc(max);
     EXPECT(src && dst, "out of memory");
-    uint8_t *psrc, *pdst;
-    CHECK(cuMemAllocHost((void **)&psrc, max));
-    CHECK(cuMemAllocHost((void **)&pdst, max));
-    /* Pinned memory, wherever the frontend put it (a data area, or spilled beyond it). */
-    unsigned flags = 99, type = 0;
-    CHECK(cuMemHostGetFlags(&flags, psrc + max / 2));
-    /* The driver reports DEVICEMAP on unified-addressing systems, whether asked for or not. */
-    EXPECT((flags & ~(unsigned)CU_MEMHOSTALLOC_DEVICEMAP) == 0, "flags of cuMemAllocHost memory: %u", flags);
-    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)(pdst + max - 1)));
-    EXPECT(type == CU_MEMORYTYPE_HOST, "memory type of pinned memory: %u", type);
     /* A device that maps host memory gives pinned memory a device address; one that cannot (a
-     * remote vGPU) says so in its attributes. (A small buffer: it is pinned wherever it goes.) */
+     * remote vGPU) says so in its attributes. (A small buffer, before the large ones: a Xen
+     * guest's pinned memory beyond its data area has none.) */
     CUdevice dev;
     int maps = -1;
     void *small;
@@ -41,6 +32,16 @@ int main(int argc, char **argv)
     EXPECT((maps == 1) == (mapping == CUDA_SUCCESS && mapped != 0), "the device maps host memory: %d, but "
            "cuMemHostGetDevicePointer of pinned memory gave %d", maps, (int)mapping);
     CHECK(cuMemFreeHost(small));
+    uint8_t *psrc, *pdst;
+    CHECK(cuMemAllocHost((void **)&psrc, max));
+    CHECK(cuMemAllocHost((void **)&pdst, max));
+    /* Pinned memory, wherever the frontend put it (a data area, or spilled beyond it). */
+    unsigned flags = 99, type = 0;
+    CHECK(cuMemHostGetFlags(&flags, psrc + max / 2));
+    /* The driver reports DEVICEMAP on unified-addressing systems, whether asked for or not. */
+    EXPECT((flags & ~(unsigned)CU_MEMHOSTALLOC_DEVICEMAP) == 0, "flags of cuMemAllocHost memory: %u", flags);
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)(pdst + max - 1)));
+    EXPECT(type == CU_MEMORYTYPE_HOST, "memory type of pinned memory: %u", type);
     if (max > 1)
         EXPECT(cuMemFreeHost(psrc + 1) == CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost inside an allocation");
     CUdeviceptr d1, d2;
