@@ -623,10 +623,10 @@ CUresult fe_heap_alloc_at(struct fe_chan *ch, uint32_t ctx, uint64_t size, unsig
         /* The serving node's copy of a remote vGPU's block is no address of the application's. */
         q.flags = ((flags & CU_MEMHOSTALLOC_DEVICEMAP) && !remote ? CU_MEMHOSTREGISTER_DEVICEMAP : 0) |
                   (flags & VGPU_HOST_REGISTER_ANY_CAPTURE);
-        /* The worker maps the pages at the application's address for them too where it can: the
-         * device then reaches them at the pointer the application has, as natively (a guest's
-         * addresses, and a remote node's, are no addresses of the worker's). */
-        if (!remote && !fe.xen)
+        /* The worker maps the pages at the application's address for them too where it can (a
+         * guest's pages through their grants): the device then reaches them at the pointer the
+         * application has, as natively (a remote node's addresses are no addresses of the worker's). */
+        if (!remote)
             q.at = (uint64_t)(uintptr_t)(app_at ? app_at : ch->map.data + off);
         CUresult r = FE_CALL(ch, ctx, HostRegister, &q, &a);
         if (r != CUDA_SUCCESS) {

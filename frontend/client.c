@@ -303,6 +303,9 @@ static CUresult open_channel_locked(int device, struct fe_chan **out)
             free(ch);
             return r;
         }
+        /* Kept: application memory registered later becomes granted pages of this memory. */
+        ch->mem_fd = fcntl(ch->grant.fd, F_DUPFD_CLOEXEC, 3);
+        ch->data_at = ch->grant.index + l.data_off;
     } else {
         ch->base = map_channel(fd, l.map_size);
         /* Kept: application memory registered later becomes pages of this memory. */

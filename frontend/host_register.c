@@ -1,9 +1,10 @@
 /* Driver API: application memory registered as pinned memory (cuMemHostRegister).
  *
- * The worker cannot reach the application's pages, so in host mode the registered range's pages
- * become pages of the channel's data area: a block of it (registered with the worker's driver as
- * any pinned allocation is) gets the range's contents, and is then mapped over the range at the
- * same addresses, so the application's pointers and data stay as they were and every copy through
+ * The worker cannot reach the application's pages, so the registered range's pages become pages
+ * of the channel's data area (a memfd's in host mode, granted pages in a Xen guest, mapped again
+ * from gntalloc's file): a block of it (registered with the worker's driver as any pinned
+ * allocation is) gets the range's contents, and is then mapped over the range at the same
+ * addresses, so the application's pointers and data stay as they were and every copy through
  * them is a pinned copy. Unregistering gives the range private pages again, with what it holds.
  * This is done for whole pages of private anonymous memory (the heap, mmap'd and malloc'd buffers)
  * that share no page with another such registration, while the data area has room. A range of one
@@ -11,9 +12,8 @@
  * registers) cannot move, since other mappings share its pages: the file goes to the worker
  * (through vgpud, VGPU_MSG_HOST_FILE), which maps the same pages and registers them, so the device
  * reaches them at the address cuMemHostGetDevicePointer gives, and copies through them go device
- * to device from there. Other memory (Xen guests, whose data area is granted pages) is registered
- * in every respect the program can see but has no device address, and copies through it are
- * staged as pageable memory's are. While the contents move, other threads must not write the range
+ * to device from there (host mode only). Other memory is registered in every respect the program
+ * can see but has no device address, and copies through it are staged as pageable memory's are. While the contents move, other threads must not write the range
  * (a registration is expected before the buffer is in use). A registered range is shared with a
  * child after fork, not copied. */
 #include <dirent.h>

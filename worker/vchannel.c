@@ -683,14 +683,17 @@ static bool progress_relaxed(struct vchannel *ch)
 }
 
 /* The data area's pages at offset, size of them, mapped a second time at address at of this
- * process, where nothing is mapped (a shared mapping's pages, mremap'd with no size); NULL where
- * that cannot be. */
+ * process, where nothing is mapped (a shared mapping's pages, mremap'd with no size; granted pages
+ * by the channel's memory); NULL where that cannot be. */
 static uint8_t *map_alias(struct vchannel *ch, uint64_t offset, uint64_t size, uint64_t at)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (!at || page <= 0 || at % (uint64_t)page || offset % (uint64_t)page || size % (uint64_t)page ||
         at > UINT64_MAX - size || (uint8_t *)(uintptr_t)at == ch->map.data + offset)
         return NULL;
+    if (ch->mem.alias) /* a Xen guest's granted pages */
+        return ch->mem.alias(&ch->mem, (size_t)(ch->map.data + offset - (uint8_t *)ch->mem.base), size,
+                             (void *)(uintptr_t)at);
     /* Claimed first, so that nothing of the worker's is replaced: mremap's FIXED would. */
     void *claim = mmap((void *)(uintptr_t)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (claim == MAP_FAILED)
@@ -707,6 +710,14 @@ static uint8_t *map_alias(struct vchannel *ch, uint64_t offset, uint64_t size, u
     return alias;
 }
 
+static void unmap_alias(struct vchannel *ch, uint8_t *alias, uint64_t size)
+{
+    if (ch->mem.unalias)
+        ch->mem.unalias(&ch->mem, alias, size);
+    else
+        munmap(alias, size);
+}
+
 CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, unsigned flags, int staging,
                            uint64_t at, uint64_t *dptr)
 {
@@ -717,7 +728,7 @@ CUresult vchannel_register(struct vchannel *ch, uint64_t offset, uint64_t size, 
     uint8_t *alias = staging ? NULL : map_alias(ch, offset, size, at);
     CUresult r = alias ? ch->x->ops->host_register(ch->x, ch->device, alias, size, flags, dptr) : CUDA_ERROR_UNKNOWN;
     if (alias && r != CUDA_SUCCESS) { /* the worker's own address, as without an alias */
-        munmap(alias, size);
+        unmap_alias(ch, alias, size);
         alias = NULL;
     }
     if (!alias)
@@ -767,7 +778,7 @@ static CUresult host_unregister(struct vchannel *ch, const struct host_reg *g)
 {
     CUresult r = ch->x->ops->host_unregister(ch->x, ch->device, g->alias ? g->alias : ch->map.data + g->offset, g->flags);
     if (g->alias)
-        munmap(g->alias, g->size);
+        unmap_alias(ch, g->alias, g->size);
     return r;
 }
 

@@ -137,6 +137,11 @@ struct vchannel_memory {
     struct vgpu_transport transport;
     void (*release)(struct vchannel_memory *m);
     void *owner; /* for release() */
+    /* Pages of the memory, size bytes at offset of base, mapped a second time at address at of this
+     * process, where nothing is mapped yet; NULL where that cannot be. NULL: the memory is a shared
+     * mapping of a file, which mremap duplicates (vchannel.c). */
+    void *(*alias)(struct vchannel_memory *m, size_t offset, size_t size, void *at);
+    void (*unalias)(struct vchannel_memory *m, void *alias, size_t size);
 };
 
 /* Streams of a channel that may capture at once. */

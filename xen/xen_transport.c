@@ -6,8 +6,11 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <xen/sys/gntalloc.h>
+#include <xen/sys/gntdev.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,29 +150,46 @@ int vgpu_xen_grant_share(struct vgpu_xen_grant *g, const struct vgpu_xenlib *x, 
     memset(g, 0, sizeof *g);
     g->x = x;
     size_t pages = (size + VGPU_XEN_PAGE - 1) / VGPU_XEN_PAGE;
-    if (pages == 0 || pages > UINT32_MAX)
+    if (pages == 0 || pages > (1u << 24) || peer > UINT16_MAX)
         return -EINVAL;
     g->refs = calloc(pages, sizeof *g->refs);
-    g->xgs = x->xengntshr_open(x->logger, 0);
-    if (!g->refs || !g->xgs) {
-        int r = g->refs ? (errno ? -errno : -ENODEV) : -ENOMEM;
+    struct ioctl_gntalloc_alloc_gref *op = calloc(1, sizeof *op + (pages - 1) * sizeof op->gref_ids[0]);
+    g->xgs = g->refs && op ? x->xengntshr_open(x->logger, 0) : NULL;
+    if (!g->xgs) {
+        int r = g->refs && op ? (errno ? -errno : -ENODEV) : -ENOMEM;
+        free(op);
         vgpu_xen_grant_release(g);
         return r;
     }
-    g->base = x->xengntshr_share_pages(g->xgs, peer, (int)pages, g->refs, 1);
-    if (!g->base) {
-        int r = errno ? -errno : -ENOMEM;
-        vgpu_xen_grant_release(g);
-        return r;
+    /* gntalloc's own interface on the library's descriptor: libxengntshr forgets the pages' place in
+     * the file once it has mapped them, and registered memory maps some of them again from there. */
+    g->fd = x->xengntshr_fd(g->xgs);
+    *op = (struct ioctl_gntalloc_alloc_gref){.domid = (uint16_t)peer, .flags = GNTALLOC_FLAG_WRITABLE,
+                                             .count = (uint32_t)pages};
+    int r = ioctl(g->fd, IOCTL_GNTALLOC_ALLOC_GREF, op) == 0 ? 0 : -errno;
+    if (r == 0) {
+        g->index = op->index;
+        g->pages = (uint32_t)pages;
+        memcpy(g->refs, op->gref_ids, pages * sizeof *g->refs);
+        void *base = mmap(NULL, pages * VGPU_XEN_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, (off_t)g->index);
+        g->base = base == MAP_FAILED ? NULL : base;
+        r = g->base ? 0 : -errno;
     }
-    g->pages = (uint32_t)pages;
-    return 0;
+    free(op);
+    if (r)
+        vgpu_xen_grant_release(g);
+    return r;
 }
 
 void vgpu_xen_grant_release(struct vgpu_xen_grant *g)
 {
     if (g->base)
-        g->x->xengntshr_unshare(g->xgs, g->base, g->pages);
+        munmap(g->base, (size_t)g->pages * VGPU_XEN_PAGE);
+    /* Pages still mapped elsewhere (registered memory) stay granted until those mappings go. */
+    if (g->pages) {
+        struct ioctl_gntalloc_dealloc_gref d = {.index = g->index, .count = g->pages};
+        ioctl(g->fd, IOCTL_GNTALLOC_DEALLOC_GREF, &d);
+    }
     if (g->xgs)
         g->x->xengntshr_close(g->xgs);
     free(g->refs);
@@ -209,6 +229,50 @@ xengnttab_handle *vgpu_xen_unmap_keep(struct vgpu_xen_mapping *m)
         m->x->xengnttab_unmap(xgt, m->base, m->pages);
     memset(m, 0, sizeof *m);
     return xgt;
+}
+
+int vgpu_xen_map_at(struct vgpu_xen_alias *a, const struct vgpu_xenlib *x, xengnttab_handle *xgt, uint32_t peer,
+                    const uint32_t *refs, uint32_t pages, void *at)
+{
+    memset(a, 0, sizeof *a);
+    if (pages == 0 || pages > (1u << 20) || (uintptr_t)at % VGPU_XEN_PAGE)
+        return -EINVAL;
+    int fd = x->xengnttab_fd(xgt);
+    struct ioctl_gntdev_map_grant_ref *op =
+        calloc(1, sizeof *op + (size_t)(pages - 1) * sizeof(struct ioctl_gntdev_grant_ref));
+    if (!op)
+        return -ENOMEM;
+    op->count = pages;
+    for (uint32_t i = 0; i < pages; i++)
+        op->refs[i] = (struct ioctl_gntdev_grant_ref){.domid = peer, .ref = refs[i]};
+    int r = ioctl(fd, IOCTL_GNTDEV_MAP_GRANT_REF, op) == 0 ? 0 : -errno;
+    uint64_t index = op->index;
+    free(op);
+    if (r)
+        return r;
+    size_t len = (size_t)pages * VGPU_XEN_PAGE;
+    void *p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)index);
+    if (p != at) { /* (kernels before 4.17 take the address as a hint) */
+        r = p == MAP_FAILED ? -errno : -EEXIST;
+        if (p != MAP_FAILED)
+            munmap(p, len);
+        struct ioctl_gntdev_unmap_grant_ref u = {.index = index, .count = pages};
+        ioctl(fd, IOCTL_GNTDEV_UNMAP_GRANT_REF, &u);
+        return r;
+    }
+    *a = (struct vgpu_xen_alias){at, pages, index};
+    return 0;
+}
+
+void vgpu_xen_unmap_at(struct vgpu_xen_alias *a, const struct vgpu_xenlib *x, xengnttab_handle *xgt)
+{
+    if (!a->base)
+        return;
+    /* gntdev refuses to forget a mapping that is still mapped: munmap first. */
+    munmap(a->base, (size_t)a->pages * VGPU_XEN_PAGE);
+    struct ioctl_gntdev_unmap_grant_ref u = {.index = a->index, .count = a->pages};
+    ioctl(x->xengnttab_fd(xgt), IOCTL_GNTDEV_UNMAP_GRANT_REF, &u);
+    memset(a, 0, sizeof *a);
 }
 
 void vgpu_xen_unmap(struct vgpu_xen_mapping *m)

@@ -1,6 +1,6 @@
 /* The Xen transport of a channel: its memory is pages the guest grants to dom0 (the guest shares
- * them with libxengnttab's sharing API, vgpud maps them), and its doorbell is an interdomain event
- * channel. The ring and the doorbell logic above are the same as in host mode. */
+ * them through gntalloc, vgpud and the worker map them through gntdev), and its doorbell is an
+ * interdomain event channel. The ring and the doorbell logic above are the same as in host mode. */
 #ifndef VGPU_XEN_TRANSPORT_H
 #define VGPU_XEN_TRANSPORT_H
 
@@ -43,6 +43,8 @@ xenevtchn_handle *vgpu_xen_evtchn_close_keep(struct vgpu_xen_evtchn *e);
 struct vgpu_xen_grant {
     const struct vgpu_xenlib *x;
     xengntshr_handle *xgs;
+    int fd;         /* xgs's: gntalloc's device */
+    uint64_t index; /* where the pages are in that file (mmap's offset) */
     void *base;
     uint32_t pages;
     uint32_t *refs; /* one grant reference per page */
@@ -70,5 +72,18 @@ void vgpu_xen_unmap(struct vgpu_xen_mapping *m);
 int vgpu_xen_map_on(struct vgpu_xen_mapping *m, const struct vgpu_xenlib *x, xengnttab_handle *xgt, uint32_t peer,
                     const uint32_t *refs, uint32_t pages);
 xengnttab_handle *vgpu_xen_unmap_keep(struct vgpu_xen_mapping *m);
+
+/* dom0: a guest's granted pages mapped a second time, at an address of the caller's choice. */
+struct vgpu_xen_alias {
+    void *base;
+    uint32_t pages;
+    uint64_t index; /* gntdev's name of the mapping */
+};
+
+/* Map refs' pages at address at exactly, where nothing is mapped yet, through gntdev's own
+ * interface on xgt's descriptor (libxengnttab picks its addresses itself). Returns 0 or -errno. */
+int vgpu_xen_map_at(struct vgpu_xen_alias *a, const struct vgpu_xenlib *x, xengnttab_handle *xgt, uint32_t peer,
+                    const uint32_t *refs, uint32_t pages, void *at);
+void vgpu_xen_unmap_at(struct vgpu_xen_alias *a, const struct vgpu_xenlib *x, xengnttab_handle *xgt);
 
 #endif

@@ -18,7 +18,8 @@
     X(xs_open) X(xs_close) X(xs_read) X(xs_write) X(xs_rm) X(xs_mkdir) X(xs_set_permissions)           \
     X(xs_watch) X(xs_unwatch) X(xs_check_watch) X(xs_fileno) X(xs_directory)                           \
     X(xengnttab_open) X(xengnttab_close) X(xengnttab_map_domain_grant_refs) X(xengnttab_unmap)         \
-    X(xengntshr_open) X(xengntshr_close) X(xengntshr_share_pages) X(xengntshr_unshare)                \
+    X(xengnttab_fd)                                                                                    \
+    X(xengntshr_open) X(xengntshr_close) X(xengntshr_fd)                                             \
     X(xenevtchn_open) X(xenevtchn_close) X(xenevtchn_fd) X(xenevtchn_notify)                           \
     X(xenevtchn_bind_unbound_port) X(xenevtchn_bind_interdomain) X(xenevtchn_unbind)                   \
     X(xenevtchn_pending) X(xenevtchn_unmask)                                                           \

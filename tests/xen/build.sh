@@ -115,7 +115,7 @@ D=$XEN_CACHE/domU-root
 base_root "$D"
 copy_bin "$D" "$B/lib/libcuda.so.1" /opt/vgpu/lib/libcuda.so.1
 copy_bin "$D" "$B/lib/libnvidia-ml.so.1" /opt/vgpu/lib/libnvidia-ml.so.1
-for p in prog_copies prog_streams prog_vecadd prog_hold prog_fault prog_busy prog_quota prog_shm prog_peer prog_nvml prog_printf; do
+for p in prog_copies prog_streams prog_vecadd prog_hold prog_fault prog_busy prog_quota prog_shm prog_peer prog_nvml prog_printf prog_host_pointer; do
     copy_bin "$D" "$B/tests/host/$p" "/opt/vgpu/bin/$p"
 done
 copy_bin "$D" "$B/tests/xen/xen_hostile" /opt/vgpu/bin/xen_hostile

@@ -72,6 +72,13 @@ if ! $hold_only; then
 run copies prog_copies 8388608
 run streams prog_streams /opt/vgpu/basic.emu.so
 run kernel prog_vecadd /opt/vgpu/basic.emu.so
+# Pinned and registered memory that kernels reach at the program's own pointers, as unified
+# addressing has it: the worker maps the granted pages at the guest's addresses of them too.
+run host-pointer prog_host_pointer /opt/vgpu/basic.emu.so
+for what in cuMemHostAlloc cuMemHostRegister; do
+    grep -q "^$what: its device pointer is its host pointer: yes, and its attribute gives that device pointer: yes" \
+        /tmp/host-pointer.out || fail "$what memory in the guest: $(grep "^$what" /tmp/host-pointer.out)"
+done
 # Kernels' printf reaches the guest's program before the synchronising call returns, in its place.
 run printf prog_printf /opt/vgpu/basic.emu.so
 [ "$(grep -A4 '^before the kernels' /tmp/printf.out | tr '\n' '|')" = "before the kernels|kernel says 1, line 0|kernel says 2, line 0|kernel says 3, line 0|after cuCtxSynchronize|" ] ||
