@@ -119,33 +119,41 @@ $(TEST_O)/host/check_cluster: $(O)/obj/tests/host/check_cluster.o $(LIBCOMMON)
 HOST_TEST_DEPS := all $(PROG_BIN) $(APPS_BIN) $(TEST_O)/host/hostile $(TEST_O)/host/check_host $(EMU_KERNELS) $(FATBINS) $(PTXS) \
 	$(TEST_O)/host/hostile_peer $(TEST_O)/host/check_cluster
 
+TEST_TMP = $(TEST_O)/tmp
 TEST_ENV = CUDA_HOME=$(CUDA_HOME) VGPU_TEST_BIN=$(abspath $(O)/bin) VGPU_TEST_PROGS=$(abspath $(TEST_O)/host) \
-	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_O)/tmp) \
+	VGPU_TEST_KERNELS=$(abspath $(TEST_O)/kernels) VGPU_TEST_TMP=$(abspath $(TEST_TMP)) \
 	VGPU_TEST_APPS=$(abspath $(APPS_O)) VGPU_TEST_APP_NAMES="$(APPS_NAMES)" \
 	VGPU_TEST_APPS_EXPECTED=$(abspath tests/apps/expected) VGPU_TEST_APPS_PRELOAD=$(APPS_PRELOAD)
 # The suite's programs carry no sanitizer; a sanitized frontend inside them needs ASan loaded first.
 APPS_PRELOAD := $(if $(filter 1,$(SAN)),$(shell $(CC) -print-file-name=libasan.so))
 
 check-unit: check-unit-build
-	@mkdir -p $(TEST_O)/tmp
+	@mkdir -p $(TEST_TMP)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(TEST_ENV) CK_DEFAULT_TIMEOUT=60 $$t; done
 
-check-host: check-host-build
-	@mkdir -p $(TEST_O)/tmp
-	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_host
-	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/check_cluster
+# The two host suites, each a target of its own with a scratch folder of its own, so that
+# `make -jN check-host` runs them side by side (make check does): they share no socket, port or
+# file (check_cluster's vgpuds listen on ports of its own process id, in namespaces of its own).
+HOST_SUITES := check_host check_cluster
+check-host: $(HOST_SUITES:%=check-host-%)
+$(foreach t,$(HOST_SUITES),$(eval check-host-$(t): TEST_TMP = $(TEST_O)/tmp/$(t)))
+$(HOST_SUITES:%=check-host-%): check-host-%: check-host-build
+	@mkdir -p $(TEST_TMP)
+	$(TEST_ENV) CK_DEFAULT_TIMEOUT=120 $(TEST_O)/host/$*
 
 # `make check`: install what is missing, build everything plainly (the -Werror build users get),
 # run the whole suite built with ASan and UBSan, a bounded run of each fuzzer, then the Xen smoke
 # test on the plain build.
 # The builds use every processor (CHECK_JOBS), and so do the fuzzers' bounded runs (each one
-# thread); the tests run one after another, as they were written.
+# thread) and the two host suites (check_host and check_cluster side by side, their outputs each in
+# one piece); the unit tests run one after another.
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) SAN=1 check-unit-build check-host-build
-	@$(MAKE) --no-print-directory SAN=1 check-unit check-host
+	@$(MAKE) --no-print-directory SAN=1 check-unit
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) -Otarget SAN=1 check-host
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-fuzz-build
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) -Otarget check-fuzz
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) check-xen-build
@@ -154,7 +162,7 @@ check:
 # What each part of the suite needs built (make check builds them in parallel first).
 check-unit-build: $(UNIT_BIN) $(FATBINS) $(EMU_KERNELS)
 check-host-build: $(HOST_TEST_DEPS)
-.PHONY: check-unit-build check-host-build check-xen-build
+.PHONY: check-unit-build check-host-build check-xen-build $(HOST_SUITES:%=check-host-%)
 
 # ---- on a machine with an NVIDIA GPU: the integration programs with real CUDA images, each run
 # natively and through a vGPU, outputs compared.
