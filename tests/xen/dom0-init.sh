@@ -72,13 +72,6 @@ xl create /etc/xen/vgpu-guest.cfg 'name="vgpu-guest2"' 'extra="console=hvc0 quie
 DOM2=$(xl domid vgpu-guest2) || fail "xl domid vgpu-guest2"
 stage "second guest created (domain $DOM2)"
 tail -f /var/log/xen/guest-vgpu-guest2.log 2>/dev/null | while IFS= read -r l; do echo "domU2| $l"; done &
-# The first guest boots meanwhile (under emulation a boot takes 10-20 s); it runs its programs only
-# once told (data/go), when the second one holds its resources and what it holds is known here.
-xl create /etc/xen/vgpu-guest.cfg >/tmp/xl.out 2>&1 || { cat /tmp/xl.out; fail "xl create"; }
-DOMID=$(xl domid vgpu-guest) || fail "xl domid"
-stage "guest created (domain $DOMID)"
-# The guest's console, live on ours, so that a stuck guest shows where it is.
-tail -f /var/log/xen/guest-vgpu-guest.log 2>/dev/null | while IFS= read -r l; do echo "domU| $l"; done &
 wait_for 90 "the second guest to hold vGPU resources (data/holding)" xenstore-read /local/domain/$DOM2/data/holding
 [ "$(xenstore-read /local/domain/$DOM2/data/holding)" = 1 ] || fail "second guest: $(xenstore-read /local/domain/$DOM2/data/holding)"
 # Its session, its memory: what must stay as it is.
@@ -89,9 +82,13 @@ dom2_held=$(dom2_mem)
 base_mem=$(vgpuctl --json | sed -n 's/.*"used_mem":\([0-9]*\).*/\1/p')
 stage "second guest holds $dom2_held bytes"
 
+xl create /etc/xen/vgpu-guest.cfg >/tmp/xl.out 2>&1 || { cat /tmp/xl.out; fail "xl create"; }
+DOMID=$(xl domid vgpu-guest) || fail "xl domid"
+stage "guest created (domain $DOMID)"
+# The guest's console, live on ours, so that a stuck guest shows where it is.
+tail -f /var/log/xen/guest-vgpu-guest.log 2>/dev/null | while IFS= read -r l; do echo "domU| $l"; done &
 wait_for 30 "vgpud to offer the guest a vGPU" xenstore-read /local/domain/0/backend/vgpu/$DOMID/0/vgpus
 stage "vGPU offered"
-xenstore-write /local/domain/$DOMID/data/go 1 || fail "cannot tell the guest to go"
 wait_for 330 "the guest's programs (data/result)" xenstore-read /local/domain/$DOMID/data/result
 result=$(xenstore-read /local/domain/$DOMID/data/result)
 [ "$result" = PASS ] || fail "guest: $(xenstore-read /local/domain/$DOMID/data/detail)"
