@@ -59,8 +59,9 @@ struct fe_chan {
     int device;
     void *base;
     size_t map_size;
-    int mem_fd;       /* host mode: the channel's memory (registered application memory maps it); else -1 */
-    uint64_t data_at; /* where the data area starts in that memory */
+    int mem_fd;       /* the channel's memory (a memfd; gntalloc's file under Xen), which registered
+                       * application memory maps; -1 if it could not be kept */
+    uint64_t data_at; /* where the data area starts in that file */
     struct vgpu_channel_map map;
     struct vgpu_transport transport;
     pthread_mutex_t send_mu; /* the request ring's producer side */
