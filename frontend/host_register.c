@@ -13,9 +13,9 @@
  * (through vgpud, VGPU_MSG_HOST_FILE), which maps the same pages and registers them, so the device
  * reaches them at the address cuMemHostGetDevicePointer gives, and copies through them go device
  * to device from there (host mode only). Other memory is registered in every respect the program
- * can see but has no device address, and copies through it are staged as pageable memory's are. While the contents move, other threads must not write the range
- * (a registration is expected before the buffer is in use). A registered range is shared with a
- * child after fork, not copied. */
+ * can see but has no device address, and copies through it are staged as pageable memory's are.
+ * While the contents move, other threads must not write the range (a registration is expected
+ * before the buffer is in use). A registered range is shared with a child after fork, not copied. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
