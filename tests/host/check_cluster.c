@@ -1,13 +1,12 @@
 /* Links between vgpuds (remote/): two vgpuds in two network namespaces joined by a veth pair
  * (made and removed here; on loopback where namespaces cannot be made), each dialing the other
  * with the cluster key, UCX over TCP. Checked through vgpuctl --json cluster (and list and show, of
- * a tenant's assembly): both links come up
- * with a latency and the peer's GPUs; a vgpud with another key is refused on both sides; hostile
- * peers (a wrong-size HELLO, half a HELLO, a large message, garbage after a good handshake) are
- * turned away and the good link stays up; a peer stopped (silent) or killed is seen down within
- * 5 s, and comes back up once it answers again or is restarted. Then cluster state in a real etcd:
- * three vgpuds register, one killed drops out when its lease expires. Every vgpud must exit
- * cleanly. */
+ * a tenant's assembly): both links come up with a latency and the peer's GPUs; a vgpud with another
+ * key is refused on both sides; hostile peers (a wrong-size HELLO, half a HELLO, a large message,
+ * garbage after a good handshake) are turned away and the good link stays up; a hostile tenant on
+ * a remote vGPU harms neither node; a peer stopped (silent) or killed is seen down within 5 s, and
+ * comes back up once it answers again or is restarted. Then cluster state in a real etcd: three
+ * vgpuds register, one killed drops out when its lease expires. Every vgpud must exit cleanly. */
 #include <check.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -444,6 +443,51 @@ static int run_on_a(const char *vgpus, const char *prog, const char *args, const
     return sh("%s/vgpu-run --socket %s %s -- %s/%s %s > %s 2>&1", bin, sock[0], vgpus, progs, prog, args, out);
 }
 
+/* A hostile tenant of a on b's vGPU: malformed records, a corrupt ring, a channel file shrunk, bad
+ * control messages, and another tenant's memory and handles on b, through a's relay to b. Both nodes answer as they do a local tenant (the
+ * driver's errors, or the session dropped), keep their link, keep nothing of it, and serve the
+ * next tenant. */
+START_TEST(test_hostile_remote_tenant)
+{
+    ck_assert(wait_state(0, "b", "up", 10000) >= 0);
+    static const char *const modes[] = {"records", "garbage", "truncate", "handshake"};
+    char out[700];
+    snprintf(out, sizeof out, "%s/hostile-tenant.%d.out", tmp, (int)getpid());
+    int rc;
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        rc = sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s %s > %s 2>&1", progs, sock[0], modes[k], out);
+        if (rc != 0)
+            sh("cat %s >&2", out);
+        ck_assert_msg(rc == 0, "hostile %s on b's vGPU: %d", modes[k], rc);
+    }
+    /* Another tenant's memory and handles on b, named by the hostile one (each has its worker there). */
+    char hold_out[700], dptr[32] = "";
+    snprintf(hold_out, sizeof hold_out, "%s/hostile-hold.%d.out", tmp, (int)getpid());
+    pid_t hold = start_ready("--vgpu node=b,device=0", "prog_hold", hold_out);
+    FILE *f = fopen(hold_out, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "ready %31s", dptr) == 1)
+            break;
+    if (f)
+        fclose(f);
+    ck_assert_msg(dptr[0], "prog_hold printed no device pointer");
+    rc = sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s foreign %s > %s 2>&1", progs, sock[0], dptr, out);
+    if (rc != 0)
+        sh("cat %s >&2", out);
+    kill(hold, SIGKILL);
+    waitpid(hold, NULL, 0);
+    ck_assert_msg(rc == 0, "hostile foreign on b's vGPU: %d", rc);
+    ck_assert_msg(wait_state(0, "b", "up", 1000) >= 0, "a's link to b went down");
+    ck_assert_msg(no_tenants(1), "b kept a session of the hostile tenant or of the killed one");
+    rc = run_on_a("--vgpu node=b,device=0", "prog_copies", "", out);
+    if (rc != 0)
+        sh("cat %s >&2", out);
+    ck_assert_msg(rc == 0, "prog_copies on b's vGPU after the hostile tenant: %d", rc);
+    ck_assert_msg(no_tenants(0) && no_tenants(1), "a tenant is left");
+}
+END_TEST
+
 /* An assembly of a's device and b's: everything travels to b and back (checksummed by the
  * programs), b's vgpud serves it as its own tenant, and neither node keeps anything of it after. */
 START_TEST(test_remote_vgpus)
@@ -780,6 +824,7 @@ int main(void)
     tcase_add_test(t, test_assemblies);
     tcase_add_test(t, test_wrong_key);
     tcase_add_test(t, test_hostile_peers);
+    tcase_add_test(t, test_hostile_remote_tenant);
     tcase_add_test(t, test_remote_vgpus);
     tcase_add_test(t, test_pushes);
     tcase_add_test(t, test_backlog);

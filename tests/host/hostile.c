@@ -7,7 +7,9 @@
  *   hostile SOCKET handshake      malformed control messages
  *   hostile SOCKET truncate       keep the channel's memfd and try to shrink, grow or seal it
  *   hostile SOCKET vmm-peers      the VMM API's records across two vGPUs (a vgpud of two devices)
- *   hostile SOCKET flood N S      open N connections that never say hello and hold them S seconds */
+ *   hostile SOCKET flood N S      open N connections that never say hello and hold them S seconds
+ * HOSTILE_ASSEMBLY sets the session's vGPUs (vgpu-run --vgpu's entries, ';' between): with a remote
+ * vGPU first, the records go through the tenant's relay to the node that serves it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,6 +29,7 @@
 #include "vgpu/calls.h"
 
 static int failures;
+static bool remote_vgpu; /* the session's first vGPU is another node's */
 
 #define EXPECT(cond, ...)                                                                              \
     do {                                                                                               \
@@ -58,10 +61,21 @@ static int hello(const char *path)
     vgpu_msg_init(&h.hdr, VGPU_MSG_HELLO, sizeof h);
     h.role = VGPU_ROLE_CLIENT;
     strcpy(h.program, "hostile");
+    const char *assembly = getenv("HOSTILE_ASSEMBLY");
+    if (assembly)
+        snprintf(h.assembly, sizeof h.assembly, "%s", assembly);
     static uint8_t buf[sizeof(struct vgpu_msg_welcome) + VGPU_MAX_DEVICES * sizeof(struct vgpu_device_info)];
-    if (vgpu_msg_send(s, &h, sizeof h, -1) || vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000) <= 0) {
+    ssize_t n;
+    if (vgpu_msg_send(s, &h, sizeof h, -1) || (n = vgpu_msg_recv(s, buf, sizeof buf, NULL, 5000)) <= 0) {
         fprintf(stderr, "hostile: no welcome\n");
         exit(2);
+    }
+    struct vgpu_msg_welcome w;
+    struct vgpu_device_info first;
+    if ((size_t)n >= sizeof w + sizeof first) {
+        memcpy(&w, buf, sizeof w);
+        memcpy(&first, buf + sizeof w, sizeof first);
+        remote_vgpu = w.device_count > 0 && (first.flags & VGPU_DEVICE_REMOTE);
     }
     return s;
 }
@@ -255,7 +269,9 @@ static int mode_records(const char *path)
     dh.hdr.size = sizeof dh;
     post_raw(&c, &dh, sizeof dh);
     dh.flags = 0;
-    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE && word[0] == sh.seq && word[1] == CUDA_SUCCESS,
+    /* (A remote vGPU's words are never offered, so the serving node sends none back: only the error.) */
+    EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_ERROR_INVALID_VALUE &&
+               (remote_vgpu || (word[0] == sh.seq && word[1] == CUDA_SUCCESS)),
            "a copy's completion word (after the refused ones, which left the context's error)");
     EXPECT(CALL(&c, CopyDtoH, 1, dh) == CUDA_SUCCESS, "the error reported once");
     struct vgpu_req_CopyHtoD hd = {.dst = d, .offset = c.map.layout.data_size - 8, .size = 64, .slot = VGPU_NO_SLOT};
@@ -812,21 +828,27 @@ static void host_files(const char *path)
     rf.flags = 0x80;
     EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "unknown flags");
     rf.flags = CU_MEMHOSTREGISTER_DEVICEMAP;
-    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS, "a file registered");
-    EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "a file taken twice");
-    struct vgpu_req_HostUnregisterFile uf = {.key = key};
-    EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_SUCCESS, "a file unregistered");
-    EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "unregistered twice");
-    /* More than the channel's data area (64 MiB here) would be pinned: refused. */
-    int big = memfd_create("hostile-big", MFD_CLOEXEC);
-    EXPECT(big >= 0 && ftruncate(big, (off_t)(65u << 20)) == 0, "a sparse file larger than the data area");
-    EXPECT(host_file(c.sock, big, 0, 65u << 20, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) ==
-                                                                                 CUDA_ERROR_OUT_OF_MEMORY,
-           "a file larger than the data area pinned");
-    close(big);
-    /* One registered and never unregistered goes with the channel. */
-    EXPECT(host_file(c.sock, mem, 0, 8192, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS,
-           "a file left registered");
+    if (remote_vgpu) {
+        /* Registered on this node, named by a key the serving node has no file for. */
+        EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "another node's file registered");
+    } else {
+        EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS, "a file registered");
+        EXPECT(CALL(&c, HostRegisterFile, 1, rf) == CUDA_ERROR_INVALID_VALUE, "a file taken twice");
+        struct vgpu_req_HostUnregisterFile uf = {.key = key};
+        EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_SUCCESS, "a file unregistered");
+        EXPECT(CALL(&c, HostUnregisterFile, 1, uf) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "unregistered twice");
+        /* More than the channel's data area (64 MiB here) would be pinned: refused. */
+        int big = memfd_create("hostile-big", MFD_CLOEXEC);
+        EXPECT(big >= 0 && ftruncate(big, (off_t)(65u << 20)) == 0, "a sparse file larger than the data area");
+        EXPECT(host_file(c.sock, big, 0, 65u << 20, &rf.key) == CUDA_SUCCESS && CALL(&c, HostRegisterFile, 1, rf) ==
+                                                                                     CUDA_ERROR_OUT_OF_MEMORY,
+               "a file larger than the data area pinned");
+        close(big);
+        /* One registered and never unregistered goes with the channel. */
+        EXPECT(host_file(c.sock, mem, 0, 8192, &rf.key) == CUDA_SUCCESS &&
+                   CALL(&c, HostRegisterFile, 1, rf) == CUDA_SUCCESS,
+               "a file left registered");
+    }
     /* More than a session may have waiting: refused; all of them closed with the session. */
     int32_t st = CUDA_SUCCESS;
     for (unsigned i = 0; i < VGPU_HOST_FILE_MAX + 1 && st == CUDA_SUCCESS; i++)
