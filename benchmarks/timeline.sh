@@ -9,7 +9,8 @@
 #   VGPU_BIN, BENCH_BIN as for run.sh; TIMELINE_SIZES (default "1048576 4194304");
 #   TIMELINE_TRANSPORTS (NAME=UCX_TLS ..., default tcp and shared memory); TIMELINE_OUT (default
 #   build/benchmarks/results/timeline); TIMELINE_EXECUTOR (cuda, or emu where there is no GPU);
-#   TIMELINE_SHOW (how many copies to print whole, those of about the median's length; default 1)
+#   TIMELINE_SHOW (how many copies to print whole, those of about the median's length; default 1);
+#   TIMELINE_OPTS (more vgpud options for both, e.g. --remote-piece 256K)
 set -eu
 VGPU_BIN=${VGPU_BIN:-build/bin}
 BENCH_BIN=${BENCH_BIN:-build/benchmarks}
@@ -22,7 +23,7 @@ PAIR_DIR=$OUT PAIR_EXECUTOR=${TIMELINE_EXECUTOR:-cuda} PAIR_LEVEL=trace PAIR_GPU
 for t in ${TIMELINE_TRANSPORTS:-tcp=tcp shm=posix,sysv,self,tcp}; do
     name=${t%%=*}
     export UCX_TLS=${t#*=}
-    PAIR_LOGS=$OUT/$name-vgpud pair_start
+    PAIR_LOGS=$OUT/$name-vgpud pair_start ${TIMELINE_OPTS:-}
     run() { # label, program and arguments
         local label=$1; shift
         VGPU_LOG_LEVEL=trace "$VGPU_BIN/vgpu-run" --socket "$OUT/a.sock" --vgpu node=b,device=0 -- "$@" \
