@@ -1139,6 +1139,11 @@ static bool turn(struct remote *r)
 #define FUTILE_NS 200000
 #define FUTILE_NAP_MS 1
 
+/* While bulk transfers are under way the turns wait at most this long: UCX's descriptor does not
+ * tell of every step of one (a rendezvous over TCP moved by active messages, UCX_TCP_PUT_ENABLE=n,
+ * stalled until vgpud's next tick, 250 ms, about once a copy). */
+#define BULK_WAIT_MS 1
+
 /* Before the turns wait on their descriptors: how long they may (at most want_ms; 0 while there is
  * work). Senders are told to wake them from now on (spinning), then the wake-ups already sent are
  * read. */
@@ -1152,7 +1157,7 @@ static int wait_ms(struct remote *r, int want_ms)
     bool work = atomic_load(&r->outbox_full) || atomic_load(&r->stop);
     if (!work && ucp_worker_arm(r->worker) != UCS_ERR_BUSY) {
         r->futile_since = 0;
-        return want_ms;
+        return r->bulk_ops && want_ms > BULK_WAIT_MS ? BULK_WAIT_MS : want_ms;
     }
     if (work || r->turn_did) {
         r->futile_since = 0;
