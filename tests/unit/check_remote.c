@@ -854,6 +854,92 @@ START_TEST(driven_links)
 }
 END_TEST
 
+/* Where a driven node's bulk transfers land (its bulk_target and bulk_done). */
+struct landing {
+    uint8_t *buf;
+    size_t len;
+    int targets, done, failed;
+};
+
+static int landing_target(void *arg, uint64_t link, const void *hdr, size_t hdr_len, size_t len, void **dst,
+                          void **token)
+{
+    (void)link, (void)hdr, (void)hdr_len;
+    struct landing *l = arg;
+    if (len > l->len)
+        return -1;
+    l->targets++;
+    *dst = l->buf;
+    *token = l;
+    return 0;
+}
+
+static void landing_done(void *arg, void *token, void *dst, size_t len, bool ok)
+{
+    (void)arg, (void)token, (void)dst, (void)len;
+    struct landing *l = token;
+    if (ok)
+        l->done++;
+    else
+        l->failed++;
+}
+
+static void bulk_sent_count(void *arg) { (*(int *)arg)++; }
+
+/* Bulk transfers from b into driven node a with UCX's rendezvous moving the bytes as active
+ * messages (UCX_TCP_PUT_ENABLE=n): a's caller sleeps as long as the links let it (10 s asked), yet
+ * while a transfer is under way they never let it sleep on their descriptors alone, which told of
+ * no step of such a transfer (vgpud stalled until its next tick); each lands whole. */
+START_TEST(driven_bulk_transfers)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_TCP_PUT_ENABLE", "n", 1);
+    struct remote_config ca, cb;
+    pair_configs("127.0.0.1", true, 0, &ca, &cb);
+    const size_t len = 4u << 20;
+    struct landing l = {.buf = malloc(len), .len = len};
+    uint8_t *data = malloc(len);
+    ck_assert(l.buf && data);
+    ca.bulk_target = landing_target;
+    ca.bulk_done = landing_done;
+    ca.bulk_arg = &l;
+    const char *err = NULL;
+    struct remote *a = remote_start(&ca, &err), *b = remote_start(&cb, &err);
+    ck_assert_msg(a && b, "%s", err ? err : "?");
+    uint64_t ab = turn_until(a, REMOTE_LINK_UP, NULL), ba = wait_event(b, REMOTE_LINK_UP, true, NULL);
+    ck_assert(ab && ba);
+    int sent = 0;
+    for (int k = 1; k <= 4; k++) {
+        for (size_t i = 0; i < len; i++)
+            data[i] = (uint8_t)(i * 13 + (size_t)k);
+        uint64_t hdr = (uint64_t)k;
+        ck_assert_int_eq(remote_send_bulk(b, ba, &hdr, sizeof hdr, data, len, bulk_sent_count, &sent), 0);
+        for (int turns = 0; l.done + l.failed < k; turns++) {
+            ck_assert_msg(turns < 100000, "transfer %d never landed", k);
+            remote_turn(a);
+            int ms = remote_wait_ms(a, 10000);
+            if (l.targets == k && l.done + l.failed < k) /* under way */
+                ck_assert_msg(ms < 10000, "the links let their caller sleep with a transfer under way");
+            if (ms > 0) {
+                int fds[2], n = remote_fds(a, fds);
+                struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+                (void)poll(p, (nfds_t)n, ms);
+            }
+        }
+        ck_assert_int_eq(l.failed, 0);
+        ck_assert_msg(memcmp(l.buf, data, len) == 0, "transfer %d landed changed", k);
+    }
+    for (int i = 0; i < 1000 && sent < 4; i++)
+        usleep(1000);
+    ck_assert_int_eq(sent, 4);
+    remote_stop(b);
+    remote_stop(a);
+    free(data);
+    free(l.buf);
+    unsetenv("UCX_TCP_PUT_ENABLE");
+}
+END_TEST
+
 /* Driven node a and node b of this host, b in a child process that the test stops (SIGSTOP) once
  * their link is up: a's messages fill b's shared memory and wait in UCX, which then will not arm.
  * a's turns find nothing to do; after a moment they nap rather than spin (where processors are
@@ -993,6 +1079,7 @@ int main(void)
     tcase_add_test(t, local_addresses);
     tcase_add_test(t, base64_rfc4648);
     tcase_add_test(t, driven_links);
+    tcase_add_test(t, driven_bulk_transfers);
     tcase_add_test(t, peer_by_name);
     tcase_add_test(t, stalled_host_peer_naps);
     tcase_add_test(t, link_by_network);
