@@ -156,6 +156,7 @@ struct remote {
     bool worker_unsafe;
     bool turn_did;         /* the last turn did something */
     uint64_t futile_since; /* the turns find nothing while UCX will not arm, since (wait_ms); 0: not so */
+    bool napping;          /* wait_ms chose a nap: the links' thread leaves UCX's descriptor out */
 };
 
 static uint64_t now_ns(void) { return (uint64_t)vgpu_now_ns(); }
@@ -1149,6 +1150,7 @@ static bool turn(struct remote *r)
  * read. */
 static int wait_ms(struct remote *r, int want_ms)
 {
+    r->napping = false;
     atomic_store(&r->spinning, false);
     char drain[16];
     while (read(r->wake[0], drain, sizeof drain) > 0)
@@ -1169,6 +1171,7 @@ static int wait_ms(struct remote *r, int want_ms)
     if (now - r->futile_since < FUTILE_NS)
         return 0;
     /* (a nap still wakes on what is given to send: senders were told to wake the turns) */
+    r->napping = true;
     return want_ms < FUTILE_NAP_MS ? want_ms : FUTILE_NAP_MS;
 }
 
@@ -1187,7 +1190,7 @@ static void *link_main(void *arg)
         if (ms == 0)
             continue;
         struct pollfd fds[2] = {{.fd = r->wake[0], .events = POLLIN}, {.fd = r->efd, .events = POLLIN}};
-        (void)poll(fds, ms < sleep_ms ? 1 : 2, ms); /* (a nap: not UCX's descriptor, see FUTILE_NS) */
+        (void)poll(fds, r->napping ? 1 : 2, ms); /* (a nap: not UCX's descriptor, see FUTILE_NS) */
     }
     return NULL;
 }
