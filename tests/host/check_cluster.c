@@ -234,8 +234,9 @@ static bool no_tenants(int i)
 }
 
 /* A program run on node a in the background with the vGPUs given (vgpu-run options), its output in
- * out, once it has said "ready" (within 10 s). Its pid; the test fails if it never gets ready. */
-static pid_t start_ready(const char *vgpus, const char *prog, const char *out)
+ * out, once it has said "ready" (within 10 s); what it said after "ready" in what (cap bytes), where
+ * asked. Its pid; the test fails if it never gets ready. */
+static pid_t start_ready(const char *vgpus, const char *prog, const char *out, char *what, size_t cap)
 {
     char cmd[3200];
     pid_t p = fork();
@@ -255,14 +256,35 @@ static pid_t start_ready(const char *vgpus, const char *prog, const char *out)
         waitpid(p, NULL, 0);
     }
     ck_assert_msg(ready, "%s (%s) did not get ready", prog, vgpus);
+    if (what && cap) {
+        what[0] = '\0';
+        FILE *f = fopen(out, "r");
+        char line[256], *r = NULL;
+        while (f && !r && fgets(line, sizeof line, f))
+            r = strstr(line, "ready");
+        if (r) {
+            r += 5 + strspn(r + 5, " ");
+            snprintf(what, cap, "%.*s", (int)strcspn(r, "\n"), r);
+        }
+        if (f)
+            fclose(f);
+    }
     return p;
+}
+
+/* rc, after the output in out is shown where it is not 0 (a program's run that failed). */
+static int shown(int rc, const char *out)
+{
+    if (rc != 0)
+        sh("cat %s >&2", out);
+    return rc;
 }
 
 START_TEST(test_assemblies)
 {
     char out[700];
     snprintf(out, sizeof out, "%s/hold.%d.out", tmp, (int)getpid());
-    pid_t p = start_ready("", "prog_hold", out);
+    pid_t p = start_ready("", "prog_hold", out, NULL, 0);
     struct json *j = ask_json(0, "list");
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string(json_get(j, "node"), ""), "a");
@@ -406,7 +428,7 @@ START_TEST(test_backlog)
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
     char out[700];
     snprintf(out, sizeof out, "%s/flood.%d.out", tmp, (int)getpid());
-    pid_t p = start_ready("--vgpu node=b,device=0", "prog_flood 4000 300", out);
+    pid_t p = start_ready("--vgpu node=b,device=0", "prog_flood 4000 300", out, NULL, 0);
     kill(vgpud[1], SIGSTOP); /* before its copies begin */
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -444,9 +466,9 @@ static int run_on_a(const char *vgpus, const char *prog, const char *args, const
 }
 
 /* A hostile tenant of a on b's vGPU: malformed records, a corrupt ring, a channel file shrunk, bad
- * control messages, and another tenant's memory and handles on b, through a's relay to b. Both nodes answer as they do a local tenant (the
- * driver's errors, or the session dropped), keep their link, keep nothing of it, and serve the
- * next tenant. */
+ * control messages, and another tenant's memory and handles on b, through a's relay to b. Both
+ * nodes answer as they do a local tenant (the driver's errors, or the session dropped), keep their
+ * link, keep nothing of it, and serve the next tenant. */
 START_TEST(test_hostile_remote_tenant)
 {
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
@@ -455,34 +477,23 @@ START_TEST(test_hostile_remote_tenant)
     snprintf(out, sizeof out, "%s/hostile-tenant.%d.out", tmp, (int)getpid());
     int rc;
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
-        rc = sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s %s > %s 2>&1", progs, sock[0], modes[k], out);
-        if (rc != 0)
-            sh("cat %s >&2", out);
+        rc = shown(sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s %s > %s 2>&1", progs, sock[0], modes[k], out),
+                   out);
         ck_assert_msg(rc == 0, "hostile %s on b's vGPU: %d", modes[k], rc);
     }
     /* Another tenant's memory and handles on b, named by the hostile one (each has its worker there). */
-    char hold_out[700], dptr[32] = "";
+    char hold_out[700], dptr[32];
     snprintf(hold_out, sizeof hold_out, "%s/hostile-hold.%d.out", tmp, (int)getpid());
-    pid_t hold = start_ready("--vgpu node=b,device=0", "prog_hold", hold_out);
-    FILE *f = fopen(hold_out, "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "ready %31s", dptr) == 1)
-            break;
-    if (f)
-        fclose(f);
+    pid_t hold = start_ready("--vgpu node=b,device=0", "prog_hold", hold_out, dptr, sizeof dptr);
     ck_assert_msg(dptr[0], "prog_hold printed no device pointer");
-    rc = sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s foreign %s > %s 2>&1", progs, sock[0], dptr, out);
-    if (rc != 0)
-        sh("cat %s >&2", out);
+    rc = shown(sh("HOSTILE_ASSEMBLY=node=b,device=0 %s/hostile %s foreign %s > %s 2>&1", progs, sock[0], dptr, out),
+               out);
     kill(hold, SIGKILL);
     waitpid(hold, NULL, 0);
     ck_assert_msg(rc == 0, "hostile foreign on b's vGPU: %d", rc);
     ck_assert_msg(wait_state(0, "b", "up", 1000) >= 0, "a's link to b went down");
     ck_assert_msg(no_tenants(1), "b kept a session of the hostile tenant or of the killed one");
-    rc = run_on_a("--vgpu node=b,device=0", "prog_copies", "", out);
-    if (rc != 0)
-        sh("cat %s >&2", out);
+    rc = shown(run_on_a("--vgpu node=b,device=0", "prog_copies", "", out), out);
     ck_assert_msg(rc == 0, "prog_copies on b's vGPU after the hostile tenant: %d", rc);
     ck_assert_msg(no_tenants(0) && no_tenants(1), "a tenant is left");
 }
@@ -510,9 +521,7 @@ START_TEST(test_remote_vgpus)
         {"--vgpu node=b,device=0", "prog_hostfn", false}, /* host functions hold b's streams */
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        int rc = run_on_a(runs[i].vgpus, runs[i].prog, runs[i].kernels ? kernels : "", out);
-        if (rc != 0)
-            sh("cat %s >&2", out);
+        int rc = shown(run_on_a(runs[i].vgpus, runs[i].prog, runs[i].kernels ? kernels : "", out), out);
         ck_assert_msg(rc == 0, "%s on %s failed (%d)", runs[i].prog, runs[i].vgpus, rc);
     }
     /* prog_peer's copies between a's vGPU and b's went node to node: a's worker between its device
@@ -540,7 +549,7 @@ START_TEST(test_remote_vgpus)
     ck_assert_msg(no_tenants(1), "b still has a tenant");
     /* While a tenant of a holds b's vGPU: a lists it as b's, b as a tenant of its own. */
     snprintf(out, sizeof out, "%s/remote-hold.%d.out", tmp, (int)getpid());
-    pid_t p = start_ready("--vgpu node=b,device=0", "prog_hold", out);
+    pid_t p = start_ready("--vgpu node=b,device=0", "prog_hold", out, NULL, 0);
     struct json *ja = ask_json(0, "list"), *jb = ask_json(1, "list");
     ck_assert(ja && jb);
     const struct json *ta = json_get(ja, "tenants")->child, *tb = json_get(jb, "tenants")->child;
@@ -600,9 +609,7 @@ START_TEST(test_pushes)
         if (rc != 0)
             usleep(100000);
     }
-    if (rc != 0)
-        sh("cat %s >&2", out);
-    ck_assert_msg(rc == 0, "prog_peer on b and d failed (%d)", rc);
+    ck_assert_msg(shown(rc, out) == 0, "prog_peer on b and d failed (%d)", rc);
     struct json *jb = cluster(1);
     ck_assert_ptr_nonnull(jb);
     double b_d = links_sum(jb, "d", "msg_bytes_out") + links_sum(jb, "d", "msg_bytes_in") +
@@ -619,7 +626,7 @@ START_TEST(test_remote_loss)
     ck_assert(wait_state(0, "b", "up", 10000) >= 0);
     char out[700];
     snprintf(out, sizeof out, "%s/loss.%d.out", tmp, (int)getpid());
-    pid_t p = start_ready("--vgpu device=0 --vgpu node=b,device=0", "prog_remote_loss", out);
+    pid_t p = start_ready("--vgpu device=0 --vgpu node=b,device=0", "prog_remote_loss", out, NULL, 0);
     stop(1, true);
     int st = -1;
     for (int i = 0; i < 100 && waitpid(p, &st, WNOHANG) == 0; i++)
