@@ -47,7 +47,7 @@ CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -pthread $(SANFLAGS) \
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 DEPFLAGS = -MMD -MP
 
-.PHONY: all deps demo check check-unit check-host check-xen check-gpu bench-gpu bench-share bench-remote bench-timeline clean install help
+.PHONY: all deps demo check check-unit check-host check-xen check-gpu bench-gpu bench-share bench-remote bench-remote-sweep bench-timeline clean install help
 .DEFAULT_GOAL := all
 
 # ------------------------------------------------------------------------------------------ sources

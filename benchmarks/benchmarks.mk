@@ -28,6 +28,11 @@ bench-remote: all $(BENCH_BIN) $(LINK_RAW) $(O)/tests/kernels/basic.fatbin
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_MODULE=$(O)/tests/kernels/basic.fatbin \
 		BENCH_OUT=$(O)/benchmarks/results benchmarks/remote.sh
 
+# Remote copies under several vgpud configurations (pieces, pulls, UCX's rendezvous), alternating
+# rounds beside the raw link's cold copies (benchmarks/remote_sweep.sh).
+bench-remote-sweep: all $(BENCH_BIN) $(LINK_RAW)
+	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks BENCH_OUT=$(O)/benchmarks/results benchmarks/remote_sweep.sh
+
 # Where a remote vGPU's time goes, point by point through every process (benchmarks/timeline.sh).
 bench-timeline: all $(BENCH_BIN)
 	VGPU_BIN=$(O)/bin BENCH_BIN=$(O)/benchmarks TIMELINE_OUT=$(O)/benchmarks/results/timeline benchmarks/timeline.sh
