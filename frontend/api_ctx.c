@@ -550,6 +550,8 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
     FE_RETURN_IF(fe_device(dev, &d));
     pthread_mutex_lock(&fe.mu);
     d->primary_flags = flags;
+    if (d->primary_refs > 0) /* an active primary context takes them at once (cudaSetDeviceFlags) */
+        d->primary.flags = flags;
     pthread_mutex_unlock(&fe.mu);
     return CUDA_SUCCESS;
 }

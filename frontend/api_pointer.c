@@ -18,19 +18,26 @@ struct pointer_info {
 
 static struct pointer_info lookup(CUdeviceptr p)
 {
-    struct pointer_info info = {0};
+    struct pointer_info info = {0}, mapped_host = {0};
     for (int d = 0; d < fe.device_count; d++) {
         struct fe_chan *ch = __atomic_load_n(&fe.devices[d].chan, __ATOMIC_ACQUIRE);
         if (!ch)
             continue;
         pthread_mutex_lock(&ch->ranges_mu);
         const struct vgpu_range *r = vgpu_ranges_find(&ch->ranges, p);
-        if (r)
+        /* Pinned host memory mapped for the device is host memory: found by its host address
+         * below, else (a device address apart from it) host memory that only the device reaches. */
+        if (r && r->kind != VGPU_RANGE_HOSTMAP)
             info = (struct pointer_info){true, true, d, r->ctx, r->kind == VGPU_RANGE_POOL ? r->module : 0,
                                          r->kind == VGPU_RANGE_ALLOC, r->base, r->size, p, NULL};
+        else if (r && !mapped_host.known)
+            mapped_host = (struct pointer_info){true, false, d, 0, 0, false, r->base, r->size, p, NULL};
         pthread_mutex_unlock(&ch->ranges_mu);
-        if (info.known)
+        if (info.known) {
+            if (fe_managed_contains(p, 1, NULL))
+                info.host = (void *)(uintptr_t)p; /* the host reaches managed memory at its address */
             return info;
+        }
         struct fe_block b;
         uint64_t off;
         if (fe_heap_find(ch, (const void *)(uintptr_t)p, &b, &off)) {
@@ -50,7 +57,7 @@ static struct pointer_info lookup(CUdeviceptr p)
         return (struct pointer_info){true, false, spill.device, 0, 0, false, (uint64_t)(uintptr_t)spill.base, spill.size,
                                      dptr, (void *)(uintptr_t)p};
     }
-    return info;
+    return mapped_host;
 }
 
 /* One attribute of a known pointer, or of an unknown one (defaults), as cuPointerGetAttributes

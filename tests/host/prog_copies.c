@@ -32,6 +32,18 @@ int main(int argc, char **argv)
     EXPECT((maps == 1) == (mapping == CUDA_SUCCESS && mapped != 0), "the device maps host memory: %d, but "
            "cuMemHostGetDevicePointer of pinned memory gave %d", maps, (int)mapping);
     CHECK(cuMemFreeHost(small));
+    if (maps == 1) {
+        /* Asked to be mapped for the device, it is still host memory, at one address for both. */
+        CHECK(cuMemHostAlloc(&small, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+        CHECK(cuMemHostGetDevicePointer(&mapped, small, 0));
+        unsigned kind = 0;
+        void *host = NULL;
+        CHECK(cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, mapped + 8));
+        CHECK(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, mapped + 8));
+        EXPECT(kind == CU_MEMORYTYPE_HOST && host == (uint8_t *)small + 8,
+               "device-mapped pinned memory: type %u, host pointer %p of %p", kind, host, (void *)((uint8_t *)small + 8));
+        CHECK(cuMemFreeHost(small));
+    }
     uint8_t *psrc, *pdst;
     CHECK(cuMemAllocHost((void **)&psrc, max));
     CHECK(cuMemAllocHost((void **)&pdst, max));
