@@ -364,7 +364,9 @@ CUresult cuCtxGetFlags(unsigned int *flags)
     FE_RETURN_IF(fe_current(&c, NULL));
     if (!flags)
         return CUDA_ERROR_INVALID_VALUE;
-    *flags = c->flags;
+    /* Every context maps host memory (CU_CTX_MAP_HOST has had no effect since CUDA 3.2), and the
+     * driver's own say so: cudart reports the flag of an inactive primary context likewise. */
+    *flags = c->flags | CU_CTX_MAP_HOST;
     return CUDA_SUCCESS;
 }
 

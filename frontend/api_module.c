@@ -558,7 +558,26 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
     q.function = f->id;
     q.attrib = attrib;
     q.value = value;
-    return FE_CALL(ch, f->mod->ctx->id, FuncSetAttribute, &q, &a);
+    CUresult r = FE_CALL(ch, f->mod->ctx->id, FuncSetAttribute, &q, &a);
+    if (r == CUDA_SUCCESS && attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        atomic_store(&f->dynamic_shared_limit, (int64_t)value + 1);
+    return r;
+}
+
+CUresult fe_function_dynamic_shared(struct fe_function *f, int *limit)
+{
+    int64_t known = atomic_load(&f->dynamic_shared_limit);
+    if (known) {
+        *limit = (int)(known - 1);
+        return CUDA_SUCCESS;
+    }
+    FE_RETURN_IF(cuFuncGetAttribute(limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    (CUfunction)(uintptr_t)f->handle));
+    /* (a cuFuncSetAttribute meanwhile wins: it is the later) */
+    int64_t unknown = 0;
+    atomic_compare_exchange_strong(&f->dynamic_shared_limit, &unknown, (int64_t)*limit + 1);
+    *limit = (int)(atomic_load(&f->dynamic_shared_limit) - 1);
+    return CUDA_SUCCESS;
 }
 
 CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)

@@ -143,6 +143,9 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
     if (!attributes || !data)
         return CUDA_ERROR_INVALID_VALUE;
     struct pointer_info i = lookup(ptr);
+    /* Memory the driver does not know is the host's own, reached at its address (natively too). */
+    if (!i.known)
+        i.host = (void *)(uintptr_t)ptr;
     for (unsigned k = 0; k < numAttributes; k++) {
         if (!data[k])
             continue;

@@ -14,13 +14,17 @@ APPS_LIB_NAMES := cufft_plans cublas_batched cusolver_dense cusparse_ops curand_
 ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
 APPS_LIB_NAMES += nccl_collectives nccl_ranks
 endif
-# Programs whose part A is too short to be worth an emu run (stdout's A lines), on the GPU only.
-APPS_GPU_NAMES := graph_update
+# Programs whose part A is too short to be worth an emu run (stdout's A lines), on the GPU only:
+# Thrust and CUB, kernels launched from the device, cooperative grids, stream-ordered pools,
+# large shared memory and thread block clusters, host memory mapped for kernels.
+APPS_GPU_NAMES := graph_update thrust_algorithms device_launch cooperative_grid async_pools shared_clusters \
+	zero_copy
 APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES) $(APPS_GPU_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
 APPS_FLAGS_multithread := -Xcompiler -pthread
 APPS_FLAGS_rdc := -rdc=true
+APPS_FLAGS_device_launch := -rdc=true -lcudadevrt
 APPS_FLAGS_cufft_plans := -lcufft
 APPS_FLAGS_cublas_batched := -lcublas
 APPS_FLAGS_cusolver_dense := -lcusolver

@@ -37,7 +37,11 @@ remote_links() { # transport name, UCX_TLS, whether to run everything
     remote_compare "remote-$t-streams" "$PROGS/prog_streams" "$K/basic.fatbin"
     remote_compare "remote-$t-copy3d" "$PROGS/prog_copy3d"
     remote_compare "remote-$t-params" "$PROGS/prog_params" "$K/basic.fatbin"
-    for app in $APP_NAMES; do remote_compare "remote-$t-app-$app" "$APPS/$app.static"; done
+    # zero_copy's kernels use the tenant's host memory in place, which a GPU of another node never
+    # reaches: a remote vGPU says it cannot map host memory (CAN_MAP_HOST_MEMORY 0), and the program stops.
+    for app in $APP_NAMES; do
+        [ "$app" = zero_copy ] || remote_compare "remote-$t-app-$app" "$APPS/$app.static"
+    done
     if [ "$full" = 1 ]; then
         if "$BIN/vgpu-run" --socket "$sock" --vgpu device=0 --vgpu node=b,device=0 -- "$PROGS/prog_peer" >"$OUT/remote-$t-peer.vgpu" 2>&1
         then pass "remote-$t-peer: $(tail -1 "$OUT/remote-$t-peer.vgpu")"; else fail "remote-$t-peer"; sed 's/^/    /' "$OUT/remote-$t-peer.vgpu"; fi

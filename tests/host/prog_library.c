@@ -38,6 +38,16 @@ int main(int argc, char **argv)
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
+    /* Flags set while the primary context is active are its own at once (cudaSetDeviceFlags after
+     * the first call), and every context says it maps host memory. */
+    CHECK(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC));
+    unsigned flags = 0, primary_flags = 0;
+    int active = 0;
+    CHECK(cuCtxGetFlags(&flags));
+    CHECK(cuDevicePrimaryCtxGetState(dev, &primary_flags, &active));
+    EXPECT(flags == (CU_CTX_SCHED_BLOCKING_SYNC | CU_CTX_MAP_HOST) && active &&
+               (primary_flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC,
+           "flags %#x of the active primary context, %#x of the primary (active %d)", flags, primary_flags, active);
 
     CUlibrary lib;
     CHECK(cuLibraryLoadFromFile(&lib, argv[1], NULL, NULL, 0, NULL, NULL, 0));
@@ -106,6 +116,11 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyDtoH(c, dc, sizeof c));
     for (int i = 0; i < N; i++)
         EXPECT(c[i] == 3.0f * (float)i, "c[%d] = %f", i, c[i]);
+    /* Allowed 48 KiB again, the kernel's launch asking 64 KiB is refused by the launch itself. */
+    CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 48 << 10, k, dev));
+    CUresult over = cuLaunchKernel((CUfunction)k, N / 256, 1, 1, 256, 1, 1, 64 << 10, NULL, args, NULL);
+    EXPECT(over == CUDA_ERROR_INVALID_VALUE, "64 KiB of dynamic shared memory over the kernel's 48: %d", (int)over);
+    CHECK(cuCtxSynchronize());
 
     CUmodule m;
     CHECK(cuLibraryGetModule(&m, lib));
