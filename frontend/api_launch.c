@@ -130,13 +130,12 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     if (hs == NULL || hs == CU_STREAM_LEGACY || hs == CU_STREAM_PER_THREAD)
         FE_RETURN_IF(fe_current_is(c));
     FE_RETURN_IF(check_dims(&fe.devices[c->device], grid, block, shmem));
-    /* Beyond 48 KiB less its static shared memory only as far as the kernel was allowed. */
+    /* Beyond 48 KiB less its static shared memory only as far as the kernel was allowed (a limit
+     * that cannot be asked leaves the launch to the worker's driver to judge). */
     int dynamic_limit;
-    if (shmem) {
-        FE_RETURN_IF(fe_function_dynamic_shared(f, &dynamic_limit));
-        if (dynamic_limit >= 0 && shmem > (unsigned)dynamic_limit)
-            return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (shmem && fe_function_dynamic_shared(f, &dynamic_limit) == CUDA_SUCCESS && dynamic_limit >= 0 &&
+        shmem > (unsigned)dynamic_limit)
+        return CUDA_ERROR_INVALID_VALUE;
     struct vgpu_launch_attr wattrs[VGPU_MAX_LAUNCH_ATTRS];
     uint32_t wcount = 0;
     FE_RETURN_IF(wire_attrs(attrs, nattrs, wattrs, &wcount));
