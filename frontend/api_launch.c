@@ -136,6 +136,11 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     if (shmem && fe_function_dynamic_shared(f, &dynamic_limit) == CUDA_SUCCESS && dynamic_limit >= 0 &&
         shmem > (unsigned)dynamic_limit)
         return CUDA_ERROR_INVALID_VALUE;
+    /* A block bigger than the kernel's launch bounds (or its registers) allow. */
+    int threads_limit;
+    if (fe_function_threads(f, &threads_limit) == CUDA_SUCCESS && threads_limit > 0 &&
+        (uint64_t)block[0] * block[1] * block[2] > (uint64_t)threads_limit)
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     struct vgpu_launch_attr wattrs[VGPU_MAX_LAUNCH_ATTRS];
     uint32_t wcount = 0;
     FE_RETURN_IF(wire_attrs(attrs, nattrs, wattrs, &wcount));

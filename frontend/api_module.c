@@ -564,20 +564,30 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
     return r;
 }
 
-CUresult fe_function_dynamic_shared(struct fe_function *f, int *limit)
+/* An attribute of f kept in *kept (plus one; 0: not asked yet), asked the first time. */
+static CUresult kept_attribute(struct fe_function *f, CUfunction_attribute attrib, _Atomic int64_t *kept, int *value)
 {
-    int64_t known = atomic_load(&f->dynamic_shared_limit);
+    int64_t known = atomic_load(kept);
     if (known) {
-        *limit = (int)(known - 1);
+        *value = (int)(known - 1);
         return CUDA_SUCCESS;
     }
-    FE_RETURN_IF(cuFuncGetAttribute(limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    (CUfunction)(uintptr_t)f->handle));
+    FE_RETURN_IF(cuFuncGetAttribute(value, attrib, (CUfunction)(uintptr_t)f->handle));
     /* (a cuFuncSetAttribute meanwhile wins: it is the later) */
     int64_t unknown = 0;
-    atomic_compare_exchange_strong(&f->dynamic_shared_limit, &unknown, (int64_t)*limit + 1);
-    *limit = (int)(atomic_load(&f->dynamic_shared_limit) - 1);
+    atomic_compare_exchange_strong(kept, &unknown, (int64_t)*value + 1);
+    *value = (int)(atomic_load(kept) - 1);
     return CUDA_SUCCESS;
+}
+
+CUresult fe_function_dynamic_shared(struct fe_function *f, int *limit)
+{
+    return kept_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &f->dynamic_shared_limit, limit);
+}
+
+CUresult fe_function_threads(struct fe_function *f, int *limit)
+{
+    return kept_attribute(f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &f->threads_limit, limit);
 }
 
 CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)

@@ -654,9 +654,9 @@ struct fe_function {
     bool have_layout;
     struct fe_legacy_launch *legacy; /* what cuFuncSetBlockShape and cuParamSet* set (api_launch_legacy.c) */
     uint64_t kernel; /* the CUkernel it stands for in a context (library.c), or 0 */
-    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES plus one, once asked or set (0: not yet): a
-     * launch asking more dynamic shared memory is refused by the launch call, as natively. */
-    _Atomic int64_t dynamic_shared_limit;
+    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES and _MAX_THREADS_PER_BLOCK plus one, once
+     * asked (or set) (0: not yet): a launch asking more is refused by the launch call, as natively. */
+    _Atomic int64_t dynamic_shared_limit, threads_limit;
 };
 
 /* Resolve what an application passes as an image: a wrapper's fatbin, and the size when unknown. */
@@ -681,8 +681,10 @@ CUresult fe_kernel_function(uint64_t h, struct fe_function **f, struct fe_chan *
 bool fe_is_kernel(uint64_t h);
 /* A CUfunction (or CUkernel) argument, and its parameter layout (asked from vgpud if needed). */
 CUresult fe_function_of(CUfunction h, struct fe_function **f, struct fe_chan **ch);
-/* The most dynamic shared memory a launch of f may ask (its attribute, asked once, then kept). */
+/* The most dynamic shared memory a launch of f may ask, and the most threads its block may have
+ * (their attributes, asked once, then kept). */
 CUresult fe_function_dynamic_shared(struct fe_function *f, int *limit);
+CUresult fe_function_threads(struct fe_function *f, int *limit);
 CUresult fe_function_layout(struct fe_function *f, struct fe_chan *ch);
 /* Pack a launch's arguments: from kernelParams by the function's layout, or an `extra` buffer as
  * given. *buf points into small when it fits there, else to malloc'd memory the caller frees. */

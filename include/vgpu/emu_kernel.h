@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#define VGPU_EMU_ABI 1u
+#define VGPU_EMU_ABI 2u
 #define VGPU_EMU_SYMBOL_PREFIX "vgpu_emu_kernel_"
 
 struct vgpu_emu_dim3 {
@@ -50,6 +50,7 @@ struct vgpu_emu_kernel {
     vgpu_emu_block_fn run;
     uint32_t param_count;
     const struct vgpu_emu_param *params;
+    uint32_t max_threads; /* __launch_bounds__' most threads a block may have (0: the device's) */
 };
 
 #define VGPU_EMU_PARAM(T) {sizeof(T), _Alignof(T)}
@@ -58,10 +59,17 @@ struct vgpu_emu_kernel {
     static const struct vgpu_emu_param vgpu_emu_params_##name_[] = {__VA_ARGS__};                      \
     const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {                                           \
         VGPU_EMU_ABI, #name_, fn_, sizeof vgpu_emu_params_##name_ / sizeof vgpu_emu_params_##name_[0], \
-        vgpu_emu_params_##name_};
+        vgpu_emu_params_##name_, 0};
+
+/* A kernel with launch bounds: blocks of more than max_threads_ threads are refused, as natively. */
+#define VGPU_EMU_KERNEL_BOUNDED(name_, fn_, max_threads_, ...)                                         \
+    static const struct vgpu_emu_param vgpu_emu_params_##name_[] = {__VA_ARGS__};                      \
+    const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {                                           \
+        VGPU_EMU_ABI, #name_, fn_, sizeof vgpu_emu_params_##name_ / sizeof vgpu_emu_params_##name_[0], \
+        vgpu_emu_params_##name_, max_threads_};
 
 #define VGPU_EMU_KERNEL_NOPARAMS(name_, fn_)                                                           \
-    const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {VGPU_EMU_ABI, #name_, fn_, 0, 0};
+    const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {VGPU_EMU_ABI, #name_, fn_, 0, 0, 0};
 
 /* The i-th kernel argument, of type T. */
 #define VGPU_EMU_ARG(params, i, T) (*(T const *)(params)[i])

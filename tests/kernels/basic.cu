@@ -15,6 +15,14 @@ extern "C" __global__ void vecadd(const float *a, const float *b, float *c, int 
         c[i] = a[i] + b[i];
 }
 
+// vecadd with launch bounds: a block of more than 128 threads is refused at the launch.
+extern "C" __global__ void __launch_bounds__(128) vecadd_bounded(const float *a, const float *b, float *c, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        c[i] = a[i] + b[i];
+}
+
 extern "C" __global__ void add_u32(unsigned *p, unsigned v, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

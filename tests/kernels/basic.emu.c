@@ -45,6 +45,8 @@ static void vecadd(const struct vgpu_emu_block *b, void *const *p)
 }
 VGPU_EMU_KERNEL(vecadd, vecadd, VGPU_EMU_PARAM(const float *), VGPU_EMU_PARAM(const float *), VGPU_EMU_PARAM(float *),
                 VGPU_EMU_PARAM(int))
+VGPU_EMU_KERNEL_BOUNDED(vecadd_bounded, vecadd, 128, VGPU_EMU_PARAM(const float *), VGPU_EMU_PARAM(const float *),
+                        VGPU_EMU_PARAM(float *), VGPU_EMU_PARAM(int))
 
 static void add_u32(const struct vgpu_emu_block *b, void *const *p)
 {

@@ -278,6 +278,7 @@ bool emu_event_complete(struct emu_event *e, uint64_t gen);
 /* The dynamic shared memory a block may have unless allowed more, and the most it may be allowed
  * (the emu profile's opt-in per block: emu kernels have no static shared memory). */
 #define EMU_DYNAMIC_SHARED_DEFAULT 49152
+#define EMU_MAX_THREADS 1024 /* a block's threads at most, as an H100's */
 #define EMU_SHARED_OPTIN 232448
 
 struct emu_function {
@@ -394,9 +395,10 @@ bool emu_kernel_attrs_set(struct emu_op *op, const CUlaunchAttribute *attrs, uns
 /* A copy of f's packed parameters at their natural alignment (emu kernels read them through their
  * own types), for a kernel op; NULL when out of memory. */
 void *emu_params_copy(const struct emu_function *f, const void *params);
-/* Whether a launch of f with these dimensions and parameter bytes is one a GPU would take. */
-bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
-                   uint32_t param_size);
+/* Whether a launch of f with these dimensions, shared memory and parameter bytes is one a GPU would
+ * take: CUDA_SUCCESS, or the driver's error for it. */
+CUresult emu_launch_check(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t shared_mem, uint32_t param_size);
 CUresult emu_graph_nodes(struct vgpu_exec *x, void *ctx, void *graph, unsigned what, uint32_t node, uint32_t *out,
                          uint32_t cap, uint64_t *count);
 void emu_graph_exec_destroy(struct vgpu_exec *x, void *ctx, void *exec);

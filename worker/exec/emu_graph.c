@@ -850,8 +850,9 @@ CUresult emu_graph_kernel_node(struct vgpu_exec *x, void *ctx, void *graph, void
         return CUDA_SUCCESS;
     }
     const struct emu_function *f = k->fn;
-    if (!emu_launch_ok(f, k->grid, k->block, k->shared, k->size))
-        return CUDA_ERROR_INVALID_VALUE;
+    CUresult checked = emu_launch_check(f, k->grid, k->block, k->shared, k->size);
+    if (checked != CUDA_SUCCESS)
+        return checked;
     void *params = emu_params_copy(f, k->params);
     if (!params)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -128,7 +128,7 @@ void emu_module_free(struct emu_ctx *c, struct emu_module *m, bool free_memory)
 static bool valid_kernel(const struct vgpu_emu_kernel *k)
 {
     if (k->abi != VGPU_EMU_ABI || !k->run || k->param_count > VGPU_MAX_KERNEL_PARAMS ||
-        (k->param_count && !k->params))
+        (k->param_count && !k->params) || k->max_threads > EMU_MAX_THREADS)
         return false;
     for (uint32_t i = 0; i < k->param_count; i++) {
         uint32_t a = k->params[i].align;

@@ -676,7 +676,7 @@ static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn,
     const struct emu_function *f = fn;
     switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-        *value = 1024;
+        *value = f->kernel->max_threads ? (int)f->kernel->max_threads : EMU_MAX_THREADS;
         return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_NUM_REGS:
         *value = 32;
@@ -759,17 +759,22 @@ void *emu_params_copy(const struct emu_function *f, const void *params)
     return p;
 }
 
-bool emu_launch_ok(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem,
-                   uint32_t param_size)
+CUresult emu_launch_check(const struct emu_function *f, const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t shared_mem, uint32_t param_size)
 {
     if (param_size < f->param_bytes)
-        return false;
+        return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < 3; i++)
         if (grid[i] == 0 || block[i] == 0)
-            return false;
+            return CUDA_ERROR_INVALID_VALUE;
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    return threads <= 1024 && block[2] <= 64 && grid[1] <= 65535 && grid[2] <= 65535 && grid[0] <= 2147483647u &&
-           shared_mem <= 232448;
+    if (threads > EMU_MAX_THREADS || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > 2147483647u ||
+        shared_mem > (uint32_t)f->max_dynamic_shared)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* More threads than the kernel's launch bounds allow: its registers would not suffice. */
+    if (f->kernel->max_threads && threads > f->kernel->max_threads)
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    return CUDA_SUCCESS;
 }
 
 static bool wants_cooperation(const CUlaunchAttribute *attrs, unsigned n)
@@ -788,8 +793,9 @@ static CUresult emu_launch(struct vgpu_exec *x, void *ctx, void *fn, void *strea
 {
     (void)x;
     const struct emu_function *f = fn;
-    if (!emu_launch_ok(f, grid, block, shared_mem, param_size))
-        return CUDA_ERROR_INVALID_VALUE;
+    CUresult checked = emu_launch_check(f, grid, block, shared_mem, param_size);
+    if (checked != CUDA_SUCCESS)
+        return checked;
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (wants_cooperation(attrs, nattrs) &&
         (uint64_t)grid[0] * grid[1] * grid[2] > EMU_SMS * emu_blocks_per_sm(threads, shared_mem))
