@@ -545,6 +545,14 @@ CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfu
     q.attrib = attrib;
     FE_RETURN_IF(FE_CALL(ch, f->mod->ctx->id, FuncGetAttribute, &q, &a));
     *pi = a.value;
+    /* What a launch checks, kept once asked (cudaFuncGetAttributes asks both for the program); a
+     * value kept already stays, cuFuncSetAttribute's being the newer. */
+    _Atomic int64_t *kept = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK           ? &f->threads_limit
+                            : attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? &f->dynamic_shared_limit
+                                                                                        : NULL;
+    int64_t unknown = 0;
+    if (kept)
+        atomic_compare_exchange_strong(kept, &unknown, (int64_t)a.value + 1);
     return CUDA_SUCCESS;
 }
 
@@ -572,10 +580,7 @@ static CUresult kept_attribute(struct fe_function *f, CUfunction_attribute attri
         *value = (int)(known - 1);
         return CUDA_SUCCESS;
     }
-    FE_RETURN_IF(cuFuncGetAttribute(value, attrib, (CUfunction)(uintptr_t)f->handle));
-    /* (a cuFuncSetAttribute meanwhile wins: it is the later) */
-    int64_t unknown = 0;
-    atomic_compare_exchange_strong(kept, &unknown, (int64_t)*value + 1);
+    FE_RETURN_IF(cuFuncGetAttribute(value, attrib, (CUfunction)(uintptr_t)f->handle)); /* (which keeps it) */
     *value = (int)(atomic_load(kept) - 1);
     return CUDA_SUCCESS;
 }
