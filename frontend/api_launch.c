@@ -113,6 +113,21 @@ static bool cooperative(const CUlaunchAttribute *attrs, unsigned n)
     return false;
 }
 
+/* A grid must be a whole number of the clusters a launch attribute asks (natively refused by the
+ * launch, INVALID_CLUSTER_SIZE). */
+static CUresult check_clusters(const CUlaunchAttribute *attrs, unsigned n, const uint32_t grid[3])
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            continue;
+        const uint32_t c[3] = {attrs[i].value.clusterDim.x, attrs[i].value.clusterDim.y, attrs[i].value.clusterDim.z};
+        for (int d = 0; d < 3; d++)
+            if (c[d] && grid[d] % c[d])
+                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem,
                                CUstream hs, const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra,
                                bool pt)
@@ -144,6 +159,7 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     struct vgpu_launch_attr wattrs[VGPU_MAX_LAUNCH_ATTRS];
     uint32_t wcount = 0;
     FE_RETURN_IF(wire_attrs(attrs, nattrs, wattrs, &wcount));
+    FE_RETURN_IF(check_clusters(attrs, nattrs, grid));
     uint8_t small[1024], *buf;
     uint32_t size;
     FE_RETURN_IF(fe_pack_args(f, ch, params, extra, small, sizeof small, &buf, &size));

@@ -1,7 +1,8 @@
 /* Cooperative launches: a grid as large as the device holds at once runs (cuLaunchCooperativeKernel,
  * cuLaunchKernelEx with the cooperative attribute, and a one-device
  * cuLaunchCooperativeKernelMultiDevice) and computes what it should; one block more fails at the
- * launch with COOPERATIVE_LAUNCH_TOO_LARGE. The largest grid comes from the occupancy calculator,
+ * launch with COOPERATIVE_LAUNCH_TOO_LARGE, as a grid that is no whole number of its clusters fails
+ * with INVALID_CLUSTER_SIZE. The largest grid comes from the occupancy calculator,
  * so the program asks the same of every device. Argument: the module holding add_u32. */
 #include <string.h>
 
@@ -48,6 +49,15 @@ int main(int argc, char **argv)
     CHECK(cuLaunchKernelEx(&cfg, f, args, NULL));
     cfg.gridDimX = blocks + 1;
     EXPECT_RESULT(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    /* A grid that is no whole number of the clusters asked is refused by the launch too. */
+    CUlaunchAttribute cluster;
+    memset(&cluster, 0, sizeof cluster);
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = 4;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+    CUlaunchConfig clustered = {30, 1, 1, BLOCK, 1, 1, 0, NULL, &cluster, 1};
+    EXPECT_RESULT(cuLaunchKernelEx(&clustered, f, args, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
 
     CUstream s; /* a blocking stream: it waits for the launches on the legacy stream above */
     CHECK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
