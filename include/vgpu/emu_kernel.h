@@ -55,18 +55,14 @@ struct vgpu_emu_kernel {
 
 #define VGPU_EMU_PARAM(T) {sizeof(T), _Alignof(T)}
 
-#define VGPU_EMU_KERNEL(name_, fn_, ...)                                                               \
-    static const struct vgpu_emu_param vgpu_emu_params_##name_[] = {__VA_ARGS__};                      \
-    const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {                                           \
-        VGPU_EMU_ABI, #name_, fn_, sizeof vgpu_emu_params_##name_ / sizeof vgpu_emu_params_##name_[0], \
-        vgpu_emu_params_##name_, 0};
-
 /* A kernel with launch bounds: blocks of more than max_threads_ threads are refused, as natively. */
 #define VGPU_EMU_KERNEL_BOUNDED(name_, fn_, max_threads_, ...)                                         \
     static const struct vgpu_emu_param vgpu_emu_params_##name_[] = {__VA_ARGS__};                      \
     const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {                                           \
         VGPU_EMU_ABI, #name_, fn_, sizeof vgpu_emu_params_##name_ / sizeof vgpu_emu_params_##name_[0], \
         vgpu_emu_params_##name_, max_threads_};
+
+#define VGPU_EMU_KERNEL(name_, fn_, ...) VGPU_EMU_KERNEL_BOUNDED(name_, fn_, 0, __VA_ARGS__)
 
 #define VGPU_EMU_KERNEL_NOPARAMS(name_, fn_)                                                           \
     const struct vgpu_emu_kernel vgpu_emu_kernel_##name_ = {VGPU_EMU_ABI, #name_, fn_, 0, 0, 0};

@@ -669,6 +669,12 @@ static CUresult emu_func_param_info(struct vgpu_exec *x, void *ctx, void *fn, ui
     return CUDA_SUCCESS;
 }
 
+/* The most threads a block of f may have: its launch bounds, else the device's. */
+static uint32_t max_threads(const struct emu_function *f)
+{
+    return f->kernel->max_threads ? f->kernel->max_threads : EMU_MAX_THREADS;
+}
+
 static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn, int attrib, int *value)
 {
     (void)x;
@@ -676,7 +682,7 @@ static CUresult emu_func_get_attribute(struct vgpu_exec *x, void *ctx, void *fn,
     const struct emu_function *f = fn;
     switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-        *value = f->kernel->max_threads ? (int)f->kernel->max_threads : EMU_MAX_THREADS;
+        *value = (int)max_threads(f);
         return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_NUM_REGS:
         *value = 32;
@@ -772,7 +778,7 @@ CUresult emu_launch_check(const struct emu_function *f, const uint32_t grid[3], 
         shared_mem > (uint32_t)f->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE;
     /* More threads than the kernel's launch bounds allow: its registers would not suffice. */
-    if (f->kernel->max_threads && threads > f->kernel->max_threads)
+    if (threads > max_threads(f))
         return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     return CUDA_SUCCESS;
 }
