@@ -77,7 +77,7 @@ compare darkapi "$PROGS/prog_darkapi"
 # and the native output is the one recorded in tests/apps/expected (what the emu tests expect too).
 for name in $APP_NAMES; do
     for kind in static shared; do
-        compare "app-$name.$kind" "$APPS/$name.$kind"
+        by_design=$BY_DESIGN_DIR/$name.local compare "app-$name.$kind" "$APPS/$name.$kind"
         if [ -f "$APPS_EXPECTED/$name.out" ] && ! cmp -s "$APPS_EXPECTED/$name.out" "$OUT/app-$name.$kind.native"; then
             fail "app-$name.$kind: native output differs from $APPS_EXPECTED/$name.out"
             diff "$APPS_EXPECTED/$name.out" "$OUT/app-$name.$kind.native"
