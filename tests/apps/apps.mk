@@ -18,7 +18,7 @@ endif
 # Thrust and CUB, kernels launched from the device, cooperative grids, stream-ordered pools,
 # large shared memory and thread block clusters, host memory mapped for kernels.
 APPS_GPU_NAMES := graph_update thrust_algorithms device_launch cooperative_grid async_pools shared_clusters \
-	zero_copy device_properties texture_objects
+	zero_copy device_properties texture_objects memcpy_kinds
 APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES) $(APPS_GPU_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
