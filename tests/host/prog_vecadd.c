@@ -49,6 +49,34 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyDtoH(c, dc, bytes));
     for (int i = 0; i < n; i++)
         EXPECT(c[i] == a[i] + b[i], "within the bounds: c[%d] = %f, expected %f", i, c[i], a[i] + b[i]);
+    /* The same block in a graph's kernel node, and captured from a stream: where each step refuses
+     * it is printed, for check-gpu to compare with the driver. */
+    CUgraph g;
+    CHECK(cuGraphCreate(&g, 0));
+    CUDA_KERNEL_NODE_PARAMS kp = {.func = bounded, .gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1,
+                                  .blockDimX = threads, .blockDimY = 1, .blockDimZ = 1, .kernelParams = args};
+    CUgraphNode node;
+    CUresult added = cuGraphAddKernelNode(&node, g, NULL, 0, &kp), made = CUDA_ERROR_NOT_PERMITTED,
+             ran = CUDA_ERROR_NOT_PERMITTED, synced = CUDA_ERROR_NOT_PERMITTED;
+    CUgraphExec ge;
+    if (added == CUDA_SUCCESS && (made = cuGraphInstantiate(&ge, g, 0)) == CUDA_SUCCESS) {
+        ran = cuGraphLaunch(ge, NULL);
+        synced = cuCtxSynchronize();
+        CHECK(cuGraphExecDestroy(ge));
+    }
+    printf("a graph's kernel node over the bounds: added %d, instantiated %d, launched %d, synchronized %d\n",
+           (int)added, (int)made, (int)ran, (int)synced);
+    CHECK(cuGraphDestroy(g));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    over = cuLaunchKernel(bounded, blocks, 1, 1, threads, 1, 1, 0, s, args, NULL);
+    CUresult ended = cuStreamEndCapture(s, &g);
+    printf("a capture of a launch over the bounds: launched %d, capture ended %d\n", (int)over, (int)ended);
+    if (ended == CUDA_SUCCESS)
+        CHECK(cuGraphDestroy(g));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuCtxSynchronize());
     CHECK(cuMemFree(da));
     CHECK(cuMemFree(db));
     CHECK(cuMemFree(dc));
