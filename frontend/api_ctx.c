@@ -115,6 +115,7 @@ CUresult fe_ctx_deactivate(struct fe_ctx *c)
     fe_handle_each(FE_MIPMAP, fe_mipmap_forget, c);
     fe_handle_each(FE_ARRAY, fe_array_forget, c);
     fe_handle_each(FE_TEXOBJ, fe_texobj_forget, c);
+    atomic_store(&c->cache_config, CU_FUNC_CACHE_PREFER_NONE);
     return r;
 }
 
@@ -441,15 +442,13 @@ CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 }
 
 /* Cache and shared-memory preferences are hints; the context keeps what was asked. */
-static _Atomic int cache_config = CU_FUNC_CACHE_PREFER_NONE;
-
 CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 {
     struct fe_ctx *c;
     FE_RETURN_IF(fe_current(&c, NULL));
     if (!pconfig)
         return CUDA_ERROR_INVALID_VALUE;
-    *pconfig = (CUfunc_cache)atomic_load(&cache_config);
+    *pconfig = (CUfunc_cache)atomic_load(&c->cache_config);
     return CUDA_SUCCESS;
 }
 
@@ -459,7 +458,7 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config)
     FE_RETURN_IF(fe_current(&c, NULL));
     if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
         return CUDA_ERROR_INVALID_VALUE;
-    atomic_store(&cache_config, (int)config);
+    atomic_store(&c->cache_config, (int)config);
     return CUDA_SUCCESS;
 }
 

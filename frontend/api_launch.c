@@ -128,6 +128,22 @@ static CUresult check_clusters(const CUlaunchAttribute *attrs, unsigned n, const
     return CUDA_SUCCESS;
 }
 
+/* Which error natively refuses a block of more threads than a function allows: the registers it
+ * would take beyond the block's (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources
+ * requested for launch"), or else its launch bounds (CUDA_ERROR_INVALID_VALUE: prog_vecadd's
+ * __launch_bounds__(128) kernel launched with 256 threads on an H100). Registers go to a warp in
+ * units of 256. */
+static CUresult too_many_threads(CUfunction fh, const struct fe_device *d, uint64_t threads)
+{
+    int regs = 0;
+    if (cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fh) != CUDA_SUCCESS || regs <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t per_warp = ((uint64_t)regs * 32 + 255) / 256 * 256, warps = (threads + 31) / 32;
+    int most = d->info.attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK];
+    return most > 0 && per_warp * warps > (uint64_t)most ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+                                                         : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint32_t block[3], unsigned shmem,
                                CUstream hs, const CUlaunchAttribute *attrs, unsigned nattrs, void **params, void **extra,
                                bool pt)
@@ -151,11 +167,11 @@ static CUresult launch_checked(CUfunction fh, const uint32_t grid[3], const uint
     if (shmem && fe_function_dynamic_shared(f, &dynamic_limit) == CUDA_SUCCESS && dynamic_limit >= 0 &&
         shmem > (unsigned)dynamic_limit)
         return CUDA_ERROR_INVALID_VALUE;
-    /* A block bigger than the kernel's launch bounds (or its registers) allow. */
+    /* A block bigger than the kernel's launch bounds or its registers allow. */
     int threads_limit;
-    if (fe_function_threads(f, &threads_limit) == CUDA_SUCCESS && threads_limit > 0 &&
-        (uint64_t)block[0] * block[1] * block[2] > (uint64_t)threads_limit)
-        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (fe_function_threads(f, &threads_limit) == CUDA_SUCCESS && threads_limit > 0 && threads > (uint64_t)threads_limit)
+        return too_many_threads(fh, &fe.devices[c->device], threads);
     struct vgpu_launch_attr wattrs[VGPU_MAX_LAUNCH_ATTRS];
     uint32_t wcount = 0;
     FE_RETURN_IF(wire_attrs(attrs, nattrs, wattrs, &wcount));

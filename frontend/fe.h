@@ -280,6 +280,7 @@ struct fe_ctx {
     bool primary;
     bool green; /* a green context (cuGreenCtxCreate): its handle is the CUgreenCtx too */
     _Atomic bool active; /* exists in vgpud */
+    _Atomic int cache_config; /* a hint the context keeps (CU_FUNC_CACHE_PREFER_NONE when made or reset) */
 };
 
 struct fe_device {

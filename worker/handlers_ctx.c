@@ -82,8 +82,8 @@ CUresult vgpu_handle_CtxSetLimit(struct vgpu_call *c, const struct vgpu_req_CtxS
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    if (q->limit >= CU_LIMIT_MAX)
-        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (q->limit >= CU_LIMIT_MAX) /* no limit of the driver's: a bad value, as natively */
+        return CUDA_ERROR_INVALID_VALUE;
     return OPS(c)->ctx_set_limit(EXEC(c), c->ctx->x, (int)q->limit, q->value);
 }
 
@@ -92,8 +92,8 @@ CUresult vgpu_handle_CtxGetLimit(struct vgpu_call *c, const struct vgpu_req_CtxG
     CUresult r = vchannel_need_ctx(c);
     if (r)
         return r;
-    if (q->limit >= CU_LIMIT_MAX)
-        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (q->limit >= CU_LIMIT_MAX) /* no limit of the driver's: a bad value, as natively */
+        return CUDA_ERROR_INVALID_VALUE;
     return OPS(c)->ctx_get_limit(EXEC(c), c->ctx->x, (int)q->limit, &a->value);
 }
 

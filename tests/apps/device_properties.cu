@@ -77,6 +77,10 @@ static void limits() {
         {cudaLimitDevRuntimePendingLaunchCount, "device runtime pending launches"},
         {cudaLimitMaxL2FetchGranularity, "L2 fetch granularity"},
         {cudaLimitPersistingL2CacheSize, "persisting L2 cache size"},
+        // The driver's limits past the runtime's names (shared memory size, CIG and its fallback).
+        {(cudaLimit)7, "7"},
+        {(cudaLimit)8, "8"},
+        {(cudaLimit)9, "9"},
     };
     for (const auto& l : all) {
         size_t v = 0;

@@ -197,10 +197,11 @@ int main(int argc, char** argv) {
     cudaResourceDesc rback;
     CHECK(cudaGetTextureObjectResourceDesc(&rback, tex_lin));
     cudaTextureDesc tback;
+    memset(&tback, 0, sizeof tback);
     CHECK(cudaGetTextureObjectTextureDesc(&tback, tex_lin));
-    printf("A: linear texture: resource %d same array %s, filter %d, normalized %d, address %d %d, border %g\n",
+    printf("A: linear texture: resource %d same array %s, filter %d, normalized %d, address %d %d\n",
            (int)rback.resType, rback.res.array.array == a2 ? "yes" : "no", (int)tback.filterMode,
-           tback.normalizedCoords, (int)tback.addressMode[0], (int)tback.addressMode[1], tback.borderColor[0]);
+           tback.normalizedCoords, (int)tback.addressMode[0], (int)tback.addressMode[1]);
     cudaResourceViewDesc vback;
     e = cudaGetTextureObjectResourceViewDesc(&vback, tex_lin);
     printf("A: its view: %s\n", cudaGetErrorName(e));

@@ -19,7 +19,8 @@ remote_compare() { # name, program and arguments: natively, then on b's vGPU thr
     on_gpu "$b_gpu" "$@" >"$OUT/$name.native" 2>&1; local rn=$?
     "$BIN/vgpu-run" --socket "$sock" --vgpu node=b,device=0 -- "$@" >"$OUT/$name.vgpu" 2>&1; local rv=$?
     if [ $rn -ne 0 ] || [ $rv -ne 0 ]; then fail "$name: native $rn, remote vGPU $rv"; sed 's/^/    /' "$OUT/$name.vgpu"
-    elif ! same_output "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"
+    elif ! same_output "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"; then fail "$name: outputs differ"
+        show_difference "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"
     else pass "$name: $(tail -1 "$OUT/$name.vgpu")$by_design_note"; fi
 }
 remote_links() { # transport name, UCX_TLS, whether to run everything

@@ -40,13 +40,17 @@ same_output() { # native output, vGPU output, by-design file (may be absent); se
         cmp -s "$1" "$2"
     fi
 }
+show_difference() { # the same arguments: what differs beyond the lines that may
+    if [ -f "$3" ]; then diff <(grep -v -E -f "$3" "$1") <(grep -v -E -f "$3" "$2"); else diff "$1" "$2"; fi
+}
 compare() { # name, program and arguments; $by_design: the file of lines that may differ
     local name=$1; shift
     "$@" >"$OUT/$name.native" 2>&1; local rn=$?
     "$BIN/vgpu-run" --socket "$sock" -- "$@" >"$OUT/$name.vgpu" 2>&1; local rv=$?
     if [ $rn -ne 0 ]; then fail "$name: native run failed ($rn)"; sed 's/^/    /' "$OUT/$name.native"
     elif [ $rv -ne 0 ]; then fail "$name: vGPU run failed ($rv)"; sed 's/^/    /' "$OUT/$name.vgpu"
-    elif ! same_output "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"; then fail "$name: outputs differ"; diff "$OUT/$name.native" "$OUT/$name.vgpu"
+    elif ! same_output "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"; then fail "$name: outputs differ"
+        show_difference "$OUT/$name.native" "$OUT/$name.vgpu" "${by_design:-}"
     else pass "$name: $(tail -1 "$OUT/$name.vgpu")$by_design_note"; fi
 }
 

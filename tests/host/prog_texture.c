@@ -62,6 +62,38 @@ int main(int argc, char **argv)
     EXPECT(got_res.resType == CU_RESOURCE_TYPE_ARRAY && got_res.res.array.hArray == a &&
                got_td.filterMode == CU_TR_FILTER_MODE_POINT && got_td.addressMode[0] == CU_TR_ADDRESS_MODE_CLAMP,
            "descriptors read back differ");
+    {
+        /* What the driver gives back of every field of a texture descriptor (each set to something
+         * other than its default), into memory that held a pattern: printed, for check-gpu to compare. */
+        CUDA_TEXTURE_DESC full = {.addressMode = {CU_TR_ADDRESS_MODE_BORDER, CU_TR_ADDRESS_MODE_MIRROR,
+                                                  CU_TR_ADDRESS_MODE_WRAP},
+                                  .filterMode = CU_TR_FILTER_MODE_LINEAR,
+                                  .flags = CU_TRSF_NORMALIZED_COORDINATES,
+                                  .maxAnisotropy = 4,
+                                  .mipmapFilterMode = CU_TR_FILTER_MODE_LINEAR,
+                                  .mipmapLevelBias = 0.5f,
+                                  .minMipmapLevelClamp = 0.25f,
+                                  .maxMipmapLevelClamp = 3.0f,
+                                  .borderColor = {-1.0f, 0.5f, 0.25f, 2.0f}};
+        CUtexObject tf;
+        CHECK(cuTexObjectCreate(&tf, &res, &full, NULL));
+        CUDA_TEXTURE_DESC back;
+        memset(&back, 0xa5, sizeof back);
+        CHECK(cuTexObjectGetTextureDesc(&back, tf));
+        uint32_t bits[4];
+        memcpy(bits, back.borderColor, sizeof bits);
+        printf("a full texture descriptor read back: address %d %d %d, filter %d, flags %#x, anisotropy %u, "
+               "mipmap filter %d, bias %g, clamps %g %g, border %08x %08x %08x %08x\n",
+               (int)back.addressMode[0], (int)back.addressMode[1], (int)back.addressMode[2], (int)back.filterMode,
+               back.flags, back.maxAnisotropy, (int)back.mipmapFilterMode, back.mipmapLevelBias,
+               back.minMipmapLevelClamp, back.maxMipmapLevelClamp, bits[0], bits[1], bits[2], bits[3]);
+        CUDA_RESOURCE_VIEW_DESC view;
+        memset(&view, 0xa5, sizeof view);
+        CUresult vr = cuTexObjectGetResourceViewDesc(&view, tf);
+        printf("the view of a texture made without one: %d, format %d, %zu x %zu x %zu\n", (int)vr, (int)view.format,
+               view.width, view.height, view.depth);
+        CHECK(cuTexObjectDestroy(tf));
+    }
     if (tex_read) {
         void *args[] = {&t, &dout, &w, &h};
         CHECK(cuLaunchKernel(tex_read, W / 16, H / 8, 1, 16, 8, 1, 0, NULL, args, NULL));

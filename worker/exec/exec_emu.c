@@ -262,7 +262,7 @@ static CUresult emu_ctx_get_limit(struct vgpu_exec *x, void *ctx, int limit, uin
 {
     (void)x;
     if (limit < 0 || limit >= CU_LIMIT_MAX || limit >= 16)
-        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+        return CUDA_ERROR_INVALID_VALUE;
     *value = CTX(ctx)->limits[limit];
     return CUDA_SUCCESS;
 }
@@ -271,7 +271,7 @@ static CUresult emu_ctx_set_limit(struct vgpu_exec *x, void *ctx, int limit, uin
 {
     (void)x;
     if (limit < 0 || limit >= CU_LIMIT_MAX || limit >= 16)
-        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+        return CUDA_ERROR_INVALID_VALUE;
     CTX(ctx)->limits[limit] = value;
     return CUDA_SUCCESS;
 }
@@ -777,9 +777,10 @@ CUresult emu_launch_check(const struct emu_function *f, const uint32_t grid[3], 
     if (threads > EMU_MAX_THREADS || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > 2147483647u ||
         shared_mem > (uint32_t)f->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE;
-    /* More threads than the kernel's launch bounds allow: its registers would not suffice. */
+    /* More threads than the kernel's launch bounds allow (an emu kernel has no registers to run
+     * out of): refused as natively. */
     if (threads > max_threads(f))
-        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+        return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 
