@@ -18,7 +18,7 @@ endif
 # Thrust and CUB, kernels launched from the device, cooperative grids, stream-ordered pools,
 # large shared memory and thread block clusters, host memory mapped for kernels.
 APPS_GPU_NAMES := graph_update thrust_algorithms device_launch cooperative_grid async_pools shared_clusters \
-	zero_copy device_properties texture_objects memcpy_kinds
+	zero_copy device_properties texture_objects memcpy_kinds runtime_library
 APPS_BIN := $(foreach n,$(APPS_NAMES) $(APPS_LIB_NAMES) $(APPS_GPU_NAMES),$(APPS_O)/$(n).static $(APPS_O)/$(n).shared)
 APPS_NVCCFLAGS = -O2 -std=c++17 -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -Xcompiler -Wall
 # Per-program extra flags.
@@ -33,6 +33,7 @@ APPS_FLAGS_curand_gen := -lcurand
 APPS_FLAGS_nccl_collectives := -lnccl
 APPS_FLAGS_nccl_ranks := -lnccl
 APPS_FLAGS_jit_link := -lnvrtc -lnvJitLink
+APPS_FLAGS_runtime_library := -lnvrtc
 
 # Each unit is compiled once and linked twice (the cudart is chosen at the link): half the nvcc
 # time of building each program whole twice.
