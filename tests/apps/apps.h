@@ -121,6 +121,13 @@ inline void launch_check_rc(cudaError_t rc, const char* file, int line, const ch
     launched_ok().store(true);
 }
 
+// Part A: the error a call answered, by name (what check-gpu compares with the driver's), and the
+// per-thread last error cleared.
+inline void report(const char* what, cudaError_t e) {
+    printf("A: %s: %s\n", what, cudaGetErrorName(e));
+    cudaGetLastError();
+}
+
 // Part A device query: sanity of what cudaGetDeviceProperties reports.
 inline void device_query() {
     int n = 0;

@@ -33,11 +33,6 @@ static void expect_same(const void* a, const void* b, size_t n, const char* what
     printf("A: %s\n", what);
 }
 
-static void err(const char* what, cudaError_t e) {
-    printf("A: %s: %s\n", what, cudaGetErrorName(e));
-    cudaGetLastError();
-}
-
 int main(int argc, char** argv) {
     apps::bench_mode(argc, argv);
     apps::device_query();
@@ -78,7 +73,7 @@ int main(int argc, char** argv) {
     // Overlapping device ranges: what lands is the device's business (undefined), that the copy is
     // taken is not.
     CHECK(cudaMemcpy(dev, src.data(), n, cudaMemcpyHostToDevice));
-    err("an overlapping device to device copy", cudaMemcpy(dev + 1000, dev, 100000, cudaMemcpyDeviceToDevice));
+    apps::report("an overlapping device to device copy", cudaMemcpy(dev + 1000, dev, 100000, cudaMemcpyDeviceToDevice));
     CHECK(cudaDeviceSynchronize());
 
     // Symbols.
@@ -100,7 +95,7 @@ int main(int argc, char** argv) {
     CHECK(cudaGetSymbolSize(&sym_size, symbol_bytes));
     CHECK(cudaMemcpy(back.data(), sym_addr, sym_size, cudaMemcpyDefault));
     expect_same(back.data(), pinned, sym_size, "a symbol read by its address");
-    err("a symbol read past its end", cudaMemcpyFromSymbol(back.data(), symbol_bytes, 100, 4000));
+    apps::report("a symbol read past its end", cudaMemcpyFromSymbol(back.data(), symbol_bytes, 100, 4000));
 
     // Streams: pageable and pinned, both directions, and a peer copy.
     fill(src.data(), n, 10);
@@ -133,7 +128,7 @@ int main(int argc, char** argv) {
     printf("A: a 2D window at an offset on a stream: %s\n", ok ? "as written" : "otherwise");
     if (!ok) apps::fail("the 2D window");
     CHECK(cudaMemcpy2D(dev, 512, pitched, pitch, 256, 64, cudaMemcpyDeviceToDevice));
-    err("a 2D copy wider than its pitch", cudaMemcpy2D(dev, 100, pitched, pitch, 200, 4, cudaMemcpyDeviceToDevice));
+    apps::report("a 2D copy wider than its pitch", cudaMemcpy2D(dev, 100, pitched, pitch, 200, 4, cudaMemcpyDeviceToDevice));
 
     // 3D: a pitched volume, a memset of a box in it, a copy of the box.
     cudaExtent ext = make_cudaExtent(64, 32, 8);
@@ -169,7 +164,7 @@ int main(int argc, char** argv) {
     p.dstPtr = make_cudaPitchedPtr(back.data(), 64, 64, 32);
     p.extent = make_cudaExtent(64, 32, 9);
     p.kind = cudaMemcpyDeviceToHost;
-    err("a 3D copy a layer deeper than its volume", cudaMemcpy3D(&p));
+    apps::report("a 3D copy a layer deeper than its volume", cudaMemcpy3D(&p));
 
     // Batches: pairs of every kind in one call, and a 3D batch.
     std::vector<unsigned char> pg(65536), pg_back(65536);
@@ -190,12 +185,12 @@ int main(int argc, char** argv) {
     expect_same(back.data(), src.data() + 4096, 8192, "a batch: device to pageable");
     expect_same(managed, pg.data(), 65536, "a batch: pageable to device to managed, in order");
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
-    err("a batch with no source access order", cudaMemcpyBatchAsync(dsts, srcs, sizes, 4, &attr, &idx, 1, s));
+    apps::report("a batch with no source access order", cudaMemcpyBatchAsync(dsts, srcs, sizes, 4, &attr, &idx, 1, s));
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    err("a batch on the legacy stream", cudaMemcpyBatchAsync(dsts, srcs, sizes, 4, &attr, &idx, 1, 0));
-    err("a batch of none", cudaMemcpyBatchAsync(dsts, srcs, sizes, 0, &attr, &idx, 1, s));
+    apps::report("a batch on the legacy stream", cudaMemcpyBatchAsync(dsts, srcs, sizes, 4, &attr, &idx, 1, 0));
+    apps::report("a batch of none", cudaMemcpyBatchAsync(dsts, srcs, sizes, 0, &attr, &idx, 1, s));
     size_t idx_bad = 2;
-    err("a batch whose attributes start past the first copy",
+    apps::report("a batch whose attributes start past the first copy",
         cudaMemcpyBatchAsync(dsts, srcs, sizes, 4, &attr, &idx_bad, 1, s));
     CHECK(cudaStreamSynchronize(s));
 
@@ -225,31 +220,31 @@ int main(int argc, char** argv) {
     printf("A: a 3D batch from pageable rows into a pitched volume: %s\n", ok ? "as written" : "otherwise");
     if (!ok) apps::fail("the 3D batch");
     op.extent = make_cudaExtent(0, 16, 4);
-    err("a 3D batch of no width", cudaMemcpy3DBatchAsync(1, &op, 0, s));
+    apps::report("a 3D batch of no width", cudaMemcpy3DBatchAsync(1, &op, 0, s));
     CHECK(cudaStreamSynchronize(s));
 
     // Wrong copies.
-    err("a copy past the end of an allocation", cudaMemcpy(dev + n - 10, src.data(), 20, cudaMemcpyHostToDevice));
-    err("a copy from past the end of an allocation", cudaMemcpy(back.data(), dev + n - 10, 20, cudaMemcpyDeviceToHost));
-    err("a copy of 0 bytes from nothing", cudaMemcpy(dev, nullptr, 0, cudaMemcpyHostToDevice));
-    err("a copy from nothing", cudaMemcpy(dev, nullptr, 16, cudaMemcpyHostToDevice));
-    err("a copy to nothing", cudaMemcpy(nullptr, dev, 16, cudaMemcpyDeviceToHost));
-    err("a copy of an unknown kind", cudaMemcpy(dev, src.data(), 16, (cudaMemcpyKind)7));
-    err("a device to device copy from host memory", cudaMemcpy(dev, src.data(), 16, cudaMemcpyDeviceToDevice));
-    err("a memset past the end", cudaMemset(dev + n - 10, 0, 20));
-    err("a memset of host memory", cudaMemset(src.data(), 0, 16));
-    err("a memset of freed memory", [&] {
+    apps::report("a copy past the end of an allocation", cudaMemcpy(dev + n - 10, src.data(), 20, cudaMemcpyHostToDevice));
+    apps::report("a copy from past the end of an allocation", cudaMemcpy(back.data(), dev + n - 10, 20, cudaMemcpyDeviceToHost));
+    apps::report("a copy of 0 bytes from nothing", cudaMemcpy(dev, nullptr, 0, cudaMemcpyHostToDevice));
+    apps::report("a copy from nothing", cudaMemcpy(dev, nullptr, 16, cudaMemcpyHostToDevice));
+    apps::report("a copy to nothing", cudaMemcpy(nullptr, dev, 16, cudaMemcpyDeviceToHost));
+    apps::report("a copy of an unknown kind", cudaMemcpy(dev, src.data(), 16, (cudaMemcpyKind)7));
+    apps::report("a device to device copy from host memory", cudaMemcpy(dev, src.data(), 16, cudaMemcpyDeviceToDevice));
+    apps::report("a memset past the end", cudaMemset(dev + n - 10, 0, 20));
+    apps::report("a memset of host memory", cudaMemset(src.data(), 0, 16));
+    apps::report("a memset of freed memory", [&] {
         unsigned char* gone;
         CHECK(cudaMalloc(&gone, 4096));
         CHECK(cudaFree(gone));
         return cudaMemset(gone, 0, 16);
     }());
-    err("a peer copy from device 5", cudaMemcpyPeer(dev, 0, dev2, 5, 16));
-    err("a host register of registered memory", cudaHostRegister(reg_mem, 4096, 0));
-    err("a host unregister of unregistered memory", cudaHostUnregister(src.data()));
-    err("a free of pageable memory", cudaFreeHost(src.data()));
-    err("a free of a pointer inside an allocation", cudaFree(dev + 16));
-    err("a 0-byte allocation", [&] {
+    apps::report("a peer copy from device 5", cudaMemcpyPeer(dev, 0, dev2, 5, 16));
+    apps::report("a host register of registered memory", cudaHostRegister(reg_mem, 4096, 0));
+    apps::report("a host unregister of unregistered memory", cudaHostUnregister(src.data()));
+    apps::report("a free of pageable memory", cudaFreeHost(src.data()));
+    apps::report("a free of a pointer inside an allocation", cudaFree(dev + 16));
+    apps::report("a 0-byte allocation", [&] {
         void* z = (void*)1;
         cudaError_t e = cudaMalloc(&z, 0);
         printf("A: a 0-byte allocation gives %s\n", z == nullptr ? "no pointer" : "a pointer");

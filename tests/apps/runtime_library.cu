@@ -64,11 +64,6 @@ static std::string compile_ptx() {
     return ptx;
 }
 
-static void err(const char* what, cudaError_t e) {
-    printf("A: %s: %s\n", what, cudaGetErrorName(e));
-    cudaGetLastError();
-}
-
 int main(int argc, char** argv) {
     apps::bench_mode(argc, argv);
     apps::device_query();
@@ -119,9 +114,9 @@ int main(int argc, char** argv) {
     cudaFuncAttributes fa;
     CHECK(cudaFuncGetAttributes(&fa, own_kernel));
     printf("B: its dynamic shared memory limit once set for the device: %d\n", fa.maxDynamicSharedSizeBytes);
-    err("a limit of more than the device has",
+    apps::report("a limit of more than the device has",
         cudaKernelSetAttributeForDevice(own, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30, 0));
-    err("an attribute for device 9", cudaKernelSetAttributeForDevice(own, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024, 9));
+    apps::report("an attribute for device 9", cudaKernelSetAttributeForDevice(own, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024, 9));
     const int n = 4096;
     float* x;
     CHECK(cudaMalloc(&x, n * sizeof(float)));
@@ -159,7 +154,7 @@ int main(int argc, char** argv) {
     CHECK(cudaLibraryGetKernel(&scale, lib, "scale"));
     CHECK(cudaLibraryGetKernel(&note_seen, lib, "note_seen"));
     cudaKernel_t missing;
-    err("a kernel the library lacks", cudaLibraryGetKernel(&missing, lib, "nothing"));
+    apps::report("a kernel the library lacks", cudaLibraryGetKernel(&missing, lib, "nothing"));
     void* counter = nullptr;
     size_t size = 0;
     CHECK(cudaLibraryGetGlobal(&counter, &size, lib, "counter"));
@@ -168,9 +163,9 @@ int main(int argc, char** argv) {
     void* seen = nullptr;
     CHECK(cudaLibraryGetManaged(&seen, &size, lib, "seen"));
     printf("B: its __managed__ variable: %zu bytes\n", size);
-    err("a global the library lacks", cudaLibraryGetGlobal(&counter, &size, lib, "nothing"));
+    apps::report("a global the library lacks", cudaLibraryGetGlobal(&counter, &size, lib, "nothing"));
     void* unified = nullptr;
-    err("a unified function of a library without", cudaLibraryGetUnifiedFunction(&unified, lib, "scale"));
+    apps::report("a unified function of a library without", cudaLibraryGetUnifiedFunction(&unified, lib, "scale"));
 
     float a = 0.5f;
     void* sargs[] = {&x, &a, &nn};
@@ -209,14 +204,14 @@ int main(int argc, char** argv) {
     printf("B: the library loaded from a file has %u kernels\n", count);
     CHECK(cudaLibraryUnload(from_file));
     cudaLibrary_t bad;
-    err("a library from a file that is not there",
+    apps::report("a library from a file that is not there",
         cudaLibraryLoadFromFile(&bad, "/nonexistent/library.ptx", nullptr, nullptr, 0, nullptr, nullptr, 0));
     static const char garbage[] = "this is neither PTX nor an ELF image";
-    err("a library of garbage", cudaLibraryLoadData(&bad, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0));
+    apps::report("a library of garbage", cudaLibraryLoadData(&bad, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0));
 
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaLibraryUnload(lib));
-    err("a library unloaded twice", cudaLibraryUnload(lib));
+    apps::report("a library unloaded twice", cudaLibraryUnload(lib));
     CHECK(cudaFree(x));
     printf("PASS runtime_library\n");
     return 0;
